@@ -1,0 +1,35 @@
+// The CPU backend (SPEC 11): host and mapped buffer types (64-byte alignment), one CPU device described from the OS,
+// a backend with a thread count and an abort callback, graph plans, and the registration.
+#pragma once
+
+#include <memory>
+
+#include "tessera/backend.h"
+
+namespace tessera::cpu {
+
+constexpr size_t kCpuAlignment = 64;
+
+// The CPU registration (process-wide, immutable: one device "CPU").
+BackendReg* registration();
+Device* device();
+// Host memory buffer type ("CPU"), 64-byte aligned.
+BufferType* buffer_type();
+
+struct CpuBackendParams {
+  int n_threads = 0;  // 0 = number of hardware threads
+};
+std::unique_ptr<Backend> make_backend(const CpuBackendParams& params = {});
+bool is_cpu(const Backend& backend);
+
+// Extension functions (also reachable through get_proc_address("set_n_threads"), "set_abort_callback").
+// n_threads < 1 is clamped to 1.
+void set_n_threads(Backend& backend, int n_threads);
+int n_threads(const Backend& backend);
+// Polled between nodes; returning true stops the computation with ComputeStatus::kAborted.
+void set_abort_callback(Backend& backend, bool (*callback)(void* user), void* user);
+
+// Wraps host memory (not owned) as a buffer of the "CPU_Mapped" type.
+Result<std::unique_ptr<Buffer>> buffer_from_ptr(void* ptr, size_t size);
+
+}  // namespace tessera::cpu
