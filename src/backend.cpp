@@ -60,6 +60,9 @@ Result<std::unique_ptr<Buffer>> BufferType::alloc_buffer(size_t size) {
     return TS_ERROR(StatusCode::kAllocFailed, "%s: cannot allocate %zu bytes: above the maximum allocation size %zu",
                     name(), size, max_size());
   }
+  if (size > SIZE_MAX - alignment()) {  // every implementation rounds up to the alignment: that must not wrap
+    return TS_ERROR(StatusCode::kAllocFailed, "%s: cannot allocate %zu bytes: the size overflows", name(), size);
+  }
   Result<std::unique_ptr<Buffer>> r = do_alloc_buffer(size);
   if (!r.ok()) return r.status();
   if (r.value() == nullptr || r.value()->base() == nullptr) {
