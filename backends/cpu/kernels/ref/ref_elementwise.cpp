@@ -12,7 +12,10 @@ float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 float gelu(float x) {
   const float kSqrt2OverPi = 0.79788456080286535588f;  // sqrt(2 / pi)
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+  // 0.5 x (1 + tanh(y)) written as x / (1 + e^(-2y)): the same function, without the cancellation of 1 + tanh(y)
+  // for very negative x (which loses all precision in f32 below x = -5).
+  const double y = kSqrt2OverPi * (static_cast<double>(x) + 0.044715 * static_cast<double>(x) * x * x);
+  return static_cast<float>(static_cast<double>(x) / (1.0 + std::exp(-2.0 * y)));
 }
 
 float apply_unary(UnaryOp op, float x) {
