@@ -1,0 +1,394 @@
+// The graph memory planner (SPEC 8).
+#include <unordered_map>
+
+#include "dyn_allocator.h"
+#include "tessera/gallocr.h"
+
+namespace tessera {
+
+namespace {
+
+// Index of each node and leaf of a graph.
+struct GraphIndex {
+  std::unordered_map<const Tensor*, int> nodes;
+  std::unordered_map<const Tensor*, int> leafs;
+  explicit GraphIndex(const Graph& g) {
+    nodes.reserve(g.n_nodes() * 2);
+    leafs.reserve(g.n_leafs() * 2);
+    for (size_t i = 0; i < g.n_nodes(); ++i) nodes.emplace(g.node(i), static_cast<int>(i));
+    for (size_t i = 0; i < g.n_leafs(); ++i) leafs.emplace(g.leaf(i), static_cast<int>(i));
+  }
+};
+
+bool is_output(const Tensor* t) { return (t->flags & kFlagOutput) != 0; }
+
+}  // namespace
+
+GraphAllocator::GraphAllocator(BufferType* buft) : GraphAllocator(std::vector<BufferType*>{buft}) {}
+
+GraphAllocator::GraphAllocator(std::vector<BufferType*> bufts) : bufts_(std::move(bufts)), buffers_(bufts_.size()) {}
+
+GraphAllocator::~GraphAllocator() = default;
+
+bool GraphAllocator::owns(const Buffer* buffer) const {
+  if (buffer == nullptr) return false;
+  for (const auto& list : buffers_) {
+    for (const auto& b : list) {
+      if (b.get() == buffer) return true;
+    }
+  }
+  return false;
+}
+
+size_t GraphAllocator::buffer_size(int buft_id) const {
+  size_t total = 0;
+  for (const auto& b : buffers_.at(static_cast<size_t>(buft_id))) total += b->size();
+  return total;
+}
+
+int GraphAllocator::n_chunks(int buft_id) const {
+  return static_cast<int>(buffers_.at(static_cast<size_t>(buft_id)).size());
+}
+
+Buffer* GraphAllocator::chunk_buffer(int buft_id, int chunk) const {
+  return buffers_.at(static_cast<size_t>(buft_id)).at(static_cast<size_t>(chunk)).get();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Planning
+
+Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
+                                 Plan* plan) const {
+  const size_t n_bufts = bufts_.size();
+  if (n_bufts == 0) return Status(StatusCode::kInvalidArgument, "graph allocator: no buffer types");
+  for (BufferType* b : bufts_) {
+    if (b == nullptr) return Status(StatusCode::kInvalidArgument, "graph allocator: null buffer type");
+  }
+  if (!node_ids.empty() && node_ids.size() != graph.n_nodes()) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "graph allocator: %zu node buffer ids for %zu nodes",
+                    node_ids.size(), graph.n_nodes());
+  }
+  if (!leaf_ids.empty() && leaf_ids.size() != graph.n_leafs()) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "graph allocator: %zu leaf buffer ids for %zu leafs",
+                    leaf_ids.size(), graph.n_leafs());
+  }
+  for (std::span<const int> ids : {node_ids, leaf_ids}) {
+    for (int id : ids) {
+      if (id < 0 || static_cast<size_t>(id) >= n_bufts) {
+        return TS_ERROR(StatusCode::kInvalidArgument, "graph allocator: buffer type id %d out of range [0, %zu)", id,
+                        n_bufts);
+      }
+    }
+  }
+  auto node_buft = [&](size_t i) { return node_ids.empty() ? 0 : node_ids[i]; };
+  auto leaf_buft = [&](size_t i) { return leaf_ids.empty() ? 0 : leaf_ids[i]; };
+
+  struct Info {
+    int n_children = 0;
+    int n_views = 0;
+    bool allocated = false;  // currently holds a block of the plan
+    int buft = -1;
+    BlockAddress addr;
+    size_t size = 0;  // bytes of the block it holds
+  };
+  std::unordered_map<const Tensor*, Info> info;
+  info.reserve((graph.n_nodes() + graph.n_leafs()) * 2);
+  std::vector<DynamicAllocator> dyn;
+  dyn.reserve(n_bufts);
+  for (BufferType* b : bufts_) dyn.emplace_back(b->alignment(), b->max_size());
+
+  // A tensor the planner must leave alone: it has memory that is not ours.
+  auto external = [&](const Tensor* t) {
+    return t->view_src == nullptr && (t->data != nullptr || t->buffer != nullptr) && !owns(tensor_buffer(*t));
+  };
+
+  Status error;
+  auto alloc_tensor = [&](const Tensor* t, int b) {
+    Info& in = info[t];
+    if (in.allocated || t->view_src != nullptr || external(t) || !error.ok()) return;
+    const size_t need = bufts_[static_cast<size_t>(b)]->alloc_size(*t);
+    Result<BlockAddress> addr = dyn[static_cast<size_t>(b)].alloc(need);
+    if (!addr.ok()) {
+      error = TS_ERROR(StatusCode::kAllocFailed, "graph allocator: tensor %s in buffer type %s: %s",
+                       describe(*t).c_str(), bufts_[static_cast<size_t>(b)]->name(), addr.status().message().c_str());
+      return;
+    }
+    in.allocated = true;
+    in.buft = b;
+    in.addr = *addr;
+    in.size = dyn[static_cast<size_t>(b)].aligned(need);
+  };
+  auto free_tensor = [&](const Tensor* t) {
+    Info& in = info[t];
+    if (!in.allocated || is_output(t) || t->view_src != nullptr) return;
+    dyn[static_cast<size_t>(in.buft)].free(in.addr, in.size);
+    in.allocated = false;
+  };
+  // Takes over the block of a dying source when the op can run in place (SPEC 8).
+  auto try_inplace = [&](const Tensor* node, int b) {
+    if (!op_can_inplace(node->op)) return false;
+    for (const Tensor* s : node->src) {
+      if (s == nullptr || is_output(s) || !same_layout(*s, *node)) continue;
+      const Info& si = info[s];
+      if (si.n_children != 1 || si.n_views != 0) continue;
+      const Tensor* owner = s;
+      if (s->view_src != nullptr) {
+        const Tensor* root = s->view_src;
+        const Info& ri = info[root];
+        if (is_output(root) || ri.n_views != 1 || ri.n_children != 0 || s->view_offs != 0) continue;
+        owner = root;
+      }
+      Info& oi = info[owner];
+      if (!oi.allocated || oi.buft != b) continue;
+      Info& ni = info[node];
+      ni.allocated = true;
+      ni.buft = b;
+      ni.addr = oi.addr;
+      ni.size = oi.size;  // the whole block moves, so freeing the node later frees all of it
+      oi.allocated = false;
+      return true;
+    }
+    return false;
+  };
+  auto planned = [&](const Tensor* t) {
+    PlannedTensor p;
+    p.external = external(t);
+    p.is_view = t->view_src != nullptr;
+    auto it = info.find(t);
+    if (it != info.end() && it->second.allocated) {
+      p.buft_id = it->second.buft;
+      p.chunk = it->second.addr.chunk;
+      p.offset = it->second.addr.offset;
+      p.size = it->second.size;
+    }
+    return p;
+  };
+
+  const GraphIndex index(graph);
+  // 1. Count uses and views.
+  for (Tensor* node : graph.nodes()) {
+    if (node->view_src != nullptr) info[node->view_src].n_views++;
+    for (Tensor* s : node->src) {
+      if (s != nullptr) info[s].n_children++;
+    }
+  }
+  // 2. Leafs without memory first, then INPUT tensors (they must exist before computation starts).
+  for (size_t i = 0; i < graph.n_leafs(); ++i) alloc_tensor(graph.leaf(i), leaf_buft(i));
+  for (size_t i = 0; i < graph.n_nodes(); ++i) {
+    Tensor* node = graph.node(i);
+    if (node->flags & kFlagInput) alloc_tensor(node, node_buft(i));
+    for (Tensor* s : node->src) {
+      if (s == nullptr || !(s->flags & kFlagInput)) continue;
+      auto it = index.nodes.find(s);
+      alloc_tensor(s, it != index.nodes.end() ? node_buft(static_cast<size_t>(it->second)) : node_buft(i));
+    }
+  }
+  if (!error.ok()) return error;
+  // Leafs keep the block they got here (a block only moves on to a user that computes in place of it).
+  plan->leafs.assign(graph.n_leafs(), PlannedTensor{});
+  for (size_t i = 0; i < graph.n_leafs(); ++i) plan->leafs[i] = planned(graph.leaf(i));
+
+  // 3. Walk the nodes: allocate, record, then free what is no longer used.
+  plan->nodes.assign(graph.n_nodes(), NodePlan{});
+  for (size_t i = 0; i < graph.n_nodes(); ++i) {
+    Tensor* node = graph.node(i);
+    const int b = node_buft(i);
+    for (Tensor* s : node->src) {
+      if (s != nullptr) alloc_tensor(s, b);  // sources outside the graph (rare): placed with their user
+    }
+    if (!info[node].allocated && node->view_src == nullptr && !external(node) && !try_inplace(node, b)) {
+      alloc_tensor(node, b);
+    }
+    if (!error.ok()) return error;
+
+    NodePlan& np = plan->nodes[i];
+    np.dst = planned(node);
+    for (int j = 0; j < kMaxSrc; ++j) {
+      const Tensor* s = node->src[j];
+      if (s == nullptr) continue;
+      np.src[j] = planned(s);
+      if (auto it = index.nodes.find(s); it != index.nodes.end()) {
+        np.ref[j] = {SrcRef::kNode, it->second};
+      } else if (auto lt = index.leafs.find(s); lt != index.leafs.end()) {
+        np.ref[j] = {SrcRef::kLeaf, lt->second};
+      } else {
+        np.ref[j] = {SrcRef::kOther, -1};
+      }
+    }
+
+    auto release = [&](const Tensor* t) {  // t has no users and no views left
+      if (t->view_src != nullptr) {
+        Info& ri = info[t->view_src];
+        ri.n_views--;
+        if (ri.n_views == 0 && ri.n_children == 0) free_tensor(t->view_src);
+      } else {
+        free_tensor(t);
+      }
+    };
+    for (Tensor* s : node->src) {
+      if (s == nullptr) continue;
+      Info& si = info[s];
+      si.n_children--;
+      if (si.n_children == 0 && si.n_views == 0) release(s);
+    }
+    // A node nobody reads is dead once computed.
+    const Info& ni = info[node];
+    if (ni.n_children == 0 && ni.n_views == 0) release(node);
+  }
+  plan->chunk_sizes.assign(n_bufts, {});
+  for (size_t b = 0; b < n_bufts; ++b) {
+    for (int c = 0; c < dyn[b].n_chunks(); ++c) plan->chunk_sizes[b].push_back(dyn[b].chunk_size(c));
+  }
+  plan->valid = true;
+  return Status::Ok();
+}
+
+Status GraphAllocator::grow_buffers(const Plan& plan) {
+  for (size_t b = 0; b < bufts_.size(); ++b) {
+    auto& list = buffers_[b];
+    for (size_t c = 0; c < plan.chunk_sizes[b].size(); ++c) {
+      const size_t need = plan.chunk_sizes[b][c];
+      if (c < list.size() && list[c]->size() >= need) continue;  // buffers grow, never shrink
+      Result<std::unique_ptr<Buffer>> buf = bufts_[b]->alloc_buffer(need);
+      if (!buf.ok()) {
+        return TS_ERROR(StatusCode::kAllocFailed, "graph allocator: buffer type %s, chunk %zu (%zu bytes): %s",
+                        bufts_[b]->name(), c, need, buf.status().message().c_str());
+      }
+      (*buf)->set_usage(BufferUsage::kCompute);
+      if (c < list.size()) {
+        list[c] = std::move(buf).value();
+      } else {
+        list.push_back(std::move(buf).value());
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status GraphAllocator::reserve(const Graph& graph) { return reserve_n(graph, {}, {}); }
+
+Status GraphAllocator::reserve_n(const Graph& graph, std::span<const int> node_buft_ids,
+                                 std::span<const int> leaf_buft_ids) {
+  Plan plan;
+  Status s = make_plan(graph, node_buft_ids, leaf_buft_ids, &plan);
+  if (s.ok()) s = grow_buffers(plan);
+  if (!s.ok()) {
+    plan_ = Plan{};
+    return s;
+  }
+  plan_ = std::move(plan);
+  return Status::Ok();
+}
+
+Result<std::vector<size_t>> GraphAllocator::reserve_size(const Graph& graph, std::span<const int> node_buft_ids,
+                                                         std::span<const int> leaf_buft_ids) const {
+  Plan plan;
+  TS_RETURN_IF_ERROR(make_plan(graph, node_buft_ids, leaf_buft_ids, &plan));
+  std::vector<size_t> sizes(bufts_.size(), 0);
+  for (size_t b = 0; b < bufts_.size(); ++b) {
+    for (size_t c : plan.chunk_sizes[b]) sizes[b] += c;
+  }
+  return sizes;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Compatibility and placement
+
+std::string GraphAllocator::needs_replan(const Graph& graph) const {
+  if (!plan_.valid) return "no plan (reserve first)";
+  if (graph.n_nodes() != plan_.nodes.size() || graph.n_leafs() != plan_.leafs.size()) {
+    return format_message("the graph has %zu nodes and %zu leafs, the plan %zu and %zu", graph.n_nodes(),
+                          graph.n_leafs(), plan_.nodes.size(), plan_.leafs.size());
+  }
+  auto check = [&](const Tensor* t, const PlannedTensor& p) -> std::string {
+    const bool external_now =
+        t->view_src == nullptr && (t->data != nullptr || t->buffer != nullptr) && !owns(tensor_buffer(*t));
+    if (external_now != p.external) {
+      return format_message("tensor %s %s externally allocated since the plan", describe(*t).c_str(),
+                            external_now ? "became" : "is no longer");
+    }
+    if ((t->view_src != nullptr) != p.is_view) return "tensor " + describe(*t) + " changed between view and not";
+    if (p.external || p.is_view || p.chunk < 0) return {};
+    const size_t need = bufts_[static_cast<size_t>(p.buft_id)]->alloc_size(*t);
+    if (need > p.size) {
+      return format_message("tensor %s needs %zu bytes, the plan has %zu", describe(*t).c_str(), need, p.size);
+    }
+    return {};
+  };
+  const GraphIndex index(graph);
+  for (size_t i = 0; i < graph.n_nodes(); ++i) {
+    const Tensor* node = graph.node(i);
+    const NodePlan& np = plan_.nodes[i];
+    if (std::string why = check(node, np.dst); !why.empty()) return why;
+    for (int j = 0; j < kMaxSrc; ++j) {
+      const Tensor* s = node->src[j];
+      SrcRef ref;
+      if (s != nullptr) {
+        if (auto it = index.nodes.find(s); it != index.nodes.end()) {
+          ref = {SrcRef::kNode, it->second};
+        } else if (auto lt = index.leafs.find(s); lt != index.leafs.end()) {
+          ref = {SrcRef::kLeaf, lt->second};
+        } else {
+          ref = {SrcRef::kOther, -1};
+        }
+      }
+      if (ref.kind != np.ref[j].kind || ref.index != np.ref[j].index) {
+        return format_message("source %d of node %zu %s is not the node/leaf it was at plan time", j, i,
+                              describe(*node).c_str());
+      }
+      if (s != nullptr) {
+        if (std::string why = check(s, np.src[j]); !why.empty()) return why;
+      }
+    }
+  }
+  for (size_t i = 0; i < graph.n_leafs(); ++i) {
+    if (std::string why = check(graph.leaf(i), plan_.leafs[i]); !why.empty()) return why;
+  }
+  return {};
+}
+
+Status GraphAllocator::place_tensor(Tensor& t, const PlannedTensor& p) {
+  if (p.external) return Status::Ok();
+  if (t.view_src != nullptr) {
+    if (t.buffer != nullptr && !owns(t.buffer)) return Status::Ok();
+    t.buffer = nullptr;
+    t.data = nullptr;
+    return view_init(t);
+  }
+  if (p.chunk < 0) return Status::Ok();
+  Buffer* buf = chunk_buffer(p.buft_id, p.chunk);
+  void* addr = static_cast<char*>(buf->base()) + p.offset;
+  if (t.buffer == buf && t.data == addr) return Status::Ok();
+  if (owns(t.buffer)) {  // placed by an earlier alloc_graph: move it
+    t.buffer = nullptr;
+    t.data = nullptr;
+  }
+  return tensor_alloc(*buf, t, addr);
+}
+
+Status GraphAllocator::place(Graph& graph) {
+  for (size_t i = 0; i < graph.n_leafs(); ++i) TS_RETURN_IF_ERROR(place_tensor(*graph.leaf(i), plan_.leafs[i]));
+  for (size_t i = 0; i < graph.n_nodes(); ++i) {
+    Tensor* node = graph.node(i);
+    const NodePlan& np = plan_.nodes[i];
+    for (int j = 0; j < kMaxSrc; ++j) {
+      Tensor* s = node->src[j];
+      if (s != nullptr && np.ref[j].kind == SrcRef::kOther) TS_RETURN_IF_ERROR(place_tensor(*s, np.src[j]));
+    }
+    TS_RETURN_IF_ERROR(place_tensor(*node, np.dst));
+  }
+  return Status::Ok();
+}
+
+Status GraphAllocator::alloc_graph(Graph& graph) {
+  if (std::string why = needs_replan(graph); !why.empty()) {
+    if (bufts_.size() != 1) {
+      return TS_ERROR(StatusCode::kUnsupported, "graph allocator: reserve needed: %s", why.c_str());
+    }
+    TS_RETURN_IF_ERROR(reserve(graph));
+    ++replans_;
+  }
+  return place(graph);
+}
+
+}  // namespace tessera

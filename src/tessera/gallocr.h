@@ -1,0 +1,100 @@
+// The graph memory planner (SPEC 8): plans the intermediate tensors of a graph into one set of buffers per buffer
+// type, reusing the memory of tensors whose users are done, then places tensors at their planned addresses.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "tessera/backend.h"
+#include "tessera/graph.h"
+
+namespace tessera {
+
+class DynamicAllocator;
+
+// Where the plan put one tensor.
+struct PlannedTensor {
+  int buft_id = -1;
+  int chunk = -1;       // -1: not placed by the planner (external, view, or never allocated)
+  size_t offset = 0;
+  size_t size = 0;      // bytes of the block it owns (>= what it needs)
+  bool external = false;  // had data or a buffer of its own at plan time
+  bool is_view = false;
+};
+
+class GraphAllocator {
+ public:
+  // One buffer type; every node and leaf uses it.
+  explicit GraphAllocator(BufferType* buft);
+  // Several buffer types; reserve_n says which one each node and leaf uses.
+  explicit GraphAllocator(std::vector<BufferType*> bufts);
+  ~GraphAllocator();
+  GraphAllocator(const GraphAllocator&) = delete;
+  GraphAllocator& operator=(const GraphAllocator&) = delete;
+
+  // Plans with a measure graph (usually the worst case) and grows the buffers to the planned chunk sizes (never
+  // shrinks them). Errors: a buffer type id out of range, a tensor above a type's max size, an allocation failure
+  // (the planner then holds no plan; its buffers stay valid and are freed with it).
+  Status reserve(const Graph& graph);
+  Status reserve_n(const Graph& graph, std::span<const int> node_buft_ids, std::span<const int> leaf_buft_ids);
+  // Dry run: the bytes each buffer type would need for this graph. Nothing is allocated or changed.
+  Result<std::vector<size_t>> reserve_size(const Graph& graph, std::span<const int> node_buft_ids = {},
+                                           std::span<const int> leaf_buft_ids = {}) const;
+
+  // Places every tensor of the graph at its planned address. When the graph is incompatible with the last plan
+  // (see needs_replan), a single-type planner re-plans (reserve) first; a several-type planner returns kUnsupported
+  // ("reserve needed") because only the caller knows the buffer type of each tensor.
+  Status alloc_graph(Graph& graph);
+  // Why the graph cannot be placed with the last plan, or an empty string when it can: node or leaf counts differ,
+  // a tensor needs more bytes than planned (so a chunk would have to grow), the graph's structure differs (a source
+  // is a different node or leaf than at plan time), or a tensor's external allocation changed.
+  std::string needs_replan(const Graph& graph) const;
+  // Number of re-plans alloc_graph made by itself (for tests and the debug switch of the scheduler).
+  int replan_count() const { return replans_; }
+
+  size_t n_bufts() const { return bufts_.size(); }
+  // Bytes of the buffers of a buffer type (all chunks).
+  size_t buffer_size(int buft_id) const;
+  int n_chunks(int buft_id) const;
+  Buffer* chunk_buffer(int buft_id, int chunk) const;
+  // True when the buffer is one this planner allocated.
+  bool owns(const Buffer* buffer) const;
+  // The plan of node i / leaf i (valid after reserve).
+  const PlannedTensor& planned_node(size_t i) const { return plan_.nodes[i].dst; }
+  const PlannedTensor& planned_leaf(size_t i) const { return plan_.leafs[i]; }
+  bool has_plan() const { return plan_.valid; }
+
+ private:
+  // A source of a node at plan time: which node or leaf of the graph it was (kOther: not in the graph).
+  struct SrcRef {
+    enum Kind : int8_t { kNone, kNode, kLeaf, kOther } kind = kNone;
+    int32_t index = -1;
+  };
+  struct NodePlan {
+    PlannedTensor dst;
+    PlannedTensor src[kMaxSrc];
+    SrcRef ref[kMaxSrc];
+  };
+  struct Plan {
+    bool valid = false;
+    std::vector<NodePlan> nodes;
+    std::vector<PlannedTensor> leafs;
+    // per buffer type, per chunk: bytes needed
+    std::vector<std::vector<size_t>> chunk_sizes;
+  };
+
+  Status make_plan(const Graph& graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
+                   Plan* plan) const;
+  Status grow_buffers(const Plan& plan);
+  Status place(Graph& graph);
+  Status place_tensor(Tensor& t, const PlannedTensor& p);
+
+  std::vector<BufferType*> bufts_;
+  // chunk buffers per buffer type
+  std::vector<std::vector<std::unique_ptr<Buffer>>> buffers_;
+  Plan plan_;
+  int replans_ = 0;
+};
+
+}  // namespace tessera
