@@ -77,6 +77,49 @@ class MappedBufferType final : public BufferType {
 
 // ---- backend ----
 
+Status check_node(const Tensor& node, bool require_host_buffers) {
+  if (!ref::supports(node)) {
+    return TS_ERROR(StatusCode::kUnsupported, "op %s is not supported by the CPU backend for %s",
+                    op_name(node.op), describe(node).c_str());
+  }
+  if (node.data == nullptr) return TS_ERROR(StatusCode::kFailed, "%s is not allocated", describe(node).c_str());
+  for (const Tensor* s : node.src) {
+    if (s != nullptr && s->data == nullptr && !is_empty(*s)) {
+      return TS_ERROR(StatusCode::kFailed, "source %s of %s is not allocated", describe(*s).c_str(),
+                      describe(node).c_str());
+    }
+    if (require_host_buffers && s != nullptr && tensor_buffer(*s) != nullptr && !tensor_buffer(*s)->is_host()) {
+      return TS_ERROR(StatusCode::kFailed, "source %s of %s is in non-host buffer type %s", describe(*s).c_str(),
+                      describe(node).c_str(), tensor_buffer(*s)->type()->name());
+    }
+  }
+  return Status::Ok();
+}
+
+
+// The node loop shared by the backend and compute_graph_host_memory.
+template <typename ComputeFn>
+ComputeStatus run_graph(Graph& graph, bool require_host_buffers, bool (*abort_cb)(void*), void* abort_user,
+                        ComputeFn compute, std::string* err) {
+  err->clear();
+  for (size_t i = 0; i < graph.n_nodes(); ++i) {
+    if (abort_cb != nullptr && abort_cb(abort_user)) {
+      *err = format_message("CPU: aborted by the abort callback before node %zu", i);
+      return ComputeStatus::kAborted;
+    }
+    Tensor* node = graph.node(i);
+    if (node->op == Op::kNone || op_is_view(node->op) || is_empty(*node)) continue;
+    Status s = check_node(*node, require_host_buffers);
+    if (s.ok()) s = compute(*node);
+    if (!s.ok()) {
+      *err = format_message("CPU: node %zu: %s", i, s.message().c_str());
+      return ComputeStatus::kFailed;
+    }
+  }
+  return ComputeStatus::kSuccess;
+}
+
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(Device* dev, int n_threads) : device_(dev) { set_threads(n_threads); }
@@ -86,22 +129,11 @@ class CpuBackend final : public Backend {
   Device* device() const override { return device_; }
 
   ComputeStatus graph_compute_async(Graph& graph) override {
-    set_last_error({});
-    for (size_t i = 0; i < graph.n_nodes(); ++i) {
-      if (abort_cb_ != nullptr && abort_cb_(abort_user_)) {
-        set_last_error(format_message("CPU: aborted by the abort callback before node %zu", i));
-        return ComputeStatus::kAborted;
-      }
-      Tensor* node = graph.node(i);
-      if (node->op == Op::kNone || op_is_view(node->op) || is_empty(*node)) continue;
-      Status s = check_node(*node);
-      if (s.ok()) s = compute_node(*node);
-      if (!s.ok()) {
-        set_last_error(format_message("CPU: node %zu: %s", i, s.message().c_str()));
-        return ComputeStatus::kFailed;
-      }
-    }
-    return ComputeStatus::kSuccess;
+    std::string err;
+    const ComputeStatus s = run_graph(graph, /*require_host_buffers=*/true, abort_cb_, abort_user_,
+                                      [this](const Tensor& n) { return compute_node(n); }, &err);
+    set_last_error(std::move(err));
+    return s;
   }
 
   // A plan keeps the node list, so a graph can be recomputed without re-walking it.
@@ -125,25 +157,6 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  static Status check_node(const Tensor& node) {
-    if (!ref::supports(node)) {
-      return TS_ERROR(StatusCode::kUnsupported, "op %s is not supported by the CPU backend for %s",
-                      op_name(node.op), describe(node).c_str());
-    }
-    if (node.data == nullptr) return TS_ERROR(StatusCode::kFailed, "%s is not allocated", describe(node).c_str());
-    for (const Tensor* s : node.src) {
-      if (s != nullptr && s->data == nullptr && !is_empty(*s)) {
-        return TS_ERROR(StatusCode::kFailed, "source %s of %s is not allocated", describe(*s).c_str(),
-                        describe(node).c_str());
-      }
-      if (s != nullptr && tensor_buffer(*s) != nullptr && !tensor_buffer(*s)->is_host()) {
-        return TS_ERROR(StatusCode::kFailed, "source %s of %s is in non-host buffer type %s", describe(*s).c_str(),
-                        describe(node).c_str(), tensor_buffer(*s)->type()->name());
-      }
-    }
-    return Status::Ok();
-  }
-
   Status compute_node(const Tensor& node) {
     const int nth = n_threads_;
     if (nth == 1) return ref::compute(node, {0, 1});
@@ -290,6 +303,14 @@ int n_threads(const Backend& backend) {
 }
 void set_abort_callback(Backend& backend, bool (*callback)(void*), void* user) {
   if (CpuBackend* b = as_cpu(backend)) b->set_abort(callback, user);
+}
+
+ComputeStatus compute_graph_host_memory(Graph& graph, std::string* error) {
+  std::string err;
+  const ComputeStatus s = run_graph(graph, /*require_host_buffers=*/false, nullptr, nullptr,
+                                    [](const Tensor& n) { return ref::compute(n, {0, 1}); }, &err);
+  if (error != nullptr) *error = std::move(err);
+  return s;
 }
 
 Result<std::unique_ptr<Buffer>> buffer_from_ptr(void* ptr, size_t size) {

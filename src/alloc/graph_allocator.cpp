@@ -6,8 +6,6 @@
 
 namespace tessera {
 
-namespace {
-
 // Index of each node and leaf of a graph.
 struct GraphIndex {
   std::unordered_map<const Tensor*, int> nodes;
@@ -20,7 +18,10 @@ struct GraphIndex {
   }
 };
 
-bool is_output(const Tensor* t) { return (t->flags & kFlagOutput) != 0; }
+namespace {
+
+// INPUT tensors keep their memory for the whole graph too: the user sets them once and may evaluate again.
+bool is_pinned(const Tensor* t) { return (t->flags & (kFlagOutput | kFlagInput)) != 0; }
 
 }  // namespace
 
@@ -52,6 +53,18 @@ int GraphAllocator::n_chunks(int buft_id) const {
 
 Buffer* GraphAllocator::chunk_buffer(int buft_id, int chunk) const {
   return buffers_.at(static_cast<size_t>(buft_id)).at(static_cast<size_t>(chunk)).get();
+}
+
+// Which node or leaf a source is. Reading another INPUT leaf changes no lifetime (INPUT leafs are placed first and
+// never freed), so those compare equal whatever their position: a scheduler rotating through per-slot input copies
+// keeps its plan.
+GraphAllocator::SrcRef GraphAllocator::src_ref(const GraphIndex& index, const Tensor* s) {
+  if (auto it = index.nodes.find(s); it != index.nodes.end()) return {SrcRef::kNode, it->second};
+  if (auto lt = index.leafs.find(s); lt != index.leafs.end()) {
+    if ((s->flags & kFlagInput) != 0) return {SrcRef::kInputLeaf, -1};
+    return {SrcRef::kLeaf, lt->second};
+  }
+  return {SrcRef::kOther, -1};
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -120,7 +133,7 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
   };
   auto free_tensor = [&](const Tensor* t) {
     Info& in = info[t];
-    if (!in.allocated || is_output(t) || t->view_src != nullptr) return;
+    if (!in.allocated || is_pinned(t) || t->view_src != nullptr) return;
     dyn[static_cast<size_t>(in.buft)].free(in.addr, in.size);
     in.allocated = false;
   };
@@ -128,14 +141,14 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
   auto try_inplace = [&](const Tensor* node, int b) {
     if (!op_can_inplace(node->op)) return false;
     for (const Tensor* s : node->src) {
-      if (s == nullptr || is_output(s) || !same_layout(*s, *node)) continue;
+      if (s == nullptr || is_pinned(s) || !same_layout(*s, *node)) continue;
       const Info& si = info[s];
       if (si.n_children != 1 || si.n_views != 0) continue;
       const Tensor* owner = s;
       if (s->view_src != nullptr) {
         const Tensor* root = s->view_src;
         const Info& ri = info[root];
-        if (is_output(root) || ri.n_views != 1 || ri.n_children != 0 || s->view_offs != 0) continue;
+        if (is_pinned(root) || ri.n_views != 1 || ri.n_children != 0 || s->view_offs != 0) continue;
         owner = root;
       }
       Info& oi = info[owner];
@@ -207,13 +220,7 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
       const Tensor* s = node->src[j];
       if (s == nullptr) continue;
       np.src[j] = planned(s);
-      if (auto it = index.nodes.find(s); it != index.nodes.end()) {
-        np.ref[j] = {SrcRef::kNode, it->second};
-      } else if (auto lt = index.leafs.find(s); lt != index.leafs.end()) {
-        np.ref[j] = {SrcRef::kLeaf, lt->second};
-      } else {
-        np.ref[j] = {SrcRef::kOther, -1};
-      }
+      np.ref[j] = src_ref(index, s);
     }
 
     auto release = [&](const Tensor* t) {  // t has no users and no views left
@@ -322,16 +329,7 @@ std::string GraphAllocator::needs_replan(const Graph& graph) const {
     if (std::string why = check(node, np.dst); !why.empty()) return why;
     for (int j = 0; j < kMaxSrc; ++j) {
       const Tensor* s = node->src[j];
-      SrcRef ref;
-      if (s != nullptr) {
-        if (auto it = index.nodes.find(s); it != index.nodes.end()) {
-          ref = {SrcRef::kNode, it->second};
-        } else if (auto lt = index.leafs.find(s); lt != index.leafs.end()) {
-          ref = {SrcRef::kLeaf, lt->second};
-        } else {
-          ref = {SrcRef::kOther, -1};
-        }
-      }
+      const SrcRef ref = s != nullptr ? src_ref(index, s) : SrcRef{};
       if (ref.kind != np.ref[j].kind || ref.index != np.ref[j].index) {
         return format_message("source %d of node %zu %s is not the node/leaf it was at plan time", j, i,
                               describe(*node).c_str());

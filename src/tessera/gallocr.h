@@ -1,5 +1,7 @@
 // The graph memory planner (SPEC 8): plans the intermediate tensors of a graph into one set of buffers per buffer
 // type, reusing the memory of tensors whose users are done, then places tensors at their planned addresses.
+// INPUT and OUTPUT tensors are placed for the whole graph (never freed, never computed over in place), so an input
+// set once survives any number of evaluations.
 #pragma once
 
 #include <memory>
@@ -12,6 +14,7 @@
 namespace tessera {
 
 class DynamicAllocator;
+struct GraphIndex;
 
 // Where the plan put one tensor.
 struct PlannedTensor {
@@ -68,7 +71,7 @@ class GraphAllocator {
  private:
   // A source of a node at plan time: which node or leaf of the graph it was (kOther: not in the graph).
   struct SrcRef {
-    enum Kind : int8_t { kNone, kNode, kLeaf, kOther } kind = kNone;
+    enum Kind : int8_t { kNone, kNode, kLeaf, kInputLeaf, kOther } kind = kNone;
     int32_t index = -1;
   };
   struct NodePlan {
@@ -84,6 +87,7 @@ class GraphAllocator {
     std::vector<std::vector<size_t>> chunk_sizes;
   };
 
+  static SrcRef src_ref(const GraphIndex& index, const Tensor* s);
   Status make_plan(const Graph& graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
                    Plan* plan) const;
   Status grow_buffers(const Plan& plan);

@@ -29,6 +29,11 @@ int n_threads(const Backend& backend);
 // Polled between nodes; returning true stops the computation with ComputeStatus::kAborted.
 void set_abort_callback(Backend& backend, bool (*callback)(void* user), void* user);
 
+// Computes a graph with the reference kernels, single-threaded, on tensors whose data is host-addressable memory
+// whatever their buffer type says (simulated devices and test doubles keep "device" memory in host memory). On
+// failure *error names the node.
+ComputeStatus compute_graph_host_memory(Graph& graph, std::string* error);
+
 // Wraps host memory (not owned) as a buffer of the "CPU_Mapped" type.
 Result<std::unique_ptr<Buffer>> buffer_from_ptr(void* ptr, size_t size);
 

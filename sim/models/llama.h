@@ -1,0 +1,134 @@
+// A llama-style decoder as a Tessera graph: one decoder step (a batch of n_tokens) over a KV cache of n_ctx slots of
+// which the first n_kv are attended to. Dense (SwiGLU FFN) or mixture-of-experts (router, TOP_K, MUL_MAT_ID),
+// attention as FLASH_ATTN_EXT or as MUL_MAT -> SOFT_MAX -> MUL_MAT. Used by the planner benchmark, the tests and (to
+// come) the `tessera` tool's placement policies, which select weights by their GGUF-style names and layer index.
+//
+// Three contexts, so a caller can place each part where it wants:
+//   weights_ctx  (no_alloc) the weights, named as in GGUF ("token_embd.weight", "blk.3.attn_q.weight", ...)
+//   cache_ctx    (no_alloc) the per-layer K and V caches "cache_k_l3", "cache_v_l3": [head_dim * n_head_kv, n_ctx]
+//   ctx          (no_alloc) inputs and intermediate tensors; the graph planner places them
+// Nothing is allocated here: use alloc_ctx_tensors on weights_ctx / cache_ctx for real memory, or leave them
+// metadata-only (e.g. give them a placeholder buffer so a planner sees them as externally allocated).
+//
+// Inputs (flag INPUT, in ctx): tokens i32 [n_tokens], pos i32 [n_tokens] (rope positions), kv_idxs i32 [n_tokens]
+// (cache slots the new K/V rows are written to by SET_ROWS), mask f16 [n_kv, n_tokens] (0 or -inf, added to the
+// scores), and out_ids i32 [n_outputs] when only some tokens produce logits. Output (flag OUTPUT): logits f32
+// [n_vocab, n_outputs].
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/context.h"
+#include "tessera/graph.h"
+#include "tessera/status.h"
+
+namespace tessera::sim::models {
+
+struct LlamaConfig {
+  std::string name = "custom";
+  int n_layer = 1;
+  int64_t n_embd = 64;
+  int64_t n_ff = 128;      // FFN hidden size (per expert for MoE)
+  int64_t n_head = 4;
+  int64_t n_head_kv = 4;   // < n_head: grouped-query attention (n_head % n_head_kv == 0)
+  int64_t n_ctx = 64;      // KV cache length (slots)
+  int64_t n_kv = 0;        // cache slots attended to (the first n_kv); 0 = n_ctx
+  int64_t n_tokens = 1;    // tokens in the batch
+  int64_t n_outputs = 0;   // tokens that produce logits (the last layer keeps only those rows); 0 = n_tokens
+  int64_t n_vocab = 256;
+  Type weight_type = Type::kQ4_0;  // the large matrices (norms are f32, the MoE router f32)
+  Type kv_type = Type::kF16;
+  bool flash_attn = true;
+  // Mixture of experts: n_expert > 0 replaces the dense FFN by n_expert experts of which n_expert_used are used.
+  int n_expert = 0;
+  int n_expert_used = 0;
+  bool moe_norm_weights = true;  // renormalise the selected experts' weights to sum 1 (Mixtral)
+  float rope_base = 10000.0f;
+  float norm_eps = 1e-5f;
+
+  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t n_embd_kv() const { return head_dim() * n_head_kv; }
+  int64_t kv_len() const { return n_kv > 0 ? n_kv : n_ctx; }
+  int64_t outputs() const { return n_outputs > 0 ? n_outputs : n_tokens; }
+  bool is_moe() const { return n_expert > 0; }
+};
+
+// Checks the sizes (positive, divisible, n_kv <= n_ctx, n_tokens <= n_kv, experts, quantized row lengths).
+Status validate(const LlamaConfig& config);
+
+// Presets: "tiny" (2 layers, n_embd 64, 4 heads / 2 KV heads, ff 128, vocab 256, ctx 64, 8 tokens), "tiny-moe" (tiny
+// with 4 experts, 2 used), "7b" (Llama-2-7B shapes), "8x7b-moe" (Mixtral-8x7B shapes), "70b" (Llama-2-70B shapes).
+// The large presets use n_ctx 4096 and n_tokens 512; override fields as needed. Unknown name: kNotFound.
+Result<LlamaConfig> preset(const std::string& name);
+std::vector<std::string> preset_names();
+
+// The weights of one layer (null where the variant has none: dense vs MoE).
+struct LlamaLayer {
+  Tensor* attn_norm = nullptr;  // f32 [n_embd]
+  Tensor* wq = nullptr;         // [n_embd, n_embd]
+  Tensor* wk = nullptr;         // [n_embd, n_embd_kv]
+  Tensor* wv = nullptr;         // [n_embd, n_embd_kv]
+  Tensor* wo = nullptr;         // [n_embd, n_embd]
+  Tensor* ffn_norm = nullptr;   // f32 [n_embd]
+  Tensor* ffn_gate = nullptr;   // dense: [n_embd, n_ff]
+  Tensor* ffn_up = nullptr;     // dense: [n_embd, n_ff]
+  Tensor* ffn_down = nullptr;   // dense: [n_ff, n_embd]
+  Tensor* ffn_gate_inp = nullptr;   // MoE router, f32 [n_embd, n_expert]
+  Tensor* ffn_gate_exps = nullptr;  // MoE: [n_embd, n_ff, n_expert]
+  Tensor* ffn_up_exps = nullptr;    // MoE: [n_embd, n_ff, n_expert]
+  Tensor* ffn_down_exps = nullptr;  // MoE: [n_ff, n_embd, n_expert]
+  Tensor* k_cache = nullptr;        // kv_type [n_embd_kv, n_ctx]
+  Tensor* v_cache = nullptr;
+};
+
+struct LlamaGraph {
+  LlamaConfig config;
+  std::unique_ptr<Context> weights_ctx;
+  std::unique_ptr<Context> cache_ctx;
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Graph> graph;
+
+  // Inputs and output.
+  Tensor* tokens = nullptr;
+  Tensor* pos = nullptr;
+  Tensor* kv_idxs = nullptr;
+  Tensor* mask = nullptr;
+  Tensor* out_ids = nullptr;  // only when n_outputs < n_tokens
+  Tensor* logits = nullptr;
+
+  // Weights.
+  Tensor* tok_embd = nullptr;     // [n_embd, n_vocab]
+  Tensor* output_norm = nullptr;  // f32 [n_embd]
+  Tensor* output = nullptr;       // [n_embd, n_vocab]
+  std::vector<LlamaLayer> layers;
+
+  std::vector<Tensor*> weights;   // every weight, in creation order
+  std::vector<Tensor*> kv_cache;  // k_l0, v_l0, k_l1, v_l1, ...
+  std::vector<Tensor*> inputs() const;
+
+  // The layer a weight or cache tensor belongs to (-1 for token_embd / output*, or an unknown tensor).
+  int layer_of(const Tensor* t) const;
+};
+
+// Builds the graph. Errors: an invalid config (validate) or a shape the graph builders reject (the context's error).
+Result<LlamaGraph> build_llama(const LlamaConfig& config);
+
+// Helpers to compute a model with real memory (weights, cache and graph allocated).
+// Random weights (seeded; normal, scaled by 1/sqrt(ne0); norms around 1) and a random cache (the slots before the new
+// tokens hold earlier tokens' K/V). The same config and seed give the same values for every attention variant.
+Status fill_random(LlamaGraph& model, uint64_t seed);
+
+// The input values of one decoder step: n_tokens new tokens at positions n_kv - n_tokens .. n_kv - 1, written to the
+// cache slots of the same index, with a causal mask; logits for the last n_outputs tokens.
+struct LlamaInputs {
+  std::vector<int32_t> tokens, pos, kv_idxs, out_ids;
+  std::vector<float> mask;  // [n_kv, n_tokens], 0 or -inf
+};
+LlamaInputs default_inputs(const LlamaConfig& config, uint64_t seed);
+// Writes the inputs into the (allocated) input tensors. Errors: sizes that do not match, unallocated tensors.
+Status set_inputs(LlamaGraph& model, const LlamaInputs& inputs);
+
+}  // namespace tessera::sim::models

@@ -1,0 +1,121 @@
+// Running the splits (SPEC 9.7): input copies with events, ordering across backends, the evaluation callback.
+#include "scheduler_impl.h"
+
+namespace tessera {
+
+namespace {
+
+// Computes nodes [i0, i1) of the user's graph on backend b.
+ComputeStatus compute_range(Backend& b, const Graph& g, size_t i0, size_t i1, std::string* err) {
+  Graph part = g.view(i0, i1);
+  const ComputeStatus s = b.graph_compute_async(part);
+  if (s != ComputeStatus::kSuccess) *err = b.last_error();
+  return s;
+}
+
+}  // namespace
+
+ComputeStatus Scheduler::Impl::execute() {
+  const Graph& g = *graph;
+  last_error.clear();
+  const int cur = slot;
+
+  // Pipelined user inputs: copy the user's values into this evaluation's slot, once no earlier evaluation that used
+  // the slot can still read it.
+  for (Tensor* in : plan.graph_inputs) {
+    const int b = plan.backend_of(in);
+    Tensor* cpy = plan.copy(in, b, cur);
+    if (Event* ev = event(b, cur)) {
+      ev->synchronize();
+    } else {
+      backends[static_cast<size_t>(b)]->synchronize();
+    }
+    if (Status s = tensor_copy(*in, *cpy); !s.ok()) return fail(ComputeStatus::kFailed, "scheduler: " + s.message());
+  }
+
+  int prev_backend = -1;
+  for (size_t si = 0; si < plan.splits.size(); ++si) {
+    const sched::Split& sp = plan.splits[si];
+    Backend& sb = *backends[static_cast<size_t>(sp.backend)];
+    Event* slot_event = event(sp.backend, cur);
+
+    // 1. inputs
+    for (Tensor* in : sp.inputs) {
+      Tensor* cpy = plan.copy(in, sp.backend, cur);
+      const int ib = plan.backend_of(in);
+      Backend& src_backend = *backends[static_cast<size_t>(ib)];
+      Status s;
+      if ((in->flags & kFlagInput) != 0) {
+        // The user may overwrite an input as soon as the call returns: copy it now, after this slot is free.
+        if (slot_event != nullptr) {
+          slot_event->synchronize();
+        } else {
+          sb.synchronize();
+        }
+        s = tensor_copy(*in, *cpy);
+      } else {
+        if (slot_event != nullptr) {
+          slot_event->wait(sb);
+        } else {
+          sb.synchronize();
+        }
+        if (!sb.cpy_tensor_async(&src_backend, *in, *cpy)) {
+          // no native async copy: the producer must be done, and so must the previous user of this slot
+          src_backend.synchronize();
+          if (slot_event != nullptr) {
+            slot_event->synchronize();
+          } else {
+            sb.synchronize();
+          }
+          s = tensor_copy(*in, *cpy);
+        }
+      }
+      if (!s.ok()) {
+        return fail(ComputeStatus::kFailed, format_message("scheduler: split %zu, copying input %s to %s: %s", si,
+                                                           describe(*in).c_str(), sb.name(), s.message().c_str()));
+      }
+    }
+    // 2. a split without inputs after a split on another backend: the planner may have reused memory the earlier
+    // backend still reads, so this backend waits for it.
+    if (sp.inputs.empty() && prev_backend >= 0 && prev_backend != sp.backend) {
+      if (Event* pe = event(prev_backend, cur)) {
+        pe->wait(sb);
+      } else {
+        backends[static_cast<size_t>(prev_backend)]->synchronize();
+      }
+    }
+    // 3. compute, in chunks when a callback observes nodes
+    std::string err;
+    if (!callback) {
+      const ComputeStatus s = compute_range(sb, g, sp.i_start, sp.i_end, &err);
+      if (s != ComputeStatus::kSuccess) {
+        return fail(s, format_message("scheduler: split %zu on %s: %s", si, sb.name(), err.c_str()));
+      }
+    } else {
+      size_t j0 = sp.i_start;
+      for (size_t j = sp.i_start; j < sp.i_end; ++j) {
+        Tensor* t = g.node(j);
+        const bool want = callback(t, true);
+        if (!want && j + 1 < sp.i_end) continue;
+        const ComputeStatus s = compute_range(sb, g, j0, j + 1, &err);
+        if (s != ComputeStatus::kSuccess) {
+          return fail(s, format_message("scheduler: split %zu on %s: %s", si, sb.name(), err.c_str()));
+        }
+        j0 = j + 1;
+        if (want) {
+          sb.synchronize();
+          if (!callback(t, false)) {
+            return fail(ComputeStatus::kAborted,
+                        format_message("scheduler: the evaluation callback stopped at %s", describe(*t).c_str()));
+          }
+        }
+      }
+    }
+    // 4. mark the end of this split for this slot
+    if (slot_event != nullptr) slot_event->record(sb);
+    prev_backend = sp.backend;
+  }
+  return ComputeStatus::kSuccess;
+}
+
+}  // namespace tessera

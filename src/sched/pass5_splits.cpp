@@ -1,0 +1,108 @@
+// Pass 5 (SPEC 9.5): cut the node list into splits, create per-slot copies of foreign sources, rewrite sources.
+#include <cstring>
+
+#include "plan.h"
+
+namespace tessera::sched {
+
+namespace {
+
+// Per-slot copies of src in backend b (created once): same layout, named <backend>#<tensor>#<slot>.
+Status make_copies(SchedPlan& plan, const BackendSet& bs, Tensor* src, int b, int n_copies, bool pipelined) {
+  auto& slots = plan.copies[{src, b}];
+  for (int c = 0; c < n_copies; ++c) {
+    Tensor* cpy = plan.copy_ctx->new_tensor(src->type, kMaxDims, src->ne);
+    if (cpy == nullptr) return plan.copy_ctx->status();
+    std::memcpy(cpy->nb, src->nb, sizeof cpy->nb);
+    format_name(*cpy, "%s#%s#%d", bs.name(b), src->name, c);
+    if (pipelined) cpy->flags |= kFlagInput | kFlagOutput;  // never reused: another evaluation may still read it
+    slots[static_cast<size_t>(c)] = cpy;
+    plan.set(cpy, b, Cause::kCopy);
+    plan.copy_origin[cpy] = src;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassOptions& opt) {
+  plan.splits.clear();
+  plan.node_split.assign(g.n_nodes(), -1);
+  const bool pipelined = opt.n_copies > 1;
+
+  // Does src need a copy to be read on backend b?
+  auto foreign = [&](const Tensor* s, int b) {
+    const int sb = plan.backend_of(s);
+    return sb != b && !buffer_supported(plan, bs, *s, b);
+  };
+
+  Split* cur = nullptr;
+  for (size_t i = 0; i < g.n_nodes(); ++i) {
+    Tensor* node = g.node(i);
+    if (op_is_view(node->op)) {
+      if (cur != nullptr) plan.node_split[i] = static_cast<int>(plan.splits.size()) - 1;
+      continue;
+    }
+    const int nb = plan.backend_of(node);
+    bool need_new = cur == nullptr || nb != cur->backend;
+    if (!need_new && !cur->inputs.empty()) {
+      int new_inputs = 0;
+      for (int j = 0; j < kMaxSrc; ++j) {
+        const Tensor* s = node->src[j];
+        if (s == nullptr || !foreign(s, nb)) continue;
+        // A weight on a backend this one cannot read: start a new split, so the memory of the weights copied for
+        // the previous split can be reused.
+        if (is_weight(*s) && !is_auxiliary_source(*node, j)) {
+          need_new = true;
+          break;
+        }
+        if (plan.copy(s, nb, 0) == nullptr) ++new_inputs;
+      }
+      // Counted before adding: no split ever exceeds the limit.
+      if (static_cast<int>(cur->inputs.size()) + new_inputs > opt.max_split_inputs) need_new = true;
+    }
+    if (need_new) {
+      if (cur != nullptr) cur->i_end = i;
+      plan.splits.push_back(Split{nb, i, i, {}});
+      cur = &plan.splits.back();
+      // views met before the first split belong to it
+      for (size_t k = 0; k < i && plan.splits.size() == 1; ++k) plan.node_split[k] = 0;
+    }
+    plan.node_split[i] = static_cast<int>(plan.splits.size()) - 1;
+
+    for (int j = 0; j < kMaxSrc; ++j) {
+      Tensor* s = node->src[j];
+      if (s == nullptr) continue;
+      const int sb = plan.backend_of(s);
+      if (sb < 0) {
+        return TS_ERROR(StatusCode::kFailed, "internal: source %s of %s has no backend after pass 4",
+                        describe(*s).c_str(), describe(*node).c_str());
+      }
+      // With pipelining, user inputs get per-slot copies on their own backend, so the user can overwrite them while
+      // an earlier evaluation still reads the previous values.
+      Tensor* read = s;
+      if (pipelined && (s->flags & kFlagInput) != 0 && plan.copy_origin.count(s) == 0) {
+        if (plan.copy(s, sb, 0) == nullptr) {
+          TS_RETURN_IF_ERROR(make_copies(plan, bs, s, sb, opt.n_copies, true));
+          plan.graph_inputs.push_back(s);
+        }
+        if (sb == nb || !foreign(s, nb)) read = plan.copy(s, sb, opt.slot);
+      }
+      if (foreign(s, nb)) {
+        if (plan.copy(s, nb, 0) == nullptr) {
+          TS_RETURN_IF_ERROR(make_copies(plan, bs, s, nb, opt.n_copies, pipelined));
+          cur->inputs.push_back(s);
+        }
+        read = plan.copy(s, nb, opt.slot);
+      }
+      if (read != s) {
+        plan.rewrites.push_back({node, j, s});
+        node->src[j] = read;
+      }
+    }
+  }
+  if (cur != nullptr) cur->i_end = g.n_nodes();
+  return Status::Ok();
+}
+
+}  // namespace tessera::sched

@@ -1,0 +1,378 @@
+// Scheduler lifecycle: creation, split, reserve, allocation, reset, queries (SPEC 9.6, 9.8).
+#include <cstdio>
+
+#include "scheduler_impl.h"
+
+namespace tessera {
+
+const char* cause_name(Cause cause) {
+  switch (cause) {
+    case Cause::kUnassigned: return "unassigned";
+    case Cause::kUser: return "user";
+    case Cause::kDst: return "1.dst";
+    case Cause::kViewSrc: return "1.vsrc";
+    case Cause::kInput: return "1.inp";
+    case Cause::kWeight: return "1.wgt";
+    case Cause::kOffload: return "1.off";
+    case Cause::kExpand: return "2.exp";
+    case Cause::kBest: return "3.best";
+    case Cause::kUpgrade: return "3.upg";
+    case Cause::kViewOfSrc: return "4.vsrc";
+    case Cause::kUser4: return "4.cur";
+    case Cause::kFallback: return "4.fallback";
+    case Cause::kCopy: return "copy";
+    case Cause::kCount: break;
+  }
+  return "?";
+}
+
+Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Scheduler::~Scheduler() {
+  if (impl_ != nullptr) {
+    synchronize();
+    impl_->reset_plan();
+  }
+}
+
+Result<std::unique_ptr<Scheduler>> Scheduler::create(std::vector<Backend*> backends, SchedulerParams params) {
+  if (backends.empty()) return Status(StatusCode::kInvalidArgument, "scheduler: no backends");
+  for (size_t i = 0; i < backends.size(); ++i) {
+    if (backends[i] == nullptr) return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: backend %zu is null", i);
+  }
+  if (backends.back()->device()->type() != DeviceType::kCpu) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: the last backend (%s) must be a CPU device",
+                    backends.back()->name());
+  }
+  if (!params.bufts.empty() && params.bufts.size() != backends.size()) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: %zu buffer types for %zu backends", params.bufts.size(),
+                    backends.size());
+  }
+  if (params.max_split_inputs < kMaxSrc) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: max_split_inputs %d is below %d (one node's sources)",
+                    params.max_split_inputs, kMaxSrc);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->backends = backends;
+  for (size_t i = 0; i < backends.size(); ++i) {
+    BufferType* buft = params.bufts.empty() ? backends[i]->default_buffer_type() : params.bufts[i];
+    if (buft == nullptr || !backends[i]->supports_buft(*buft)) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: backend %s does not support its compute buffer type %s",
+                      backends[i]->name(), buft != nullptr ? buft->name() : "(null)");
+    }
+    impl->bufts.push_back(buft);
+    int id = -1;
+    for (size_t u = 0; u < impl->unique_bufts.size(); ++u) {
+      if (impl->unique_bufts[u] == buft) id = static_cast<int>(u);
+    }
+    if (id < 0) {
+      id = static_cast<int>(impl->unique_bufts.size());
+      impl->unique_bufts.push_back(buft);
+    }
+    impl->buft_id.push_back(id);
+  }
+  impl->params = std::move(params);
+  impl->n_copies = impl->params.parallel ? kParallelCopies : 1;
+  impl->galloc = std::make_unique<GraphAllocator>(impl->unique_bufts);
+  GraphAllocator* galloc = impl->galloc.get();
+  impl->set = std::make_unique<sched::BackendList>(impl->backends, impl->bufts,
+                                                   [galloc](const Buffer* b) { return galloc->owns(b); });
+  impl->events.resize(backends.size());
+  for (size_t i = 0; i < backends.size(); ++i) {
+    for (int c = 0; c < impl->n_copies; ++c) impl->events[i].push_back(backends[i]->device()->event_new());
+  }
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+void Scheduler::Impl::reset_plan() {
+  sched::restore_sources(plan);
+  plan.assign.clear();
+  plan.splits.clear();
+  plan.node_split.clear();
+  plan.copies.clear();
+  plan.copy_origin.clear();
+  plan.graph_inputs.clear();
+  plan.copy_ctx.reset();
+  graph = nullptr;
+  split_done = false;
+  allocated = false;
+  computed = false;
+}
+
+Status Scheduler::Impl::split(Graph& g, int slot_for_sources) {
+  reset_plan();
+  plan.copy_ctx = std::make_unique<Context>(ContextParams{.no_alloc = true});
+  for (const auto& [t, b] : pins) plan.set(t, b, Cause::kUser);
+  sched::PassOptions opt;
+  opt.op_offload = params.op_offload;
+  opt.max_split_inputs = params.max_split_inputs;
+  opt.n_copies = n_copies;
+  opt.slot = slot_for_sources;
+  graph = &g;
+  Status s = sched::split_graph(plan, g, *set, opt);
+  if (!s.ok()) {
+    reset_plan();
+    return s;
+  }
+  split_done = true;
+  build_sched_graph(g, slot_for_sources);
+  return Status::Ok();
+}
+
+// The graph the planner sees (SPEC 9.5): per split, a dependency node per input (keeping the source alive until it
+// is copied) and, without pipelining, the input's copy, then the split's nodes; with pipelining every slot's copies
+// as leafs (allocated first), then the original leafs.
+void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
+  size_t n_inputs = 0;
+  for (const auto& sp : plan.splits) n_inputs += sp.inputs.size();
+  sched_graph = Graph(g.n_nodes() + 2 * n_inputs + g.n_leafs() +
+                      static_cast<size_t>(n_copies) * (n_inputs + plan.graph_inputs.size()) + 16);
+  node_ids.clear();
+  leaf_ids.clear();
+  auto bid = [&](const Tensor* t) {
+    const int b = plan.backend_of(t);
+    return buft_id[static_cast<size_t>(b < 0 ? static_cast<int>(backends.size()) - 1 : b)];
+  };
+  for (const auto& sp : plan.splits) {
+    for (Tensor* in : sp.inputs) {
+      // a view of the input as dependency node: "used" here, so the planner keeps the source until the copy
+      Tensor* dep = plan.copy_ctx->new_view(in, in->type, in->ne, in->nb, 0);
+      if (dep == nullptr) continue;  // cannot happen: same shape as its source
+      dep->op = Op::kView;
+      dep->src[0] = in;
+      format_name(*dep, "%.40s (dep)", in->name);
+      plan.set(dep, plan.backend_of(in), Cause::kCopy);
+      (void)sched_graph.add_node(dep);
+      node_ids.push_back(bid(in));
+      if (n_copies == 1) {  // the copy is placed when its split starts, and freed after its last reader
+        (void)sched_graph.add_node(plan.copy(in, sp.backend, s_slot));
+        node_ids.push_back(buft_id[static_cast<size_t>(sp.backend)]);
+      }
+    }
+    for (size_t i = sp.i_start; i < sp.i_end; ++i) {
+      (void)sched_graph.add_node(g.node(i));
+      node_ids.push_back(bid(g.node(i)));
+    }
+  }
+  if (n_copies > 1) {
+    // Pipelined: every slot's copies are leafs, placed before anything else and never freed (INPUT|OUTPUT), in an
+    // order that does not depend on the current slot, so one plan serves every slot.
+    for (const auto& sp : plan.splits) {
+      for (Tensor* in : sp.inputs) {
+        for (int c = 0; c < n_copies; ++c) {
+          (void)sched_graph.add_leaf(plan.copy(in, sp.backend, c));
+          leaf_ids.push_back(buft_id[static_cast<size_t>(sp.backend)]);
+        }
+      }
+    }
+    for (Tensor* in : plan.graph_inputs) {
+      const int b = plan.backend_of(in);
+      for (int c = 0; c < n_copies; ++c) {
+        (void)sched_graph.add_leaf(plan.copy(in, b, c));
+        leaf_ids.push_back(buft_id[static_cast<size_t>(b)]);
+      }
+    }
+  }
+  for (Tensor* leaf : g.leafs()) {
+    (void)sched_graph.add_leaf(leaf);
+    leaf_ids.push_back(bid(leaf));
+  }
+}
+
+Status Scheduler::Impl::do_alloc(Graph& g) {
+  // The slot of this evaluation is chosen at allocation (rotating), never at compute.
+  slot = next_slot;
+  next_slot = (next_slot + 1) % n_copies;
+  TS_RETURN_IF_ERROR(split(g, slot));
+
+  // Re-reserve when an assignment moved to another buffer type, or the planner says the graph does not fit.
+  std::string why;
+  std::vector<int> node_backends, leaf_backends;
+  node_backends.reserve(sched_graph.n_nodes());
+  for (Tensor* t : sched_graph.nodes()) node_backends.push_back(plan.backend_of(t));
+  for (Tensor* t : sched_graph.leafs()) leaf_backends.push_back(plan.backend_of(t));
+  auto moved = [&](const std::vector<int>& now, const std::vector<int>& before) {
+    if (now.size() != before.size()) return false;  // counts: the planner's check reports them
+    for (size_t i = 0; i < now.size(); ++i) {
+      if (now[i] != before[i] && (now[i] < 0 || before[i] < 0 ||
+                                  buft_id[static_cast<size_t>(now[i])] != buft_id[static_cast<size_t>(before[i])])) {
+        return true;
+      }
+    }
+    return false;
+  };
+  if (moved(node_backends, prev_node_backends) || moved(leaf_backends, prev_leaf_backends)) {
+    why = "a node or leaf moved to a backend with another buffer type";
+  } else {
+    why = galloc->needs_replan(sched_graph);
+  }
+  prev_node_backends = std::move(node_backends);
+  prev_leaf_backends = std::move(leaf_backends);
+  if (!why.empty()) {
+    for (Backend* b : backends) b->synchronize();  // nothing may still use the buffers a re-reserve replaces
+    if (params.debug_reserve) std::fprintf(stderr, "tessera scheduler: re-reserve: %s\n", why.c_str());
+    Status s = galloc->reserve_n(sched_graph, node_ids, leaf_ids);
+    ++reserves;
+    if (!s.ok()) {
+      reset_plan();
+      return Status(StatusCode::kAllocFailed, "scheduler: " + s.message());
+    }
+  }
+  Status s = galloc->alloc_graph(sched_graph);
+  if (!s.ok()) {
+    reset_plan();
+    return Status(StatusCode::kAllocFailed, "scheduler: " + s.message());
+  }
+  allocated = true;
+  computed = false;
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+Status Scheduler::reserve(Graph& measure_graph) {
+  Impl& m = *impl_;
+  synchronize();
+  Status s = m.split(measure_graph, 0);
+  if (s.ok()) {
+    s = m.galloc->reserve_n(m.sched_graph, m.node_ids, m.leaf_ids);
+    ++m.reserves;
+    m.prev_node_backends.clear();
+    m.prev_leaf_backends.clear();
+    for (Tensor* t : m.sched_graph.nodes()) m.prev_node_backends.push_back(m.plan.backend_of(t));
+    for (Tensor* t : m.sched_graph.leafs()) m.prev_leaf_backends.push_back(m.plan.backend_of(t));
+  }
+  m.reset_plan();  // keeps the user's pins
+  return s;
+}
+
+Result<std::vector<size_t>> Scheduler::reserve_size(Graph& graph) {
+  Impl& m = *impl_;
+  synchronize();
+  TS_RETURN_IF_ERROR(m.split(graph, 0));
+  Result<std::vector<size_t>> sizes = m.galloc->reserve_size(m.sched_graph, m.node_ids, m.leaf_ids);
+  m.reset_plan();
+  if (!sizes.ok()) return sizes.status();
+  std::vector<size_t> per_backend(m.backends.size());
+  for (size_t b = 0; b < m.backends.size(); ++b) per_backend[b] = (*sizes)[static_cast<size_t>(m.buft_id[b])];
+  return per_backend;
+}
+
+Status Scheduler::alloc_graph(Graph& graph) {
+  Status s = impl_->do_alloc(graph);
+  if (!s.ok()) impl_->last_error = s.message();
+  return s;
+}
+
+ComputeStatus Scheduler::graph_compute_async(Graph& graph) {
+  Impl& m = *impl_;
+  if (!m.allocated || m.graph != &graph || m.computed) {
+    Status s = m.do_alloc(graph);
+    if (!s.ok()) {
+      return m.fail(s.code() == StatusCode::kAllocFailed ? ComputeStatus::kAllocFailed : ComputeStatus::kFailed,
+                    s.message());
+    }
+  }
+  m.computed = true;
+  return m.execute();
+}
+
+ComputeStatus Scheduler::graph_compute(Graph& graph) {
+  ComputeStatus s = graph_compute_async(graph);
+  synchronize();
+  return s;
+}
+
+const std::string& Scheduler::last_error() const { return impl_->last_error; }
+
+void Scheduler::synchronize() {
+  Impl& m = *impl_;
+  for (Backend* b : m.backends) b->synchronize();
+  if (!m.allocated) m.next_slot = 0;  // nothing allocated: the rotation starts again at slot 0
+}
+
+void Scheduler::reset() {
+  synchronize();
+  impl_->reset_plan();
+  impl_->pins.clear();
+}
+
+Status Scheduler::set_tensor_backend(Tensor* t, Backend* backend) {
+  if (t == nullptr) return Status(StatusCode::kInvalidArgument, "set_tensor_backend: null tensor");
+  const int b = backend_index(backend);
+  if (b < 0) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "set_tensor_backend: %s is not one of the scheduler's backends",
+                    backend != nullptr ? backend->name() : "(null)");
+  }
+  impl_->pins[t] = b;
+  if (impl_->split_done) impl_->plan.set(t, b, Cause::kUser);
+  return Status::Ok();
+}
+
+Backend* Scheduler::get_tensor_backend(const Tensor* t) const {
+  int b = impl_->plan.backend_of(t);
+  if (b < 0) {
+    auto it = impl_->pins.find(t);
+    if (it != impl_->pins.end()) b = it->second;
+  }
+  return b < 0 ? nullptr : impl_->backends[static_cast<size_t>(b)];
+}
+
+int Scheduler::n_backends() const { return static_cast<int>(impl_->backends.size()); }
+Backend* Scheduler::backend(int i) const {
+  return i >= 0 && i < n_backends() ? impl_->backends[static_cast<size_t>(i)] : nullptr;
+}
+int Scheduler::backend_index(const Backend* b) const {
+  for (int i = 0; i < n_backends(); ++i) {
+    if (impl_->backends[static_cast<size_t>(i)] == b) return i;
+  }
+  return -1;
+}
+int Scheduler::n_splits() const { return static_cast<int>(impl_->plan.splits.size()); }
+int Scheduler::n_copies() const { return impl_->n_copies; }
+int Scheduler::current_slot() const { return impl_->slot; }
+int Scheduler::reserve_count() const { return impl_->reserves; }
+size_t Scheduler::buffer_size(int backend) const {
+  if (backend < 0 || backend >= n_backends()) return 0;
+  return impl_->galloc->buffer_size(impl_->buft_id[static_cast<size_t>(backend)]);
+}
+void Scheduler::set_eval_callback(EvalCallback callback) { impl_->callback = std::move(callback); }
+
+std::vector<Scheduler::SplitView> Scheduler::splits() const {
+  std::vector<SplitView> out;
+  for (const auto& s : impl_->plan.splits) {
+    SplitView v{s.backend, s.i_start, s.i_end, {}};
+    for (const Tensor* t : s.inputs) v.inputs.push_back(t);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+TensorExplain Scheduler::explain(const Tensor* t) const {
+  const Impl& m = *impl_;
+  TensorExplain e;
+  e.backend = m.plan.backend_of(t);
+  e.cause = m.plan.cause_of(t);
+  if (e.backend < 0) {
+    auto it = m.pins.find(t);
+    if (it != m.pins.end()) {
+      e.backend = it->second;
+      e.cause = Cause::kUser;
+    }
+  }
+  if (e.backend >= 0) e.backend_name = m.backends[static_cast<size_t>(e.backend)]->name();
+  e.is_copy = m.plan.copy_origin.count(t) != 0;
+  if (m.graph != nullptr) {
+    for (size_t i = 0; i < m.graph->n_nodes(); ++i) {
+      if (m.graph->node(i) == t) {
+        e.split = m.plan.node_split[i];
+        break;
+      }
+    }
+  }
+  return e;
+}
+
+}  // namespace tessera

@@ -1,0 +1,55 @@
+// The scheduler's state (shared by scheduler.cpp, executor.cpp and report.cpp).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "plan.h"
+#include "tessera/gallocr.h"
+#include "tessera/sched.h"
+
+namespace tessera {
+
+struct Scheduler::Impl {
+  std::vector<Backend*> backends;
+  std::vector<BufferType*> bufts;       // per backend
+  std::vector<int> buft_id;             // per backend: index into unique_bufts
+  std::vector<BufferType*> unique_bufts;
+  std::unique_ptr<sched::BackendList> set;
+  SchedulerParams params;
+  int n_copies = 1;
+
+  std::unordered_map<const Tensor*, int> pins;  // user assignments
+  sched::SchedPlan plan;
+  Graph* graph = nullptr;      // the user graph of the current plan (sources rewritten until reset)
+  Graph sched_graph{1};        // what the planner sees
+  std::vector<int> node_ids, leaf_ids;                // buffer type id per node/leaf of sched_graph
+  std::vector<int> prev_node_backends, prev_leaf_backends;  // for the re-reserve rule
+  std::unique_ptr<GraphAllocator> galloc;
+
+  bool split_done = false;
+  bool allocated = false;
+  bool computed = false;  // the allocation was used by a compute already
+  int slot = 0;           // slot of the current allocation
+  int next_slot = 0;
+  int reserves = 0;
+  std::string last_error;
+  EvalCallback callback;
+  // events[backend][slot]; null when the device has none
+  std::vector<std::vector<std::unique_ptr<Event>>> events;
+
+  Status split(Graph& g, int slot_for_sources);
+  void build_sched_graph(const Graph& g, int s_slot);
+  void reset_plan();  // restores the user's graph, keeps pins
+  Status do_alloc(Graph& g);
+  ComputeStatus execute();
+  ComputeStatus fail(ComputeStatus s, std::string msg) {
+    last_error = std::move(msg);
+    return s;
+  }
+  Event* event(int backend, int s) const { return events[static_cast<size_t>(backend)][static_cast<size_t>(s)].get(); }
+};
+
+}  // namespace tessera

@@ -1,0 +1,117 @@
+// The multi-backend scheduler (SPEC 9): assigns every node of a graph to one of several backends (five passes),
+// cuts the graph into splits, copies tensors between backends (optionally through several in-flight slots guarded
+// by events), plans compute memory with the graph allocator, and runs the splits.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/backend.h"
+#include "tessera/graph.h"
+
+namespace tessera {
+
+// Which rule decided a tensor's backend. Always recorded; see explain().
+enum class Cause : uint8_t {
+  kUnassigned = 0,
+  kUser,       // pinned with set_tensor_backend
+  kDst,        // pass 1: the tensor has a buffer
+  kViewSrc,    // pass 1: its view source has a buffer
+  kInput,      // pass 1: flagged INPUT -> the last backend
+  kWeight,     // pass 1: the backend of its first weight
+  kOffload,    // pass 1: a higher-priority backend takes an op whose weight is in host memory
+  kExpand,     // pass 2: grown from a neighbouring node's backend
+  kBest,       // pass 3: the backend where most sources already are
+  kUpgrade,    // pass 3: moved to a higher-priority backend sharing the compute buffer type
+  kViewOfSrc,  // pass 4: a view takes its source's backend
+  kUser4,      // pass 4: a source takes the backend of the node that uses it
+  kFallback,   // pass 4: the first backend that supports the op
+  kCopy,       // a copy made by the scheduler
+  kCount
+};
+const char* cause_name(Cause cause);
+
+struct SchedulerParams {
+  // Buffer type for each backend's compute memory (empty: each backend's default). Each backend must support it.
+  std::vector<BufferType*> bufts;
+  bool parallel = false;        // pipeline parallelism: kParallelCopies in-flight copies of every cross-backend input
+  bool op_offload = true;       // a higher-priority backend may take an op whose weight is in the last backend's host memory
+  int max_split_inputs = 30;    // inputs per split (>= 10, the most one node can bring)
+  bool debug_reserve = false;   // report every re-reserve and its reason on stderr
+};
+
+constexpr int kParallelCopies = 4;
+
+struct TensorExplain {
+  int backend = -1;           // index in the scheduler's backend list, -1 when unassigned
+  std::string backend_name;
+  Cause cause = Cause::kUnassigned;
+  int split = -1;             // split of a node (-1 for leafs and tensors outside the graph)
+  bool is_copy = false;       // a copy made by the scheduler
+};
+
+// Called for each node with ask = true ("do you want to observe it?"); after computing up to an observed node the
+// backend is synchronized and it is called again with ask = false; returning false then stops the evaluation.
+using EvalCallback = std::function<bool(Tensor* t, bool ask)>;
+
+class Scheduler {
+ public:
+  // Errors: no backends, a null backend, the last backend not a CPU device, a compute buffer type the backend does
+  // not support, max_split_inputs < 10.
+  static Result<std::unique_ptr<Scheduler>> create(std::vector<Backend*> backends, SchedulerParams params = {});
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Splits a measure graph (usually the worst case), plans and allocates compute buffers, keeps user pins, resets.
+  Status reserve(Graph& measure_graph);
+  // Dry run: compute bytes per backend (index as in the backend list), nothing allocated; resets.
+  Result<std::vector<size_t>> reserve_size(Graph& graph);
+  // Splits and places the graph (re-reserving when an assignment or a size changed). The in-flight slot for this
+  // evaluation is chosen here. Error status (never a crash): a scheduling error naming tensor, buffer and op, or an
+  // allocation failure (kAllocFailed).
+  Status alloc_graph(Graph& graph);
+  // Computes the graph (allocating it first when it is not the allocated graph, or was already computed once).
+  ComputeStatus graph_compute_async(Graph& graph);
+  ComputeStatus graph_compute(Graph& graph);
+  const std::string& last_error() const;
+  void synchronize();
+  // Restores the user's graph, clears assignments and user pins.
+  void reset();
+
+  // User pins (cleared by reset, kept by reserve).
+  Status set_tensor_backend(Tensor* t, Backend* backend);
+  Backend* get_tensor_backend(const Tensor* t) const;
+
+  int n_backends() const;
+  Backend* backend(int i) const;
+  int backend_index(const Backend* b) const;
+  int n_splits() const;
+  int n_copies() const;  // in-flight slots (1, or kParallelCopies with parallel)
+  int current_slot() const;
+  // Bytes of compute buffers allocated for a backend.
+  size_t buffer_size(int backend) const;
+  // Times compute buffers were (re)planned by reserve or alloc_graph.
+  int reserve_count() const;
+  void set_eval_callback(EvalCallback callback);
+
+  TensorExplain explain(const Tensor* t) const;
+  struct SplitView {
+    int backend;
+    size_t i_start, i_end;  // node range of the user's graph
+    std::vector<const Tensor*> inputs;
+  };
+  std::vector<SplitView> splits() const;
+  // Splits with backend, inputs (name, size) and nodes (name, op, size, backend, cause).
+  std::string report() const;
+
+  struct Impl;
+
+ private:
+  explicit Scheduler(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera
