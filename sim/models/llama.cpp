@@ -45,6 +45,9 @@ class Builder {
  public:
   Builder(const LlamaConfig& c, LlamaGraph& m) : c_(c), m_(m), ctx_(*m.ctx) {}
 
+  // The first error of adding tensors to the graph early (see expand).
+  const Status& graph_status() const { return graph_status_; }
+
   void create_weights() {
     Context& w = *m_.weights_ctx;
     auto& all = m_.weights;
@@ -138,6 +141,11 @@ class Builder {
     Tensor* k_set = set_rows(ctx_, l.k_cache, reshape_2d(ctx_, k, c_.n_embd_kv(), T), m_.kv_idxs);
     Tensor* v_set = set_rows(ctx_, l.v_cache, v, m_.kv_idxs);
     if (k_set == nullptr || v_set == nullptr) return nullptr;
+    // Fix the order as llama.cpp does (Q, K, V and the cache writes first), rather than leave it to the depth-first
+    // walk from the logits, which would visit V's sources first because the attention reads V first.
+    expand(q);
+    expand(k_set);
+    expand(v_set);
     const size_t row = l.k_cache->nb[1];                    // one cache slot: all KV heads
     const size_t head = row_size(c_.kv_type, hd);           // one head inside a slot
     Tensor* kv_k = named(view_3d(ctx_, k_set, hd, n_kv, c_.n_head_kv, row, head, 0), "k", il);
@@ -152,6 +160,7 @@ class Builder {
     } else {
       Tensor* kq = named(mul_mat(ctx_, kv_k, qp), "kq", il);  // [n_kv, T, n_head]
       kq = named(soft_max(ctx_, kq, m_.mask, kq_scale), "kq_soft_max", il);
+      expand(kq);  // the scores before the copy of V, so the copy is not live while the scores are computed
       Tensor* vt = named(cont(ctx_, transpose(ctx_, kv_v)), "v_cont", il);  // [n_kv, hd, n_head_kv]
       Tensor* kqv = named(mul_mat(ctx_, vt, kq), "kqv", il);                // [hd, T, n_head]
       kqv = named(cont(ctx_, permute(ctx_, kqv, 0, 2, 1, 3)), "kqv_merged", il);  // [hd, n_head, T]
@@ -198,9 +207,16 @@ class Builder {
     return named(out, "ffn_moe_out", il);
   }
 
+  // Adds t and what it depends on to the graph now, fixing their place in the order.
+  void expand(Tensor* t) {
+    if (t == nullptr || !graph_status_.ok()) return;
+    graph_status_ = m_.graph->build_forward(t);
+  }
+
   const LlamaConfig& c_;
   LlamaGraph& m_;
   Context& ctx_;
+  Status graph_status_;
 };
 
 uint64_t mix(uint64_t seed, uint64_t salt) {
@@ -336,6 +352,7 @@ Result<LlamaGraph> build_llama(const LlamaConfig& config) {
   b.create_inputs();
   m.logits = b.build();
   if (!m.ctx->ok()) return m.ctx->status();
+  TS_RETURN_IF_ERROR(b.graph_status());
   if (m.logits == nullptr) return Status(StatusCode::kFailed, "build_llama: no logits (internal error)");
   set_output(*m.logits);
   TS_RETURN_IF_ERROR(m.graph->build_forward(m.logits));

@@ -26,6 +26,7 @@ class DynamicAllocator {
   // Returns a block (size rounded the same way); merges it with free neighbours.
   void free(BlockAddress addr, size_t size);
 
+  size_t chunk_limit() const { return limit_; }
   size_t aligned(size_t size) const { return (size + alignment_ - 1) / alignment_ * alignment_; }
   int n_chunks() const { return static_cast<int>(chunks_.size()); }
   // High-water mark of a chunk: the buffer size it needs.

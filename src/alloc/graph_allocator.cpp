@@ -1,5 +1,7 @@
 // The graph memory planner (SPEC 8).
+#include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "dyn_allocator.h"
 #include "tessera/gallocr.h"
@@ -103,7 +105,10 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
     int buft = -1;
     BlockAddress addr;
     size_t size = 0;  // bytes of the block it holds
+    int block = -1;   // lifetime record of that block (for the offline placement)
   };
+  std::vector<Lifetime> blocks;  // one per block the walk allocated, in allocation order
+  long clock = 0;                // ticks at every allocation and free of the walk
   std::unordered_map<const Tensor*, Info> info;
   info.reserve((graph.n_nodes() + graph.n_leafs()) * 2);
   std::vector<DynamicAllocator> dyn;
@@ -114,6 +119,16 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
   auto external = [&](const Tensor* t) {
     return t->view_src == nullptr && (t->data != nullptr || t->buffer != nullptr) && !owns(tensor_buffer(*t));
   };
+
+  // A view flagged INPUT or OUTPUT pins the memory of its root as well (an OUTPUT reshape of an intermediate must
+  // still hold its values after the graph ran).
+  std::unordered_set<const Tensor*> pinned_roots;
+  for (const auto* list : {&graph.nodes(), &graph.leafs()}) {
+    for (const Tensor* t : *list) {
+      if (t->view_src != nullptr && is_pinned(t)) pinned_roots.insert(t->view_src);
+    }
+  }
+  auto pinned = [&](const Tensor* t) { return is_pinned(t) || pinned_roots.count(t) != 0; };
 
   Status error;
   auto alloc_tensor = [&](const Tensor* t, int b) {
@@ -130,38 +145,51 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
     in.buft = b;
     in.addr = *addr;
     in.size = dyn[static_cast<size_t>(b)].aligned(need);
+    in.block = static_cast<int>(blocks.size());
+    blocks.push_back({b, in.size, clock++, kForever});
   };
   auto free_tensor = [&](const Tensor* t) {
     Info& in = info[t];
-    if (!in.allocated || is_pinned(t) || t->view_src != nullptr) return;
+    if (!in.allocated || pinned(t) || t->view_src != nullptr) return;
     dyn[static_cast<size_t>(in.buft)].free(in.addr, in.size);
     in.allocated = false;
+    blocks[static_cast<size_t>(in.block)].end = clock++;
   };
-  // Takes over the block of a dying source when the op can run in place (SPEC 8).
+  // Takes over the block of a dying source when the op can run in place (SPEC 8). Among several candidates the one
+  // at the lowest address wins: the block that stays live grows from the bottom, so the hole the other one leaves
+  // is above it and can be reused.
   auto try_inplace = [&](const Tensor* node, int b) {
     if (!op_can_inplace(node->op)) return false;
+    const Tensor* best = nullptr;
     for (const Tensor* s : node->src) {
-      if (s == nullptr || is_pinned(s) || !same_layout(*s, *node)) continue;
+      if (s == nullptr || pinned(s) || !same_layout(*s, *node)) continue;
       const Info& si = info[s];
       if (si.n_children != 1 || si.n_views != 0) continue;
       const Tensor* owner = s;
       if (s->view_src != nullptr) {
         const Tensor* root = s->view_src;
         const Info& ri = info[root];
-        if (is_pinned(root) || ri.n_views != 1 || ri.n_children != 0 || s->view_offs != 0) continue;
+        if (pinned(root) || ri.n_views != 1 || ri.n_children != 0 || s->view_offs != 0) continue;
         owner = root;
       }
-      Info& oi = info[owner];
+      const Info& oi = info[owner];
       if (!oi.allocated || oi.buft != b) continue;
-      Info& ni = info[node];
-      ni.allocated = true;
-      ni.buft = b;
-      ni.addr = oi.addr;
-      ni.size = oi.size;  // the whole block moves, so freeing the node later frees all of it
-      oi.allocated = false;
-      return true;
+      if (best != nullptr) {
+        const Info& bi = info[best];
+        if (std::make_pair(bi.addr.chunk, bi.addr.offset) <= std::make_pair(oi.addr.chunk, oi.addr.offset)) continue;
+      }
+      best = owner;
     }
-    return false;
+    if (best == nullptr) return false;
+    Info& oi = info[best];
+    Info& ni = info[node];
+    ni.allocated = true;
+    ni.buft = b;
+    ni.addr = oi.addr;
+    ni.size = oi.size;    // the whole block moves, so freeing the node later frees all of it
+    ni.block = oi.block;  // one lifetime: the block lives on in the node
+    oi.allocated = false;
+    return true;
   };
   auto planned = [&](const Tensor* t) {
     PlannedTensor p;
@@ -173,6 +201,7 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
       p.chunk = it->second.addr.chunk;
       p.offset = it->second.addr.offset;
       p.size = it->second.size;
+      p.block = it->second.block;
     }
     return p;
   };
@@ -246,8 +275,131 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
   for (size_t b = 0; b < n_bufts; ++b) {
     for (int c = 0; c < dyn[b].n_chunks(); ++c) plan->chunk_sizes[b].push_back(dyn[b].chunk_size(c));
   }
+
+  // 4. The walk placed blocks online, in allocation order. Knowing every lifetime now, place them again largest
+  // first (offline); per buffer type keep whichever placement needs fewer bytes.
+  for (size_t b = 0; b < n_bufts; ++b) {
+    std::vector<BlockAddress> addr;
+    std::vector<size_t> sizes;
+    place_offline(blocks, static_cast<int>(b), dyn[b].chunk_limit(), &addr, &sizes);
+    size_t online = 0, offline = 0;
+    for (size_t c : plan->chunk_sizes[b]) online += c;
+    for (size_t c : sizes) offline += c;
+    if (offline >= online) continue;
+    auto apply = [&](PlannedTensor& p) {
+      if (p.buft_id == static_cast<int>(b) && p.block >= 0) {
+        p.chunk = addr[static_cast<size_t>(p.block)].chunk;
+        p.offset = addr[static_cast<size_t>(p.block)].offset;
+      }
+    };
+    for (NodePlan& np : plan->nodes) {
+      apply(np.dst);
+      for (PlannedTensor& p : np.src) apply(p);
+    }
+    for (PlannedTensor& p : plan->leafs) apply(p);
+    plan->chunk_sizes[b] = std::move(sizes);
+  }
   plan->valid = true;
   return Status::Ok();
+}
+
+// Greedy by size: blocks of buffer type b, largest first (ties: earlier start), each at the lowest-waste gap among
+// the already placed blocks whose lifetimes overlap its own, in the first chunk where it fits. Blocks that live to
+// the end are stacked at the bottom first (they all overlap each other). Placed blocks are indexed by time bucket,
+// so each placement only looks at blocks live around the same time.
+void GraphAllocator::place_offline(const std::vector<Lifetime>& blocks, int b, size_t limit,
+                                   std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes) {
+  addr->assign(blocks.size(), BlockAddress{});
+  chunk_sizes->clear();
+  std::vector<int> order;
+  long t_end = 1;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i].buft != b) continue;
+    order.push_back(static_cast<int>(i));
+    if (blocks[i].end != kForever) t_end = std::max(t_end, blocks[i].end + 1);
+  }
+  if (order.empty()) return;
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+    const Lifetime& a = blocks[static_cast<size_t>(x)];
+    const Lifetime& c = blocks[static_cast<size_t>(y)];
+    const bool fa = a.end == kForever, fc = c.end == kForever;
+    if (fa != fc) return fa;               // lifelong blocks first
+    if (fa) return a.start < c.start;      // in allocation order
+    if (a.size != c.size) return a.size > c.size;
+    return a.start < c.start;
+  });
+  constexpr long kBucket = 64;
+  const size_t n_buckets = static_cast<size_t>(t_end / kBucket + 1);
+  struct Chunk {
+    size_t base = 0;  // bytes taken by lifelong blocks
+    size_t top = 0;
+    std::vector<std::vector<int>> buckets;  // placed finite blocks by time bucket
+  };
+  std::vector<Chunk> chunks;
+  auto new_chunk = [&]() {
+    chunks.emplace_back();
+    chunks.back().buckets.resize(n_buckets);
+  };
+  new_chunk();
+  std::vector<int> seen(blocks.size(), -1);  // de-duplicates candidates per query
+  int query = 0;
+  std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of conflicting blocks
+  for (int id : order) {
+    const Lifetime& lt = blocks[static_cast<size_t>(id)];
+    BlockAddress& out = (*addr)[static_cast<size_t>(id)];
+    if (lt.end == kForever) {
+      // lifelong: stack at the bottom of the first chunk with room
+      size_t c = 0;
+      while (c < chunks.size() && chunks[c].base + lt.size > limit) ++c;
+      if (c == chunks.size()) new_chunk();
+      out = {static_cast<int>(c), chunks[c].base};
+      chunks[c].base += lt.size;
+      chunks[c].top = std::max(chunks[c].top, chunks[c].base);
+      continue;
+    }
+    const size_t b0 = static_cast<size_t>(lt.start / kBucket), b1 = static_cast<size_t>(lt.end / kBucket);
+    bool placed = false;
+    for (size_t c = 0; c < chunks.size() && !placed; ++c) {
+      Chunk& ch = chunks[c];
+      busy.clear();
+      ++query;
+      for (size_t k = b0; k <= b1; ++k) {
+        for (int other : ch.buckets[k]) {
+          if (seen[static_cast<size_t>(other)] == query) continue;
+          seen[static_cast<size_t>(other)] = query;
+          const Lifetime& o = blocks[static_cast<size_t>(other)];
+          if (o.start < lt.end && lt.start < o.end) {
+            const BlockAddress& oa = (*addr)[static_cast<size_t>(other)];
+            busy.emplace_back(oa.offset, oa.offset + o.size);
+          }
+        }
+      }
+      std::sort(busy.begin(), busy.end());
+      // best fit among the gaps between conflicting blocks, else just above them
+      size_t best = SIZE_MAX, best_waste = SIZE_MAX, cursor = ch.base;
+      for (const auto& [lo, hi] : busy) {
+        if (lo > cursor && lo - cursor >= lt.size && lo - cursor - lt.size < best_waste) {
+          best = cursor;
+          best_waste = lo - cursor - lt.size;
+        }
+        cursor = std::max(cursor, hi);
+      }
+      if (best == SIZE_MAX) best = cursor;
+      if (best + lt.size > limit) continue;
+      out = {static_cast<int>(c), best};
+      ch.top = std::max(ch.top, best + lt.size);
+      for (size_t k = b0; k <= b1; ++k) ch.buckets[k].push_back(id);
+      placed = true;
+    }
+    if (!placed) {
+      new_chunk();
+      Chunk& ch = chunks.back();
+      out = {static_cast<int>(chunks.size()) - 1, 0};
+      ch.top = lt.size;
+      for (size_t k = b0; k <= b1; ++k) ch.buckets[k].push_back(id);
+    }
+  }
+  for (const Chunk& ch : chunks) chunk_sizes->push_back(ch.top);
 }
 
 Status GraphAllocator::grow_buffers(const Plan& plan) {

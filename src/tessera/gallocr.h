@@ -14,6 +14,7 @@
 namespace tessera {
 
 class DynamicAllocator;
+struct BlockAddress;
 struct GraphIndex;
 
 // Where the plan put one tensor.
@@ -24,6 +25,7 @@ struct PlannedTensor {
   size_t size = 0;      // bytes of the block it owns (>= what it needs)
   bool external = false;  // had data or a buffer of its own at plan time
   bool is_view = false;
+  int block = -1;         // the planner's lifetime record of the block (internal)
 };
 
 class GraphAllocator {
@@ -88,6 +90,16 @@ class GraphAllocator {
   };
 
   static SrcRef src_ref(const GraphIndex& index, const Tensor* s);
+  // Lifetime of one block in the planning walk's clock ([start, end); end = kForever when never freed).
+  static constexpr long kForever = 1L << 62;
+  struct Lifetime {
+    int buft;
+    size_t size;
+    long start;
+    long end;
+  };
+  static void place_offline(const std::vector<Lifetime>& blocks, int buft, size_t limit,
+                            std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes);
   Status make_plan(const Graph& graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
                    Plan* plan) const;
   Status grow_buffers(const Plan& plan);

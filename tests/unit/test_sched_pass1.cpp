@@ -1,0 +1,459 @@
+// Scheduler pass 1, pre-assignment (SPEC 9.1): dst, view_src, the scheduling error, input, weight, offload (and its
+// anchor defects), auxiliary weights, user pins, compute buffers.
+#include "sched_pass_fixture.h"
+
+using ::testing::HasSubstr;
+
+namespace tessera::sched::testing {
+namespace {
+
+class SchedPass1 : public SchedPassFixture {
+ protected:
+  Status run(PassOptions opt = {}) { return pass1_preassign(plan, graph, bs, opt); }
+};
+
+// ---- 1. dst ----
+
+TEST_F(SchedPass1, DstLeafTakesTheBackendOfItsBufferType) {
+  Tensor* a = tensor("a");
+  Tensor* b = tensor("b");
+  Tensor* c = tensor("c");
+  place(gpu1_buft, {a});
+  place(cpu_buft, {b});
+  Tensor* s = named(add(ctx, a, b), "s");
+  Tensor* out = named(add(ctx, s, c), "out");
+  build(out);
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(a, kGpu1, Cause::kDst));
+  EXPECT_TRUE(Assigned(b, kCpu, Cause::kDst));
+  // no buffer, no flag, no weight: left for the later passes (a buffer of usage ANY is not a weight)
+  EXPECT_TRUE(Unassigned(c));
+  EXPECT_TRUE(Unassigned(s));
+  EXPECT_TRUE(Unassigned(out));
+}
+
+TEST_F(SchedPass1, DstIsTheHighestPriorityBackendSupportingTheBufferTypeAndTheOp) {
+  allow_buft(kGpu1, cpu_buft);  // GPU1 can compute from host memory; GPU0 cannot
+  refuse(kGpu1, Op::kRmsNorm);
+  Tensor* x = tensor("x");
+  Tensor* n1 = named(scale(ctx, x, 2.0f), "n1");
+  Tensor* n2 = named(rms_norm(ctx, n1, 1e-5f), "n2");
+  place(cpu_buft, {x, n1, n2});  // nodes pre-allocated by the user
+  build(n2);
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(x, kGpu1, Cause::kDst));
+  EXPECT_TRUE(Assigned(n1, kGpu1, Cause::kDst));
+  EXPECT_TRUE(Assigned(n2, kCpu, Cause::kDst));  // GPU1 can use the buffer but not run the op
+}
+
+TEST_F(SchedPass1, DstComesBeforeTheInputFlagAndWeights) {
+  offload(kGpu0, Op::kMulMat);
+  Tensor* in = input("in");
+  place(gpu0_buft, {in});
+  Tensor* w = tensor("w");
+  weights(gpu1_buft, {w});
+  Tensor* y = named(mul_mat(ctx, w, in), "y");
+  place(cpu_buft, {y});
+  build(y);
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(in, kGpu0, Cause::kDst));  // not the last backend: its memory is on GPU0
+  EXPECT_TRUE(Assigned(w, kGpu1, Cause::kDst));   // a weight leaf is placed by its own buffer
+  EXPECT_TRUE(Assigned(y, kCpu, Cause::kDst));    // its own buffer, not its weight, decides
+}
+
+// ---- 2. view_src ----
+
+TEST_F(SchedPass1, ViewsAndViewsOfViewsTakeTheirSourcesBufferBackend) {
+  Tensor* kv = tensor("kv");
+  // views created before their source is allocated: view_init gives them the buffer
+  Tensor* v1 = named(view_2d(ctx, kv, 8, 4, kv->nb[1], 0), "v1");
+  Tensor* v2 = named(reshape_1d(ctx, v1, 32), "v2");       // view of a view
+  Tensor* v3 = named(reshape_2d(ctx, v2, 4, 8), "v3");     // view of a view of a view
+  Tensor* v4 = named(transpose(ctx, v3), "v4");
+  Tensor* out = named(cont(ctx, v4), "out");
+  place(gpu1_buft, {kv});
+  init_views({v1, v2, v3, v4});
+  ASSERT_EQ(v4->view_src, kv);
+  ASSERT_EQ(v4->buffer, kv->buffer);
+  build(out);
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(kv, kGpu1, Cause::kDst));
+  EXPECT_TRUE(Assigned(v1, kGpu1, Cause::kViewSrc));
+  EXPECT_TRUE(Assigned(v2, kGpu1, Cause::kViewSrc));
+  EXPECT_TRUE(Assigned(v3, kGpu1, Cause::kViewSrc));
+  EXPECT_TRUE(Assigned(v4, kGpu1, Cause::kViewSrc));
+  EXPECT_TRUE(Unassigned(out));
+}
+
+TEST_F(SchedPass1, ViewSrcIsTheHighestPriorityBackendSupportingTheBufferTypeAndTheViewsOp) {
+  allow_buft(kGpu1, cpu_buft);
+  refuse(kGpu1, Op::kCpy);
+  Tensor* x = tensor("x");
+  Tensor* cache = tensor("cache");
+  place(cpu_buft, {cache});
+  // created after the allocation: the views already carry the buffer
+  Tensor* store = named(cpy(ctx, x, cache), "store");       // CPY: a computing op whose result is a view of cache
+  Tensor* look = named(view_1d(ctx, cache, 16, 0), "look");
+  Tensor* out = named(add(ctx, store, x), "out");
+  build({out, look});
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(cache, kGpu1, Cause::kDst));
+  EXPECT_TRUE(Assigned(store, kCpu, Cause::kViewSrc));  // GPU1 can use the memory but refuses CPY
+  EXPECT_TRUE(Assigned(look, kGpu1, Cause::kViewSrc));
+  EXPECT_TRUE(Unassigned(x));
+}
+
+// ---- 3. scheduling errors (an error status, never an abort) ----
+
+TEST_F(SchedPass1, PreallocatedNodeNoBackendCanRunIsASchedulingError) {
+  refuse(kGpu1, Op::kRmsNorm);  // GPU1 is the only backend that can use GPU1_buf
+  Tensor* x = tensor("x");
+  Tensor* n = named(rms_norm(ctx, x, 1e-5f), "prealloc_norm");
+  place(gpu1_buft, {n});
+  build(n);
+  const Status s = run();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_THAT(s.message(), HasSubstr("prealloc_norm"));
+  EXPECT_THAT(s.message(), HasSubstr("GPU1_buf"));
+  EXPECT_THAT(s.message(), HasSubstr("RMS_NORM"));
+}
+
+TEST_F(SchedPass1, LeafInABufferTypeNoBackendSupportsIsASchedulingError) {
+  Tensor* x = tensor("stray_leaf");
+  place(orphan_buft, {x});
+  Tensor* n = named(scale(ctx, x, 1.0f), "n");
+  build(n);
+  const Status s = run();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_THAT(s.message(), HasSubstr("stray_leaf"));
+  EXPECT_THAT(s.message(), HasSubstr("ORPHAN_buf"));
+  EXPECT_THAT(s.message(), HasSubstr("NONE"));
+}
+
+TEST_F(SchedPass1, CopyIntoABufferNoBackendCanWriteIsASchedulingError) {
+  refuse(kGpu1, Op::kCpy);
+  Tensor* x = tensor("x");
+  Tensor* cache = tensor("cache");
+  place(gpu1_buft, {cache});
+  Tensor* store = named(cpy(ctx, x, cache), "kv_store");
+  build(store);
+  const Status s = run();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_THAT(s.message(), HasSubstr("kv_store"));
+  EXPECT_THAT(s.message(), HasSubstr("GPU1_buf"));
+  EXPECT_THAT(s.message(), HasSubstr("CPY"));
+}
+
+TEST_F(SchedPass1, ViewOfAViewNoBackendCanRunIsASchedulingError) {
+  refuse(kGpu1, Op::kTranspose);
+  Tensor* kv = tensor("kv");
+  Tensor* v1 = named(reshape_2d(ctx, kv, 16, 4), "v1");
+  Tensor* v2 = named(transpose(ctx, v1), "kv_t");
+  place(gpu1_buft, {kv});
+  init_views({v1, v2});
+  Tensor* out = named(cont(ctx, v2), "out");
+  build(out);
+  const Status s = run();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_THAT(s.message(), HasSubstr("kv_t"));
+  EXPECT_THAT(s.message(), HasSubstr("GPU1_buf"));
+  EXPECT_THAT(s.message(), HasSubstr("TRANSPOSE"));
+}
+
+// ---- 4. input ----
+
+TEST_F(SchedPass1, InputsGoToTheLastBackend) {
+  offload(kGpu0, Op::kMulMat);
+  Tensor* in = input("in");
+  Tensor* w = tensor("w");
+  weights(gpu1_buft, {w});
+  Tensor* n = named(mul_mat(ctx, w, in), "n");
+  set_input(*n);  // an INPUT node: the flag comes before its weight
+  Tensor* out = named(scale(ctx, n, 1.0f), "out");
+  build(out);
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(in, kCpu, Cause::kInput));
+  EXPECT_TRUE(Assigned(n, kCpu, Cause::kInput));
+  EXPECT_TRUE(Unassigned(out));
+}
+
+TEST_F(SchedPass1, LastBackendIsTheCpuWhateverTheNumberOfBackends) {
+  use_two_backends();
+  offload(0, Op::kMulMat);
+  Tensor* in = input("in");
+  Tensor* w = tensor("w");
+  weights(cpu_buft, {w});
+  Tensor* y = named(mul_mat(ctx, w, in), "y");
+  Tensor* z = named(add(ctx, w, in), "z");
+  build({y, z});
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(in, 1, Cause::kInput));
+  EXPECT_TRUE(Assigned(w, 1, Cause::kDst));
+  EXPECT_TRUE(Assigned(y, 0, Cause::kOffload));
+  EXPECT_TRUE(Assigned(z, 1, Cause::kWeight));
+}
+
+// ---- 5. weight ----
+
+TEST_F(SchedPass1, WeightDecidesTheBackendOfTheOpUsingIt) {
+  offload(kGpu0, Op::kMulMat);  // offload is only from the last backend's host memory
+  Tensor* w = tensor("w");
+  weights(gpu1_buft, {w});
+  Tensor* x = tensor("x");
+  Tensor* y = named(mul_mat(ctx, w, x), "y");
+  build(y);
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(w, kGpu1, Cause::kDst));
+  EXPECT_TRUE(Assigned(y, kGpu1, Cause::kWeight));
+  EXPECT_TRUE(Unassigned(x));
+}
+
+TEST_F(SchedPass1, FirstWeightsSourceDecides) {
+  Tensor* wa = tensor("wa");
+  Tensor* wb = tensor("wb");
+  weights(gpu1_buft, {wa});
+  weights(gpu0_buft, {wb});
+  Tensor* act = tensor("act");
+  place(gpu0_buft, {act});  // a user-placed activation: usage ANY, not a weight
+  Tensor* s = named(add(ctx, wa, wb), "s");
+  Tensor* t = named(add(ctx, wb, wa), "t");
+  Tensor* u = named(add(ctx, act, wa), "u");
+  build({s, t, u});
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(s, kGpu1, Cause::kWeight));
+  EXPECT_TRUE(Assigned(t, kGpu0, Cause::kWeight));
+  EXPECT_TRUE(Assigned(act, kGpu0, Cause::kDst));
+  EXPECT_TRUE(Assigned(u, kGpu1, Cause::kWeight));  // the first WEIGHTS source, not the first source with a buffer
+}
+
+TEST_F(SchedPass1, WeightSeenThroughAView) {
+  Tensor* w = tensor("w", 8, 16);
+  weights(gpu1_buft, {w});
+  Tensor* wv = named(view_2d(ctx, w, 8, 8, w->nb[1], 0), "w_half");
+  Tensor* x = tensor("x");
+  Tensor* y = named(mul_mat(ctx, wv, x), "y");
+  build(y);
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(wv, kGpu1, Cause::kViewSrc));
+  EXPECT_TRUE(Assigned(y, kGpu1, Cause::kWeight));
+}
+
+TEST_F(SchedPass1, WeightInHostMemoryAHigherBackendCanUseIsNotAnOffload) {
+  allow_buft(kGpu1, cpu_buft);  // e.g. an integrated GPU reading host memory
+  offload(kGpu0, Op::kMulMat);
+  Tensor* w = tensor("w");
+  weights(cpu_buft, {w});
+  Tensor* x = tensor("x");
+  Tensor* y = named(mul_mat(ctx, w, x), "y");
+  build(y);
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(w, kGpu1, Cause::kDst));
+  EXPECT_TRUE(Assigned(y, kGpu1, Cause::kWeight));
+}
+
+TEST_F(SchedPass1, WeightNoBackendCanRunWithLeavesTheOpUnassigned) {
+  refuse(kGpu1, Op::kMulMat);
+  Tensor* w = tensor("w");
+  weights(gpu1_buft, {w});
+  Tensor* x = tensor("x");
+  weights(gpu0_buft, {x});  // a second weight, usable: the FIRST weight decides, not the first usable one
+  Tensor* y = named(mul_mat(ctx, w, x), "y");
+  build(y);
+  ASSERT_TRUE(run().ok());  // only a tensor's own (or its view source's) memory can make an error
+  EXPECT_TRUE(Assigned(w, kGpu1, Cause::kDst));
+  EXPECT_TRUE(Assigned(x, kGpu0, Cause::kDst));
+  EXPECT_TRUE(Unassigned(y));
+}
+
+// ---- 5. offload ----
+
+TEST_F(SchedPass1, OffloadGoesToTheHighestPriorityBackendThatSupportsAndWantsTheOp) {
+  offload(kGpu1, Op::kMulMat);
+  offload(kGpu0, Op::kMul);
+  offload(kGpu1, Op::kMul);
+  Tensor* w = tensor("w");
+  weights(cpu_buft, {w});
+  Tensor* x = tensor("x");
+  Tensor* y = named(mul_mat(ctx, w, x), "y");
+  Tensor* z = named(mul(ctx, x, w), "z");
+  Tensor* r = named(add(ctx, w, x), "r");  // nobody wants to offload ADD
+  build({y, z, r});
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(w, kCpu, Cause::kDst));
+  EXPECT_TRUE(Assigned(y, kGpu1, Cause::kOffload));
+  EXPECT_TRUE(Assigned(z, kGpu0, Cause::kOffload));
+  EXPECT_TRUE(Assigned(r, kCpu, Cause::kWeight));
+}
+
+// Anchor defect (SPEC 9.9): offload to a backend that wants the op but cannot run it.
+TEST_F(SchedPass1, OffloadRequiresSupportsOp) {
+  offload(kGpu0, Op::kMulMat);
+  refuse(kGpu0, Op::kMulMat);
+  offload(kGpu1, Op::kMulMat);
+  offload(kGpu0, Op::kMul);
+  refuse(kGpu0, Op::kMul);
+  Tensor* w = tensor("w");
+  weights(cpu_buft, {w});
+  Tensor* x = tensor("x");
+  Tensor* y = named(mul_mat(ctx, w, x), "y");
+  Tensor* z = named(mul(ctx, x, w), "z");
+  build({y, z});
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(y, kGpu1, Cause::kOffload));  // GPU0 wants it but refuses it: the next one
+  EXPECT_TRUE(Assigned(z, kCpu, Cause::kWeight));    // only GPU0 wants it, and it refuses it: stays on the CPU
+}
+
+// Anchor defect (SPEC 9.9): offload from a weight buffer that is not host memory, though it is a CPU buffer type.
+TEST_F(SchedPass1, NoOffloadFromANonHostWeightBufferOfTheCpu) {
+  offload(kGpu0, Op::kMulMat);
+  offload(kGpu1, Op::kMulMat);
+  Tensor* w = tensor("w");
+  weights(cpu_repack_buft, {w});  // only the CPU supports it, but it is not host memory
+  Tensor* x = tensor("x");
+  Tensor* y = named(mul_mat(ctx, w, x), "y");
+  build(y);
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(w, kCpu, Cause::kDst));
+  EXPECT_TRUE(Assigned(y, kCpu, Cause::kWeight));
+}
+
+TEST_F(SchedPass1, OffloadFromAnyHostBufferTypeOfTheLastBackend) {
+  offload(kGpu0, Op::kMulMat);
+  Tensor* w = tensor("w");
+  weights(pinned_buft, {w});  // another host type that only the CPU computes from
+  Tensor* x = tensor("x");
+  Tensor* y = named(mul_mat(ctx, w, x), "y");
+  build(y);
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(w, kCpu, Cause::kDst));
+  EXPECT_TRUE(Assigned(y, kGpu0, Cause::kOffload));
+}
+
+TEST_F(SchedPass1, NoOffloadWhenOpOffloadIsOff) {
+  offload(kGpu0, Op::kMulMat);
+  offload(kGpu1, Op::kMulMat);
+  Tensor* w = tensor("w");
+  weights(cpu_buft, {w});
+  Tensor* x = tensor("x");
+  Tensor* y = named(mul_mat(ctx, w, x), "y");
+  build(y);
+  PassOptions opt;
+  opt.op_offload = false;
+  ASSERT_TRUE(run(opt).ok());
+  EXPECT_TRUE(Assigned(y, kCpu, Cause::kWeight));
+}
+
+// ---- 5. auxiliary weights (anchor defect: tiny weights deciding the placement of large ops) ----
+
+TEST_F(SchedPass1, RopeFrequencyFactorsDoNotDecide) {
+  offload(kGpu0, Op::kRope);
+  offload(kGpu0, Op::kMul);
+  Tensor* a = ctx.new_tensor_3d(Type::kF32, 8, 2, 4);
+  set_name(*a, "a");
+  Tensor* pos = ctx.new_tensor_1d(Type::kI32, 4);
+  set_name(*pos, "pos");
+  set_input(*pos);
+  Tensor* ff = ctx.new_tensor_1d(Type::kF32, 4);
+  set_name(*ff, "freq_factors");
+  weights(cpu_buft, {ff});
+  Tensor* h = named(scale(ctx, a, 1.0f), "h");
+  Tensor* r = named(rope(ctx, h, pos, 8, RopeMode::kNeox, 10000.0f, 1.0f, ff), "r");
+  ASSERT_EQ(r->src[2], ff);
+  // control: the same tensor as an ordinary source does decide
+  Tensor* m = named(mul(ctx, ctx.new_tensor_2d(Type::kF32, 4, 2), ff), "m");
+  build({r, m});
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(ff, kCpu, Cause::kDst));
+  EXPECT_TRUE(Assigned(pos, kCpu, Cause::kInput));
+  EXPECT_TRUE(Unassigned(r));
+  EXPECT_TRUE(Assigned(m, kGpu0, Cause::kOffload));
+}
+
+TEST_F(SchedPass1, FlashAttentionSinksDoNotDecide) {
+  offload(kGpu0, Op::kFlashAttnExt);
+  Tensor* q = ctx.new_tensor_4d(Type::kF32, 8, 4, 2, 1);
+  Tensor* k = ctx.new_tensor_4d(Type::kF16, 8, 4, 2, 1);
+  Tensor* v = ctx.new_tensor_4d(Type::kF16, 8, 4, 2, 1);
+  Tensor* sinks = ctx.new_tensor_1d(Type::kF32, 2);
+  set_name(*sinks, "sinks");
+  weights(cpu_buft, {sinks});
+  Tensor* fa = named(flash_attn_ext(ctx, q, k, v, nullptr, 0.5f, sinks), "fa");
+  ASSERT_NE(fa, nullptr) << ctx.status().message();
+  ASSERT_EQ(fa->src[4], sinks);
+  PassOptions no_offload;
+  no_offload.op_offload = false;
+  build(fa);
+  ASSERT_TRUE(run(no_offload).ok());
+  EXPECT_TRUE(Assigned(sinks, kCpu, Cause::kDst));
+  EXPECT_TRUE(Unassigned(fa));  // not CPU [weight]
+  plan = SchedPlan{};
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Unassigned(fa));  // not GPU0 [offload]
+}
+
+// ---- user pins ----
+
+TEST_F(SchedPass1, UserPinsAreKept) {
+  offload(kGpu0, Op::kMulMat);
+  Tensor* in = input("in");
+  Tensor* w = tensor("w");
+  weights(gpu1_buft, {w});
+  Tensor* y = named(mul_mat(ctx, w, in), "y");
+  Tensor* bad = named(rms_norm(ctx, y, 1e-5f), "bad");
+  refuse(kGpu1, Op::kRmsNorm);
+  place(gpu1_buft, {bad});  // would be a scheduling error, but the user decided
+  build(bad);
+  plan.set(in, kGpu1, Cause::kUser);
+  plan.set(w, kCpu, Cause::kUser);
+  plan.set(y, kGpu0, Cause::kUser);
+  plan.set(bad, kCpu, Cause::kUser);
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(in, kGpu1, Cause::kUser));
+  EXPECT_TRUE(Assigned(w, kCpu, Cause::kUser));
+  EXPECT_TRUE(Assigned(y, kGpu0, Cause::kUser));
+  EXPECT_TRUE(Assigned(bad, kCpu, Cause::kUser));
+}
+
+// ---- compute buffers count as "no buffer" ----
+
+TEST_F(SchedPass1, TensorsInTheSchedulersComputeBuffersCountAsUnallocated) {
+  refuse(kGpu1, Op::kScale);
+  refuse(kGpu1, Op::kReshape);
+  Tensor* in = input("in");
+  Tensor* c = tensor("c");
+  Tensor* x = tensor("x");
+  compute_buffer(gpu0_buft, {in, c});
+  Tensor* n = named(scale(ctx, x, 1.0f), "n");
+  compute_buffer(gpu1_buft, {n});  // GPU1 refuses SCALE: would be a scheduling error if this buffer counted
+  Tensor* cv = named(reshape_1d(ctx, c, 64), "cv");
+  Tensor* nv = named(reshape_1d(ctx, n, 64), "nv");
+  Tensor* y = named(mul_mat(ctx, c, in), "y");  // a compute buffer is no weight either
+  build({cv, nv, y});
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(in, kCpu, Cause::kInput));  // not GPU0 [dst]
+  EXPECT_TRUE(Unassigned(c));
+  EXPECT_TRUE(Unassigned(n));
+  EXPECT_TRUE(Unassigned(cv));
+  EXPECT_TRUE(Unassigned(nv));
+  EXPECT_TRUE(Unassigned(y));
+}
+
+// ---- 6. otherwise unassigned ----
+
+TEST_F(SchedPass1, EverythingElseStaysUnassigned) {
+  Tensor* a = tensor("a");
+  Tensor* b = tensor("b");
+  Tensor* s = named(add(ctx, a, b), "s");
+  Tensor* v = named(transpose(ctx, s), "v");
+  Tensor* out = named(cont(ctx, v), "out");
+  build(out);
+  ASSERT_TRUE(run().ok());
+  for (const Tensor* t : {a, b, s, v, out}) EXPECT_TRUE(Unassigned(t));
+}
+
+}  // namespace
+}  // namespace tessera::sched::testing
