@@ -230,6 +230,8 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
   plan->leafs.assign(graph.n_leafs(), PlannedTensor{});
   for (size_t i = 0; i < graph.n_leafs(); ++i) plan->leafs[i] = planned(graph.leaf(i));
 
+  const long walk_start = clock;  // blocks allocated before this exist from the start
+
   // 3. Walk the nodes: allocate, record, then free what is no longer used.
   plan->nodes.assign(graph.n_nodes(), NodePlan{});
   for (size_t i = 0; i < graph.n_nodes(); ++i) {
@@ -281,7 +283,7 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
   for (size_t b = 0; b < n_bufts; ++b) {
     std::vector<BlockAddress> addr;
     std::vector<size_t> sizes;
-    place_offline(blocks, static_cast<int>(b), dyn[b].chunk_limit(), &addr, &sizes);
+    place_offline(blocks, static_cast<int>(b), dyn[b].chunk_limit(), walk_start, &addr, &sizes);
     size_t online = 0, offline = 0;
     for (size_t c : plan->chunk_sizes[b]) online += c;
     for (size_t c : sizes) offline += c;
@@ -304,10 +306,11 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
 }
 
 // Greedy by size: blocks of buffer type b, largest first (ties: earlier start), each at the lowest-waste gap among
-// the already placed blocks whose lifetimes overlap its own, in the first chunk where it fits. Blocks that live to
-// the end are stacked at the bottom first (they all overlap each other). Placed blocks are indexed by time bucket,
-// so each placement only looks at blocks live around the same time.
-void GraphAllocator::place_offline(const std::vector<Lifetime>& blocks, int b, size_t limit,
+// the already placed blocks whose lifetimes overlap its own, in the first chunk where it fits. Blocks that exist from
+// the start to the end (placed before the walk and never freed) are stacked at the bottom first: they overlap
+// everything. Placed blocks are indexed by time bucket, so each placement only looks at blocks live around the same
+// time.
+void GraphAllocator::place_offline(const std::vector<Lifetime>& blocks, int b, size_t limit, long walk_start,
                                    std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes) {
   addr->assign(blocks.size(), BlockAddress{});
   chunk_sizes->clear();
@@ -316,13 +319,15 @@ void GraphAllocator::place_offline(const std::vector<Lifetime>& blocks, int b, s
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (blocks[i].buft != b) continue;
     order.push_back(static_cast<int>(i));
-    if (blocks[i].end != kForever) t_end = std::max(t_end, blocks[i].end + 1);
+    t_end = std::max(t_end, (blocks[i].end != kForever ? blocks[i].end : blocks[i].start) + 1);
   }
   if (order.empty()) return;
+  auto lifelong = [&](const Lifetime& l) { return l.end == kForever && l.start < walk_start; };
+  auto end_of = [&](const Lifetime& l) { return l.end == kForever ? t_end : l.end; };
   std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
     const Lifetime& a = blocks[static_cast<size_t>(x)];
     const Lifetime& c = blocks[static_cast<size_t>(y)];
-    const bool fa = a.end == kForever, fc = c.end == kForever;
+    const bool fa = lifelong(a), fc = lifelong(c);
     if (fa != fc) return fa;               // lifelong blocks first
     if (fa) return a.start < c.start;      // in allocation order
     if (a.size != c.size) return a.size > c.size;
@@ -347,7 +352,7 @@ void GraphAllocator::place_offline(const std::vector<Lifetime>& blocks, int b, s
   for (int id : order) {
     const Lifetime& lt = blocks[static_cast<size_t>(id)];
     BlockAddress& out = (*addr)[static_cast<size_t>(id)];
-    if (lt.end == kForever) {
+    if (lifelong(lt)) {
       // lifelong: stack at the bottom of the first chunk with room
       size_t c = 0;
       while (c < chunks.size() && chunks[c].base + lt.size > limit) ++c;
@@ -357,7 +362,8 @@ void GraphAllocator::place_offline(const std::vector<Lifetime>& blocks, int b, s
       chunks[c].top = std::max(chunks[c].top, chunks[c].base);
       continue;
     }
-    const size_t b0 = static_cast<size_t>(lt.start / kBucket), b1 = static_cast<size_t>(lt.end / kBucket);
+    const long lt_end = end_of(lt);
+    const size_t b0 = static_cast<size_t>(lt.start / kBucket), b1 = static_cast<size_t>(lt_end / kBucket);
     bool placed = false;
     for (size_t c = 0; c < chunks.size() && !placed; ++c) {
       Chunk& ch = chunks[c];
@@ -368,7 +374,7 @@ void GraphAllocator::place_offline(const std::vector<Lifetime>& blocks, int b, s
           if (seen[static_cast<size_t>(other)] == query) continue;
           seen[static_cast<size_t>(other)] = query;
           const Lifetime& o = blocks[static_cast<size_t>(other)];
-          if (o.start < lt.end && lt.start < o.end) {
+          if (o.start < lt_end && lt.start < end_of(o)) {
             const BlockAddress& oa = (*addr)[static_cast<size_t>(other)];
             busy.emplace_back(oa.offset, oa.offset + o.size);
           }

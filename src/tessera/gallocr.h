@@ -98,7 +98,7 @@ class GraphAllocator {
     long start;
     long end;
   };
-  static void place_offline(const std::vector<Lifetime>& blocks, int buft, size_t limit,
+  static void place_offline(const std::vector<Lifetime>& blocks, int buft, size_t limit, long walk_start,
                             std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes);
   Status make_plan(const Graph& graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
                    Plan* plan) const;
