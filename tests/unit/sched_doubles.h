@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -25,10 +26,14 @@ class RestrictedBufferType final : public BufferType {
   bool is_host() const override { return false; }
   Device* device() const override;
   size_t max_size_ = SIZE_MAX;
-  int live = 0;
+  int live = 0;         // buffers of this type alive now
+  int allocs = 0;       // buffers allocated so far
+  bool fail_alloc = false;  // every allocation fails like an out-of-memory device
 
  protected:
   Result<std::unique_ptr<Buffer>> do_alloc_buffer(size_t size) override {
+    if (fail_alloc) return Status(StatusCode::kAllocFailed, name_ + ": injected out of memory");
+    ++allocs;
     return std::unique_ptr<Buffer>(std::make_unique<Mem>(this, size));
   }
 
@@ -48,15 +53,40 @@ class RestrictedBufferType final : public BufferType {
   std::string name_;
 };
 
+// Totals over every event a device made (events are owned by the scheduler; the totals outlive them).
+struct EventStats {
+  int records = 0, syncs = 0, waits = 0;
+  std::map<std::string, int> waits_by;    // backend name -> waits it was asked to make on these events
+  std::map<std::string, int> records_by;  // backend name -> records it made
+};
+
 // Host-synchronous events: the restricted backend finishes work before returning, so record/wait are trivially
 // satisfied; counts calls so tests can see the event flow.
 class CountingEvent final : public Event {
  public:
-  explicit CountingEvent(Device* d) : Event(d) {}
-  void record(Backend&) override { ++records; }
-  void synchronize() override { ++syncs; }
-  void wait(Backend&) override { ++waits; }
+  explicit CountingEvent(Device* d, EventStats* stats = nullptr) : Event(d), stats_(stats) {}
+  void record(Backend& b) override {
+    ++records;
+    if (stats_ != nullptr) {
+      ++stats_->records;
+      ++stats_->records_by[b.name()];
+    }
+  }
+  void synchronize() override {
+    ++syncs;
+    if (stats_ != nullptr) ++stats_->syncs;
+  }
+  void wait(Backend& b) override {
+    ++waits;
+    if (stats_ != nullptr) {
+      ++stats_->waits;
+      ++stats_->waits_by[b.name()];
+    }
+  }
   int records = 0, syncs = 0, waits = 0;
+
+ private:
+  EventStats* stats_;
 };
 
 class RestrictedDevice final : public Device {
@@ -85,12 +115,13 @@ class RestrictedDevice final : public Device {
   bool offload_op(const Tensor& t) const override { return offload && offload(t); }
   std::unique_ptr<Event> event_new() override {
     if (!events_) return nullptr;
-    return std::make_unique<CountingEvent>(this);
+    return std::make_unique<CountingEvent>(this, &event_stats);
   }
 
   std::set<Op> refused;
   std::set<const BufferType*> extra_bufts;  // other buffer types this device can read directly
   std::function<bool(const Tensor&)> offload;
+  EventStats event_stats;  // totals over the events this device made
   RestrictedBufferType& buft() { return buft_; }
 
  private:
@@ -114,6 +145,20 @@ class RestrictedBackend final : public Backend {
         set_last_error(std::string(name()) + " cannot run " + describe(*n));
         return ComputeStatus::kFailed;
       }
+      // Like a real device: it can only touch memory of the buffer types it supports (a missing scheduler copy
+      // shows up here, even though the memory is host memory underneath).
+      if (check_buffers && !op_is_view(n->op) && n->op != Op::kNone) {
+        for (int j = -1; j < kMaxSrc; ++j) {
+          const Tensor* t = j < 0 ? n : n->src[j];
+          if (t == nullptr) continue;
+          const Buffer* b = tensor_buffer(*t);
+          if (b != nullptr && !dev_->supports_buft(*b->type())) {
+            set_last_error(std::string(name()) + " cannot read " + describe(*t) + " (buffer type " +
+                           b->type()->name() + ") for " + describe(*n));
+            return ComputeStatus::kFailed;
+          }
+        }
+      }
     }
     std::string err;
     const ComputeStatus s = cpu::compute_graph_host_memory(g, &err);
@@ -121,6 +166,7 @@ class RestrictedBackend final : public Backend {
     return s;
   }
   int computes = 0;
+  bool check_buffers = true;  // fail a node that touches memory of a buffer type the device does not support
 
  private:
   RestrictedDevice* dev_;
