@@ -56,7 +56,9 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
           need_new = true;
           break;
         }
-        if (plan.copy(s, nb, 0) == nullptr) ++new_inputs;
+        bool repeated = false;  // a source read twice by the node is one input
+        for (int k = 0; k < j; ++k) repeated = repeated || node->src[k] == s;
+        if (!repeated && plan.copy(s, nb, 0) == nullptr) ++new_inputs;
       }
       // Counted before adding: no split ever exceeds the limit.
       if (static_cast<int>(cur->inputs.size()) + new_inputs > opt.max_split_inputs) need_new = true;

@@ -88,6 +88,18 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::vector<Backend*> backe
 
 void Scheduler::Impl::reset_plan() {
   sched::restore_sources(plan);
+  // Release the placements this scheduler made in the user's graph: its compute buffers may be replaced by a later
+  // reserve (or freed with the scheduler), and a tensor must never keep pointing into them.
+  if (graph != nullptr) {
+    for (const auto* list : {&graph->nodes(), &graph->leafs()}) {
+      for (Tensor* t : *list) {
+        if (galloc->owns(tensor_buffer(*t))) {
+          t->buffer = nullptr;
+          t->data = nullptr;
+        }
+      }
+    }
+  }
   plan.assign.clear();
   plan.splits.clear();
   plan.node_split.clear();

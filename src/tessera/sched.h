@@ -56,6 +56,10 @@ struct TensorExplain {
 // backend is synchronized and it is called again with ask = false; returning false then stops the evaluation.
 using EvalCallback = std::function<bool(Tensor* t, bool ask)>;
 
+// Lifetime contract: the graph given to reserve / alloc_graph / graph_compute is used by the scheduler until the next
+// split of another graph, reset(), or the scheduler's destruction. At each of those the scheduler restores the
+// graph's sources and releases its placements (tensors it put in its compute buffers get a null buffer and data), so
+// keep the graph's context alive until then. Read outputs before that point.
 class Scheduler {
  public:
   // Errors: no backends, a null backend, the last backend not a CPU device, a compute buffer type the backend does
