@@ -405,3 +405,68 @@ TEST(Planner, ReservingTheSameGraphTwiceThenComputing) {
   ASSERT_EQ(backend->graph_compute(ref.graph), ComputeStatus::kSuccess);
   EXPECT_EQ(*tensor_to_f32(*m.out), *tensor_to_f32(*ref.out));
 }
+
+namespace {
+
+// A GoogleMock buffer type: each test scripts which allocations succeed (delegating to host memory) and which fail.
+class MockBufferType : public BufferType {
+ public:
+  MockBufferType() {
+    ON_CALL(*this, name()).WillByDefault(::testing::Return("MockBuft"));
+    ON_CALL(*this, alignment()).WillByDefault(::testing::Return(32));
+    ON_CALL(*this, max_size()).WillByDefault(::testing::Return(size_t{1024}));
+    ON_CALL(*this, is_host()).WillByDefault(::testing::Return(true));
+    ON_CALL(*this, device()).WillByDefault(::testing::Return(cpu::device()));
+    ON_CALL(*this, alloc_size(::testing::_)).WillByDefault([](const Tensor& t) { return nbytes(t); });
+  }
+  MOCK_METHOD(const char*, name, (), (const, override));
+  MOCK_METHOD(size_t, alignment, (), (const, override));
+  MOCK_METHOD(size_t, max_size, (), (const, override));
+  MOCK_METHOD(size_t, alloc_size, (const Tensor&), (const, override));
+  MOCK_METHOD(bool, is_host, (), (const, override));
+  MOCK_METHOD(Device*, device, (), (const, override));
+  MOCK_METHOD((Result<std::unique_ptr<Buffer>>), do_alloc_buffer, (size_t), (override));
+
+  // A real allocation, for WillOnce/WillRepeatedly.
+  Result<std::unique_ptr<Buffer>> real(size_t n) { return host_.alloc_buffer(n); }
+
+ private:
+  TestBufferType host_{"MockBacking"};
+};
+
+}  // namespace
+
+TEST(Planner, ScriptedAllocationFailuresOnEveryChunk) {
+  using ::testing::_;
+  using ::testing::NiceMock;
+  Mlp m(4);  // several 1 KiB chunks with the mock's max size
+  size_t chunks = 0;
+  {
+    NiceMock<MockBufferType> probe;
+    ON_CALL(probe, do_alloc_buffer(_)).WillByDefault([&](size_t n) { return probe.real(n); });
+    GraphAllocator ga(&probe);
+    ASSERT_TRUE(ga.reserve(m.graph).ok());
+    chunks = static_cast<size_t>(ga.n_chunks(0));
+  }
+  ASSERT_GE(chunks, 2u);
+  for (size_t fail = 0; fail < chunks; ++fail) {
+    SCOPED_TRACE("failing allocation " + std::to_string(fail));
+    NiceMock<MockBufferType> bt;
+    ::testing::Sequence seq;
+    for (size_t i = 0; i < fail; ++i) {
+      EXPECT_CALL(bt, do_alloc_buffer(_)).InSequence(seq).WillOnce([&](size_t n) { return bt.real(n); });
+    }
+    EXPECT_CALL(bt, do_alloc_buffer(_))
+        .InSequence(seq)
+        .WillOnce(::testing::Return(::testing::ByMove(
+            Result<std::unique_ptr<Buffer>>(Status(StatusCode::kAllocFailed, "scripted out of memory")))));
+    GraphAllocator ga(&bt);
+    Status s = ga.reserve(m.graph);
+    EXPECT_EQ(s.code(), StatusCode::kAllocFailed);
+    EXPECT_THAT(s.message(), HasSubstr("scripted out of memory"));
+    EXPECT_THAT(s.message(), HasSubstr("MockBuft"));
+    EXPECT_FALSE(ga.has_plan());
+    // the graph is untouched: nothing placed
+    for (Tensor* n : m.graph.nodes()) EXPECT_EQ(n->buffer, nullptr);
+  }
+}
