@@ -18,6 +18,7 @@
 #include "tessera/cpu.h"
 #include "tessera/gallocr.h"
 #include "tessera/graph_copy.h"
+#include "support/host_buffer_type.h"
 #include "unit/planner_check.h"
 
 using namespace tessera;
@@ -27,26 +28,8 @@ using graphgen::GraphDesc;
 namespace {
 
 // A second host buffer type: 32-byte alignment and a max allocation size set per test case (forces chunks).
-class SmallHostType final : public BufferType {
- public:
-  explicit SmallHostType(size_t max) : max_(max) {}
-  const char* name() const override { return "SmallHost"; }
-  size_t alignment() const override { return 32; }
-  size_t max_size() const override { return max_; }
-  bool is_host() const override { return true; }
-  Device* device() const override { return cpu::device(); }
-
- protected:
-  Result<std::unique_ptr<Buffer>> do_alloc_buffer(size_t size) override {
-    return std::unique_ptr<Buffer>(std::make_unique<Owned>(this, size));
-  }
-
- private:
-  struct Owned final : HostBuffer {
-    Owned(BufferType* t, size_t n) : HostBuffer(t, std::aligned_alloc(32, (n + 31) / 32 * 32), n) {}
-    ~Owned() override { std::free(base()); }
-  };
-  size_t max_;
+struct SmallHostType final : support::TestBufferType {
+  explicit SmallHostType(size_t max) : TestBufferType("SmallHost", max) {}
 };
 
 Backend& cpu_backend() {

@@ -8,48 +8,13 @@
 
 #include "tessera/alloc.h"
 #include "tessera/build.h"
+#include "support/host_buffer_type.h"
 #include "tessera/cpu.h"
 
 using namespace tessera;
 using ::testing::HasSubstr;
 
-namespace {
-
-// A host-memory buffer type whose max size and allocation failures a test sets; it counts live buffers so a test
-// sees leaks directly (ASan/LSan sees them too).
-class TestBufferType : public BufferType {
- public:
-  size_t max = SIZE_MAX;
-  int fail_at = -1;  // the allocation index (0-based) that fails
-  int allocations = 0;
-  int live = 0;
-
-  const char* name() const override { return "TestHost"; }
-  size_t alignment() const override { return 32; }
-  size_t max_size() const override { return max; }
-  bool is_host() const override { return true; }
-  Device* device() const override { return cpu::device(); }
-
- protected:
-  Result<std::unique_ptr<Buffer>> do_alloc_buffer(size_t size) override {
-    if (allocations++ == fail_at) return Status(StatusCode::kAllocFailed, "TestHost: injected failure");
-    return std::unique_ptr<Buffer>(std::make_unique<Owned>(this, size));
-  }
-
- private:
-  struct Owned : HostBuffer {
-    Owned(TestBufferType* t, size_t n) : HostBuffer(t, std::aligned_alloc(32, (n + 31) / 32 * 32), n), owner(t) {
-      ++owner->live;
-    }
-    ~Owned() override {
-      std::free(base());
-      --owner->live;
-    }
-    TestBufferType* owner;
-  };
-};
-
-}  // namespace
+using support::TestBufferType;
 
 TEST(Buffer, ZeroSizeIsAValidDummy) {
   auto b = cpu::buffer_type()->alloc_buffer(0);

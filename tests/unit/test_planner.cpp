@@ -6,6 +6,7 @@
 #include <random>
 
 #include "planner_check.h"
+#include "support/host_buffer_type.h"
 #include "tessera/alloc.h"
 #include "tessera/build.h"
 #include "tessera/cpu.h"
@@ -17,39 +18,7 @@ using ::testing::HasSubstr;
 
 namespace {
 
-// Host memory with a settable max size and failures on demand; counts live buffers.
-class TestBufferType : public BufferType {
- public:
-  explicit TestBufferType(const char* name = "TestHost", size_t max = SIZE_MAX) : name_(name), max_(max) {}
-  int fail_at = -1;
-  int allocations = 0;
-  int live = 0;
-  const char* name() const override { return name_; }
-  size_t alignment() const override { return 32; }
-  size_t max_size() const override { return max_; }
-  bool is_host() const override { return true; }
-  Device* device() const override { return cpu::device(); }
-
- protected:
-  Result<std::unique_ptr<Buffer>> do_alloc_buffer(size_t size) override {
-    if (allocations++ == fail_at) return Status(StatusCode::kAllocFailed, "TestHost: injected failure");
-    return std::unique_ptr<Buffer>(std::make_unique<Owned>(this, size));
-  }
-
- private:
-  struct Owned : HostBuffer {
-    Owned(TestBufferType* t, size_t n) : HostBuffer(t, std::aligned_alloc(32, (n + 31) / 32 * 32), n), owner(t) {
-      ++owner->live;
-    }
-    ~Owned() override {
-      std::free(base());
-      --owner->live;
-    }
-    TestBufferType* owner;
-  };
-  const char* name_;
-  size_t max_;
-};
+using support::TestBufferType;
 
 std::string overlap(const Graph& g, const GraphAllocator& ga) {
   return check::find_overlap(g, [&](const Tensor* t) { return ga.owns(tensor_buffer(*t)); });
