@@ -358,17 +358,17 @@ void profile(int n_layer, int runs) {
   std::printf("\n");
 
   // What the data structures cost alone, per node, over one walk of the nodes (the passes make several such walks):
-  // the backend of the node and of each source from SchedPlan::assign (std::unordered_map) vs from a dense array
+  // the backend of the node and of each source from SchedPlan::assign (a pointer hash map) vs from a dense array
   // indexed by a per-tensor id computed once; supports_op of both backends through the virtual interface.
   auto plan = std::make_unique<sched::SchedPlan>();
   plan->copy_ctx = std::make_unique<Context>(ContextParams{.no_alloc = true});
   (void)sched::split_graph(*plan, g, set, opt);
   std::unordered_map<const Tensor*, int32_t> id;
   std::vector<int8_t> dense;
-  for (const auto& [t, a] : plan->assign) {
-    id[t] = static_cast<int32_t>(dense.size());
+  plan->assign.for_each([&](const void* t, const sched::Assignment& a) {
+    id[static_cast<const Tensor*>(t)] = static_cast<int32_t>(dense.size());
     dense.push_back(static_cast<int8_t>(a.backend));
-  }
+  });
   std::vector<int32_t> node_id, src_id;  // per node: its id and kMaxSrc source ids (-1: none)
   for (const Tensor* node : g.nodes()) {
     node_id.push_back(id.count(node) ? id[node] : -1);

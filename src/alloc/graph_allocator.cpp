@@ -1,8 +1,7 @@
 // The graph memory planner (SPEC 8).
 #include <algorithm>
-#include <unordered_map>
-#include <unordered_set>
 
+#include "../ptr_map.h"
 #include "dyn_allocator.h"
 #include "tessera/gallocr.h"
 
@@ -10,13 +9,13 @@ namespace tessera {
 
 // Index of each node and leaf of a graph.
 struct GraphIndex {
-  std::unordered_map<const Tensor*, int> nodes;
-  std::unordered_map<const Tensor*, int> leafs;
+  detail::PtrMap<int> nodes;
+  detail::PtrMap<int> leafs;
   explicit GraphIndex(const Graph& g) {
-    nodes.reserve(g.n_nodes() * 2);
-    leafs.reserve(g.n_leafs() * 2);
-    for (size_t i = 0; i < g.n_nodes(); ++i) nodes.emplace(g.node(i), static_cast<int>(i));
-    for (size_t i = 0; i < g.n_leafs(); ++i) leafs.emplace(g.leaf(i), static_cast<int>(i));
+    nodes.reserve(g.n_nodes());
+    leafs.reserve(g.n_leafs());
+    for (size_t i = 0; i < g.n_nodes(); ++i) nodes[g.node(i)] = static_cast<int>(i);
+    for (size_t i = 0; i < g.n_leafs(); ++i) leafs[g.leaf(i)] = static_cast<int>(i);
   }
 };
 
@@ -61,10 +60,10 @@ Buffer* GraphAllocator::chunk_buffer(int buft_id, int chunk) const {
 // never freed), so those compare equal whatever their position: a scheduler rotating through per-slot input copies
 // keeps its plan.
 GraphAllocator::SrcRef GraphAllocator::src_ref(const GraphIndex& index, const Tensor* s) {
-  if (auto it = index.nodes.find(s); it != index.nodes.end()) return {SrcRef::kNode, it->second};
-  if (auto lt = index.leafs.find(s); lt != index.leafs.end()) {
+  if (const int* n = index.nodes.find(s)) return {SrcRef::kNode, *n};
+  if (const int* l = index.leafs.find(s)) {
     if ((s->flags & kFlagInput) != 0) return {SrcRef::kInputLeaf, -1};
-    return {SrcRef::kLeaf, lt->second};
+    return {SrcRef::kLeaf, *l};
   }
   return {SrcRef::kOther, -1};
 }
@@ -109,8 +108,7 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
   };
   std::vector<Lifetime> blocks;  // one per block the walk allocated, in allocation order
   long clock = 0;                // ticks at every allocation and free of the walk
-  std::unordered_map<const Tensor*, Info> info;
-  info.reserve((graph.n_nodes() + graph.n_leafs()) * 2);
+  detail::PtrMap<Info> info(graph.n_nodes() + graph.n_leafs());
   std::vector<DynamicAllocator> dyn;
   dyn.reserve(n_bufts);
   for (BufferType* b : bufts_) dyn.emplace_back(b->alignment(), b->max_size());
@@ -122,13 +120,13 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
 
   // A view flagged INPUT or OUTPUT pins the memory of its root as well (an OUTPUT reshape of an intermediate must
   // still hold its values after the graph ran).
-  std::unordered_set<const Tensor*> pinned_roots;
+  detail::PtrMap<char> pinned_roots;
   for (const auto* list : {&graph.nodes(), &graph.leafs()}) {
     for (const Tensor* t : *list) {
-      if (t->view_src != nullptr && is_pinned(t)) pinned_roots.insert(t->view_src);
+      if (t->view_src != nullptr && is_pinned(t)) pinned_roots[t->view_src] = 1;
     }
   }
-  auto pinned = [&](const Tensor* t) { return is_pinned(t) || pinned_roots.count(t) != 0; };
+  auto pinned = [&](const Tensor* t) { return is_pinned(t) || pinned_roots.contains(t); };
 
   Status error;
   auto alloc_tensor = [&](const Tensor* t, int b) {
@@ -195,23 +193,28 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
     PlannedTensor p;
     p.external = external(t);
     p.is_view = t->view_src != nullptr;
-    auto it = info.find(t);
-    if (it != info.end() && it->second.allocated) {
-      p.buft_id = it->second.buft;
-      p.chunk = it->second.addr.chunk;
-      p.offset = it->second.addr.offset;
-      p.size = it->second.size;
-      p.block = it->second.block;
+    const Info* in = info.find(t);
+    if (in != nullptr && in->allocated) {
+      p.buft_id = in->buft;
+      p.chunk = in->addr.chunk;
+      p.offset = in->addr.offset;
+      p.size = in->size;
+      p.block = in->block;
     }
     return p;
   };
 
   const GraphIndex index(graph);
-  // 1. Count uses and views.
+  // 1. Count uses and views. Every tensor the walk will look at gets its record here, so the map never grows (and
+  // never moves its records) during the walk.
+  for (Tensor* leaf : graph.leafs()) info[leaf];
   for (Tensor* node : graph.nodes()) {
+    info[node];
     if (node->view_src != nullptr) info[node->view_src].n_views++;
     for (Tensor* s : node->src) {
-      if (s != nullptr) info[s].n_children++;
+      if (s == nullptr) continue;
+      info[s].n_children++;
+      if (s->view_src != nullptr) info[s->view_src];
     }
   }
   // 2. Leafs without memory first, then INPUT tensors (they must exist before computation starts).
@@ -221,8 +224,8 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
     if (node->flags & kFlagInput) alloc_tensor(node, node_buft(i));
     for (Tensor* s : node->src) {
       if (s == nullptr || !(s->flags & kFlagInput)) continue;
-      auto it = index.nodes.find(s);
-      alloc_tensor(s, it != index.nodes.end() ? node_buft(static_cast<size_t>(it->second)) : node_buft(i));
+      const int* k = index.nodes.find(s);
+      alloc_tensor(s, k != nullptr ? node_buft(static_cast<size_t>(*k)) : node_buft(i));
     }
   }
   if (!error.ok()) return error;

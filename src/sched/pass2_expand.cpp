@@ -23,11 +23,15 @@ void sweep(SchedPlan& plan, const BackendSet& bs, const Range& order, bool only_
 }  // namespace
 
 void pass2_expand(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
-  const auto& fwd = g.nodes();
-  const std::vector<Tensor*> bwd(fwd.rbegin(), fwd.rend());
-  sweep(plan, bs, fwd, true);
+  const auto& nodes = g.nodes();
+  struct Reversed {  // a backward view of the node list, without copying it
+    const std::vector<Tensor*>& v;
+    auto begin() const { return v.rbegin(); }
+    auto end() const { return v.rend(); }
+  } bwd{nodes};
+  sweep(plan, bs, nodes, true);
   sweep(plan, bs, bwd, true);
-  sweep(plan, bs, fwd, false);
+  sweep(plan, bs, nodes, false);
   sweep(plan, bs, bwd, false);
 }
 

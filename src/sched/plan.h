@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../ptr_map.h"
 #include "tessera/backend.h"
 #include "tessera/context.h"
 #include "tessera/graph.h"
@@ -80,15 +81,15 @@ struct PassOptions {
 };
 
 struct SchedPlan {
-  std::unordered_map<const Tensor*, Assignment> assign;
+  detail::PtrMap<Assignment> assign;
 
   int backend_of(const Tensor* t) const {
-    auto it = assign.find(t);
-    return it == assign.end() ? -1 : it->second.backend;
+    const Assignment* a = assign.find(t);
+    return a == nullptr ? -1 : a->backend;
   }
   Cause cause_of(const Tensor* t) const {
-    auto it = assign.find(t);
-    return it == assign.end() ? Cause::kUnassigned : it->second.cause;
+    const Assignment* a = assign.find(t);
+    return a == nullptr ? Cause::kUnassigned : a->cause;
   }
   void set(const Tensor* t, int b, Cause c) { assign[t] = {b, c}; }
 
