@@ -122,7 +122,7 @@ TEST_P(SchedulerExec, TwoBackendsMatchTheCpuAcrossRepeatedEvaluations) {
   const int layers = 4;
   Model m(layers, 2, &gpu_dev.buft());
   m.fill_weights(7);
-  auto sched = Scheduler::create({gpu->get(), cpu.get()}, {.parallel = parallel});
+  auto sched = Scheduler::create({gpu->get(), cpu.get()}, {.bufts = {}, .parallel = parallel});
   ASSERT_TRUE(sched.ok()) << sched.status().message();
   Scheduler& s = **sched;
   ASSERT_TRUE(s.reserve(m.graph).ok());
@@ -133,7 +133,9 @@ TEST_P(SchedulerExec, TwoBackendsMatchTheCpuAcrossRepeatedEvaluations) {
     m.set_inputs(100 + eval);
     ASSERT_EQ(s.graph_compute(m.graph), ComputeStatus::kSuccess) << s.last_error();
     EXPECT_EQ(*tensor_to_f32(*m.out), cpu_reference(layers, 7, 100 + eval));
-    if (parallel) EXPECT_EQ(s.current_slot(), static_cast<int>(eval % kParallelCopies));
+    if (parallel) {
+      EXPECT_EQ(s.current_slot(), static_cast<int>(eval % kParallelCopies));
+    }
   }
   EXPECT_GT(s.n_splits(), 4);
   EXPECT_EQ(s.reserve_count(), reserves) << "no re-reserve after reserve with the same graph";
@@ -141,7 +143,9 @@ TEST_P(SchedulerExec, TwoBackendsMatchTheCpuAcrossRepeatedEvaluations) {
   s.reset();
   for (Tensor* n : m.graph.nodes()) {
     for (Tensor* src : n->src) {
-      if (src != nullptr) EXPECT_EQ(std::string(src->name).find('#'), std::string::npos) << n->name;
+      if (src != nullptr) {
+        EXPECT_EQ(std::string(src->name).find('#'), std::string::npos) << n->name;
+      }
     }
   }
 }
@@ -154,7 +158,7 @@ TEST_P(SchedulerExec, ComputeWithoutAllocAndTwiceInARow) {
   auto cpu = cpu::make_backend({.n_threads = 1});
   Model m(3, 1, &gpu_dev.buft());
   m.fill_weights(3);
-  auto sched = Scheduler::create({gpu->get(), cpu.get()}, {.parallel = parallel});
+  auto sched = Scheduler::create({gpu->get(), cpu.get()}, {.bufts = {}, .parallel = parallel});
   ASSERT_TRUE(sched.ok());
   // inputs must be placed before they can be set: the first compute allocates, then we set and compute again
   ASSERT_TRUE((*sched)->alloc_graph(m.graph).ok());
@@ -163,7 +167,9 @@ TEST_P(SchedulerExec, ComputeWithoutAllocAndTwiceInARow) {
   EXPECT_EQ(*tensor_to_f32(*m.out), cpu_reference(3, 3, 11)) << "first";
   const int slot1 = (*sched)->current_slot();
   ASSERT_EQ((*sched)->graph_compute(m.graph), ComputeStatus::kSuccess) << (*sched)->last_error();
-  if (parallel) EXPECT_NE((*sched)->current_slot(), slot1) << "each evaluation gets its own slot";
+  if (parallel) {
+    EXPECT_NE((*sched)->current_slot(), slot1) << "each evaluation gets its own slot";
+  }
   EXPECT_EQ(*tensor_to_f32(*m.out), cpu_reference(3, 3, 11));
 }
 
@@ -200,7 +206,9 @@ TEST(SchedulerExecErrors, WeightInABufferNoBackendCanUseIsAnErrorNotACrash) {
   // the user's graph is intact
   for (Tensor* n : m.graph.nodes()) {
     for (Tensor* src : n->src) {
-      if (src != nullptr) EXPECT_EQ(std::string(src->name).find('#'), std::string::npos);
+      if (src != nullptr) {
+        EXPECT_EQ(std::string(src->name).find('#'), std::string::npos);
+      }
     }
   }
 }
