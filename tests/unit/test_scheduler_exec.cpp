@@ -187,7 +187,9 @@ TEST(SchedulerExecErrors, CreationChecks) {
   auto bad_buft = Scheduler::create({gpu->get(), cpu.get()}, {.bufts = {cpu::buffer_type(), cpu::buffer_type()}});
   ASSERT_FALSE(bad_buft.ok());
   EXPECT_THAT(bad_buft.status().message(), HasSubstr("does not support"));
-  EXPECT_FALSE(Scheduler::create({gpu->get(), cpu.get()}, {.max_split_inputs = 3}).ok());
+  SchedulerParams few_inputs;
+  few_inputs.max_split_inputs = 3;  // below one node's sources
+  EXPECT_FALSE(Scheduler::create({gpu->get(), cpu.get()}, few_inputs).ok());
 }
 
 TEST(SchedulerExecErrors, WeightInABufferNoBackendCanUseIsAnErrorNotACrash) {
