@@ -47,9 +47,29 @@ class BackendList final : public BackendSet {
       : backends_(std::move(backends)), bufts_(std::move(bufts)), is_compute_(std::move(is_compute)) {}
   int size() const override { return static_cast<int>(backends_.size()); }
   const char* name(int b) const override { return backends_[static_cast<size_t>(b)]->name(); }
-  bool supports_op(int b, const Tensor& t) const override { return backends_[static_cast<size_t>(b)]->supports_op(t); }
+  // The passes ask the same questions several times per node; answers are memoised until clear_cache() (called at
+  // the start of every split, since tensors may change between splits).
+  bool supports_op(int b, const Tensor& t) const override {
+    if (b >= 16) return backends_[static_cast<size_t>(b)]->supports_op(t);
+    uint32_t& bits = op_cache_[&t];  // low 16 bits: known; high 16: answer
+    const uint32_t known = 1u << b, yes = 1u << (b + 16);
+    if ((bits & known) == 0) {
+      bits |= known | (backends_[static_cast<size_t>(b)]->supports_op(t) ? yes : 0u);
+    }
+    return (bits & yes) != 0;
+  }
   bool supports_buft(int b, const BufferType& buft) const override {
-    return backends_[static_cast<size_t>(b)]->supports_buft(buft);
+    if (b >= 16) return backends_[static_cast<size_t>(b)]->supports_buft(buft);
+    uint32_t& bits = buft_cache_[&buft];
+    const uint32_t known = 1u << b, yes = 1u << (b + 16);
+    if ((bits & known) == 0) {
+      bits |= known | (backends_[static_cast<size_t>(b)]->supports_buft(buft) ? yes : 0u);
+    }
+    return (bits & yes) != 0;
+  }
+  void clear_cache() {
+    op_cache_.clear();
+    buft_cache_.clear();
   }
   bool offload_op(int b, const Tensor& t) const override { return backends_[static_cast<size_t>(b)]->offload_op(t); }
   BufferType* compute_buft(int b) const override { return bufts_[static_cast<size_t>(b)]; }
@@ -60,6 +80,8 @@ class BackendList final : public BackendSet {
   std::vector<Backend*> backends_;
   std::vector<BufferType*> bufts_;
   std::function<bool(const Buffer*)> is_compute_;
+  mutable detail::PtrMap<uint32_t> op_cache_;
+  mutable detail::PtrMap<uint32_t> buft_cache_;
 };
 
 struct Assignment {
