@@ -224,4 +224,12 @@ class SchedPassFixture : public ::testing::Test {
   std::vector<std::unique_ptr<Buffer>> buffers;
 };
 
+// A scheduling error: an error status (never an abort) whose message names every given part (tensor, buffer type,
+// op).
+inline void ExpectSchedulingError(const Status& s, std::initializer_list<const char*> parts) {
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  for (const char* p : parts) EXPECT_THAT(s.message(), ::testing::HasSubstr(p));
+}
+
 }  // namespace tessera::sched::testing
