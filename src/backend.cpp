@@ -89,17 +89,11 @@ void MultiBuffer::set_usage(BufferUsage usage) {
   Buffer::set_usage(usage);
   for (auto& p : parts_) p->set_usage(usage);
 }
-// Tensors live in the parts, so these are only reached through a tensor whose buffer is the multi-buffer itself,
-// which placement never produces; forward to the part that holds the tensor's data.
-void MultiBuffer::memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t size) {
-  if (t.buffer != nullptr && t.buffer != this) t.buffer->memset_tensor(t, value, offset, size);
-}
-void MultiBuffer::set_tensor(Tensor& t, const void* data, size_t offset, size_t size) {
-  if (t.buffer != nullptr && t.buffer != this) t.buffer->set_tensor(t, data, offset, size);
-}
-void MultiBuffer::get_tensor(const Tensor& t, void* data, size_t offset, size_t size) {
-  if (t.buffer != nullptr && t.buffer != this) t.buffer->get_tensor(t, data, offset, size);
-}
+// Tensors live in the parts and never in the multi-buffer itself (its base is null, so tensor_alloc refuses it):
+// byte-range operations always go to a part, and these are never reached.
+void MultiBuffer::memset_tensor(Tensor&, uint8_t, size_t, size_t) {}
+void MultiBuffer::set_tensor(Tensor&, const void*, size_t, size_t) {}
+void MultiBuffer::get_tensor(const Tensor&, void*, size_t, size_t) {}
 void MultiBuffer::clear(uint8_t value) {
   for (auto& p : parts_) p->clear(value);
 }

@@ -56,14 +56,20 @@ Result<std::unique_ptr<Buffer>> alloc_ctx_tensors(Context& ctx, BufferType& buft
     placements.push_back({t, chunk_sizes.size() - 1, chunk_sizes.back()});
     chunk_sizes.back() += size;
   }
-  if (placements.empty()) {
-    // Still give views of already-allocated tensors their memory.
+  // Views get their memory from their (now allocated) sources; on failure `placed` lists what to undo.
+  std::vector<Tensor*> placed;
+  auto init_views = [&]() -> Status {
     for (size_t i = 0; i < ctx.tensor_count(); ++i) {
       Tensor* t = ctx.tensor(i);
       if (t->view_src != nullptr && t->buffer == nullptr && t->view_src->buffer != nullptr) {
         TS_RETURN_IF_ERROR(view_init(*t));
+        placed.push_back(t);
       }
     }
+    return Status::Ok();
+  };
+  if (placements.empty()) {
+    TS_RETURN_IF_ERROR(init_views());  // views of tensors allocated earlier
     return std::unique_ptr<Buffer>();
   }
 
@@ -79,7 +85,6 @@ Result<std::unique_ptr<Buffer>> alloc_ctx_tensors(Context& ctx, BufferType& buft
   }
 
   // 3. Place tensors, then views (after their sources). Undo everything on failure.
-  std::vector<Tensor*> placed;
   auto undo = [&](Status s) -> Status {
     for (Tensor* t : placed) {
       t->buffer = nullptr;
@@ -93,14 +98,7 @@ Result<std::unique_ptr<Buffer>> alloc_ctx_tensors(Context& ctx, BufferType& buft
     if (!s.ok()) return undo(s);
     placed.push_back(p.t);
   }
-  for (size_t i = 0; i < ctx.tensor_count(); ++i) {
-    Tensor* t = ctx.tensor(i);
-    if (t->view_src != nullptr && t->buffer == nullptr && t->view_src->buffer != nullptr) {
-      Status s = view_init(*t);
-      if (!s.ok()) return undo(s);
-      placed.push_back(t);
-    }
-  }
+  if (Status s = init_views(); !s.ok()) return undo(s);
   if (buffers.size() == 1) return std::move(buffers.front());
   return std::unique_ptr<Buffer>(std::make_unique<MultiBuffer>(std::move(buffers)));
 }

@@ -32,6 +32,10 @@ GraphAllocator::GraphAllocator(std::vector<BufferType*> bufts) : bufts_(std::mov
 
 GraphAllocator::~GraphAllocator() = default;
 
+bool GraphAllocator::is_external(const Tensor* t) const {
+  return t->view_src == nullptr && (t->data != nullptr || t->buffer != nullptr) && !owns(tensor_buffer(*t));
+}
+
 bool GraphAllocator::owns(const Buffer* buffer) const {
   if (buffer == nullptr) return false;
   for (const auto& list : buffers_) {
@@ -113,10 +117,7 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
   dyn.reserve(n_bufts);
   for (BufferType* b : bufts_) dyn.emplace_back(b->alignment(), b->max_size());
 
-  // A tensor the planner must leave alone: it has memory that is not ours.
-  auto external = [&](const Tensor* t) {
-    return t->view_src == nullptr && (t->data != nullptr || t->buffer != nullptr) && !owns(tensor_buffer(*t));
-  };
+  auto external = [&](const Tensor* t) { return is_external(t); };
 
   // A view flagged INPUT or OUTPUT pins the memory of its root as well (an OUTPUT reshape of an intermediate must
   // still hold its values after the graph ran).
@@ -469,8 +470,7 @@ std::string GraphAllocator::needs_replan(const Graph& graph) const {
                           graph.n_leafs(), plan_.nodes.size(), plan_.leafs.size());
   }
   auto check = [&](const Tensor* t, const PlannedTensor& p) -> std::string {
-    const bool external_now =
-        t->view_src == nullptr && (t->data != nullptr || t->buffer != nullptr) && !owns(tensor_buffer(*t));
+    const bool external_now = is_external(t);
     if (external_now != p.external) {
       return format_message("tensor %s %s externally allocated since the plan", describe(*t).c_str(),
                             external_now ? "became" : "is no longer");

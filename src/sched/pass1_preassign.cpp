@@ -13,9 +13,7 @@ Status scheduling_error(const Tensor& t, const Buffer& buf) {
 }
 
 // The backend for one tensor, or -1 (with the cause in *cause), or an error.
-Result<int> backend_from_cur(const SchedPlan& plan, const Tensor& t, const BackendSet& bs, const PassOptions& opt,
-                             Cause* cause) {
-  (void)plan;
+Result<int> backend_from_cur(const Tensor& t, const BackendSet& bs, const PassOptions& opt, Cause* cause) {
   // 1. the tensor has a buffer (not one of the scheduler's own compute buffers)
   if (t.view_src == nullptr && bs.fixed_buffer(t) != nullptr) {
     const int b = backend_from_buffer(bs, t, t);
@@ -63,7 +61,7 @@ Status pass1_preassign(SchedPlan& plan, const Graph& g, const BackendSet& bs, co
     for (const Tensor* t : *list) {
       if (plan.backend_of(t) >= 0) continue;  // pinned by the user
       Cause cause = Cause::kUnassigned;
-      Result<int> b = backend_from_cur(plan, *t, bs, opt, &cause);
+      Result<int> b = backend_from_cur(*t, bs, opt, &cause);
       if (!b.ok()) return b.status();
       if (*b >= 0) plan.set(t, *b, cause);
     }

@@ -195,6 +195,14 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
   }
 }
 
+// Backend of every node and leaf of the planner's graph, for the re-reserve rule of the next allocation.
+void Scheduler::Impl::record_backends() {
+  prev_node_backends.clear();
+  prev_leaf_backends.clear();
+  for (Tensor* t : sched_graph.nodes()) prev_node_backends.push_back(plan.backend_of(t));
+  for (Tensor* t : sched_graph.leafs()) prev_leaf_backends.push_back(plan.backend_of(t));
+}
+
 Status Scheduler::Impl::do_alloc(Graph& g) {
   // The slot of this evaluation is chosen at allocation (rotating), never at compute.
   slot = next_slot;
@@ -203,10 +211,9 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
 
   // Re-reserve when an assignment moved to another buffer type, or the planner says the graph does not fit.
   std::string why;
-  std::vector<int> node_backends, leaf_backends;
-  node_backends.reserve(sched_graph.n_nodes());
-  for (Tensor* t : sched_graph.nodes()) node_backends.push_back(plan.backend_of(t));
-  for (Tensor* t : sched_graph.leafs()) leaf_backends.push_back(plan.backend_of(t));
+  const std::vector<int> before_nodes = std::move(prev_node_backends);
+  const std::vector<int> before_leafs = std::move(prev_leaf_backends);
+  record_backends();
   auto moved = [&](const std::vector<int>& now, const std::vector<int>& before) {
     if (now.size() != before.size()) return false;  // counts: the planner's check reports them
     for (size_t i = 0; i < now.size(); ++i) {
@@ -217,13 +224,11 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
     }
     return false;
   };
-  if (moved(node_backends, prev_node_backends) || moved(leaf_backends, prev_leaf_backends)) {
+  if (moved(prev_node_backends, before_nodes) || moved(prev_leaf_backends, before_leafs)) {
     why = "a node or leaf moved to a backend with another buffer type";
   } else {
     why = galloc->needs_replan(sched_graph);
   }
-  prev_node_backends = std::move(node_backends);
-  prev_leaf_backends = std::move(leaf_backends);
   if (!why.empty()) {
     for (Backend* b : backends) b->synchronize();  // nothing may still use the buffers a re-reserve replaces
     if (params.debug_reserve) std::fprintf(stderr, "tessera scheduler: re-reserve: %s\n", why.c_str());
@@ -253,10 +258,7 @@ Status Scheduler::reserve(Graph& measure_graph) {
   if (s.ok()) {
     s = m.galloc->reserve_n(m.sched_graph, m.node_ids, m.leaf_ids);
     ++m.reserves;
-    m.prev_node_backends.clear();
-    m.prev_leaf_backends.clear();
-    for (Tensor* t : m.sched_graph.nodes()) m.prev_node_backends.push_back(m.plan.backend_of(t));
-    for (Tensor* t : m.sched_graph.leafs()) m.prev_leaf_backends.push_back(m.plan.backend_of(t));
+    m.record_backends();
   }
   m.reset_plan();  // keeps the user's pins
   return s;

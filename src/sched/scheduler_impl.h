@@ -44,6 +44,7 @@ struct Scheduler::Impl {
   void build_sched_graph(const Graph& g, int s_slot);
   void reset_plan();  // restores the user's graph, keeps pins
   Status do_alloc(Graph& g);
+  void record_backends();
   ComputeStatus execute();
   ComputeStatus fail(ComputeStatus s, std::string msg) {
     last_error = std::move(msg);

@@ -65,6 +65,8 @@ class GraphAllocator {
   Buffer* chunk_buffer(int buft_id, int chunk) const;
   // True when the buffer is one this planner allocated.
   bool owns(const Buffer* buffer) const;
+  // A tensor the planner leaves alone: it has memory that is not one of the planner's buffers.
+  bool is_external(const Tensor* t) const;
   // The plan of node i / leaf i (valid after reserve).
   const PlannedTensor& planned_node(size_t i) const { return plan_.nodes[i].dst; }
   const PlannedTensor& planned_leaf(size_t i) const { return plan_.leafs[i]; }

@@ -786,7 +786,9 @@ TEST_P(BackendConformance, TensorValuesRoundTrip) {
     CONF_ASSIGN_BUFFER(buf, alloc_on(ctx, buft()));
     const std::vector<float> values = random_values(*t, rng_);
     CONF_ASSERT_OK(tensor_from_f32(*t, values));
-    // The stored bytes are exactly the type's reference encoding, and decoding gives the reference values.
+    // The stored bytes are exactly the type's reference encoding, and decoding gives the reference values. What is
+    // under test here is the backend's storage; the reference conversions themselves are checked against independent
+    // computations in tests/unit/test_types.cpp.
     const std::vector<uint8_t> encoded = encode(type, values);
     EXPECT_TRUE(BytesEqual(encoded, read_bytes(*t)));
     auto got = tensor_to_f32(*t);
