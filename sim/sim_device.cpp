@@ -1,0 +1,610 @@
+// Simulated devices, buffer types, buffers, backends (streams) and events (SPEC 13).
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <strings.h>
+#include <unordered_map>
+
+#include "sim_impl.h"
+#include "tessera/cpu.h"
+
+namespace tessera::sim {
+
+namespace {
+
+constexpr Guid kSimGuid = {{0x74, 0x65, 0x73, 0x73, 0x65, 0x72, 0x61, 0x2d, 0x73, 0x69, 0x6d, 0x00, 0x00, 0x00, 0x00,
+                            0x01}};
+// Fresh device memory reads as NaN in every float type (all bits set), so a read of never-written memory shows up.
+constexpr uint8_t kFreshByte = 0xFF;
+// Durations are at least this long, so that a command always ends after it starts (ordering by end time then
+// respects every dependency).
+constexpr double kMinDurationUs = 1e-3;
+
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+bool same_name(const std::string& a, const std::string& b) { return strcasecmp(a.c_str(), b.c_str()) == 0; }
+
+std::string human_bytes(size_t n) {
+  if (n >= GiB) return format_message("%.2f GiB", static_cast<double>(n) / static_cast<double>(GiB));
+  if (n >= MiB) return format_message("%.2f MiB", static_cast<double>(n) / static_cast<double>(MiB));
+  if (n >= KiB) return format_message("%.2f KiB", static_cast<double>(n) / static_cast<double>(KiB));
+  return format_message("%zu B", n);
+}
+
+bool is_compute_node(const Tensor& n) { return n.op != Op::kNone && !op_is_view(n.op) && !is_empty(n); }
+
+// A copy of the nodes of a graph as they are at submission (sources, data pointers, parameters), so the computation
+// applied later sees the arguments it was launched with, like a real kernel launch.
+struct Snapshot {
+  std::deque<Tensor> tensors;
+  Graph graph;
+  explicit Snapshot(size_t n) : graph(n + 1) {}
+};
+
+std::shared_ptr<Snapshot> snapshot(const Graph& g) {
+  auto snap = std::make_shared<Snapshot>(g.n_nodes());
+  std::unordered_map<const Tensor*, Tensor*> copies;
+  auto clone = [&](const Tensor* t) {
+    auto it = copies.find(t);
+    if (it != copies.end()) return it->second;
+    snap->tensors.push_back(*t);
+    Tensor* c = &snap->tensors.back();
+    copies.emplace(t, c);
+    return c;
+  };
+  for (Tensor* n : g.nodes()) {
+    if (!is_compute_node(*n)) continue;
+    Tensor* c = clone(n);
+    for (int j = 0; j < kMaxSrc; ++j) {
+      if (n->src[j] != nullptr) c->src[j] = clone(n->src[j]);
+    }
+    (void)snap->graph.add_node(c);
+  }
+  return snap;
+}
+
+}  // namespace
+
+bool Simulator::Impl::is_reserved(const void* p) const {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = reserved.upper_bound(a);
+  if (it == reserved.begin()) return false;
+  --it;
+  return a < it->first + it->second;
+}
+
+SimBuffer* sim_buffer_of(const Simulator::Impl* sim, const Tensor& t) {
+  auto* b = dynamic_cast<SimBuffer*>(tensor_buffer(t));
+  return b != nullptr && b->sim_device()->sim() == sim ? b : nullptr;
+}
+
+// =====================================================================================================================
+// Buffer types
+
+SimBufferType::SimBufferType(SimDevice* dev, Kind kind, std::string name)
+    : dev_(dev), kind_(kind), name_(std::move(name)) {}
+
+size_t SimBufferType::alignment() const { return dev_->config().alignment; }
+size_t SimBufferType::max_size() const { return kind_ == Kind::kMain ? dev_->config().max_alloc : SIZE_MAX; }
+bool SimBufferType::is_host() const { return kind_ != Kind::kMain || dev_->config().host_visible; }
+Device* SimBufferType::device() const { return dev_; }
+
+Result<std::unique_ptr<Buffer>> SimBufferType::do_alloc_buffer(size_t size) {
+  Simulator::Impl& s = *dev_->sim();
+  const FaultPlan& f = s.opt.faults;
+  if (kind_ == Kind::kMapped) {
+    return TS_ERROR(StatusCode::kUnsupported, "%s: mapped buffers wrap host memory (use buffer_from_host_ptr)",
+                    name_.c_str());
+  }
+  if (kind_ == Kind::kMain) {
+    if (f.fail_alloc_device.empty() || same_name(f.fail_alloc_device, dev_->config().name)) {
+      ++s.n_allocs;
+      if (f.fail_alloc_nth > 0 && s.n_allocs == f.fail_alloc_nth) {
+        return TS_ERROR(StatusCode::kAllocFailed, "%s: injected fault: allocation #%lld of %zu bytes fails (seed %llu)",
+                        name_.c_str(), static_cast<long long>(s.n_allocs), size,
+                        static_cast<unsigned long long>(s.opt.seed));
+      }
+    }
+    if (f.fail_alloc_above > 0 && size > f.fail_alloc_above) {
+      return TS_ERROR(StatusCode::kAllocFailed, "%s: injected fault: allocations above %zu bytes fail (asked %zu)",
+                      name_.c_str(), f.fail_alloc_above, size);
+    }
+    TS_RETURN_IF_ERROR(dev_->reserve_memory(size));
+  }
+  const size_t align = std::max<size_t>(alignment(), 64);
+  std::unique_ptr<Buffer> out;
+  if (kind_ == Kind::kMain && dev_->real() != nullptr) {
+    auto inner = dev_->real()->buffer_type()->alloc_buffer(size);
+    if (!inner.ok()) {
+      dev_->release_memory(size);
+      return TS_ERROR(StatusCode::kAllocFailed, "%s: the wrapped device %s failed: %s", name_.c_str(),
+                      dev_->real()->name(), inner.status().message().c_str());
+    }
+    out = std::make_unique<SimBuffer>(this, size, SimBuffer::Memory::kInner, nullptr, std::move(inner).value());
+  } else if (s.opt.mode == MemoryMode::kMetadata) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t len = round_up(size, page) + (align > page ? align : 0);
+    void* p = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      if (kind_ == Kind::kMain) dev_->release_memory(size);
+      return TS_ERROR(StatusCode::kAllocFailed, "%s: cannot reserve %zu bytes of address space", name_.c_str(), size);
+    }
+    s.reserved[reinterpret_cast<uintptr_t>(p)] = len;
+    out = std::make_unique<SimBuffer>(this, size, SimBuffer::Memory::kReserved, p, nullptr);
+  } else {
+    void* p = std::aligned_alloc(align, round_up(size, align));
+    if (p == nullptr) {
+      if (kind_ == Kind::kMain) dev_->release_memory(size);
+      return TS_ERROR(StatusCode::kAllocFailed, "%s: out of host memory backing %zu bytes", name_.c_str(), size);
+    }
+    std::memset(p, kFreshByte, size);
+    out = std::make_unique<SimBuffer>(this, size, SimBuffer::Memory::kOwned, p, nullptr);
+  }
+  if (kind_ == Kind::kMain) ++dev_->stats.n_allocs;
+  return out;
+}
+
+// =====================================================================================================================
+// Buffers
+
+SimBuffer::SimBuffer(SimBufferType* type, size_t size, Memory memory, void* mem, std::unique_ptr<Buffer> inner)
+    : Buffer(type, size), type_(type), memory_(memory), mem_(static_cast<char*>(mem)), inner_(std::move(inner)) {
+  Simulator::Impl& s = *type->sim_device()->sim();
+  hz_id_ = s.hz.new_buffer(format_message("%s#%llu", type->name(), static_cast<unsigned long long>(++s.n_buffers)));
+}
+
+SimBuffer::~SimBuffer() {
+  Simulator::Impl& s = *sim_device()->sim();
+  // Nothing pending may touch this memory after it is gone: apply what is in flight (the race, if any, is still
+  // reported below: freeing is a host write of the whole buffer).
+  s.flush();
+  s.hz.begin_command(HazardTracker::kHost, format_message("free of buffer %s (%s)", type_->name(),
+                                                          human_bytes(size()).c_str()));
+  s.hz.access(hz_id_, 0, size(), /*write=*/true, "");
+  s.hz.free_buffer(hz_id_);
+  if (type_->kind() == SimBufferType::Kind::kMain) sim_device()->release_memory(size());
+  switch (memory_) {
+    case Memory::kOwned: std::free(mem_); break;
+    case Memory::kReserved: {
+      auto it = s.reserved.find(reinterpret_cast<uintptr_t>(mem_));
+      if (it != s.reserved.end()) {
+        munmap(mem_, it->second);
+        s.reserved.erase(it);
+      }
+      break;
+    }
+    case Memory::kExternal:
+    case Memory::kInner: break;
+  }
+}
+
+size_t SimBuffer::offset_of(const Tensor& t) const {
+  return static_cast<size_t>(static_cast<const char*>(t.data) - static_cast<char*>(const_cast<SimBuffer*>(this)->base()));
+}
+
+void SimBuffer::write_bytes(const Tensor& t, size_t offset, const void* data, size_t size) {
+  switch (memory_) {
+    case Memory::kOwned:
+    case Memory::kExternal: std::memcpy(static_cast<char*>(t.data) + offset, data, size); break;
+    case Memory::kInner: inner_->set_tensor(const_cast<Tensor&>(t), data, offset, size); break;
+    case Memory::kReserved: break;
+  }
+}
+
+void SimBuffer::read_bytes(const Tensor& t, size_t offset, void* data, size_t size) {
+  switch (memory_) {
+    case Memory::kOwned:
+    case Memory::kExternal: std::memcpy(data, static_cast<const char*>(t.data) + offset, size); break;
+    case Memory::kInner: inner_->get_tensor(t, data, offset, size); break;
+    case Memory::kReserved:
+      if (!sim_device()->sim()->is_reserved(data)) std::memset(data, 0, size);
+      break;
+  }
+}
+
+void SimBuffer::fill_bytes(const Tensor& t, size_t offset, uint8_t value, size_t size) {
+  switch (memory_) {
+    case Memory::kOwned:
+    case Memory::kExternal: std::memset(static_cast<char*>(t.data) + offset, value, size); break;
+    case Memory::kInner: inner_->memset_tensor(const_cast<Tensor&>(t), value, offset, size); break;
+    case Memory::kReserved: break;
+  }
+}
+
+double SimBuffer::host_op(TraceKind kind, const Tensor* t, size_t offset, size_t size, bool write, const char* what) {
+  Simulator::Impl& s = *sim_device()->sim();
+  s.run_until(s.now);
+  const char* tname = t != nullptr ? t->name : "";
+  s.hz.begin_command(HazardTracker::kHost, format_message("host %s %s (%s) on %s", what, tname,
+                                                          human_bytes(size).c_str(), type_->name()));
+  s.hz.access(hz_id_, (t != nullptr ? offset_of(*t) : 0) + offset, size, write, tname);
+  const int dev = sim_device()->index();
+  const double dur = type_->is_host() ? 0.0 : s.copy_time_us(write ? -1 : dev, write ? dev : -1, size);
+  s.add_event(kind, 0, format_message("%s %s", what, tname), s.now, s.now + dur, size);
+  return dur;
+}
+
+void SimBuffer::memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t size) {
+  const double dur = host_op(TraceKind::kMemset, &t, offset, size, true, "memset");
+  fill_bytes(t, offset, value, size);
+  Simulator::Impl& s = *sim_device()->sim();
+  s.advance_host(s.now + dur);
+}
+
+void SimBuffer::set_tensor(Tensor& t, const void* data, size_t offset, size_t size) {
+  const double dur = host_op(TraceKind::kSet, &t, offset, size, true, "set");
+  write_bytes(t, offset, data, size);
+  Simulator::Impl& s = *sim_device()->sim();
+  s.advance_host(s.now + dur);
+}
+
+void SimBuffer::get_tensor(const Tensor& t, void* data, size_t offset, size_t size) {
+  const double dur = host_op(TraceKind::kGet, &t, offset, size, false, "get");
+  read_bytes(t, offset, data, size);
+  Simulator::Impl& s = *sim_device()->sim();
+  s.advance_host(s.now + dur);
+}
+
+bool SimBuffer::cpy_tensor(const Tensor& src, Tensor& dst) {
+  Simulator::Impl& s = *sim_device()->sim();
+  const size_t n = nbytes(src);
+  SimBuffer* sb = sim_buffer_of(&s, src);
+  if (sb == nullptr) {
+    Buffer* b = tensor_buffer(src);
+    if (b == nullptr || !b->is_host()) return false;
+    set_tensor(dst, src.data, 0, n);  // host memory the program owns: a set from it
+    return true;
+  }
+  // A blocking device-to-device copy driven by the host.
+  s.run_until(s.now);
+  s.hz.begin_command(HazardTracker::kHost, format_message("host copy %s -> %s (%s)", src.name, dst.name,
+                                                          human_bytes(n).c_str()));
+  s.hz.access(sb->hazard_id(), sb->offset_of(src), n, false, src.name);
+  s.hz.access(hz_id_, offset_of(dst), n, true, dst.name);
+  std::vector<uint8_t> tmp(n);
+  sb->read_bytes(src, 0, tmp.data(), n);
+  write_bytes(dst, 0, tmp.data(), n);
+  const double dur = s.copy_time_us(sb->sim_device()->index(), sim_device()->index(), n);
+  s.add_event(TraceKind::kCopy, 0, format_message("copy %s -> %s", src.name, dst.name), s.now, s.now + dur, n);
+  s.advance_host(s.now + dur);
+  return true;
+}
+
+void SimBuffer::clear(uint8_t value) {
+  Simulator::Impl& s = *sim_device()->sim();
+  s.run_until(s.now);
+  s.hz.begin_command(HazardTracker::kHost, format_message("host clear of %s", type_->name()));
+  s.hz.access(hz_id_, 0, size(), true, "");
+  if (inner_) {
+    inner_->clear(value);
+  } else if (memory_ != Memory::kReserved && mem_ != nullptr) {
+    std::memset(mem_, value, size());
+  }
+}
+
+// =====================================================================================================================
+// Device
+
+SimDevice::SimDevice(Simulator::Impl* sim, int index, DeviceConfig cfg, Device* real)
+    : sim_(sim),
+      index_(index),
+      cfg_(std::move(cfg)),
+      real_(real),
+      main_(this, SimBufferType::Kind::kMain, cfg_.name),
+      mapped_(this, SimBufferType::Kind::kMapped, cfg_.name + "_Mapped") {
+  if (cfg_.caps.host_buffer) host_ = std::make_unique<SimBufferType>(this, SimBufferType::Kind::kHost, cfg_.name + "_Host");
+  description_ = cfg_.description.empty()
+                     ? format_message("simulated %s (%s)", device_type_name(cfg_.type), human_bytes(cfg_.memory).c_str())
+                     : cfg_.description;
+  if (!cfg_.wraps.empty()) description_ += format_message(" [wraps %s]", cfg_.wraps.c_str());
+  stats.memory_total = cfg_.memory;
+}
+
+void SimDevice::memory(size_t* free, size_t* total) const {
+  const size_t used = stats.memory_used + sim_->opt.faults.hide_free_bytes;
+  if (free != nullptr) *free = used >= cfg_.memory ? 0 : cfg_.memory - used;
+  if (total != nullptr) *total = cfg_.memory;
+}
+
+BackendReg* SimDevice::reg() const { return sim_->reg.get(); }
+
+Status SimDevice::reserve_memory(size_t size) {
+  const size_t free = cfg_.memory - std::min(stats.memory_used, cfg_.memory);
+  if (size > free) {
+    return TS_ERROR(StatusCode::kAllocFailed, "%s: out of memory: asked %s, free %s of %s", cfg_.name.c_str(),
+                    human_bytes(size).c_str(), human_bytes(free).c_str(), human_bytes(cfg_.memory).c_str());
+  }
+  stats.memory_used += size;
+  stats.memory_peak = std::max(stats.memory_peak, stats.memory_used);
+  return Status::Ok();
+}
+
+void SimDevice::release_memory(size_t size) { stats.memory_used -= std::min(size, stats.memory_used); }
+
+Result<std::unique_ptr<Backend>> SimDevice::init_backend(const std::string& params) {
+  std::unique_ptr<Backend> inner;
+  if (real_ != nullptr) {
+    auto r = real_->init_backend(params);
+    if (!r.ok()) {
+      return TS_ERROR(StatusCode::kFailed, "%s: the wrapped device %s: %s", cfg_.name.c_str(), real_->name(),
+                      r.status().message().c_str());
+    }
+    inner = std::move(r).value();
+  }
+  int serial = 0;
+  for (SimBackend* b : sim_->streams) serial += b->sim_device() == this ? 1 : 0;
+  return std::unique_ptr<Backend>(std::make_unique<SimBackend>(this, std::move(inner), serial));
+}
+
+Result<std::unique_ptr<Buffer>> SimDevice::buffer_from_host_ptr(void* ptr, size_t size, size_t max_tensor_size) {
+  if (!cfg_.caps.buffer_from_host_ptr) return Device::buffer_from_host_ptr(ptr, size, max_tensor_size);
+  if (ptr == nullptr || size == 0) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "%s: buffer_from_host_ptr needs memory (got %p, %zu bytes)",
+                    cfg_.name.c_str(), ptr, size);
+  }
+  return std::unique_ptr<Buffer>(std::make_unique<SimBuffer>(&mapped_, size, SimBuffer::Memory::kExternal, ptr, nullptr));
+}
+
+bool SimDevice::supports_op(const Tensor& op) const {
+  // Never claim what the kernels cannot compute: the wrapped device's own answer, or the CPU reference kernels'.
+  const bool can = real_ != nullptr ? real_->supports_op(op) : cpu::device()->supports_op(op);
+  return can && op_allowed_by_rules(cfg_, op);
+}
+
+bool SimDevice::supports_buft(const BufferType& buft) const {
+  if (&buft == &main_ || &buft == &mapped_) return true;
+  // A device computing on host memory can read any host buffer.
+  return cfg_.host_visible && buft.is_host();
+}
+
+std::unique_ptr<Event> SimDevice::event_new() {
+  if (!cfg_.caps.events) return nullptr;
+  return std::make_unique<SimEvent>(this);
+}
+
+// =====================================================================================================================
+// Backend (stream)
+
+SimBackend::SimBackend(SimDevice* dev, std::unique_ptr<Backend> inner, int serial)
+    : dev_(dev), inner_(std::move(inner)), deferred_error_(std::make_shared<std::string>()) {
+  Simulator::Impl& s = *dev_->sim();
+  name_ = dev_->config().name;
+  const std::string stream = format_message("%s/s%d", name_.c_str(), serial);
+  agent_ = s.hz.add_agent(stream);
+  track_ = s.add_track(stream, dev_->index());
+  s.streams.push_back(this);
+}
+
+SimBackend::~SimBackend() {
+  Simulator::Impl& s = *dev_->sim();
+  s.flush();  // pending work may use the wrapped backend
+  s.streams.erase(std::remove(s.streams.begin(), s.streams.end(), this), s.streams.end());
+}
+
+Guid SimBackend::guid() const { return kSimGuid; }
+
+double SimBackend::begin(const std::string& description) {
+  Simulator::Impl& s = *dev_->sim();
+  s.hz.acquire(agent_, s.hz.release(HazardTracker::kHost));  // the stream sees what the host did before submitting
+  s.hz.begin_command(agent_, description);
+  ++dev_->stats.n_commands;
+  return std::max(s.now, ready_) + s.jitter();
+}
+
+double SimBackend::end(double start, double duration_us) {
+  const double e = start + std::max(duration_us, kMinDurationUs);
+  ready_ = e;
+  return e;
+}
+
+namespace {
+
+// A synchronous device makes the host wait for each command.
+void complete_if_sync(SimBackend& b, Simulator::Impl& s, bool async, double end) {
+  if (async) return;
+  s.advance_host(end);
+  s.hz.sync(HazardTracker::kHost, b.agent());
+}
+
+}  // namespace
+
+void SimBackend::set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size) {
+  Simulator::Impl& s = *dev_->sim();
+  SimBuffer* b = sim_buffer_of(&s, t);
+  if (b == nullptr || !dev_->config().caps.async) {
+    Backend::set_tensor_async(t, data, offset, size);
+    return;
+  }
+  const double start = begin(format_message("%s set_async %s (%s)", name_.c_str(), t.name, human_bytes(size).c_str()));
+  s.hz.access(b->hazard_id(), b->offset_of(t) + offset, size, true, t.name);
+  const double e = end(start, s.copy_time_us(-1, dev_->index(), size));
+  s.add_event(TraceKind::kSet, track_, format_message("set %s", t.name), start, e, size);
+  s.push(e, [b, tc = t, data, offset, size] { b->write_bytes(tc, offset, data, size); });
+}
+
+void SimBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size) {
+  Simulator::Impl& s = *dev_->sim();
+  SimBuffer* b = sim_buffer_of(&s, t);
+  if (b == nullptr || !dev_->config().caps.async) {
+    Backend::get_tensor_async(t, data, offset, size);
+    return;
+  }
+  const double start = begin(format_message("%s get_async %s (%s)", name_.c_str(), t.name, human_bytes(size).c_str()));
+  s.hz.access(b->hazard_id(), b->offset_of(t) + offset, size, false, t.name);
+  const double e = end(start, s.copy_time_us(dev_->index(), -1, size));
+  s.add_event(TraceKind::kGet, track_, format_message("get %s", t.name), start, e, size);
+  s.push(e, [b, tc = t, data, offset, size] { b->read_bytes(tc, offset, data, size); });
+}
+
+bool SimBackend::cpy_tensor_async(Backend* src_backend, const Tensor& src, Tensor& dst) {
+  Simulator::Impl& s = *dev_->sim();
+  if (!dev_->config().caps.async) return false;
+  SimBuffer* sb = sim_buffer_of(&s, src);
+  SimBuffer* db = sim_buffer_of(&s, dst);
+  if (sb == nullptr || db == nullptr) return false;
+  const size_t n = nbytes(src);
+  const double start =
+      begin(format_message("%s copy %s -> %s (%s)", name_.c_str(), src.name, dst.name, human_bytes(n).c_str()));
+  s.hz.access(sb->hazard_id(), sb->offset_of(src), n, false, src.name);
+  s.hz.access(db->hazard_id(), db->offset_of(dst), n, true, dst.name);
+  const double e = end(start, s.copy_time_us(sb->sim_device()->index(), dev_->index(), n));
+  s.add_event(TraceKind::kCopy, track_, format_message("copy %s -> %s", src.name, dst.name), start, e, n);
+  s.push(e, [sb, db, sc = src, dc = dst, n] {
+    std::vector<uint8_t> tmp(n);
+    sb->read_bytes(sc, 0, tmp.data(), n);
+    db->write_bytes(dc, 0, tmp.data(), n);
+  });
+  (void)src_backend;
+  return true;
+}
+
+void SimBackend::synchronize() {
+  Simulator::Impl& s = *dev_->sim();
+  if (ready_ > s.now) s.add_event(TraceKind::kWait, 0, format_message("synchronize %s", name_.c_str()), s.now, ready_, 0);
+  s.advance_host(ready_);
+  s.hz.sync(HazardTracker::kHost, agent_);
+}
+
+ComputeStatus SimBackend::graph_compute_async(Graph& graph) {
+  Simulator::Impl& s = *dev_->sim();
+  set_last_error({});
+  if (!deferred_error_->empty()) {
+    set_last_error(*deferred_error_);
+    deferred_error_->clear();
+    return ComputeStatus::kFailed;
+  }
+  const DeviceConfig& cfg = dev_->config();
+  // Checks a real device would fail on (or crash on): unsupported ops, unallocated tensors, memory it cannot read.
+  double cost = 0.0;
+  size_t n_compute = 0;
+  const Tensor* first = nullptr;
+  const Tensor* last = nullptr;
+  for (Tensor* n : graph.nodes()) {
+    if (!is_compute_node(*n)) continue;
+    if (!dev_->supports_op(*n)) {
+      set_last_error(format_message("%s: does not support %s", name_.c_str(), describe(*n).c_str()));
+      return ComputeStatus::kFailed;
+    }
+    for (int j = -1; j < kMaxSrc; ++j) {
+      const Tensor* t = j < 0 ? n : n->src[j];
+      if (t == nullptr || is_empty(*t)) continue;
+      Buffer* b = tensor_buffer(*t);
+      if (b == nullptr || t->data == nullptr) {
+        set_last_error(format_message("%s: %s of %s is not allocated", name_.c_str(), describe(*t).c_str(),
+                                      describe(*n).c_str()));
+        return ComputeStatus::kFailed;
+      }
+      if (!dev_->supports_buft(*b->type())) {
+        set_last_error(format_message("%s: %s of %s is in buffer type %s, which this device cannot access",
+                                      name_.c_str(), describe(*t).c_str(), describe(*n).c_str(), b->type()->name()));
+        return ComputeStatus::kFailed;
+      }
+    }
+    const auto& failing = s.opt.faults.fail_compute_ops;
+    if (std::find(failing.begin(), failing.end(), n->op) != failing.end() &&
+        (s.opt.faults.fail_compute_device.empty() || same_name(s.opt.faults.fail_compute_device, cfg.name))) {
+      set_last_error(format_message("%s: injected fault: compute of %s fails (seed %llu)", name_.c_str(),
+                                    describe(*n).c_str(), static_cast<unsigned long long>(s.opt.seed)));
+      return ComputeStatus::kFailed;
+    }
+    cost += op_time_us(cfg, *n);
+    if (first == nullptr) first = n;
+    last = n;
+    ++n_compute;
+  }
+  if (n_compute == 0) return ComputeStatus::kSuccess;
+
+  const std::string what = n_compute == 1 ? format_message("%s %s", op_name(first->op), first->name)
+                                          : format_message("%zu nodes %s .. %s", n_compute, first->name, last->name);
+  const double start = begin(format_message("%s compute %s", name_.c_str(), what.c_str()));
+  for (Tensor* n : graph.nodes()) {
+    if (!is_compute_node(*n)) continue;
+    for (const Tensor* src : n->src) {
+      if (src == nullptr || is_empty(*src)) continue;
+      if (SimBuffer* b = sim_buffer_of(&s, *src)) s.hz.access(b->hazard_id(), b->offset_of(*src), nbytes(*src), false, src->name);
+    }
+    if (SimBuffer* b = sim_buffer_of(&s, *n)) s.hz.access(b->hazard_id(), b->offset_of(*n), nbytes(*n), true, n->name);
+  }
+  const double e = end(start, cost);
+  s.add_event(TraceKind::kCompute, track_, what, start, e, 0);
+  if (s.opt.mode == MemoryMode::kBacked) {
+    std::shared_ptr<Snapshot> snap = snapshot(graph);
+    Backend* inner = inner_.get();
+    std::shared_ptr<std::string> deferred = deferred_error_;
+    Simulator::Impl* sp = &s;
+    std::string stream = name_;
+    s.push(e, [snap, inner, deferred, sp, stream] {
+      std::string err;
+      ComputeStatus st;
+      if (inner != nullptr) {
+        st = inner->graph_compute(snap->graph);
+        if (st != ComputeStatus::kSuccess) err = inner->last_error();
+      } else {
+        st = cpu::compute_graph_host_memory(snap->graph, &err);
+      }
+      if (st != ComputeStatus::kSuccess) {
+        *deferred = format_message("%s: an earlier computation failed when it ran: %s", stream.c_str(), err.c_str());
+        sp->errors.push_back(*deferred);
+      }
+    });
+  } else {
+    s.push(e, nullptr);
+  }
+  complete_if_sync(*this, s, cfg.caps.async, e);
+  if (!cfg.caps.async && !deferred_error_->empty()) {
+    set_last_error(*deferred_error_);
+    deferred_error_->clear();
+    return ComputeStatus::kFailed;
+  }
+  return ComputeStatus::kSuccess;
+}
+
+// =====================================================================================================================
+// Events
+
+SimBackend* SimEvent::as_sim(Backend& backend, const char* what) {
+  auto* b = dynamic_cast<SimBackend*>(&backend);
+  if (b == nullptr || b->sim_device()->sim() != dev_->sim()) {
+    dev_->sim()->errors.push_back(format_message("event of %s: %s on backend %s, which is not a stream of this "
+                                                 "simulator (ignored)", dev_->name(), what, backend.name()));
+    return nullptr;
+  }
+  return b;
+}
+
+void SimEvent::record(Backend& backend) {
+  SimBackend* b = as_sim(backend, "record");
+  if (b == nullptr) return;
+  HazardTracker& hz = dev_->sim()->hz;
+  hz.acquire(b->agent(), hz.release(HazardTracker::kHost));
+  clock_ = hz.release(b->agent());
+  time_ = b->ready();
+  recorded_ = true;
+}
+
+void SimEvent::wait(Backend& backend) {
+  SimBackend* b = as_sim(backend, "wait");
+  if (b == nullptr || !recorded_) return;
+  Simulator::Impl& s = *dev_->sim();
+  s.hz.acquire(b->agent(), s.hz.release(HazardTracker::kHost));
+  s.hz.acquire(b->agent(), clock_);
+  const double t = time_ + s.opt.faults.slow_event_us;
+  const double from = std::max(b->ready(), s.now);
+  if (t > from) s.add_event(TraceKind::kWait, b->track(), "event wait", from, t, 0);
+  b->wait_until(t);
+}
+
+void SimEvent::synchronize() {
+  if (!recorded_) return;
+  Simulator::Impl& s = *dev_->sim();
+  const double t = time_ + s.opt.faults.slow_event_us;
+  if (t > s.now) s.add_event(TraceKind::kWait, 0, "event synchronize", s.now, t, 0);
+  s.advance_host(t);
+  s.hz.acquire(HazardTracker::kHost, clock_);
+}
+
+}  // namespace tessera::sim

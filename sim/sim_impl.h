@@ -1,0 +1,233 @@
+// Internals of the simulator: the simulated device, buffer types, buffers, backends (streams) and events, and the
+// simulator's shared state (clock, pending commands, hazard tracker, trace). See tessera/sim/simulator.h for the
+// model of time and data.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <queue>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tessera/backend.h"
+#include "tessera/sim/simulator.h"
+
+namespace tessera::sim {
+
+class SimDevice;
+class SimBackend;
+class SimBuffer;
+
+// Cost model and rules (cost.cpp).
+double op_time_us(const DeviceConfig& cfg, const Tensor& node);
+double op_flops(const Tensor& node);
+bool op_allowed_by_rules(const DeviceConfig& cfg, const Tensor& node);
+bool offload_wanted(const DeviceConfig& cfg, const Tensor& node);
+
+struct Simulator::Impl {
+  TopologyConfig topo;
+  SimOptions opt;
+  std::mt19937_64 rng;
+  HazardTracker hz;
+  std::vector<std::unique_ptr<SimDevice>> devices;
+  std::unique_ptr<BackendReg> reg;
+
+  // Virtual time (microseconds).
+  double now = 0;
+  // Commands whose effect on memory is still to be applied, by end time then submission order.
+  struct Pending {
+    double end;
+    uint64_t seq;
+    std::function<void()> apply;
+  };
+  struct Later {
+    bool operator()(const Pending& a, const Pending& b) const {
+      return a.end != b.end ? a.end > b.end : a.seq > b.seq;
+    }
+  };
+  std::priority_queue<Pending, std::vector<Pending>, Later> pending;
+  uint64_t seq = 0;
+  uint64_t n_commands = 0;
+
+  std::vector<SimBackend*> streams;  // live backends
+  std::map<uintptr_t, size_t> reserved;  // address ranges without bytes (metadata-only buffers)
+  bool is_reserved(const void* p) const;
+  std::vector<std::string> errors;
+  int64_t n_allocs = 0;    // allocation attempts (for the fault plan)
+  uint64_t n_buffers = 0;  // buffers made (for their names)
+  Trace trace;
+
+  Simulator* self = nullptr;
+
+  // Applies pending commands that end at or before t.
+  void run_until(double t);
+  // The host blocks until t (then everything that ended by t is applied).
+  void advance_host(double t);
+  // Applies every pending command (before memory goes away).
+  void flush();
+  double jitter();
+  void push(double end, std::function<void()> apply);
+  int add_track(const std::string& name, int device);
+  void add_event(TraceKind kind, int track, std::string name, double start, double end, size_t bytes);
+  // Time of moving bytes between two devices (-1 = host memory).
+  double copy_time_us(int from, int to, size_t bytes) const;
+  // Records a race-check stop (options.stop_at_first_race): true when the run must fail now.
+  bool stop_for_race(size_t races_before) const;
+};
+
+// A kind of memory of a simulated device: its main memory, its pinned host memory, or host memory it wraps.
+class SimBufferType final : public BufferType {
+ public:
+  enum class Kind { kMain, kHost, kMapped };
+  SimBufferType(SimDevice* dev, Kind kind, std::string name);
+  const char* name() const override { return name_.c_str(); }
+  size_t alignment() const override;
+  size_t max_size() const override;
+  bool is_host() const override;
+  Device* device() const override;
+  Kind kind() const { return kind_; }
+  SimDevice* sim_device() const { return dev_; }
+
+ protected:
+  Result<std::unique_ptr<Buffer>> do_alloc_buffer(size_t size) override;
+
+ private:
+  SimDevice* dev_;
+  Kind kind_;
+  std::string name_;
+};
+
+class SimBuffer final : public Buffer {
+ public:
+  enum class Memory { kOwned, kReserved, kExternal, kInner };
+  SimBuffer(SimBufferType* type, size_t size, Memory memory, void* mem, std::unique_ptr<Buffer> inner);
+  ~SimBuffer() override;
+
+  void* base() override { return inner_ ? inner_->base() : mem_; }
+  void memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t size) override;
+  void set_tensor(Tensor& t, const void* data, size_t offset, size_t size) override;
+  void get_tensor(const Tensor& t, void* data, size_t offset, size_t size) override;
+  bool cpy_tensor(const Tensor& src, Tensor& dst) override;
+  void clear(uint8_t value) override;
+
+  SimDevice* sim_device() const { return type_->sim_device(); }
+  uint64_t hazard_id() const { return hz_id_; }
+  bool has_bytes() const { return memory_ != Memory::kReserved; }
+  // Offset of t's first byte in this buffer.
+  size_t offset_of(const Tensor& t) const;
+  // Raw byte access for commands (no hazard tracking, no time). No-ops without bytes (reads give zeros).
+  void write_bytes(const Tensor& t, size_t offset, const void* data, size_t size);
+  void read_bytes(const Tensor& t, size_t offset, void* data, size_t size);
+  void fill_bytes(const Tensor& t, size_t offset, uint8_t value, size_t size);
+
+ private:
+  // A synchronous host operation on this buffer: records the host's access and the event on the host track; returns
+  // its duration.
+  double host_op(TraceKind kind, const Tensor* t, size_t offset, size_t size, bool write, const char* what);
+
+  SimBufferType* type_;
+  Memory memory_;
+  char* mem_;
+  std::unique_ptr<Buffer> inner_;
+  uint64_t hz_id_;
+};
+
+// The buffer of this simulator holding t, or nullptr.
+SimBuffer* sim_buffer_of(const Simulator::Impl* sim, const Tensor& t);
+
+class SimDevice final : public Device {
+ public:
+  SimDevice(Simulator::Impl* sim, int index, DeviceConfig cfg, Device* real);
+
+  const char* name() const override { return cfg_.name.c_str(); }
+  const char* description() const override { return description_.c_str(); }
+  void memory(size_t* free, size_t* total) const override;
+  DeviceType type() const override { return cfg_.type; }
+  DeviceCaps caps() const override { return cfg_.caps; }
+  BackendReg* reg() const override;
+  Result<std::unique_ptr<Backend>> init_backend(const std::string& params) override;
+  BufferType* buffer_type() override { return &main_; }
+  BufferType* host_buffer_type() override { return host_ ? host_.get() : nullptr; }
+  Result<std::unique_ptr<Buffer>> buffer_from_host_ptr(void* ptr, size_t size, size_t max_tensor_size) override;
+  bool supports_op(const Tensor& op) const override;
+  bool supports_buft(const BufferType& buft) const override;
+  bool offload_op(const Tensor& op) const override { return offload_wanted(cfg_, op); }
+  std::unique_ptr<Event> event_new() override;
+
+  Simulator::Impl* sim() const { return sim_; }
+  int index() const { return index_; }
+  const DeviceConfig& config() const { return cfg_; }
+  Device* real() const { return real_; }  // wrapped real device (memory-backed mode only), else null
+
+  // Memory accounting (main memory only).
+  Status reserve_memory(size_t size);
+  void release_memory(size_t size);
+  DeviceStats stats;
+
+ private:
+  Simulator::Impl* sim_;
+  int index_;
+  DeviceConfig cfg_;
+  std::string description_;
+  Device* real_;
+  SimBufferType main_;
+  std::unique_ptr<SimBufferType> host_;
+  SimBufferType mapped_;
+};
+
+class SimBackend final : public Backend {
+ public:
+  SimBackend(SimDevice* dev, std::unique_ptr<Backend> inner, int serial);
+  ~SimBackend() override;
+
+  const char* name() const override { return name_.c_str(); }
+  Guid guid() const override;
+  Device* device() const override { return dev_; }
+
+  void set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size) override;
+  void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size) override;
+  bool cpy_tensor_async(Backend* src_backend, const Tensor& src, Tensor& dst) override;
+  void synchronize() override;
+  ComputeStatus graph_compute_async(Graph& graph) override;
+
+  int agent() const { return agent_; }
+  int track() const { return track_; }
+  double ready() const { return ready_; }
+  void wait_until(double t) { if (t > ready_) ready_ = t; }
+  SimDevice* sim_device() const { return dev_; }
+
+ private:
+  // Starts a command on this stream: submission ordering, a start time, a hazard command. Returns the start time.
+  double begin(const std::string& description);
+  // Ends it: the stream is busy until start + duration; synchronous devices make the host wait.
+  double end(double start, double duration_us);
+
+  SimDevice* dev_;
+  std::unique_ptr<Backend> inner_;  // the real backend of a wrapped device (memory-backed mode)
+  std::string name_;
+  int agent_;
+  int track_;
+  double ready_ = 0;
+  // Errors of lazily applied commands, reported by the next compute.
+  std::shared_ptr<std::string> deferred_error_;
+};
+
+class SimEvent final : public Event {
+ public:
+  explicit SimEvent(SimDevice* dev) : Event(dev), dev_(dev) {}
+  void record(Backend& backend) override;
+  void synchronize() override;
+  void wait(Backend& backend) override;
+
+ private:
+  SimBackend* as_sim(Backend& backend, const char* what);
+  SimDevice* dev_;
+  bool recorded_ = false;
+  double time_ = 0;
+  VectorClock clock_;
+};
+
+}  // namespace tessera::sim

@@ -1,0 +1,242 @@
+// The simulator: creation from a topology, the virtual clock and the pending commands, links, the timeline.
+#include "tessera/sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <strings.h>
+
+#include "sim_impl.h"
+#include "tessera/builtin.h"
+
+namespace tessera::sim {
+
+namespace {
+
+bool same_name(const std::string& a, const std::string& b) { return strcasecmp(a.c_str(), b.c_str()) == 0; }
+
+class SimRegistration final : public BackendReg {
+ public:
+  explicit SimRegistration(Simulator::Impl* sim) : sim_(sim) {}
+  const char* name() const override { return "sim"; }
+  size_t device_count() const override { return sim_->devices.size(); }
+  Device* device(size_t i) const override { return i < sim_->devices.size() ? sim_->devices[i].get() : nullptr; }
+
+ private:
+  Simulator::Impl* sim_;
+};
+
+Status check_topology(const TopologyConfig& t) {
+  if (t.devices.empty()) return TS_ERROR(StatusCode::kInvalidArgument, "topology %s: no devices", t.name.c_str());
+  for (size_t i = 0; i < t.devices.size(); ++i) {
+    const DeviceConfig& d = t.devices[i];
+    if (d.name.empty()) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "topology %s: device %zu has no name", t.name.c_str(), i);
+    }
+    if (same_name(d.name, "host")) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "topology %s: device %zu: \"host\" is reserved for links",
+                      t.name.c_str(), i);
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (same_name(t.devices[j].name, d.name)) {
+        return TS_ERROR(StatusCode::kInvalidArgument, "topology %s: two devices named %s", t.name.c_str(),
+                        d.name.c_str());
+      }
+    }
+    if (d.alignment == 0 || (d.alignment & (d.alignment - 1)) != 0) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "topology %s: device %s: alignment %zu is not a power of two",
+                      t.name.c_str(), d.name.c_str(), d.alignment);
+    }
+    if (d.memory == 0 || d.max_alloc == 0) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "topology %s: device %s: memory and max_alloc must be > 0",
+                      t.name.c_str(), d.name.c_str());
+    }
+  }
+  for (const LinkConfig& l : t.links) {
+    for (const std::string* end : {&l.a, &l.b}) {
+      bool known = same_name(*end, "host");
+      for (const DeviceConfig& d : t.devices) known = known || same_name(d.name, *end);
+      if (!known) {
+        return TS_ERROR(StatusCode::kInvalidArgument, "topology %s: link %s-%s names unknown device %s",
+                        t.name.c_str(), l.a.c_str(), l.b.c_str(), end->c_str());
+      }
+    }
+    if (!(l.bandwidth > 0) || !(l.latency_us >= 0)) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "topology %s: link %s-%s: bandwidth must be > 0, latency >= 0",
+                      t.name.c_str(), l.a.c_str(), l.b.c_str());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// ---- Impl ----
+
+void Simulator::Impl::run_until(double t) {
+  while (!pending.empty() && pending.top().end <= t) {
+    // Move the command out before applying: applying may push nothing, but keep the queue consistent anyway.
+    std::function<void()> apply = std::move(const_cast<Pending&>(pending.top()).apply);
+    pending.pop();
+    if (apply) apply();
+  }
+}
+
+void Simulator::Impl::advance_host(double t) {
+  if (t > now) now = t;
+  run_until(now);
+}
+
+void Simulator::Impl::flush() {
+  while (!pending.empty()) {
+    std::function<void()> apply = std::move(const_cast<Pending&>(pending.top()).apply);
+    pending.pop();
+    if (apply) apply();
+  }
+}
+
+double Simulator::Impl::jitter() {
+  if (!opt.adversarial || !(opt.max_jitter_us > 0)) return 0.0;
+  std::uniform_real_distribution<double> d(0.0, opt.max_jitter_us);
+  return d(rng);
+}
+
+void Simulator::Impl::push(double end, std::function<void()> apply) {
+  ++n_commands;
+  if (opt.mode == MemoryMode::kMetadata || !apply) return;
+  pending.push({end, seq++, std::move(apply)});
+}
+
+int Simulator::Impl::add_track(const std::string& name, int device) {
+  trace.tracks.push_back({name, device});
+  return static_cast<int>(trace.tracks.size()) - 1;
+}
+
+void Simulator::Impl::add_event(TraceKind kind, int track, std::string name, double start, double end, size_t bytes) {
+  if (!opt.record_trace) return;
+  trace.events.push_back({kind, track, std::move(name), start, end, bytes});
+}
+
+double Simulator::Impl::copy_time_us(int from, int to, size_t bytes) const {
+  const double b = static_cast<double>(bytes);
+  const double slow = opt.faults.slow_copy_factor > 0 ? opt.faults.slow_copy_factor : 1.0;
+  if (from == to) {
+    if (from < 0) return 0.0;
+    const CostModel& m = topo.devices[static_cast<size_t>(from)].cost;
+    return slow * (m.launch_overhead_us + (m.mem_bandwidth > 0 ? b / m.mem_bandwidth * 1e6 : 0.0));
+  }
+  const std::string host = "host";
+  const std::string& na = from < 0 ? host : topo.devices[static_cast<size_t>(from)].name;
+  const std::string& nb = to < 0 ? host : topo.devices[static_cast<size_t>(to)].name;
+  for (const LinkConfig& l : topo.links) {
+    if ((same_name(l.a, na) && same_name(l.b, nb)) || (same_name(l.a, nb) && same_name(l.b, na))) {
+      return slow * (l.latency_us + b / l.bandwidth * 1e6);
+    }
+  }
+  // No explicit link: through the host.
+  double bw = 1e300, lat = 0.0;
+  for (int d : {from, to}) {
+    if (d < 0) continue;
+    const DeviceConfig& c = topo.devices[static_cast<size_t>(d)];
+    double dbw = c.host_bandwidth, dlat = c.host_latency_us;
+    for (const LinkConfig& l : topo.links) {
+      if ((same_name(l.a, c.name) && same_name(l.b, host)) || (same_name(l.a, host) && same_name(l.b, c.name))) {
+        dbw = l.bandwidth;
+        dlat = l.latency_us;
+      }
+    }
+    bw = std::min(bw, dbw);
+    lat += dlat;
+  }
+  return slow * (lat + (bw > 0 ? b / bw * 1e6 : 0.0));
+}
+
+bool Simulator::Impl::stop_for_race(size_t races_before) const {
+  return opt.stop_at_first_race && hz.race_count() > races_before;
+}
+
+// ---- Simulator ----
+
+Simulator::Simulator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
+
+Simulator::~Simulator() {
+  // Buffers and backends must be gone; drop whatever is still pending without applying it.
+  while (!impl_->pending.empty()) impl_->pending.pop();
+}
+
+Result<std::unique_ptr<Simulator>> Simulator::create(const TopologyConfig& topology, const SimOptions& options,
+                                                     const Registry* real) {
+  TS_RETURN_IF_ERROR(check_topology(topology));
+  if (real == nullptr) real = &builtin_registry();
+  auto impl = std::make_unique<Impl>();
+  impl->topo = topology;
+  impl->opt = options;
+  impl->rng.seed(options.seed);
+  impl->hz.set_seed(options.seed);
+  impl->reg = std::make_unique<SimRegistration>(impl.get());
+  impl->add_track("host", -1);
+  for (size_t i = 0; i < topology.devices.size(); ++i) {
+    const DeviceConfig& cfg = topology.devices[i];
+    Device* real_dev = nullptr;
+    if (!cfg.wraps.empty()) {
+      real_dev = real->device_by_name(cfg.wraps);
+      if (real_dev == nullptr) {
+        return TS_ERROR(StatusCode::kNotFound, "topology %s: device %s wraps unknown real device \"%s\"",
+                        topology.name.c_str(), cfg.name.c_str(), cfg.wraps.c_str());
+      }
+      if (options.mode == MemoryMode::kMetadata) real_dev = nullptr;  // no real bytes, no real computation
+    }
+    impl->trace.devices.push_back(cfg.name);
+    impl->devices.push_back(std::make_unique<SimDevice>(impl.get(), static_cast<int>(i), cfg, real_dev));
+  }
+  return std::unique_ptr<Simulator>(new Simulator(std::move(impl)));
+}
+
+BackendReg* Simulator::registration() const { return impl_->reg.get(); }
+size_t Simulator::device_count() const { return impl_->devices.size(); }
+Device* Simulator::device(size_t i) const { return i < impl_->devices.size() ? impl_->devices[i].get() : nullptr; }
+Device* Simulator::device_by_name(const std::string& name) const {
+  for (const auto& d : impl_->devices) {
+    if (same_name(d->config().name, name)) return d.get();
+  }
+  return nullptr;
+}
+const DeviceConfig& Simulator::device_config(size_t i) const { return impl_->devices[i]->config(); }
+const TopologyConfig& Simulator::topology() const { return impl_->topo; }
+const SimOptions& Simulator::options() const { return impl_->opt; }
+uint64_t Simulator::seed() const { return impl_->opt.seed; }
+
+Result<std::vector<std::unique_ptr<Backend>>> Simulator::make_backends() {
+  std::vector<std::unique_ptr<Backend>> out;
+  for (const auto& d : impl_->devices) {
+    auto b = d->init_backend({});
+    if (!b.ok()) return b.status();
+    out.push_back(std::move(b).value());
+  }
+  return out;
+}
+
+void Simulator::finish() {
+  for (SimBackend* s : impl_->streams) s->synchronize();
+  impl_->flush();
+}
+
+const std::vector<Race>& Simulator::races() const { return impl_->hz.races(); }
+
+std::string Simulator::races_report(size_t max) const {
+  const auto& r = impl_->hz.races();
+  std::string out;
+  for (size_t i = 0; i < r.size() && i < max; ++i) out += r[i].to_string() + "\n";
+  if (r.size() > max) out += format_message("... and %zu more races\n", r.size() - max);
+  return out;
+}
+
+const std::vector<std::string>& Simulator::errors() const { return impl_->errors; }
+double Simulator::now_us() const { return impl_->now; }
+uint64_t Simulator::commands() const { return impl_->n_commands; }
+DeviceStats Simulator::stats(size_t device) const { return impl_->devices[device]->stats; }
+Trace Simulator::trace() const { return impl_->trace; }
+HazardTracker& Simulator::hazards() { return impl_->hz; }
+
+bool is_simulated(const Device& device) { return dynamic_cast<const SimDevice*>(&device) != nullptr; }
+
+}  // namespace tessera::sim

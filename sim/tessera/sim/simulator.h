@@ -1,0 +1,94 @@
+// The deterministic simulator (SPEC 13): simulated devices built from a topology, each backend a stream with a
+// command queue, one virtual clock, one seed for every choice, the hazard detector, the fault plan and the timeline.
+//
+// How time and data work:
+//   - Every command (compute, copy, async set/get) gets a start and an end in virtual time when it is submitted:
+//     start = max(host time, the stream's last end, the events it waits for) [+ a seeded random delay in adversarial
+//     mode]; end = start + its cost (cost model, links). The host's time advances only when it blocks (synchronize,
+//     event synchronize, synchronous buffer I/O).
+//   - Pure simulated devices apply a command's effect on memory (memory-backed mode) lazily, in order of end time,
+//     when the host's time passes that end. So work the program forgot to wait for really is not done yet when it
+//     reads: a missing synchronize or event wait shows up as wrong data, and always as a race in the detector.
+//   - Wrapped real devices run the real computation at submission (synchronously), with the same virtual timing and
+//     hazard tracking on top.
+//   - In metadata-only mode nothing is computed and buffers have no bytes (their address range is reserved without
+//     access rights, so a stray dereference faults instead of reading garbage); reads give zeros.
+//
+// Lifetime: devices belong to the simulator; backends, buffers and events made from them must be destroyed before it.
+// Single-threaded: use a simulator (and everything made from it) from one thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/backend.h"
+#include "tessera/registry.h"
+#include "tessera/sim/config.h"
+#include "tessera/sim/hazard.h"
+#include "tessera/sim/trace.h"
+#include "tessera/status.h"
+
+namespace tessera::sim {
+
+struct DeviceStats {
+  size_t memory_used = 0;
+  size_t memory_peak = 0;
+  size_t memory_total = 0;
+  size_t n_allocs = 0;
+  size_t n_commands = 0;
+};
+
+class Simulator {
+ public:
+  // Errors: an invalid topology (validate-like checks), a wrapped device whose real device is not in `real`
+  // (default: the built-in registry).
+  static Result<std::unique_ptr<Simulator>> create(const TopologyConfig& topology, const SimOptions& options = {},
+                                                   const Registry* real = nullptr);
+  ~Simulator();
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  // The registration holding the devices (owned by the simulator; name "sim"). Register it into a registry with
+  // Registry::add_scoped or add_unowned.
+  BackendReg* registration() const;
+  size_t device_count() const;
+  Device* device(size_t i) const;
+  Device* device_by_name(const std::string& name) const;  // case-insensitive; nullptr when unknown
+  const DeviceConfig& device_config(size_t i) const;
+  const TopologyConfig& topology() const;
+  const SimOptions& options() const;
+  uint64_t seed() const;
+
+  // One backend per device, in topology order (the scheduler's priority order, CPU last).
+  Result<std::vector<std::unique_ptr<Backend>>> make_backends();
+
+  // Waits for everything submitted (advances the host's time past every stream) and applies it.
+  void finish();
+
+  // Races found so far (each with both commands, tensors, buffer, seed). Clear with clear_races().
+  const std::vector<Race>& races() const;
+  std::string races_report(size_t max = 5) const;
+  // Errors found while applying commands lazily (e.g. a kernel error); they also fail the backend's next call.
+  const std::vector<std::string>& errors() const;
+
+  double now_us() const;  // the host's virtual time
+  uint64_t commands() const;
+  DeviceStats stats(size_t device) const;
+  Trace trace() const;
+
+  HazardTracker& hazards();
+
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+
+ private:
+  explicit Simulator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Is this device (or backend, or buffer type) one of a simulator's?
+bool is_simulated(const Device& device);
+
+}  // namespace tessera::sim

@@ -1,0 +1,80 @@
+// The backend conformance suite instantiated for simulated devices (SPEC 13): a pure simulated GPU (memory-backed:
+// its memory is not host-visible, so every value goes through the interface, and computation runs the CPU reference
+// kernels lazily on the virtual clock) in plain and adversarial mode, and the real CPU device wrapped by the
+// simulator. Each factory keeps one simulator for the whole process (devices must outlive their backends).
+#include "conformance/backend_conformance.h"
+#include "tessera/sim/simulator.h"
+
+namespace {
+
+using tessera::sim::DeviceConfig;
+using tessera::sim::SimOptions;
+using tessera::sim::Simulator;
+using tessera::sim::TopologyConfig;
+
+DeviceConfig gpu_config() {
+  DeviceConfig d;
+  d.name = "simgpu";
+  d.type = tessera::DeviceType::kGpu;
+  d.memory = 4 * tessera::sim::GiB;
+  d.alignment = 256;
+  d.caps = {/*async=*/true, /*host_buffer=*/true, /*buffer_from_host_ptr=*/true, /*events=*/true};
+  return d;
+}
+
+DeviceConfig wrapped_cpu_config() {
+  DeviceConfig d;
+  d.name = "simcpu";
+  d.type = tessera::DeviceType::kCpu;
+  d.wraps = "CPU";
+  d.memory = 16 * tessera::sim::GiB;
+  d.alignment = 64;
+  d.host_visible = true;
+  d.caps = {/*async=*/false, /*host_buffer=*/false, /*buffer_from_host_ptr=*/false, /*events=*/false};
+  return d;
+}
+
+Simulator* process_simulator(const char* which, bool adversarial) {
+  static std::unique_ptr<Simulator> gpu, gpu_adv, cpu;
+  std::unique_ptr<Simulator>& slot = std::string(which) == "cpu" ? cpu : (adversarial ? gpu_adv : gpu);
+  if (!slot) {
+    TopologyConfig t;
+    t.name = std::string("conformance-") + which;
+    if (std::string(which) == "gpu") t.devices.push_back(gpu_config());
+    t.devices.push_back(wrapped_cpu_config());
+    SimOptions o;
+    o.seed = 1234;
+    o.adversarial = adversarial;
+    o.record_trace = false;  // one simulator serves every test: keep its memory flat
+    auto s = Simulator::create(t, o);
+    if (!s.ok()) return nullptr;
+    slot = std::move(s).value();
+  }
+  return slot.get();
+}
+
+tessera::conformance::BackendFactory sim_factory(const char* name, const char* which, bool adversarial) {
+  tessera::conformance::BackendFactory f;
+  f.name = name;
+  f.make = [which, adversarial](std::string* skip_reason) -> std::unique_ptr<tessera::Backend> {
+    Simulator* s = process_simulator(which, adversarial);
+    if (s == nullptr) {
+      *skip_reason = "the simulator could not be created";
+      return nullptr;
+    }
+    auto b = s->device(0)->init_backend({});
+    if (!b.ok()) {
+      *skip_reason = b.status().message();
+      return nullptr;
+    }
+    return std::move(b).value();
+  };
+  f.expect_full_op_support = true;  // simulated devices compute with the reference kernels; no rules deny here
+  return f;
+}
+
+}  // namespace
+
+TESSERA_INSTANTIATE_BACKEND_CONFORMANCE(Sim, sim_factory("SimGpu", "gpu", false),
+                                        sim_factory("SimGpuAdversarial", "gpu", true),
+                                        sim_factory("WrappedCpu", "cpu", false));
