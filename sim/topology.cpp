@@ -1,0 +1,1004 @@
+// Topology files: the unit parsers, JSON -> TopologyConfig (with errors that name the source, the location and what
+// was expected), validation, TopologyConfig -> JSON, and the embedded presets. Format: docs/topology.md.
+//
+// Inside the parser a problem is thrown as a ParseProblem {JSON path, message} and caught once in parse_topology,
+// together with anything nlohmann-json throws; nothing escapes the public functions.
+#include "tessera/sim/topology.h"
+
+#include <strings.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+namespace tessera::sim {
+
+namespace detail {
+// Generated from sim/topologies/*.json (sim/topology_presets.cpp.in); nullptr-terminated.
+extern const char* const kTopologyPresetNames[];
+extern const char* const kTopologyPresetTexts[];
+extern const size_t kTopologyPresetCount;
+}  // namespace detail
+
+namespace {
+
+using json = nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Small text helpers
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+// "text" for messages: quotes and backslashes escaped, control bytes as \xNN, long text shortened.
+std::string quote(std::string_view s) {
+  constexpr size_t kMax = 60;
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > kMax) out += "...";
+  out += '"';
+  return out;
+}
+
+bool iequal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto x = static_cast<unsigned char>(a[i]), y = static_cast<unsigned char>(b[i]);
+    if (std::tolower(x) != std::tolower(y)) return false;
+  }
+  return true;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Shortest text that reads back to exactly v.
+std::string number_text(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string error_prefix(const std::string& source, const std::string& path) {
+  std::string out = source + ": ";
+  if (!path.empty()) out += path + ": ";
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Units
+
+struct Unit {
+  const char* name;
+  double scale;         // base units per unit
+  bool divide = false;  // below the base unit: value = number / scale (exact for "200 ns" = 0.2 us)
+};
+
+// Byte units; sizes use them alone, rates with "/s".
+const Unit kByteUnits[] = {
+    {"B", 1},         {"KB", 1e3},        {"kB", 1e3},           {"MB", 1e6},
+    {"GB", 1e9},      {"TB", 1e12},       {"PB", 1e15},          {"KiB", 1024.0},
+    {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"PiB", 1125899906842624.0},
+};
+constexpr const char* kByteUnitList = "B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB";
+
+const Unit kRateUnits[] = {
+    {"B/s", 1},           {"KB/s", 1e3},           {"kB/s", 1e3},           {"MB/s", 1e6},
+    {"GB/s", 1e9},        {"TB/s", 1e12},          {"PB/s", 1e15},          {"KiB/s", 1024.0},
+    {"MiB/s", 1048576.0}, {"GiB/s", 1073741824.0}, {"TiB/s", 1099511627776.0}, {"PiB/s", 1125899906842624.0},
+};
+
+const Unit kDurationUnits[] = {
+    {"ns", 1000, true}, {"us", 1}, {"\xC2\xB5s", 1}, {"\xCE\xBCs", 1}, {"ms", 1e3}, {"s", 1e6},
+};
+
+const Unit kFlopUnits[] = {
+    {"FLOP/s", 1},     {"KFLOP/s", 1e3},  {"MFLOP/s", 1e6},  {"GFLOP/s", 1e9},  {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15},
+    {"FLOPS", 1},      {"KFLOPS", 1e3},   {"MFLOPS", 1e6},   {"GFLOPS", 1e9},   {"TFLOPS", 1e12},  {"PFLOPS", 1e15},
+};
+
+template <size_t N>
+const Unit* find_unit(const Unit (&units)[N], std::string_view name) {
+  for (const Unit& u : units) {
+    if (name == u.name) return &u;
+  }
+  return nullptr;
+}
+
+Status unit_error(std::string_view expected, std::string_view text, std::string_view why = {}) {
+  std::string msg = "expected " + std::string(expected) + ", got " + quote(text);
+  if (!why.empty()) msg += " (" + std::string(why) + ")";
+  return Status(StatusCode::kInvalidArgument, std::move(msg));
+}
+
+// A non-negative finite decimal followed by a unit from `units` (a bare number is in the base unit).
+template <size_t N>
+Result<double> parse_quantity(std::string_view text, const Unit (&units)[N], std::string_view expected,
+                              std::string_view unit_list) {
+  const std::string_view t = trim(text);
+  if (t.empty()) return unit_error(expected, text);
+  double v = 0;
+  const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (r.ec == std::errc::result_out_of_range) return unit_error(expected, text, "the number is out of range");
+  if (r.ec != std::errc() || r.ptr == t.data()) return unit_error(expected, text);
+  if (std::isnan(v) || std::isinf(v)) return unit_error(expected, text, "not a finite number");
+  if (v < 0) return unit_error(expected, text, "it cannot be negative");
+  const std::string_view unit_text = trim(std::string_view(r.ptr, static_cast<size_t>(t.data() + t.size() - r.ptr)));
+  double out = v;
+  if (!unit_text.empty()) {
+    const Unit* u = find_unit(units, unit_text);
+    if (u == nullptr) {
+      return unit_error(expected, text,
+                        "unknown unit " + quote(unit_text) + "; units: " + std::string(unit_list) + ", case as written");
+    }
+    out = u->divide ? v / u->scale : v * u->scale;
+  }
+  if (!std::isfinite(out)) return unit_error(expected, text, "the value is out of range");
+  return out == 0 ? 0.0 : out;  // no -0
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The parser proper
+
+struct ParseProblem {
+  std::string path;
+  std::string message;
+};
+
+[[noreturn]] void fail(const std::string& path, std::string message) { throw ParseProblem{path, std::move(message)}; }
+
+std::string child(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+std::string element(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
+
+// "a string ("eight")", "a number (5)", "an array", ...: what a value is, for "got ..." in messages.
+std::string describe(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return v.get<bool>() ? "true" : "false";
+    case json::value_t::string: return "a string (" + quote(v.get_ref<const std::string&>()) + ")";
+    case json::value_t::number_integer: return "a number (" + std::to_string(v.get<int64_t>()) + ")";
+    case json::value_t::number_unsigned: return "a number (" + std::to_string(v.get<uint64_t>()) + ")";
+    case json::value_t::number_float: return "a number (" + number_text(v.get<double>()) + ")";
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array";
+    default: return "a value of another kind";
+  }
+}
+
+[[noreturn]] void type_fail(const std::string& path, std::string_view expected, const json& got) {
+  fail(path, "expected " + std::string(expected) + ", got " + describe(got));
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+using Keys = std::initializer_list<const char*>;
+
+// The object at `path`, with no keys but `allowed` (typos must not pass silently).
+const json& expect_object(const json& v, const std::string& path, Keys allowed, std::string_view what) {
+  if (!v.is_object()) type_fail(path, what, v);
+  for (const auto& item : v.items()) {
+    const std::string& key = item.key();
+    bool known = false;
+    for (const char* k : allowed) known = known || key == k;
+    if (known) continue;
+    std::string msg = "unknown key " + quote(key) + " (expected one of:";
+    const char* best = nullptr;
+    size_t best_d = 3;  // suggest only close names
+    bool first = true;
+    for (const char* k : allowed) {
+      msg += first ? " " : ", ";
+      msg += k;
+      first = false;
+      const size_t d = edit_distance(lower(key), k);
+      if (d < best_d) best_d = d, best = k;
+    }
+    msg += ")";
+    if (best != nullptr) msg += std::string("; did you mean \"") + best + "\"?";
+    fail(path, std::move(msg));
+  }
+  return v;
+}
+
+const json* member(const json& obj, const char* key) {
+  const auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+const json& required(const json& obj, const std::string& path, const char* key, std::string_view what) {
+  const json* v = member(obj, key);
+  if (v == nullptr) fail(path, std::string("missing required key \"") + key + "\" (" + std::string(what) + ")");
+  return *v;
+}
+
+std::string get_string(const json& v, const std::string& path) {
+  if (!v.is_string()) type_fail(path, "a string", v);
+  return v.get<std::string>();
+}
+
+bool get_bool(const json& v, const std::string& path) {
+  if (!v.is_boolean()) type_fail(path, "true or false", v);
+  return v.get<bool>();
+}
+
+// A whole number >= 0 (JSON numbers only).
+int64_t get_count(const json& v, const std::string& path) {
+  constexpr std::string_view kWhat = "a whole number >= 0";
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) type_fail(path, "a whole number below 2^63", v);
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (i < 0) type_fail(path, kWhat, v);
+    return i;
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!(d >= 0 && d < 9.2e18 && std::floor(d) == d)) type_fail(path, kWhat, v);
+    return static_cast<int64_t>(d);
+  }
+  type_fail(path, kWhat, v);
+}
+
+constexpr std::string_view kSizeExpected = "a size such as \"8 GiB\", \"512 MiB\" or 4096 (bytes)";
+constexpr std::string_view kRateExpected = "a rate such as \"900 GB/s\" or \"25 GiB/s\"";
+constexpr std::string_view kDurationExpected = "a duration such as \"5 us\", \"1.5 ms\" or \"200 ns\"";
+constexpr std::string_view kFlopsExpected = "a compute rate such as \"50 TFLOP/s\" or \"800 GFLOP/s\"";
+
+size_t get_size(const json& v, const std::string& path) {
+  if (v.is_string()) {
+    Result<size_t> r = parse_size(v.get_ref<const std::string&>());
+    if (!r.ok()) fail(path, r.status().message());
+    return r.value();
+  }
+  if (v.is_number_unsigned()) return static_cast<size_t>(v.get<uint64_t>());
+  if (v.is_number_integer()) {
+    // Unsigned values parse as number_unsigned, so this is negative.
+    fail(path, "expected " + std::string(kSizeExpected) + ", got " + describe(v) + " (it cannot be negative)");
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!(d >= 0)) fail(path, "expected " + std::string(kSizeExpected) + ", got " + describe(v) + " (it cannot be negative)");
+    if (!(d < 18446744073709551616.0)) {
+      fail(path, "expected " + std::string(kSizeExpected) + ", got " + describe(v) + " (too large for 64 bits)");
+    }
+    if (std::floor(d) != d) fail(path, "expected " + std::string(kSizeExpected) + ", got " + describe(v) + " (not whole bytes)");
+    return static_cast<size_t>(d);
+  }
+  type_fail(path, kSizeExpected, v);
+}
+
+// Rates, durations and flops: a string with a unit, or a number in the base unit.
+template <typename Parse>
+double get_quantity(const json& v, const std::string& path, std::string_view expected, Parse parse) {
+  if (v.is_string()) {
+    Result<double> r = parse(v.get_ref<const std::string&>());
+    if (!r.ok()) fail(path, r.status().message());
+    return r.value();
+  }
+  if (v.is_number()) {
+    const double d = v.get<double>();
+    if (!(d >= 0) || !std::isfinite(d)) fail(path, "expected " + std::string(expected) + ", got " + describe(v) + " (it cannot be negative)");
+    return d;
+  }
+  type_fail(path, expected, v);
+}
+
+double get_rate(const json& v, const std::string& path) { return get_quantity(v, path, kRateExpected, parse_rate); }
+double get_duration(const json& v, const std::string& path) {
+  return get_quantity(v, path, kDurationExpected, parse_duration_us);
+}
+double get_flops(const json& v, const std::string& path) { return get_quantity(v, path, kFlopsExpected, parse_flops); }
+
+Op get_op(const json& v, const std::string& path) {
+  if (!v.is_string()) type_fail(path, "an op name such as \"MUL_MAT\"", v);
+  const std::string& s = v.get_ref<const std::string&>();
+  Op op = Op::kNone;
+  if (!op_from_name(s.c_str(), &op) || op == Op::kNone || s.find('\0') != std::string::npos) {
+    std::string names;
+    for (int i = 1; i < kOpCount; ++i) names += std::string(i > 1 ? ", " : "") + op_name(static_cast<Op>(i));
+    fail(path, "expected an op name (one of: " + names + "), got " + quote(s));
+  }
+  return op;
+}
+
+Type get_type(const json& v, const std::string& path) {
+  if (!v.is_string()) type_fail(path, "a type name such as \"q4_0\"", v);
+  const std::string& s = v.get_ref<const std::string&>();
+  Type t = Type::kF32;
+  if (!type_from_name(s.c_str(), &t) || s.find('\0') != std::string::npos) {
+    std::string names;
+    for (int i = 0; i < kTypeCount; ++i) names += std::string(i > 0 ? ", " : "") + type_name(static_cast<Type>(i));
+    fail(path, "expected a type name (one of: " + names + "), got " + quote(s));
+  }
+  return t;
+}
+
+template <typename T, typename Get>
+std::vector<T> get_list(const json& v, const std::string& path, std::string_view what, Get get) {
+  if (!v.is_array()) type_fail(path, "a list of " + std::string(what), v);
+  std::vector<T> out;
+  for (size_t i = 0; i < v.size(); ++i) out.push_back(get(v[i], element(path, i)));
+  return out;
+}
+
+DeviceType get_device_type(const json& v, const std::string& path) {
+  constexpr std::string_view kWhat = "a device type (\"cpu\", \"gpu\", \"igpu\" or \"accel\")";
+  if (!v.is_string()) type_fail(path, kWhat, v);
+  const std::string& s = v.get_ref<const std::string&>();
+  if (iequal(s, "cpu")) return DeviceType::kCpu;
+  if (iequal(s, "gpu")) return DeviceType::kGpu;
+  if (iequal(s, "igpu")) return DeviceType::kIgpu;
+  if (iequal(s, "accel")) return DeviceType::kAccel;
+  fail(path, "expected " + std::string(kWhat) + ", got " + quote(s));
+}
+
+const char* device_type_key(DeviceType t) {
+  switch (t) {
+    case DeviceType::kCpu: return "cpu";
+    case DeviceType::kGpu: return "gpu";
+    case DeviceType::kIgpu: return "igpu";
+    case DeviceType::kAccel: return "accel";
+  }
+  return "?";
+}
+
+void parse_caps(const json& v, const std::string& path, DeviceCaps* caps) {
+  expect_object(v, path, {"async", "events", "host_buffer", "from_host_ptr"}, "an object of capabilities");
+  if (const json* x = member(v, "async")) caps->async = get_bool(*x, child(path, "async"));
+  if (const json* x = member(v, "events")) caps->events = get_bool(*x, child(path, "events"));
+  if (const json* x = member(v, "host_buffer")) caps->host_buffer = get_bool(*x, child(path, "host_buffer"));
+  if (const json* x = member(v, "from_host_ptr")) caps->buffer_from_host_ptr = get_bool(*x, child(path, "from_host_ptr"));
+}
+
+OpRule parse_rule(const json& v, const std::string& path) {
+  expect_object(v, path,
+                {"allow", "deny", "src0_types", "src1_types", "dst_types", "min_batch", "max_batch", "ne0_multiple",
+                 "note"},
+                "an op rule object such as {\"deny\": [\"FLASH_ATTN_EXT\"]}");
+  const json* allow = member(v, "allow");
+  const json* deny = member(v, "deny");
+  if ((allow == nullptr) == (deny == nullptr)) {
+    fail(path, "a rule needs exactly one of \"allow\" or \"deny\" (a list of op names; [] for any op)");
+  }
+  OpRule rule;
+  rule.allow = allow != nullptr;
+  const std::string op_path = child(path, rule.allow ? "allow" : "deny");
+  rule.ops = get_list<Op>(rule.allow ? *allow : *deny, op_path, "op names such as [\"MUL_MAT\"]", get_op);
+  auto types = [&](const char* key, std::vector<Type>* out) {
+    if (const json* x = member(v, key)) *out = get_list<Type>(*x, child(path, key), "type names such as [\"q4_0\"]", get_type);
+  };
+  types("src0_types", &rule.src0_types);
+  types("src1_types", &rule.src1_types);
+  types("dst_types", &rule.dst_types);
+  if (const json* x = member(v, "min_batch")) rule.min_batch = get_count(*x, child(path, "min_batch"));
+  if (const json* x = member(v, "max_batch")) rule.max_batch = get_count(*x, child(path, "max_batch"));
+  if (const json* x = member(v, "ne0_multiple")) rule.ne0_multiple = get_count(*x, child(path, "ne0_multiple"));
+  if (const json* x = member(v, "note")) rule.note = get_string(*x, child(path, "note"));
+  return rule;
+}
+
+void parse_ops(const json& v, const std::string& path, DeviceConfig* d) {
+  expect_object(v, path, {"default", "rules"}, "an object {\"default\": \"allow\", \"rules\": [...]}");
+  if (const json* x = member(v, "default")) {
+    const std::string p = child(path, "default");
+    if (x->is_string() && x->get_ref<const std::string&>() == "allow") {
+      d->default_allow = true;
+    } else if (x->is_string() && x->get_ref<const std::string&>() == "deny") {
+      d->default_allow = false;
+    } else {
+      type_fail(p, "\"allow\" or \"deny\"", *x);
+    }
+  }
+  if (const json* x = member(v, "rules")) {
+    d->op_rules = get_list<OpRule>(*x, child(path, "rules"), "op rule objects", parse_rule);
+  }
+}
+
+void parse_offload(const json& v, const std::string& path, OffloadRule* o) {
+  expect_object(v, path, {"enabled", "min_batch", "ops"}, "an object {\"min_batch\": 32, \"ops\": [...]}");
+  o->enabled = true;  // present: on unless it says otherwise
+  if (const json* x = member(v, "enabled")) o->enabled = get_bool(*x, child(path, "enabled"));
+  if (const json* x = member(v, "min_batch")) o->min_batch = get_count(*x, child(path, "min_batch"));
+  if (const json* x = member(v, "ops")) o->ops = get_list<Op>(*x, child(path, "ops"), "op names such as [\"MUL_MAT\"]", get_op);
+}
+
+CostModel::Override parse_override(const json& v, const std::string& path) {
+  expect_object(v, path, {"op", "overhead", "flops", "fixed"}, "an override object such as {\"op\": \"SOFT_MAX\", \"fixed\": \"3 us\"}");
+  CostModel::Override o;
+  o.op = get_op(required(v, path, "op", "the op name this override prices"), child(path, "op"));
+  if (const json* x = member(v, "overhead")) o.overhead_us = get_duration(*x, child(path, "overhead"));
+  if (const json* x = member(v, "flops")) o.flops = get_flops(*x, child(path, "flops"));
+  if (const json* x = member(v, "fixed")) o.fixed_us = get_duration(*x, child(path, "fixed"));
+  return o;
+}
+
+void parse_cost(const json& v, const std::string& path, CostModel* c) {
+  expect_object(v, path, {"launch_overhead", "flops_f32", "flops_f16", "flops_quant", "bandwidth", "overrides"},
+                "a cost model object");
+  if (const json* x = member(v, "launch_overhead")) c->launch_overhead_us = get_duration(*x, child(path, "launch_overhead"));
+  if (const json* x = member(v, "flops_f32")) c->flops_f32 = get_flops(*x, child(path, "flops_f32"));
+  if (const json* x = member(v, "flops_f16")) c->flops_f16 = get_flops(*x, child(path, "flops_f16"));
+  if (const json* x = member(v, "flops_quant")) c->flops_quant = get_flops(*x, child(path, "flops_quant"));
+  if (const json* x = member(v, "bandwidth")) c->mem_bandwidth = get_rate(*x, child(path, "bandwidth"));
+  if (const json* x = member(v, "overrides")) {
+    c->overrides = get_list<CostModel::Override>(*x, child(path, "overrides"), "override objects", parse_override);
+  }
+}
+
+DeviceConfig parse_device(const json& v, const std::string& path) {
+  expect_object(v, path,
+                {"name", "description", "type", "wraps", "memory", "alignment", "max_alloc", "host_visible", "caps",
+                 "ops", "offload", "cost", "host_link"},
+                "a device object such as {\"name\": \"gpu0\", \"type\": \"gpu\", \"memory\": \"24 GiB\"}");
+  DeviceConfig d;
+  d.name = get_string(required(v, path, "name", "the device's name, e.g. \"gpu0\""), child(path, "name"));
+  if (const json* x = member(v, "description")) d.description = get_string(*x, child(path, "description"));
+  if (const json* x = member(v, "type")) d.type = get_device_type(*x, child(path, "type"));
+  if (const json* x = member(v, "wraps")) d.wraps = get_string(*x, child(path, "wraps"));
+  if (const json* x = member(v, "memory")) d.memory = get_size(*x, child(path, "memory"));
+  if (const json* x = member(v, "alignment")) d.alignment = get_size(*x, child(path, "alignment"));
+  if (const json* x = member(v, "max_alloc")) d.max_alloc = get_size(*x, child(path, "max_alloc"));
+  if (const json* x = member(v, "host_visible")) d.host_visible = get_bool(*x, child(path, "host_visible"));
+  if (const json* x = member(v, "caps")) parse_caps(*x, child(path, "caps"), &d.caps);
+  if (const json* x = member(v, "ops")) parse_ops(*x, child(path, "ops"), &d);
+  if (const json* x = member(v, "offload")) parse_offload(*x, child(path, "offload"), &d.offload);
+  if (const json* x = member(v, "cost")) parse_cost(*x, child(path, "cost"), &d.cost);
+  if (const json* x = member(v, "host_link")) {
+    const std::string p = child(path, "host_link");
+    expect_object(*x, p, {"bandwidth", "latency"}, "an object {\"bandwidth\": \"25 GB/s\", \"latency\": \"10 us\"}");
+    if (const json* y = member(*x, "bandwidth")) d.host_bandwidth = get_rate(*y, child(p, "bandwidth"));
+    if (const json* y = member(*x, "latency")) d.host_latency_us = get_duration(*y, child(p, "latency"));
+  }
+  return d;
+}
+
+LinkConfig parse_link(const json& v, const std::string& path) {
+  expect_object(v, path, {"a", "b", "bandwidth", "latency"},
+                "a link object such as {\"a\": \"gpu0\", \"b\": \"gpu1\", \"bandwidth\": \"50 GB/s\"}");
+  LinkConfig l;
+  l.a = get_string(required(v, path, "a", "a device name or \"host\""), child(path, "a"));
+  l.b = get_string(required(v, path, "b", "a device name or \"host\""), child(path, "b"));
+  if (const json* x = member(v, "bandwidth")) l.bandwidth = get_rate(*x, child(path, "bandwidth"));
+  if (const json* x = member(v, "latency")) l.latency_us = get_duration(*x, child(path, "latency"));
+  return l;
+}
+
+TopologyConfig parse_root(const json& root) {
+  expect_object(root, "", {"name", "description", "devices", "links"},
+                "a JSON object {\"name\": ..., \"devices\": [...], \"links\": [...]} at the top level");
+  TopologyConfig t;
+  t.name = get_string(required(root, "", "name", "the topology's name"), "name");
+  if (const json* x = member(root, "description")) t.description = get_string(*x, "description");
+  if (const json* x = member(root, "devices")) t.devices = get_list<DeviceConfig>(*x, "devices", "device objects", parse_device);
+  if (const json* x = member(root, "links")) t.links = get_list<LinkConfig>(*x, "links", "link objects", parse_link);
+  return t;
+}
+
+// nlohmann keeps the last of duplicate keys silently; this callback finds the first duplicate and its JSON path.
+class DuplicateKeyFinder {
+ public:
+  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start: frames_.push_back({false, 0, {}, {}}); break;
+      case json::parse_event_t::array_start: frames_.push_back({true, 0, {}, {}}); break;
+      case json::parse_event_t::key: {
+        if (frames_.empty() || !parsed.is_string()) break;
+        Frame& f = frames_.back();
+        std::string key = parsed.get<std::string>();
+        if (!found_ && !f.keys.insert(key).second) {
+          found_ = true;
+          path_ = current_path();
+          key_ = key;
+        }
+        f.key = std::move(key);
+        break;
+      }
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!frames_.empty()) frames_.pop_back();
+        element_done();
+        break;
+      case json::parse_event_t::value: element_done(); break;
+    }
+    return true;
+  }
+
+  bool found() const { return found_; }
+  const std::string& path() const { return path_; }
+  const std::string& key() const { return key_; }
+
+ private:
+  struct Frame {
+    bool array;
+    size_t index;
+    std::string key;
+    std::unordered_set<std::string> keys;
+  };
+
+  void element_done() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+  }
+
+  // The path of the innermost open container.
+  std::string current_path() const {
+    std::string p;
+    for (size_t i = 0; i + 1 < frames_.size(); ++i) {
+      p = frames_[i].array ? element(p, frames_[i].index) : child(p, frames_[i].key);
+    }
+    return p;
+  }
+
+  std::vector<Frame> frames_;
+  bool found_ = false;
+  std::string path_, key_;
+};
+
+// "line:column" (1-based) of a byte offset as nlohmann reports it (the count of bytes read; the error is at the
+// last one).
+std::string line_column(std::string_view text, size_t byte) {
+  const size_t end = std::min(byte == 0 ? 0 : byte - 1, text.size());
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') ++line, line_start = i + 1;
+  }
+  return std::to_string(line) + ":" + std::to_string(end - line_start + 1);
+}
+
+// The part of nlohmann's message after "parse error at line L, column C: ".
+std::string syntax_detail(const std::string& what) {
+  const size_t at = what.find("parse error");
+  if (at == std::string::npos) return what;
+  const size_t colon = what.find(": ", at);
+  return colon == std::string::npos ? what : what.substr(colon + 2);
+}
+
+Status invalid(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
+
+bool is_power_of_two(size_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+bool positive_finite(double v) { return v > 0 && std::isfinite(v); }
+bool non_negative_finite(double v) { return v >= 0 && std::isfinite(v); }
+
+Status validate_cost(const CostModel& c, const std::string& path) {
+  if (!non_negative_finite(c.launch_overhead_us)) {
+    return invalid(child(path, "launch_overhead") + ": expected a duration >= 0, got " + number_text(c.launch_overhead_us) + " us");
+  }
+  const std::pair<const char*, double> flops[] = {
+      {"flops_f32", c.flops_f32}, {"flops_f16", c.flops_f16}, {"flops_quant", c.flops_quant}};
+  for (const auto& [key, v] : flops) {
+    if (!positive_finite(v)) return invalid(child(path, key) + ": expected a compute rate > 0, got " + number_text(v) + " FLOP/s");
+  }
+  if (!positive_finite(c.mem_bandwidth)) {
+    return invalid(child(path, "bandwidth") + ": expected a bandwidth > 0, got " + number_text(c.mem_bandwidth) + " B/s");
+  }
+  for (size_t i = 0; i < c.overrides.size(); ++i) {
+    const CostModel::Override& o = c.overrides[i];
+    const std::string p = element(child(path, "overrides"), i);
+    const int op = static_cast<int>(o.op);
+    if (op <= 0 || op >= kOpCount) return invalid(child(p, "op") + ": expected an op");
+    if (std::isnan(o.overhead_us) || std::isinf(o.overhead_us)) return invalid(child(p, "overhead") + ": expected a finite duration");
+    if (std::isnan(o.fixed_us) || std::isinf(o.fixed_us)) return invalid(child(p, "fixed") + ": expected a finite duration");
+    if (std::isnan(o.flops) || std::isinf(o.flops) || o.flops == 0) {
+      return invalid(child(p, "flops") + ": expected a compute rate > 0, got " + number_text(o.flops) + " FLOP/s");
+    }
+  }
+  return Status::Ok();
+}
+
+Status validate_device(const DeviceConfig& d, const std::string& path) {
+  if (d.name.empty()) return invalid(child(path, "name") + ": expected a non-empty device name");
+  if (iequal(d.name, "host")) return invalid(child(path, "name") + ": \"host\" is reserved for link endpoints (host memory)");
+  if (d.memory == 0) return invalid(child(path, "memory") + ": expected a memory size > 0");
+  if (!is_power_of_two(d.alignment)) {
+    return invalid(child(path, "alignment") + ": expected a power of two, got " + std::to_string(d.alignment));
+  }
+  if (d.max_alloc == 0) return invalid(child(path, "max_alloc") + ": expected a size > 0");
+  const int type = static_cast<int>(d.type);
+  if (type < 0 || type > static_cast<int>(DeviceType::kAccel)) return invalid(child(path, "type") + ": expected a device type");
+  for (size_t i = 0; i < d.op_rules.size(); ++i) {
+    const OpRule& r = d.op_rules[i];
+    const std::string p = element(child(child(path, "ops"), "rules"), i);
+    if (r.min_batch < 0 || r.max_batch < 0 || r.ne0_multiple < 0) {
+      return invalid(p + ": expected min_batch, max_batch and ne0_multiple >= 0");
+    }
+    if (r.max_batch > 0 && r.min_batch > r.max_batch) {
+      return invalid(p + ": min_batch " + std::to_string(r.min_batch) + " is above max_batch " + std::to_string(r.max_batch));
+    }
+    for (Op op : r.ops) {
+      if (static_cast<int>(op) <= 0 || static_cast<int>(op) >= kOpCount) return invalid(p + ": expected op names");
+    }
+  }
+  if (d.offload.min_batch < 0) return invalid(child(child(path, "offload"), "min_batch") + ": expected a whole number >= 0");
+  TS_RETURN_IF_ERROR(validate_cost(d.cost, child(path, "cost")));
+  if (!positive_finite(d.host_bandwidth)) {
+    return invalid(child(child(path, "host_link"), "bandwidth") + ": expected a bandwidth > 0, got " + number_text(d.host_bandwidth) + " B/s");
+  }
+  if (!non_negative_finite(d.host_latency_us)) {
+    return invalid(child(child(path, "host_link"), "latency") + ": expected a duration >= 0");
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// To JSON
+
+using ojson = nlohmann::ordered_json;
+
+ojson op_list(const std::vector<Op>& ops) {
+  ojson out = ojson::array();
+  for (Op op : ops) out.push_back(op_name(op));
+  return out;
+}
+
+ojson type_list(const std::vector<Type>& types) {
+  ojson out = ojson::array();
+  for (Type t : types) out.push_back(type_name(t));
+  return out;
+}
+
+ojson device_json(const DeviceConfig& d) {
+  ojson o;
+  o["name"] = d.name;
+  if (!d.description.empty()) o["description"] = d.description;
+  o["type"] = device_type_key(d.type);
+  if (!d.wraps.empty()) o["wraps"] = d.wraps;
+  o["memory"] = format_size(d.memory);
+  o["alignment"] = d.alignment;
+  if (d.max_alloc != std::numeric_limits<size_t>::max()) o["max_alloc"] = format_size(d.max_alloc);
+  o["host_visible"] = d.host_visible;
+  o["caps"] = ojson{{"async", d.caps.async},
+                    {"events", d.caps.events},
+                    {"host_buffer", d.caps.host_buffer},
+                    {"from_host_ptr", d.caps.buffer_from_host_ptr}};
+  ojson rules = ojson::array();
+  for (const OpRule& r : d.op_rules) {
+    ojson rule;
+    rule[r.allow ? "allow" : "deny"] = op_list(r.ops);
+    if (!r.src0_types.empty()) rule["src0_types"] = type_list(r.src0_types);
+    if (!r.src1_types.empty()) rule["src1_types"] = type_list(r.src1_types);
+    if (!r.dst_types.empty()) rule["dst_types"] = type_list(r.dst_types);
+    if (r.min_batch != 0) rule["min_batch"] = r.min_batch;
+    if (r.max_batch != 0) rule["max_batch"] = r.max_batch;
+    if (r.ne0_multiple != 0) rule["ne0_multiple"] = r.ne0_multiple;
+    if (!r.note.empty()) rule["note"] = r.note;
+    rules.push_back(std::move(rule));
+  }
+  o["ops"] = ojson{{"default", d.default_allow ? "allow" : "deny"}, {"rules", std::move(rules)}};
+  o["offload"] = ojson{{"enabled", d.offload.enabled}, {"min_batch", d.offload.min_batch}, {"ops", op_list(d.offload.ops)}};
+  ojson cost;
+  cost["launch_overhead"] = format_duration_us(d.cost.launch_overhead_us);
+  cost["flops_f32"] = format_flops(d.cost.flops_f32);
+  cost["flops_f16"] = format_flops(d.cost.flops_f16);
+  cost["flops_quant"] = format_flops(d.cost.flops_quant);
+  cost["bandwidth"] = format_rate(d.cost.mem_bandwidth);
+  ojson overrides = ojson::array();
+  for (const CostModel::Override& ov : d.cost.overrides) {
+    ojson x;
+    x["op"] = op_name(ov.op);
+    if (ov.overhead_us >= 0) x["overhead"] = format_duration_us(ov.overhead_us);
+    if (ov.flops >= 0) x["flops"] = format_flops(ov.flops);
+    if (ov.fixed_us >= 0) x["fixed"] = format_duration_us(ov.fixed_us);
+    overrides.push_back(std::move(x));
+  }
+  cost["overrides"] = std::move(overrides);
+  o["cost"] = std::move(cost);
+  o["host_link"] = ojson{{"bandwidth", format_rate(d.host_bandwidth)}, {"latency", format_duration_us(d.host_latency_us)}};
+  return o;
+}
+
+// "<value> <unit>" with the largest unit in `units` (largest first) whose text reads back to exactly v via parse;
+// 15 significant digits first (so 3.35e12 is "3.35 TB/s", not "3.3500000000000001 TB/s"), then the shortest exact form.
+template <typename Parse>
+std::string format_quantity(double v, std::initializer_list<Unit> units, const char* base_unit, Parse parse) {
+  if (std::isfinite(v) && v > 0) {
+    for (const Unit& u : units) {
+      const double q = u.divide ? v * u.scale : v / u.scale;
+      if (q < 1) continue;
+      char rounded[64];
+      std::snprintf(rounded, sizeof rounded, "%.15g", q);
+      for (const std::string& number : {std::string(rounded), number_text(q)}) {
+        std::string text = number + " " + u.name;
+        Result<double> back = parse(text);
+        if (back.ok() && back.value() == v) return text;
+      }
+    }
+  }
+  return number_text(v) + " " + base_unit;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// Units (public)
+
+Result<size_t> parse_size(std::string_view text) {
+  const std::string_view t = trim(text);
+  if (t.empty()) return unit_error(kSizeExpected, text);
+  if (t.front() == '-') return unit_error(kSizeExpected, text, "it cannot be negative");
+  // Exact decimal arithmetic: whole digits, then up to 18 decimals, in 128 bits.
+  using u128 = unsigned __int128;
+  constexpr u128 kLimit = u128{1} << 72;  // above any size once scaled; growing stops here
+  u128 whole = 0, frac = 0, frac_scale = 1;
+  size_t i = 0, digits = 0;
+  while (i < t.size() && t[i] >= '0' && t[i] <= '9') {
+    whole = std::min<u128>(whole * 10 + static_cast<u128>(t[i] - '0'), kLimit);
+    ++i, ++digits;
+  }
+  if (i < t.size() && t[i] == '.') {
+    ++i;
+    size_t n = 0;
+    while (i < t.size() && t[i] >= '0' && t[i] <= '9') {
+      if (n == 18) return unit_error(kSizeExpected, text, "too many decimals");
+      frac = frac * 10 + static_cast<u128>(t[i] - '0');
+      frac_scale *= 10;
+      ++i, ++n, ++digits;
+    }
+  }
+  if (digits == 0) return unit_error(kSizeExpected, text);
+  const std::string_view unit_text = trim(t.substr(i));
+  uint64_t scale = 1;
+  if (!unit_text.empty()) {
+    const Unit* u = find_unit(kByteUnits, unit_text);
+    if (u == nullptr) {
+      return unit_error(kSizeExpected, text,
+                        "unknown unit " + quote(unit_text) + "; units: " + kByteUnitList + ", case as written");
+    }
+    scale = static_cast<uint64_t>(u->scale);
+  }
+  const u128 frac_bytes = frac * scale;
+  if (frac_bytes % frac_scale != 0) return unit_error(kSizeExpected, text, "not a whole number of bytes");
+  const u128 total = whole * scale + frac_bytes / frac_scale;
+  if (total > std::numeric_limits<size_t>::max()) return unit_error(kSizeExpected, text, "too large for 64 bits");
+  return static_cast<size_t>(total);
+}
+
+Result<double> parse_rate(std::string_view text) {
+  return parse_quantity(text, kRateUnits, kRateExpected, "B/s, KB/s, MB/s, GB/s, TB/s, PB/s, KiB/s, MiB/s, GiB/s, TiB/s, PiB/s");
+}
+
+Result<double> parse_duration_us(std::string_view text) {
+  return parse_quantity(text, kDurationUnits, kDurationExpected, "ns, us, ms, s");
+}
+
+Result<double> parse_flops(std::string_view text) {
+  return parse_quantity(text, kFlopUnits, kFlopsExpected, "FLOP/s, KFLOP/s, MFLOP/s, GFLOP/s, TFLOP/s, PFLOP/s");
+}
+
+std::string format_size(size_t bytes) {
+  if (bytes == 0) return "0 B";
+  const std::pair<const char*, uint64_t> units[] = {
+      {"TiB", uint64_t{1} << 40}, {"GiB", uint64_t{1} << 30}, {"MiB", uint64_t{1} << 20}, {"KiB", uint64_t{1} << 10},
+      {"TB", 1000000000000ull},  {"GB", 1000000000ull},       {"MB", 1000000ull},        {"KB", 1000ull}};
+  for (const auto& [name, scale] : units) {
+    if (bytes % scale == 0) return std::to_string(bytes / scale) + " " + name;
+  }
+  return std::to_string(bytes) + " B";
+}
+
+std::string format_rate(double bytes_per_s) {
+  return format_quantity(bytes_per_s, {{"TB/s", 1e12}, {"GB/s", 1e9}, {"MB/s", 1e6}, {"KB/s", 1e3}}, "B/s", parse_rate);
+}
+
+std::string format_duration_us(double us) {
+  return format_quantity(us, {{"s", 1e6}, {"ms", 1e3}, {"us", 1}, {"ns", 1000, true}}, "us", parse_duration_us);
+}
+
+std::string format_flops(double flops_per_s) {
+  return format_quantity(flops_per_s, {{"PFLOP/s", 1e15}, {"TFLOP/s", 1e12}, {"GFLOP/s", 1e9}, {"MFLOP/s", 1e6}},
+                         "FLOP/s", parse_flops);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Parsing, validation, presets
+
+Result<TopologyConfig> parse_topology(std::string_view json_text, const std::string& source) {
+  try {
+    DuplicateKeyFinder duplicates;
+    json root;
+    try {
+      root = json::parse(json_text.begin(), json_text.end(), std::ref(duplicates));
+    } catch (const json::parse_error& e) {
+      return invalid(source + ":" + line_column(json_text, e.byte) + ": JSON syntax error: " + syntax_detail(e.what()));
+    }
+    if (duplicates.found()) {
+      std::string where = duplicates.path().empty() ? "top level" : duplicates.path();
+      return invalid(error_prefix(source, where) + "duplicate key " + quote(duplicates.key()) +
+                     " (each key may appear once in an object)");
+    }
+    TopologyConfig topology = parse_root(root);
+    Status valid = validate_topology(topology);
+    if (!valid.ok()) return invalid(source + ": " + valid.message());
+    return topology;
+  } catch (const ParseProblem& p) {
+    return invalid(error_prefix(source, p.path) + p.message);
+  } catch (const std::exception& e) {
+    return invalid(source + ": cannot read the topology: " + e.what());
+  } catch (...) {
+    return invalid(source + ": cannot read the topology (unknown error)");
+  }
+}
+
+Status validate_topology(const TopologyConfig& t) {
+  if (t.name.empty()) return invalid("name: expected a non-empty topology name");
+  if (t.devices.empty()) {
+    return invalid("devices: expected at least one device (and the last one of type \"cpu\")");
+  }
+  for (size_t i = 0; i < t.devices.size(); ++i) {
+    const std::string path = element("devices", i);
+    TS_RETURN_IF_ERROR(validate_device(t.devices[i], path));
+    for (size_t j = 0; j < i; ++j) {
+      if (iequal(t.devices[j].name, t.devices[i].name)) {
+        return invalid(child(path, "name") + ": duplicate device name " + quote(t.devices[i].name) + " (devices[" +
+                       std::to_string(j) + "] is " + quote(t.devices[j].name) + "; names are case-insensitive)");
+      }
+    }
+    const bool last = i + 1 == t.devices.size();
+    if (!last && t.devices[i].type == DeviceType::kCpu) {
+      return invalid(child(path, "type") + ": only the last device may be of type \"cpu\" (the scheduler's last "
+                                           "backend is the CPU); move " + quote(t.devices[i].name) + " to the end");
+    }
+    if (last && t.devices[i].type != DeviceType::kCpu) {
+      return invalid(child(path, "type") + ": expected \"cpu\": the last device must be the CPU (the scheduler's last "
+                                           "backend), got \"" + device_type_key(t.devices[i].type) + "\"");
+    }
+  }
+  auto known = [&](const std::string& name) {
+    if (iequal(name, "host")) return true;
+    for (const DeviceConfig& d : t.devices) {
+      if (iequal(d.name, name)) return true;
+    }
+    return false;
+  };
+  for (size_t i = 0; i < t.links.size(); ++i) {
+    const LinkConfig& l = t.links[i];
+    const std::string path = element("links", i);
+    for (const auto& [key, name] : {std::pair<const char*, const std::string*>{"a", &l.a}, {"b", &l.b}}) {
+      if (!known(*name)) {
+        std::string names;
+        for (const DeviceConfig& d : t.devices) names += d.name + ", ";
+        return invalid(child(path, key) + ": unknown device " + quote(*name) + " (expected one of: " + names + "host)");
+      }
+    }
+    if (iequal(l.a, l.b)) return invalid(path + ": a link needs two different endpoints, got " + quote(l.a) + " twice");
+    if (!positive_finite(l.bandwidth)) {
+      return invalid(child(path, "bandwidth") + ": expected a bandwidth > 0, got " + number_text(l.bandwidth) + " B/s");
+    }
+    if (!non_negative_finite(l.latency_us)) return invalid(child(path, "latency") + ": expected a duration >= 0");
+    for (size_t j = 0; j < i; ++j) {
+      const LinkConfig& o = t.links[j];
+      if ((iequal(o.a, l.a) && iequal(o.b, l.b)) || (iequal(o.a, l.b) && iequal(o.b, l.a))) {
+        return invalid(path + ": a second link between " + quote(l.a) + " and " + quote(l.b) + " (links[" +
+                       std::to_string(j) + "]; links are symmetric)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+std::string topology_to_json(const TopologyConfig& t) {
+  try {
+    ojson root;
+    root["name"] = t.name;
+    if (!t.description.empty()) root["description"] = t.description;
+    ojson devices = ojson::array();
+    for (const DeviceConfig& d : t.devices) devices.push_back(device_json(d));
+    root["devices"] = std::move(devices);
+    ojson links = ojson::array();
+    for (const LinkConfig& l : t.links) {
+      links.push_back(ojson{{"a", l.a}, {"b", l.b}, {"bandwidth", format_rate(l.bandwidth)},
+                            {"latency", format_duration_us(l.latency_us)}});
+    }
+    root["links"] = std::move(links);
+    // Names that are not UTF-8 (impossible from a parsed file) are written with replacement characters.
+    return root.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
+  } catch (const std::exception& e) {
+    return std::string("{\"error\": \"cannot write the topology\"}\n");
+  }
+}
+
+std::vector<std::string> topology_preset_names() {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < detail::kTopologyPresetCount; ++i) names.emplace_back(detail::kTopologyPresetNames[i]);
+  return names;
+}
+
+const char* topology_preset_text(const std::string& name) {
+  for (size_t i = 0; i < detail::kTopologyPresetCount; ++i) {
+    if (iequal(name, detail::kTopologyPresetNames[i])) return detail::kTopologyPresetTexts[i];
+  }
+  return nullptr;
+}
+
+Result<TopologyConfig> topology_preset(const std::string& name) {
+  for (size_t i = 0; i < detail::kTopologyPresetCount; ++i) {
+    if (iequal(name, detail::kTopologyPresetNames[i])) {
+      return parse_topology(detail::kTopologyPresetTexts[i],
+                            std::string("<preset ") + detail::kTopologyPresetNames[i] + ">");
+    }
+  }
+  std::string names;
+  for (const std::string& n : topology_preset_names()) names += (names.empty() ? "" : ", ") + n;
+  return Status(StatusCode::kNotFound, "no topology preset named " + quote(name) + " (presets: " + names + ")");
+}
+
+Result<TopologyConfig> load_topology_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return invalid(path + ": cannot read the topology file: it is a directory");
+  }
+  errno = 0;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    const int err = errno;
+    return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kInvalidArgument,
+                  path + ": cannot open the topology file: " + std::strerror(err));
+  }
+  std::string text;
+  char buf[65536];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed) return invalid(path + ": cannot read the topology file: " + std::strerror(err));
+  return parse_topology(text, path);
+}
+
+Result<TopologyConfig> load_topology(const std::string& name_or_path) {
+  if (topology_preset_text(name_or_path) != nullptr) return topology_preset(name_or_path);
+  std::error_code ec;
+  const bool looks_like_path = name_or_path.find('/') != std::string::npos ||
+                               (name_or_path.size() > 5 && name_or_path.ends_with(".json"));
+  if (!looks_like_path && !std::filesystem::exists(name_or_path, ec)) {
+    std::string names;
+    for (const std::string& n : topology_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    return Status(StatusCode::kNotFound, "no topology preset or file named " + quote(name_or_path) +
+                                             " (presets: " + names + ")");
+  }
+  return load_topology_file(name_or_path);
+}
+
+}  // namespace tessera::sim

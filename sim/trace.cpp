@@ -1,0 +1,225 @@
+// The simulated timeline: Chrome trace export and the per-device summary (tessera/sim/trace.h).
+#include "tessera/sim/trace.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+namespace tessera::sim {
+
+const char* trace_kind_name(TraceKind kind) {
+  switch (kind) {
+    case TraceKind::kCompute: return "compute";
+    case TraceKind::kCopy: return "copy";
+    case TraceKind::kSet: return "set";
+    case TraceKind::kGet: return "get";
+    case TraceKind::kMemset: return "memset";
+    case TraceKind::kWait: return "wait";
+    case TraceKind::kCount: break;
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence at s[i] (0 when it is not one): overlong forms, surrogates and code points
+// above U+10FFFF are invalid, as JSON parsers require.
+size_t utf8_sequence(const std::string& s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  const size_t left = s.size() - i;
+  auto cont = [&](size_t k) { return (b(i + k) & 0xC0) == 0x80; };
+  if (c >= 0xC2 && c <= 0xDF) return left >= 2 && cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (left < 3 || !cont(1) || !cont(2)) return 0;
+    if (c == 0xE0 && b(i + 1) < 0xA0) return 0;   // overlong
+    if (c == 0xED && b(i + 1) >= 0xA0) return 0;  // surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (left < 4 || !cont(1) || !cont(2) || !cont(3)) return 0;
+    if (c == 0xF0 && b(i + 1) < 0x90) return 0;   // overlong
+    if (c == 0xF4 && b(i + 1) >= 0x90) return 0;  // above U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+// A JSON string literal: quotes, backslashes and control characters escaped; bytes that are not UTF-8 become U+FFFD.
+void append_json_string(std::string* out, const std::string& s) {
+  *out += '"';
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      switch (c) {
+        case '"': *out += "\\\""; break;
+        case '\\': *out += "\\\\"; break;
+        case '\n': *out += "\\n"; break;
+        case '\r': *out += "\\r"; break;
+        case '\t': *out += "\\t"; break;
+        case '\b': *out += "\\b"; break;
+        case '\f': *out += "\\f"; break;
+        default:
+          if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            *out += buf;
+          } else {
+            *out += static_cast<char>(c);
+          }
+      }
+      ++i;
+      continue;
+    }
+    const size_t n = utf8_sequence(s, i);
+    if (n == 0) {
+      *out += "\\ufffd";
+      ++i;
+    } else {
+      out->append(s, i, n);
+      i += n;
+    }
+  }
+  *out += '"';
+}
+
+// A JSON number (shortest form that reads back exactly); non-finite values, which JSON cannot hold, become 0.
+void append_number(std::string* out, double v) {
+  if (!std::isfinite(v)) v = 0;
+  if (v == 0) v = 0;  // no "-0"
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out->append(buf, r.ptr);
+}
+
+bool valid_track(const Trace& trace, int track) { return track >= 0 && static_cast<size_t>(track) < trace.tracks.size(); }
+
+}  // namespace
+
+std::string chrome_trace_json(const Trace& trace) {
+  std::string out;
+  out.reserve(128 + 64 * trace.tracks.size() + 160 * trace.events.size());
+  out += "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  out += R"({"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"tessera sim"}})";
+  for (size_t i = 0; i < trace.tracks.size(); ++i) {
+    const std::string tid = std::to_string(i + 1);
+    out += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" + tid + ",\"args\":{\"name\":";
+    append_json_string(&out, trace.tracks[i].name);
+    out += "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":" + tid +
+           ",\"args\":{\"sort_index\":" + tid + "}}";
+  }
+  for (const TraceEvent& e : trace.events) {
+    out += ",\n{\"name\":";
+    append_json_string(&out, e.name);
+    out += ",\"cat\":\"";
+    out += trace_kind_name(e.kind);
+    out += "\",\"ph\":\"X\",\"pid\":1,\"tid\":";
+    out += std::to_string(static_cast<int64_t>(e.track) + 1);
+    out += ",\"ts\":";
+    append_number(&out, e.start_us);
+    out += ",\"dur\":";
+    const double dur = e.end_us - e.start_us;
+    append_number(&out, dur > 0 ? dur : 0);
+    out += ",\"args\":{\"bytes\":" + std::to_string(e.bytes) + "}}";
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+TraceSummary summarize(const Trace& trace) {
+  TraceSummary s;
+  s.n_events = trace.events.size();
+  s.devices.resize(trace.devices.size());
+  for (size_t i = 0; i < trace.devices.size(); ++i) s.devices[i].name = trace.devices[i];
+
+  // Busy intervals per device, merged after sorting (overlapping streams of one device count once).
+  std::vector<std::vector<std::pair<double, double>>> busy(trace.devices.size());
+  double first = 0, last = 0;
+  bool any = false;
+  for (const TraceEvent& e : trace.events) {
+    const double start = e.start_us, end = std::max(e.end_us, e.start_us);
+    if (std::isfinite(start) && std::isfinite(end)) {
+      first = any ? std::min(first, start) : start;
+      last = any ? std::max(last, end) : end;
+      any = true;
+    }
+    if (e.kind == TraceKind::kCopy || e.kind == TraceKind::kSet || e.kind == TraceKind::kGet) s.copy_bytes += e.bytes;
+    if (!valid_track(trace, e.track)) continue;
+    const int dev = trace.tracks[static_cast<size_t>(e.track)].device;
+    if (dev < 0 || static_cast<size_t>(dev) >= trace.devices.size()) continue;
+    DeviceSummary& d = s.devices[static_cast<size_t>(dev)];
+    ++d.n_commands;
+    switch (e.kind) {
+      case TraceKind::kCompute: d.compute_us += end - start; break;
+      case TraceKind::kCopy:
+      case TraceKind::kSet: d.copy_bytes_in += e.bytes; break;
+      case TraceKind::kGet: d.copy_bytes_out += e.bytes; break;
+      default: break;
+    }
+    if (e.kind != TraceKind::kWait && std::isfinite(start) && std::isfinite(end) && end > start) {
+      busy[static_cast<size_t>(dev)].emplace_back(start, end);
+    }
+  }
+  for (size_t i = 0; i < busy.size(); ++i) {
+    auto& iv = busy[i];
+    std::sort(iv.begin(), iv.end());
+    double total = 0, cur_start = 0, cur_end = 0;
+    bool open = false;
+    for (const auto& [a, b] : iv) {
+      if (open && a <= cur_end) {
+        cur_end = std::max(cur_end, b);
+        continue;
+      }
+      if (open) total += cur_end - cur_start;
+      cur_start = a, cur_end = b, open = true;
+    }
+    if (open) total += cur_end - cur_start;
+    s.devices[i].busy_us = total;
+  }
+  s.makespan_us = any ? last - first : 0;
+  return s;
+}
+
+namespace {
+
+std::string human_bytes(size_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) v /= 1024, ++u;
+  char buf[32];
+  if (u == 0) {
+    std::snprintf(buf, sizeof buf, "%zu B", bytes);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  }
+  return buf;
+}
+
+}  // namespace
+
+std::string format_summary(const TraceSummary& summary) {
+  std::string out;
+  char line[256];
+  size_t width = 6;
+  for (const DeviceSummary& d : summary.devices) width = std::max(width, std::min<size_t>(d.name.size(), 40));
+  const int w = static_cast<int>(width);
+  std::snprintf(line, sizeof line, "%-*s %14s %14s %12s %12s %9s\n", w, "device", "busy (us)", "compute (us)",
+                "bytes in", "bytes out", "commands");
+  out += line;
+  for (const DeviceSummary& d : summary.devices) {
+    const double busy_pct = summary.makespan_us > 0 ? 100.0 * d.busy_us / summary.makespan_us : 0.0;
+    std::snprintf(line, sizeof line, "%-*.*s %14.3f %14.3f %12s %12s %9zu  (%.1f%% busy)\n", w, w, d.name.c_str(),
+                  d.busy_us, d.compute_us, human_bytes(d.copy_bytes_in).c_str(),
+                  human_bytes(d.copy_bytes_out).c_str(), d.n_commands, busy_pct);
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "makespan: %.3f us, copy volume: %s, events: %zu\n", summary.makespan_us,
+                human_bytes(summary.copy_bytes).c_str(), summary.n_events);
+  out += line;
+  return out;
+}
+
+}  // namespace tessera::sim
