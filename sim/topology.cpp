@@ -819,6 +819,14 @@ std::string format_size(size_t bytes) {
 }
 
 std::string format_rate(double bytes_per_s) {
+  // A whole number of a binary unit reads better as that ("25 GiB/s"); anything else in decimal units.
+  for (const auto& [name, scale] : {std::pair<const char*, double>{"TiB/s", 1099511627776.0}, {"GiB/s", 1073741824.0},
+                                    {"MiB/s", 1048576.0}}) {
+    const double q = bytes_per_s / scale;
+    if (std::isfinite(q) && q >= 1 && q < 1e15 && std::floor(q) == q && std::fmod(bytes_per_s, 1e9) != 0) {
+      return number_text(q) + " " + name;
+    }
+  }
   return format_quantity(bytes_per_s, {{"TB/s", 1e12}, {"GB/s", 1e9}, {"MB/s", 1e6}, {"KB/s", 1e3}}, "B/s", parse_rate);
 }
 

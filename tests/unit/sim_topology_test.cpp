@@ -193,6 +193,8 @@ TEST(SimTopologyUnits, FormattingUsesTheLargestExactUnitAndReadsBack) {
   EXPECT_EQ(format_size(0), "0 B");
   EXPECT_EQ(format_rate(900e9), "900 GB/s");
   EXPECT_EQ(format_rate(3e12), "3 TB/s");
+  EXPECT_EQ(format_rate(25.0 * GiB), "25 GiB/s");
+  EXPECT_EQ(format_rate(1.5 * GiB), "1536 MiB/s");
   EXPECT_EQ(format_duration_us(5), "5 us");
   EXPECT_EQ(format_duration_us(1500), "1.5 ms");
   EXPECT_EQ(format_duration_us(0.2), "200 ns");
@@ -346,7 +348,7 @@ TEST(SimTopologyRoundTrip, EveryFieldSurvives) {
   a.cost.mem_bandwidth = 3.35e12;
   a.cost.overrides = {CostModel::Override{Op::kSoftMax, -1, -1, 3.0},
                       CostModel::Override{Op::kMulMat, 7.5, 2e14, -1}};
-  a.host_bandwidth = 25 * 1073741824.0;
+  a.host_bandwidth = 25 * 1073741824.0 + 0.5;
   a.host_latency_us = 12.25;
   DeviceConfig gpu;
   gpu.name = "gpu0";
@@ -356,7 +358,8 @@ TEST(SimTopologyRoundTrip, EveryFieldSurvives) {
   cpu.type = DeviceType::kCpu;
   cpu.wraps = "CPU";
   t.devices = {a, gpu, cpu};
-  t.links = {LinkConfig{"acc0", "gpu0", 64e9, 1.5}, LinkConfig{"gpu0", "host", 1e9 / 3, 0}};
+  t.links = {LinkConfig{"acc0", "gpu0", 64e9, 1.5}, LinkConfig{"gpu0", "host", 1e9 / 3, 0},
+             LinkConfig{"host", "acc0", 25.0 * GiB, 0.25}};
   ASSERT_TRUE(validate_topology(t).ok()) << validate_topology(t).message();
 
   const std::string text = topology_to_json(t);
