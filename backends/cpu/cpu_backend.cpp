@@ -1,6 +1,7 @@
 // The CPU backend: buffer types, device, backend (stream), registration.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "opt/opt_kernels.h"
 #include "ref/ref_kernels.h"
 #include "tessera/cpu.h"
 #include "thread_pool.h"
@@ -120,45 +122,146 @@ ComputeStatus run_graph(Graph& graph, bool require_host_buffers, bool (*abort_cb
 }
 
 
+// Growable 64-byte-aligned scratch memory for the optimised kernels; reused from node to node and run to run.
+class WorkBuffer {
+ public:
+  WorkBuffer() = default;
+  WorkBuffer(const WorkBuffer&) = delete;
+  WorkBuffer& operator=(const WorkBuffer&) = delete;
+  ~WorkBuffer() { std::free(data_); }
+  // Null (with size() unchanged) when the memory cannot be had.
+  void* reserve(size_t bytes) {
+    if (bytes <= size_) return data_;
+    void* p = std::aligned_alloc(kCpuAlignment, align_up(bytes, kCpuAlignment));
+    if (p == nullptr) return nullptr;
+    std::free(data_);
+    data_ = p;
+    size_ = bytes;
+    return data_;
+  }
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+CpuKernels resolve_kernels(CpuKernels k) {
+  if (k == CpuKernels::kAuto) {
+    k = best_kernels();
+    if (const char* env = std::getenv("TESSERA_CPU_ISA")) {
+      const std::string v = env;
+      CpuKernels want = k;
+      if (v == "ref" || v == "reference") want = CpuKernels::kReference;
+      else if (v == "portable") want = CpuKernels::kPortable;
+      else if (v == "avx2") want = CpuKernels::kAvx2;
+      else if (v == "avx512") want = CpuKernels::kAvx512;
+      if (static_cast<int>(want) < static_cast<int>(k)) k = want;  // only lowers
+    }
+    return k;
+  }
+  if (k != CpuKernels::kReference && static_cast<int>(k) > static_cast<int>(best_kernels())) return best_kernels();
+  return k;
+}
+
+const opt::KernelTable* table_of(CpuKernels k) {
+  switch (k) {
+    case CpuKernels::kPortable: return opt::table_for(opt::Isa::kPortable);
+    case CpuKernels::kAvx2: return opt::table_for(opt::Isa::kAvx2);
+    case CpuKernels::kAvx512: return opt::table_for(opt::Isa::kAvx512);
+    default: return nullptr;
+  }
+}
+
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(Device* dev, int n_threads) : device_(dev) { set_threads(n_threads); }
+  CpuBackend(Device* dev, int n_threads, CpuKernels kernels) : device_(dev) {
+    set_threads(n_threads);
+    set_kernels(kernels);
+  }
 
   const char* name() const override { return "CPU"; }
   Guid guid() const override { return kCpuGuid; }
   Device* device() const override { return device_; }
 
-  ComputeStatus graph_compute_async(Graph& graph) override {
-    std::string err;
-    const ComputeStatus s = run_graph(graph, /*require_host_buffers=*/true, abort_cb_, abort_user_,
-                                      [this](const Tensor& n) { return compute_node(n); }, &err);
-    set_last_error(std::move(err));
-    return s;
-  }
+  ComputeStatus graph_compute_async(Graph& graph) override { return compute_with(graph, work_); }
 
-  // A plan keeps the node list, so a graph can be recomputed without re-walking it.
+  // A plan keeps the node list, so a graph can be recomputed without re-walking it, and its own work buffer, sized
+  // at creation for the largest node (grown later if the thread count or the kernels change).
   struct CpuPlan final : GraphPlan {
     Graph graph;
+    WorkBuffer work;
   };
   Result<std::unique_ptr<GraphPlan>> plan_create(const Graph& graph) override {
     auto plan = std::make_unique<CpuPlan>();
     plan->graph = graph.view(0, graph.n_nodes());
+    size_t need = 0;
+    for (size_t i = 0; i < plan->graph.n_nodes(); ++i) need = std::max(need, work_size(*plan->graph.node(i)));
+    if (need > 0 && plan->work.reserve(need) == nullptr) {
+      return TS_ERROR(StatusCode::kAllocFailed, "CPU: out of host memory for a %zu-byte work buffer", need);
+    }
     return std::unique_ptr<GraphPlan>(std::move(plan));
   }
   ComputeStatus plan_compute(GraphPlan& plan) override {
-    return graph_compute_async(static_cast<CpuPlan&>(plan).graph);
+    CpuPlan& p = static_cast<CpuPlan&>(plan);
+    return compute_with(p.graph, p.work);
   }
 
   void set_threads(int n) { n_threads_ = n < 1 ? 1 : n; }
   int threads() const { return n_threads_; }
+  void set_kernels(CpuKernels k) {
+    kernels_ = resolve_kernels(k);
+    table_ = table_of(kernels_);
+  }
+  CpuKernels kernels() const { return kernels_; }
   void set_abort(bool (*cb)(void*), void* user) {
     abort_cb_ = cb;
     abort_user_ = user;
   }
 
  private:
-  Status compute_node(const Tensor& node) {
+  ComputeStatus compute_with(Graph& graph, WorkBuffer& work) {
+    std::string err;
+    const ComputeStatus s = run_graph(graph, /*require_host_buffers=*/true, abort_cb_, abort_user_,
+                                      [&](const Tensor& n) { return compute_node(n, work); }, &err);
+    set_last_error(std::move(err));
+    return s;
+  }
+
+  // Work bytes of a node on the optimised path (0 when it runs on the reference kernels).
+  size_t work_size(const Tensor& node) const {
+    if (table_ == nullptr || node.op == Op::kNone || op_is_view(node.op) || !opt::supports(node)) return 0;
+    return opt::work_size(node, *table_, n_threads_);
+  }
+
+  Status compute_node(const Tensor& node, WorkBuffer& work) {
     const int nth = n_threads_;
+    if (table_ != nullptr && opt::supports(node)) {
+      const size_t need = opt::work_size(node, *table_, nth);
+      if (need > 0 && work.reserve(need) == nullptr) {
+        return TS_ERROR(StatusCode::kAllocFailed, "out of host memory for a %zu-byte work buffer (%s)", need,
+                        describe(node).c_str());
+      }
+      opt::Params p;
+      p.nth = nth;
+      p.table = table_;
+      p.work = work.data();
+      p.work_bytes = work.size();
+      p.barrier = &ThreadPool::barrier_fn;
+      p.barrier_ctx = &pool_;
+      if (nth == 1) return opt::compute(node, p);
+      std::vector<Status> results(static_cast<size_t>(nth));
+      pool_.run(nth, [&](int ith) {
+        opt::Params q = p;
+        q.ith = ith;
+        results[static_cast<size_t>(ith)] = opt::compute(node, q);
+      });
+      for (Status& s : results) {
+        if (!s.ok()) return s;
+      }
+      return Status::Ok();
+    }
     if (nth == 1) return ref::compute(node, {0, 1});
     std::vector<Status> results(static_cast<size_t>(nth));
     pool_.run(nth, [&](int ith) { results[static_cast<size_t>(ith)] = ref::compute(node, {ith, nth}); });
@@ -170,6 +273,9 @@ class CpuBackend final : public Backend {
 
   Device* device_;
   int n_threads_ = 1;
+  CpuKernels kernels_ = CpuKernels::kReference;
+  const opt::KernelTable* table_ = nullptr;  // null: reference kernels only
+  WorkBuffer work_;                          // for graph_compute_async (plans have their own)
   bool (*abort_cb_)(void*) = nullptr;
   void* abort_user_ = nullptr;
   ThreadPool pool_;
@@ -230,7 +336,7 @@ class CpuDevice final : public Device {
       }
       n = static_cast<int>(v);
     }
-    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(this, n));
+    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(this, n, CpuKernels::kAuto));
   }
   BufferType* buffer_type() override { return &buft_; }
   Result<std::unique_ptr<Buffer>> buffer_from_host_ptr(void* ptr, size_t size, size_t) override {
@@ -290,7 +396,8 @@ Device* device() { return registration()->device(0); }
 BufferType* buffer_type() { return device()->buffer_type(); }
 
 std::unique_ptr<Backend> make_backend(const CpuBackendParams& params) {
-  return std::make_unique<CpuBackend>(device(), params.n_threads > 0 ? params.n_threads : default_threads());
+  return std::make_unique<CpuBackend>(device(), params.n_threads > 0 ? params.n_threads : default_threads(),
+                                      params.kernels);
 }
 
 bool is_cpu(const Backend& backend) { return backend.guid() == kCpuGuid; }
@@ -301,6 +408,30 @@ void set_n_threads(Backend& backend, int n) {
 int n_threads(const Backend& backend) {
   return is_cpu(backend) ? static_cast<const CpuBackend&>(backend).threads() : 0;
 }
+CpuKernels kernels(const Backend& backend) {
+  return is_cpu(backend) ? static_cast<const CpuBackend&>(backend).kernels() : CpuKernels::kReference;
+}
+void set_kernels(Backend& backend, CpuKernels k) {
+  if (CpuBackend* b = as_cpu(backend)) b->set_kernels(k);
+}
+const char* kernels_name(CpuKernels k) {
+  switch (k) {
+    case CpuKernels::kAuto: return "auto";
+    case CpuKernels::kReference: return "reference";
+    case CpuKernels::kPortable: return "portable";
+    case CpuKernels::kAvx2: return "avx2";
+    case CpuKernels::kAvx512: return "avx512";
+  }
+  return "?";
+}
+CpuKernels best_kernels() {
+  switch (opt::detected_isa()) {
+    case opt::Isa::kAvx512: return CpuKernels::kAvx512;
+    case opt::Isa::kAvx2: return CpuKernels::kAvx2;
+    default: return CpuKernels::kPortable;
+  }
+}
+
 void set_abort_callback(Backend& backend, bool (*callback)(void*), void* user) {
   if (CpuBackend* b = as_cpu(backend)) b->set_abort(callback, user);
 }

@@ -1,11 +1,26 @@
 #include "thread_pool.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TS_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define TS_CPU_RELAX() asm volatile("yield")
+#else
+#define TS_CPU_RELAX() ((void)0)
+#endif
+
 namespace tessera::cpu {
+
+namespace {
+constexpr int kSpinsBeforeSleep = 1 << 14;  // worker: ~0.1 ms of pause loops after a run before sleeping
+constexpr int kSpinsBeforeYield = 1 << 10;  // caller and barrier: spin, then yield the core
+constexpr int kMaxThreads = 0xffff;         // the thread count shares the generation word
+}  // namespace
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   start_cv_.notify_all();
   for (auto& w : workers_) w.join();
@@ -23,33 +38,67 @@ void ThreadPool::run(int n, const std::function<void(int)>& fn) {
     fn(0);
     return;
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  if (n > kMaxThreads) n = kMaxThreads;
   ensure_workers(n - 1);
-  job_ = &fn;
-  job_threads_ = n;
-  pending_ = n - 1;
-  ++generation_;
-  lock.unlock();
+  {
+    // Under the mutex, so a worker that is about to sleep cannot miss the new generation.
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &fn;
+    job_threads_ = n;
+    pending_.store(n - 1, std::memory_order_relaxed);
+    const uint64_t run_number = (generation_.load(std::memory_order_relaxed) >> 16) + 1;
+    generation_.store((run_number << 16) | static_cast<uint64_t>(n), std::memory_order_release);
+  }
   start_cv_.notify_all();
   fn(0);
-  lock.lock();
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpinsBeforeYield) {
+      TS_CPU_RELAX();
+    } else {
+      std::this_thread::yield();
+    }
+  }
   job_ = nullptr;
 }
 
+void ThreadPool::barrier() {
+  const int n = job_threads_;
+  if (n <= 1) return;
+  const unsigned phase = bar_phase_.load(std::memory_order_acquire);
+  if (bar_count_.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
+    bar_count_.store(0, std::memory_order_relaxed);
+    bar_phase_.fetch_add(1, std::memory_order_acq_rel);
+    return;
+  }
+  for (int spins = 0; bar_phase_.load(std::memory_order_acquire) == phase; ++spins) {
+    if (spins < kSpinsBeforeYield) {
+      TS_CPU_RELAX();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
 void ThreadPool::worker_loop(int index) {
-  unsigned long seen = 0;
-  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t seen = 0;
   for (;;) {
-    start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
-    if (index >= job_threads_) continue;  // this job uses fewer threads
-    const std::function<void(int)>* job = job_;
-    lock.unlock();
-    (*job)(index);
-    lock.lock();
-    if (--pending_ == 0) done_cv_.notify_one();
+    // Spin a while for the next run, then sleep.
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    for (int spins = 0; g == seen && spins < kSpinsBeforeSleep && !stop_.load(std::memory_order_relaxed); ++spins) {
+      TS_CPU_RELAX();
+      g = generation_.load(std::memory_order_acquire);
+    }
+    if (g == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+      if (stop_.load()) return;
+      g = generation_.load(std::memory_order_acquire);
+    }
+    if (stop_.load()) return;
+    seen = g;
+    if (index >= static_cast<int>(g & 0xffff)) continue;  // this run uses fewer threads
+    (*job_)(index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

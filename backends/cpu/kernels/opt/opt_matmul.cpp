@@ -1,0 +1,348 @@
+// Optimised MUL_MAT and MUL_MAT_ID.
+//
+// MUL_MAT r[m, n] = a[:, m] . b[:, n] has two paths, chosen by the shape alone (never by the thread count):
+// - N >= kGemmMinN: a blocked GEMM. Panels of a (any weight type, converted to f32 while packing) and of b are packed
+//   for the table's mr x nr micro-kernel; every result element is one fused multiply-add chain over k in order, so
+//   neither the blocking nor the thread split changes a bit of it.
+// - N < kGemmMinN (matrix x vector): dot products straight from the weight rows. Quantized weights meet activations
+//   quantized to q8_0 once per node (phase 1, then a sync), and the block dot products run on 8-bit integers.
+#include <algorithm>
+#include <cstring>
+
+#include "../ref/ref_ops.h"
+#include "opt_kernels.h"
+
+namespace tessera::cpu::opt {
+
+namespace {
+
+constexpr int64_t kKc = 256;   // K block (a multiple of 32: quantized panels start at block boundaries)
+constexpr int64_t kMc = 256;   // rows of a per packed panel
+constexpr int64_t kNc = 1536;  // columns of b per packed panel (a multiple of every table's nr)
+constexpr int64_t kGemmMinN = 8;
+constexpr int64_t kMvChunk = 16;  // weight rows per matrix x vector work unit
+
+bool is_quant(Type t) { return t == Type::kQ8_0 || t == Type::kQ4_0; }
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Strides and base address allow direct typed access (f32 at 4-byte, f16/bf16/blocks at 2-byte alignment).
+bool aligned_for(const Tensor& t, size_t align) {
+  if (reinterpret_cast<uintptr_t>(t.data) % align != 0 && t.data != nullptr) return false;
+  for (int i = 0; i < kMaxDims; ++i) {
+    if (t.nb[i] % align != 0) return false;
+  }
+  return true;
+}
+size_t type_align(Type t) { return t == Type::kF32 ? 4 : 2; }
+
+bool weight_ok(const Tensor& a) { return a.nb[0] == unit_bytes(a.type) && aligned_for(a, type_align(a.type)); }
+bool result_ok(const Tensor& node) { return node.type == Type::kF32 && node.nb[0] == 4 && aligned_for(node, 4); }
+
+// Bytes of one activation row in the form the matrix x vector path reads: q8_0 blocks for quantized weights, f32
+// otherwise.
+size_t act_row_bytes(Type wtype, int64_t K) {
+  return is_quant(wtype) ? static_cast<size_t>(K / kQK) * sizeof(BlockQ8_0) : static_cast<size_t>(K) * 4;
+}
+
+// Activations of the matrix x vector path. Quantized weights: every row of b quantized to q8_0. Float weights: rows
+// copied only when b's elements are not contiguous.
+bool need_act_buffer(const Tensor& a, const Tensor& b) { return is_quant(a.type) || b.nb[0] != 4; }
+
+size_t act_buffer_bytes(const Tensor& a, const Tensor& b, int64_t rows, int nth) {
+  if (!need_act_buffer(a, b)) return 0;
+  // shared rows + one f32 gather row per thread
+  return align64(static_cast<size_t>(rows) * act_row_bytes(a.type, a.ne[0])) +
+         static_cast<size_t>(nth) * align64(static_cast<size_t>(a.ne[0]) * 4);
+}
+
+// Phase 1 of the matrix x vector paths: rows [0, rows) of b, row r at b_row(r), into the activation buffer.
+template <typename RowFn>
+void prepare_activations(const KernelTable& t, const Tensor& a, const Tensor& b, int64_t rows, RowFn b_row,
+                         const Params& p) {
+  if (!need_act_buffer(a, b)) return;
+  const int64_t K = a.ne[0];
+  char* act = static_cast<char*>(p.work);
+  float* gather = reinterpret_cast<float*>(act + align64(static_cast<size_t>(rows) * act_row_bytes(a.type, K)) +
+                                           static_cast<size_t>(p.ith) * align64(static_cast<size_t>(K) * 4));
+  ref::ComputeParams cp{p.ith, p.nth};
+  int64_t r0, r1;
+  ref::partition(rows, cp, &r0, &r1);
+  for (int64_t r = r0; r < r1; ++r) {
+    const char* src = b_row(r);
+    const float* x = reinterpret_cast<const float*>(src);
+    if (b.nb[0] != 4) {
+      for (int64_t k = 0; k < K; ++k) std::memcpy(&gather[k], src + static_cast<size_t>(k) * b.nb[0], 4);
+      x = gather;
+    }
+    char* dst = act + static_cast<size_t>(r) * act_row_bytes(a.type, K);
+    if (is_quant(a.type)) {
+      quantize_row_q8_0(x, reinterpret_cast<BlockQ8_0*>(dst), K);
+    } else {
+      std::memcpy(dst, x, static_cast<size_t>(K) * 4);
+    }
+  }
+  (void)t;
+}
+
+// One dot product of weight row w (type of a) with activation row x (as prepared above).
+inline float dot_row(const KernelTable& t, Type wtype, const char* w, const char* x, int64_t K) {
+  switch (wtype) {
+    case Type::kF32: return t.dot_f32(reinterpret_cast<const float*>(w), reinterpret_cast<const float*>(x), K);
+    case Type::kF16: return t.dot_f16_f32(reinterpret_cast<const uint16_t*>(w), reinterpret_cast<const float*>(x), K);
+    case Type::kBF16:
+      return t.dot_bf16_f32(reinterpret_cast<const uint16_t*>(w), reinterpret_cast<const float*>(x), K);
+    case Type::kQ8_0:
+      return t.dot_q8_0_q8_0(reinterpret_cast<const BlockQ8_0*>(w), reinterpret_cast<const BlockQ8_0*>(x), K / kQK);
+    case Type::kQ4_0:
+      return t.dot_q4_0_q8_0(reinterpret_cast<const BlockQ4_0*>(w), reinterpret_cast<const BlockQ8_0*>(x), K / kQK);
+    default: return 0.0f;
+  }
+}
+
+// ---- GEMM ----
+
+struct GemmSplit {
+  int64_t m_chunk, n_chunk, m_units, n_units, batches;
+  int64_t units() const { return batches * m_units * n_units; }
+};
+
+// Work units of the GEMM: (batch, row chunk, column chunk). Chunks shrink when there are fewer units than threads;
+// that only moves work between threads (results do not depend on the split).
+GemmSplit gemm_split(const Tensor& node, const KernelTable& t, int nth) {
+  const int64_t M = node.ne[0], N = node.ne[1];
+  GemmSplit s{};
+  s.batches = node.ne[2] * node.ne[3];
+  s.m_chunk = kMc;
+  s.n_chunk = kNc;
+  if (s.batches * cdiv(M, s.m_chunk) < nth) {
+    s.m_chunk = std::max<int64_t>(t.mr, cdiv(cdiv(M, nth), t.mr) * t.mr);
+    if (s.batches * cdiv(M, s.m_chunk) < nth) s.n_chunk = std::max<int64_t>(t.nr, cdiv(cdiv(N, nth), t.nr) * t.nr);
+  }
+  s.m_units = cdiv(M, s.m_chunk);
+  s.n_units = cdiv(N, s.n_chunk);
+  return s;
+}
+
+struct GemmWork {
+  float *pack_a, *pack_b, *tile, *conv;
+};
+size_t gemm_thread_bytes(const KernelTable& t, int64_t n_cap) {
+  return align64(kMc * kKc * 4) + align64(static_cast<size_t>(kKc * n_cap) * 4) + align64(t.mr * t.nr * 4) +
+         align64(kKc * 4);
+}
+int64_t gemm_n_cap(const Tensor& node, const KernelTable& t) {
+  return std::min<int64_t>(kNc, cdiv(node.ne[1], t.nr) * t.nr);
+}
+GemmWork gemm_work(const KernelTable& t, int64_t n_cap, void* base, int ith) {
+  char* w = static_cast<char*>(base) + static_cast<size_t>(ith) * gemm_thread_bytes(t, n_cap);
+  GemmWork g;
+  g.pack_a = reinterpret_cast<float*>(w);
+  w += align64(kMc * kKc * 4);
+  g.pack_b = reinterpret_cast<float*>(w);
+  w += align64(static_cast<size_t>(kKc * n_cap) * 4);
+  g.tile = reinterpret_cast<float*>(w);
+  w += align64(t.mr * t.nr * 4);
+  g.conv = reinterpret_cast<float*>(w);
+  return g;
+}
+
+// Rows [m0, m1) x columns [n0, n1) of batch (i2, i3).
+void gemm_block(const KernelTable& t, const Tensor& a, const Tensor& b, const Tensor& node, int64_t i2, int64_t i3,
+                int64_t m0, int64_t m1, int64_t n0, int64_t n1, const GemmWork& w) {
+  const int64_t K = a.ne[0];
+  const int64_t MR = t.mr, NR = t.nr;
+  const int64_t ia2 = i2 / (b.ne[2] / a.ne[2]);
+  const int64_t ia3 = i3 / (b.ne[3] / a.ne[3]);
+  const int64_t bs = is_quant(a.type) ? kQK : 1;
+  float* C = reinterpret_cast<float*>(row_ptr_mut(node, 0, i2, i3));
+  const int64_t ldc = static_cast<int64_t>(node.nb[1] / 4);
+
+  for (int64_t jc = n0; jc < n1; jc += kNc) {
+    const int64_t nc = std::min(kNc, n1 - jc);
+    const int64_t n_sl = cdiv(nc, NR);
+    for (int64_t pc = 0; pc < K; pc += kKc) {
+      const int64_t kc = std::min(kKc, K - pc);
+      const bool acc = pc > 0;
+      for (int64_t js = 0; js < n_sl; ++js) {  // pack b: sliver js holds kc rows of NR columns
+        float* dst = w.pack_b + js * kc * NR;
+        for (int64_t j = 0; j < NR; ++j) {
+          const int64_t n = jc + js * NR + j;
+          if (n < jc + nc) {
+            const char* src = row_ptr(b, n, i2, i3) + static_cast<size_t>(pc) * b.nb[0];
+            if (b.nb[0] == 4) {
+              const float* s = reinterpret_cast<const float*>(src);
+              for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = s[k];
+            } else {
+              for (int64_t k = 0; k < kc; ++k) std::memcpy(&dst[k * NR + j], src + static_cast<size_t>(k) * b.nb[0], 4);
+            }
+          } else {
+            for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = 0.0f;
+          }
+        }
+      }
+      for (int64_t ic = m0; ic < m1; ic += kMc) {
+        const int64_t mc = std::min(kMc, m1 - ic);
+        const int64_t m_sl = cdiv(mc, MR);
+        for (int64_t is = 0; is < m_sl; ++is) {  // pack a (converted to f32): sliver is holds kc rows of MR values
+          float* dst = w.pack_a + is * kc * MR;
+          for (int64_t r = 0; r < MR; ++r) {
+            const int64_t m = ic + is * MR + r;
+            if (m < ic + mc) {
+              row_to_f32(t, a.type, row_ptr(a, m, ia2, ia3) + static_cast<size_t>(pc / bs) * a.nb[0], w.conv, kc);
+              for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = w.conv[k];
+            } else {
+              for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = 0.0f;
+            }
+          }
+        }
+        for (int64_t js = 0; js < n_sl; ++js) {
+          const int64_t ncols = std::min(NR, nc - js * NR);
+          for (int64_t is = 0; is < m_sl; ++is) {
+            const int64_t mrows = std::min(MR, mc - is * MR);
+            float* c = C + (jc + js * NR) * ldc + (ic + is * MR);
+            const float* ap = w.pack_a + is * kc * MR;
+            const float* bp = w.pack_b + js * kc * NR;
+            if (mrows == MR && ncols == NR) {
+              t.gemm_ukernel(kc, ap, bp, c, ldc, acc);
+              continue;
+            }
+            // Edge tile: through a full-size temporary, so the element sequence is the same as in a full tile.
+            if (acc) {
+              for (int64_t j = 0; j < ncols; ++j) std::memcpy(w.tile + j * MR, c + j * ldc, mrows * 4);
+            }
+            t.gemm_ukernel(kc, ap, bp, w.tile, MR, acc);
+            for (int64_t j = 0; j < ncols; ++j) std::memcpy(c + j * ldc, w.tile + j * MR, mrows * 4);
+          }
+        }
+      }
+    }
+  }
+}
+
+Status gemm(const Tensor& node, const Params& p) {
+  const KernelTable& t = *p.table;
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const GemmSplit s = gemm_split(node, t, p.nth);
+  const GemmWork w = gemm_work(t, gemm_n_cap(node, t), p.work, p.ith);
+  ref::ComputeParams cp{p.ith, p.nth};
+  int64_t u0, u1;
+  ref::partition(s.units(), cp, &u0, &u1);
+  for (int64_t u = u0; u < u1; ++u) {
+    const int64_t nu = u % s.n_units;
+    const int64_t mu = (u / s.n_units) % s.m_units;
+    const int64_t batch = u / (s.n_units * s.m_units);
+    const int64_t i2 = batch % node.ne[2], i3 = batch / node.ne[2];
+    const int64_t m0 = mu * s.m_chunk, m1 = std::min(node.ne[0], m0 + s.m_chunk);
+    const int64_t n0 = nu * s.n_chunk, n1 = std::min(node.ne[1], n0 + s.n_chunk);
+    gemm_block(t, a, b, node, i2, i3, m0, m1, n0, n1, w);
+  }
+  return Status::Ok();
+}
+
+// ---- matrix x vector ----
+
+Status matvec(const Tensor& node, const Params& p) {
+  const KernelTable& t = *p.table;
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const int64_t K = a.ne[0], M = a.ne[1], N = b.ne[1];
+  const int64_t B2 = b.ne[2], B3 = b.ne[3];
+  const int64_t r2 = B2 / a.ne[2], r3 = B3 / a.ne[3];
+  const int64_t rows = N * B2 * B3;
+  auto b_row = [&](int64_t r) { return row_ptr(b, r % N, (r / N) % B2, r / (N * B2)); };
+  prepare_activations(t, a, b, rows, b_row, p);
+  p.sync();
+  const bool buffered = need_act_buffer(a, b);
+  const size_t act_bytes = act_row_bytes(a.type, K);
+  auto act = [&](int64_t r) {
+    return buffered ? static_cast<const char*>(p.work) + static_cast<size_t>(r) * act_bytes : b_row(r);
+  };
+
+  const int64_t m_units = cdiv(M, kMvChunk);
+  ref::ComputeParams cp{p.ith, p.nth};
+  int64_t u0, u1;
+  ref::partition(B2 * B3 * m_units, cp, &u0, &u1);
+  for (int64_t u = u0; u < u1; ++u) {
+    const int64_t batch = u / m_units;
+    const int64_t i2 = batch % B2, i3 = batch / B2;
+    const int64_t m0 = (u % m_units) * kMvChunk, m1 = std::min(M, m0 + kMvChunk);
+    for (int64_t m = m0; m < m1; ++m) {
+      const char* w = row_ptr(a, m, i2 / r2, i3 / r3);
+      for (int64_t n = 0; n < N; ++n) {
+        float* out = reinterpret_cast<float*>(row_ptr_mut(node, n, i2, i3)) + m;
+        *out = dot_row(t, a.type, w, act(batch * N + n), K);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+bool use_gemm(const Tensor& node) { return node.ne[1] >= kGemmMinN; }
+
+}  // namespace
+
+bool supports_mul_mat(const Tensor& node) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  return weight_ok(a) && aligned_for(b, 4) && result_ok(node);
+}
+
+size_t work_size_mul_mat(const Tensor& node, const KernelTable& t, int nth) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  if (use_gemm(node)) return static_cast<size_t>(nth) * gemm_thread_bytes(t, gemm_n_cap(node, t));
+  return act_buffer_bytes(a, b, b.ne[1] * b.ne[2] * b.ne[3], nth);
+}
+
+Status run_mul_mat(const Tensor& node, const Params& p) { return use_gemm(node) ? gemm(node, p) : matvec(node, p); }
+
+// ---- MUL_MAT_ID: as [K, M, n_expert], b f32 [K, B1, n_tokens], ids i32 [n_used, n_tokens] ----
+
+bool supports_mul_mat_id(const Tensor& node) {
+  const Tensor& as = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const Tensor& ids = *node.src[2];
+  return weight_ok(as) && aligned_for(b, 4) && aligned_for(ids, 4) && result_ok(node);
+}
+
+size_t work_size_mul_mat_id(const Tensor& node, const KernelTable&, int nth) {
+  const Tensor& as = *node.src[0];
+  const Tensor& b = *node.src[1];
+  return act_buffer_bytes(as, b, b.ne[1] * b.ne[2], nth);
+}
+
+Status run_mul_mat_id(const Tensor& node, const Params& p) {
+  const KernelTable& t = *p.table;
+  const Tensor& as = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const Tensor& ids = *node.src[2];
+  // Every thread checks every id before anything is written or any thread waits: the same status on all threads.
+  TS_RETURN_IF_ERROR(ref::validate_ids(node, ids, as.ne[2]));
+  const int64_t K = as.ne[0], M = as.ne[1], B1 = b.ne[1];
+  const int64_t n_used = ids.ne[0], n_tokens = ids.ne[1];
+  auto b_row = [&](int64_t r) { return row_ptr(b, r % B1, r / B1, 0); };
+  prepare_activations(t, as, b, B1 * n_tokens, b_row, p);
+  p.sync();
+  const bool buffered = need_act_buffer(as, b);
+  const size_t act_bytes = act_row_bytes(as.type, K);
+
+  const int64_t m_units = cdiv(M, kMvChunk);
+  ref::ComputeParams cp{p.ith, p.nth};
+  int64_t u0, u1;
+  ref::partition(n_used * n_tokens * m_units, cp, &u0, &u1);
+  for (int64_t u = u0; u < u1; ++u) {
+    const int64_t r = u / m_units;
+    const int64_t e = r % n_used, tok = r / n_used;
+    int32_t expert;
+    std::memcpy(&expert, row_ptr(ids, tok, 0, 0) + static_cast<size_t>(e) * ids.nb[0], 4);
+    const int64_t br = tok * B1 + e % B1;
+    const char* x = buffered ? static_cast<const char*>(p.work) + static_cast<size_t>(br) * act_bytes : b_row(br);
+    float* out = reinterpret_cast<float*>(row_ptr_mut(node, e, tok, 0));
+    const int64_t m0 = (u % m_units) * kMvChunk, m1 = std::min(M, m0 + kMvChunk);
+    for (int64_t m = m0; m < m1; ++m) out[m] = dot_row(t, as.type, row_ptr(as, m, expert, 0), x, K);
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera::cpu::opt
