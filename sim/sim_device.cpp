@@ -440,25 +440,35 @@ void SimBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, si
   s.push(e, [b, tc = t, data, offset, size] { b->read_bytes(tc, offset, data, size); });
 }
 
+// The copy runs on this (the destination's) stream, ordered after everything already submitted to the source's
+// stream, and the source's later work is ordered after the copy (so it cannot overwrite the source too early): the
+// contract of Backend::cpy_tensor_async.
 bool SimBackend::cpy_tensor_async(Backend* src_backend, const Tensor& src, Tensor& dst) {
   Simulator::Impl& s = *dev_->sim();
   if (!dev_->config().caps.async) return false;
+  auto* sbk = dynamic_cast<SimBackend*>(src_backend);
+  if (sbk == nullptr || sbk->sim_device()->sim() != &s) return false;
   SimBuffer* sb = sim_buffer_of(&s, src);
   SimBuffer* db = sim_buffer_of(&s, dst);
   if (sb == nullptr || db == nullptr) return false;
   const size_t n = nbytes(src);
+  if (sbk != this) s.hz.acquire(agent_, s.hz.release(sbk->agent()));
+  wait_until(sbk->ready());
   const double start =
       begin(format_message("%s copy %s -> %s (%s)", name_.c_str(), src.name, dst.name, human_bytes(n).c_str()));
   s.hz.access(sb->hazard_id(), sb->offset_of(src), n, false, src.name);
   s.hz.access(db->hazard_id(), db->offset_of(dst), n, true, dst.name);
   const double e = end(start, s.copy_time_us(sb->sim_device()->index(), dev_->index(), n));
+  if (sbk != this) {
+    s.hz.acquire(sbk->agent(), s.hz.release(agent_));
+    sbk->wait_until(e);
+  }
   s.add_event(TraceKind::kCopy, track_, format_message("copy %s -> %s", src.name, dst.name), start, e, n);
   s.push(e, [sb, db, sc = src, dc = dst, n] {
     std::vector<uint8_t> tmp(n);
     sb->read_bytes(sc, 0, tmp.data(), n);
     db->write_bytes(dc, 0, tmp.data(), n);
   });
-  (void)src_backend;
   return true;
 }
 
@@ -590,6 +600,8 @@ void SimEvent::wait(Backend& backend) {
   SimBackend* b = as_sim(backend, "wait");
   if (b == nullptr || !recorded_) return;
   Simulator::Impl& s = *dev_->sim();
+  ++s.n_event_waits;
+  if (s.opt.faults.drop_event_wait_nth > 0 && s.n_event_waits == s.opt.faults.drop_event_wait_nth) return;
   s.hz.acquire(b->agent(), s.hz.release(HazardTracker::kHost));
   s.hz.acquire(b->agent(), clock_);
   const double t = time_ + s.opt.faults.slow_event_us;

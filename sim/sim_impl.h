@@ -58,6 +58,7 @@ struct Simulator::Impl {
   std::vector<std::string> errors;
   int64_t n_allocs = 0;    // allocation attempts (for the fault plan)
   uint64_t n_buffers = 0;  // buffers made (for their names)
+  int64_t n_event_waits = 0;  // event waits (for the fault plan)
   Trace trace;
 
   Simulator* self = nullptr;

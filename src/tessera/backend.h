@@ -157,6 +157,10 @@ class Backend {
   virtual void set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size);
   virtual void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size);
   // Asynchronous copy between backends (this is dst's backend). false when unsupported: the caller falls back.
+  // Ordering contract (the scheduler relies on it): the copy happens after all work already submitted to
+  // src_backend and to this backend; later work of this backend sees the copied data; later work of src_backend
+  // does not start before the copy has read its source. (A CUDA implementation: event on src, wait on dst, copy on
+  // dst, event on dst, wait on src.)
   virtual bool cpy_tensor_async(Backend* /*src_backend*/, const Tensor& /*src*/, Tensor& /*dst*/) { return false; }
   virtual void synchronize() {}
 

@@ -117,6 +117,9 @@ struct FaultPlan {
   double slow_copy_factor = 1.0;        // copies take this many times longer
   double slow_event_us = 0.0;           // added to every event wait
   size_t hide_free_bytes = 0;           // memory() reports this much less free memory than there is
+  // A broken program, for testing the detector: the Nth event wait (1-based, counted over the simulator) does
+  // nothing. 0 disables.
+  int64_t drop_event_wait_nth = 0;
 };
 
 // Options of one simulator run.
