@@ -149,17 +149,13 @@ class WorkBuffer {
 
 CpuKernels resolve_kernels(CpuKernels k) {
   if (k == CpuKernels::kAuto) {
-    k = best_kernels();
+    k = CpuKernels::kReference;
     if (const char* env = std::getenv("TESSERA_CPU_ISA")) {
       const std::string v = env;
-      CpuKernels want = k;
-      if (v == "ref" || v == "reference") want = CpuKernels::kReference;
-      else if (v == "portable") want = CpuKernels::kPortable;
-      else if (v == "avx2") want = CpuKernels::kAvx2;
-      else if (v == "avx512") want = CpuKernels::kAvx512;
-      if (static_cast<int>(want) < static_cast<int>(k)) k = want;  // only lowers
+      if (v == "portable") k = CpuKernels::kPortable;
+      else if (v == "avx2") k = CpuKernels::kAvx2;
+      else if (v == "avx512") k = CpuKernels::kAvx512;
     }
-    return k;
   }
   if (k != CpuKernels::kReference && static_cast<int>(k) > static_cast<int>(best_kernels())) return best_kernels();
   return k;
