@@ -55,10 +55,43 @@ void HazardTracker::acquire(int agent, const VectorClock& snapshot) {
   agents_[static_cast<size_t>(agent)].clock.join(snapshot);
 }
 
-uint64_t HazardTracker::begin_command(int agent, std::string description) {
-  commands_.push_back({agent, std::move(description)});
+void HazardTracker::sync(int to, int from) {
+  VectorClock& f = agents_[static_cast<size_t>(from)].clock;
+  agents_[static_cast<size_t>(to)].clock.join(f);
+  f.set(static_cast<size_t>(from), f.get(static_cast<size_t>(from)) + 1);
+}
+
+uint64_t HazardTracker::begin_command(int agent, const CommandDesc& d) {
+  commands_.push_back({agent, intern(d.a), intern(d.b), d.verb, d.bytes, d.nodes});
   current_ = commands_.size();
   return current_;
+}
+
+uint64_t HazardTracker::begin_command(int agent, std::string description) {
+  const uint64_t id = begin_command(agent, CommandDesc{});
+  free_text_[id] = std::move(description);
+  return id;
+}
+
+std::string HazardTracker::describe_command(uint64_t command) const {
+  if (command == 0 || command > commands_.size()) return "?";
+  auto ft = free_text_.find(command);
+  if (ft != free_text_.end()) return ft->second;
+  const CommandInfo& c = commands_[command - 1];
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "#%" PRIu64 " ", command);
+  std::string s = agents_[static_cast<size_t>(c.agent)].name + " " + buf + c.verb;
+  if (c.a != 0) s += " " + names_[c.a];
+  if (c.b != 0) s += " -> " + names_[c.b];
+  if (c.bytes != 0) {
+    std::snprintf(buf, sizeof buf, " (%" PRIu64 " bytes)", c.bytes);
+    s += buf;
+  }
+  if (c.nodes > 1) {
+    std::snprintf(buf, sizeof buf, ", %" PRIu64 " nodes", c.nodes);
+    s += buf;
+  }
+  return s;
 }
 
 uint64_t HazardTracker::new_buffer(const std::string& name) {
@@ -71,11 +104,11 @@ void HazardTracker::free_buffer(uint64_t buffer) { buffers_.erase(buffer); }
 
 uint32_t HazardTracker::intern(const char* name) {
   if (name == nullptr || name[0] == '\0') return 0;
-  auto it = name_ids_.find(name);
+  auto it = name_ids_.find(std::string_view(name));
   if (it != name_ids_.end()) return it->second;
   const auto id = static_cast<uint32_t>(names_.size());
   names_.emplace_back(name);
-  name_ids_.emplace(names_.back(), id);
+  name_ids_.emplace(std::string_view(names_.back()), id);
   return id;
 }
 
@@ -102,7 +135,7 @@ void HazardTracker::report(const Stamp& earlier, bool earlier_write, const Stamp
     RaceAccess a;
     a.command = s.command;
     const CommandInfo& ci = commands_[s.command - 1];
-    a.description = ci.description;
+    a.description = describe_command(s.command);
     a.agent = agents_[static_cast<size_t>(ci.agent)].name;
     a.tensor = names_[s.name];
     a.write = w;

@@ -162,8 +162,7 @@ SimBuffer::~SimBuffer() {
   // Nothing pending may touch this memory after it is gone: apply what is in flight (the race, if any, is still
   // reported below: freeing is a host write of the whole buffer).
   s.flush();
-  s.hz.begin_command(HazardTracker::kHost, format_message("free of buffer %s (%s)", type_->name(),
-                                                          human_bytes(size()).c_str()));
+  s.hz.begin_command(HazardTracker::kHost, CommandDesc{"free of buffer", type_->name(), nullptr, size(), 0});
   s.hz.access(hz_id_, 0, size(), /*write=*/true, "");
   s.hz.free_buffer(hz_id_);
   if (type_->kind() == SimBufferType::Kind::kMain) sim_device()->release_memory(size());
@@ -219,12 +218,11 @@ double SimBuffer::host_op(TraceKind kind, const Tensor* t, size_t offset, size_t
   Simulator::Impl& s = *sim_device()->sim();
   s.run_until(s.now);
   const char* tname = t != nullptr ? t->name : "";
-  s.hz.begin_command(HazardTracker::kHost, format_message("host %s %s (%s) on %s", what, tname,
-                                                          human_bytes(size).c_str(), type_->name()));
+  s.hz.begin_command(HazardTracker::kHost, CommandDesc{what, tname, type_->name(), size, 0});
   s.hz.access(hz_id_, (t != nullptr ? offset_of(*t) : 0) + offset, size, write, tname);
   const int dev = sim_device()->index();
   const double dur = type_->is_host() ? 0.0 : s.copy_time_us(write ? -1 : dev, write ? dev : -1, size);
-  s.add_event(kind, 0, format_message("%s %s", what, tname), s.now, s.now + dur, size);
+  if (s.opt.record_trace) s.add_event(kind, 0, format_message("%s %s", what, tname), s.now, s.now + dur, size);
   return dur;
 }
 
@@ -261,15 +259,16 @@ bool SimBuffer::cpy_tensor(const Tensor& src, Tensor& dst) {
   }
   // A blocking device-to-device copy driven by the host.
   s.run_until(s.now);
-  s.hz.begin_command(HazardTracker::kHost, format_message("host copy %s -> %s (%s)", src.name, dst.name,
-                                                          human_bytes(n).c_str()));
+  s.hz.begin_command(HazardTracker::kHost, CommandDesc{"host copy", src.name, dst.name, n, 0});
   s.hz.access(sb->hazard_id(), sb->offset_of(src), n, false, src.name);
   s.hz.access(hz_id_, offset_of(dst), n, true, dst.name);
   std::vector<uint8_t> tmp(n);
   sb->read_bytes(src, 0, tmp.data(), n);
   write_bytes(dst, 0, tmp.data(), n);
   const double dur = s.copy_time_us(sb->sim_device()->index(), sim_device()->index(), n);
-  s.add_event(TraceKind::kCopy, 0, format_message("copy %s -> %s", src.name, dst.name), s.now, s.now + dur, n);
+  if (s.opt.record_trace) {
+    s.add_event(TraceKind::kCopy, 0, format_message("copy %s -> %s", src.name, dst.name), s.now, s.now + dur, n);
+  }
   s.advance_host(s.now + dur);
   return true;
 }
@@ -277,7 +276,7 @@ bool SimBuffer::cpy_tensor(const Tensor& src, Tensor& dst) {
 void SimBuffer::clear(uint8_t value) {
   Simulator::Impl& s = *sim_device()->sim();
   s.run_until(s.now);
-  s.hz.begin_command(HazardTracker::kHost, format_message("host clear of %s", type_->name()));
+  s.hz.begin_command(HazardTracker::kHost, CommandDesc{"host clear of", type_->name(), nullptr, size(), 0});
   s.hz.access(hz_id_, 0, size(), true, "");
   if (inner_) {
     inner_->clear(value);
@@ -387,9 +386,9 @@ SimBackend::~SimBackend() {
 
 Guid SimBackend::guid() const { return kSimGuid; }
 
-double SimBackend::begin(const std::string& description) {
+double SimBackend::begin(const CommandDesc& description) {
   Simulator::Impl& s = *dev_->sim();
-  s.hz.acquire(agent_, s.hz.release(HazardTracker::kHost));  // the stream sees what the host did before submitting
+  s.hz.sync(agent_, HazardTracker::kHost);  // the stream sees what the host did before submitting
   s.hz.begin_command(agent_, description);
   ++dev_->stats.n_commands;
   return std::max(s.now, ready_) + s.jitter();
@@ -419,10 +418,10 @@ void SimBackend::set_tensor_async(Tensor& t, const void* data, size_t offset, si
     Backend::set_tensor_async(t, data, offset, size);
     return;
   }
-  const double start = begin(format_message("%s set_async %s (%s)", name_.c_str(), t.name, human_bytes(size).c_str()));
+  const double start = begin(CommandDesc{"set_async", t.name, nullptr, size, 0});
   s.hz.access(b->hazard_id(), b->offset_of(t) + offset, size, true, t.name);
   const double e = end(start, s.copy_time_us(-1, dev_->index(), size));
-  s.add_event(TraceKind::kSet, track_, format_message("set %s", t.name), start, e, size);
+  if (s.opt.record_trace) s.add_event(TraceKind::kSet, track_, format_message("set %s", t.name), start, e, size);
   s.push(e, [b, tc = t, data, offset, size] { b->write_bytes(tc, offset, data, size); });
 }
 
@@ -433,10 +432,10 @@ void SimBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, si
     Backend::get_tensor_async(t, data, offset, size);
     return;
   }
-  const double start = begin(format_message("%s get_async %s (%s)", name_.c_str(), t.name, human_bytes(size).c_str()));
+  const double start = begin(CommandDesc{"get_async", t.name, nullptr, size, 0});
   s.hz.access(b->hazard_id(), b->offset_of(t) + offset, size, false, t.name);
   const double e = end(start, s.copy_time_us(dev_->index(), -1, size));
-  s.add_event(TraceKind::kGet, track_, format_message("get %s", t.name), start, e, size);
+  if (s.opt.record_trace) s.add_event(TraceKind::kGet, track_, format_message("get %s", t.name), start, e, size);
   s.push(e, [b, tc = t, data, offset, size] { b->read_bytes(tc, offset, data, size); });
 }
 
@@ -452,18 +451,19 @@ bool SimBackend::cpy_tensor_async(Backend* src_backend, const Tensor& src, Tenso
   SimBuffer* db = sim_buffer_of(&s, dst);
   if (sb == nullptr || db == nullptr) return false;
   const size_t n = nbytes(src);
-  if (sbk != this) s.hz.acquire(agent_, s.hz.release(sbk->agent()));
+  if (sbk != this) s.hz.sync(agent_, sbk->agent());
   wait_until(sbk->ready());
-  const double start =
-      begin(format_message("%s copy %s -> %s (%s)", name_.c_str(), src.name, dst.name, human_bytes(n).c_str()));
+  const double start = begin(CommandDesc{"copy", src.name, dst.name, n, 0});
   s.hz.access(sb->hazard_id(), sb->offset_of(src), n, false, src.name);
   s.hz.access(db->hazard_id(), db->offset_of(dst), n, true, dst.name);
   const double e = end(start, s.copy_time_us(sb->sim_device()->index(), dev_->index(), n));
   if (sbk != this) {
-    s.hz.acquire(sbk->agent(), s.hz.release(agent_));
+    s.hz.sync(sbk->agent(), agent_);
     sbk->wait_until(e);
   }
-  s.add_event(TraceKind::kCopy, track_, format_message("copy %s -> %s", src.name, dst.name), start, e, n);
+  if (s.opt.record_trace) {
+    s.add_event(TraceKind::kCopy, track_, format_message("copy %s -> %s", src.name, dst.name), start, e, n);
+  }
   s.push(e, [sb, db, sc = src, dc = dst, n] {
     std::vector<uint8_t> tmp(n);
     sb->read_bytes(sc, 0, tmp.data(), n);
@@ -474,7 +474,9 @@ bool SimBackend::cpy_tensor_async(Backend* src_backend, const Tensor& src, Tenso
 
 void SimBackend::synchronize() {
   Simulator::Impl& s = *dev_->sim();
-  if (ready_ > s.now) s.add_event(TraceKind::kWait, 0, format_message("synchronize %s", name_.c_str()), s.now, ready_, 0);
+  if (ready_ > s.now && s.opt.record_trace) {
+    s.add_event(TraceKind::kWait, 0, format_message("synchronize %s", name_.c_str()), s.now, ready_, 0);
+  }
   s.advance_host(ready_);
   s.hz.sync(HazardTracker::kHost, agent_);
 }
@@ -528,9 +530,8 @@ ComputeStatus SimBackend::graph_compute_async(Graph& graph) {
   }
   if (n_compute == 0) return ComputeStatus::kSuccess;
 
-  const std::string what = n_compute == 1 ? format_message("%s %s", op_name(first->op), first->name)
-                                          : format_message("%zu nodes %s .. %s", n_compute, first->name, last->name);
-  const double start = begin(format_message("%s compute %s", name_.c_str(), what.c_str()));
+  const double start = begin(CommandDesc{n_compute == 1 ? op_name(first->op) : "compute", first->name,
+                                         n_compute == 1 ? nullptr : last->name, 0, n_compute});
   for (Tensor* n : graph.nodes()) {
     if (!is_compute_node(*n)) continue;
     for (const Tensor* src : n->src) {
@@ -540,7 +541,12 @@ ComputeStatus SimBackend::graph_compute_async(Graph& graph) {
     if (SimBuffer* b = sim_buffer_of(&s, *n)) s.hz.access(b->hazard_id(), b->offset_of(*n), nbytes(*n), true, n->name);
   }
   const double e = end(start, cost);
-  s.add_event(TraceKind::kCompute, track_, what, start, e, 0);
+  if (s.opt.record_trace) {
+    s.add_event(TraceKind::kCompute, track_,
+                n_compute == 1 ? format_message("%s %s", op_name(first->op), first->name)
+                               : format_message("%zu nodes %s .. %s", n_compute, first->name, last->name),
+                start, e, 0);
+  }
   if (s.opt.mode == MemoryMode::kBacked) {
     std::shared_ptr<Snapshot> snap = snapshot(graph);
     Backend* inner = inner_.get();
@@ -590,7 +596,7 @@ void SimEvent::record(Backend& backend) {
   SimBackend* b = as_sim(backend, "record");
   if (b == nullptr) return;
   HazardTracker& hz = dev_->sim()->hz;
-  hz.acquire(b->agent(), hz.release(HazardTracker::kHost));
+  hz.sync(b->agent(), HazardTracker::kHost);
   clock_ = hz.release(b->agent());
   time_ = b->ready();
   recorded_ = true;
@@ -602,7 +608,7 @@ void SimEvent::wait(Backend& backend) {
   Simulator::Impl& s = *dev_->sim();
   ++s.n_event_waits;
   if (s.opt.faults.drop_event_wait_nth > 0 && s.n_event_waits == s.opt.faults.drop_event_wait_nth) return;
-  s.hz.acquire(b->agent(), s.hz.release(HazardTracker::kHost));
+  s.hz.sync(b->agent(), HazardTracker::kHost);
   s.hz.acquire(b->agent(), clock_);
   const double t = time_ + s.opt.faults.slow_event_us;
   const double from = std::max(b->ready(), s.now);

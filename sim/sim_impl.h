@@ -202,7 +202,7 @@ class SimBackend final : public Backend {
 
  private:
   // Starts a command on this stream: submission ordering, a start time, a hazard command. Returns the start time.
-  double begin(const std::string& description);
+  double begin(const CommandDesc& description);
   // Ends it: the stream is busy until start + duration; synchronous devices make the host wait.
   double end(double start, double duration_us);
 

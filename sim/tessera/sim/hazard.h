@@ -15,8 +15,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <deque>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -51,6 +53,15 @@ struct Race {
   std::string to_string() const;
 };
 
+// What a command is, kept compact (formatted only when a race is reported): "<verb> <a> -> <b> (<bytes>), <n> nodes".
+struct CommandDesc {
+  const char* verb = "";     // a string with static storage: "compute", "copy", "set", ...
+  const char* a = nullptr;   // first tensor (or buffer) name, copied
+  const char* b = nullptr;   // second name (copies), copied
+  size_t bytes = 0;
+  size_t nodes = 0;          // computes: number of nodes
+};
+
 class HazardTracker {
  public:
   static constexpr int kHost = 0;
@@ -65,11 +76,14 @@ class HazardTracker {
   // Snapshot agent's clock, then tick it.
   VectorClock release(int agent);
   void acquire(int agent, const VectorClock& snapshot);
-  // `to` learns everything `from` did so far (e.g. host synchronize of a stream): acquire(to, release(from)).
-  void sync(int to, int from) { acquire(to, release(from)); }
+  // `to` learns everything `from` did so far (host synchronize of a stream, a stream taking the host's knowledge at
+  // submission): acquire(to, release(from)) without a copy of the clock.
+  void sync(int to, int from);
 
-  // Commands group accesses for reports. The description is built by the caller (cheap strings only).
-  uint64_t begin_command(int agent, std::string description);
+  // Commands group accesses for reports.
+  uint64_t begin_command(int agent, const CommandDesc& desc);
+  uint64_t begin_command(int agent, std::string description);  // free text (tests, rare commands)
+  std::string describe_command(uint64_t command) const;
 
   // Checks an access of the current command against earlier accesses to the same bytes, records races, then records
   // it. buffer: an id from new_buffer. size 0 is ignored.
@@ -101,8 +115,11 @@ class HazardTracker {
     VectorClock clock;
   };
   struct CommandInfo {
-    int agent;
-    std::string description;
+    int32_t agent;
+    uint32_t a, b;       // interned names
+    const char* verb;
+    uint64_t bytes;
+    uint64_t nodes;
   };
   struct BufferShadow {
     std::string name;
@@ -118,11 +135,12 @@ class HazardTracker {
 
   std::vector<Agent> agents_;
   std::vector<CommandInfo> commands_;  // index = command id - 1
+  std::unordered_map<uint64_t, std::string> free_text_;  // descriptions given as text
   uint64_t current_ = 0;
   std::unordered_map<uint64_t, BufferShadow> buffers_;
   uint64_t next_buffer_ = 1;
-  std::vector<std::string> names_{""};
-  std::unordered_map<std::string, uint32_t> name_ids_;
+  std::deque<std::string> names_{""};                     // stable storage for the views below
+  std::unordered_map<std::string_view, uint32_t> name_ids_;
   std::vector<Race> races_;
   std::set<std::pair<uint64_t, uint64_t>> reported_;  // command pairs already reported
   uint64_t seed_ = 0;
