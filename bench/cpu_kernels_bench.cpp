@@ -1,0 +1,384 @@
+// The optimised CPU kernels (issue 8) against this machine's limits, in one run:
+//   ceilings: FMA peak (a register-only AVX-512/AVX2 kernel) and memory bandwidth (STREAM-like copy; also a read-only
+//   sum, the ceiling of a matrix x vector that only streams weights);
+//   f32 GEMM (1024^3 and 3072^3) as a fraction of FMA peak and against OpenBLAS sgemm (when built with it);
+//   q4_0 / q8_0 matrix x vector at 7B shapes (K 4096, M 11008) as a fraction of bandwidth;
+//   element-wise ops as a fraction of bandwidth; one llama-style layer at 1 and 512 tokens, optimised vs reference.
+// Counters: GFLOPS, GBps (bytes the op must move / time), and frac (of the ceiling measured in the same run).
+// Threads: every multi-threaded number uses kThreads (the machine's 2 cores).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#ifdef TESSERA_BENCH_OPENBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int);
+#endif
+
+#include "tessera/alloc.h"
+#include "tessera/build.h"
+#include "tessera/context.h"
+#include "tessera/cpu.h"
+#include "tessera/graph.h"
+#include "tessera/graph_copy.h"
+
+using namespace tessera;
+
+namespace {
+
+const int kThreads = static_cast<int>(std::min(2u, std::max(1u, std::thread::hardware_concurrency())));
+
+// Ceilings measured once, read by the ratio counters.
+double g_peak_gflops = 0;  // kThreads threads
+double g_copy_gbps = 0;    // kThreads threads, bytes read + written
+double g_read_gbps = 0;    // kThreads threads, bytes read
+
+template <typename F>
+double run_threads(int n, F f) {  // seconds, all threads started together
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> ts;
+  double secs[64] = {};
+  for (int i = 0; i < n; ++i) {
+    ts.emplace_back([&, i] {
+      ready.fetch_add(1);
+      while (!go.load()) {
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      f(i);
+      secs[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+  }
+  while (ready.load() != n) {
+  }
+  go.store(true);
+  for (auto& t : ts) t.join();
+  return *std::max_element(secs, secs + n);
+}
+
+// ---- ceilings ----
+
+#if defined(__x86_64__)
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12: false positives inside its AVX-512 intrinsic headers
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// 16 independent FMA chains on 16-lane vectors: enough to cover latency x throughput on current cores.
+__attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iters) {
+  __m512 a[16];
+  for (int j = 0; j < 16; ++j) a[j] = _mm512_set1_ps(static_cast<float>(j) * 1e-3f);
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) a[j] = _mm512_fmadd_ps(a[j], x, y);
+  }
+  __m512 s = a[0];
+  for (int j = 1; j < 16; ++j) s = _mm512_add_ps(s, a[j]);
+  return _mm512_reduce_add_ps(s);
+}
+#endif
+
+void BM_Ceiling_FmaPeak(benchmark::State& state) {
+#if defined(__x86_64__)
+  if (cpu::best_kernels() != cpu::CpuKernels::kAvx512) {
+    state.SkipWithError("no AVX-512 on this CPU");
+    return;
+  }
+  const int n = static_cast<int>(state.range(0));
+  const int64_t iters = 20'000'000;
+  double best = 1e30;
+  std::atomic<float> sink{0};
+  for (auto _ : state) {
+    const double s = run_threads(n, [&](int) { sink.store(fma_loop_avx512(iters)); });
+    best = std::min(best, s);
+    state.SetIterationTime(s);
+  }
+  const double gflops = 2.0 * 16 * 16 * static_cast<double>(iters) * n / best * 1e-9;
+  state.counters["GFLOPS"] = gflops;
+  // The ceiling of kThreads threads: the better of the measured run and kThreads x the one-thread run (on a shared
+  // machine the multi-threaded run often loses a core for a while).
+  if (n == 1) g_peak_gflops = gflops * kThreads;
+  if (n == kThreads) g_peak_gflops = std::max(g_peak_gflops, gflops);
+#else
+  state.SkipWithError("x86 only");
+#endif
+}
+BENCHMARK(BM_Ceiling_FmaPeak)->Arg(1)->Arg(2)->UseManualTime()->Iterations(15)->Unit(benchmark::kMillisecond);
+
+constexpr size_t kStreamFloats = size_t{32} << 20;  // 128 MiB per array, far beyond the caches
+
+void BM_Ceiling_StreamCopy(benchmark::State& state) {
+  const int n = kThreads;
+  std::vector<float> a(kStreamFloats, 1.0f), b(kStreamFloats, 0.0f);
+  double best = 1e30;
+  for (auto _ : state) {
+    const double s = run_threads(n, [&](int i) {
+      const size_t lo = kStreamFloats * i / n, hi = kStreamFloats * (i + 1) / n;
+      std::memcpy(b.data() + lo, a.data() + lo, (hi - lo) * 4);
+    });
+    best = std::min(best, s);
+    state.SetIterationTime(s);
+  }
+  benchmark::DoNotOptimize(b.data());
+  g_copy_gbps = 2.0 * kStreamFloats * 4 / best * 1e-9;
+  state.counters["GBps"] = g_copy_gbps;
+}
+BENCHMARK(BM_Ceiling_StreamCopy)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) float read_sum(const float* p, size_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + i));
+    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + i + 8));
+    s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16));
+    s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
+  }
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+#else
+float read_sum(const float* p, size_t n) {
+  float s = 0;
+  for (size_t i = 0; i < n; ++i) s += p[i];
+  return s;
+}
+#endif
+
+void BM_Ceiling_StreamRead(benchmark::State& state) {
+  const int n = kThreads;
+  std::vector<float> a(kStreamFloats, 1.0f);
+  std::atomic<float> sink{0};
+  double best = 1e30;
+  for (auto _ : state) {
+    const double s = run_threads(n, [&](int i) {
+      const size_t lo = kStreamFloats * i / n, hi = kStreamFloats * (i + 1) / n;
+      sink.store(read_sum(a.data() + lo, hi - lo));
+    });
+    best = std::min(best, s);
+    state.SetIterationTime(s);
+  }
+  g_read_gbps = 1.0 * kStreamFloats * 4 / best * 1e-9;
+  state.counters["GBps"] = g_read_gbps;
+}
+BENCHMARK(BM_Ceiling_StreamRead)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
+
+// ---- graphs on the CPU backend ----
+
+// A context whose tensors are allocated in one CPU buffer, filled with random values.
+struct Bench {
+  Context ctx{ContextParams{.no_alloc = true}};
+  Graph graph;
+  std::unique_ptr<Buffer> buf;
+  std::unique_ptr<Backend> backend;
+
+  bool finish(Tensor* out, cpu::CpuKernels kernels) {
+    if (!ctx.ok() || !graph.build_forward(out).ok()) return false;
+    auto b = alloc_ctx_tensors(ctx, *cpu::buffer_type());
+    if (!b.ok()) return false;
+    buf = std::move(b.value());
+    std::mt19937 rng(42);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (size_t i = 0; i < ctx.tensor_count(); ++i) {
+      Tensor* t = ctx.tensor(i);
+      if (t->op != Op::kNone || t->data == nullptr) continue;
+      if (t->type == Type::kI32) {
+        std::vector<int32_t> v(static_cast<size_t>(nelements(*t)));
+        for (size_t j = 0; j < v.size(); ++j) v[j] = static_cast<int32_t>(j % static_cast<size_t>(t->ne[0]));
+        (void)tensor_set(*t, v.data(), 0, v.size() * 4);
+        continue;
+      }
+      std::vector<float> v(static_cast<size_t>(nelements(*t)));
+      for (float& x : v) x = dist(rng) * 0.1f;
+      (void)tensor_from_f32(*t, v);
+    }
+    backend = cpu::make_backend({.n_threads = kThreads, .kernels = kernels});
+    return true;
+  }
+  double run() {  // seconds of one compute
+    const auto t0 = std::chrono::steady_clock::now();
+    const ComputeStatus s = backend->graph_compute(graph);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return s == ComputeStatus::kSuccess ? secs : -1.0;
+  }
+};
+
+template <typename Build>
+void time_graph(benchmark::State& state, cpu::CpuKernels kernels, Build build, double flops, double bytes,
+                bool vs_bandwidth_read, bool warm_up = true) {
+  Bench b;
+  Tensor* out = build(b.ctx);
+  if (!b.finish(out, kernels)) {
+    state.SkipWithError("graph build/alloc failed");
+    return;
+  }
+  if (warm_up) b.run();  // work buffer, pages
+  double best = 1e30;
+  for (auto _ : state) {
+    const double s = b.run();
+    if (s < 0) {
+      state.SkipWithError(b.backend->last_error().c_str());
+      return;
+    }
+    best = std::min(best, s);
+    state.SetIterationTime(s);
+  }
+  if (flops > 0) {
+    state.counters["GFLOPS"] = flops / best * 1e-9;
+    if (g_peak_gflops > 0) state.counters["frac_peak"] = flops / best * 1e-9 / g_peak_gflops;
+  }
+  if (bytes > 0) {
+    const double gbps = bytes / best * 1e-9;
+    state.counters["GBps"] = gbps;
+    const double ceil = vs_bandwidth_read ? g_read_gbps : g_copy_gbps;
+    if (ceil > 0) state.counters["frac_bw"] = gbps / ceil;
+    if (g_copy_gbps > 0) state.counters["frac_copy_bw"] = gbps / g_copy_gbps;
+  }
+}
+
+// ---- GEMM ----
+
+void BM_Gemm_F32(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  time_graph(
+      state, cpu::best_kernels(),
+      [n](Context& ctx) { return mul_mat(ctx, ctx.new_tensor_2d(Type::kF32, n, n), ctx.new_tensor_2d(Type::kF32, n, n)); },
+      2.0 * n * n * n, 0, false);
+}
+BENCHMARK(BM_Gemm_F32)->Arg(1024)->Arg(3072)->UseManualTime()->MinTime(2.0)->Unit(benchmark::kMillisecond);
+
+#ifdef TESSERA_BENCH_OPENBLAS
+void BM_Gemm_F32_OpenBLAS(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  openblas_set_num_threads(kThreads);
+  std::vector<float> a(static_cast<size_t>(n * n)), b(a.size()), c(a.size());
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-0.1f, 0.1f);
+  for (float& x : a) x = dist(rng);
+  for (float& x : b) x = dist(rng);
+  // Same product as MUL_MAT: C[n][m] = sum_k B[n][k] A[m][k] (both operands K-contiguous).
+  auto gemm = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(n), static_cast<int>(n),
+                1.0f, b.data(), static_cast<int>(n), a.data(), static_cast<int>(n), 0.0f, c.data(), static_cast<int>(n));
+  };
+  gemm();
+  double best = 1e30;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    gemm();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, s);
+    state.SetIterationTime(s);
+  }
+  const double gflops = 2.0 * n * n * n / best * 1e-9;
+  state.counters["GFLOPS"] = gflops;
+  if (g_peak_gflops > 0) state.counters["frac_peak"] = gflops / g_peak_gflops;
+}
+BENCHMARK(BM_Gemm_F32_OpenBLAS)->Arg(1024)->Arg(3072)->UseManualTime()->MinTime(2.0)->Unit(benchmark::kMillisecond);
+#endif
+
+// ---- quantized matrix x vector, 7B shapes ----
+
+void BM_MatVec(benchmark::State& state) {
+  const Type w = static_cast<Type>(state.range(0));
+  const int64_t K = 4096, M = 11008;
+  const double bytes = static_cast<double>(row_size(w, K)) * M;
+  time_graph(
+      state, cpu::best_kernels(),
+      [&](Context& ctx) { return mul_mat(ctx, ctx.new_tensor_2d(w, K, M), ctx.new_tensor_2d(Type::kF32, K, 1)); }, 2.0 * K * M,
+      bytes, true);
+  state.SetLabel(type_name(w));
+}
+BENCHMARK(BM_MatVec)
+    ->Arg(static_cast<int>(Type::kQ4_0))
+    ->Arg(static_cast<int>(Type::kQ8_0))
+    ->Arg(static_cast<int>(Type::kF16))
+    ->UseManualTime()
+    ->MinTime(1.0)
+    ->Unit(benchmark::kMillisecond);
+
+// ---- element-wise, 16 Mi f32 values (far beyond the caches) ----
+
+void BM_Elementwise(benchmark::State& state) {
+  const int which = static_cast<int>(state.range(0));
+  const int64_t n0 = 4096, n1 = 4096;  // 16 Mi values, 64 MiB per tensor
+  const double t = static_cast<double>(n0 * n1) * 4;
+  static const char* names[] = {"add", "mul", "scale", "silu", "rms_norm", "soft_max", "swiglu"};
+  const double bytes = (which == 0 || which == 1 || which == 6) ? 3 * t : 2 * t;
+  time_graph(
+      state, cpu::best_kernels(),
+      [&](Context& ctx) -> Tensor* {
+        Tensor* a = ctx.new_tensor_2d(Type::kF32, n0, n1);
+        switch (which) {
+          case 0: return add(ctx, a, ctx.new_tensor_2d(Type::kF32, n0, n1));
+          case 1: return mul(ctx, a, ctx.new_tensor_2d(Type::kF32, n0, n1));
+          case 2: return scale(ctx, a, 0.5f, 0.25f);
+          case 3: return silu(ctx, a);
+          case 4: return rms_norm(ctx, a, 1e-5f);
+          case 5: return soft_max(ctx, a, nullptr, 1.0f);
+          default: return swiglu(ctx, a, ctx.new_tensor_2d(Type::kF32, n0, n1));
+        }
+      },
+      0, bytes, false);
+  state.SetLabel(names[which]);
+}
+BENCHMARK(BM_Elementwise)->DenseRange(0, 6)->UseManualTime()->MinTime(0.5)->Unit(benchmark::kMillisecond);
+
+// ---- one llama-style layer ----
+
+// x [dim, T] -> attention (q, k, v, rope, flash attention over the T tokens with a causal mask, wo) + residual ->
+// SwiGLU feed-forward + residual. Weights q4_0 (norm weights f32).
+Tensor* llama_layer(Context& ctx, int64_t dim, int64_t ff, int64_t heads, int64_t T) {
+  const int64_t hd = dim / heads;
+  Tensor* x = ctx.new_tensor_2d(Type::kF32, dim, T);
+  Tensor* pos = ctx.new_tensor_1d(Type::kI32, T);
+  Tensor* mask = ctx.new_tensor_2d(Type::kF16, T, T);
+  auto w = [&](int64_t k, int64_t m) { return ctx.new_tensor_2d(Type::kQ4_0, k, m); };
+  Tensor* n1 = mul(ctx, rms_norm(ctx, x, 1e-5f), ctx.new_tensor_1d(Type::kF32, dim));
+  Tensor* q = rope(ctx, reshape_3d(ctx, mul_mat(ctx, w(dim, dim), n1), hd, heads, T), pos, static_cast<int>(hd));
+  Tensor* k = rope(ctx, reshape_3d(ctx, mul_mat(ctx, w(dim, dim), n1), hd, heads, T), pos, static_cast<int>(hd));
+  Tensor* v = reshape_3d(ctx, mul_mat(ctx, w(dim, dim), n1), hd, heads, T);
+  Tensor* att = flash_attn_ext(ctx, permute(ctx, q, 0, 2, 1, 3), permute(ctx, k, 0, 2, 1, 3),
+                               permute(ctx, v, 0, 2, 1, 3), mask, 1.0f / std::sqrt(static_cast<float>(hd)));
+  Tensor* h = add(ctx, x, mul_mat(ctx, w(dim, dim), reshape_2d(ctx, att, dim, T)));
+  Tensor* n2 = mul(ctx, rms_norm(ctx, h, 1e-5f), ctx.new_tensor_1d(Type::kF32, dim));
+  Tensor* g = swiglu(ctx, mul_mat(ctx, w(dim, ff), n2), mul_mat(ctx, w(dim, ff), n2));
+  return add(ctx, h, mul_mat(ctx, w(ff, dim), g));
+}
+
+// range(0): tokens; range(1): 1 = optimised, 0 = reference; range(2): dim (ff = 2.6875 dim, head dim 128).
+void BM_LlamaLayer(benchmark::State& state) {
+  const int64_t T = state.range(0), dim = state.range(2);
+  const bool opt = state.range(1) != 0;
+  const int64_t ff = dim * 43 / 16;
+  time_graph(
+      state, opt ? cpu::best_kernels() : cpu::CpuKernels::kReference,
+      [&](Context& ctx) { return llama_layer(ctx, dim, ff, dim / 128, T); },
+      2.0 * T * (4.0 * dim * dim + 3.0 * dim * ff), 0, false, /*warm_up=*/opt);
+  state.SetLabel(opt ? "optimised" : "reference");
+}
+BENCHMARK(BM_LlamaLayer)
+    ->Args({1, 1, 4096})
+    ->Args({1, 0, 4096})
+    ->Args({512, 1, 4096})
+    ->Args({512, 1, 1024})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+// The reference kernels at 512 tokens take seconds even at dim 1024: one iteration.
+BENCHMARK(BM_LlamaLayer)->Args({512, 0, 1024})->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
