@@ -351,6 +351,8 @@ Result<std::unique_ptr<Buffer>> SimDevice::buffer_from_host_ptr(void* ptr, size_
 bool SimDevice::supports_op(const Tensor& op) const {
   // Never claim what the kernels cannot compute: the wrapped device's own answer, or the CPU reference kernels'.
   const bool can = real_ != nullptr ? real_->supports_op(op) : cpu::device()->supports_op(op);
+  // Leafs and views compute nothing: the rules are about kernels.
+  if (op.op == Op::kNone || op_is_view(op.op)) return can;
   return can && op_allowed_by_rules(cfg_, op);
 }
 

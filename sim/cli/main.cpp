@@ -1,0 +1,439 @@
+// The `tessera` tool (SPEC 16): plan, run, trace, dot, repro, fit and topologies over simulated topologies.
+// With no arguments it runs the built-in default (the tiny model on the 1gpu preset) and prints a summary.
+// Exit codes: 0 ok; 1 an expectation failed (a scenario expectation, a race, outputs that do not match the CPU
+// reference, a placement that does not fit or cannot be scheduled); 2 usage or input error.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "tessera/sim/scenario.h"
+#include "tessera/sim/session.h"
+#include "tessera/sim/topology.h"
+#include "tessera/sim/trace.h"
+
+using namespace tessera;
+using namespace tessera::sim;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+constexpr int kOk = 0, kExpectationFailed = 1, kInputError = 2;
+
+struct Options {
+  std::string topology = "1gpu";
+  std::string model = "tiny";
+  int layers = 0;      // 0: the preset's
+  int tokens = 0;      // 0: the preset's
+  int ctx = 0;         // 0: the preset's
+  bool no_flash_attn = false;
+  int ngl = -1;
+  std::vector<double> split;
+  std::vector<int> layers_per_device;
+  std::vector<std::string> overrides;  // "regex=target"
+  bool no_op_offload = false;
+  bool parallel = false;
+  int max_split_inputs = 30;
+  uint64_t seed = 1;
+  bool adversarial = false;
+  bool metadata = false;
+  int evaluations = 1;
+  bool json = false;
+};
+
+void add_common(CLI::App* app, Options* o) {
+  app->add_option("-t,--topology", o->topology, "topology preset name or JSON file (see `tessera topologies`)");
+  app->add_option("-m,--model", o->model, "model preset: tiny, tiny-moe, 7b, 8x7b-moe, 70b");
+  app->add_option("--layers", o->layers, "number of layers (default: the preset's)")->check(CLI::Range(1, 100000));
+  app->add_option("--tokens", o->tokens, "tokens per batch (default: the preset's)")->check(CLI::Range(1, 1 << 20));
+  app->add_option("--ctx", o->ctx, "KV cache length (default: the preset's)")->check(CLI::Range(1, 1 << 24));
+  app->add_flag("--no-flash-attn", o->no_flash_attn, "attention as MUL_MAT -> SOFT_MAX -> MUL_MAT");
+  app->add_option("--ngl,--n-gpu-layers", o->ngl, "layers offloaded to the GPUs (-1: all, and the output head)");
+  app->add_option("--split", o->split, "proportions of the offloaded layers per GPU, e.g. --split 3,1")->delimiter(',');
+  app->add_option("--layers-per-device", o->layers_per_device, "explicit layer counts per GPU, e.g. 20,12")
+      ->delimiter(',');
+  app->add_option("--override", o->overrides, "REGEX=TARGET: tensors whose name matches go to a device or buffer "
+                                              "type, e.g. --override 'ffn_.*_exps=cpu' (repeatable)");
+  app->add_flag("--no-op-offload", o->no_op_offload, "do not let GPUs take ops whose weights are in host memory");
+  app->add_flag("--parallel", o->parallel, "pipeline parallelism (several in-flight copies of inputs)");
+  app->add_option("--max-split-inputs", o->max_split_inputs, "inputs per split (>= 10)")->check(CLI::Range(10, 1 << 20));
+  app->add_option("--seed", o->seed, "simulator seed (adversarial delays, weights and inputs)");
+  app->add_flag("--adversarial", o->adversarial, "random command delays to explore interleavings");
+  app->add_flag("--metadata", o->metadata, "metadata-only memory: plan and time models larger than this machine");
+  app->add_flag("--json", o->json, "machine-readable output");
+}
+
+Result<SessionConfig> make_config(const Options& o) {
+  SessionConfig c;
+  auto topo = load_topology(o.topology);
+  if (!topo.ok()) return topo.status();
+  c.topology = std::move(topo).value();
+  auto m = models::preset(o.model);
+  if (!m.ok()) return m.status();
+  c.model = m.value();
+  if (o.layers > 0) c.model.n_layer = o.layers;
+  if (o.tokens > 0) c.model.n_tokens = o.tokens;
+  if (o.ctx > 0) c.model.n_ctx = o.ctx;
+  if (o.no_flash_attn) c.model.flash_attn = false;
+  if (c.model.n_kv > c.model.n_ctx) c.model.n_kv = 0;
+  TS_RETURN_IF_ERROR(models::validate(c.model));
+  c.policy.n_gpu_layers = o.ngl;
+  c.policy.tensor_split = o.split;
+  c.policy.layers_per_device = o.layers_per_device;
+  for (const std::string& ov : o.overrides) {
+    const size_t eq = ov.rfind('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == ov.size()) {
+      return Status(StatusCode::kInvalidArgument, "--override " + ov + ": expected REGEX=TARGET");
+    }
+    c.policy.overrides.push_back({ov.substr(0, eq), ov.substr(eq + 1)});
+  }
+  c.policy.op_offload = !o.no_op_offload;
+  c.policy.parallel = o.parallel;
+  c.policy.max_split_inputs = o.max_split_inputs;
+  c.sim.seed = o.seed;
+  c.sim.adversarial = o.adversarial;
+  c.sim.mode = o.metadata ? MemoryMode::kMetadata : MemoryMode::kBacked;
+  c.model_seed = o.seed;
+  return c;
+}
+
+ojson memory_json(Session& s) {
+  ojson devs = ojson::array();
+  for (const DeviceMemory& m : s.memory()) {
+    devs.push_back({{"device", m.device}, {"layers", m.layers}, {"weights", m.weights}, {"kv_cache", m.cache},
+                    {"compute", m.compute}, {"peak", m.peak}, {"capacity", m.capacity}});
+  }
+  return devs;
+}
+
+ojson splits_json(Session& s) {
+  ojson out = ojson::array();
+  for (const auto& sp : s.sched().splits()) {
+    ojson inputs = ojson::array();
+    for (const Tensor* in : sp.inputs) inputs.push_back({{"name", in->name}, {"bytes", nbytes(*in)}});
+    out.push_back({{"backend", s.sched().backend(sp.backend)->name()}, {"first_node", sp.i_start},
+                   {"end_node", sp.i_end}, {"inputs", inputs}});
+  }
+  return out;
+}
+
+std::string headline(const SessionConfig& c) {
+  return format_message("model %s (%d layers, %lld tokens, %s attention) on topology %s, %s", c.model.name.c_str(),
+                        c.model.n_layer, static_cast<long long>(c.model.n_tokens),
+                        c.model.flash_attn ? "flash" : "matmul/softmax", c.topology.name.c_str(),
+                        memory_mode_name(c.sim.mode));
+}
+
+// Creates and plans a session; prints the error and returns null on failure (*code says which exit code).
+std::unique_ptr<Session> planned_session(const Options& o, int* code) {
+  auto cfg = make_config(o);
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "tessera: %s\n", cfg.status().message().c_str());
+    *code = kInputError;
+    return nullptr;
+  }
+  auto s = Session::create(cfg.value());
+  if (!s.ok()) {
+    std::fprintf(stderr, "tessera: %s\n", s.status().message().c_str());
+    *code = s.status().code() == StatusCode::kAllocFailed ? kExpectationFailed : kInputError;
+    return nullptr;
+  }
+  Status p = s.value()->plan();
+  if (!p.ok()) {
+    std::fprintf(stderr, "tessera: the placement cannot be planned: %s\n", p.message().c_str());
+    *code = kExpectationFailed;
+    return nullptr;
+  }
+  *code = kOk;
+  return std::move(s).value();
+}
+
+int cmd_plan(const Options& o, const std::vector<std::string>& explain, bool all_splits) {
+  int code = kOk;
+  auto s = planned_session(o, &code);
+  if (!s) return code;
+  if (o.json) {
+    ojson j = {{"topology", s->config().topology.name}, {"model", s->config().model.name},
+               {"splits", s->sched().n_splits()}, {"devices", memory_json(*s)}, {"split_list", splits_json(*s)}};
+    ojson ex = ojson::array();
+    for (const std::string& name : explain) ex.push_back(s->explain(name));
+    j["explain"] = ex;
+    std::cout << j.dump(2) << "\n";
+    return kOk;
+  }
+  std::printf("%s\n\n%s\n", headline(s->config()).c_str(), s->summary_table().c_str());
+  std::printf("%d splits, %d copy slot(s)\n", s->sched().n_splits(), s->sched().n_copies());
+  if (all_splits || s->sched().n_splits() <= 12) {
+    std::printf("%s", s->splits_table().c_str());
+  } else {
+    std::printf("(use --splits to list them)\n");
+  }
+  for (const std::string& name : explain) std::printf("%s", s->explain(name).c_str());
+  return kOk;
+}
+
+int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_note) {
+  int code = kOk;
+  auto s = planned_session(o, &code);
+  if (!s) return code;
+  std::fprintf(stderr, "tessera: running %d evaluation(s)...\n", o.evaluations);
+  auto r = s->run(o.evaluations, true);
+  if (!r.ok()) {
+    std::fprintf(stderr, "tessera: the run failed: %s\n", r.status().message().c_str());
+    return kExpectationFailed;
+  }
+  const RunStats& st = r.value();
+  const bool numerics_ok = !st.checked || (!st.nan_mismatch && st.nmse <= 1e-4);
+  if (!trace_file.empty()) {
+    std::ofstream out(trace_file);
+    out << chrome_trace_json(s->sim().trace());
+    if (!out) {
+      std::fprintf(stderr, "tessera: cannot write %s\n", trace_file.c_str());
+      return kInputError;
+    }
+  }
+  const TraceSummary sum = summarize(s->sim().trace());
+  if (o.json) {
+    ojson j = {{"topology", s->config().topology.name}, {"model", s->config().model.name},
+               {"splits", s->sched().n_splits()}, {"devices", memory_json(*s)},
+               {"makespan_us", sum.makespan_us}, {"copy_bytes", sum.copy_bytes}, {"races", st.races},
+               {"numerics_checked", st.checked}, {"nmse", st.nmse}, {"numerics_ok", numerics_ok}};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::printf("%s\n\n%s\n", headline(s->config()).c_str(), s->summary_table().c_str());
+    std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", s->sched().n_splits(),
+                sum.makespan_us / 1000.0, format_bytes(sum.copy_bytes).c_str());
+    std::printf("%s", format_summary(sum).c_str());
+    if (st.checked) {
+      std::printf("numerics: logits vs the CPU reference: NMSE %.3g%s -> %s\n", st.nmse,
+                  st.nan_mismatch ? " (NaN/Inf mismatch)" : "", numerics_ok ? "ok" : "MISMATCH");
+    } else {
+      std::printf("numerics: not checked (metadata-only mode has no values)\n");
+    }
+    std::printf("races: %zu\n", st.races);
+    if (st.races > 0) std::printf("%s", s->sim().races_report(3).c_str());
+    if (!trace_file.empty() && !quiet_trace_note) {
+      std::printf("trace written to %s (open it in https://ui.perfetto.dev)\n", trace_file.c_str());
+    }
+  }
+  return st.races == 0 && numerics_ok ? kOk : kExpectationFailed;
+}
+
+int cmd_dot(const Options& o, const std::string& out_file) {
+  int code = kOk;
+  auto s = planned_session(o, &code);
+  if (!s) return code;
+  const std::string dot = s->dot();
+  if (out_file.empty() || out_file == "-") {
+    std::cout << dot;
+    return kOk;
+  }
+  std::ofstream out(out_file);
+  out << dot;
+  if (!out) {
+    std::fprintf(stderr, "tessera: cannot write %s\n", out_file.c_str());
+    return kInputError;
+  }
+  std::fprintf(stderr, "tessera: %d splits written to %s (render with: dot -Tsvg %s -o plan.svg)\n",
+               s->sched().n_splits(), out_file.c_str(), out_file.c_str());
+  return kOk;
+}
+
+int cmd_repro(const std::vector<std::string>& files, bool json) {
+  int code = kOk;
+  ojson all = ojson::array();
+  for (size_t i = 0; i < files.size(); ++i) {
+    auto sc = load_scenario_file(files[i]);
+    if (!sc.ok()) {
+      std::fprintf(stderr, "tessera: %s\n", sc.status().message().c_str());
+      code = kInputError;
+      continue;
+    }
+    if (files.size() > 1) std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, files.size(), files[i].c_str());
+    const ScenarioOutcome out = run_scenario(sc.value());
+    if (json) {
+      ojson res = ojson::array();
+      for (const auto& r : out.results) res.push_back({{"expectation", r.what}, {"ok", r.ok}, {"found", r.detail}});
+      all.push_back({{"scenario", sc.value().name}, {"file", files[i]}, {"passed", out.passed}, {"results", res}});
+    } else {
+      std::printf("scenario %s (%s): %s\n", sc.value().name.c_str(), files[i].c_str(),
+                  out.passed ? "PASSED" : "FAILED");
+      if (!sc.value().description.empty()) std::printf("  %s\n", sc.value().description.c_str());
+      for (const auto& r : out.results) {
+        std::printf("  [%s] %s: %s\n", r.ok ? "ok" : "FAIL", r.what.c_str(), r.detail.c_str());
+      }
+      if (!out.passed && !out.report.empty()) std::printf("\n%s\n", out.report.c_str());
+    }
+    if (!out.passed && code == kOk) code = kExpectationFailed;
+  }
+  if (json) std::cout << all.dump(2) << "\n";
+  return code;
+}
+
+// The largest number of layers per GPU, filling the GPUs in order: each GPU gets as many of the remaining layers as
+// fit next to the earlier ones (weights, KV cache and compute buffers), the rest stays on the CPU.
+int cmd_fit(Options o) {
+  o.metadata = true;  // sizes only
+  auto base = make_config(o);
+  if (!base.ok()) {
+    std::fprintf(stderr, "tessera: %s\n", base.status().message().c_str());
+    return kInputError;
+  }
+  const int n_layer = base.value().model.n_layer;
+  std::vector<int> gpus;
+  for (size_t i = 0; i + 1 < base.value().topology.devices.size(); ++i) gpus.push_back(static_cast<int>(i));
+  std::vector<int> counts;
+  auto fits = [&](const std::vector<int>& c) {
+    SessionConfig cfg = base.value();
+    cfg.policy.layers_per_device = c;
+    cfg.policy.tensor_split.clear();
+    auto s = Session::create(cfg);
+    return s.ok() && s.value()->plan().ok();
+  };
+  int remaining = n_layer;
+  for (size_t g = 0; g < gpus.size(); ++g) {
+    std::fprintf(stderr, "fit: %s ...\n", base.value().topology.devices[static_cast<size_t>(gpus[g])].name.c_str());
+    int lo = 0, hi = remaining;
+    std::vector<int> trial = counts;
+    trial.push_back(0);
+    if (!fits(trial)) {
+      std::fprintf(stderr, "tessera: nothing fits even with no layer on %s (compute buffers or other tensors)\n",
+                   base.value().topology.devices[static_cast<size_t>(gpus[g])].name.c_str());
+      return kExpectationFailed;
+    }
+    while (lo < hi) {  // largest count that fits
+      const int mid = (lo + hi + 1) / 2;
+      trial.back() = mid;
+      if (fits(trial)) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    counts.push_back(lo);
+    remaining -= lo;
+  }
+  SessionConfig cfg = base.value();
+  cfg.policy.layers_per_device = counts;
+  auto s = Session::create(cfg);
+  if (!s.ok() || !s.value()->plan().ok()) {
+    std::fprintf(stderr, "tessera: the final placement does not plan\n");
+    return kExpectationFailed;
+  }
+  if (o.json) {
+    ojson j = {{"topology", cfg.topology.name}, {"model", cfg.model.name}, {"n_layer", n_layer},
+               {"layers_per_device", counts}, {"cpu_layers", remaining}, {"devices", memory_json(*s.value())}};
+    std::cout << j.dump(2) << "\n";
+    return kOk;
+  }
+  std::printf("%s\n\nlargest offload that fits (GPUs filled in order, compute buffers included):\n",
+              headline(cfg).c_str());
+  for (size_t g = 0; g < counts.size(); ++g) {
+    std::printf("  %-8s %d layers\n", cfg.topology.devices[static_cast<size_t>(gpus[g])].name.c_str(), counts[g]);
+  }
+  std::printf("  %-8s %d layers\n\n%s", "cpu", remaining, s.value()->summary_table().c_str());
+  std::string flag;
+  for (size_t g = 0; g < counts.size(); ++g) flag += (g ? "," : "") + std::to_string(counts[g]);
+  std::printf("\nuse: --layers-per-device %s\n", flag.c_str());
+  return kOk;
+}
+
+int cmd_topologies(const std::string& show, bool json) {
+  if (!show.empty()) {
+    auto t = load_topology(show);
+    if (!t.ok()) {
+      std::fprintf(stderr, "tessera: %s\n", t.status().message().c_str());
+      return kInputError;
+    }
+    std::cout << topology_to_json(t.value()) << "\n";
+    return kOk;
+  }
+  ojson j = ojson::array();
+  for (const std::string& name : topology_preset_names()) {
+    auto t = topology_preset(name);
+    if (!t.ok()) continue;
+    if (json) {
+      ojson devs = ojson::array();
+      for (const auto& d : t.value().devices) devs.push_back({{"name", d.name}, {"memory", d.memory}});
+      j.push_back({{"name", name}, {"description", t.value().description}, {"devices", devs}});
+    } else {
+      std::printf("%-16s %s\n", name.c_str(), t.value().description.c_str());
+    }
+  }
+  if (json) std::cout << j.dump(2) << "\n";
+  return kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera: plan, run and explain tensor-graph placements on simulated multi-device topologies"};
+  app.footer("With no subcommand: runs the tiny model on the 1gpu preset and prints a summary.\n"
+             "Exit codes: 0 ok, 1 an expectation failed (scenario, race, numerics, does not fit), 2 usage or input "
+             "error.");
+  Options o;
+  std::vector<std::string> explain;
+  bool all_splits = false;
+  std::string trace_file, out_file, show;
+  std::vector<std::string> scenario_files;
+  bool repro_json = false, topo_json = false;
+
+  CLI::App* plan = app.add_subcommand("plan", "assignment, splits, copies, per-device memory, explanations");
+  add_common(plan, &o);
+  plan->add_option("--explain", explain, "explain a tensor's placement (backend, cause, split); repeatable");
+  plan->add_flag("--splits", all_splits, "list every split");
+
+  CLI::App* run = app.add_subcommand("run", "simulated execution, numerics checked against the CPU reference");
+  add_common(run, &o);
+  run->add_option("--evaluations", o.evaluations, "evaluations in flight")->check(CLI::Range(1, 1000));
+  run->add_option("--trace", trace_file, "also write a Chrome trace file");
+
+  CLI::App* trace = app.add_subcommand("trace", "run and write the Chrome trace (Perfetto) of the simulation");
+  add_common(trace, &o);
+  trace->add_option("-o,--output", out_file, "trace file")->default_val("tessera-trace.json");
+
+  CLI::App* dot = app.add_subcommand("dot", "Graphviz of the split graph, nodes coloured by backend");
+  add_common(dot, &o);
+  dot->add_option("-o,--output", out_file, "output file (default: standard output)");
+
+  CLI::App* repro = app.add_subcommand("repro", "run scenario files and check their expectations (exit 0/1)");
+  repro->add_option("scenarios", scenario_files, "scenario files")->required();
+  repro->add_flag("--json", repro_json, "machine-readable output");
+
+  CLI::App* fit = app.add_subcommand("fit", "largest layer offload per device that fits each device's memory");
+  add_common(fit, &o);
+
+  CLI::App* topologies = app.add_subcommand("topologies", "list the topology presets");
+  topologies->add_option("--show", show, "print a preset (or file) as JSON");
+  topologies->add_flag("--json", topo_json, "machine-readable output");
+
+  app.require_subcommand(0, 1);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? kOk : kInputError;
+  }
+  try {
+    if (*plan) return cmd_plan(o, explain, all_splits);
+    if (*run) return cmd_run(o, trace_file, false);
+    if (*trace) {
+      const int rc = cmd_run(o, out_file, true);
+      if (rc != kInputError) std::fprintf(stderr, "tessera: trace written to %s\n", out_file.c_str());
+      return rc;
+    }
+    if (*dot) return cmd_dot(o, out_file);
+    if (*repro) return cmd_repro(scenario_files, repro_json);
+    if (*fit) return cmd_fit(o);
+    if (*topologies) return cmd_topologies(show, topo_json);
+    // The built-in default.
+    std::printf("tessera: no subcommand given; running the built-in default (see `tessera --help`)\n\n");
+    return cmd_run(o, "", false);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera: internal error: %s\n", e.what());
+    return kInputError;
+  }
+}

@@ -1,0 +1,337 @@
+// Scenario files and the scenario runner (see tessera/sim/scenario.h, docs/scenarios.md).
+#include "tessera/sim/scenario.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "json_read.h"
+#include "tessera/sim/topology.h"
+
+namespace tessera::sim {
+
+namespace {
+
+using namespace json_read;
+
+void parse_model(const json& v, const std::string& path, models::LlamaConfig* c) {
+  expect_object(v, path,
+                {"preset", "n_layer", "n_embd", "n_ff", "n_head", "n_head_kv", "n_ctx", "n_kv", "n_tokens",
+                 "n_outputs", "n_vocab", "weight_type", "kv_type", "flash_attn", "n_expert", "n_expert_used"},
+                "a model object");
+  const std::string preset = member(v, "preset") ? get_string(v["preset"], child(path, "preset")) : "tiny";
+  auto p = models::preset(preset);
+  if (!p.ok()) {
+    std::string names;
+    for (const auto& n : models::preset_names()) names += (names.empty() ? "" : ", ") + n;
+    fail(child(path, "preset"), "expected a model preset (one of: " + names + "), got " + quote(preset));
+  }
+  *c = p.value();
+  auto count = [&](const char* key, auto* field) {
+    if (const json* x = member(v, key)) *field = static_cast<std::remove_pointer_t<decltype(field)>>(get_count(*x, child(path, key)));
+  };
+  count("n_layer", &c->n_layer);
+  count("n_embd", &c->n_embd);
+  count("n_ff", &c->n_ff);
+  count("n_head", &c->n_head);
+  count("n_head_kv", &c->n_head_kv);
+  count("n_ctx", &c->n_ctx);
+  count("n_kv", &c->n_kv);
+  count("n_tokens", &c->n_tokens);
+  count("n_outputs", &c->n_outputs);
+  count("n_vocab", &c->n_vocab);
+  count("n_expert", &c->n_expert);
+  count("n_expert_used", &c->n_expert_used);
+  if (const json* x = member(v, "weight_type")) c->weight_type = get_type(*x, child(path, "weight_type"));
+  if (const json* x = member(v, "kv_type")) c->kv_type = get_type(*x, child(path, "kv_type"));
+  if (const json* x = member(v, "flash_attn")) c->flash_attn = get_bool(*x, child(path, "flash_attn"));
+  if (c->n_layer > 100000) fail(child(path, "n_layer"), "expected at most 100000 layers");
+  Status s = models::validate(*c);
+  if (!s.ok()) fail(path, "the model is invalid: " + s.message());
+}
+
+double get_number(const json& v, const std::string& path) {
+  if (!v.is_number()) type_fail(path, "a number", v);
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) type_fail(path, "a finite number", v);
+  return d;
+}
+
+int get_int(const json& v, const std::string& path) {
+  if (!v.is_number_integer()) type_fail(path, "a whole number", v);
+  const int64_t i = v.get<int64_t>();
+  if (i < -1000000 || i > 1000000) type_fail(path, "a whole number between -1000000 and 1000000", v);
+  return static_cast<int>(i);
+}
+
+void parse_policy(const json& v, const std::string& path, PlacementPolicy* p) {
+  expect_object(v, path,
+                {"n_gpu_layers", "tensor_split", "layers_per_device", "overrides", "op_offload", "parallel",
+                 "max_split_inputs"},
+                "a policy object");
+  if (const json* x = member(v, "n_gpu_layers")) p->n_gpu_layers = get_int(*x, child(path, "n_gpu_layers"));
+  if (const json* x = member(v, "tensor_split")) {
+    p->tensor_split = get_list<double>(*x, child(path, "tensor_split"), "numbers", get_number);
+  }
+  if (const json* x = member(v, "layers_per_device")) {
+    p->layers_per_device = get_list<int>(*x, child(path, "layers_per_device"), "layer counts",
+                                         [](const json& e, const std::string& ep) {
+                                           return static_cast<int>(std::min<int64_t>(get_count(e, ep), 1000000));
+                                         });
+  }
+  if (const json* x = member(v, "overrides")) {
+    p->overrides = get_list<TensorOverride>(*x, child(path, "overrides"), "override objects",
+                                            [](const json& e, const std::string& ep) {
+                                              expect_object(e, ep, {"pattern", "target"},
+                                                            "an override {\"pattern\": regex, \"target\": device}");
+                                              TensorOverride o;
+                                              o.pattern = get_string(required(e, ep, "pattern", "a regular expression"),
+                                                                     child(ep, "pattern"));
+                                              o.target = get_string(required(e, ep, "target", "a device or buffer type"),
+                                                                    child(ep, "target"));
+                                              return o;
+                                            });
+  }
+  if (const json* x = member(v, "op_offload")) p->op_offload = get_bool(*x, child(path, "op_offload"));
+  if (const json* x = member(v, "parallel")) p->parallel = get_bool(*x, child(path, "parallel"));
+  if (const json* x = member(v, "max_split_inputs")) {
+    p->max_split_inputs = get_int(*x, child(path, "max_split_inputs"));
+  }
+}
+
+void parse_run(const json& v, const std::string& path, Scenario* s) {
+  expect_object(v, path, {"seed", "mode", "adversarial", "max_jitter", "evaluations", "model_seed", "faults"},
+                "a run object");
+  SimOptions& o = s->config.sim;
+  if (const json* x = member(v, "seed")) o.seed = static_cast<uint64_t>(get_count(*x, child(path, "seed")));
+  if (const json* x = member(v, "mode")) {
+    const std::string m = get_string(*x, child(path, "mode"));
+    if (m == "memory-backed") {
+      o.mode = MemoryMode::kBacked;
+    } else if (m == "metadata-only") {
+      o.mode = MemoryMode::kMetadata;
+    } else {
+      fail(child(path, "mode"), "expected \"memory-backed\" or \"metadata-only\", got " + quote(m));
+    }
+  }
+  if (const json* x = member(v, "adversarial")) o.adversarial = get_bool(*x, child(path, "adversarial"));
+  if (const json* x = member(v, "max_jitter")) o.max_jitter_us = get_duration(*x, child(path, "max_jitter"));
+  if (const json* x = member(v, "evaluations")) {
+    const int64_t e = get_count(*x, child(path, "evaluations"));
+    if (e < 1 || e > 1000) fail(child(path, "evaluations"), "expected 1 to 1000 evaluations");
+    s->evaluations = static_cast<int>(e);
+  }
+  if (const json* x = member(v, "model_seed")) {
+    s->config.model_seed = static_cast<uint64_t>(get_count(*x, child(path, "model_seed")));
+  }
+  if (const json* x = member(v, "faults")) {
+    const std::string fp = child(path, "faults");
+    expect_object(*x, fp,
+                  {"fail_alloc_nth", "fail_alloc_device", "fail_alloc_above", "fail_compute_ops",
+                   "fail_compute_device", "slow_copy_factor", "slow_event", "hide_free", "drop_event_wait_nth"},
+                  "a faults object");
+    FaultPlan& f = o.faults;
+    if (const json* y = member(*x, "fail_alloc_nth")) f.fail_alloc_nth = get_count(*y, child(fp, "fail_alloc_nth"));
+    if (const json* y = member(*x, "fail_alloc_device")) {
+      f.fail_alloc_device = get_string(*y, child(fp, "fail_alloc_device"));
+    }
+    if (const json* y = member(*x, "fail_alloc_above")) f.fail_alloc_above = get_size(*y, child(fp, "fail_alloc_above"));
+    if (const json* y = member(*x, "fail_compute_ops")) {
+      f.fail_compute_ops = get_list<Op>(*y, child(fp, "fail_compute_ops"), "op names", get_op);
+    }
+    if (const json* y = member(*x, "fail_compute_device")) {
+      f.fail_compute_device = get_string(*y, child(fp, "fail_compute_device"));
+    }
+    if (const json* y = member(*x, "slow_copy_factor")) {
+      f.slow_copy_factor = get_number(*y, child(fp, "slow_copy_factor"));
+      if (!(f.slow_copy_factor > 0)) fail(child(fp, "slow_copy_factor"), "expected a factor > 0");
+    }
+    if (const json* y = member(*x, "slow_event")) f.slow_event_us = get_duration(*y, child(fp, "slow_event"));
+    if (const json* y = member(*x, "hide_free")) f.hide_free_bytes = get_size(*y, child(fp, "hide_free"));
+    if (const json* y = member(*x, "drop_event_wait_nth")) {
+      f.drop_event_wait_nth = get_count(*y, child(fp, "drop_event_wait_nth"));
+    }
+  }
+}
+
+void parse_expect(const json& v, const std::string& path, Expectations* e) {
+  expect_object(v, path,
+                {"scheduling", "error_contains", "max_splits", "min_splits", "nodes", "peak_memory", "no_race",
+                 "outputs_match_reference", "max_nmse", "max_reserves"},
+                "an expectations object");
+  if (const json* x = member(v, "scheduling")) {
+    const std::string s = get_string(*x, child(path, "scheduling"));
+    if (s != "ok" && s != "error") fail(child(path, "scheduling"), "expected \"ok\" or \"error\", got " + quote(s));
+    e->scheduling_ok = s == "ok";
+  }
+  if (const json* x = member(v, "error_contains")) e->error_contains = get_string(*x, child(path, "error_contains"));
+  if (const json* x = member(v, "max_splits")) e->max_splits = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "max_splits")), 1 << 30));
+  if (const json* x = member(v, "min_splits")) e->min_splits = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "min_splits")), 1 << 30));
+  if (const json* x = member(v, "max_reserves")) e->max_reserves = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "max_reserves")), 1 << 30));
+  if (const json* x = member(v, "nodes")) {
+    e->nodes = get_list<Expectations::NodeOn>(*x, child(path, "nodes"), "{\"node\": name, \"device\": name} objects",
+                                              [](const json& n, const std::string& np) {
+                                                expect_object(n, np, {"node", "device"}, "a node expectation");
+                                                Expectations::NodeOn o;
+                                                o.node = get_string(required(n, np, "node", "a tensor name"), child(np, "node"));
+                                                o.device = get_string(required(n, np, "device", "a device name"), child(np, "device"));
+                                                return o;
+                                              });
+  }
+  if (const json* x = member(v, "peak_memory")) {
+    const std::string pp = child(path, "peak_memory");
+    if (!x->is_object()) type_fail(pp, "an object {\"device\": size}", *x);
+    for (const auto& item : x->items()) {
+      e->peak_memory.push_back({item.key(), get_size(item.value(), child(pp, item.key()))});
+    }
+  }
+  if (const json* x = member(v, "no_race")) e->no_race = get_bool(*x, child(path, "no_race"));
+  if (const json* x = member(v, "outputs_match_reference")) {
+    e->outputs_match_reference = get_bool(*x, child(path, "outputs_match_reference"));
+  }
+  if (const json* x = member(v, "max_nmse")) {
+    e->max_nmse = get_number(*x, child(path, "max_nmse"));
+    if (!(e->max_nmse >= 0)) fail(child(path, "max_nmse"), "expected a number >= 0");
+  }
+}
+
+Scenario parse_root(const json& root, const std::string& source) {
+  expect_object(root, "", {"name", "description", "topology", "model", "policy", "run", "expect"},
+                "a scenario object");
+  Scenario s;
+  s.source = source;
+  s.name = get_string(required(root, "", "name", "the scenario's name"), "name");
+  if (const json* x = member(root, "description")) s.description = get_string(*x, "description");
+  const json& topo = required(root, "", "topology", "a preset name such as \"1gpu\" or a topology object");
+  if (topo.is_string()) {
+    auto t = topology_preset(topo.get<std::string>());
+    if (!t.ok()) fail("topology", t.status().message());
+    s.config.topology = std::move(t).value();
+  } else if (topo.is_object()) {
+    auto t = parse_topology(topo.dump(), source + " (topology)");
+    if (!t.ok()) fail("topology", t.status().message());
+    s.config.topology = std::move(t).value();
+  } else {
+    type_fail("topology", "a preset name or a topology object", topo);
+  }
+  if (const json* x = member(root, "model")) {
+    parse_model(*x, "model", &s.config.model);
+  } else {
+    s.config.model = models::preset("tiny").value();
+  }
+  if (const json* x = member(root, "policy")) parse_policy(*x, "policy", &s.config.policy);
+  if (const json* x = member(root, "run")) parse_run(*x, "run", &s);
+  if (const json* x = member(root, "expect")) parse_expect(*x, "expect", &s.expect);
+  return s;
+}
+
+}  // namespace
+
+Result<Scenario> parse_scenario(std::string_view text, const std::string& source) {
+  try {
+    json root;
+    TS_RETURN_IF_ERROR(parse_json(text, source, &root));
+    return parse_root(root, source);
+  } catch (const ParseProblem& p) {
+    return invalid(error_prefix(source, p.path) + p.message);
+  } catch (const std::exception& e) {
+    return invalid(source + ": cannot read the scenario: " + e.what());
+  }
+}
+
+Result<Scenario> load_scenario_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status(StatusCode::kNotFound, path + ": cannot open the scenario file: " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_scenario(ss.str(), path);
+}
+
+ScenarioOutcome run_scenario(const Scenario& sc) {
+  ScenarioOutcome out;
+  const Expectations& e = sc.expect;
+  auto check = [&](std::string what, bool ok, std::string detail) {
+    out.results.push_back({std::move(what), ok, std::move(detail)});
+  };
+  std::string error;
+  std::unique_ptr<Session> session;
+  std::optional<RunStats> stats;
+  {
+    auto s = Session::create(sc.config);
+    if (!s.ok()) {
+      error = s.status().to_string();
+    } else {
+      session = std::move(s).value();
+      auto r = session->run(sc.evaluations, e.outputs_match_reference.value_or(false));
+      if (!r.ok()) {
+        error = r.status().to_string();
+      } else {
+        stats = r.value();
+      }
+    }
+  }
+  out.error = error;
+  const bool ok = error.empty();
+  if (e.scheduling_ok.has_value()) {
+    check(*e.scheduling_ok ? "scheduling succeeds" : "scheduling fails", ok == *e.scheduling_ok,
+          ok ? "it succeeded" : "it failed: " + error);
+  } else if (!ok) {
+    check("the scenario runs", false, error);
+  }
+  if (!e.error_contains.empty()) {
+    check("the error contains \"" + e.error_contains + "\"", error.find(e.error_contains) != std::string::npos,
+          error.empty() ? "no error" : error);
+  }
+  if (session) {
+    out.report = session->summary_table() + session->splits_table();
+    const int splits = session->sched().n_splits();
+    if (e.max_splits) check(format_message("at most %d splits", *e.max_splits), splits <= *e.max_splits,
+                            format_message("%d splits", splits));
+    if (e.min_splits) check(format_message("at least %d splits", *e.min_splits), splits >= *e.min_splits,
+                            format_message("%d splits", splits));
+    if (e.max_reserves) {
+      const int rc = session->sched().reserve_count();
+      check(format_message("at most %d compute-buffer plans", *e.max_reserves), rc <= *e.max_reserves,
+            format_message("%d plans", rc));
+    }
+    for (const auto& n : e.nodes) {
+      const Tensor* t = session->find_tensor(n.node);
+      std::string got = session->explain(n.node);
+      if (!got.empty() && got.back() == '\n') got.pop_back();
+      const bool on = t != nullptr && session->sched().explain(t).backend_name == n.device;
+      check(n.node + " on " + n.device, on, got);
+    }
+    const std::vector<DeviceMemory> mem = session->memory();
+    for (const auto& pm : e.peak_memory) {
+      const DeviceMemory* m = nullptr;
+      for (const auto& d : mem) {
+        if (d.device == pm.device) m = &d;
+      }
+      if (m == nullptr) {
+        check("peak memory of " + pm.device, false, "no such device");
+      } else {
+        check("peak memory of " + pm.device + " <= " + format_bytes(pm.max_bytes), m->peak <= pm.max_bytes,
+              format_bytes(m->peak));
+      }
+    }
+  }
+  if (e.no_race.value_or(false)) {
+    const size_t races = session ? session->sim().races().size() : 0;
+    check("no race", session && races == 0,
+          races == 0 ? "none" : format_message("%zu races; first:\n", races) + session->sim().races_report(1));
+  }
+  if (e.outputs_match_reference.value_or(false)) {
+    const bool good = stats && stats->checked && !stats->nan_mismatch && stats->nmse <= e.max_nmse;
+    check(format_message("outputs match the CPU reference (NMSE <= %g)", e.max_nmse), good,
+          !stats ? "not computed"
+                 : !stats->checked ? "not checked (metadata-only mode has no values)"
+                                   : format_message("NMSE %.3g%s", stats->nmse,
+                                                    stats->nan_mismatch ? ", NaN/Inf mismatch" : ""));
+  }
+  out.passed = true;
+  for (const auto& r : out.results) out.passed = out.passed && r.ok;
+  return out;
+}
+
+}  // namespace tessera::sim

@@ -1,0 +1,64 @@
+// Placement policies (issue 6), in the terms users of local-inference runtimes know: how many layers go to the GPUs
+// (the last ones, like -ngl), how they are split across GPUs (proportions, like --tensor-split, or explicit counts),
+// tensor-override patterns (regular expression on tensor names -> device or buffer type, like -ot), op_offload,
+// parallel and max_split_inputs.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/backend.h"
+#include "tessera/sched.h"
+#include "tessera/status.h"
+
+namespace tessera::sim {
+
+class Simulator;
+
+struct TensorOverride {
+  std::string pattern;  // ECMAScript regular expression, searched in the tensor's name
+  std::string target;   // a device name ("cpu", "gpu1": its main memory) or a buffer type name ("gpu0_Host")
+};
+
+struct PlacementPolicy {
+  // Layers offloaded to the GPUs (non-CPU devices): the last n_gpu_layers layers; -1 = every layer and the output
+  // head. With n_gpu_layers > n_layer the output head (output, output_norm) goes to the last GPU too.
+  int n_gpu_layers = -1;
+  // Proportions of the offloaded layers per GPU (in device order). Empty: proportional to each GPU's memory.
+  std::vector<double> tensor_split;
+  // Explicit layer counts per GPU (overrides n_gpu_layers and tensor_split when non-empty). The first GPU takes the
+  // first offloaded layers.
+  std::vector<int> layers_per_device;
+  std::vector<TensorOverride> overrides;  // first match wins
+  bool op_offload = true;
+  bool parallel = false;
+  int max_split_inputs = 30;
+
+  SchedulerParams scheduler_params() const;
+};
+
+// The layer a tensor belongs to from its name ("blk.12.ffn_up.weight", "cache_k_l12"); -1 for none.
+int layer_of_name(const char* name);
+
+// Which device (index in the simulator) each layer goes to; layers not offloaded go to the last device (the CPU).
+// Errors: a negative or too long layer count, a split with negative or no positive proportion, more counts than GPUs.
+Result<std::vector<int>> layer_devices(const Simulator& sim, int n_layer, const PlacementPolicy& policy);
+
+struct Placement {
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::pair<Tensor*, BufferType*>> where;  // every placed tensor and its buffer type
+  std::vector<int> layer_device;                       // per layer
+  // Bytes of weights and of caches per device (index as in the simulator).
+  std::vector<size_t> weight_bytes, cache_bytes;
+};
+
+// Places weights (usage WEIGHTS) and caches by the policy: layer tensors on their layer's device, the output head
+// as described above, other weights (token embedding) on the CPU; overrides first. n_layer: the model's layer count.
+// Errors: an override whose pattern is not a valid regular expression or whose target is unknown, a placement that
+// does not fit (the allocation error, naming the device).
+Result<Placement> place_model(Simulator& sim, const std::vector<Tensor*>& weights, const std::vector<Tensor*>& caches,
+                              int n_layer, const PlacementPolicy& policy);
+
+}  // namespace tessera::sim

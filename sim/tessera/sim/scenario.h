@@ -1,0 +1,65 @@
+// Scenario files (SPEC 14): a topology (a preset's name or inline), a model, a placement policy, the simulator's
+// options and expectations; `tessera repro FILE` runs one and checks its expectations. Format: docs/scenarios.md.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/sim/session.h"
+#include "tessera/status.h"
+
+namespace tessera::sim {
+
+struct Expectations {
+  // "scheduling": "ok" (plan and run succeed) or "error" (they fail; error_contains then names a part of the message).
+  std::optional<bool> scheduling_ok;
+  std::string error_contains;
+  std::optional<int> max_splits, min_splits;
+  struct NodeOn {
+    std::string node;    // tensor name
+    std::string device;  // expected backend (device name)
+  };
+  std::vector<NodeOn> nodes;
+  struct PeakMemory {
+    std::string device;
+    size_t max_bytes = 0;
+  };
+  std::vector<PeakMemory> peak_memory;
+  std::optional<bool> no_race;
+  std::optional<bool> outputs_match_reference;
+  double max_nmse = 1e-4;
+  std::optional<int> max_reserves;  // re-plans of the compute buffers over all evaluations
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string source;  // file name
+  SessionConfig config;
+  int evaluations = 1;
+  Expectations expect;
+};
+
+// Errors name the source, the location and what was expected.
+Result<Scenario> parse_scenario(std::string_view text, const std::string& source);
+Result<Scenario> load_scenario_file(const std::string& path);
+
+struct ExpectationResult {
+  std::string what;    // "max_splits <= 12"
+  bool ok = false;
+  std::string detail;  // what was found
+};
+
+struct ScenarioOutcome {
+  std::vector<ExpectationResult> results;
+  bool passed = false;
+  std::string error;   // the session's error, if planning or running failed
+  std::string report;  // summary table and splits
+};
+
+// Builds the session, plans, runs, checks every expectation. Never aborts; errors become failed expectations.
+ScenarioOutcome run_scenario(const Scenario& scenario);
+
+}  // namespace tessera::sim
