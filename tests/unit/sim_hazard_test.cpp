@@ -128,31 +128,63 @@ struct SimHazard : ::testing::Test {
   size_t races() const { return sim->races().size(); }
 };
 
+// cpy_tensor_async orders the copy after the work of the source backend it is given (backend.h). A producer on
+// another stream still needs an event wait: without it the copy reads too early.
 TEST_F(SimHazard, MissingWaitBeforeCopyIsARace) {
+  auto producer = sim->device(0)->init_backend({}).value();  // gpu0/s1
   Vectors in(g0, {"x"});
   set_f32(*in[0], xv);
   OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
   set_name(*op.out, "x2");
   Vectors dst(g1, {"x2_copy"});
-  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
-  ASSERT_TRUE(b1->cpy_tensor_async(b0.get(), *op.out, *dst[0]));  // no event wait
+  ASSERT_EQ(producer->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  ASSERT_TRUE(b1->cpy_tensor_async(b0.get(), *op.out, *dst[0]));  // no wait for the producer's stream
   ASSERT_GE(races(), 1u);
   const Race& r = sim->races()[0];
   EXPECT_EQ(r.first.tensor, "x2");
-  EXPECT_EQ(r.first.agent, "gpu0/s0");
+  EXPECT_EQ(r.first.agent, "gpu0/s1");
   EXPECT_EQ(r.second.agent, "gpu1/s0");
   EXPECT_EQ(r.seed, sim->seed());
 }
 
+TEST_F(SimHazard, HostCopyWithoutSynchronizeIsARace) {
+  Vectors in(g0, {"x"});
+  set_f32(*in[0], xv);
+  OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
+  Vectors dst(g1, {"x2_copy"});
+  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  ASSERT_TRUE(tensor_copy(*op.out, *dst[0]).ok());  // blocking copy by the host, gpu0 not synchronized
+  ASSERT_GE(races(), 1u);
+  EXPECT_EQ(sim->races()[0].first.agent, "gpu0/s0");
+  EXPECT_EQ(sim->races()[0].second.agent, "host");
+}
+
+TEST_F(SimHazard, AsyncCopyFromTheProducingStreamIsOrderedByContract) {
+  Vectors in(g0, {"x"});
+  set_f32(*in[0], xv);
+  OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
+  Vectors dst(g1, {"x2_copy"});
+  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  ASSERT_TRUE(b1->cpy_tensor_async(b0.get(), *op.out, *dst[0]));
+  // and the source stream may not overwrite the source before the copy has read it
+  OneOp overwrite(g0, [&](Context& c) { return cpy(c, scale(c, in[0], 5.0f), op.out); });
+  ASSERT_EQ(b0->graph_compute_async(overwrite.graph), ComputeStatus::kSuccess);
+  b1->synchronize();
+  EXPECT_EQ(races(), 0u) << sim->races_report();
+  const std::vector<float> got = get_f32(*dst[0]);
+  for (size_t i = 0; i < xv.size(); ++i) ASSERT_FLOAT_EQ(got[i], 2.0f * xv[i]) << i;
+}
+
 TEST_F(SimHazard, EventChainBeforeCopyIsClean) {
+  auto producer = sim->device(0)->init_backend({}).value();
   Vectors in(g0, {"x"});
   set_f32(*in[0], xv);
   OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
   Vectors dst(g1, {"x2_copy"});
   auto ev = sim->device(0)->event_new();
   ASSERT_NE(ev, nullptr);
-  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
-  ev->record(*b0);
+  ASSERT_EQ(producer->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  ev->record(*producer);
   ev->wait(*b1);
   ASSERT_TRUE(b1->cpy_tensor_async(b0.get(), *op.out, *dst[0]));
   b1->synchronize();
