@@ -377,7 +377,7 @@ int main(int argc, char** argv) {
   Options o;
   std::vector<std::string> explain;
   bool all_splits = false;
-  std::string trace_file, out_file, show;
+  std::string trace_file, trace_out = "tessera-trace.json", dot_out, show;
   std::vector<std::string> scenario_files;
   bool repro_json = false, topo_json = false;
 
@@ -393,11 +393,11 @@ int main(int argc, char** argv) {
 
   CLI::App* trace = app.add_subcommand("trace", "run and write the Chrome trace (Perfetto) of the simulation");
   add_common(trace, &o);
-  trace->add_option("-o,--output", out_file, "trace file")->default_val("tessera-trace.json");
+  trace->add_option("-o,--output", trace_out, "trace file (default: tessera-trace.json)");
 
   CLI::App* dot = app.add_subcommand("dot", "Graphviz of the split graph, nodes coloured by backend");
   add_common(dot, &o);
-  dot->add_option("-o,--output", out_file, "output file (default: standard output)");
+  dot->add_option("-o,--output", dot_out, "output file (default: standard output)");
 
   CLI::App* repro = app.add_subcommand("repro", "run scenario files and check their expectations (exit 0/1)");
   repro->add_option("scenarios", scenario_files, "scenario files")->required();
@@ -421,11 +421,11 @@ int main(int argc, char** argv) {
     if (*plan) return cmd_plan(o, explain, all_splits);
     if (*run) return cmd_run(o, trace_file, false);
     if (*trace) {
-      const int rc = cmd_run(o, out_file, true);
-      if (rc != kInputError) std::fprintf(stderr, "tessera: trace written to %s\n", out_file.c_str());
+      const int rc = cmd_run(o, trace_out, true);
+      if (rc != kInputError) std::fprintf(stderr, "tessera: trace written to %s\n", trace_out.c_str());
       return rc;
     }
-    if (*dot) return cmd_dot(o, out_file);
+    if (*dot) return cmd_dot(o, dot_out);
     if (*repro) return cmd_repro(scenario_files, repro_json);
     if (*fit) return cmd_fit(o);
     if (*topologies) return cmd_topologies(show, topo_json);
