@@ -128,7 +128,11 @@ Result<std::unique_ptr<Buffer>> SimBufferType::do_alloc_buffer(size_t size) {
   } else if (s.opt.mode == MemoryMode::kMetadata) {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     const size_t len = round_up(size, page) + (align > page ? align : 0);
-    void* p = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // Device memory gets no access rights (a stray dereference faults). Host-visible memory may be read directly by
+    // code outside the simulator (a copy from a host buffer memcpys from it): it reads as zeros from the shared zero
+    // page, committing no memory.
+    const int prot = is_host() ? PROT_READ | PROT_WRITE : PROT_NONE;
+    void* p = mmap(nullptr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
       if (kind_ == Kind::kMain) dev_->release_memory(size);
       return TS_ERROR(StatusCode::kAllocFailed, "%s: cannot reserve %zu bytes of address space", name_.c_str(), size);
@@ -304,7 +308,8 @@ SimDevice::SimDevice(Simulator::Impl* sim, int index, DeviceConfig cfg, Device* 
 }
 
 void SimDevice::memory(size_t* free, size_t* total) const {
-  const size_t used = stats.memory_used + sim_->opt.faults.hide_free_bytes;
+  const size_t hide = sim_->opt.faults.hide_free_bytes;
+  const size_t used = hide > SIZE_MAX - stats.memory_used ? SIZE_MAX : stats.memory_used + hide;  // saturate
   if (free != nullptr) *free = used >= cfg_.memory ? 0 : cfg_.memory - used;
   if (total != nullptr) *total = cfg_.memory;
 }
