@@ -249,6 +249,45 @@ TEST(SimGraphIo, NoLeafsOrNodesMeansEveryTensor) {
   EXPECT_EQ(l.tensors[2]->nb[1], 12u);
 }
 
+// The example of docs/graph-format.md is exactly what the writer produces for this graph.
+TEST(SimGraphIo, DocExample) {
+  Context c(ContextParams{.no_alloc = true});
+  Tensor* x = c.new_tensor_2d(Type::kF32, 64, 8);
+  set_name(*x, "x");
+  set_input(*x);
+  Tensor* w = c.new_tensor_2d(Type::kQ4_0, 64, 32);
+  set_name(*w, "w");
+  Tensor* y = mul_mat(c, w, x);
+  set_name(*y, "y");
+  Tensor* y2 = scale(c, y, 0.5f);
+  set_name(*y2, "y2");
+  Tensor* yv = view_2d(c, y2, 16, 8, y2->nb[1], 16 * sizeof(float));
+  set_name(*yv, "yv");
+  Tensor* out = cont(c, yv);
+  set_name(*out, "out");
+  set_output(*out);
+  Graph g;
+  ASSERT_TRUE(g.build_forward(out).ok());
+  const std::string expected = R"({
+  "format": "tessera-graph",
+  "version": 1,
+  "tensors": [
+    {"id":0,"name":"w","type":"q4_0","ne":[64,32,1,1],"nb":[18,36,1152,1152],"op":"NONE","role":"weight"},
+    {"id":1,"name":"x","type":"f32","ne":[64,8,1,1],"nb":[4,256,2048,2048],"op":"NONE","flags":["input"],"role":"input"},
+    {"id":2,"name":"y","type":"f32","ne":[32,8,1,1],"nb":[4,128,1024,1024],"op":"MUL_MAT","src":[0,1]},
+    {"id":3,"name":"y2","type":"f32","ne":[32,8,1,1],"nb":[4,128,1024,1024],"op":"SCALE","op_params":[1056964608],"src":[2]},
+    {"id":4,"name":"yv","type":"f32","ne":[16,8,1,1],"nb":[4,128,1024,1024],"op":"VIEW","op_params":[64],"src":[3],"view_src":3,"view_offs":64},
+    {"id":5,"name":"out","type":"f32","ne":[16,8,1,1],"nb":[4,64,512,512],"op":"CONT","src":[4],"flags":["output"]}
+  ],
+  "leafs": [0, 1],
+  "nodes": [2, 3, 4, 5]
+}
+)";
+  EXPECT_EQ(graph_to_json(g), expected);
+  LoadedGraph l = load_ok(expected);
+  EXPECT_EQ(graph_to_json(*l.graph), expected);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Numeric round trip: the loaded graph computes bit-identical outputs on the CPU.
 
@@ -529,26 +568,28 @@ TEST_F(SimGraphIoMalformed, SyntaxAndDuplicates) {
 // No crash on any input: truncations, byte flips and number replacements of the llama JSON; whatever is accepted
 // must write back and load again.
 
-void check_any(const std::string& text) {
+// Returns whether the text was accepted.
+bool check_any(const std::string& text) {
   Result<LoadedGraph> g = graph_from_json(text, "fuzz.json");
   if (!g.ok()) {
     EXPECT_THAT(g.status().message(), HasSubstr("fuzz.json"));
-    return;
+    return false;
   }
   const std::string again = graph_to_json(*g->graph);
   Result<LoadedGraph> g2 = graph_from_json(again, "fuzz2.json");
-  ASSERT_TRUE(g2.ok()) << g2.status().to_string();
-  EXPECT_EQ(graph_to_json(*g2->graph), again);
+  EXPECT_TRUE(g2.ok()) << g2.status().to_string();
+  if (g2.ok()) EXPECT_EQ(graph_to_json(*g2->graph), again);
+  return true;
 }
 
 TEST(SimGraphIo, NoCrashSweep) {
   models::LlamaGraph m = llama("tiny-moe", true);
   const std::string text = graph_to_json(*m.graph);
   // truncations
-  for (size_t i = 0; i < 300; ++i) check_any(text.substr(0, text.size() * i / 300));
+  for (size_t i = 0; i < 200; ++i) check_any(text.substr(0, text.size() * i / 200));
   std::mt19937_64 rng(20240601);
   // byte flips
-  for (int i = 0; i < 400; ++i) {
+  for (int i = 0; i < 300; ++i) {
     std::string t = text;
     const int flips = 1 + static_cast<int>(rng() % 3);
     for (int f = 0; f < flips; ++f) t[rng() % t.size()] = static_cast<char>(rng() & 0xff);
@@ -564,18 +605,16 @@ TEST(SimGraphIo, NoCrashSweep) {
   const char* edges[] = {"0", "1", "2", "3", "7", "-1", "64", "1000", "2147483648", "4294967295", "4611686018427387904",
                          "18446744073709551615", "1e30", "0.5", "null", "\"x\"", "[]", "{}", "999999"};
   int accepted = 0;
-  for (int i = 0; i < 600; ++i) {
+  for (int i = 0; i < 500; ++i) {
     std::string t = text;
     const size_t at = numbers[rng() % numbers.size()];
     size_t end = at;
     while (end < t.size() && t[end] >= '0' && t[end] <= '9') ++end;
     t.replace(at, end - at, edges[rng() % (sizeof edges / sizeof edges[0])]);
-    Result<LoadedGraph> g = graph_from_json(t, "fuzz.json");
-    accepted += g.ok() ? 1 : 0;
-    check_any(t);
+    accepted += check_any(t) ? 1 : 0;
   }
   // Some replacements are harmless (a float op param, a list order that stays topological), most are rejected.
-  EXPECT_LT(accepted, 600);
+  EXPECT_LT(accepted, 500);
 }
 
 }  // namespace
