@@ -290,8 +290,8 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale) {
   if (!check_type(ctx, Op::kSoftMax, "src0", a, TypeSet::kFloat)) return nullptr;
   if (mask != nullptr) {
     if (!check_type(ctx, Op::kSoftMax, "mask", mask, TypeSet::kMask)) return nullptr;
-    if (mask->ne[0] != a->ne[0] || mask->ne[1] < a->ne[1] || a->ne[2] % mask->ne[2] != 0 ||
-        a->ne[3] % mask->ne[3] != 0) {
+    if (mask->ne[0] != a->ne[0] || mask->ne[1] < a->ne[1] || mask->ne[2] <= 0 || mask->ne[3] <= 0 ||
+        a->ne[2] % mask->ne[2] != 0 || a->ne[3] % mask->ne[3] != 0) {
       return bad(ctx, Op::kSoftMax, "mask " + dims(mask) + " does not fit scores " + dims(a) +
                                         " (need equal ne0, ne1 >= scores', dims 2,3 dividing the scores')");
     }

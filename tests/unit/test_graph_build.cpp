@@ -140,6 +140,17 @@ TEST(Build, ShapeAndTypeErrorsAreStickyAndNamed) {
   EXPECT_FALSE(g.build_forward(nullptr).ok());
 }
 
+TEST(Build, EmptyMaskDimensionsAreAnErrorNotADivisionByZero) {
+  // Found by the serialized-graph loader's fuzz sweep: a mask with ne2 == 0 divided by zero in soft_max's check.
+  Context ctx({.no_alloc = true});
+  Tensor* scores = ctx.new_tensor_3d(Type::kF32, 8, 4, 2);
+  const int64_t ne[4] = {8, 4, 0, 1};
+  Tensor* mask = ctx.new_tensor(Type::kF16, 3, ne);
+  ASSERT_NE(mask, nullptr) << ctx.status().to_string();
+  EXPECT_EQ(soft_max(ctx, scores, mask, 1.0f), nullptr);
+  EXPECT_NE(ctx.status().message().find("does not fit"), std::string::npos) << ctx.status().to_string();
+}
+
 TEST(Build, TypeRulesOfTheOpTable) {
   Context ctx({.no_alloc = true});
   Tensor* w = ctx.new_tensor_2d(Type::kQ4_0, 64, 16);
