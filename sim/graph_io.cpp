@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_read.h"
+
 #include "tessera/build.h"
 
 namespace tessera::sim {
@@ -27,6 +29,14 @@ namespace {
 
 using json = nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
+// Shared with the topology and scenario loaders (their parse-problem type differs, so only these are shared).
+using json_read::child;
+using json_read::DuplicateKeyFinder;
+using json_read::element;
+using json_read::line_column;
+using json_read::member;
+using json_read::quote;
+using json_read::syntax_detail;
 
 constexpr const char* kFormatName = "tessera-graph";
 constexpr int64_t kMaxExtent = int64_t{1} << 62;  // bound on ne, element counts and view spans
@@ -139,33 +149,6 @@ struct GraphProblem {
 
 [[noreturn]] void fail(const std::string& path, std::string message) { throw GraphProblem{path, std::move(message)}; }
 
-std::string child(const std::string& path, std::string_view key) {
-  return path.empty() ? std::string(key) : path + "." + std::string(key);
-}
-std::string element(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
-
-// "text" for messages: quotes and backslashes escaped, control bytes as \xNN, long text shortened.
-std::string quote(std::string_view s) {
-  constexpr size_t kMax = 60;
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size() && i < kMax; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > kMax) out += "...";
-  out += '"';
-  return out;
-}
-
 std::string describe_json(const json& v) {
   switch (v.type()) {
     case json::value_t::null: return "null";
@@ -204,11 +187,6 @@ void expect_object(const json& v, const std::string& path, Keys allowed, std::st
     for (const char* k : allowed) known = known || item.key() == k;
     if (!known) fail(path, "unknown key " + quote(item.key()) + " (expected one of: " + key_list(allowed) + ")");
   }
-}
-
-const json* member(const json& obj, const char* key) {
-  const auto it = obj.find(key);
-  return it == obj.end() ? nullptr : &*it;
 }
 
 const json& required(const json& obj, const std::string& path, const char* key, std::string_view what) {
@@ -262,81 +240,6 @@ int32_t get_int32(const json& v, const std::string& path) {
     return static_cast<int32_t>(i);
   }
   type_fail(path, kWhat, v);
-}
-
-// nlohmann keeps the last of duplicate keys silently; this callback finds the first duplicate and its JSON path.
-class DuplicateKeyFinder {
- public:
-  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start: frames_.push_back({false, 0, {}, {}}); break;
-      case json::parse_event_t::array_start: frames_.push_back({true, 0, {}, {}}); break;
-      case json::parse_event_t::key: {
-        if (frames_.empty() || !parsed.is_string()) break;
-        Frame& f = frames_.back();
-        std::string key = parsed.get<std::string>();
-        if (!found_ && !f.keys.insert(key).second) {
-          found_ = true;
-          path_ = current_path();
-          key_ = key;
-        }
-        f.key = std::move(key);
-        break;
-      }
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        if (!frames_.empty()) frames_.pop_back();
-        element_done();
-        break;
-      case json::parse_event_t::value: element_done(); break;
-    }
-    return true;
-  }
-
-  bool found() const { return found_; }
-  const std::string& path() const { return path_; }
-  const std::string& key() const { return key_; }
-
- private:
-  struct Frame {
-    bool array;
-    size_t index;
-    std::string key;
-    std::unordered_set<std::string> keys;
-  };
-
-  void element_done() {
-    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
-  }
-
-  std::string current_path() const {
-    std::string p;
-    for (size_t i = 0; i + 1 < frames_.size(); ++i) {
-      p = frames_[i].array ? element(p, frames_[i].index) : child(p, frames_[i].key);
-    }
-    return p;
-  }
-
-  std::vector<Frame> frames_;
-  bool found_ = false;
-  std::string path_, key_;
-};
-
-// "line:column" (1-based) of a byte offset as nlohmann reports it.
-std::string line_column(std::string_view text, size_t byte) {
-  const size_t end = std::min(byte == 0 ? 0 : byte - 1, text.size());
-  size_t line = 1, line_start = 0;
-  for (size_t i = 0; i < end; ++i) {
-    if (text[i] == '\n') ++line, line_start = i + 1;
-  }
-  return std::to_string(line) + ":" + std::to_string(end - line_start + 1);
-}
-
-std::string syntax_detail(const std::string& what) {
-  const size_t at = what.find("parse error");
-  if (at == std::string::npos) return what;
-  const size_t colon = what.find(": ", at);
-  return colon == std::string::npos ? what : what.substr(colon + 2);
 }
 
 Status invalid(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
