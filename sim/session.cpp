@@ -12,13 +12,6 @@
 
 namespace tessera::sim {
 
-std::string format_bytes(size_t n) {
-  if (n >= GiB) return format_message("%.2f GiB", static_cast<double>(n) / static_cast<double>(GiB));
-  if (n >= MiB) return format_message("%.2f MiB", static_cast<double>(n) / static_cast<double>(MiB));
-  if (n >= KiB) return format_message("%.2f KiB", static_cast<double>(n) / static_cast<double>(KiB));
-  return format_message("%zu B", n);
-}
-
 Session::~Session() {
   sched_.reset();
   placement_.buffers.clear();

@@ -28,13 +28,6 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 bool same_name(const std::string& a, const std::string& b) { return strcasecmp(a.c_str(), b.c_str()) == 0; }
 
-std::string human_bytes(size_t n) {
-  if (n >= GiB) return format_message("%.2f GiB", static_cast<double>(n) / static_cast<double>(GiB));
-  if (n >= MiB) return format_message("%.2f MiB", static_cast<double>(n) / static_cast<double>(MiB));
-  if (n >= KiB) return format_message("%.2f KiB", static_cast<double>(n) / static_cast<double>(KiB));
-  return format_message("%zu B", n);
-}
-
 bool is_compute_node(const Tensor& n) { return n.op != Op::kNone && !op_is_view(n.op) && !is_empty(n); }
 
 // A copy of the nodes of a graph as they are at submission (sources, data pointers, parameters), so the computation
@@ -301,7 +294,7 @@ SimDevice::SimDevice(Simulator::Impl* sim, int index, DeviceConfig cfg, Device* 
       mapped_(this, SimBufferType::Kind::kMapped, cfg_.name + "_Mapped") {
   if (cfg_.caps.host_buffer) host_ = std::make_unique<SimBufferType>(this, SimBufferType::Kind::kHost, cfg_.name + "_Host");
   description_ = cfg_.description.empty()
-                     ? format_message("simulated %s (%s)", device_type_name(cfg_.type), human_bytes(cfg_.memory).c_str())
+                     ? format_message("simulated %s (%s)", device_type_name(cfg_.type), format_bytes(cfg_.memory).c_str())
                      : cfg_.description;
   if (!cfg_.wraps.empty()) description_ += format_message(" [wraps %s]", cfg_.wraps.c_str());
   stats.memory_total = cfg_.memory;
@@ -320,7 +313,7 @@ Status SimDevice::reserve_memory(size_t size) {
   const size_t free = cfg_.memory - std::min(stats.memory_used, cfg_.memory);
   if (size > free) {
     return TS_ERROR(StatusCode::kAllocFailed, "%s: out of memory: asked %s, free %s of %s", cfg_.name.c_str(),
-                    human_bytes(size).c_str(), human_bytes(free).c_str(), human_bytes(cfg_.memory).c_str());
+                    format_bytes(size).c_str(), format_bytes(free).c_str(), format_bytes(cfg_.memory).c_str());
   }
   stats.memory_used += size;
   stats.memory_peak = std::max(stats.memory_peak, stats.memory_used);

@@ -61,8 +61,6 @@ struct Simulator::Impl {
   int64_t n_event_waits = 0;  // event waits (for the fault plan)
   Trace trace;
 
-  Simulator* self = nullptr;
-
   // Applies pending commands that end at or before t.
   void run_until(double t);
   // The host blocks until t (then everything that ended by t is applied).
@@ -75,8 +73,6 @@ struct Simulator::Impl {
   void add_event(TraceKind kind, int track, std::string name, double start, double end, size_t bytes);
   // Time of moving bytes between two devices (-1 = host memory).
   double copy_time_us(int from, int to, size_t bytes) const;
-  // Records a race-check stop (options.stop_at_first_race): true when the run must fail now.
-  bool stop_for_race(size_t races_before) const;
 };
 
 // A kind of memory of a simulated device: its main memory, its pinned host memory, or host memory it wraps.

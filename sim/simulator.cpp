@@ -70,6 +70,13 @@ Status check_topology(const TopologyConfig& t) {
 
 }  // namespace
 
+std::string format_bytes(size_t n) {
+  if (n >= GiB) return format_message("%.2f GiB", static_cast<double>(n) / static_cast<double>(GiB));
+  if (n >= MiB) return format_message("%.2f MiB", static_cast<double>(n) / static_cast<double>(MiB));
+  if (n >= KiB) return format_message("%.2f KiB", static_cast<double>(n) / static_cast<double>(KiB));
+  return format_message("%zu B", n);
+}
+
 // ---- Impl ----
 
 void Simulator::Impl::run_until(double t) {
@@ -150,13 +157,9 @@ double Simulator::Impl::copy_time_us(int from, int to, size_t bytes) const {
   return slow * (lat + (bw > 0 ? b / bw * 1e6 : 0.0));
 }
 
-bool Simulator::Impl::stop_for_race(size_t races_before) const {
-  return opt.stop_at_first_race && hz.race_count() > races_before;
-}
-
 // ---- Simulator ----
 
-Simulator::Simulator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
+Simulator::Simulator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Simulator::~Simulator() {
   // Buffers and backends must be gone; drop whatever is still pending without applying it.

@@ -88,7 +88,9 @@ struct SimModel {
     for (auto* list : {&wb.value(), &cb.value()}) {
       for (auto& b : *list) buffers.push_back(std::move(b));
     }
-    if (opt.mode == MemoryMode::kBacked) EXPECT_TRUE(fill_random(m, model_seed).ok());  // no bytes to fill otherwise
+    if (opt.mode == MemoryMode::kBacked) {  // no bytes to fill otherwise
+      EXPECT_TRUE(fill_random(m, model_seed).ok());
+    }
     std::vector<Backend*> bp;
     for (auto& b : backends) bp.push_back(b.get());
     auto s = Scheduler::create(bp, params);

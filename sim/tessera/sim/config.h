@@ -130,8 +130,6 @@ struct SimOptions {
   // changes which stream runs first whenever the program leaves the order open.
   bool adversarial = false;
   double max_jitter_us = 50.0;
-  // Fail the run (and the API call that found it) at the first race instead of only recording it.
-  bool stop_at_first_race = false;
   bool record_trace = true;
   FaultPlan faults;
 };

@@ -78,7 +78,4 @@ class Session {
   std::unique_ptr<Scheduler> sched_;
 };
 
-// Bytes as "1.50 GiB".
-std::string format_bytes(size_t n);
-
 }  // namespace tessera::sim

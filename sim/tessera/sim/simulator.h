@@ -88,6 +88,9 @@ class Simulator {
   std::unique_ptr<Impl> impl_;
 };
 
+// Bytes for people: "1.50 GiB", "12.00 KiB", "512 B".
+std::string format_bytes(size_t n);
+
 // Is this device (or backend, or buffer type) one of a simulator's?
 bool is_simulated(const Device& device);
 
