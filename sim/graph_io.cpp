@@ -743,24 +743,9 @@ Result<LoadedGraph> graph_from_json(std::string_view text, const std::string& so
 }
 
 Result<LoadedGraph> load_graph_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return invalid(path + ": cannot read the graph file: it is a directory");
-  errno = 0;
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    const int err = errno;
-    return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kInvalidArgument,
-                  path + ": cannot open the graph file: " + std::strerror(err));
-  }
-  std::string text;
-  char buf[65536];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) return invalid(path + ": cannot read the graph file: " + std::strerror(err));
-  return graph_from_json(text, path);
+  Result<std::string> text = json_read::read_text_file(path, "graph file");
+  if (!text.ok()) return text.status();
+  return graph_from_json(text.value(), path);
 }
 
 Status save_graph_file(const Graph& graph, const std::string& path) {

@@ -9,7 +9,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <string>
@@ -362,6 +365,29 @@ inline std::string syntax_detail(const std::string& what) {
 
 inline Status invalid(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
 
+
+// Reads a whole file; `what` names it in errors ("topology file"): "PATH: cannot open the topology file: REASON".
+// A missing file is kNotFound; a directory or a read error kInvalidArgument.
+inline Result<std::string> read_text_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return invalid(path + ": cannot read the " + what + ": it is a directory");
+  errno = 0;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    const int err = errno;
+    return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kInvalidArgument,
+                  path + ": cannot open the " + what + ": " + std::strerror(err));
+  }
+  std::string text;
+  char buf[65536];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed) return invalid(path + ": cannot read the " + what + ": " + std::strerror(err));
+  return text;
+}
 
 // Parses text into *root. Errors: a syntax error (source:line:column) or a duplicate key (source: path).
 inline Status parse_json(std::string_view text, const std::string& source, json* root) {

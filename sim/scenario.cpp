@@ -3,8 +3,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "json_read.h"
 #include "tessera/sim/topology.h"
@@ -241,11 +239,9 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
 }
 
 Result<Scenario> load_scenario_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status(StatusCode::kNotFound, path + ": cannot open the scenario file: " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_scenario(ss.str(), path);
+  Result<std::string> text = read_text_file(path, "scenario file");
+  if (!text.ok()) return text.status();
+  return parse_scenario(text.value(), path);
 }
 
 ScenarioOutcome run_scenario(const Scenario& sc) {

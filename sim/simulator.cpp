@@ -237,7 +237,7 @@ const std::vector<std::string>& Simulator::errors() const { return impl_->errors
 double Simulator::now_us() const { return impl_->now; }
 uint64_t Simulator::commands() const { return impl_->n_commands; }
 DeviceStats Simulator::stats(size_t device) const { return impl_->devices[device]->stats; }
-Trace Simulator::trace() const { return impl_->trace; }
+const Trace& Simulator::trace() const { return impl_->trace; }
 HazardTracker& Simulator::hazards() { return impl_->hz; }
 
 bool is_simulated(const Device& device) { return dynamic_cast<const SimDevice*>(&device) != nullptr; }

@@ -640,26 +640,9 @@ Result<TopologyConfig> topology_preset(const std::string& name) {
 }
 
 Result<TopologyConfig> load_topology_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return invalid(path + ": cannot read the topology file: it is a directory");
-  }
-  errno = 0;
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    const int err = errno;
-    return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kInvalidArgument,
-                  path + ": cannot open the topology file: " + std::strerror(err));
-  }
-  std::string text;
-  char buf[65536];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) return invalid(path + ": cannot read the topology file: " + std::strerror(err));
-  return parse_topology(text, path);
+  Result<std::string> text = read_text_file(path, "topology file");
+  if (!text.ok()) return text.status();
+  return parse_topology(text.value(), path);
 }
 
 Result<TopologyConfig> load_topology(const std::string& name_or_path) {

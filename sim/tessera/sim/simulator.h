@@ -76,7 +76,7 @@ class Simulator {
   double now_us() const;  // the host's virtual time
   uint64_t commands() const;
   DeviceStats stats(size_t device) const;
-  Trace trace() const;
+  const Trace& trace() const;  // the timeline so far (copy it to keep it past the simulator)
 
   HazardTracker& hazards();
 
