@@ -742,8 +742,10 @@ Result<LoadedGraph> graph_from_json(std::string_view text, const std::string& so
   }
 }
 
+Result<std::string> read_graph_text(const std::string& path) { return json_read::read_text_file(path, "graph file"); }
+
 Result<LoadedGraph> load_graph_file(const std::string& path) {
-  Result<std::string> text = json_read::read_text_file(path, "graph file");
+  Result<std::string> text = read_graph_text(path);
   if (!text.ok()) return text.status();
   return graph_from_json(text.value(), path);
 }

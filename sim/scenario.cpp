@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "json_read.h"
+#include "tessera/sim/graph_io.h"
 #include "tessera/sim/topology.h"
 
 namespace tessera::sim {
@@ -65,7 +66,7 @@ int get_int(const json& v, const std::string& path) {
 
 void parse_policy(const json& v, const std::string& path, PlacementPolicy* p) {
   expect_object(v, path,
-                {"n_gpu_layers", "tensor_split", "layers_per_device", "overrides", "op_offload", "parallel",
+                {"n_gpu_layers", "tensor_split", "layers_per_device", "overrides", "pins", "op_offload", "parallel",
                  "max_split_inputs"},
                 "a policy object");
   if (const json* x = member(v, "n_gpu_layers")) p->n_gpu_layers = get_int(*x, child(path, "n_gpu_layers"));
@@ -90,6 +91,15 @@ void parse_policy(const json& v, const std::string& path, PlacementPolicy* p) {
                                                                     child(ep, "target"));
                                               return o;
                                             });
+  }
+  if (const json* x = member(v, "pins")) {
+    p->pins = get_list<TensorPin>(*x, child(path, "pins"), "pin objects", [](const json& e, const std::string& ep) {
+      expect_object(e, ep, {"tensor", "device"}, "a pin {\"tensor\": name, \"device\": name}");
+      TensorPin pin;
+      pin.tensor = get_string(required(e, ep, "tensor", "a tensor name"), child(ep, "tensor"));
+      pin.device = get_string(required(e, ep, "device", "a device name"), child(ep, "device"));
+      return pin;
+    });
   }
   if (const json* x = member(v, "op_offload")) p->op_offload = get_bool(*x, child(path, "op_offload"));
   if (const json* x = member(v, "parallel")) p->parallel = get_bool(*x, child(path, "parallel"));
@@ -194,8 +204,29 @@ void parse_expect(const json& v, const std::string& path, Expectations* e) {
   }
 }
 
+// "graph": a file name (relative to the scenario file's directory) or the serialized graph itself. The graph is read
+// and validated here, so a bad graph is an error of the scenario file.
+GraphSource parse_graph_source(const json& v, const std::string& source) {
+  GraphSource g;
+  if (v.is_string()) {
+    std::string path = v.get<std::string>();
+    const size_t slash = source.rfind('/');
+    if (!path.empty() && path[0] != '/' && slash != std::string::npos) path = source.substr(0, slash + 1) + path;
+    Result<std::string> text = read_graph_text(path);
+    if (!text.ok()) fail("graph", text.status().message());
+    g = {std::move(text).value(), path};
+  } else if (v.is_object()) {
+    g = {v.dump(), source + " (graph)"};
+  } else {
+    type_fail("graph", "a serialized graph's file name or the graph object", v);
+  }
+  Result<LoadedGraph> lg = graph_from_json(g.text, g.source);
+  if (!lg.ok()) fail("graph", lg.status().message());
+  return g;
+}
+
 Scenario parse_root(const json& root, const std::string& source) {
-  expect_object(root, "", {"name", "description", "topology", "model", "policy", "run", "expect"},
+  expect_object(root, "", {"name", "description", "topology", "model", "graph", "policy", "run", "expect"},
                 "a scenario object");
   Scenario s;
   s.source = source;
@@ -217,6 +248,10 @@ Scenario parse_root(const json& root, const std::string& source) {
     parse_model(*x, "model", &s.config.model);
   } else {
     s.config.model = models::preset("tiny").value();
+  }
+  if (const json* x = member(root, "graph")) {
+    if (member(root, "model") != nullptr) fail("graph", "expected either \"model\" or \"graph\", not both");
+    s.config.graph = parse_graph_source(*x, source);
   }
   if (const json* x = member(root, "policy")) parse_policy(*x, "policy", &s.config.policy);
   if (const json* x = member(root, "run")) parse_run(*x, "run", &s);

@@ -9,6 +9,8 @@
 #include "tessera/cpu.h"
 #include "tessera/gallocr.h"
 #include "tessera/graph_copy.h"
+#include "tessera/sim/graph_data.h"
+#include "tessera/sim/placement.h"
 
 namespace tessera::sim {
 
@@ -17,6 +19,74 @@ Session::~Session() {
   placement_.buffers.clear();
   backends_.clear();
 }
+
+namespace {
+
+// Graph mode: the weights written by SET_ROWS (through views) are caches; usage ANY rather than WEIGHTS.
+std::vector<Tensor*> written_leafs(const Graph& g) {
+  std::vector<Tensor*> out;
+  for (const Tensor* n : g.nodes()) {
+    if (n->op != Op::kSetRows || n->src[0] == nullptr) continue;
+    Tensor* base = n->src[0];
+    while (base->view_src != nullptr) base = base->view_src;
+    if (std::find(out.begin(), out.end(), base) == out.end()) out.push_back(base);
+  }
+  return out;
+}
+
+// The tensors a loaded graph is checked by: those flagged output, else its last node (flagged output here so that
+// the planner keeps it).
+std::vector<Tensor*> graph_outputs(LoadedGraph& lg) {
+  std::vector<Tensor*> out = lg.outputs;
+  if (out.empty() && lg.graph->n_nodes() > 0) {
+    Tensor* last = lg.graph->node(lg.graph->n_nodes() - 1);
+    set_output(*last);
+    out.push_back(last);
+  }
+  return out;
+}
+
+// Leafs flagged input (computed tensors may carry the flag too; they get no data).
+std::vector<Tensor*> input_leafs(const LoadedGraph& lg) {
+  std::vector<Tensor*> out;
+  for (Tensor* t : lg.inputs) {
+    if (t->op == Op::kNone && t->view_src == nullptr) out.push_back(t);
+  }
+  return out;
+}
+
+// The fill rules of `leafs` (graph_data.h) with their ids in the serialized graph as keys. The graph's sources must
+// be the user's (not planned yet, or reset).
+std::vector<std::pair<LeafData, uint64_t>> fill_plan(const LoadedGraph& lg, const std::vector<Tensor*>& leafs) {
+  std::unordered_map<const Tensor*, uint64_t> id;
+  for (size_t i = 0; i < lg.tensors.size(); ++i) id.emplace(lg.tensors[i], i);
+  std::vector<std::pair<LeafData, uint64_t>> out;
+  for (const LeafData& d : infer_leaf_data(*lg.graph, leafs)) out.emplace_back(d, id[d.tensor]);
+  return out;
+}
+
+Status fill_all(const std::vector<std::pair<LeafData, uint64_t>>& plan, uint64_t seed) {
+  for (const auto& [d, key] : plan) TS_RETURN_IF_ERROR(fill_leaf(d, seed, key));
+  return Status::Ok();
+}
+
+int layer_count(const std::vector<Tensor*>& weights) {
+  int n = 0;
+  for (const Tensor* w : weights) n = std::max(n, layer_of_name(w->name) + 1);
+  return n;
+}
+
+Result<std::vector<float>> concat_outputs(const std::vector<Tensor*>& outputs) {
+  std::vector<float> all;
+  for (const Tensor* t : outputs) {
+    auto v = tensor_to_f32(*t);
+    if (!v.ok()) return v.status();
+    all.insert(all.end(), v.value().begin(), v.value().end());
+  }
+  return all;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config) {
   std::unique_ptr<Session> s(new Session());
@@ -27,66 +97,132 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config) {
   auto backends = s->sim_->make_backends();
   if (!backends.ok()) return backends.status();
   s->backends_ = std::move(backends).value();
-  auto model = models::build_llama(config.model);
-  if (!model.ok()) return model.status();
-  s->model_ = std::move(model).value();
-  auto placed = place_model(*s->sim_, s->model_.weights, s->model_.kv_cache, config.model.n_layer, config.policy);
-  if (!placed.ok()) return placed.status();
-  s->placement_ = std::move(placed).value();
-  if (config.sim.mode == MemoryMode::kBacked) TS_RETURN_IF_ERROR(models::fill_random(s->model_, config.model_seed));
+  const bool backed = config.sim.mode == MemoryMode::kBacked;
+  if (config.graph) {
+    auto lg = graph_from_json(config.graph->text, config.graph->source);
+    if (!lg.ok()) return lg.status();
+    s->loaded_ = std::move(lg).value();
+    LoadedGraph& g = s->loaded_;
+    s->graph_ = g.graph.get();
+    s->outputs_ = graph_outputs(g);
+    const std::vector<Tensor*> caches = written_leafs(*g.graph);
+    std::vector<Tensor*> weights;
+    for (Tensor* w : g.weights) {
+      if (std::find(caches.begin(), caches.end(), w) == caches.end()) weights.push_back(w);
+    }
+    auto placed = place_model(*s->sim_, weights, caches, layer_count(g.weights), config.policy);
+    if (!placed.ok()) return placed.status();
+    s->placement_ = std::move(placed).value();
+    if (backed) TS_RETURN_IF_ERROR(fill_all(fill_plan(g, g.weights), config.model_seed));
+    s->input_fill_ = fill_plan(g, input_leafs(g));
+  } else {
+    auto model = models::build_llama(config.model);
+    if (!model.ok()) return model.status();
+    s->model_ = std::move(model).value();
+    s->graph_ = s->model_.graph.get();
+    s->outputs_ = {s->model_.logits};
+    auto placed = place_model(*s->sim_, s->model_.weights, s->model_.kv_cache, config.model.n_layer, config.policy);
+    if (!placed.ok()) return placed.status();
+    s->placement_ = std::move(placed).value();
+    if (backed) TS_RETURN_IF_ERROR(models::fill_random(s->model_, config.model_seed));
+  }
   std::vector<Backend*> bp;
   for (auto& b : s->backends_) bp.push_back(b.get());
   auto sched = Scheduler::create(bp, config.policy.scheduler_params());
   if (!sched.ok()) return sched.status();
   s->sched_ = std::move(sched).value();
+  TS_RETURN_IF_ERROR(s->apply_pins());
   return s;
 }
 
-Status Session::plan() { return sched_->alloc_graph(*model_.graph); }
+Status Session::apply_pins() {
+  for (const TensorPin& pin : config_.policy.pins) {
+    Tensor* t = const_cast<Tensor*>(find_tensor(pin.tensor));
+    if (t == nullptr) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "policy: pin of \"%s\": no tensor of that name in the graph",
+                      pin.tensor.c_str());
+    }
+    Backend* target = nullptr;
+    for (int i = 0; i < sched_->n_backends(); ++i) {
+      if (pin.device == sched_->backend(i)->name()) target = sched_->backend(i);
+    }
+    if (target == nullptr) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "policy: pin of \"%s\": no device named \"%s\"",
+                      pin.tensor.c_str(), pin.device.c_str());
+    }
+    TS_RETURN_IF_ERROR(sched_->set_tensor_backend(t, target));
+  }
+  return Status::Ok();
+}
+
+Status Session::plan() { return sched_->alloc_graph(*graph_); }
+
+Status Session::set_graph_inputs() {
+  if (!config_.graph) return models::set_inputs(model_, models::default_inputs(config_.model, config_.model_seed));
+  if (config_.sim.mode != MemoryMode::kBacked) return Status::Ok();
+  return fill_all(input_fill_, config_.model_seed);
+}
+
+std::string Session::describe_workload() const {
+  if (config_.graph) {
+    return format_message("graph %s (%zu nodes, %zu leafs)", config_.graph->source.c_str(), graph_->n_nodes(),
+                          graph_->n_leafs());
+  }
+  const models::LlamaConfig& c = config_.model;
+  return format_message("model %s (%d layers, %lld tokens, %s attention)", c.name.c_str(), c.n_layer,
+                        static_cast<long long>(c.n_tokens), c.flash_attn ? "flash" : "matmul/softmax");
+}
 
 namespace {
 
-std::vector<float> cpu_reference(const models::LlamaConfig& c, uint64_t seed, Status* status) {
-  auto m = models::build_llama(c);
-  if (!m.ok()) {
-    *status = m.status();
-    return {};
+// The outputs of the model, or of the serialized graph, computed on the plain CPU backend with the same data.
+Result<std::vector<float>> cpu_reference(const SessionConfig& config) {
+  if (config.graph) {
+    auto r = graph_from_json(config.graph->text, config.graph->source);
+    if (!r.ok()) return r.status();
+    LoadedGraph lg = std::move(r).value();
+    Graph* graph = lg.graph.get();
+    const std::vector<Tensor*> outputs = graph_outputs(lg);
+    std::vector<std::pair<Tensor*, BufferType*>> where;
+    for (Tensor* w : lg.weights) where.emplace_back(w, cpu::buffer_type());
+    auto placed = place_tensors(where, BufferUsage::kWeights);
+    if (!placed.ok()) return placed.status();
+    TS_RETURN_IF_ERROR(fill_all(fill_plan(lg, lg.weights), config.model_seed));
+    const auto inputs = fill_plan(lg, input_leafs(lg));
+    GraphAllocator galloc(cpu::buffer_type());
+    TS_RETURN_IF_ERROR(galloc.alloc_graph(*graph));
+    TS_RETURN_IF_ERROR(fill_all(inputs, config.model_seed));
+    auto backend = cpu::make_backend();
+    if (backend->graph_compute(*graph) != ComputeStatus::kSuccess) {
+      return Status(StatusCode::kFailed, "CPU reference: " + backend->last_error());
+    }
+    return concat_outputs(outputs);
   }
-  models::LlamaGraph g = std::move(m).value();
-  auto wb = alloc_ctx_tensors(*g.weights_ctx, *cpu::buffer_type());
-  auto cb = alloc_ctx_tensors(*g.cache_ctx, *cpu::buffer_type());
-  if (!wb.ok() || !cb.ok()) {
-    *status = !wb.ok() ? wb.status() : cb.status();
-    return {};
-  }
+  auto m = models::build_llama(config.model);
+  if (!m.ok()) return m.status();
+  models::LlamaGraph model = std::move(m).value();
+  auto wb = alloc_ctx_tensors(*model.weights_ctx, *cpu::buffer_type());
+  if (!wb.ok()) return wb.status();
+  auto cb = alloc_ctx_tensors(*model.cache_ctx, *cpu::buffer_type());
+  if (!cb.ok()) return cb.status();
   GraphAllocator galloc(cpu::buffer_type());
-  Status s = models::fill_random(g, seed);
-  if (s.ok()) s = galloc.alloc_graph(*g.graph);
-  if (s.ok()) s = models::set_inputs(g, models::default_inputs(c, seed));
-  if (!s.ok()) {
-    *status = s;
-    return {};
-  }
+  TS_RETURN_IF_ERROR(models::fill_random(model, config.model_seed));
+  TS_RETURN_IF_ERROR(galloc.alloc_graph(*model.graph));
+  TS_RETURN_IF_ERROR(models::set_inputs(model, models::default_inputs(config.model, config.model_seed)));
   auto backend = cpu::make_backend();
-  if (backend->graph_compute(*g.graph) != ComputeStatus::kSuccess) {
-    *status = Status(StatusCode::kFailed, "CPU reference: " + backend->last_error());
-    return {};
+  if (backend->graph_compute(*model.graph) != ComputeStatus::kSuccess) {
+    return Status(StatusCode::kFailed, "CPU reference: " + backend->last_error());
   }
-  auto v = tensor_to_f32(*g.logits);
-  if (!v.ok()) {
-    *status = v.status();
-    return {};
-  }
-  return std::move(v).value();
+  return concat_outputs({model.logits});
 }
 
 }  // namespace
 
 Result<RunStats> Session::run(int evaluations, bool check_numerics) {
   TS_RETURN_IF_ERROR(plan());
-  TS_RETURN_IF_ERROR(models::set_inputs(model_, models::default_inputs(config_.model, config_.model_seed)));
+  TS_RETURN_IF_ERROR(set_graph_inputs());
   for (int i = 0; i < std::max(evaluations, 1); ++i) {
-    const ComputeStatus cs = sched_->graph_compute_async(*model_.graph);
+    const ComputeStatus cs = sched_->graph_compute_async(*graph_);
     if (cs != ComputeStatus::kSuccess) {
       return Status(cs == ComputeStatus::kAllocFailed ? StatusCode::kAllocFailed : StatusCode::kFailed,
                     sched_->last_error());
@@ -99,15 +235,16 @@ Result<RunStats> Session::run(int evaluations, bool check_numerics) {
   r.races = sim_->races().size();
   r.errors = sim_->errors();
   if (check_numerics && config_.sim.mode == MemoryMode::kBacked) {
-    Status st;
-    const std::vector<float> want = cpu_reference(config_.model, config_.model_seed, &st);
-    TS_RETURN_IF_ERROR(st);
-    auto got = tensor_to_f32(*model_.logits);
+    auto want = cpu_reference(config_);
+    if (!want.ok()) return want.status();
+    auto got = concat_outputs(outputs_);
     if (!got.ok()) return got.status();
-    const NmseResult n = nmse(want.data(), got.value().data(), std::min(want.size(), got.value().size()));
+    const std::vector<float>& w = want.value();
+    const std::vector<float>& g = got.value();
+    const NmseResult n = nmse(w.data(), g.data(), std::min(w.size(), g.size()));
     r.checked = true;
     r.nmse = n.nmse;
-    r.nan_mismatch = n.nan_mismatch || want.size() != got.value().size();
+    r.nan_mismatch = n.nan_mismatch || w.size() != g.size();
   }
   return r;
 }
@@ -145,7 +282,7 @@ std::string Session::summary_table() const {
 std::string Session::splits_table() const {
   std::string s;
   const auto splits = sched_->splits();
-  const Graph& g = *model_.graph;
+  const Graph& g = *graph_;
   for (size_t i = 0; i < splits.size(); ++i) {
     const auto& sp = splits[i];
     s += format_message("split %zu: %s, nodes %zu..%zu (%zu), %zu inputs\n", i, sched_->backend(sp.backend)->name(),
@@ -163,7 +300,7 @@ std::string Session::splits_table() const {
 }
 
 const Tensor* Session::find_tensor(const std::string& name) const {
-  const Graph& g = *model_.graph;
+  const Graph& g = *graph_;
   const Tensor* t = nullptr;
   for (const Tensor* n : g.nodes()) {
     if (name == n->name) t = n;
@@ -188,7 +325,7 @@ std::string Session::explain(const std::string& name) const {
 std::string Session::dot() const {
   static const char* kColors[] = {"#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3",
                                   "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5"};
-  const Graph& g = *model_.graph;
+  const Graph& g = *graph_;
   std::unordered_map<const Tensor*, size_t> id;
   for (size_t i = 0; i < g.n_nodes(); ++i) id[g.node(i)] = i;
   std::string s = "digraph tessera {\n  rankdir=TB;\n  node [shape=box, style=filled, fontsize=10];\n";

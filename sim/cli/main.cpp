@@ -10,6 +10,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "tessera/sim/graph_io.h"
 #include "tessera/sim/scenario.h"
 #include "tessera/sim/session.h"
 #include "tessera/sim/topology.h"
@@ -26,6 +27,7 @@ constexpr int kOk = 0, kExpectationFailed = 1, kInputError = 2;
 struct Options {
   std::string topology = "1gpu";
   std::string model = "tiny";
+  std::string graph;  // a serialized graph file instead of the model
   int layers = 0;      // 0: the preset's
   int tokens = 0;      // 0: the preset's
   int ctx = 0;         // 0: the preset's
@@ -34,6 +36,7 @@ struct Options {
   std::vector<double> split;
   std::vector<int> layers_per_device;
   std::vector<std::string> overrides;  // "regex=target"
+  std::vector<std::string> pins;       // "tensor=device"
   bool no_op_offload = false;
   bool parallel = false;
   int max_split_inputs = 30;
@@ -47,6 +50,7 @@ struct Options {
 void add_common(CLI::App* app, Options* o) {
   app->add_option("-t,--topology", o->topology, "topology preset name or JSON file (see `tessera topologies`)");
   app->add_option("-m,--model", o->model, "model preset: tiny, tiny-moe, 7b, 8x7b-moe, 70b");
+  app->add_option("-g,--graph", o->graph, "a serialized graph file (docs/graph-format.md) instead of the model");
   app->add_option("--layers", o->layers, "number of layers (default: the preset's)")->check(CLI::Range(1, 100000));
   app->add_option("--tokens", o->tokens, "tokens per batch (default: the preset's)")->check(CLI::Range(1, 1 << 20));
   app->add_option("--ctx", o->ctx, "KV cache length (default: the preset's)")->check(CLI::Range(1, 1 << 24));
@@ -57,6 +61,7 @@ void add_common(CLI::App* app, Options* o) {
       ->delimiter(',');
   app->add_option("--override", o->overrides, "REGEX=TARGET: tensors whose name matches go to a device or buffer "
                                               "type, e.g. --override 'ffn_.*_exps=cpu' (repeatable)");
+  app->add_option("--pin", o->pins, "TENSOR=DEVICE: pin a tensor to a device's backend (repeatable)");
   app->add_flag("--no-op-offload", o->no_op_offload, "do not let GPUs take ops whose weights are in host memory");
   app->add_flag("--parallel", o->parallel, "pipeline parallelism (several in-flight copies of inputs)");
   app->add_option("--max-split-inputs", o->max_split_inputs, "inputs per split (>= 10)")->check(CLI::Range(10, 1 << 20));
@@ -71,6 +76,11 @@ Result<SessionConfig> make_config(const Options& o) {
   auto topo = load_topology(o.topology);
   if (!topo.ok()) return topo.status();
   c.topology = std::move(topo).value();
+  if (!o.graph.empty()) {
+    Result<std::string> text = read_graph_text(o.graph);
+    if (!text.ok()) return text.status();
+    c.graph = GraphSource{std::move(text).value(), o.graph};
+  }
   auto m = models::preset(o.model);
   if (!m.ok()) return m.status();
   c.model = m.value();
@@ -89,6 +99,13 @@ Result<SessionConfig> make_config(const Options& o) {
       return Status(StatusCode::kInvalidArgument, "--override " + ov + ": expected REGEX=TARGET");
     }
     c.policy.overrides.push_back({ov.substr(0, eq), ov.substr(eq + 1)});
+  }
+  for (const std::string& pin : o.pins) {
+    const size_t eq = pin.rfind('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == pin.size()) {
+      return Status(StatusCode::kInvalidArgument, "--pin " + pin + ": expected TENSOR=DEVICE");
+    }
+    c.policy.pins.push_back({pin.substr(0, eq), pin.substr(eq + 1)});
   }
   c.policy.op_offload = !o.no_op_offload;
   c.policy.parallel = o.parallel;
@@ -120,12 +137,13 @@ ojson splits_json(Session& s) {
   return out;
 }
 
-std::string headline(const SessionConfig& c) {
-  return format_message("model %s (%d layers, %lld tokens, %s attention) on topology %s, %s", c.model.name.c_str(),
-                        c.model.n_layer, static_cast<long long>(c.model.n_tokens),
-                        c.model.flash_attn ? "flash" : "matmul/softmax", c.topology.name.c_str(),
-                        memory_mode_name(c.sim.mode));
+std::string headline(const Session& s) {
+  return format_message("%s on topology %s, %s", s.describe_workload().c_str(), s.config().topology.name.c_str(),
+                        memory_mode_name(s.config().sim.mode));
 }
+
+// What the JSON reports call the workload: the model preset's name, or the graph file.
+std::string workload_name(const SessionConfig& c) { return c.graph ? c.graph->source : c.model.name; }
 
 // Creates and plans a session; prints the error and returns null on failure (*code says which exit code).
 std::unique_ptr<Session> planned_session(const Options& o, int* code) {
@@ -151,20 +169,35 @@ std::unique_ptr<Session> planned_session(const Options& o, int* code) {
   return std::move(s).value();
 }
 
-int cmd_plan(const Options& o, const std::vector<std::string>& explain, bool all_splits) {
+// Writes the session's graph as the user built it: the scheduler's reset restores the sources it rewired to its
+// copies while planning (so this comes after every report of the plan).
+int save_planned_graph(Session& s, const std::string& path) {
+  s.sched().reset();
+  Status st = save_graph_file(s.graph(), path);
+  if (!st.ok()) {
+    std::fprintf(stderr, "tessera: %s\n", st.message().c_str());
+    return kInputError;
+  }
+  std::fprintf(stderr, "tessera: graph written to %s (replay it with --graph or a scenario's \"graph\")\n",
+               path.c_str());
+  return kOk;
+}
+
+int cmd_plan(const Options& o, const std::vector<std::string>& explain, bool all_splits,
+             const std::string& save_graph) {
   int code = kOk;
   auto s = planned_session(o, &code);
   if (!s) return code;
   if (o.json) {
-    ojson j = {{"topology", s->config().topology.name}, {"model", s->config().model.name},
+    ojson j = {{"topology", s->config().topology.name}, {"model", workload_name(s->config())},
                {"splits", s->sched().n_splits()}, {"devices", memory_json(*s)}, {"split_list", splits_json(*s)}};
     ojson ex = ojson::array();
     for (const std::string& name : explain) ex.push_back(s->explain(name));
     j["explain"] = ex;
     std::cout << j.dump(2) << "\n";
-    return kOk;
+    return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
   }
-  std::printf("%s\n\n%s\n", headline(s->config()).c_str(), s->summary_table().c_str());
+  std::printf("%s\n\n%s\n", headline(*s).c_str(), s->summary_table().c_str());
   std::printf("%d splits, %d copy slot(s)\n", s->sched().n_splits(), s->sched().n_copies());
   if (all_splits || s->sched().n_splits() <= 12) {
     std::printf("%s", s->splits_table().c_str());
@@ -172,7 +205,7 @@ int cmd_plan(const Options& o, const std::vector<std::string>& explain, bool all
     std::printf("(use --splits to list them)\n");
   }
   for (const std::string& name : explain) std::printf("%s", s->explain(name).c_str());
-  return kOk;
+  return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
 }
 
 int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_note) {
@@ -197,18 +230,19 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
   }
   const TraceSummary sum = summarize(s->sim().trace());
   if (o.json) {
-    ojson j = {{"topology", s->config().topology.name}, {"model", s->config().model.name},
+    ojson j = {{"topology", s->config().topology.name}, {"model", workload_name(s->config())},
                {"splits", s->sched().n_splits()}, {"devices", memory_json(*s)},
                {"makespan_us", sum.makespan_us}, {"copy_bytes", sum.copy_bytes}, {"races", st.races},
                {"numerics_checked", st.checked}, {"nmse", st.nmse}, {"numerics_ok", numerics_ok}};
     std::cout << j.dump(2) << "\n";
   } else {
-    std::printf("%s\n\n%s\n", headline(s->config()).c_str(), s->summary_table().c_str());
+    std::printf("%s\n\n%s\n", headline(*s).c_str(), s->summary_table().c_str());
     std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", s->sched().n_splits(),
                 sum.makespan_us / 1000.0, format_bytes(sum.copy_bytes).c_str());
     std::printf("%s", format_summary(sum).c_str());
     if (st.checked) {
-      std::printf("numerics: logits vs the CPU reference: NMSE %.3g%s -> %s\n", st.nmse,
+      std::printf("numerics: %s vs the CPU reference: NMSE %.3g%s -> %s\n",
+                  s->config().graph ? "outputs" : "logits", st.nmse,
                   st.nan_mismatch ? " (NaN/Inf mismatch)" : "", numerics_ok ? "ok" : "MISMATCH");
     } else {
       std::printf("numerics: not checked (metadata-only mode has no values)\n");
@@ -282,6 +316,10 @@ int cmd_fit(Options o) {
     std::fprintf(stderr, "tessera: %s\n", base.status().message().c_str());
     return kInputError;
   }
+  if (base.value().graph) {
+    std::fprintf(stderr, "tessera: fit works on a model's layers (-m), not on a serialized graph (--graph)\n");
+    return kInputError;
+  }
   const int n_layer = base.value().model.n_layer;
   std::vector<int> gpus;
   for (size_t i = 0; i + 1 < base.value().topology.devices.size(); ++i) gpus.push_back(static_cast<int>(i));
@@ -324,13 +362,13 @@ int cmd_fit(Options o) {
     return kExpectationFailed;
   }
   if (o.json) {
-    ojson j = {{"topology", cfg.topology.name}, {"model", cfg.model.name}, {"n_layer", n_layer},
+    ojson j = {{"topology", cfg.topology.name}, {"model", workload_name(cfg)}, {"n_layer", n_layer},
                {"layers_per_device", counts}, {"cpu_layers", remaining}, {"devices", memory_json(*s.value())}};
     std::cout << j.dump(2) << "\n";
     return kOk;
   }
   std::printf("%s\n\nlargest offload that fits (GPUs filled in order, compute buffers included):\n",
-              headline(cfg).c_str());
+              headline(*s.value()).c_str());
   for (size_t g = 0; g < counts.size(); ++g) {
     std::printf("  %-8s %d layers\n", cfg.topology.devices[static_cast<size_t>(gpus[g])].name.c_str(), counts[g]);
   }
@@ -377,7 +415,7 @@ int main(int argc, char** argv) {
   Options o;
   std::vector<std::string> explain;
   bool all_splits = false;
-  std::string trace_file, trace_out = "tessera-trace.json", dot_out, show;
+  std::string trace_file, trace_out = "tessera-trace.json", dot_out, show, save_graph;
   std::vector<std::string> scenario_files;
   bool repro_json = false, topo_json = false;
 
@@ -385,6 +423,7 @@ int main(int argc, char** argv) {
   add_common(plan, &o);
   plan->add_option("--explain", explain, "explain a tensor's placement (backend, cause, split); repeatable");
   plan->add_flag("--splits", all_splits, "list every split");
+  plan->add_option("--save-graph", save_graph, "write the graph as a serialized graph file (to edit or replay)");
 
   CLI::App* run = app.add_subcommand("run", "simulated execution, numerics checked against the CPU reference");
   add_common(run, &o);
@@ -418,7 +457,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? kOk : kInputError;
   }
   try {
-    if (*plan) return cmd_plan(o, explain, all_splits);
+    if (*plan) return cmd_plan(o, explain, all_splits, save_graph);
     if (*run) return cmd_run(o, trace_file, false);
     if (*trace) {
       const int rc = cmd_run(o, trace_out, true);

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include "sim_fixture.h"
+#include "tessera/graph_copy.h"
+#include "tessera/sim/graph_io.h"
 #include "tessera/sim/policy.h"
 #include "tessera/sim/scenario.h"
+#include "tessera/sim/session.h"
 #include "tessera/sim/topology.h"
 
 using namespace tessera;
@@ -220,3 +223,163 @@ TEST(SimPolicy, LayersGoWhereThePolicySays) {
 }
 
 }  // namespace
+
+// ---- Serialized graphs in scenarios and sessions (graph mode) ----
+
+namespace {
+
+// The tiny model's graph (GET_ROWS ids, SET_ROWS into caches, ROPE positions, GQA attention) as a serialized graph.
+std::string tiny_graph_json(bool flash_attn) {
+  models::LlamaConfig c = models::preset("tiny").value();
+  c.flash_attn = flash_attn;
+  auto m = models::build_llama(c);
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  return graph_to_json(*m.value().graph);
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  FILE* f = std::fopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr) << path;
+  if (f != nullptr) {
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  return path;
+}
+
+SessionConfig graph_config(const std::string& json, const char* topology) {
+  SessionConfig c;
+  c.topology = topology_preset(topology).value();
+  c.graph = GraphSource{json, "tiny.json"};
+  return c;
+}
+
+}  // namespace
+
+TEST(SimScenarioGraph, AnInlineGraphIsRead) {
+  const std::string text = R"({"name": "g", "topology": "1gpu", "graph": )" + tiny_graph_json(true) + "}";
+  auto s = parse_scenario(text, "case.json");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  ASSERT_TRUE(s.value().config.graph.has_value());
+  EXPECT_EQ(s.value().config.graph->source, "case.json (graph)");
+  EXPECT_TRUE(graph_from_json(s.value().config.graph->text, "x").ok());
+}
+
+TEST(SimScenarioGraph, AGraphFileIsFoundNextToTheScenario) {
+  write_temp("tessera-graph-next.json", tiny_graph_json(false));
+  const std::string scenario = write_temp(
+      "tessera-scenario-next.json",
+      R"({"name": "g", "topology": "2gpu-unequal", "graph": "tessera-graph-next.json",
+          "policy": {"pins": [{"tensor": "kq_soft_max-0", "device": "cpu"}]},
+          "expect": {"outputs_match_reference": true, "no_race": true,
+                     "nodes": [{"node": "kq_soft_max-0", "device": "cpu"}]}})");
+  auto s = load_scenario_file(scenario);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s.value().config.graph->source, ::testing::TempDir() + "tessera-graph-next.json");
+  ASSERT_EQ(s.value().config.policy.pins.size(), 1u);
+  EXPECT_EQ(s.value().config.policy.pins[0].device, "cpu");
+  const ScenarioOutcome out = run_scenario(s.value());
+  EXPECT_TRUE(out.passed) << out.error << "\n" << out.report;
+  EXPECT_EQ(out.results.size(), 3u);
+}
+
+TEST(SimScenarioGraph, GraphErrorsNameTheScenarioAndTheGraphLocation) {
+  EXPECT_THAT(error_of(R"({"name": "g", "topology": "1gpu", "model": {"preset": "tiny"}, "graph": "x.json"})"),
+              AllOf(HasSubstr("case.json"), HasSubstr("either \"model\" or \"graph\"")));
+  EXPECT_THAT(error_of(R"({"name": "g", "topology": "1gpu", "graph": "no-such-graph.json"})"),
+              AllOf(HasSubstr("case.json"), HasSubstr("no-such-graph.json"), HasSubstr("cannot open")));
+  EXPECT_THAT(error_of(R"({"name": "g", "topology": "1gpu", "graph": 3})"),
+              AllOf(HasSubstr("graph"), HasSubstr("file name or the graph object")));
+  std::string bad = tiny_graph_json(true);
+  const size_t at = bad.find("\"q4_0\"");
+  ASSERT_NE(at, std::string::npos);
+  bad.replace(at, 6, "\"q5_9\"");
+  EXPECT_THAT(error_of(R"({"name": "g", "topology": "1gpu", "graph": )" + bad + "}"),
+              AllOf(HasSubstr("case.json (graph)"), HasSubstr("tensors["), HasSubstr("q5_9")));
+  EXPECT_THAT(error_of(R"({"name": "g", "topology": "1gpu", "policy": {"pins": [{"tensor": "x"}]}})"),
+              AllOf(HasSubstr("policy.pins[0]"), HasSubstr("device")));
+}
+
+TEST(SimSessionGraph, AModelsGraphPlacesAndComputesLikeTheModel) {
+  for (bool fa : {true, false}) {
+    SCOPED_TRACE(fa ? "flash attention" : "softmax attention");
+    SessionConfig model_cfg;
+    model_cfg.topology = topology_preset("2gpu-unequal").value();
+    model_cfg.model = models::preset("tiny").value();
+    model_cfg.model.flash_attn = fa;
+    auto model_session = Session::create(model_cfg);
+    ASSERT_TRUE(model_session.ok()) << model_session.status().to_string();
+    ASSERT_TRUE(model_session.value()->plan().ok());
+
+    auto s = Session::create(graph_config(tiny_graph_json(fa), "2gpu-unequal"));
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    Session& g = *s.value();
+    // Same names, so the same layers on the same devices, the same weight bytes and the same splits.
+    const auto gm = g.memory();
+    const auto mm = model_session.value()->memory();
+    ASSERT_EQ(gm.size(), mm.size());
+    for (size_t d = 0; d < gm.size(); ++d) {
+      EXPECT_EQ(gm[d].layers, mm[d].layers) << gm[d].device;
+      EXPECT_EQ(gm[d].weights, mm[d].weights) << gm[d].device;
+      EXPECT_EQ(gm[d].cache, mm[d].cache) << gm[d].device;
+    }
+    auto r = g.run(2, true);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(g.sched().n_splits(), model_session.value()->sched().n_splits());
+    EXPECT_TRUE(r.value().checked);
+    EXPECT_FALSE(r.value().nan_mismatch);
+    EXPECT_LE(r.value().nmse, 1e-6);
+    EXPECT_EQ(r.value().races, 0u);
+    ASSERT_EQ(g.outputs().size(), 1u);
+    EXPECT_STREQ(g.outputs()[0]->name, "result_output");
+  }
+}
+
+TEST(SimSessionGraph, TheOutputsAreCheckedNotJustComputed) {
+  // A wrong weight value on the simulated side must show: change one weight after creation and compare.
+  auto s = Session::create(graph_config(tiny_graph_json(true), "1gpu"));
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  Tensor* w = const_cast<Tensor*>(s.value()->find_tensor("output.weight"));
+  ASSERT_NE(w, nullptr);
+  std::vector<float> v(static_cast<size_t>(nelements(*w)), 0.5f);
+  ASSERT_TRUE(tensor_from_f32(*w, v).ok());
+  auto r = s.value()->run(1, true);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r.value().checked);
+  EXPECT_GT(r.value().nmse, 1e-3);
+}
+
+TEST(SimSessionGraph, PinsAreAppliedAndBadPinsAreErrors) {
+  SessionConfig c = graph_config(tiny_graph_json(true), "1gpu");
+  c.policy.pins = {{"attn_norm-1", "cpu"}};
+  auto s = Session::create(c);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  ASSERT_TRUE(s.value()->plan().ok());
+  EXPECT_EQ(s.value()->sched().explain(s.value()->find_tensor("attn_norm-1")).cause, Cause::kUser);
+  EXPECT_THAT(s.value()->explain("attn_norm-1"), HasSubstr("on cpu (cause: user)"));
+  c.policy.pins = {{"no-such-tensor", "cpu"}};
+  auto bad = Session::create(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), AllOf(HasSubstr("no-such-tensor"), HasSubstr("no tensor of that name")));
+  c.policy.pins = {{"attn_norm-1", "gpu7"}};
+  bad = Session::create(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), AllOf(HasSubstr("gpu7"), HasSubstr("no device named")));
+}
+
+TEST(SimSessionGraph, LeafDataFollowsItsUse) {
+  auto m = models::build_llama(models::preset("tiny-moe").value());
+  ASSERT_TRUE(m.ok());
+  const models::LlamaGraph& g = m.value();
+  std::vector<Tensor*> leafs = {g.tokens, g.pos, g.kv_idxs, g.mask, g.tok_embd};
+  const std::vector<LeafData> d = infer_leaf_data(*g.graph, leafs);
+  ASSERT_EQ(d.size(), 5u);
+  EXPECT_EQ(d[0].kind, LeafFill::kIds);
+  EXPECT_EQ(d[0].bound, g.config.n_vocab);
+  EXPECT_EQ(d[1].kind, LeafFill::kPositions);
+  EXPECT_EQ(d[2].kind, LeafFill::kDistinctIds);
+  EXPECT_EQ(d[2].bound, g.config.n_ctx);
+  EXPECT_EQ(d[3].kind, LeafFill::kFloat);
+  EXPECT_EQ(d[4].kind, LeafFill::kFloat);
+}

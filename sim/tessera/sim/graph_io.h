@@ -42,6 +42,8 @@ struct LoadedGraph {
 
 // Parses and validates a serialized graph. `source` names the text in every error message.
 Result<LoadedGraph> graph_from_json(std::string_view text, const std::string& source);
+// Reads a graph file's text (not parsed); errors name the path and the OS reason.
+Result<std::string> read_graph_text(const std::string& path);
 // Reads and parses a file; errors name the path (and the OS reason when it cannot be read).
 Result<LoadedGraph> load_graph_file(const std::string& path);
 // Writes graph_to_json(graph) to a file.

@@ -22,6 +22,12 @@ struct TensorOverride {
   std::string target;   // a device name ("cpu", "gpu1": its main memory) or a buffer type name ("gpu0_Host")
 };
 
+// A user pin (Scheduler::set_tensor_backend): the tensor of that name runs on (or stays on) that device's backend.
+struct TensorPin {
+  std::string tensor;
+  std::string device;
+};
+
 struct PlacementPolicy {
   // Layers offloaded to the GPUs (non-CPU devices): the last n_gpu_layers layers; -1 = every layer and the output
   // head. With n_gpu_layers > n_layer the output head (output, output_norm) goes to the last GPU too.
@@ -32,6 +38,7 @@ struct PlacementPolicy {
   // first offloaded layers.
   std::vector<int> layers_per_device;
   std::vector<TensorOverride> overrides;  // first match wins
+  std::vector<TensorPin> pins;            // applied to the scheduler before planning
   bool op_offload = true;
   bool parallel = false;
   int max_split_inputs = 30;

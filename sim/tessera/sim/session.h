@@ -1,23 +1,36 @@
-// One simulated placement experiment: a topology, a model, a placement policy and simulator options, assembled into
-// a simulator, backends, placed weights and a scheduler. The `tessera` tool and the scenario runner both drive it:
+// One simulated placement experiment: a topology, a model (a llama-style builder, or any serialized graph), a
+// placement policy and simulator options, assembled into a simulator, backends, placed weights and a scheduler. The `tessera` tool and the scenario runner both drive it:
 // plan (split + allocate), run (compute, check against the CPU reference), and report.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "models/llama.h"
 #include "tessera/sched.h"
 #include "tessera/sim/config.h"
+#include "tessera/sim/graph_data.h"
+#include "tessera/sim/graph_io.h"
 #include "tessera/sim/policy.h"
 #include "tessera/sim/simulator.h"
 
 namespace tessera::sim {
 
+// A serialized graph (docs/graph-format.md) to run instead of the model builder. Its leafs that are not flagged input
+// are weights: the policy places them (overrides by name, then the layer in a "blk.N." name, else the CPU); a weight
+// written by SET_ROWS is placed as a cache. Inputs and weights get deterministic data (graph_data.h); the outputs are
+// the tensors flagged output (the last node when none is) and are compared with the same graph on the CPU backend.
+struct GraphSource {
+  std::string text;    // the JSON
+  std::string source;  // names it in error messages (a file path, "scenario.json (graph)")
+};
+
 struct SessionConfig {
   TopologyConfig topology;
-  models::LlamaConfig model;
+  models::LlamaConfig model;         // used when `graph` is empty
+  std::optional<GraphSource> graph;  // set: run this graph instead of the model
   PlacementPolicy policy;
   SimOptions sim;
   uint64_t model_seed = 1;  // weights, cache and inputs
@@ -35,7 +48,7 @@ struct RunStats {
   size_t races = 0;
   std::vector<std::string> errors;
   bool checked = false;   // numerics compared (memory-backed mode only)
-  double nmse = 0;        // logits vs the CPU reference
+  double nmse = 0;        // outputs (the logits of a model) vs the CPU reference
   bool nan_mismatch = false;
 };
 
@@ -55,8 +68,11 @@ class Session {
   const SessionConfig& config() const { return config_; }
   Simulator& sim() { return *sim_; }
   Scheduler& sched() { return *sched_; }
-  Graph& graph() { return *model_.graph; }
-  const models::LlamaGraph& model() const { return model_; }
+  Graph& graph() { return *graph_; }
+  // The tensors compared with the CPU reference: the logits of a model, the outputs of a serialized graph.
+  const std::vector<Tensor*>& outputs() const { return outputs_; }
+  // A short description of what runs: "model tiny (2 layers, 8 tokens, flash attention)" or "graph FILE (N nodes)".
+  std::string describe_workload() const;
   const Placement& placement() const { return placement_; }
   std::vector<DeviceMemory> memory() const;
   // A node or leaf of the graph by name (the last node of that name), nullptr when none.
@@ -73,7 +89,15 @@ class Session {
   SessionConfig config_;
   std::unique_ptr<Simulator> sim_;
   std::vector<std::unique_ptr<Backend>> backends_;
-  models::LlamaGraph model_;
+  Status set_graph_inputs();
+  Status apply_pins();
+
+  models::LlamaGraph model_;  // model mode
+  LoadedGraph loaded_;        // graph mode
+  Graph* graph_ = nullptr;
+  std::vector<Tensor*> outputs_;
+  // Graph mode: the inputs' fill rules and keys, decided at creation (planning rewires the graph's sources).
+  std::vector<std::pair<LeafData, uint64_t>> input_fill_;
   Placement placement_;
   std::unique_ptr<Scheduler> sched_;
 };
