@@ -29,6 +29,8 @@ std::vector<Tensor*> written_leafs(const Graph& g) {
     if (n->op != Op::kSetRows || n->src[0] == nullptr) continue;
     Tensor* base = n->src[0];
     while (base->view_src != nullptr) base = base->view_src;
+    // (a leaf that is not an input; SET_ROWS into a computed tensor writes into the scheduler's memory)
+    if (base->op != Op::kNone || (base->flags & kFlagInput) != 0) continue;
     if (std::find(out.begin(), out.end(), base) == out.end()) out.push_back(base);
   }
   return out;
@@ -157,7 +159,7 @@ Status Session::apply_pins() {
 
 Status Session::plan() { return sched_->alloc_graph(*graph_); }
 
-Status Session::set_graph_inputs() {
+Status Session::set_inputs() {
   if (!config_.graph) return models::set_inputs(model_, models::default_inputs(config_.model, config_.model_seed));
   if (config_.sim.mode != MemoryMode::kBacked) return Status::Ok();
   return fill_all(input_fill_, config_.model_seed);
@@ -218,9 +220,18 @@ Result<std::vector<float>> cpu_reference(const SessionConfig& config) {
 
 }  // namespace
 
+Result<std::vector<float>> Session::read_outputs() const { return concat_outputs(outputs_); }
+
+Result<std::vector<float>> Session::reference_outputs() const {
+  if (config_.sim.mode != MemoryMode::kBacked) {
+    return Status(StatusCode::kInvalidArgument, "the CPU reference needs memory-backed mode");
+  }
+  return cpu_reference(config_);
+}
+
 Result<RunStats> Session::run(int evaluations, bool check_numerics) {
   TS_RETURN_IF_ERROR(plan());
-  TS_RETURN_IF_ERROR(set_graph_inputs());
+  TS_RETURN_IF_ERROR(set_inputs());
   for (int i = 0; i < std::max(evaluations, 1); ++i) {
     const ComputeStatus cs = sched_->graph_compute_async(*graph_);
     if (cs != ComputeStatus::kSuccess) {
@@ -235,9 +246,9 @@ Result<RunStats> Session::run(int evaluations, bool check_numerics) {
   r.races = sim_->races().size();
   r.errors = sim_->errors();
   if (check_numerics && config_.sim.mode == MemoryMode::kBacked) {
-    auto want = cpu_reference(config_);
+    auto want = reference_outputs();
     if (!want.ok()) return want.status();
-    auto got = concat_outputs(outputs_);
+    auto got = read_outputs();
     if (!got.ok()) return got.status();
     const std::vector<float>& w = want.value();
     const std::vector<float>& g = got.value();

@@ -39,14 +39,31 @@ ComputeStatus Scheduler::Impl::execute() {
     Backend& sb = *backends[static_cast<size_t>(sp.backend)];
     Event* slot_event = event(sp.backend, cur);
 
-    // 1. inputs
-    for (Tensor* in : sp.inputs) {
-      Tensor* cpy = plan.copy(in, sp.backend, cur);
+    // 1. a split after a split on another backend waits for it, before anything else: the planner may have reused
+    // memory the earlier backend still reads (also for this split's input copies), and this split may read, without
+    // a copy, what the earlier split wrote into memory both can use (a host-visible buffer). Every split waiting for
+    // the one before chains all splits in order.
+    const bool after_other = prev_backend >= 0 && prev_backend != sp.backend;
+    Event* prev_event = after_other ? event(prev_backend, cur) : nullptr;
+    if (after_other) {
+      if (prev_event != nullptr) {
+        prev_event->wait(sb);
+      } else {
+        backends[static_cast<size_t>(prev_backend)]->synchronize();
+      }
+    }
+    // 2. inputs
+    for (size_t k = 0; k < sp.inputs.size(); ++k) {
+      Tensor* in = sp.inputs[k];
+      Tensor* cpy = sp.input_copies[k][static_cast<size_t>(cur)];
       const int ib = plan.backend_of(in);
       Backend& src_backend = *backends[static_cast<size_t>(ib)];
       Status s;
-      if ((in->flags & kFlagInput) != 0) {
-        // The user may overwrite an input as soon as the call returns: copy it now, after this slot is free.
+      if (in->op == Op::kNone && (in->flags & kFlagInput) != 0) {
+        // The user may overwrite an input as soon as the call returns: copy it now, after this slot is free. (A
+        // computed tensor flagged input is produced by an earlier split: it takes the ordered path below.) The host
+        // writes the copy: the earlier backend's work must be complete, not only ordered before this stream.
+        if (prev_event != nullptr) prev_event->synchronize();
         if (slot_event != nullptr) {
           slot_event->synchronize();
         } else {
@@ -60,8 +77,10 @@ ComputeStatus Scheduler::Impl::execute() {
           sb.synchronize();
         }
         if (!sb.cpy_tensor_async(&src_backend, *in, *cpy)) {
-          // no native async copy: the producer must be done, and so must the previous user of this slot
+          // no native async copy: the host copies, so the producer must be done, and so must the previous user of
+          // this slot and the previous split (whose memory the copy may reuse)
           src_backend.synchronize();
+          if (prev_event != nullptr) prev_event->synchronize();
           if (slot_event != nullptr) {
             slot_event->synchronize();
           } else {
@@ -73,15 +92,6 @@ ComputeStatus Scheduler::Impl::execute() {
       if (!s.ok()) {
         return fail(ComputeStatus::kFailed, format_message("scheduler: split %zu, copying input %s to %s: %s", si,
                                                            describe(*in).c_str(), sb.name(), s.message().c_str()));
-      }
-    }
-    // 2. a split without inputs after a split on another backend: the planner may have reused memory the earlier
-    // backend still reads, so this backend waits for it.
-    if (sp.inputs.empty() && prev_backend >= 0 && prev_backend != sp.backend) {
-      if (Event* pe = event(prev_backend, cur)) {
-        pe->wait(sb);
-      } else {
-        backends[static_cast<size_t>(prev_backend)]->synchronize();
       }
     }
     // 3. compute, in chunks when a callback observes nodes

@@ -51,6 +51,47 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
       }
     }
   }
+  // A node that writes into another tensor (CPY, SET_ROWS: its view_src) runs where that tensor lives, whichever
+  // pass assigned the two: its result is that tensor's memory. (Pre-allocated destinations were settled by pass 1.)
+  // The writer moves to the destination's backend when that backend supports it; otherwise the destination (with its
+  // views) moves to the writer's backend when that one supports the destination's op and nobody pinned it.
+  auto root_of = [](const Tensor* t) {
+    while (t->view_src != nullptr) t = t->view_src;
+    return t;
+  };
+  for (const Tensor* node : g.nodes()) {
+    if (node->view_src == nullptr || op_is_view(node->op) || node->op == Op::kNone) continue;
+    const Tensor* root = root_of(node);
+    const int rb = plan.backend_of(root);
+    const int nb = plan.backend_of(node);
+    if (bs.fixed_buffer(*root) != nullptr || rb < 0 || rb == nb) continue;
+    const bool node_free = plan.cause_of(node) != Cause::kUser;
+    const bool root_free = plan.cause_of(root) != Cause::kUser;
+    auto root_runs_on = [&](int b) { return root->op == Op::kNone || bs.supports_op(b, *root); };
+    auto move_root = [&](int b) {
+      plan.set(root, b, plan.cause_of(root));
+      for (const Tensor* v : g.nodes()) {
+        if (op_is_view(v->op) && root_of(v) == root) plan.set(v, b, Cause::kViewOfSrc);
+      }
+    };
+    int both = -1;  // the first backend that can run the writer and hold the destination
+    for (int b = 0; b < bs.size() && both < 0; ++b) {
+      if (bs.supports_op(b, *node) && root_runs_on(b)) both = b;
+    }
+    if (node_free && bs.supports_op(rb, *node)) {
+      plan.set(node, rb, Cause::kViewOfSrc);
+    } else if (root_free && root_runs_on(nb)) {
+      move_root(nb);
+    } else if (node_free && root_free && both >= 0) {
+      move_root(both);
+      plan.set(node, both, Cause::kViewOfSrc);
+    } else {
+      return TS_ERROR(StatusCode::kUnsupported,
+                      "scheduling error: %s writes into %s, but %s (%s) cannot run it and %s (%s) cannot take %s",
+                      describe(*node).c_str(), describe(*root).c_str(), bs.name(rb), cause_name(plan.cause_of(root)),
+                      bs.name(nb), cause_name(plan.cause_of(node)), root->name);
+    }
+  }
   // Every computed node must run where it is supported (a pin or an INPUT flag can ask for the impossible).
   for (const Tensor* node : g.nodes()) {
     if (op_is_view(node->op) || node->op == Op::kNone) continue;

@@ -93,6 +93,9 @@ struct Split {
   int backend = -1;
   size_t i_start = 0, i_end = 0;  // node range of the user's graph
   std::vector<Tensor*> inputs;    // tensors (as the user's graph has them) copied into this split's backend
+  // The per-slot copies of each input (same order). Usually plan.copy(input, backend, slot), shared with earlier
+  // splits on this backend; a fresh set when the input was written in place since those copies were made.
+  std::vector<std::array<Tensor*, kParallelCopies>> input_copies;
 };
 
 struct PassOptions {

@@ -150,7 +150,8 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
     return buft_id[static_cast<size_t>(b < 0 ? static_cast<int>(backends.size()) - 1 : b)];
   };
   for (const auto& sp : plan.splits) {
-    for (Tensor* in : sp.inputs) {
+    for (size_t k = 0; k < sp.inputs.size(); ++k) {
+      Tensor* in = sp.inputs[k];
       // a view of the input as dependency node: "used" here, so the planner keeps the source until the copy
       Tensor* dep = plan.copy_ctx->new_view(in, in->type, in->ne, in->nb, 0);
       if (dep == nullptr) continue;  // cannot happen: same shape as its source
@@ -161,7 +162,7 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
       (void)sched_graph.add_node(dep);
       node_ids.push_back(bid(in));
       if (n_copies == 1) {  // the copy is placed when its split starts, and freed after its last reader
-        (void)sched_graph.add_node(plan.copy(in, sp.backend, s_slot));
+        (void)sched_graph.add_node(sp.input_copies[k][static_cast<size_t>(s_slot)]);
         node_ids.push_back(buft_id[static_cast<size_t>(sp.backend)]);
       }
     }
@@ -174,9 +175,9 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
     // Pipelined: every slot's copies are leafs, placed before anything else and never freed (INPUT|OUTPUT), in an
     // order that does not depend on the current slot, so one plan serves every slot.
     for (const auto& sp : plan.splits) {
-      for (Tensor* in : sp.inputs) {
+      for (size_t k = 0; k < sp.inputs.size(); ++k) {
         for (int c = 0; c < n_copies; ++c) {
-          (void)sched_graph.add_leaf(plan.copy(in, sp.backend, c));
+          (void)sched_graph.add_leaf(sp.input_copies[k][static_cast<size_t>(c)]);
           leaf_ids.push_back(buft_id[static_cast<size_t>(sp.backend)]);
         }
       }

@@ -383,3 +383,58 @@ TEST(SimSessionGraph, LeafDataFollowsItsUse) {
   EXPECT_EQ(d[3].kind, LeafFill::kFloat);
   EXPECT_EQ(d[4].kind, LeafFill::kFloat);
 }
+
+// Found by the scheduler properties (tests/property/test_sched_properties.cpp): a weight read through a copy by an
+// early split on another backend, then written in place (SET_ROWS on its own backend), then read again on that other
+// backend. The second reader must get a fresh copy, not the copy made before the write.
+TEST(SimSessionGraph, ACopyIsNotReusedAfterItsSourceWasWrittenInPlace) {
+  Context ctx(ContextParams{.no_alloc = true});
+  Tensor* w = ctx.new_tensor_2d(Type::kF32, 32, 4);
+  set_name(*w, "w");
+  Tensor* rows = ctx.new_tensor_2d(Type::kF32, 32, 1);
+  set_name(*rows, "rows");
+  set_input(*rows);
+  Tensor* ids = ctx.new_tensor_1d(Type::kI32, 1);
+  set_name(*ids, "ids");
+  set_input(*ids);
+  Tensor* before = scale(ctx, w, 2.0f);
+  set_name(*before, "before");
+  set_output(*before);
+  Tensor* write = set_rows(ctx, w, rows, ids);
+  set_name(*write, "write");
+  Tensor* after = scale(ctx, w, 3.0f);
+  set_name(*after, "after");
+  set_output(*after);
+  Graph g;
+  ASSERT_TRUE(g.build_forward(before).ok());
+  ASSERT_TRUE(g.build_forward(write).ok());
+  ASSERT_TRUE(g.build_forward(after).ok());
+  ASSERT_EQ(g.n_nodes(), 3u);
+  ASSERT_EQ(g.node(2), after);
+
+  SessionConfig c;
+  auto topo = parse_topology(R"({"name": "t", "devices": [
+      {"name": "gpu0", "type": "gpu", "memory": "1 MiB", "ops": {"rules": [{"deny": ["SCALE"]}]}},
+      {"name": "cpu", "type": "cpu", "wraps": "CPU", "host_visible": true, "memory": "64 MiB",
+       "caps": {"async": false, "events": false}}]})", "t.json");
+  ASSERT_TRUE(topo.ok()) << topo.status().to_string();
+  c.topology = topo.value();
+  c.graph = GraphSource{graph_to_json(g), "stale-copy"};
+  c.policy.overrides = {{"^w$", "gpu0"}};
+  for (bool parallel : {false, true}) {
+    SCOPED_TRACE(parallel ? "parallel" : "serial");
+    c.policy.parallel = parallel;
+    auto s = Session::create(c);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    auto r = s.value()->run(1, true);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const auto splits = s.value()->sched().splits();
+    ASSERT_EQ(splits.size(), 3u) << s.value()->splits_table();
+    ASSERT_EQ(splits[2].inputs.size(), 1u) << s.value()->splits_table();
+    EXPECT_STREQ(splits[2].inputs[0]->name, "w");
+    EXPECT_TRUE(r.value().checked);
+    EXPECT_LE(r.value().nmse, 1e-6) << s.value()->splits_table();
+    EXPECT_FALSE(r.value().nan_mismatch);
+    EXPECT_EQ(r.value().races, 0u);
+  }
+}

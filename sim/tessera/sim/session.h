@@ -65,6 +65,13 @@ class Session {
   // compares the logits with the same model computed on the plain CPU backend.
   Result<RunStats> run(int evaluations = 1, bool check_numerics = true);
 
+  // The pieces of run(), for callers that drive the scheduler themselves (e.g. a stateful test): writes the seeded
+  // inputs (after the graph is allocated), reads the outputs in order as one vector, and computes the same outputs on
+  // the plain CPU backend (memory-backed mode only).
+  Status set_inputs();
+  Result<std::vector<float>> read_outputs() const;
+  Result<std::vector<float>> reference_outputs() const;
+
   const SessionConfig& config() const { return config_; }
   Simulator& sim() { return *sim_; }
   Scheduler& sched() { return *sched_; }
@@ -89,7 +96,6 @@ class Session {
   SessionConfig config_;
   std::unique_ptr<Simulator> sim_;
   std::vector<std::unique_ptr<Backend>> backends_;
-  Status set_graph_inputs();
   Status apply_pins();
 
   models::LlamaGraph model_;  // model mode
