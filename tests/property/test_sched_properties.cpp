@@ -1,0 +1,694 @@
+// Property tests of the scheduler on simulated topologies (SPEC 15, issue 7): random valid graphs
+// (tests/support/graph_gen.h), random topologies (1-6 devices: simulated GPUs with op-support gaps, capacities, host
+// visibility, capabilities; the wrapped CPU last), random policies (parallel, op_offload, max_split_inputs), weights
+// placed in chosen buffer types and user pins. Every case runs through sim::Session in graph mode, exactly as
+// `tessera repro` runs a scenario, so a failing case is written out as a scenario file (topology, graph, policy and
+// seed inline) and the failure message says how to replay it:
+//
+//     tessera repro <dir>/<property>.json
+//
+// The directory is $TESSERA_COUNTEREXAMPLE_DIR, else ./counterexamples (under the build's tests/ directory for
+// ctest). RapidCheck prints its own seed too (rerun with RC_PARAMS="seed=..."). The last file written is the shrunk
+// counterexample: every failing attempt of the shrinking overwrites it.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+#include <rapidcheck/state.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "support/graph_gen.h"
+#include "tessera/graph_copy.h"
+#include "tessera/sim/graph_io.h"
+#include "tessera/sim/session.h"
+#include "tessera/sim/topology.h"
+
+using namespace tessera;
+using namespace tessera::sim;
+using graphgen::GraphDesc;
+
+namespace {
+
+// ---- the generated case ----
+
+// Ops a simulated device may refuse (bit i of a deny mask refers to kDenyable[i]).
+constexpr Op kDenyable[] = {Op::kSoftMax, Op::kRope,    Op::kMulMat, Op::kMulMatId, Op::kGetRows,      Op::kSetRows,
+                            Op::kArgsort, Op::kTopK,    Op::kRmsNorm, Op::kNorm,    Op::kFlashAttnExt, Op::kAdd,
+                            Op::kMul,     Op::kCpy,     Op::kCont,   Op::kGlu,      Op::kUnary,        Op::kScale,
+                            Op::kSumRows, Op::kDiv,     Op::kDup};
+constexpr int kNumDenyable = sizeof kDenyable / sizeof kDenyable[0];
+
+struct DeviceSpec {
+  uint32_t deny = 0;       // op-support gaps
+  bool host_visible = false;
+  bool async = true;
+  bool events = true;
+  bool host_buffer = false;
+  bool offload = false;    // offload_op for MUL_MAT / MUL_MAT_ID from a batch of 4
+  uint8_t memory = 3;      // 0: 64 KiB (allocations may fail), 1: 256 KiB, else 64 MiB
+};
+
+struct Case {
+  GraphDesc graph;
+  std::vector<DeviceSpec> devices;   // the simulated ones; the wrapped CPU comes last
+  std::vector<uint8_t> placement;    // weight i goes to buffer type placement[i % size] (modulo the choices)
+  std::vector<std::pair<uint8_t, uint8_t>> pins;  // (node, device) picks
+  bool parallel = false;
+  bool op_offload = true;
+  int max_split_inputs = 30;
+  uint64_t seed = 1;
+  bool adversarial = true;
+};
+
+rc::Gen<DeviceSpec> gen_device() {
+  return rc::gen::build<DeviceSpec>(
+      // Mostly a few gaps; shrinks towards none.
+      rc::gen::set(&DeviceSpec::deny, rc::gen::map(rc::gen::pair(rc::gen::arbitrary<uint32_t>(),
+                                                                   rc::gen::arbitrary<uint32_t>()),
+                                                   [](std::pair<uint32_t, uint32_t> p) { return p.first & p.second; })),
+      rc::gen::set(&DeviceSpec::host_visible, rc::gen::map(rc::gen::inRange(0, 4), [](int i) { return i == 0; })),
+      rc::gen::set(&DeviceSpec::async, rc::gen::map(rc::gen::inRange(0, 4), [](int i) { return i != 0; })),
+      rc::gen::set(&DeviceSpec::events, rc::gen::map(rc::gen::inRange(0, 4), [](int i) { return i != 0; })),
+      rc::gen::set(&DeviceSpec::host_buffer, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&DeviceSpec::offload, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&DeviceSpec::memory, rc::gen::map(rc::gen::inRange(0, 10), [](int i) {
+                     return static_cast<uint8_t>(i == 0 ? 0 : i == 1 ? 1 : 2);
+                   })));
+}
+
+rc::Gen<Case> gen_case(int max_steps = 24) {
+  return rc::gen::build<Case>(
+      rc::gen::set(&Case::graph, graphgen::gen_graph_desc(max_steps)),
+      rc::gen::set(&Case::devices, rc::gen::container<std::vector<DeviceSpec>>(
+                                       *rc::gen::inRange<size_t>(0, 6), gen_device())),
+      rc::gen::set(&Case::placement, rc::gen::container<std::vector<uint8_t>>(*rc::gen::inRange<size_t>(0, 8),
+                                                                               rc::gen::arbitrary<uint8_t>())),
+      rc::gen::set(&Case::pins, rc::gen::container<std::vector<std::pair<uint8_t, uint8_t>>>(
+                                    *rc::gen::inRange<size_t>(0, 3), rc::gen::arbitrary<std::pair<uint8_t, uint8_t>>())),
+      rc::gen::set(&Case::parallel, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&Case::op_offload, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&Case::max_split_inputs, rc::gen::inRange(10, 40)),
+      rc::gen::set(&Case::seed, rc::gen::arbitrary<uint64_t>()),
+      rc::gen::set(&Case::adversarial, rc::gen::arbitrary<bool>()));
+}
+
+std::ostream& operator<<(std::ostream& os, const Case& c) {
+  os << "graph " << c.graph << "\ndevices:";
+  for (const DeviceSpec& d : c.devices) {
+    os << " {deny 0x" << std::hex << d.deny << std::dec << (d.host_visible ? " host-visible" : "")
+       << (d.async ? "" : " sync") << (d.events ? "" : " no-events") << (d.host_buffer ? " host-buffer" : "")
+       << (d.offload ? " offload" : "") << " mem " << int(d.memory) << "}";
+  }
+  os << "\nplacement:";
+  for (uint8_t p : c.placement) os << " " << int(p);
+  os << "\npins:";
+  for (auto [n, d] : c.pins) os << " (" << int(n) << "," << int(d) << ")";
+  os << "\nparallel " << c.parallel << ", op_offload " << c.op_offload << ", max_split_inputs " << c.max_split_inputs
+     << ", seed " << c.seed << ", adversarial " << c.adversarial;
+  return os;
+}
+
+void showValue(const Case& c, std::ostream& os) { os << c; }
+
+// ---- the case as a session configuration ----
+
+TopologyConfig make_topology(const Case& c) {
+  TopologyConfig t;
+  t.name = "property";
+  t.description = "generated by tests/property/test_sched_properties.cpp";
+  for (size_t i = 0; i < c.devices.size(); ++i) {
+    const DeviceSpec& s = c.devices[i];
+    DeviceConfig d;
+    d.name = "gpu" + std::to_string(i);
+    d.type = DeviceType::kGpu;
+    d.memory = s.memory == 0 ? 64 * KiB : s.memory == 1 ? 256 * KiB : 64 * MiB;
+    d.alignment = 64u << (i % 3);
+    d.host_visible = s.host_visible;
+    d.caps.async = s.async;
+    d.caps.events = s.events;
+    d.caps.host_buffer = s.host_buffer;
+    OpRule r;  // (a rule with no ops would match every op)
+    r.allow = false;
+    for (int k = 0; k < kNumDenyable; ++k) {
+      if ((s.deny >> k) & 1u) r.ops.push_back(kDenyable[k]);
+    }
+    if (!r.ops.empty()) d.op_rules.push_back(r);
+    if (s.offload) {
+      d.offload.enabled = true;
+      d.offload.min_batch = 4;
+      d.offload.ops = {Op::kMulMat, Op::kMulMatId};
+    }
+    t.devices.push_back(d);
+  }
+  DeviceConfig cpu;
+  cpu.name = "cpu";
+  cpu.type = DeviceType::kCpu;
+  cpu.wraps = "CPU";
+  cpu.memory = 256 * MiB;
+  cpu.alignment = 64;
+  cpu.host_visible = true;
+  cpu.caps.async = false;
+  cpu.caps.events = false;
+  cpu.caps.buffer_from_host_ptr = true;
+  t.devices.push_back(cpu);
+  return t;
+}
+
+// The buffer types a weight may be placed in: each device's memory and, when it has one, its host buffer type.
+std::vector<std::string> placement_targets(const Case& c) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < c.devices.size(); ++i) {
+    out.push_back("gpu" + std::to_string(i));
+    if (c.devices[i].host_buffer) out.push_back("gpu" + std::to_string(i) + "_Host");
+  }
+  out.push_back("cpu");
+  return out;
+}
+
+std::string regex_escape(const std::string& s) {
+  std::string out = "^";
+  for (char ch : s) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(ch) != std::string_view::npos) out += '\\';
+    out += ch;
+  }
+  return out + "$";
+}
+
+struct Prepared {
+  SessionConfig config;
+  std::string graph_json;
+  std::vector<std::pair<std::string, std::string>> placed;  // weight name -> target
+};
+
+Prepared prepare(const Case& c) {
+  graphgen::BuiltGraph g = graphgen::build(c.graph, {.weight_buft = nullptr, .output_views = true});
+  if (!g.ok()) RC_FAIL("the generator built an invalid graph (generator bug): " + g.status.to_string());
+  Prepared p;
+  p.graph_json = graph_to_json(*g.graph);
+  SessionConfig& cfg = p.config;
+  cfg.topology = make_topology(c);
+  cfg.graph = GraphSource{p.graph_json, "generated graph"};
+  cfg.policy.parallel = c.parallel;
+  cfg.policy.op_offload = c.op_offload;
+  cfg.policy.max_split_inputs = c.max_split_inputs;
+  cfg.sim.seed = c.seed;
+  cfg.sim.adversarial = c.adversarial;
+  cfg.model_seed = c.graph.seed;
+  // Weights: the leafs that are not flagged input, in graph order; one override per distinct name.
+  const std::vector<std::string> targets = placement_targets(c);
+  std::set<std::string> seen;
+  size_t i = 0;
+  for (const Tensor* leaf : g.graph->leafs()) {
+    if ((leaf->flags & kFlagInput) != 0 || !seen.insert(leaf->name).second) continue;
+    if (!c.placement.empty()) {
+      const std::string& target = targets[c.placement[i % c.placement.size()] % targets.size()];
+      cfg.policy.overrides.push_back({regex_escape(leaf->name), target});
+      p.placed.emplace_back(leaf->name, target);
+    }
+    ++i;
+  }
+  // Pins: a computed, non-view node that no other node writes into, on a device whose op rules allow it.
+  const size_t n_nodes = g.graph->n_nodes();
+  std::set<const Tensor*> written;
+  for (const Tensor* n : g.graph->nodes()) {
+    if (op_traits(n->op).is_view || n->view_src == nullptr) continue;
+    const Tensor* r = n->view_src;
+    while (r->view_src != nullptr) r = r->view_src;
+    written.insert(r);
+  }
+  for (auto [node_pick, dev_pick] : c.pins) {
+    if (n_nodes == 0) break;
+    const Tensor* n = g.graph->node(node_pick % n_nodes);
+    // Not a node that writes into another tensor (CPY, SET_ROWS): it must run where that tensor lives.
+    if (op_traits(n->op).is_view || n->op == Op::kNone || n->view_src != nullptr || written.count(n) != 0) continue;
+    const size_t d = dev_pick % (c.devices.size() + 1);
+    if (d < c.devices.size()) {
+      const uint32_t deny = c.devices[d].deny;
+      bool denied = false;
+      for (int k = 0; k < kNumDenyable; ++k) denied = denied || (((deny >> k) & 1u) != 0 && kDenyable[k] == n->op);
+      if (denied) continue;
+    }
+    bool pinned = false;  // one pin per tensor (the first pick wins)
+    for (const TensorPin& pin : cfg.policy.pins) pinned = pinned || pin.tensor == n->name;
+    if (!pinned) cfg.policy.pins.push_back({n->name, cfg.topology.devices[d].name});
+  }
+  return p;
+}
+
+// ---- writing a counterexample as a scenario ----
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+std::string counterexample_dir() {
+  const char* env = std::getenv("TESSERA_COUNTEREXAMPLE_DIR");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string("counterexamples");
+}
+
+// Writes the case as a scenario file; returns its path (or a note that it could not be written).
+std::string write_scenario(const std::string& property, const Prepared& p, const std::string& what) {
+  const SessionConfig& c = p.config;
+  std::string s = "{\n  \"name\": " + json_string("counterexample-" + property) + ",\n";
+  s += "  \"description\": " + json_string("RapidCheck property " + property + " failed: " + what) + ",\n";
+  s += "  \"topology\": " + topology_to_json(c.topology) + ",\n";
+  s += "  \"graph\": " + p.graph_json + ",\n";
+  s += "  \"policy\": {\"parallel\": " + std::string(c.policy.parallel ? "true" : "false") +
+       ", \"op_offload\": " + (c.policy.op_offload ? "true" : "false") +
+       ", \"max_split_inputs\": " + std::to_string(c.policy.max_split_inputs) + ",\n    \"overrides\": [";
+  for (size_t i = 0; i < c.policy.overrides.size(); ++i) {
+    s += (i ? ",\n      " : "\n      ") + std::string("{\"pattern\": ") + json_string(c.policy.overrides[i].pattern) +
+         ", \"target\": " + json_string(c.policy.overrides[i].target) + "}";
+  }
+  s += "],\n    \"pins\": [";
+  for (size_t i = 0; i < c.policy.pins.size(); ++i) {
+    s += (i ? ", " : "") + std::string("{\"tensor\": ") + json_string(c.policy.pins[i].tensor) +
+         ", \"device\": " + json_string(c.policy.pins[i].device) + "}";
+  }
+  s += "]},\n";
+  s += "  \"run\": {\"seed\": " + std::to_string(c.sim.seed) + ", \"adversarial\": " +
+       (c.sim.adversarial ? "true" : "false") + ", \"model_seed\": " + std::to_string(c.model_seed) + "},\n";
+  s += "  \"expect\": {\"scheduling\": \"ok\", \"no_race\": true, \"outputs_match_reference\": true, "
+       "\"max_nmse\": 1e-5}\n}\n";
+  std::error_code ec;
+  std::filesystem::create_directories(counterexample_dir(), ec);
+  const std::string path = counterexample_dir() + "/" + property + ".json";
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return "(could not write " + path + ")";
+  const bool ok = std::fwrite(s.data(), 1, s.size(), f) == s.size();
+  std::fclose(f);
+  return ok ? std::filesystem::absolute(path).string() : "(could not write " + path + ")";
+}
+
+// ---- running a case ----
+
+struct Ran {
+  Prepared prep;
+  std::unique_ptr<Session> session;
+  Status status;           // creation, planning or running
+  std::optional<RunStats> stats;
+};
+
+// Creates, plans and (when `run`) computes the case with the numerics checked.
+Ran run_case(const Case& c, bool run) {
+  Ran r;
+  r.prep = prepare(c);
+  auto s = Session::create(r.prep.config);
+  if (!s.ok()) {
+    r.status = s.status();
+    return r;
+  }
+  r.session = std::move(s).value();
+  if (run) {
+    auto st = r.session->run(1, true);
+    if (!st.ok()) {
+      r.status = st.status();
+    } else {
+      r.stats = st.value();
+    }
+  } else {
+    r.status = r.session->plan();
+  }
+  return r;
+}
+
+// The failures a case may legitimately end in: memory that does not fit the small generated devices. Anything else
+// (a scheduling error on a valid graph, a failed compute) is a failure of the property.
+bool out_of_memory(const Status& s) { return s.code() == StatusCode::kAllocFailed; }
+
+[[noreturn]] void fail_case(const char* property, const Ran& r, const std::string& what) {
+  const std::string path = write_scenario(property, r.prep, what);
+  RC_FAIL(std::string(property) + ": " + what + "\nreplay: tessera repro " + path);
+}
+
+const Tensor* root(const Tensor* t) {
+  while (t->view_src != nullptr) t = t->view_src;
+  return t;
+}
+
+// A weight placed where nothing can run the node that writes into it (a SET_ROWS or CPY destination in the memory of
+// a device that refuses the op) is an impossible placement; the scheduler must say so (SPEC 9: an error naming the
+// tensor, its buffer and the op). Checked here independently: some node writes into a pre-allocated tensor whose
+// buffer type no backend supporting the op can use.
+bool impossible_placement(const Ran& r) {
+  if (r.session == nullptr || r.status.code() != StatusCode::kUnsupported) return false;
+  Session& s = *r.session;
+  for (const Tensor* n : s.graph().nodes()) {
+    if (n->view_src == nullptr || op_traits(n->op).is_view) continue;
+    const Tensor* dst = root(n);
+    if (dst->buffer == nullptr) continue;
+    bool runnable = false;
+    for (int b = 0; b < s.sched().n_backends(); ++b) {
+      Backend* be = s.sched().backend(b);
+      runnable = runnable || (be->supports_buft(*dst->buffer->type()) && be->supports_op(*n));
+    }
+    if (!runnable && r.status.message().find(n->name) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Runs the case and fails unless it succeeded, ran out of memory or was an impossible placement reported as such.
+// Returns false when it did not succeed.
+bool expect_success(const char* property, const Ran& r) {
+  if (r.status.ok()) return true;
+  if (out_of_memory(r.status)) {
+    RC_TAG("out of memory");
+    return false;
+  }
+  if (impossible_placement(r)) {
+    RC_TAG("impossible placement, reported");
+    return false;
+  }
+  fail_case(property, r, "the case failed: " + r.status.to_string());
+}
+
+// ---- the properties (SPEC 15) ----
+
+RC_GTEST_PROP(SchedProperties, EveryNodeRunsOnABackendThatSupportsIt, ()) {
+  const Case c = *gen_case();
+  Ran r = run_case(c, false);
+  if (!expect_success("EveryNodeRunsOnABackendThatSupportsIt", r)) return;
+  Session& s = *r.session;
+  for (const Tensor* n : s.graph().nodes()) {
+    if (op_traits(n->op).is_view) continue;
+    const TensorExplain e = s.sched().explain(n);
+    if (e.backend < 0) fail_case("EveryNodeRunsOnABackendThatSupportsIt", r, std::string(n->name) + " has no backend");
+    if (!s.sched().backend(e.backend)->supports_op(*n)) {
+      fail_case("EveryNodeRunsOnABackendThatSupportsIt", r,
+                std::string(n->name) + " (" + op_name(n->op) + ") on " + e.backend_name + ", which does not support it");
+    }
+  }
+}
+
+RC_GTEST_PROP(SchedProperties, PinnedAndPreallocatedTensorsKeepTheirBackend, ()) {
+  const Case c = *gen_case();
+  Ran r = run_case(c, false);
+  if (!expect_success("PinnedAndPreallocatedTensorsKeepTheirBackend", r)) return;
+  Session& s = *r.session;
+  for (const TensorPin& pin : r.prep.config.policy.pins) {
+    const Tensor* t = s.find_tensor(pin.tensor);
+    const TensorExplain e = s.sched().explain(t);
+    if (e.backend_name != pin.device || e.cause != Cause::kUser) {
+      fail_case("PinnedAndPreallocatedTensorsKeepTheirBackend", r,
+                pin.tensor + " was pinned to " + pin.device + " but runs on " + e.backend_name + " (cause " +
+                    cause_name(e.cause) + ")");
+    }
+  }
+  // A pre-allocated tensor (a weight) is assigned to a backend that can use its buffer, where it stays.
+  for (const Tensor* leaf : s.graph().leafs()) {
+    if (leaf->buffer == nullptr || (leaf->flags & kFlagInput) != 0) continue;
+    const TensorExplain e = s.sched().explain(leaf);
+    if (e.backend < 0) continue;  // not used by any node the scheduler assigned
+    if (!s.sched().backend(e.backend)->supports_buft(*leaf->buffer->type())) {
+      fail_case("PinnedAndPreallocatedTensorsKeepTheirBackend", r,
+                std::string(leaf->name) + " lives in " + leaf->buffer->type()->name() + " but is assigned to " +
+                    e.backend_name + ", which cannot use that buffer type");
+    }
+  }
+}
+
+RC_GTEST_PROP(SchedProperties, SplitInputsAreForeignAndWithinTheLimit, ()) {
+  const Case c = *gen_case();
+  Ran r = run_case(c, false);
+  if (!expect_success("SplitInputsAreForeignAndWithinTheLimit", r)) return;
+  Session& s = *r.session;
+  const auto splits = s.sched().splits();
+  for (size_t k = 0; k < splits.size(); ++k) {
+    const auto& sp = splits[k];
+    if (static_cast<int>(sp.inputs.size()) > c.max_split_inputs) {
+      fail_case("SplitInputsAreForeignAndWithinTheLimit", r,
+                "split " + std::to_string(k) + " has " + std::to_string(sp.inputs.size()) + " inputs, limit " +
+                    std::to_string(c.max_split_inputs));
+    }
+    Backend* b = s.sched().backend(sp.backend);
+    for (const Tensor* in : sp.inputs) {
+      const Tensor* base = root(in);
+      const Buffer* buf = base->buffer;
+      // An input is copied because the split's backend cannot use where it lives: another backend's compute buffer
+      // (no buffer yet when it is a tensor the scheduler places) or a buffer type the backend does not support.
+      const TensorExplain e = s.sched().explain(base);
+      const bool foreign_backend = e.backend >= 0 && e.backend != sp.backend;
+      const bool unusable = buf != nullptr && !b->supports_buft(*buf->type());
+      if (!foreign_backend && !unusable) {
+        fail_case("SplitInputsAreForeignAndWithinTheLimit", r,
+                  "split " + std::to_string(k) + " on " + b->name() + " copies " + in->name +
+                      ", which is already on that backend and usable there");
+      }
+    }
+  }
+}
+
+RC_GTEST_PROP(SchedProperties, SplitsCoverTheGraphInOrder, ()) {
+  const Case c = *gen_case();
+  Ran r = run_case(c, false);
+  if (!expect_success("SplitsCoverTheGraphInOrder", r)) return;
+  Session& s = *r.session;
+  const auto splits = s.sched().splits();
+  // Splits are in graph order and do not overlap; every node that computes is inside one (views between or after
+  // splits compute nothing and may lie outside).
+  size_t next = 0;
+  auto only_views = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      if (!op_traits(s.graph().node(i)->op).is_view) return false;
+    }
+    return true;
+  };
+  for (size_t k = 0; k < splits.size(); ++k) {
+    if (splits[k].i_start < next || splits[k].i_end < splits[k].i_start || !only_views(next, splits[k].i_start)) {
+      fail_case("SplitsCoverTheGraphInOrder", r,
+                "split " + std::to_string(k) + " covers nodes " + std::to_string(splits[k].i_start) + ".." +
+                    std::to_string(splits[k].i_end) + ", expected to start at " + std::to_string(next));
+    }
+    for (size_t i = splits[k].i_start; i < splits[k].i_end; ++i) {
+      const Tensor* n = s.graph().node(i);
+      if (op_traits(n->op).is_view) continue;
+      const TensorExplain e = s.sched().explain(n);
+      if (e.backend != splits[k].backend || e.split != static_cast<int>(k)) {
+        fail_case("SplitsCoverTheGraphInOrder", r,
+                  std::string(n->name) + " is in split " + std::to_string(k) + " but explains as split " +
+                      std::to_string(e.split) + " on " + e.backend_name);
+      }
+    }
+    next = splits[k].i_end;
+  }
+  if (!only_views(next, s.graph().n_nodes())) {
+    fail_case("SplitsCoverTheGraphInOrder", r,
+              "the splits end at node " + std::to_string(next) + " of " + std::to_string(s.graph().n_nodes()));
+  }
+}
+
+RC_GTEST_PROP(SchedProperties, ResultsEqualTheCpuReference, ()) {
+  const Case c = *gen_case();
+  Ran r = run_case(c, true);
+  if (!expect_success("ResultsEqualTheCpuReference", r)) return;
+  const RunStats& st = *r.stats;
+  if (!st.checked || st.nan_mismatch || !(st.nmse <= 1e-5)) {
+    fail_case("ResultsEqualTheCpuReference", r,
+              "outputs differ from the CPU reference: NMSE " + std::to_string(st.nmse) +
+                  (st.nan_mismatch ? ", NaN/Inf or size mismatch" : ""));
+  }
+}
+
+RC_GTEST_PROP(SchedProperties, SimulatedMemoryNeverExceedsCapacity, ()) {
+  const Case c = *gen_case();
+  Ran r = run_case(c, true);
+  if (r.session == nullptr) {
+    if (!out_of_memory(r.status)) fail_case("SimulatedMemoryNeverExceedsCapacity", r, r.status.to_string());
+    return;
+  }
+  if (!r.status.ok()) expect_success("SimulatedMemoryNeverExceedsCapacity", r);  // fails unless OOM or impossible
+  Simulator& sim = r.session->sim();
+  for (size_t d = 0; d < sim.device_count(); ++d) {
+    const DeviceStats st = sim.stats(d);
+    if (st.memory_peak > st.memory_total) {
+      fail_case("SimulatedMemoryNeverExceedsCapacity", r,
+                sim.device_config(d).name + ": peak " + std::to_string(st.memory_peak) + " bytes > capacity " +
+                    std::to_string(st.memory_total));
+    }
+  }
+}
+
+RC_GTEST_PROP(SchedProperties, NoRaceInTheSchedulersOwnEventFlow, ()) {
+  Case c = *gen_case();
+  c.adversarial = true;
+  Ran r = run_case(c, true);
+  if (!expect_success("NoRaceInTheSchedulersOwnEventFlow", r)) return;
+  if (r.stats->races != 0) {
+    fail_case("NoRaceInTheSchedulersOwnEventFlow", r,
+              std::to_string(r.stats->races) + " races (simulator seed " + std::to_string(c.seed) + "); first:\n" +
+                  r.session->sim().races_report(1));
+  }
+}
+
+// ---- a stateful model of the scheduler's lifecycle (rc::state) ----
+// Commands: reserve, alloc_graph, set inputs, compute, pin a node, reset — in any order. The model knows whether the
+// graph is allocated, whether the inputs were written since, and the pins; the system is a session's scheduler.
+// After a compute of an allocated graph with inputs written, the outputs must equal the CPU reference. Nothing may
+// crash, leak (run under ASan) or report an error other than running out of memory.
+
+struct LifeModel {
+  bool allocated = false;      // alloc_graph succeeded and nothing since invalidated it
+  bool inputs_written = false;  // set_inputs after that alloc
+  bool computed = false;        // some compute ran (it may have changed what SET_ROWS / CPY write into weights)
+  std::map<std::string, int> pins;  // node -> backend index
+};
+
+struct LifeSystem {
+  Ran ran;
+  std::vector<float> reference;
+  std::vector<const Tensor*> pinnable;
+  bool writes_weights = false;  // some node writes into a leaf that keeps its contents across evaluations
+};
+
+using LifeCommand = rc::state::Command<LifeModel, LifeSystem>;
+
+struct Reserve : LifeCommand {
+  void apply(LifeModel& m) const override {
+    m.allocated = false;
+    m.inputs_written = false;
+  }
+  void run(const LifeModel&, LifeSystem& sys) const override {
+    Session& s = *sys.ran.session;
+    const Status st = s.sched().reserve(s.graph());
+    RC_ASSERT(st.ok() || out_of_memory(st));
+  }
+  void show(std::ostream& os) const override { os << "reserve"; }
+};
+
+struct AllocGraph : LifeCommand {
+  void apply(LifeModel& m) const override {
+    m.allocated = true;
+    m.inputs_written = false;
+  }
+  void run(const LifeModel&, LifeSystem& sys) const override {
+    Session& s = *sys.ran.session;
+    const Status st = s.sched().alloc_graph(s.graph());
+    if (!st.ok()) RC_FAIL("alloc_graph: " + st.to_string());
+  }
+  void show(std::ostream& os) const override { os << "alloc_graph"; }
+};
+
+struct SetInputs : LifeCommand {
+  void checkPreconditions(const LifeModel& m) const override { RC_PRE(m.allocated); }
+  void apply(LifeModel& m) const override { m.inputs_written = true; }
+  void run(const LifeModel&, LifeSystem& sys) const override {
+    const Status st = sys.ran.session->set_inputs();
+    if (!st.ok()) RC_FAIL("set_inputs: " + st.to_string());
+  }
+  void show(std::ostream& os) const override { os << "set_inputs"; }
+};
+
+struct Compute : LifeCommand {
+  void apply(LifeModel& m) const override {
+    // A compute of an allocated graph uses that allocation; it then counts as computed, and the next compute
+    // allocates again (a fresh slot with parallel), so the inputs must be written again.
+    m.allocated = false;
+    m.inputs_written = false;
+    m.computed = true;
+  }
+  void run(const LifeModel& m, LifeSystem& sys) const override {
+    Session& s = *sys.ran.session;
+    const ComputeStatus cs = s.sched().graph_compute(s.graph());
+    // Without inputs written since the allocation the data is whatever the memory held: a kernel may refuse it (an
+    // index out of range) with an error, which is fine; with inputs written it must succeed and match.
+    if (cs != ComputeStatus::kSuccess && m.allocated && m.inputs_written) {
+      RC_FAIL("graph_compute: " + s.sched().last_error());
+    }
+    if (cs != ComputeStatus::kSuccess) RC_ASSERT(cs == ComputeStatus::kFailed);
+    // The reference starts from the initial weights: once a compute wrote into a weight (a cache), later results
+    // legitimately differ, so they are compared only when the graph writes into no weight or nothing ran before.
+    if (m.allocated && m.inputs_written && (!m.computed || !sys.writes_weights)) {
+      auto got = s.read_outputs();
+      if (!got.ok()) RC_FAIL("read_outputs: " + got.status().to_string());
+      const NmseResult n = nmse(sys.reference.data(), got.value().data(),
+                                std::min(sys.reference.size(), got.value().size()));
+      RC_ASSERT(got.value().size() == sys.reference.size());
+      RC_ASSERT(!n.nan_mismatch);
+      RC_ASSERT(n.nmse <= 1e-5);
+    }
+  }
+  void show(std::ostream& os) const override { os << "compute"; }
+};
+
+struct Pin : LifeCommand {
+  size_t node = 0;
+  int backend = 0;
+  explicit Pin(const LifeModel&) : node(*rc::gen::inRange<size_t>(0, 1000)), backend(*rc::gen::inRange(0, 8)) {}
+  void run(const LifeModel&, LifeSystem& sys) const override {
+    if (sys.pinnable.empty()) return;
+    Session& s = *sys.ran.session;
+    const Tensor* t = sys.pinnable[node % sys.pinnable.size()];
+    // The CPU (the last backend) supports every op; pin there or to a backend that supports the node.
+    int b = backend % s.sched().n_backends();
+    if (!s.sched().backend(b)->supports_op(*t)) b = s.sched().n_backends() - 1;
+    const Status st = s.sched().set_tensor_backend(const_cast<Tensor*>(t), s.sched().backend(b));
+    if (!st.ok()) RC_FAIL("set_tensor_backend: " + st.to_string());
+    RC_ASSERT(s.sched().get_tensor_backend(t) == s.sched().backend(b));
+  }
+  void show(std::ostream& os) const override { os << "pin node " << node << " to backend " << backend; }
+};
+
+struct Reset : LifeCommand {
+  void apply(LifeModel& m) const override {
+    m.allocated = false;
+    m.inputs_written = false;
+    m.pins.clear();
+  }
+  void run(const LifeModel&, LifeSystem& sys) const override {
+    Session& s = *sys.ran.session;
+    s.sched().reset();
+    for (const Tensor* t : sys.pinnable) RC_ASSERT(s.sched().get_tensor_backend(t) == nullptr);
+  }
+  void show(std::ostream& os) const override { os << "reset"; }
+};
+
+RC_GTEST_PROP(SchedProperties, LifecycleInAnyOrderMatchesTheModel, ()) {
+  Case c = *gen_case(16);
+  for (DeviceSpec& d : c.devices) d.memory = 2;  // this property is about the lifecycle, not about running out
+  c.placement.clear();                           // weights on the CPU: no impossible placement
+  LifeSystem sys;
+  sys.ran.prep = prepare(c);
+  auto s = Session::create(sys.ran.prep.config);
+  if (!s.ok()) RC_FAIL("Session::create: " + s.status().to_string());
+  sys.ran.session = std::move(s).value();
+  auto ref = sys.ran.session->reference_outputs();
+  if (!ref.ok()) RC_FAIL("reference: " + ref.status().to_string());
+  sys.reference = std::move(ref).value();
+  // Pinnable: nodes that compute into their own memory and that no other node writes into (a pin there could make
+  // the placement impossible, which the scheduler reports as a scheduling error; see the pin rules in prepare()).
+  std::set<const Tensor*> written;
+  for (const Tensor* n : sys.ran.session->graph().nodes()) {
+    if (op_traits(n->op).is_view || n->view_src == nullptr) continue;
+    written.insert(root(n));
+    sys.writes_weights = sys.writes_weights || root(n)->op == Op::kNone;
+  }
+  for (const Tensor* n : sys.ran.session->graph().nodes()) {
+    if (!op_traits(n->op).is_view && n->view_src == nullptr && written.count(n) == 0) sys.pinnable.push_back(n);
+  }
+  LifeModel model;
+  rc::state::check(model, sys,
+                   rc::state::gen::execOneOfWithArgs<Reserve, AllocGraph, SetInputs, Compute, Pin, Reset>());
+  sys.ran.session->sched().synchronize();
+}
+
+}  // namespace
