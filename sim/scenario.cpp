@@ -109,7 +109,7 @@ void parse_policy(const json& v, const std::string& path, PlacementPolicy* p) {
 }
 
 void parse_run(const json& v, const std::string& path, Scenario* s) {
-  expect_object(v, path, {"seed", "mode", "adversarial", "max_jitter", "evaluations", "model_seed", "faults"},
+  expect_object(v, path, {"seed", "seeds", "mode", "adversarial", "max_jitter", "evaluations", "model_seed", "faults"},
                 "a run object");
   SimOptions& o = s->config.sim;
   if (const json* x = member(v, "seed")) o.seed = static_cast<uint64_t>(get_count(*x, child(path, "seed")));
@@ -129,6 +129,11 @@ void parse_run(const json& v, const std::string& path, Scenario* s) {
     const int64_t e = get_count(*x, child(path, "evaluations"));
     if (e < 1 || e > 1000) fail(child(path, "evaluations"), "expected 1 to 1000 evaluations");
     s->evaluations = static_cast<int>(e);
+  }
+  if (const json* x = member(v, "seeds")) {
+    const int64_t n = get_count(*x, child(path, "seeds"));
+    if (n < 1 || n > 1000) fail(child(path, "seeds"), "expected 1 to 1000 seeds");
+    s->seeds = static_cast<int>(n);
   }
   if (const json* x = member(v, "model_seed")) {
     s->config.model_seed = static_cast<uint64_t>(get_count(*x, child(path, "model_seed")));
@@ -279,7 +284,9 @@ Result<Scenario> load_scenario_file(const std::string& path) {
   return parse_scenario(text.value(), path);
 }
 
-ScenarioOutcome run_scenario(const Scenario& sc) {
+namespace {
+
+ScenarioOutcome run_once(const Scenario& sc) {
   ScenarioOutcome out;
   const Expectations& e = sc.expect;
   auto check = [&](std::string what, bool ok, std::string detail) {
@@ -362,6 +369,29 @@ ScenarioOutcome run_scenario(const Scenario& sc) {
   }
   out.passed = true;
   for (const auto& r : out.results) out.passed = out.passed && r.ok;
+  return out;
+}
+
+}  // namespace
+
+ScenarioOutcome run_scenario(const Scenario& sc) {
+  if (sc.seeds <= 1) return run_once(sc);
+  ScenarioOutcome out;
+  for (int k = 0; k < sc.seeds; ++k) {
+    Scenario one = sc;
+    one.config.sim.seed = sc.config.sim.seed + static_cast<uint64_t>(k);
+    out = run_once(one);
+    if (!out.passed) {
+      for (auto& r : out.results) r.detail += format_message(" (seed %llu)", static_cast<unsigned long long>(one.config.sim.seed));
+      out.results.push_back({format_message("every one of %d seeds passes", sc.seeds), false,
+                             format_message("seed %llu fails (%d passed before it)",
+                                            static_cast<unsigned long long>(one.config.sim.seed), k)});
+      return out;
+    }
+  }
+  out.results.push_back({format_message("every one of %d seeds passes", sc.seeds), true,
+                         format_message("seeds %llu..%llu", static_cast<unsigned long long>(sc.config.sim.seed),
+                                        static_cast<unsigned long long>(sc.config.sim.seed + sc.seeds - 1))});
   return out;
 }
 

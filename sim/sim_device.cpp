@@ -81,7 +81,12 @@ SimBuffer* sim_buffer_of(const Simulator::Impl* sim, const Tensor& t) {
 SimBufferType::SimBufferType(SimDevice* dev, Kind kind, std::string name)
     : dev_(dev), kind_(kind), name_(std::move(name)) {}
 
-size_t SimBufferType::alignment() const { return dev_->config().alignment; }
+// A wrapped device's buffers are the real device's, aligned as the real buffer type aligns them: that alignment
+// applies (a larger configured one could not be honoured by the real allocation).
+size_t SimBufferType::alignment() const {
+  if (kind_ == Kind::kMain && dev_->real() != nullptr) return dev_->real()->buffer_type()->alignment();
+  return dev_->config().alignment;
+}
 size_t SimBufferType::max_size() const { return kind_ == Kind::kMain ? dev_->config().max_alloc : SIZE_MAX; }
 bool SimBufferType::is_host() const { return kind_ != Kind::kMain || dev_->config().host_visible; }
 Device* SimBufferType::device() const { return dev_; }

@@ -438,3 +438,24 @@ TEST(SimSessionGraph, ACopyIsNotReusedAfterItsSourceWasWrittenInPlace) {
     EXPECT_EQ(r.value().races, 0u);
   }
 }
+
+TEST(SimScenarioRun, SeveralSeedsMustAllPassAndAFailureNamesItsSeed) {
+  auto s = parse_scenario(R"({"name": "s", "topology": "1gpu", "model": {"preset": "tiny", "n_layer": 1},
+                              "run": {"seed": 40, "seeds": 3, "adversarial": true},
+                              "expect": {"no_race": true, "outputs_match_reference": true}})", "s.json");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s.value().seeds, 3);
+  ScenarioOutcome out = run_scenario(s.value());
+  EXPECT_TRUE(out.passed) << out.report;
+  ASSERT_FALSE(out.results.empty());
+  EXPECT_EQ(out.results.back().what, "every one of 3 seeds passes");
+  EXPECT_EQ(out.results.back().detail, "seeds 40..42");
+  // A failing run stops the sweep, and the failure says which seed.
+  Scenario broken = s.value();
+  broken.config.sim.faults.fail_compute_ops = {Op::kMulMat};
+  out = run_scenario(broken);
+  EXPECT_FALSE(out.passed);
+  EXPECT_EQ(out.results.back().detail, "seed 40 fails (0 passed before it)");
+  EXPECT_THAT(error_of(R"({"name": "s", "topology": "1gpu", "run": {"seeds": 0}})"),
+              AllOf(HasSubstr("run.seeds"), HasSubstr("1 to 1000")));
+}

@@ -39,6 +39,7 @@ struct Scenario {
   std::string source;  // file name
   SessionConfig config;
   int evaluations = 1;
+  int seeds = 1;  // run with simulator seeds seed, seed + 1, ..., seed + seeds - 1; every run must pass
   Expectations expect;
 };
 
@@ -59,7 +60,8 @@ struct ScenarioOutcome {
   std::string report;  // summary table and splits
 };
 
-// Builds the session, plans, runs, checks every expectation. Never aborts; errors become failed expectations.
+// Builds the session, plans, runs, checks every expectation. Never aborts; errors become failed expectations. With
+// several seeds: the outcome of the first seed that fails (its details name the seed), else the last one's.
 ScenarioOutcome run_scenario(const Scenario& scenario);
 
 }  // namespace tessera::sim
