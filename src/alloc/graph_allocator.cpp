@@ -7,17 +7,56 @@
 
 namespace tessera {
 
-// Index of each node and leaf of a graph.
+// Dense ids for the tensors of a graph: node i is id i, leaf i is n_nodes + i, then sources and view sources outside
+// the graph. The planner keeps its per-tensor records in arrays indexed by these ids (one pointer lookup per source
+// reference while indexing, none in the walk).
 struct GraphIndex {
-  detail::PtrMap<int> nodes;
-  detail::PtrMap<int> leafs;
-  explicit GraphIndex(const Graph& g) {
-    nodes.reserve(g.n_nodes());
-    leafs.reserve(g.n_leafs());
-    for (size_t i = 0; i < g.n_nodes(); ++i) nodes[g.node(i)] = static_cast<int>(i);
-    for (size_t i = 0; i < g.n_leafs(); ++i) leafs[g.leaf(i)] = static_cast<int>(i);
+  detail::PtrMap<int32_t> ids;
+  std::vector<Tensor*> tensors;
+  std::vector<int32_t> src;   // n_nodes * kMaxSrc, -1: none
+  std::vector<int32_t> vsrc;  // per id, -1: not a view
+  size_t n_nodes = 0, n_leafs = 0;
+
+  int32_t intern(Tensor* t) {
+    if (const int32_t* id = ids.find(t)) return *id;
+    const auto id = static_cast<int32_t>(tensors.size());
+    ids[t] = id;
+    tensors.push_back(t);
+    return id;
+  }
+  void build(GraphNodes g) {
+    ids.clear();
+    tensors.clear();
+    n_nodes = g.n_nodes();
+    n_leafs = g.n_leafs();
+    ids.reserve(n_nodes + n_leafs + n_nodes / 8 + 16);
+    tensors.reserve(n_nodes + n_leafs + n_nodes / 8 + 16);
+    for (Tensor* t : g.nodes()) intern(t);
+    for (Tensor* t : g.leafs()) intern(t);
+    src.resize(n_nodes * kMaxSrc);
+    for (size_t i = 0; i < n_nodes; ++i) {
+      Tensor* const* in = tensors[i]->src;
+      int32_t* out = &src[i * kMaxSrc];
+      for (int j = 0; j < kMaxSrc; ++j) out[j] = in[j] != nullptr ? intern(in[j]) : -1;
+    }
+    vsrc.clear();
+    for (size_t i = 0; i < tensors.size(); ++i) {  // interning a view source appends it: the loop reaches it too
+      Tensor* v = tensors[i]->view_src;
+      const int32_t id = v != nullptr ? intern(v) : -1;
+      vsrc.push_back(id);
+    }
+  }
+  int32_t find(const Tensor* t) const {
+    const int32_t* id = ids.find(t);
+    return id == nullptr ? -1 : *id;
   }
 };
+
+GraphIndex& GraphAllocator::index_of(GraphNodes graph) const {
+  if (index_ == nullptr) index_ = std::make_unique<GraphIndex>();
+  index_->build(graph);
+  return *index_;
+}
 
 namespace {
 
@@ -28,7 +67,17 @@ bool is_pinned(const Tensor* t) { return (t->flags & (kFlagOutput | kFlagInput))
 
 GraphAllocator::GraphAllocator(BufferType* buft) : GraphAllocator(std::vector<BufferType*>{buft}) {}
 
-GraphAllocator::GraphAllocator(std::vector<BufferType*> bufts) : bufts_(std::move(bufts)), buffers_(bufts_.size()) {}
+GraphAllocator::GraphAllocator(std::vector<BufferType*> bufts)
+    : bufts_(std::move(bufts)), replicas_(bufts_.size(), 1), buffers_(bufts_.size()) {
+  for (auto& sets : buffers_) sets.resize(1);
+}
+
+void GraphAllocator::set_replicas(int buft_id, int n) {
+  const size_t id = static_cast<size_t>(buft_id);
+  if (id >= replicas_.size() || n < 1) return;
+  replicas_[id] = n;
+  buffers_[id].resize(static_cast<size_t>(n));
+}
 
 GraphAllocator::~GraphAllocator() = default;
 
@@ -38,9 +87,11 @@ bool GraphAllocator::is_external(const Tensor* t) const {
 
 bool GraphAllocator::owns(const Buffer* buffer) const {
   if (buffer == nullptr) return false;
-  for (const auto& list : buffers_) {
-    for (const auto& b : list) {
-      if (b.get() == buffer) return true;
+  for (const auto& sets : buffers_) {
+    for (const auto& list : sets) {
+      for (const auto& b : list) {
+        if (b.get() == buffer) return true;
+      }
     }
   }
   return false;
@@ -48,34 +99,36 @@ bool GraphAllocator::owns(const Buffer* buffer) const {
 
 size_t GraphAllocator::buffer_size(int buft_id) const {
   size_t total = 0;
-  for (const auto& b : buffers_.at(static_cast<size_t>(buft_id))) total += b->size();
+  for (const auto& list : buffers_.at(static_cast<size_t>(buft_id))) {
+    for (const auto& b : list) total += b->size();
+  }
   return total;
 }
 
 int GraphAllocator::n_chunks(int buft_id) const {
-  return static_cast<int>(buffers_.at(static_cast<size_t>(buft_id)).size());
+  return static_cast<int>(buffers_.at(static_cast<size_t>(buft_id)).front().size());
 }
 
-Buffer* GraphAllocator::chunk_buffer(int buft_id, int chunk) const {
-  return buffers_.at(static_cast<size_t>(buft_id)).at(static_cast<size_t>(chunk)).get();
+Buffer* GraphAllocator::chunk_buffer(int buft_id, int chunk, int replica) const {
+  const auto& sets = buffers_.at(static_cast<size_t>(buft_id));
+  return sets.at(static_cast<size_t>(replica) % sets.size()).at(static_cast<size_t>(chunk)).get();
 }
 
 // Which node or leaf a source is. Reading another INPUT leaf changes no lifetime (INPUT leafs are placed first and
 // never freed), so those compare equal whatever their position: a scheduler rotating through per-slot input copies
 // keeps its plan.
 GraphAllocator::SrcRef GraphAllocator::src_ref(const GraphIndex& index, const Tensor* s) {
-  if (const int* n = index.nodes.find(s)) return {SrcRef::kNode, *n};
-  if (const int* l = index.leafs.find(s)) {
-    if ((s->flags & kFlagInput) != 0) return {SrcRef::kInputLeaf, -1};
-    return {SrcRef::kLeaf, *l};
-  }
-  return {SrcRef::kOther, -1};
+  const int32_t id = index.find(s);
+  if (id < 0 || static_cast<size_t>(id) >= index.n_nodes + index.n_leafs) return {SrcRef::kOther, -1};
+  if (static_cast<size_t>(id) < index.n_nodes) return {SrcRef::kNode, id};
+  if ((s->flags & kFlagInput) != 0) return {SrcRef::kInputLeaf, -1};
+  return {SrcRef::kLeaf, id - static_cast<int32_t>(index.n_nodes)};
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Planning
 
-Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
+Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
                                  Plan* plan) const {
   const size_t n_bufts = bufts_.size();
   if (n_bufts == 0) return Status(StatusCode::kInvalidArgument, "graph allocator: no buffer types");
@@ -105,6 +158,8 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
     int n_children = 0;
     int n_views = 0;
     bool allocated = false;  // currently holds a block of the plan
+    bool external = false;   // has memory that is not the planner's
+    bool pinned = false;     // INPUT or OUTPUT, or the root of such a view: never freed
     int buft = -1;
     BlockAddress addr;
     size_t size = 0;  // bytes of the block it holds
@@ -112,27 +167,33 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
   };
   std::vector<Lifetime> blocks;  // one per block the walk allocated, in allocation order
   long clock = 0;                // ticks at every allocation and free of the walk
-  detail::PtrMap<Info> info(graph.n_nodes() + graph.n_leafs());
   std::vector<DynamicAllocator> dyn;
   dyn.reserve(n_bufts);
   for (BufferType* b : bufts_) dyn.emplace_back(b->alignment(), b->max_size());
 
-  auto external = [&](const Tensor* t) { return is_external(t); };
-
-  // A view flagged INPUT or OUTPUT pins the memory of its root as well (an OUTPUT reshape of an intermediate must
-  // still hold its values after the graph ran).
-  detail::PtrMap<char> pinned_roots;
-  for (const auto* list : {&graph.nodes(), &graph.leafs()}) {
-    for (const Tensor* t : *list) {
-      if (t->view_src != nullptr && is_pinned(t)) pinned_roots[t->view_src] = 1;
-    }
+  // Every tensor the walk looks at has a dense id (GraphIndex) and its record in `info`.
+  const GraphIndex& ix = index_of(graph);
+  const auto n_nodes = static_cast<int32_t>(ix.n_nodes);
+  const auto n_leafs = static_cast<int32_t>(ix.n_leafs);
+  std::vector<Info> info(ix.tensors.size());
+  for (size_t i = 0; i < ix.tensors.size(); ++i) {
+    const Tensor* t = ix.tensors[i];
+    info[i].external = is_external(t);
+    info[i].pinned = info[i].pinned || is_pinned(t);
+    // A view flagged INPUT or OUTPUT pins the memory of its root as well (an OUTPUT reshape of an intermediate must
+    // still hold its values after the graph ran).
+    if (ix.vsrc[i] >= 0 && is_pinned(t) && i < ix.n_nodes + ix.n_leafs) info[static_cast<size_t>(ix.vsrc[i])].pinned = true;
   }
-  auto pinned = [&](const Tensor* t) { return is_pinned(t) || pinned_roots.contains(t); };
+  auto src_of = [&](int32_t node, int j) { return ix.src[static_cast<size_t>(node) * kMaxSrc + static_cast<size_t>(j)]; };
+  auto vsrc_of = [&](int32_t id) { return ix.vsrc[static_cast<size_t>(id)]; };
+  auto tensor = [&](int32_t id) { return ix.tensors[static_cast<size_t>(id)]; };
+  auto rec = [&](int32_t id) -> Info& { return info[static_cast<size_t>(id)]; };
 
   Status error;
-  auto alloc_tensor = [&](const Tensor* t, int b) {
-    Info& in = info[t];
-    if (in.allocated || t->view_src != nullptr || external(t) || !error.ok()) return;
+  auto alloc_tensor = [&](int32_t id, int b) {
+    Info& in = rec(id);
+    if (in.allocated || vsrc_of(id) >= 0 || in.external || !error.ok()) return;
+    const Tensor* t = tensor(id);
     const size_t need = bufts_[static_cast<size_t>(b)]->alloc_size(*t);
     Result<BlockAddress> addr = dyn[static_cast<size_t>(b)].alloc(need);
     if (!addr.ok()) {
@@ -147,9 +208,9 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
     in.block = static_cast<int>(blocks.size());
     blocks.push_back({b, in.size, clock++, kForever});
   };
-  auto free_tensor = [&](const Tensor* t) {
-    Info& in = info[t];
-    if (!in.allocated || pinned(t) || t->view_src != nullptr) return;
+  auto free_tensor = [&](int32_t id) {
+    Info& in = rec(id);
+    if (!in.allocated || in.pinned || vsrc_of(id) >= 0) return;
     dyn[static_cast<size_t>(in.buft)].free(in.addr, in.size);
     in.allocated = false;
     blocks[static_cast<size_t>(in.block)].end = clock++;
@@ -157,31 +218,34 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
   // Takes over the block of a dying source when the op can run in place (SPEC 8). Among several candidates the one
   // at the lowest address wins: the block that stays live grows from the bottom, so the hole the other one leaves
   // is above it and can be reused.
-  auto try_inplace = [&](const Tensor* node, int b) {
+  auto try_inplace = [&](int32_t node_id, int b) {
+    const Tensor* node = tensor(node_id);
     if (!op_can_inplace(node->op)) return false;
-    const Tensor* best = nullptr;
-    for (const Tensor* s : node->src) {
-      if (s == nullptr || pinned(s) || !same_layout(*s, *node)) continue;
-      const Info& si = info[s];
+    int32_t best = -1;
+    for (int j = 0; j < kMaxSrc; ++j) {
+      const int32_t s = src_of(node_id, j);
+      if (s < 0) continue;
+      const Info& si = rec(s);
+      if (si.pinned || !same_layout(*tensor(s), *node)) continue;
       if (si.n_children != 1 || si.n_views != 0) continue;
-      const Tensor* owner = s;
-      if (s->view_src != nullptr) {
-        const Tensor* root = s->view_src;
-        const Info& ri = info[root];
-        if (pinned(root) || ri.n_views != 1 || ri.n_children != 0 || s->view_offs != 0) continue;
+      int32_t owner = s;
+      if (vsrc_of(s) >= 0) {
+        const int32_t root = vsrc_of(s);
+        const Info& ri = rec(root);
+        if (ri.pinned || ri.n_views != 1 || ri.n_children != 0 || tensor(s)->view_offs != 0) continue;
         owner = root;
       }
-      const Info& oi = info[owner];
+      const Info& oi = rec(owner);
       if (!oi.allocated || oi.buft != b) continue;
-      if (best != nullptr) {
-        const Info& bi = info[best];
+      if (best >= 0) {
+        const Info& bi = rec(best);
         if (std::make_pair(bi.addr.chunk, bi.addr.offset) <= std::make_pair(oi.addr.chunk, oi.addr.offset)) continue;
       }
       best = owner;
     }
-    if (best == nullptr) return false;
-    Info& oi = info[best];
-    Info& ni = info[node];
+    if (best < 0) return false;
+    Info& oi = rec(best);
+    Info& ni = rec(node_id);
     ni.allocated = true;
     ni.buft = b;
     ni.addr = oi.addr;
@@ -190,92 +254,93 @@ Status GraphAllocator::make_plan(const Graph& graph, std::span<const int> node_i
     oi.allocated = false;
     return true;
   };
-  auto planned = [&](const Tensor* t) {
+  auto planned = [&](int32_t id) {
     PlannedTensor p;
-    p.external = external(t);
-    p.is_view = t->view_src != nullptr;
-    const Info* in = info.find(t);
-    if (in != nullptr && in->allocated) {
-      p.buft_id = in->buft;
-      p.chunk = in->addr.chunk;
-      p.offset = in->addr.offset;
-      p.size = in->size;
-      p.block = in->block;
+    const Info& in = rec(id);
+    p.external = in.external;
+    p.is_view = vsrc_of(id) >= 0;
+    if (in.allocated) {
+      p.buft_id = in.buft;
+      p.chunk = in.addr.chunk;
+      p.offset = in.addr.offset;
+      p.size = in.size;
+      p.block = in.block;
     }
     return p;
   };
 
-  const GraphIndex index(graph);
-  // 1. Count uses and views. Every tensor the walk will look at gets its record here, so the map never grows (and
-  // never moves its records) during the walk.
-  for (Tensor* leaf : graph.leafs()) info[leaf];
-  for (Tensor* node : graph.nodes()) {
-    info[node];
-    if (node->view_src != nullptr) info[node->view_src].n_views++;
-    for (Tensor* s : node->src) {
-      if (s == nullptr) continue;
-      info[s].n_children++;
-      if (s->view_src != nullptr) info[s->view_src];
+  // 1. Count uses and views.
+  for (int32_t i = 0; i < n_nodes; ++i) {
+    if (vsrc_of(i) >= 0) rec(vsrc_of(i)).n_views++;
+    for (int j = 0; j < kMaxSrc; ++j) {
+      const int32_t s = src_of(i, j);
+      if (s >= 0) rec(s).n_children++;
     }
   }
   // 2. Leafs without memory first, then INPUT tensors (they must exist before computation starts).
-  for (size_t i = 0; i < graph.n_leafs(); ++i) alloc_tensor(graph.leaf(i), leaf_buft(i));
-  for (size_t i = 0; i < graph.n_nodes(); ++i) {
-    Tensor* node = graph.node(i);
-    if (node->flags & kFlagInput) alloc_tensor(node, node_buft(i));
-    for (Tensor* s : node->src) {
-      if (s == nullptr || !(s->flags & kFlagInput)) continue;
-      const int* k = index.nodes.find(s);
-      alloc_tensor(s, k != nullptr ? node_buft(static_cast<size_t>(*k)) : node_buft(i));
+  for (int32_t i = 0; i < n_leafs; ++i) alloc_tensor(n_nodes + i, leaf_buft(static_cast<size_t>(i)));
+  for (int32_t i = 0; i < n_nodes; ++i) {
+    if (tensor(i)->flags & kFlagInput) alloc_tensor(i, node_buft(static_cast<size_t>(i)));
+    for (int j = 0; j < kMaxSrc; ++j) {
+      const int32_t s = src_of(i, j);
+      if (s < 0 || !(tensor(s)->flags & kFlagInput)) continue;
+      alloc_tensor(s, s < n_nodes ? node_buft(static_cast<size_t>(s)) : node_buft(static_cast<size_t>(i)));
     }
   }
   if (!error.ok()) return error;
   // Leafs keep the block they got here (a block only moves on to a user that computes in place of it).
   plan->leafs.assign(graph.n_leafs(), PlannedTensor{});
-  for (size_t i = 0; i < graph.n_leafs(); ++i) plan->leafs[i] = planned(graph.leaf(i));
+  for (int32_t i = 0; i < n_leafs; ++i) plan->leafs[static_cast<size_t>(i)] = planned(n_nodes + i);
 
   const long walk_start = clock;  // blocks allocated before this exist from the start
 
   // 3. Walk the nodes: allocate, record, then free what is no longer used.
   plan->nodes.assign(graph.n_nodes(), NodePlan{});
-  for (size_t i = 0; i < graph.n_nodes(); ++i) {
-    Tensor* node = graph.node(i);
-    const int b = node_buft(i);
-    for (Tensor* s : node->src) {
-      if (s != nullptr) alloc_tensor(s, b);  // sources outside the graph (rare): placed with their user
+  auto release = [&](int32_t t) {  // t has no users and no views left
+    const int32_t v = vsrc_of(t);
+    if (v >= 0) {
+      Info& ri = rec(v);
+      ri.n_views--;
+      if (ri.n_views == 0 && ri.n_children == 0) free_tensor(v);
+    } else {
+      free_tensor(t);
     }
-    if (!info[node].allocated && node->view_src == nullptr && !external(node) && !try_inplace(node, b)) {
-      alloc_tensor(node, b);
+  };
+  for (int32_t i = 0; i < n_nodes; ++i) {
+    const int b = node_buft(static_cast<size_t>(i));
+    for (int j = 0; j < kMaxSrc; ++j) {
+      const int32_t s = src_of(i, j);
+      if (s >= 0) alloc_tensor(s, b);  // sources outside the graph (rare): placed with their user
     }
+    if (!rec(i).allocated && vsrc_of(i) < 0 && !rec(i).external && !try_inplace(i, b)) alloc_tensor(i, b);
     if (!error.ok()) return error;
 
-    NodePlan& np = plan->nodes[i];
-    np.dst = planned(node);
+    NodePlan& np = plan->nodes[static_cast<size_t>(i)];
+    np.dst = planned(i);
     for (int j = 0; j < kMaxSrc; ++j) {
-      const Tensor* s = node->src[j];
-      if (s == nullptr) continue;
+      const int32_t s = src_of(i, j);
+      if (s < 0) continue;
       np.src[j] = planned(s);
-      np.ref[j] = src_ref(index, s);
+      if (s < n_nodes) {
+        np.ref[j] = {SrcRef::kNode, s};
+      } else if (s < n_nodes + n_leafs) {
+        np.ref[j] = (tensor(s)->flags & kFlagInput) != 0 ? SrcRef{SrcRef::kInputLeaf, -1}
+                                                          : SrcRef{SrcRef::kLeaf, s - n_nodes};
+      } else {
+        np.ref[j] = {SrcRef::kOther, -1};
+      }
     }
 
-    auto release = [&](const Tensor* t) {  // t has no users and no views left
-      if (t->view_src != nullptr) {
-        Info& ri = info[t->view_src];
-        ri.n_views--;
-        if (ri.n_views == 0 && ri.n_children == 0) free_tensor(t->view_src);
-      } else {
-        free_tensor(t);
-      }
-    };
-    for (Tensor* s : node->src) {
-      if (s == nullptr) continue;
-      Info& si = info[s];
+    for (int j = 0; j < kMaxSrc; ++j) {
+      const int32_t s = src_of(i, j);
+      if (s < 0) continue;
+      Info& si = rec(s);
       si.n_children--;
       if (si.n_children == 0 && si.n_views == 0) release(s);
     }
     // A node nobody reads is dead once computed.
-    const Info& ni = info[node];
-    if (ni.n_children == 0 && ni.n_views == 0) release(node);
+    const Info& ni = rec(i);
+    if (ni.n_children == 0 && ni.n_views == 0) release(i);
   }
   plan->chunk_sizes.assign(n_bufts, {});
   for (size_t b = 0; b < n_bufts; ++b) {
@@ -414,29 +479,30 @@ void GraphAllocator::place_offline(const std::vector<Lifetime>& blocks, int b, s
 
 Status GraphAllocator::grow_buffers(const Plan& plan) {
   for (size_t b = 0; b < bufts_.size(); ++b) {
-    auto& list = buffers_[b];
-    for (size_t c = 0; c < plan.chunk_sizes[b].size(); ++c) {
-      const size_t need = plan.chunk_sizes[b][c];
-      if (c < list.size() && list[c]->size() >= need) continue;  // buffers grow, never shrink
-      Result<std::unique_ptr<Buffer>> buf = bufts_[b]->alloc_buffer(need);
-      if (!buf.ok()) {
-        return TS_ERROR(StatusCode::kAllocFailed, "graph allocator: buffer type %s, chunk %zu (%zu bytes): %s",
-                        bufts_[b]->name(), c, need, buf.status().message().c_str());
-      }
-      (*buf)->set_usage(BufferUsage::kCompute);
-      if (c < list.size()) {
-        list[c] = std::move(buf).value();
-      } else {
-        list.push_back(std::move(buf).value());
+    for (auto& list : buffers_[b]) {
+      for (size_t c = 0; c < plan.chunk_sizes[b].size(); ++c) {
+        const size_t need = plan.chunk_sizes[b][c];
+        if (c < list.size() && list[c]->size() >= need) continue;  // buffers grow, never shrink
+        Result<std::unique_ptr<Buffer>> buf = bufts_[b]->alloc_buffer(need);
+        if (!buf.ok()) {
+          return TS_ERROR(StatusCode::kAllocFailed, "graph allocator: buffer type %s, chunk %zu (%zu bytes): %s",
+                          bufts_[b]->name(), c, need, buf.status().message().c_str());
+        }
+        (*buf)->set_usage(BufferUsage::kCompute);
+        if (c < list.size()) {
+          list[c] = std::move(buf).value();
+        } else {
+          list.push_back(std::move(buf).value());
+        }
       }
     }
   }
   return Status::Ok();
 }
 
-Status GraphAllocator::reserve(const Graph& graph) { return reserve_n(graph, {}, {}); }
+Status GraphAllocator::reserve(GraphNodes graph) { return reserve_n(graph, {}, {}); }
 
-Status GraphAllocator::reserve_n(const Graph& graph, std::span<const int> node_buft_ids,
+Status GraphAllocator::reserve_n(GraphNodes graph, std::span<const int> node_buft_ids,
                                  std::span<const int> leaf_buft_ids) {
   Plan plan;
   Status s = make_plan(graph, node_buft_ids, leaf_buft_ids, &plan);
@@ -449,13 +515,14 @@ Status GraphAllocator::reserve_n(const Graph& graph, std::span<const int> node_b
   return Status::Ok();
 }
 
-Result<std::vector<size_t>> GraphAllocator::reserve_size(const Graph& graph, std::span<const int> node_buft_ids,
+Result<std::vector<size_t>> GraphAllocator::reserve_size(GraphNodes graph, std::span<const int> node_buft_ids,
                                                          std::span<const int> leaf_buft_ids) const {
   Plan plan;
   TS_RETURN_IF_ERROR(make_plan(graph, node_buft_ids, leaf_buft_ids, &plan));
   std::vector<size_t> sizes(bufts_.size(), 0);
   for (size_t b = 0; b < bufts_.size(); ++b) {
     for (size_t c : plan.chunk_sizes[b]) sizes[b] += c;
+    sizes[b] *= static_cast<size_t>(replicas_[b]);
   }
   return sizes;
 }
@@ -463,7 +530,7 @@ Result<std::vector<size_t>> GraphAllocator::reserve_size(const Graph& graph, std
 // ---------------------------------------------------------------------------------------------------------------
 // Compatibility and placement
 
-std::string GraphAllocator::needs_replan(const Graph& graph) const {
+std::string GraphAllocator::needs_replan(GraphNodes graph) const {
   if (!plan_.valid) return "no plan (reserve first)";
   if (graph.n_nodes() != plan_.nodes.size() || graph.n_leafs() != plan_.leafs.size()) {
     return format_message("the graph has %zu nodes and %zu leafs, the plan %zu and %zu", graph.n_nodes(),
@@ -483,7 +550,7 @@ std::string GraphAllocator::needs_replan(const Graph& graph) const {
     }
     return {};
   };
-  const GraphIndex index(graph);
+  const GraphIndex& index = index_of(graph);
   for (size_t i = 0; i < graph.n_nodes(); ++i) {
     const Tensor* node = graph.node(i);
     const NodePlan& np = plan_.nodes[i];
@@ -506,7 +573,7 @@ std::string GraphAllocator::needs_replan(const Graph& graph) const {
   return {};
 }
 
-Status GraphAllocator::place_tensor(Tensor& t, const PlannedTensor& p) {
+Status GraphAllocator::place_tensor(Tensor& t, const PlannedTensor& p, int replica) {
   if (p.external) return Status::Ok();
   if (t.view_src != nullptr) {
     if (t.buffer != nullptr && !owns(t.buffer)) return Status::Ok();
@@ -515,7 +582,7 @@ Status GraphAllocator::place_tensor(Tensor& t, const PlannedTensor& p) {
     return view_init(t);
   }
   if (p.chunk < 0) return Status::Ok();
-  Buffer* buf = chunk_buffer(p.buft_id, p.chunk);
+  Buffer* buf = chunk_buffer(p.buft_id, p.chunk, replica);
   void* addr = static_cast<char*>(buf->base()) + p.offset;
   if (t.buffer == buf && t.data == addr) return Status::Ok();
   if (owns(t.buffer)) {  // placed by an earlier alloc_graph: move it
@@ -525,21 +592,23 @@ Status GraphAllocator::place_tensor(Tensor& t, const PlannedTensor& p) {
   return tensor_alloc(*buf, t, addr);
 }
 
-Status GraphAllocator::place(Graph& graph) {
-  for (size_t i = 0; i < graph.n_leafs(); ++i) TS_RETURN_IF_ERROR(place_tensor(*graph.leaf(i), plan_.leafs[i]));
+Status GraphAllocator::place(GraphNodes graph, int replica) {
+  for (size_t i = 0; i < graph.n_leafs(); ++i) {
+    TS_RETURN_IF_ERROR(place_tensor(*graph.leaf(i), plan_.leafs[i], replica));
+  }
   for (size_t i = 0; i < graph.n_nodes(); ++i) {
     Tensor* node = graph.node(i);
     const NodePlan& np = plan_.nodes[i];
     for (int j = 0; j < kMaxSrc; ++j) {
       Tensor* s = node->src[j];
-      if (s != nullptr && np.ref[j].kind == SrcRef::kOther) TS_RETURN_IF_ERROR(place_tensor(*s, np.src[j]));
+      if (s != nullptr && np.ref[j].kind == SrcRef::kOther) TS_RETURN_IF_ERROR(place_tensor(*s, np.src[j], replica));
     }
-    TS_RETURN_IF_ERROR(place_tensor(*node, np.dst));
+    TS_RETURN_IF_ERROR(place_tensor(*node, np.dst, replica));
   }
   return Status::Ok();
 }
 
-Status GraphAllocator::alloc_graph(Graph& graph) {
+Status GraphAllocator::alloc_graph(GraphNodes graph, int replica) {
   if (std::string why = needs_replan(graph); !why.empty()) {
     if (bufts_.size() != 1) {
       return TS_ERROR(StatusCode::kUnsupported, "graph allocator: reserve needed: %s", why.c_str());
@@ -547,7 +616,7 @@ Status GraphAllocator::alloc_graph(Graph& graph) {
     TS_RETURN_IF_ERROR(reserve(graph));
     ++replans_;
   }
-  return place(graph);
+  return place(graph, replica < 0 ? 0 : replica);
 }
 
 }  // namespace tessera

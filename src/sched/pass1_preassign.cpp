@@ -12,36 +12,38 @@ Status scheduling_error(const Tensor& t, const Buffer& buf) {
                   describe(t).c_str(), buf.type()->name(), op_name(t.op));
 }
 
-// The backend for one tensor, or -1 (with the cause in *cause), or an error.
-Result<int> backend_from_cur(const Tensor& t, const BackendSet& bs, const PassOptions& opt, Cause* cause) {
+// The backend for one tensor (by id), or -1 (with the cause in *cause), or an error.
+Result<int> backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, const PassOptions& opt,
+                             Cause* cause) {
+  const int32_t vsrc = plan.view_src(id);
   // 1. the tensor has a buffer (not one of the scheduler's own compute buffers)
-  if (t.view_src == nullptr && bs.fixed_buffer(t) != nullptr) {
-    const int b = backend_from_buffer(bs, t, t);
-    if (b < 0) return scheduling_error(t, *t.buffer);
+  if (vsrc < 0 && plan.fixed_buft(id) != nullptr) {
+    const int b = backend_from_buffer(plan, bs, plan.fixed_buft(id), id);
+    if (b < 0) return scheduling_error(*plan.tensor(id), *plan.tensor(id)->buffer);
     *cause = Cause::kDst;
     return b;
   }
   // 2. a view whose source has a buffer
-  if (t.view_src != nullptr && bs.fixed_buffer(*t.view_src) != nullptr) {
-    const int b = backend_from_buffer(bs, *t.view_src, t);
-    if (b < 0) return scheduling_error(t, *t.view_src->buffer);
+  if (vsrc >= 0 && plan.fixed_buft(vsrc) != nullptr) {
+    const int b = backend_from_buffer(plan, bs, plan.fixed_buft(vsrc), id);
+    if (b < 0) return scheduling_error(*plan.tensor(id), *plan.tensor(vsrc)->buffer);
     *cause = Cause::kViewSrc;
     return b;
   }
   // 4. graph inputs start on the CPU
-  if ((t.flags & kFlagInput) != 0) {
+  if (plan.has(id, SchedPlan::kInputFlag)) {
     *cause = Cause::kInput;
     return bs.last();
   }
   // 5. the first weight decides (auxiliary tiny weights never do)
+  const Tensor& t = *plan.tensor(id);
   for (int j = 0; j < kMaxSrc; ++j) {
-    const Tensor* s = t.src[j];
-    if (s == nullptr || is_auxiliary_source(t, j) || !is_weight(*s)) continue;
-    const int b = backend_from_buffer(bs, *s, t);
-    const Buffer* wb = tensor_buffer(*s);
-    if (b == bs.last() && opt.op_offload && wb->is_host()) {
+    const int32_t s = plan.src(static_cast<size_t>(id), j);
+    if (s < 0 || is_auxiliary_source(t, j) || !plan.has(s, SchedPlan::kIsWeight)) continue;
+    const int b = backend_from_buffer(plan, bs, plan.fixed_buft(s), id);
+    if (b == bs.last() && opt.op_offload && plan.has(s, SchedPlan::kHostBuffer)) {
       for (int o = 0; o < bs.last(); ++o) {
-        if (bs.supports_op(o, t) && bs.offload_op(o, t)) {
+        if (plan.supports(bs, id, o) && bs.offload_op(o, t)) {
           *cause = Cause::kOffload;
           return o;
         }
@@ -57,15 +59,18 @@ Result<int> backend_from_cur(const Tensor& t, const BackendSet& bs, const PassOp
 }  // namespace
 
 Status pass1_preassign(SchedPlan& plan, const Graph& g, const BackendSet& bs, const PassOptions& opt) {
-  for (const auto* list : {&g.leafs(), &g.nodes()}) {
-    for (const Tensor* t : *list) {
-      if (plan.backend_of(t) >= 0) continue;  // pinned by the user
-      Cause cause = Cause::kUnassigned;
-      Result<int> b = backend_from_cur(*t, bs, opt, &cause);
-      if (!b.ok()) return b.status();
-      if (*b >= 0) plan.set(t, *b, cause);
-    }
-  }
+  plan.index(g, bs);
+  const auto n = static_cast<int32_t>(plan.n_nodes()), l = static_cast<int32_t>(plan.n_leafs());
+  auto visit = [&](int32_t id) -> Status {
+    if (plan.backend(id) >= 0) return Status::Ok();  // pinned by the user
+    Cause cause = Cause::kUnassigned;
+    Result<int> b = backend_from_cur(plan, id, bs, opt, &cause);
+    if (!b.ok()) return b.status();
+    if (*b >= 0) plan.set_id(id, *b, cause);
+    return Status::Ok();
+  };
+  for (int32_t i = n; i < n + l; ++i) TS_RETURN_IF_ERROR(visit(i));  // leafs first
+  for (int32_t i = 0; i < n; ++i) TS_RETURN_IF_ERROR(visit(i));
   return Status::Ok();
 }
 

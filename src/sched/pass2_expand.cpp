@@ -5,17 +5,19 @@ namespace tessera::sched {
 
 namespace {
 
-// One sweep. only_non_last: carry only backends other than the last (meeting a node on the last clears current).
-template <typename Range>
-void sweep(SchedPlan& plan, const BackendSet& bs, const Range& order, bool only_non_last) {
+// One sweep over the non-view nodes. only_non_last: carry only backends other than the last (meeting a node on the
+// last clears current).
+template <typename It>
+void sweep(SchedPlan& plan, const BackendSet& bs, It begin, It end, bool only_non_last) {
+  const int last = bs.last();
   int cur = -1;
-  for (const Tensor* node : order) {
-    if (op_is_view(node->op)) continue;
-    const int b = plan.backend_of(node);
+  for (It it = begin; it != end; ++it) {
+    const int32_t id = *it;
+    const int b = plan.backend(id);
     if (b >= 0) {
-      cur = (only_non_last && b == bs.last()) ? -1 : b;
-    } else if (cur >= 0 && bs.supports_op(cur, *node)) {
-      plan.set(node, cur, Cause::kExpand);
+      cur = (only_non_last && b == last) ? -1 : b;
+    } else if (cur >= 0 && plan.supports(bs, id, cur)) {
+      plan.set_id(id, cur, Cause::kExpand);
     }
   }
 }
@@ -23,16 +25,12 @@ void sweep(SchedPlan& plan, const BackendSet& bs, const Range& order, bool only_
 }  // namespace
 
 void pass2_expand(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
-  const auto& nodes = g.nodes();
-  struct Reversed {  // a backward view of the node list, without copying it
-    const std::vector<Tensor*>& v;
-    auto begin() const { return v.rbegin(); }
-    auto end() const { return v.rend(); }
-  } bwd{nodes};
-  sweep(plan, bs, nodes, true);
-  sweep(plan, bs, bwd, true);
-  sweep(plan, bs, nodes, false);
-  sweep(plan, bs, bwd, false);
+  plan.index(g, bs);
+  const std::vector<int32_t>& nodes = plan.compute_nodes();
+  sweep(plan, bs, nodes.begin(), nodes.end(), true);
+  sweep(plan, bs, nodes.rbegin(), nodes.rend(), true);
+  sweep(plan, bs, nodes.begin(), nodes.end(), false);
+  sweep(plan, bs, nodes.rbegin(), nodes.rend(), false);
 }
 
 }  // namespace tessera::sched

@@ -4,37 +4,39 @@
 namespace tessera::sched {
 
 void pass3_upgrade(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
-  for (const Tensor* node : g.nodes()) {
-    if (op_is_view(node->op)) continue;
-    const int cur = plan.backend_of(node);
+  plan.index(g, bs);
+  const int n_backends = bs.size();
+  for (const int32_t id : plan.compute_nodes()) {
+    const auto node = static_cast<size_t>(id);
+    const int cur = plan.backend(id);
     if (cur < 0) {
       int best = -1, best_count = -1;
-      for (int b = 0; b < bs.size(); ++b) {
-        if (!bs.supports_op(b, *node)) continue;
+      for (int b = 0; b < n_backends; ++b) {
+        if (!plan.supports(bs, id, b)) continue;
         int count = 0;
-        for (const Tensor* s : node->src) {
-          if (s == nullptr) continue;
-          const bool assigned = plan.backend_of(s) >= 0 || (s->view_src != nullptr && plan.backend_of(s->view_src) >= 0);
-          if (assigned && buffer_supported(plan, bs, *s, b)) ++count;
+        for (int j = 0; j < kMaxSrc; ++j) {
+          const int32_t s = plan.src(node, j);
+          if (s < 0) continue;
+          const int32_t v = plan.view_src(s);
+          const bool assigned = plan.backend(s) >= 0 || (v >= 0 && plan.backend(v) >= 0);
+          if (assigned && buffer_supported(plan, bs, s, b)) ++count;
         }
         if (count > best_count) {  // ties keep the higher priority
           best = b;
           best_count = count;
         }
       }
-      if (best >= 0) plan.set(node, best, Cause::kBest);
-    } else if (plan.cause_of(node) != Cause::kUser) {
+      if (best >= 0) plan.set_id(id, best, Cause::kBest);
+    } else if (cur > 0 && plan.cause(id) != Cause::kUser) {
       for (int c = 0; c < cur; ++c) {
-        if (bs.compute_buft(c) != bs.compute_buft(cur) || !bs.supports_op(c, *node)) continue;
+        if (bs.compute_buft(c) != bs.compute_buft(cur) || !plan.supports(bs, id, c)) continue;
         bool all = true;
-        for (const Tensor* s : node->src) {
-          if (s != nullptr && !buffer_supported(plan, bs, *s, c)) {
-            all = false;
-            break;
-          }
+        for (int j = 0; j < kMaxSrc && all; ++j) {
+          const int32_t s = plan.src(node, j);
+          all = s < 0 || buffer_supported(plan, bs, s, c);
         }
         if (all) {
-          plan.set(node, c, Cause::kUpgrade);
+          plan.set_id(id, c, Cause::kUpgrade);
           break;
         }
       }

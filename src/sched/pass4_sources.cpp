@@ -6,9 +6,9 @@ namespace tessera::sched {
 
 namespace {
 
-int first_supporting(const BackendSet& bs, const Tensor& t) {
+int first_supporting(SchedPlan& plan, const BackendSet& bs, int32_t id) {
   for (int b = 0; b < bs.size(); ++b) {
-    if (bs.supports_op(b, t)) return b;
+    if (plan.supports(bs, id, b)) return b;
   }
   return -1;
 }
@@ -23,31 +23,36 @@ Status no_backend(const Tensor& t) {
 }  // namespace
 
 Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
-  for (const Tensor* node : g.nodes()) {
-    if (plan.backend_of(node) < 0) {
-      if (node->view_src != nullptr) {
-        int b = plan.backend_of(node->view_src);
+  plan.index(g, bs);
+  const auto n = static_cast<int32_t>(plan.n_nodes());
+  for (int32_t id = 0; id < n; ++id) {
+    if (plan.backend(id) < 0) {
+      const int32_t v = plan.view_src(id);
+      if (v >= 0) {
+        int b = plan.backend(v);
         if (b < 0) {
           // the view's source has no backend yet either: both go to the first backend that can hold the view
-          b = first_supporting(bs, *node);
-          if (b < 0) return no_backend(*node);
-          plan.set(node->view_src, b, Cause::kFallback);
+          b = first_supporting(plan, bs, id);
+          if (b < 0) return no_backend(*plan.tensor(id));
+          plan.set_id(v, b, Cause::kFallback);
         }
-        plan.set(node, b, Cause::kViewOfSrc);
+        plan.set_id(id, b, Cause::kViewOfSrc);
       } else {
-        const int b = first_supporting(bs, *node);
-        if (b < 0) return no_backend(*node);
-        plan.set(node, b, Cause::kFallback);
+        const int b = first_supporting(plan, bs, id);
+        if (b < 0) return no_backend(*plan.tensor(id));
+        plan.set_id(id, b, Cause::kFallback);
       }
     }
-    const int nb = plan.backend_of(node);
-    for (const Tensor* s : node->src) {
-      if (s == nullptr || plan.backend_of(s) >= 0) continue;
-      if (s->view_src != nullptr) {
-        if (plan.backend_of(s->view_src) < 0) plan.set(s->view_src, nb, Cause::kUser4);
-        plan.set(s, plan.backend_of(s->view_src), Cause::kViewOfSrc);
+    const int nb = plan.backend(id);
+    for (int j = 0; j < kMaxSrc; ++j) {
+      const int32_t s = plan.src(static_cast<size_t>(id), j);
+      if (s < 0 || plan.backend(s) >= 0) continue;
+      const int32_t v = plan.view_src(s);
+      if (v >= 0) {
+        if (plan.backend(v) < 0) plan.set_id(v, nb, Cause::kUser4);
+        plan.set_id(s, plan.backend(v), Cause::kViewOfSrc);
       } else {
-        plan.set(s, nb, Cause::kUser4);
+        plan.set_id(s, nb, Cause::kUser4);
       }
     }
   }
@@ -59,8 +64,9 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
     while (t->view_src != nullptr) t = t->view_src;
     return t;
   };
-  for (const Tensor* node : g.nodes()) {
-    if (node->view_src == nullptr || op_is_view(node->op) || node->op == Op::kNone) continue;
+  for (int32_t id = 0; id < n; ++id) {
+    if (plan.view_src(id) < 0 || plan.has(id, SchedPlan::kViewOp) || plan.has(id, SchedPlan::kNoneOp)) continue;
+    const Tensor* node = plan.tensor(id);
     const Tensor* root = root_of(node);
     const int rb = plan.backend_of(root);
     const int nb = plan.backend_of(node);
@@ -93,12 +99,13 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
     }
   }
   // Every computed node must run where it is supported (a pin or an INPUT flag can ask for the impossible).
-  for (const Tensor* node : g.nodes()) {
-    if (op_is_view(node->op) || node->op == Op::kNone) continue;
-    const int b = plan.backend_of(node);
-    if (!bs.supports_op(b, *node)) {
+  for (const int32_t id : plan.compute_nodes()) {
+    if (plan.has(id, SchedPlan::kNoneOp)) continue;
+    const int b = plan.backend(id);
+    if (!plan.supports(bs, id, b)) {
+      const Tensor& node = *plan.tensor(id);
       return TS_ERROR(StatusCode::kUnsupported, "scheduling error: %s is assigned to %s (%s), which does not support op %s",
-                      describe(*node).c_str(), bs.name(b), cause_name(plan.cause_of(node)), op_name(node->op));
+                      describe(node).c_str(), bs.name(b), cause_name(plan.cause(id)), op_name(node.op));
     }
   }
   return Status::Ok();

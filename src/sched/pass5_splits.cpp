@@ -1,5 +1,4 @@
 // Pass 5 (SPEC 9.5): cut the node list into splits, create per-slot copies of foreign sources, rewrite sources.
-#include <algorithm>
 #include <cstring>
 #include <unordered_set>
 
@@ -9,76 +8,99 @@ namespace tessera::sched {
 
 namespace {
 
-// Per-slot copies of src in backend b (created once): same layout, named <backend>#<tensor>#<slot>.
-Status make_copies(SchedPlan& plan, const BackendSet& bs, Tensor* src, int b, int n_copies, bool pipelined) {
-  auto& slots = plan.copies[{src, b}];
+// "<backend>#<tensor>#<slot>", truncated to the name's capacity like format_name (no printf: pass 5 names every
+// copy of every split).
+void copy_name(Tensor& cpy, const char* backend, const char* tensor, int slot) {
+  char* out = cpy.name;
+  char* const end = cpy.name + kMaxName - 1;
+  for (const char* p = backend; *p != '\0' && out < end; ++p) *out++ = *p;
+  if (out < end) *out++ = '#';
+  for (const char* p = tensor; *p != '\0' && out < end; ++p) *out++ = *p;
+  if (out < end) *out++ = '#';
+  char digits[12];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + slot % 10);
+    slot /= 10;
+  } while (slot > 0);
+  while (n > 0 && out < end) *out++ = digits[--n];
+  *out = '\0';
+}
+
+// Per-slot copies of tensor `id` in backend b (created once): same layout, named <backend>#<tensor>#<slot>. A graph
+// input's own copies (pipelined) are flagged INPUT|OUTPUT: written before the first split, alive for the whole
+// evaluation. Split inputs' copies are ordinary tensors for the planner (the scheduler puts each slot's in its own
+// region). Returns the copy set.
+Result<int32_t> make_copies(SchedPlan& plan, const BackendSet& bs, int32_t id, int b, int n_copies,
+                            bool graph_input) {
+  const Tensor& src = *plan.tensor(id);
+  std::array<Tensor*, kParallelCopies> slots{};
   for (int c = 0; c < n_copies; ++c) {
-    Tensor* cpy = plan.copy_ctx->new_tensor(src->type, kMaxDims, src->ne);
+    Tensor* cpy = plan.copy_ctx->new_tensor(src.type, kMaxDims, src.ne);
     if (cpy == nullptr) return plan.copy_ctx->status();
-    std::memcpy(cpy->nb, src->nb, sizeof cpy->nb);
-    format_name(*cpy, "%s#%s#%d", bs.name(b), src->name, c);
-    if (pipelined) cpy->flags |= kFlagInput | kFlagOutput;  // never reused: another evaluation may still read it
+    std::memcpy(cpy->nb, src.nb, sizeof cpy->nb);
+    copy_name(*cpy, bs.name(b), src.name, c);
+    if (graph_input) cpy->flags |= kFlagInput | kFlagOutput;
     slots[static_cast<size_t>(c)] = cpy;
-    plan.set(cpy, b, Cause::kCopy);
-    plan.copy_origin[cpy] = src;
   }
-  return Status::Ok();
+  return plan.add_copy_set(id, b, slots, graph_input);
 }
 
 }  // namespace
 
 Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassOptions& opt) {
+  plan.index(g, bs);
+  if (bs.size() > static_cast<int>(SchedPlan::kMaxBackendsPerCopy)) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: %d backends, at most %zu", bs.size(),
+                    SchedPlan::kMaxBackendsPerCopy);
+  }
   plan.splits.clear();
   plan.node_split.assign(g.n_nodes(), -1);
   const bool pipelined = opt.n_copies > 1;
+  const size_t slot = static_cast<size_t>(opt.slot);
 
-  // Does src need a copy to be read on backend b?
-  auto foreign = [&](const Tensor* s, int b) {
-    const int sb = plan.backend_of(s);
-    return sb != b && !buffer_supported(plan, bs, *s, b);
-  };
-
-  // User inputs that a node writes in place (the destination of a CPY or SET_ROWS): they get no per-slot copies, or
-  // the write would land in the input while later readers read the copy.
-  std::unordered_set<const Tensor*> written;
-  if (pipelined) {
-    for (const Tensor* n : g.nodes()) {
-      if (n->view_src == nullptr || op_is_view(n->op)) continue;
-      const Tensor* r = n->view_src;
-      while (r->view_src != nullptr) r = r->view_src;
-      written.insert(r);
-    }
-  }
+  // Does source s need a copy to be read on backend b?
+  auto foreign = [&](int32_t s, int b) { return plan.backend(s) != b && !buffer_supported(plan, bs, s, b); };
 
   auto root_of = [](const Tensor* t) {
     while (t->view_src != nullptr) t = t->view_src;
     return t;
   };
+  // User inputs that a node writes in place (the destination of a CPY or SET_ROWS): they get no per-slot copies, or
+  // the write would land in the input while later readers read the copy.
+  std::unordered_set<const Tensor*> written;
+  if (pipelined) {
+    for (const Tensor* n : g.nodes()) {
+      if (n->view_src != nullptr && !op_is_view(n->op)) written.insert(root_of(n));
+    }
+  }
   std::unordered_set<const Tensor*> copied_roots;  // roots of the tensors copied for split inputs so far
 
   Split* cur = nullptr;
+  int cur_split = -1;
   for (size_t i = 0; i < g.n_nodes(); ++i) {
-    Tensor* node = g.node(i);
-    if (op_is_view(node->op)) {
-      if (cur != nullptr) plan.node_split[i] = static_cast<int>(plan.splits.size()) - 1;
+    const auto id = static_cast<int32_t>(i);
+    if (plan.has(id, SchedPlan::kViewOp)) {
+      plan.node_split[i] = cur_split;
       continue;
     }
-    const int nb = plan.backend_of(node);
+    Tensor* node = g.node(i);
+    const int nb = plan.backend(id);
     bool need_new = cur == nullptr || nb != cur->backend;
     if (!need_new && !cur->inputs.empty()) {
       int new_inputs = 0;
       for (int j = 0; j < kMaxSrc; ++j) {
-        const Tensor* s = node->src[j];
-        if (s == nullptr || !foreign(s, nb)) continue;
+        const int32_t s = plan.src(i, j);
+        if (s < 0 || !foreign(s, nb)) continue;
         // A weight on a backend this one cannot read: start a new split, so the memory of the weights copied for
         // the previous split can be reused.
-        if (is_weight(*s) && !is_auxiliary_source(*node, j)) {
+        if (plan.has(s, SchedPlan::kIsWeight) && !is_auxiliary_source(*node, j)) {
           need_new = true;
           break;
         }
         bool repeated = false;  // a source read twice by the node is one input
-        for (int k = 0; k < j; ++k) repeated = repeated || node->src[k] == s;
-        if (!repeated && plan.copy(s, nb, 0) == nullptr) ++new_inputs;
+        for (int k = 0; k < j; ++k) repeated = repeated || plan.src(i, k) == s;
+        if (!repeated && plan.copy_set(s, nb) < 0) ++new_inputs;
       }
       // Counted before adding: no split ever exceeds the limit.
       if (static_cast<int>(cur->inputs.size()) + new_inputs > opt.max_split_inputs) need_new = true;
@@ -88,57 +110,64 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
       // The first split starts at node 0: views met before it belong to it (the planner initialises them there).
       plan.splits.push_back(Split{nb, plan.splits.empty() ? 0 : i, i, {}, {}});
       cur = &plan.splits.back();
-      for (size_t k = 0; k < i && plan.splits.size() == 1; ++k) plan.node_split[k] = 0;
+      ++cur_split;
+      // views met before the first split belong to it
+      if (cur_split == 0) {
+        for (size_t k = 0; k < i; ++k) plan.node_split[k] = 0;
+      }
     }
-    plan.node_split[i] = static_cast<int>(plan.splits.size()) - 1;
+    plan.node_split[i] = cur_split;
 
     for (int j = 0; j < kMaxSrc; ++j) {
-      Tensor* s = node->src[j];
-      if (s == nullptr) continue;
-      const int sb = plan.backend_of(s);
+      const int32_t s = plan.src(i, j);
+      if (s < 0) continue;
+      Tensor* st = node->src[j];
+      const int sb = plan.backend(s);
       if (sb < 0) {
         return TS_ERROR(StatusCode::kFailed, "internal: source %s of %s has no backend after pass 4",
-                        describe(*s).c_str(), describe(*node).c_str());
+                        describe(*st).c_str(), describe(*node).c_str());
       }
       // With pipelining, user inputs get per-slot copies on their own backend, so the user can overwrite them while
       // an earlier evaluation still reads the previous values.
-      Tensor* read = s;
+      Tensor* read = st;
       // (Leafs only: a computed tensor flagged input is produced by its node, not written by the user.)
-      if (pipelined && s->op == Op::kNone && (s->flags & kFlagInput) != 0 && plan.copy_origin.count(s) == 0 &&
-          written.count(s) == 0) {
-        if (plan.copy(s, sb, 0) == nullptr) {
-          TS_RETURN_IF_ERROR(make_copies(plan, bs, s, sb, opt.n_copies, true));
-          plan.graph_inputs.push_back(s);
+      if (pipelined && st->op == Op::kNone && plan.has(s, SchedPlan::kInputFlag) && !plan.is_copy(st) &&
+          written.count(st) == 0) {
+        int32_t set = plan.copy_set(s, sb);
+        if (set < 0) {
+          Result<int32_t> made = make_copies(plan, bs, s, sb, opt.n_copies, true);
+          if (!made.ok()) return made.status();
+          set = *made;
+          plan.graph_inputs.push_back(st);
         }
-        if (sb == nb || !foreign(s, nb)) read = plan.copy(s, sb, opt.slot);
+        if (sb == nb || !foreign(s, nb)) read = plan.copy_in_set(set, static_cast<int>(slot));
       }
       if (foreign(s, nb)) {
-        if (plan.copy(s, nb, 0) == nullptr) {
-          TS_RETURN_IF_ERROR(make_copies(plan, bs, s, nb, opt.n_copies, pipelined));
-          cur->inputs.push_back(s);
-          cur->input_copies.push_back(plan.copies[{s, nb}]);
-          copied_roots.insert(root_of(s));
+        int32_t set = plan.copy_set(s, nb);
+        if (set < 0) {
+          Result<int32_t> made = make_copies(plan, bs, s, nb, opt.n_copies, false);
+          if (!made.ok()) return made.status();
+          set = *made;
+          cur->inputs.push_back(st);
+          cur->input_copies.push_back(plan.copy_set_copies(set));
+          copied_roots.insert(root_of(st));
         }
-        read = plan.copy(s, nb, opt.slot);
+        read = plan.copy_in_set(set, static_cast<int>(slot));
       }
-      if (read != s) {
-        plan.rewrites.push_back({node, j, s});
+      if (read != st) {
+        plan.rewrites.push_back({node, j, st});
         node->src[j] = read;
       }
     }
     // A node that writes into a tensor (CPY, SET_ROWS) makes the copies made so far of that tensor and its views
-    // stale: later readers on other backends get fresh copies (earlier splits keep theirs in input_copies).
+    // stale: later readers on other backends get fresh copies (earlier splits keep theirs in input_copies). A graph
+    // input's own per-slot copies stay.
     if (node->view_src != nullptr && copied_roots.count(root_of(node)) != 0) {
       const Tensor* r = root_of(node);
-      for (auto it = plan.copies.begin(); it != plan.copies.end();) {
-        const bool graph_input_slot = pipelined && it->first.backend == plan.backend_of(it->first.t) &&
-                                      std::find(plan.graph_inputs.begin(), plan.graph_inputs.end(), it->first.t) !=
-                                          plan.graph_inputs.end();
-        if (root_of(it->first.t) == r && !graph_input_slot) {
-          it = plan.copies.erase(it);
-        } else {
-          ++it;
-        }
+      for (size_t set = 0; set < plan.n_copy_sets(); ++set) {
+        const auto k = static_cast<int32_t>(set);
+        if (!plan.copy_set_live(k) || plan.copy_set_key(k).graph_input) continue;
+        if (root_of(plan.tensor(plan.copy_set_key(k).id)) == r) plan.drop_copy_set(k);
       }
       copied_roots.erase(r);
     }
@@ -147,7 +176,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
     cur->i_end = g.n_nodes();
   } else if (g.n_nodes() > 0) {
     // Only views: one split that computes nothing, so that the planner still gives the views their addresses.
-    const int b = plan.backend_of(g.node(0));
+    const int b = plan.backend(0);
     plan.splits.push_back(Split{b >= 0 ? b : bs.last(), 0, g.n_nodes(), {}, {}});
     plan.node_split.assign(g.n_nodes(), 0);
   }

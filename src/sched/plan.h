@@ -6,7 +6,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "../ptr_map.h"
@@ -39,7 +38,8 @@ class BackendSet {
   }
 };
 
-// The BackendSet of real backends.
+// The BackendSet of real backends. The passes memoise supports_op per tensor in the plan (SchedPlan::supports); the
+// buffer-type answers are memoised here (a handful of types), until clear_cache() (called at the start of every split).
 class BackendList final : public BackendSet {
  public:
   BackendList(std::vector<Backend*> backends, std::vector<BufferType*> bufts,
@@ -47,30 +47,21 @@ class BackendList final : public BackendSet {
       : backends_(std::move(backends)), bufts_(std::move(bufts)), is_compute_(std::move(is_compute)) {}
   int size() const override { return static_cast<int>(backends_.size()); }
   const char* name(int b) const override { return backends_[static_cast<size_t>(b)]->name(); }
-  // The passes ask the same questions several times per node; answers are memoised until clear_cache() (called at
-  // the start of every split, since tensors may change between splits).
-  bool supports_op(int b, const Tensor& t) const override {
-    if (b >= 16) return backends_[static_cast<size_t>(b)]->supports_op(t);
-    uint32_t& bits = op_cache_[&t];  // low 16 bits: known; high 16: answer
-    const uint32_t known = 1u << b, yes = 1u << (b + 16);
-    if ((bits & known) == 0) {
-      bits |= known | (backends_[static_cast<size_t>(b)]->supports_op(t) ? yes : 0u);
-    }
-    return (bits & yes) != 0;
-  }
+  bool supports_op(int b, const Tensor& t) const override { return backends_[static_cast<size_t>(b)]->supports_op(t); }
   bool supports_buft(int b, const BufferType& buft) const override {
     if (b >= 16) return backends_[static_cast<size_t>(b)]->supports_buft(buft);
-    uint32_t& bits = buft_cache_[&buft];
-    const uint32_t known = 1u << b, yes = 1u << (b + 16);
-    if ((bits & known) == 0) {
-      bits |= known | (backends_[static_cast<size_t>(b)]->supports_buft(buft) ? yes : 0u);
+    uint32_t* bits = nullptr;
+    for (auto& [type, answer] : buft_cache_) {
+      if (type == &buft) bits = &answer;
     }
-    return (bits & yes) != 0;
+    if (bits == nullptr) bits = &buft_cache_.emplace_back(&buft, 0u).second;
+    const uint32_t known = 1u << b, yes = 1u << (b + 16);
+    if ((*bits & known) == 0) {
+      *bits |= known | (backends_[static_cast<size_t>(b)]->supports_buft(buft) ? yes : 0u);
+    }
+    return (*bits & yes) != 0;
   }
-  void clear_cache() {
-    op_cache_.clear();
-    buft_cache_.clear();
-  }
+  void clear_cache() { buft_cache_.clear(); }
   bool offload_op(int b, const Tensor& t) const override { return backends_[static_cast<size_t>(b)]->offload_op(t); }
   BufferType* compute_buft(int b) const override { return bufts_[static_cast<size_t>(b)]; }
   bool is_compute_buffer(const Buffer* b) const override { return is_compute_ && is_compute_(b); }
@@ -80,8 +71,8 @@ class BackendList final : public BackendSet {
   std::vector<Backend*> backends_;
   std::vector<BufferType*> bufts_;
   std::function<bool(const Buffer*)> is_compute_;
-  mutable detail::PtrMap<uint32_t> op_cache_;
-  mutable detail::PtrMap<uint32_t> buft_cache_;
+  // low 16 bits: known; high 16: answer
+  mutable std::vector<std::pair<const BufferType*, uint32_t>> buft_cache_;
 };
 
 struct Assignment {
@@ -105,35 +96,78 @@ struct PassOptions {
   int slot = 0;      // the slot sources are rewritten to
 };
 
-struct SchedPlan {
-  detail::PtrMap<Assignment> assign;
-
+// The plan keeps every per-tensor fact in flat arrays indexed by a dense tensor id. index(g) (called by every pass)
+// numbers the graph's nodes 0..n-1, then its leafs, then sources and view sources outside the graph, and reads once,
+// from the 300-byte Tensors, what the passes ask again and again (source ids, view source, fixed buffer type, weight,
+// INPUT and view-op flags) into compact arrays. Tensors met later (copies, the scheduler's dependency nodes, pins of
+// other graphs) get the next ids. Assignments made before index(g) (pins, tests) are kept.
+class SchedPlan {
+ public:
+  // ---- assignments (any tensor) ----
   int backend_of(const Tensor* t) const {
-    const Assignment* a = assign.find(t);
-    return a == nullptr ? -1 : a->backend;
+    const int32_t* id = ids_.find(t);
+    return id == nullptr ? -1 : backend_[static_cast<size_t>(*id)];
   }
   Cause cause_of(const Tensor* t) const {
-    const Assignment* a = assign.find(t);
-    return a == nullptr ? Cause::kUnassigned : a->cause;
+    const int32_t* id = ids_.find(t);
+    return id == nullptr ? Cause::kUnassigned : cause_[static_cast<size_t>(*id)];
   }
-  void set(const Tensor* t, int b, Cause c) { assign[t] = {b, c}; }
+  void set(const Tensor* t, int b, Cause c) { set_id(intern(t), b, c); }
+  size_t n_assigned() const;
+  template <typename Fn>
+  void for_each_assignment(Fn fn) const {
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      if (backend_[i] >= 0 || cause_[i] != Cause::kUnassigned) fn(tensors_[i], Assignment{backend_[i], cause_[i]});
+    }
+  }
+  // Forgets every tensor (keeps the arrays' capacity for the next split).
+  void clear();
+
+  // ---- dense ids (valid after index(g)) ----
+  void index(const Graph& g, const BackendSet& bs);
+  int32_t intern(const Tensor* t);  // the id of t, a new one when t has none
+  int32_t id_of(const Tensor* t) const {
+    const int32_t* id = ids_.find(t);
+    return id == nullptr ? -1 : *id;
+  }
+  const Tensor* tensor(int32_t id) const { return tensors_[static_cast<size_t>(id)]; }
+  int backend(int32_t id) const { return backend_[static_cast<size_t>(id)]; }
+  Cause cause(int32_t id) const { return cause_[static_cast<size_t>(id)]; }
+  void set_id(int32_t id, int b, Cause c) {
+    backend_[static_cast<size_t>(id)] = static_cast<int8_t>(b);
+    cause_[static_cast<size_t>(id)] = c;
+  }
+  // Source j of node i (the node's id is i), -1 when none.
+  int32_t src(size_t node, int j) const { return src_[node * kMaxSrc + static_cast<size_t>(j)]; }
+  int32_t view_src(int32_t id) const { return vsrc_[static_cast<size_t>(id)]; }
+  // The type of the buffer that constrains the tensor (BackendSet::fixed_buffer), or null.
+  const BufferType* fixed_buft(int32_t id) const { return fixed_buft_[static_cast<size_t>(id)]; }
+  enum Fact : uint8_t {
+    kIsWeight = 1,      // in a buffer whose usage is WEIGHTS
+    kHostBuffer = 2,    // its buffer (or its view source's) is host memory
+    kInputFlag = 4,     // flagged INPUT
+    kViewOp = 8,        // a view op (never computed)
+    kNoneOp = 16,       // op NONE
+    kNoWeightSrc = 32,  // no source decides placement as a weight (pass 1, rule 5)
+  };
+  bool has(int32_t id, Fact f) const { return (facts_[static_cast<size_t>(id)] & f) != 0; }
+  // Non-view nodes, in order.
+  const std::vector<int32_t>& compute_nodes() const { return compute_nodes_; }
+  size_t n_nodes() const { return n_nodes_; }
+  size_t n_leafs() const { return n_leafs_; }
+
+  // supports_op, asked once per tensor and backend.
+  bool supports(const BackendSet& bs, int32_t id, int b) {
+    if (b >= 16) return bs.supports_op(b, *tensors_[static_cast<size_t>(id)]);
+    uint32_t& bits = op_memo_[static_cast<size_t>(id)];  // low 16 bits: known; high 16: answer
+    const uint32_t known = 1u << b, yes = 1u << (b + 16);
+    if ((bits & known) == 0) bits |= known | (bs.supports_op(b, *tensors_[static_cast<size_t>(id)]) ? yes : 0u);
+    return (bits & yes) != 0;
+  }
 
   // ---- pass 5 ----
   std::vector<Split> splits;
   std::vector<int> node_split;  // split of each node of the user's graph (-1 for views before the first split)
-  // Per-slot copies of a tensor in a backend: copies[{tensor, backend}][slot].
-  struct CopyKey {
-    const Tensor* t;
-    int backend;
-    bool operator==(const CopyKey& o) const { return t == o.t && backend == o.backend; }
-  };
-  struct CopyKeyHash {
-    size_t operator()(const CopyKey& k) const {
-      return std::hash<const void*>()(k.t) ^ (static_cast<size_t>(k.backend) * 0x9e3779b97f4a7c15ull);
-    }
-  };
-  std::unordered_map<CopyKey, std::array<Tensor*, kParallelCopies>, CopyKeyHash> copies;
-  std::unordered_map<const Tensor*, const Tensor*> copy_origin;  // copy -> the tensor it copies
   std::vector<Tensor*> graph_inputs;  // user INPUT tensors with per-slot copies on their own backend (parallel)
   struct Rewrite {
     Tensor* node;
@@ -143,17 +177,77 @@ struct SchedPlan {
   std::vector<Rewrite> rewrites;  // restored on reset
   std::unique_ptr<Context> copy_ctx;
 
+  // The copy of t in backend b for a slot, or null.
   Tensor* copy(const Tensor* t, int backend, int slot) const {
-    auto it = copies.find({t, backend});
-    return it == copies.end() ? nullptr : it->second[static_cast<size_t>(slot)];
+    const int32_t set = copy_set(id_of(t), backend);
+    return set < 0 ? nullptr : copy_sets_[static_cast<size_t>(set)][static_cast<size_t>(slot)];
   }
+  int32_t copy_set(int32_t id, int backend) const {
+    if (id < 0 || static_cast<size_t>(id) >= copy_of_.size() / kMaxBackendsPerCopy) return -1;
+    return copy_of_[static_cast<size_t>(id) * kMaxBackendsPerCopy + static_cast<size_t>(backend)];
+  }
+  Tensor* copy_in_set(int32_t set, int slot) const {
+    return copy_sets_[static_cast<size_t>(set)][static_cast<size_t>(slot)];
+  }
+  // Registers a new set of per-slot copies of tensor `id` in backend b; returns the set. graph_input: a graph input's
+  // own per-slot copies (pipelined).
+  int32_t add_copy_set(int32_t id, int backend, const std::array<Tensor*, kParallelCopies>& copies,
+                       bool graph_input = false);
+  const std::array<Tensor*, kParallelCopies>& copy_set_copies(int32_t set) const {
+    return copy_sets_[static_cast<size_t>(set)];
+  }
+  // The sets made so far, and forgetting one (copy() then answers null for its tensor and backend: a later reader
+  // gets a fresh set; the old copies stay valid for the splits that use them).
+  struct CopySetKey {
+    int32_t id;
+    int backend;
+    bool graph_input;
+  };
+  size_t n_copy_sets() const { return copy_sets_.size(); }
+  const CopySetKey& copy_set_key(int32_t set) const { return copy_set_keys_[static_cast<size_t>(set)]; }
+  bool copy_set_live(int32_t set) const {
+    const CopySetKey& k = copy_set_key(set);
+    return copy_set(k.id, k.backend) == set;
+  }
+  void drop_copy_set(int32_t set) {
+    const CopySetKey& k = copy_set_key(set);
+    if (copy_set(k.id, k.backend) == set) {
+      copy_of_[static_cast<size_t>(k.id) * kMaxBackendsPerCopy + static_cast<size_t>(k.backend)] = -1;
+    }
+  }
+  bool is_copy(const Tensor* t) const {
+    const int32_t id = id_of(t);
+    return id >= 0 && copy_origin_[static_cast<size_t>(id)] >= 0;
+  }
+  static constexpr size_t kMaxBackendsPerCopy = 16;
+
+ private:
+  detail::PtrMap<int32_t> ids_;
+  std::vector<const Tensor*> tensors_;
+  std::vector<int8_t> backend_;
+  std::vector<Cause> cause_;
+  std::vector<uint32_t> op_memo_;
+  std::vector<int32_t> vsrc_;
+  std::vector<const BufferType*> fixed_buft_;
+  std::vector<uint8_t> facts_;
+  std::vector<int32_t> copy_origin_;  // id of the tensor a copy copies, -1 for others
+  std::vector<int32_t> src_;          // n_nodes_ * kMaxSrc
+  std::vector<int32_t> compute_nodes_;
+  const Graph* indexed_ = nullptr;
+  size_t n_nodes_ = 0, n_leafs_ = 0;
+  size_t n_facts_ = 0;  // ids whose facts were read
+  // copies: per (id, backend) the index of its copy set, -1 when none
+  std::vector<int32_t> copy_of_;
+  std::vector<std::array<Tensor*, kParallelCopies>> copy_sets_;
+  std::vector<CopySetKey> copy_set_keys_;
+  void read_facts(const BackendSet& bs, size_t from);
 };
 
 // True when backend b can use t's memory: t's buffer type (or its view source's), or when t has no memory yet, the
 // compute buffer type of the backend it is assigned to.
-bool buffer_supported(const SchedPlan& plan, const BackendSet& bs, const Tensor& t, int b);
-// Highest-priority backend that supports the buffer type of `buffer_of`'s memory and the op `op`; -1 if none.
-int backend_from_buffer(const BackendSet& bs, const Tensor& buffer_of, const Tensor& op);
+bool buffer_supported(const SchedPlan& plan, const BackendSet& bs, int32_t t, int b);
+// Highest-priority backend that supports the buffer type `buft` and the op of tensor `op`; -1 if none or no buft.
+int backend_from_buffer(SchedPlan& plan, const BackendSet& bs, const BufferType* buft, int32_t op);
 // Weight-like sources that are auxiliary and tiny: they never decide placement (ROPE frequency factors, FA sinks).
 bool is_auxiliary_source(const Tensor& node, int src_index);
 bool is_weight(const Tensor& t);  // in a buffer whose usage is WEIGHTS

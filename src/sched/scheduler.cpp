@@ -73,7 +73,15 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::vector<Backend*> backe
   }
   impl->params = std::move(params);
   impl->n_copies = impl->params.parallel ? kParallelCopies : 1;
+  impl->n_unique = impl->unique_bufts.size();
+  if (impl->n_copies > 1) {
+    // one copy region per compute buffer type, same type, planned like ordinary compute memory
+    for (size_t u = 0; u < impl->n_unique; ++u) impl->unique_bufts.push_back(impl->unique_bufts[u]);
+  }
   impl->galloc = std::make_unique<GraphAllocator>(impl->unique_bufts);
+  for (size_t u = 0; u < impl->n_unique && impl->n_copies > 1; ++u) {
+    impl->galloc->set_replicas(impl->region_id(static_cast<int>(u)), impl->n_copies);
+  }
   GraphAllocator* galloc = impl->galloc.get();
   impl->set = std::make_unique<sched::BackendList>(impl->backends, impl->bufts,
                                                    [galloc](const Buffer* b) { return galloc->owns(b); });
@@ -100,12 +108,7 @@ void Scheduler::Impl::reset_plan() {
       }
     }
   }
-  plan.assign.clear();
-  plan.splits.clear();
-  plan.node_split.clear();
-  plan.copies.clear();
-  plan.copy_origin.clear();
-  plan.graph_inputs.clear();
+  plan.clear();  // keeps the arrays' capacity for the next split
   plan.copy_ctx.reset();
   graph = nullptr;
   split_done = false;
@@ -116,7 +119,6 @@ void Scheduler::Impl::reset_plan() {
 Status Scheduler::Impl::split(Graph& g, int slot_for_sources) {
   reset_plan();
   plan.copy_ctx = std::make_unique<Context>(ContextParams{.no_alloc = true});
-  plan.assign.reserve(g.n_nodes() + g.n_leafs());
   set->clear_cache();
   for (const auto& [t, b] : pins) plan.set(t, b, Cause::kUser);
   sched::PassOptions opt;
@@ -136,19 +138,34 @@ Status Scheduler::Impl::split(Graph& g, int slot_for_sources) {
 }
 
 // The graph the planner sees (SPEC 9.5): per split, a dependency node per input (keeping the source alive until it
-// is copied) and, without pipelining, the input's copy, then the split's nodes; with pipelining every slot's copies
-// as leafs (allocated first), then the original leafs.
+// is copied) and the input's copy, then the split's nodes; then, with pipelining, the graph inputs' copies as leafs;
+// then the original leafs.
+//
+// Copies are ordinary tensors for the planner: placed when their split starts and freed after their last reader, so
+// their memory is reused within the evaluation. With pipelining they are planned in the copy region of their backend's
+// buffer type instead of its compute memory; the region has one replica per slot, and this evaluation's copies are
+// placed in the replica of its slot (Impl::do_alloc). A slot's copies can then be written while an evaluation of
+// another slot still reads its own, and the plan (the same graph structure for every slot) serves every slot. The
+// graph inputs' copies are written before the first split, so they are leafs, flagged INPUT: alive for the whole
+// evaluation.
 void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
   size_t n_inputs = 0;
   for (const auto& sp : plan.splits) n_inputs += sp.inputs.size();
-  sched_graph = Graph(g.n_nodes() + 2 * n_inputs + g.n_leafs() +
-                      static_cast<size_t>(n_copies) * (n_inputs + plan.graph_inputs.size()) + 16);
+  sched_nodes.clear();
+  sched_leafs.clear();
   node_ids.clear();
   leaf_ids.clear();
-  auto bid = [&](const Tensor* t) {
-    const int b = plan.backend_of(t);
-    return buft_id[static_cast<size_t>(b < 0 ? static_cast<int>(backends.size()) - 1 : b)];
-  };
+  sched_nodes.reserve(g.n_nodes() + 2 * n_inputs);
+  sched_leafs.reserve(g.n_leafs() + plan.graph_inputs.size());
+  node_ids.reserve(sched_nodes.capacity());
+  node_backends.reserve(sched_nodes.capacity());
+  leaf_ids.reserve(sched_leafs.capacity());
+  leaf_backends.reserve(sched_leafs.capacity());
+  // node i of g has id i, leaf i id n_nodes + i (SchedPlan::index)
+  auto bid_of = [&](int b) { return buft_id[static_cast<size_t>(b < 0 ? static_cast<int>(backends.size()) - 1 : b)]; };
+  auto bid = [&](const Tensor* t) { return bid_of(plan.backend_of(t)); };
+  node_backends.clear();
+  leaf_backends.clear();
   for (const auto& sp : plan.splits) {
     for (size_t k = 0; k < sp.inputs.size(); ++k) {
       Tensor* in = sp.inputs[k];
@@ -159,49 +176,39 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
       dep->src[0] = in;
       format_name(*dep, "%.40s (dep)", in->name);
       plan.set(dep, plan.backend_of(in), Cause::kCopy);
-      (void)sched_graph.add_node(dep);
+      sched_nodes.push_back(dep);
       node_ids.push_back(bid(in));
-      if (n_copies == 1) {  // the copy is placed when its split starts, and freed after its last reader
-        (void)sched_graph.add_node(sp.input_copies[k][static_cast<size_t>(s_slot)]);
-        node_ids.push_back(buft_id[static_cast<size_t>(sp.backend)]);
-      }
+      node_backends.push_back(plan.backend_of(in));
+      // the copy is placed when its split starts, and freed after its last reader
+      sched_nodes.push_back(sp.input_copies[k][static_cast<size_t>(s_slot)]);
+      node_ids.push_back(region_id(buft_id[static_cast<size_t>(sp.backend)]));
+      node_backends.push_back(sp.backend);
     }
     for (size_t i = sp.i_start; i < sp.i_end; ++i) {
-      (void)sched_graph.add_node(g.node(i));
-      node_ids.push_back(bid(g.node(i)));
+      const int b = plan.backend(static_cast<int32_t>(i));
+      sched_nodes.push_back(g.node(i));
+      node_ids.push_back(bid_of(b));
+      node_backends.push_back(b);
     }
   }
-  if (n_copies > 1) {
-    // Pipelined: every slot's copies are leafs, placed before anything else and never freed (INPUT|OUTPUT), in an
-    // order that does not depend on the current slot, so one plan serves every slot.
-    for (const auto& sp : plan.splits) {
-      for (size_t k = 0; k < sp.inputs.size(); ++k) {
-        for (int c = 0; c < n_copies; ++c) {
-          (void)sched_graph.add_leaf(sp.input_copies[k][static_cast<size_t>(c)]);
-          leaf_ids.push_back(buft_id[static_cast<size_t>(sp.backend)]);
-        }
-      }
-    }
-    for (Tensor* in : plan.graph_inputs) {
-      const int b = plan.backend_of(in);
-      for (int c = 0; c < n_copies; ++c) {
-        (void)sched_graph.add_leaf(plan.copy(in, b, c));
-        leaf_ids.push_back(buft_id[static_cast<size_t>(b)]);
-      }
-    }
+  for (Tensor* in : plan.graph_inputs) {  // only with pipelining
+    const int b = plan.backend_of(in);
+    sched_leafs.push_back(plan.copy(in, b, s_slot));
+    leaf_ids.push_back(region_id(buft_id[static_cast<size_t>(b)]));
+    leaf_backends.push_back(b);
   }
-  for (Tensor* leaf : g.leafs()) {
-    (void)sched_graph.add_leaf(leaf);
-    leaf_ids.push_back(bid(leaf));
+  for (size_t i = 0; i < g.n_leafs(); ++i) {
+    const int b = plan.backend(static_cast<int32_t>(g.n_nodes() + i));
+    sched_leafs.push_back(g.leaf(i));
+    leaf_ids.push_back(bid_of(b));
+    leaf_backends.push_back(b);
   }
 }
 
 // Backend of every node and leaf of the planner's graph, for the re-reserve rule of the next allocation.
 void Scheduler::Impl::record_backends() {
-  prev_node_backends.clear();
-  prev_leaf_backends.clear();
-  for (Tensor* t : sched_graph.nodes()) prev_node_backends.push_back(plan.backend_of(t));
-  for (Tensor* t : sched_graph.leafs()) prev_leaf_backends.push_back(plan.backend_of(t));
+  prev_node_backends = node_backends;  // recorded by build_sched_graph
+  prev_leaf_backends = leaf_backends;
 }
 
 Status Scheduler::Impl::do_alloc(Graph& g) {
@@ -228,19 +235,19 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
   if (moved(prev_node_backends, before_nodes) || moved(prev_leaf_backends, before_leafs)) {
     why = "a node or leaf moved to a backend with another buffer type";
   } else {
-    why = galloc->needs_replan(sched_graph);
+    why = galloc->needs_replan(sched_graph());
   }
   if (!why.empty()) {
     for (Backend* b : backends) b->synchronize();  // nothing may still use the buffers a re-reserve replaces
     if (params.debug_reserve) std::fprintf(stderr, "tessera scheduler: re-reserve: %s\n", why.c_str());
-    Status s = galloc->reserve_n(sched_graph, node_ids, leaf_ids);
+    Status s = galloc->reserve_n(sched_graph(), node_ids, leaf_ids);
     ++reserves;
     if (!s.ok()) {
       reset_plan();
       return Status(StatusCode::kAllocFailed, "scheduler: " + s.message());
     }
   }
-  Status s = galloc->alloc_graph(sched_graph);
+  Status s = galloc->alloc_graph(sched_graph(), slot);  // this slot's replica of the copy regions
   if (!s.ok()) {
     reset_plan();
     return Status(StatusCode::kAllocFailed, "scheduler: " + s.message());
@@ -257,7 +264,7 @@ Status Scheduler::reserve(Graph& measure_graph) {
   synchronize();
   Status s = m.split(measure_graph, 0);
   if (s.ok()) {
-    s = m.galloc->reserve_n(m.sched_graph, m.node_ids, m.leaf_ids);
+    s = m.galloc->reserve_n(m.sched_graph(), m.node_ids, m.leaf_ids);
     ++m.reserves;
     m.record_backends();
   }
@@ -269,11 +276,15 @@ Result<std::vector<size_t>> Scheduler::reserve_size(Graph& graph) {
   Impl& m = *impl_;
   synchronize();
   TS_RETURN_IF_ERROR(m.split(graph, 0));
-  Result<std::vector<size_t>> sizes = m.galloc->reserve_size(m.sched_graph, m.node_ids, m.leaf_ids);
+  Result<std::vector<size_t>> sizes = m.galloc->reserve_size(m.sched_graph(), m.node_ids, m.leaf_ids);
   m.reset_plan();
   if (!sizes.ok()) return sizes.status();
   std::vector<size_t> per_backend(m.backends.size());
-  for (size_t b = 0; b < m.backends.size(); ++b) per_backend[b] = (*sizes)[static_cast<size_t>(m.buft_id[b])];
+  for (size_t b = 0; b < m.backends.size(); ++b) {
+    const int u = m.buft_id[b];
+    per_backend[b] = (*sizes)[static_cast<size_t>(u)];
+    if (m.n_copies > 1) per_backend[b] += (*sizes)[static_cast<size_t>(m.region_id(u))];  // all slots' regions
+  }
   return per_backend;
 }
 
@@ -353,7 +364,11 @@ int Scheduler::current_slot() const { return impl_->slot; }
 int Scheduler::reserve_count() const { return impl_->reserves; }
 size_t Scheduler::buffer_size(int backend) const {
   if (backend < 0 || backend >= n_backends()) return 0;
-  return impl_->galloc->buffer_size(impl_->buft_id[static_cast<size_t>(backend)]);
+  const Impl& m = *impl_;
+  const int u = m.buft_id[static_cast<size_t>(backend)];
+  size_t total = m.galloc->buffer_size(u);
+  if (m.n_copies > 1) total += m.galloc->buffer_size(m.region_id(u));  // all slots' copy regions
+  return total;
 }
 void Scheduler::set_eval_callback(EvalCallback callback) { impl_->callback = std::move(callback); }
 
@@ -380,7 +395,7 @@ TensorExplain Scheduler::explain(const Tensor* t) const {
     }
   }
   if (e.backend >= 0) e.backend_name = m.backends[static_cast<size_t>(e.backend)]->name();
-  e.is_copy = m.plan.copy_origin.count(t) != 0;
+  e.is_copy = m.plan.is_copy(t);
   if (m.graph != nullptr) {
     for (size_t i = 0; i < m.graph->n_nodes(); ++i) {
       if (m.graph->node(i) == t) {

@@ -16,7 +16,11 @@ struct Scheduler::Impl {
   std::vector<Backend*> backends;
   std::vector<BufferType*> bufts;       // per backend
   std::vector<int> buft_id;             // per backend: index into unique_bufts
-  std::vector<BufferType*> unique_bufts;
+  std::vector<BufferType*> unique_bufts;  // the planner's buffer type ids: compute memory, then (parallel) copy regions
+  size_t n_unique = 0;                    // compute-memory ids: [0, n_unique)
+  // With parallel: the planner id of the in-flight copy region of compute id u is n_unique + u, replicated once per
+  // slot (GraphAllocator::set_replicas), so every slot has its own disjoint copy memory under one plan.
+  int region_id(int u) const { return n_copies > 1 ? static_cast<int>(n_unique) + u : u; }
   std::unique_ptr<sched::BackendList> set;
   SchedulerParams params;
   int n_copies = 1;
@@ -24,8 +28,12 @@ struct Scheduler::Impl {
   std::unordered_map<const Tensor*, int> pins;  // user assignments
   sched::SchedPlan plan;
   Graph* graph = nullptr;      // the user graph of the current plan (sources rewritten until reset)
-  Graph sched_graph{1};        // what the planner sees
+  // What the planner sees (SPEC 9.5): node and leaf lists, no Graph (its duplicate check is not needed: the lists are
+  // built from an already deduplicated graph). Reused across splits.
+  std::vector<Tensor*> sched_nodes, sched_leafs;
+  GraphNodes sched_graph() const { return {sched_nodes, sched_leafs}; }
   std::vector<int> node_ids, leaf_ids;                // buffer type id per node/leaf of sched_graph
+  std::vector<int> node_backends, leaf_backends;            // backend per node/leaf of sched_graph
   std::vector<int> prev_node_backends, prev_leaf_backends;  // for the re-reserve rule
   std::unique_ptr<GraphAllocator> galloc;
 

@@ -17,6 +17,24 @@ class DynamicAllocator;
 struct BlockAddress;
 struct GraphIndex;
 
+// The nodes and leafs the planner works on: a Graph's, or lists the caller built (the scheduler's planner graph, which
+// needs no Graph and its duplicate check). Converts implicitly from a Graph, which must outlive it.
+class GraphNodes {
+ public:
+  GraphNodes(const Graph& g) : nodes_(g.nodes()), leafs_(g.leafs()) {}  // NOLINT(google-explicit-constructor)
+  GraphNodes(std::span<Tensor* const> nodes, std::span<Tensor* const> leafs) : nodes_(nodes), leafs_(leafs) {}
+  std::span<Tensor* const> nodes() const { return nodes_; }
+  std::span<Tensor* const> leafs() const { return leafs_; }
+  size_t n_nodes() const { return nodes_.size(); }
+  size_t n_leafs() const { return leafs_.size(); }
+  Tensor* node(size_t i) const { return nodes_[i]; }
+  Tensor* leaf(size_t i) const { return leafs_[i]; }
+
+ private:
+  std::span<Tensor* const> nodes_;
+  std::span<Tensor* const> leafs_;
+};
+
 // Where the plan put one tensor.
 struct PlannedTensor {
   int buft_id = -1;
@@ -41,28 +59,34 @@ class GraphAllocator {
   // Plans with a measure graph (usually the worst case) and grows the buffers to the planned chunk sizes (never
   // shrinks them). Errors: a buffer type id out of range, a tensor above a type's max size, an allocation failure
   // (the planner then holds no plan; its buffers stay valid and are freed with it).
-  Status reserve(const Graph& graph);
-  Status reserve_n(const Graph& graph, std::span<const int> node_buft_ids, std::span<const int> leaf_buft_ids);
+  Status reserve(GraphNodes graph);
+  Status reserve_n(GraphNodes graph, std::span<const int> node_buft_ids, std::span<const int> leaf_buft_ids);
   // Dry run: the bytes each buffer type would need for this graph. Nothing is allocated or changed.
-  Result<std::vector<size_t>> reserve_size(const Graph& graph, std::span<const int> node_buft_ids = {},
+  Result<std::vector<size_t>> reserve_size(GraphNodes graph, std::span<const int> node_buft_ids = {},
                                            std::span<const int> leaf_buft_ids = {}) const;
 
   // Places every tensor of the graph at its planned address. When the graph is incompatible with the last plan
   // (see needs_replan), a single-type planner re-plans (reserve) first; a several-type planner returns kUnsupported
-  // ("reserve needed") because only the caller knows the buffer type of each tensor.
-  Status alloc_graph(Graph& graph);
+  // ("reserve needed") because only the caller knows the buffer type of each tensor. Tensors of a replicated buffer
+  // type id (set_replicas) are placed at their planned offsets in the buffers of `replica` (modulo the count).
+  Status alloc_graph(GraphNodes graph, int replica = 0);
+  // Gives buffer type id `buft_id` n >= 1 identical sets of buffers (call before reserve; default 1). Every set is
+  // grown to the planned chunk sizes; alloc_graph picks one. The scheduler uses this for the per-slot regions of its
+  // in-flight input copies: one plan, n disjoint copies of the memory. reserve_size and buffer_size count all sets.
+  void set_replicas(int buft_id, int n);
+  int replicas(int buft_id) const { return replicas_.at(static_cast<size_t>(buft_id)); }
   // Why the graph cannot be placed with the last plan, or an empty string when it can: node or leaf counts differ,
   // a tensor needs more bytes than planned (so a chunk would have to grow), the graph's structure differs (a source
   // is a different node or leaf than at plan time), or a tensor's external allocation changed.
-  std::string needs_replan(const Graph& graph) const;
+  std::string needs_replan(GraphNodes graph) const;
   // Number of re-plans alloc_graph made by itself (for tests and the debug switch of the scheduler).
   int replan_count() const { return replans_; }
 
   size_t n_bufts() const { return bufts_.size(); }
-  // Bytes of the buffers of a buffer type (all chunks).
+  // Bytes of the buffers of a buffer type (all chunks, all replicas).
   size_t buffer_size(int buft_id) const;
   int n_chunks(int buft_id) const;
-  Buffer* chunk_buffer(int buft_id, int chunk) const;
+  Buffer* chunk_buffer(int buft_id, int chunk, int replica = 0) const;
   // True when the buffer is one this planner allocated.
   bool owns(const Buffer* buffer) const;
   // A tensor the planner leaves alone: it has memory that is not one of the planner's buffers.
@@ -102,17 +126,21 @@ class GraphAllocator {
   };
   static void place_offline(const std::vector<Lifetime>& blocks, int buft, size_t limit, long walk_start,
                             std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes);
-  Status make_plan(const Graph& graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
+  Status make_plan(GraphNodes graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
                    Plan* plan) const;
+  // The dense index of a graph (tensor ids, source ids), rebuilt in place for every plan and check.
+  GraphIndex& index_of(GraphNodes graph) const;
   Status grow_buffers(const Plan& plan);
-  Status place(Graph& graph);
-  Status place_tensor(Tensor& t, const PlannedTensor& p);
+  Status place(GraphNodes graph, int replica);
+  Status place_tensor(Tensor& t, const PlannedTensor& p, int replica);
 
   std::vector<BufferType*> bufts_;
-  // chunk buffers per buffer type
-  std::vector<std::vector<std::unique_ptr<Buffer>>> buffers_;
+  std::vector<int> replicas_;  // sets of buffers per buffer type id
+  // chunk buffers per buffer type id and replica: buffers_[id][replica][chunk]
+  std::vector<std::vector<std::vector<std::unique_ptr<Buffer>>>> buffers_;
   Plan plan_;
   int replans_ = 0;
+  mutable std::unique_ptr<GraphIndex> index_;  // scratch, reused across calls
 };
 
 }  // namespace tessera
