@@ -1,27 +1,40 @@
 // The graph memory planner (SPEC 8).
 #include <algorithm>
 
-#include "../ptr_map.h"
+#include "tensor_id_map.h"
 #include "dyn_allocator.h"
 #include "tessera/gallocr.h"
 
 namespace tessera {
 
+// The planning walk's record of one tensor.
+struct PlanInfo {
+  int n_children = 0;
+  int n_views = 0;
+  bool allocated = false;  // currently holds a block of the plan
+  bool external = false;   // has memory that is not the planner's
+  bool pinned = false;     // INPUT or OUTPUT, or the root of such a view: never freed
+  int buft = -1;
+  BlockAddress addr;
+  size_t size = 0;  // bytes of the block it holds
+  int block = -1;   // lifetime record of that block (for the offline placement)
+};
+
 // Dense ids for the tensors of a graph: node i is id i, leaf i is n_nodes + i, then sources and view sources outside
 // the graph. The planner keeps its per-tensor records in arrays indexed by these ids (one pointer lookup per source
 // reference while indexing, none in the walk).
 struct GraphIndex {
-  detail::PtrMap<int32_t> ids;
+  detail::TensorIdMap ids;
   std::vector<Tensor*> tensors;
   std::vector<int32_t> src;   // n_nodes * kMaxSrc, -1: none
   std::vector<int32_t> vsrc;  // per id, -1: not a view
   size_t n_nodes = 0, n_leafs = 0;
+  std::vector<PlanInfo> info;  // make_plan's records, per id (kept here so its memory is reused)
 
   int32_t intern(Tensor* t) {
-    if (const int32_t* id = ids.find(t)) return *id;
-    const auto id = static_cast<int32_t>(tensors.size());
-    ids[t] = id;
-    tensors.push_back(t);
+    bool inserted = false;
+    const int32_t id = ids.insert(t, static_cast<int32_t>(tensors.size()), &inserted);
+    if (inserted) tensors.push_back(t);
     return id;
   }
   void build(GraphNodes g) {
@@ -46,10 +59,7 @@ struct GraphIndex {
       vsrc.push_back(id);
     }
   }
-  int32_t find(const Tensor* t) const {
-    const int32_t* id = ids.find(t);
-    return id == nullptr ? -1 : *id;
-  }
+  int32_t find(const Tensor* t) const { return ids.find(t); }
 };
 
 GraphIndex& GraphAllocator::index_of(GraphNodes graph) const {
@@ -154,17 +164,6 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
   auto node_buft = [&](size_t i) { return node_ids.empty() ? 0 : node_ids[i]; };
   auto leaf_buft = [&](size_t i) { return leaf_ids.empty() ? 0 : leaf_ids[i]; };
 
-  struct Info {
-    int n_children = 0;
-    int n_views = 0;
-    bool allocated = false;  // currently holds a block of the plan
-    bool external = false;   // has memory that is not the planner's
-    bool pinned = false;     // INPUT or OUTPUT, or the root of such a view: never freed
-    int buft = -1;
-    BlockAddress addr;
-    size_t size = 0;  // bytes of the block it holds
-    int block = -1;   // lifetime record of that block (for the offline placement)
-  };
   std::vector<Lifetime> blocks;  // one per block the walk allocated, in allocation order
   long clock = 0;                // ticks at every allocation and free of the walk
   std::vector<DynamicAllocator> dyn;
@@ -172,10 +171,12 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
   for (BufferType* b : bufts_) dyn.emplace_back(b->alignment(), b->max_size());
 
   // Every tensor the walk looks at has a dense id (GraphIndex) and its record in `info`.
-  const GraphIndex& ix = index_of(graph);
+  GraphIndex& ix = index_of(graph);
   const auto n_nodes = static_cast<int32_t>(ix.n_nodes);
   const auto n_leafs = static_cast<int32_t>(ix.n_leafs);
-  std::vector<Info> info(ix.tensors.size());
+  using Info = PlanInfo;
+  std::vector<Info>& info = ix.info;
+  info.assign(ix.tensors.size(), Info{});
   for (size_t i = 0; i < ix.tensors.size(); ++i) {
     const Tensor* t = ix.tensors[i];
     info[i].external = is_external(t);
@@ -296,6 +297,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
 
   // 3. Walk the nodes: allocate, record, then free what is no longer used.
   plan->nodes.assign(graph.n_nodes(), NodePlan{});
+  plan->others.clear();
   auto release = [&](int32_t t) {  // t has no users and no views left
     const int32_t v = vsrc_of(t);
     if (v >= 0) {
@@ -320,7 +322,6 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
     for (int j = 0; j < kMaxSrc; ++j) {
       const int32_t s = src_of(i, j);
       if (s < 0) continue;
-      np.src[j] = planned(s);
       if (s < n_nodes) {
         np.ref[j] = {SrcRef::kNode, s};
       } else if (s < n_nodes + n_leafs) {
@@ -328,6 +329,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
                                                           : SrcRef{SrcRef::kLeaf, s - n_nodes};
       } else {
         np.ref[j] = {SrcRef::kOther, -1};
+        plan->others.push_back({static_cast<size_t>(i), j, planned(s)});
       }
     }
 
@@ -363,10 +365,8 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
         p.offset = addr[static_cast<size_t>(p.block)].offset;
       }
     };
-    for (NodePlan& np : plan->nodes) {
-      apply(np.dst);
-      for (PlannedTensor& p : np.src) apply(p);
-    }
+    for (NodePlan& np : plan->nodes) apply(np.dst);
+    for (OtherSrc& o : plan->others) apply(o.p);
     for (PlannedTensor& p : plan->leafs) apply(p);
     plan->chunk_sizes[b] = std::move(sizes);
   }
@@ -504,24 +504,26 @@ Status GraphAllocator::reserve(GraphNodes graph) { return reserve_n(graph, {}, {
 
 Status GraphAllocator::reserve_n(GraphNodes graph, std::span<const int> node_buft_ids,
                                  std::span<const int> leaf_buft_ids) {
-  Plan plan;
-  Status s = make_plan(graph, node_buft_ids, leaf_buft_ids, &plan);
-  if (s.ok()) s = grow_buffers(plan);
+  Status s = make_plan(graph, node_buft_ids, leaf_buft_ids, &spare_);
+  if (s.ok()) s = grow_buffers(spare_);
   if (!s.ok()) {
-    plan_ = Plan{};
+    plan_.valid = false;
+    spare_.valid = false;
     return s;
   }
-  plan_ = std::move(plan);
+  std::swap(plan_, spare_);  // the old plan's memory serves the next one
+  spare_.valid = false;
   return Status::Ok();
 }
 
 Result<std::vector<size_t>> GraphAllocator::reserve_size(GraphNodes graph, std::span<const int> node_buft_ids,
                                                          std::span<const int> leaf_buft_ids) const {
-  Plan plan;
-  TS_RETURN_IF_ERROR(make_plan(graph, node_buft_ids, leaf_buft_ids, &plan));
+  Status s = make_plan(graph, node_buft_ids, leaf_buft_ids, &spare_);
+  spare_.valid = false;
+  TS_RETURN_IF_ERROR(s);
   std::vector<size_t> sizes(bufts_.size(), 0);
   for (size_t b = 0; b < bufts_.size(); ++b) {
-    for (size_t c : plan.chunk_sizes[b]) sizes[b] += c;
+    for (size_t c : spare_.chunk_sizes[b]) sizes[b] += c;
     sizes[b] *= static_cast<size_t>(replicas_[b]);
   }
   return sizes;
@@ -551,6 +553,7 @@ std::string GraphAllocator::needs_replan(GraphNodes graph) const {
     return {};
   };
   const GraphIndex& index = index_of(graph);
+  size_t other = 0;  // cursor in plan_.others
   for (size_t i = 0; i < graph.n_nodes(); ++i) {
     const Tensor* node = graph.node(i);
     const NodePlan& np = plan_.nodes[i];
@@ -562,8 +565,9 @@ std::string GraphAllocator::needs_replan(GraphNodes graph) const {
         return format_message("source %d of node %zu %s is not the node/leaf it was at plan time", j, i,
                               describe(*node).c_str());
       }
-      if (s != nullptr) {
-        if (std::string why = check(s, np.src[j]); !why.empty()) return why;
+      // A node or leaf source is checked as that node or leaf; others against their own record.
+      if (s != nullptr && ref.kind == SrcRef::kOther && other < plan_.others.size()) {
+        if (std::string why = check(s, plan_.others[other++].p); !why.empty()) return why;
       }
     }
   }
@@ -596,12 +600,15 @@ Status GraphAllocator::place(GraphNodes graph, int replica) {
   for (size_t i = 0; i < graph.n_leafs(); ++i) {
     TS_RETURN_IF_ERROR(place_tensor(*graph.leaf(i), plan_.leafs[i], replica));
   }
+  size_t other = 0;  // cursor in plan_.others (the graph matches the plan: needs_replan passed)
   for (size_t i = 0; i < graph.n_nodes(); ++i) {
     Tensor* node = graph.node(i);
     const NodePlan& np = plan_.nodes[i];
     for (int j = 0; j < kMaxSrc; ++j) {
       Tensor* s = node->src[j];
-      if (s != nullptr && np.ref[j].kind == SrcRef::kOther) TS_RETURN_IF_ERROR(place_tensor(*s, np.src[j], replica));
+      if (s != nullptr && np.ref[j].kind == SrcRef::kOther && other < plan_.others.size()) {
+        TS_RETURN_IF_ERROR(place_tensor(*s, plan_.others[other++].p, replica));
+      }
     }
     TS_RETURN_IF_ERROR(place_tensor(*node, np.dst, replica));
   }

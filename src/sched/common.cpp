@@ -44,9 +44,9 @@ size_t SchedPlan::n_assigned() const {
 }
 
 int32_t SchedPlan::intern(const Tensor* t) {
-  if (const int32_t* id = ids_.find(t)) return *id;
-  const auto id = static_cast<int32_t>(tensors_.size());
-  ids_[t] = id;
+  bool inserted = false;
+  const int32_t id = ids_.insert(t, static_cast<int32_t>(tensors_.size()), &inserted);
+  if (!inserted) return id;
   tensors_.push_back(t);
   backend_.push_back(-1);
   cause_.push_back(Cause::kUnassigned);
@@ -92,7 +92,7 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   n_leafs_ = g.n_leafs();
   const size_t expect = n_nodes_ + n_leafs_ + n_nodes_ / 8 + 16;
   ids_.reserve(expect);
-  for (auto* v : {&tensors_}) v->reserve(expect);
+  tensors_.reserve(expect);
   backend_.reserve(expect);
   cause_.reserve(expect);
   op_memo_.reserve(expect);

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../ptr_map.h"
+#include "../alloc/tensor_id_map.h"
 #include "tessera/backend.h"
 #include "tessera/context.h"
 #include "tessera/graph.h"
@@ -105,12 +105,12 @@ class SchedPlan {
  public:
   // ---- assignments (any tensor) ----
   int backend_of(const Tensor* t) const {
-    const int32_t* id = ids_.find(t);
-    return id == nullptr ? -1 : backend_[static_cast<size_t>(*id)];
+    const int32_t id = ids_.find(t);
+    return id < 0 ? -1 : backend_[static_cast<size_t>(id)];
   }
   Cause cause_of(const Tensor* t) const {
-    const int32_t* id = ids_.find(t);
-    return id == nullptr ? Cause::kUnassigned : cause_[static_cast<size_t>(*id)];
+    const int32_t id = ids_.find(t);
+    return id < 0 ? Cause::kUnassigned : cause_[static_cast<size_t>(id)];
   }
   void set(const Tensor* t, int b, Cause c) { set_id(intern(t), b, c); }
   size_t n_assigned() const;
@@ -126,10 +126,7 @@ class SchedPlan {
   // ---- dense ids (valid after index(g)) ----
   void index(const Graph& g, const BackendSet& bs);
   int32_t intern(const Tensor* t);  // the id of t, a new one when t has none
-  int32_t id_of(const Tensor* t) const {
-    const int32_t* id = ids_.find(t);
-    return id == nullptr ? -1 : *id;
-  }
+  int32_t id_of(const Tensor* t) const { return ids_.find(t); }
   const Tensor* tensor(int32_t id) const { return tensors_[static_cast<size_t>(id)]; }
   int backend(int32_t id) const { return backend_[static_cast<size_t>(id)]; }
   Cause cause(int32_t id) const { return cause_[static_cast<size_t>(id)]; }
@@ -222,7 +219,7 @@ class SchedPlan {
   static constexpr size_t kMaxBackendsPerCopy = 16;
 
  private:
-  detail::PtrMap<int32_t> ids_;
+  detail::TensorIdMap ids_;
   std::vector<const Tensor*> tensors_;
   std::vector<int8_t> backend_;
   std::vector<Cause> cause_;

@@ -104,13 +104,20 @@ class GraphAllocator {
   };
   struct NodePlan {
     PlannedTensor dst;
-    PlannedTensor src[kMaxSrc];
     SrcRef ref[kMaxSrc];
+  };
+  // The plan of a source that is neither a node nor a leaf of the graph (kOther). A node or leaf source needs no
+  // record of its own: its node's or leaf's record says where it is.
+  struct OtherSrc {
+    size_t node;
+    int src;
+    PlannedTensor p;
   };
   struct Plan {
     bool valid = false;
     std::vector<NodePlan> nodes;
     std::vector<PlannedTensor> leafs;
+    std::vector<OtherSrc> others;  // in node order, then source order
     // per buffer type, per chunk: bytes needed
     std::vector<std::vector<size_t>> chunk_sizes;
   };
@@ -141,6 +148,7 @@ class GraphAllocator {
   Plan plan_;
   int replans_ = 0;
   mutable std::unique_ptr<GraphIndex> index_;  // scratch, reused across calls
+  mutable Plan spare_;                          // the plan under construction (its memory reused across calls)
 };
 
 }  // namespace tessera
