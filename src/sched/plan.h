@@ -145,7 +145,6 @@ class SchedPlan {
     kInputFlag = 4,     // flagged INPUT
     kViewOp = 8,        // a view op (never computed)
     kNoneOp = 16,       // op NONE
-    kNoWeightSrc = 32,  // no source decides placement as a weight (pass 1, rule 5)
   };
   bool has(int32_t id, Fact f) const { return (facts_[static_cast<size_t>(id)] & f) != 0; }
   // Non-view nodes, in order.
