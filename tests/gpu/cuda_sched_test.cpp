@@ -1,8 +1,8 @@
 // The scheduler with a real CUDA backend (issue 9): llama-style graphs (sim/models/llama.h: dense and MoE, flash
 // attention or MUL_MAT + SOFT_MAX, one token or a batch) over [CUDA, CPU] and [CUDA, simulated GPU, CPU], with and
 // without `parallel`, give the CPU-only logits. Layers are spread over the devices (the last layer and the token
-// embedding stay on the CPU), so the graph has several splits and cross-device copies in both directions. Skipped
-// without a GPU.
+// embedding stay on the CPU), so the graph has several splits and cross-device copies in both directions. Also the
+// simulator's wrapped CUDA device under the hazard detector. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -153,6 +153,79 @@ TEST_P(CudaScheduler, LlamaLogitsEqualTheCpuOnlyRun) {
   for (Tensor* n : m.graph->nodes()) on_cuda += sched.explain(n).backend == 0;
   sched.reset();
   EXPECT_GT(on_cuda, 0);
+}
+
+// The simulator's wrapped real device (SPEC 13) over CUDA0, with the wrapped CPU: the scheduler's event flow with
+// `parallel` and several evaluations in flight, on real CUDA streams, is checked by the hazard detector (no race)
+// and the logits equal the CPU-only run.
+TEST(CudaWrappedBySimulator, NoRaceOnRealStreamsAndCpuResults) {
+  TESSERA_REQUIRE_GPU(1);
+  LlamaConfig c = preset("tiny").value();
+  c.n_layer = 4;
+  const uint64_t seed = 9;
+  const std::vector<float> want = cpu_reference_logits(c, seed);
+  sim::DeviceConfig g;
+  g.name = "gpu0";
+  g.type = DeviceType::kGpu;
+  g.wraps = "CUDA0";
+  g.memory = 1 * sim::GiB;
+  g.alignment = 256;
+  g.caps = {/*async=*/true, /*host_buffer=*/false, /*buffer_from_host_ptr=*/false, /*events=*/true};
+  sim::DeviceConfig cpu_cfg;
+  cpu_cfg.name = "cpu";
+  cpu_cfg.type = DeviceType::kCpu;
+  cpu_cfg.wraps = "CPU";
+  cpu_cfg.memory = 4 * sim::GiB;
+  cpu_cfg.alignment = 64;
+  cpu_cfg.host_visible = true;
+  sim::TopologyConfig t;
+  t.name = "wrapped-cuda";
+  t.devices = {g, cpu_cfg};
+  for (uint64_t sim_seed : {1, 2, 3}) {
+    SCOPED_TRACE(::testing::Message() << "simulator seed " << sim_seed);
+    sim::SimOptions o;
+    o.seed = sim_seed;
+    o.adversarial = true;
+    o.record_trace = false;
+    auto created = sim::Simulator::create(t, o);
+    ASSERT_TRUE(created.ok()) << created.status().to_string();
+    std::unique_ptr<sim::Simulator> simulator = std::move(created).value();
+    auto made = simulator->make_backends();
+    ASSERT_TRUE(made.ok()) << made.status().to_string();
+    std::vector<std::unique_ptr<Backend>> backends = std::move(made).value();
+    LlamaGraph m = build_llama(c).value();
+    BufferType* gpu_buft = simulator->device(0)->buffer_type();
+    BufferType* cpu_buft = simulator->device(1)->buffer_type();
+    std::vector<std::pair<Tensor*, BufferType*>> where;
+    for (Tensor* w : m.weights) {
+      const int layer = m.layer_of(w);
+      where.emplace_back(w, (layer >= 0 && layer < c.n_layer - 1) || (layer < 0 && w != m.tok_embd) ? gpu_buft
+                                                                                                   : cpu_buft);
+    }
+    auto wb = sim::place_tensors(where, BufferUsage::kWeights);
+    ASSERT_TRUE(wb.ok()) << wb.status().to_string();
+    where.clear();
+    for (Tensor* kv : m.kv_cache) where.emplace_back(kv, m.layer_of(kv) < c.n_layer - 1 ? gpu_buft : cpu_buft);
+    auto cb = sim::place_tensors(where, BufferUsage::kAny);
+    ASSERT_TRUE(cb.ok()) << cb.status().to_string();
+    ASSERT_TRUE(fill_random(m, seed).ok());
+    SchedulerParams p;
+    p.parallel = true;
+    auto sched = Scheduler::create({backends[0].get(), backends[1].get()}, p);
+    ASSERT_TRUE(sched.ok()) << sched.status().to_string();
+    ASSERT_TRUE(sched.value()->alloc_graph(*m.graph).ok());
+    ASSERT_TRUE(set_inputs(m, default_inputs(c, seed)).ok());
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(sched.value()->graph_compute_async(*m.graph), ComputeStatus::kSuccess) << sched.value()->last_error();
+    }
+    sched.value()->synchronize();
+    const std::vector<float> got = tensor_to_f32(*m.logits).value();
+    const NmseResult r = nmse(want.data(), got.data(), want.size());
+    EXPECT_LT(r.nmse, 1e-5);
+    EXPECT_TRUE(simulator->races().empty()) << simulator->races_report();
+    EXPECT_TRUE(simulator->errors().empty()) << simulator->errors()[0];
+    sched.value()->reset();
+  }
 }
 
 std::vector<Variant> variants() {
