@@ -1,0 +1,31 @@
+// Fuzz target: the scenario parser (SPEC 14, docs/scenarios.md). Any text: parse_scenario returns a scenario or an
+// error naming the source; it never crashes, throws, leaks or hangs. An accepted scenario carries a valid topology
+// (inline or a preset) whose writer round-trips. Scenarios are not run here (a model may be large); end_to_end runs
+// the scheduler.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "fuzz_input.h"
+#include "tessera/sim/scenario.h"
+#include "tessera/sim/topology.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace tessera;
+  const std::string source = "fuzz-scenario.json";
+  auto parsed = sim::parse_scenario(fuzz::as_text(data, size), source);
+  if (!parsed.ok()) {
+    const std::string message = parsed.status().to_string();
+    FUZZ_CHECK(message.find(source) != std::string::npos, "the error does not name the source: " + message);
+    return 0;
+  }
+  const sim::Scenario& scenario = *parsed;
+  FUZZ_CHECK(scenario.evaluations >= 1, "accepted evaluations < 1");
+  const Status valid = sim::validate_topology(scenario.config.topology);
+  FUZZ_CHECK(valid.ok(), "parse_scenario accepted an invalid topology: " + valid.to_string());
+  const std::string written = sim::topology_to_json(scenario.config.topology);
+  auto reparsed = sim::parse_topology(written, "written.json");
+  FUZZ_CHECK(reparsed.ok(), "the scenario's topology does not round-trip: " + reparsed.status().to_string());
+  FUZZ_CHECK(sim::topology_to_json(*reparsed) == written, "the scenario's topology writes differently when re-read");
+  return 0;
+}
