@@ -4,8 +4,8 @@
 // one chosen buffer type -> Scheduler over Simulator::make_backends() -> alloc_graph -> compute in memory-backed mode
 // -> invariants:
 //   - the scheduler either succeeds or returns an error status (an allocation failure when a device is too small);
-//   - every node runs on a backend that supports it; the splits cover the graph in order; no split has more inputs
-//     than max_split_inputs;
+//   - every node runs on a backend that supports it; the splits cover the graph in order (leading views aside); no
+//     split has more inputs than max_split_inputs;
 //   - the simulator's hazard detector reports no race (the scheduler's own event flow is race free) and no error;
 //   - every OUTPUT equals the same graph computed on the plain CPU backend (normalised squared error <= 1e-3;
 //     elements where the reference is NaN or infinite are skipped). Graphs with ARGSORT or TOP_K are compared only
@@ -219,8 +219,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                                                   ", which does not support it\n" + sched->report() +
                                                                   context);
     }
-    size_t next = 0;
-    for (const auto& split : sched->splits()) {
+    // Splits are contiguous and end at the last node; the nodes before the first split are views (they compute
+    // nothing and belong to it).
+    const auto splits = sched->splits();
+    size_t next = splits.empty() ? graph.n_nodes() : splits.front().i_start;
+    for (size_t i = 0; i < next; ++i) {
+      FUZZ_CHECK(op_is_view(graph.node(i)->op), "a computing node before the first split\n" + sched->report() + context);
+    }
+    for (const auto& split : splits) {
       FUZZ_CHECK(split.i_start == next && split.i_end > split.i_start,
                  "the splits do not cover the graph in order\n" + sched->report() + context);
       FUZZ_CHECK(static_cast<int>(split.inputs.size()) <= setup.max_split_inputs,
