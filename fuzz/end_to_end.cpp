@@ -105,7 +105,7 @@ Setup decode_setup(fuzz::ByteReader& in) {
   return s;
 }
 
-std::string describe(const Setup& s, const graphgen::BuiltGraph& g) {
+std::string describe(const Setup& s, const graphgen::GraphDesc& desc, const graphgen::BuiltGraph& g) {
   std::ostringstream os;
   os << "devices:";
   for (const auto& d : s.topology.devices) {
@@ -115,8 +115,8 @@ std::string describe(const Setup& s, const graphgen::BuiltGraph& g) {
   }
   os << "\npolicy: parallel " << s.parallel << ", op_offload " << s.op_offload << ", max_split_inputs "
      << s.max_split_inputs << ", weights on device " << s.weight_device << (s.weight_host ? " (host type)" : "")
-     << ", sim seed " << s.options.seed << (s.options.adversarial ? " adversarial" : "") << "\n--- graph ---\n"
-     << g.dump();
+     << ", sim seed " << s.options.seed << (s.options.adversarial ? " adversarial" : "") << "\n" << desc
+     << "\n--- graph ---\n" << g.dump();
   return os.str();
 }
 
@@ -193,23 +193,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!g.ok()) {
       // Only the weights' allocation may fail (a small device); the description itself is always valid.
       FUZZ_CHECK(g.status.code() == StatusCode::kAllocFailed,
-                 "graph_gen failed: " + g.status.to_string() + "\n" + describe(setup, g));
+                 "graph_gen failed: " + g.status.to_string() + "\n" + describe(setup, desc, g));
       return 0;
     }
-    const std::string context = describe(setup, g);
+    auto context = [&] { return describe(setup, desc, g); };  // only built for a failure message
 
     SchedulerParams params;
     params.parallel = setup.parallel;
     params.op_offload = setup.op_offload;
     params.max_split_inputs = setup.max_split_inputs;
     auto sched_or = Scheduler::create(raw, params);
-    FUZZ_CHECK(sched_or.ok(), "Scheduler::create failed: " + sched_or.status().to_string() + "\n" + context);
+    FUZZ_CHECK(sched_or.ok(), "Scheduler::create failed: " + sched_or.status().to_string() + "\n" + context());
     std::unique_ptr<Scheduler> sched = std::move(sched_or).value();
 
     const Status allocated = sched->alloc_graph(*g.graph);
     if (!allocated.ok()) {
       FUZZ_CHECK(allocated.code() == StatusCode::kAllocFailed,
-                 "alloc_graph failed other than by running out of memory: " + allocated.to_string() + "\n" + context);
+                 "alloc_graph failed other than by running out of memory: " + allocated.to_string() + "\n" + context());
       return 0;
     }
 
@@ -218,38 +218,39 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const Tensor* n : graph.nodes()) {
       const TensorExplain e = sched->explain(n);
       FUZZ_CHECK(e.backend >= 0 && e.backend < sched->n_backends(),
-                 std::string("node '") + n->name + "' has no backend\n" + context);
+                 std::string("node '") + n->name + "' has no backend\n" + context());
       if (op_is_view(n->op)) continue;
       FUZZ_CHECK(sched->backend(e.backend)->supports_op(*n), std::string("node '") + n->name + "' (" +
                                                                   op_name(n->op) + ") is on " + e.backend_name +
                                                                   ", which does not support it\n" + sched->report() +
-                                                                  context);
+                                                                  context());
     }
     // Splits are contiguous and end at the last node; the nodes before the first split are views (they compute
     // nothing and belong to it).
     const auto splits = sched->splits();
     size_t next = splits.empty() ? graph.n_nodes() : splits.front().i_start;
     for (size_t i = 0; i < next; ++i) {
-      FUZZ_CHECK(op_is_view(graph.node(i)->op), "a computing node before the first split\n" + sched->report() + context);
+      FUZZ_CHECK(op_is_view(graph.node(i)->op),
+                 "a computing node before the first split\n" + sched->report() + context());
     }
     for (const auto& split : splits) {
       FUZZ_CHECK(split.i_start == next && split.i_end > split.i_start,
-                 "the splits do not cover the graph in order\n" + sched->report() + context);
+                 "the splits do not cover the graph in order\n" + sched->report() + context());
       FUZZ_CHECK(static_cast<int>(split.inputs.size()) <= setup.max_split_inputs,
-                 "a split has more inputs than max_split_inputs\n" + sched->report() + context);
+                 "a split has more inputs than max_split_inputs\n" + sched->report() + context());
       next = split.i_end;
     }
-    FUZZ_CHECK(next == graph.n_nodes(), "the splits do not cover the graph\n" + sched->report() + context);
+    FUZZ_CHECK(next == graph.n_nodes(), "the splits do not cover the graph\n" + sched->report() + context());
 
     // Compute and compare.
     const Status filled = g.fill_data();
-    FUZZ_CHECK(filled.ok(), "filling the leafs failed: " + filled.to_string() + "\n" + context);
+    FUZZ_CHECK(filled.ok(), "filling the leafs failed: " + filled.to_string() + "\n" + context());
     const ComputeStatus cs = sched->graph_compute(*g.graph);
     FUZZ_CHECK(cs == ComputeStatus::kSuccess, std::string("compute failed: ") + compute_status_name(cs) + ": " +
-                                                  sched->last_error() + "\n" + sched->report() + context);
+                                                  sched->last_error() + "\n" + sched->report() + context());
     simulator->finish();
-    FUZZ_CHECK(simulator->races().empty(), "races:\n" + simulator->races_report() + "\n" + sched->report() + context);
-    FUZZ_CHECK(simulator->errors().empty(), "simulator error: " + simulator->errors().front() + "\n" + context);
+    FUZZ_CHECK(simulator->races().empty(), "races:\n" + simulator->races_report() + "\n" + sched->report() + context());
+    FUZZ_CHECK(simulator->errors().empty(), "simulator error: " + simulator->errors().front() + "\n" + context());
 
     const std::vector<std::vector<float>> want = reference_outputs(desc);
     FUZZ_CHECK(want.size() == g.outputs.size(), "the reference has other outputs (generator bug)");
@@ -267,13 +268,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!std::isfinite(w)) continue;
         FUZZ_CHECK(std::isfinite(v), std::string("output '") + out->name + "' element " + std::to_string(k) +
                                          " is " + std::to_string(v) + ", the reference " + std::to_string(w) +
-                                         "\n" + sched->report() + context);
+                                         "\n" + sched->report() + context());
         err += (v - w) * (v - w);
         norm += w * w;
       }
       const double nmse = err / std::max(norm, 1e-12);
       FUZZ_CHECK(nmse <= kMaxNmse, std::string("output '") + out->name + "' differs from the CPU reference: nmse " +
-                                       std::to_string(nmse) + "\n" + sched->report() + context);
+                                       std::to_string(nmse) + "\n" + sched->report() + context());
     }
   }  // the graph's buffers go before the scheduler's backends and the simulator
   return 0;

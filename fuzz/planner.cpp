@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,20 +28,22 @@ struct SmallHostType final : support::TestBufferType {
   SmallHostType() : TestBufferType("SmallHost", 4096) {}
 };
 
-void check_placed(const graphgen::BuiltGraph& g, const GraphAllocator& ga, const std::vector<void*>& external_data) {
+template <typename Detail>
+void check_placed(const graphgen::BuiltGraph& g, const GraphAllocator& ga, const std::vector<void*>& external_data,
+                  Detail detail) {
   for (const Tensor* t : g.graph->leafs()) {
     FUZZ_CHECK(t->view_src != nullptr || t->data != nullptr, std::string("leaf '") + t->name + "' has no memory\n" +
-                                                                 g.dump());
+                                                                 detail(g));
   }
   for (const Tensor* t : g.graph->nodes()) {
-    FUZZ_CHECK(t->data != nullptr, std::string("node '") + t->name + "' has no memory\n" + g.dump());
+    FUZZ_CHECK(t->data != nullptr, std::string("node '") + t->name + "' has no memory\n" + detail(g));
   }
   for (size_t i = 0; i < g.externals.size(); ++i) {
-    FUZZ_CHECK(g.externals[i]->data == external_data[i], "the planner moved an external tensor\n" + g.dump());
-    FUZZ_CHECK(!ga.owns(g.externals[i]->buffer), "an external tensor was placed in a planner buffer\n" + g.dump());
+    FUZZ_CHECK(g.externals[i]->data == external_data[i], "the planner moved an external tensor\n" + detail(g));
+    FUZZ_CHECK(!ga.owns(g.externals[i]->buffer), "an external tensor was placed in a planner buffer\n" + detail(g));
   }
   const std::string why = check::find_overlap(*g.graph, [&](const Tensor* t) { return ga.owns(tensor_buffer(*t)); });
-  FUZZ_CHECK(why.empty(), why + "\n" + g.dump());
+  FUZZ_CHECK(why.empty(), why + "\n" + detail(g));
 }
 
 std::vector<void*> external_data(const graphgen::BuiltGraph& g) {
@@ -60,6 +63,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const graphgen::BuildOptions opts{.weight_buft = cpu::buffer_type()};
 
   graphgen::BuiltGraph big = graphgen::build(desc, opts);
+  // Printed with every failure (built only then): the description can be pasted into a regression test.
+  auto detail = [&](const graphgen::BuiltGraph& g) {
+    std::ostringstream os;
+    os << "mode " << int(mode) << ", " << desc << "\n" << g.dump();
+    return os.str();
+  };
   FUZZ_CHECK(big.ok(), "graph_gen built an invalid graph (generator bug): " + big.status.to_string());
   GraphAllocator ga(buft);
   if ((mode & 1) == 0) {
@@ -67,26 +76,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Status s = ga.alloc_graph(*big.graph);
     if (!s.ok()) {
       // Only a tensor larger than the small type's maximum may be refused.
-      FUZZ_CHECK((mode & 2) != 0, "alloc_graph failed: " + s.to_string() + "\n" + big.dump());
+      FUZZ_CHECK((mode & 2) != 0, "alloc_graph failed: " + s.to_string() + "\n" + detail(big));
       return 0;
     }
-    check_placed(big, ga, before);
+    check_placed(big, ga, before, detail);
     return 0;
   }
   const Status reserved = ga.reserve(*big.graph);
   if (!reserved.ok()) {
-    FUZZ_CHECK((mode & 2) != 0, "reserve failed: " + reserved.to_string() + "\n" + big.dump());
+    FUZZ_CHECK((mode & 2) != 0, "reserve failed: " + reserved.to_string() + "\n" + detail(big));
     return 0;
   }
   const int fewer = 1 + static_cast<int>(mode >> 2) % std::max(1, desc.tokens);
   graphgen::BuiltGraph small = graphgen::build(graphgen::with_tokens(desc, fewer), opts);
   FUZZ_CHECK(small.ok(), "graph_gen built an invalid graph (generator bug): " + small.status.to_string());
   const std::string replan = ga.needs_replan(*small.graph);
-  FUZZ_CHECK(replan.empty(), "a smaller batch needs a re-plan: " + replan + "\n" + small.dump());
+  FUZZ_CHECK(replan.empty(), "a smaller batch needs a re-plan: " + replan + "\n" + detail(small));
   const auto before = external_data(small);
   const Status s = ga.alloc_graph(*small.graph);
-  FUZZ_CHECK(s.ok(), "alloc_graph of the smaller batch failed: " + s.to_string() + "\n" + small.dump());
-  FUZZ_CHECK(ga.replan_count() == 0, "alloc_graph re-planned for a smaller batch\n" + small.dump());
-  check_placed(small, ga, before);
+  FUZZ_CHECK(s.ok(), "alloc_graph of the smaller batch failed: " + s.to_string() + "\n" + detail(small));
+  FUZZ_CHECK(ga.replan_count() == 0, "alloc_graph re-planned for a smaller batch\n" + detail(small));
+  check_placed(small, ga, before, detail);
   return 0;
 }
