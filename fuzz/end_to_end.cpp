@@ -274,7 +274,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const Tensor* out = g.outputs[i];
       if (skip.count(out) != 0 || (out->view_src != nullptr && skip.count(out->view_src) != 0)) continue;
       auto got = tensor_to_f32(*out);
-      FUZZ_CHECK(got.ok(), "reading an output failed: " + got.status().to_string());
+      FUZZ_CHECK(got.ok(), "reading an output failed: " + got.status().to_string() + "\n" + sched->report() + context());
       FUZZ_CHECK(got->size() == want[i].size(), "an output has another size than the reference");
       double err = 0, norm = 0;
       for (size_t k = 0; k < got->size(); ++k) {
