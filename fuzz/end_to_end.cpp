@@ -198,16 +198,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       return 0;
     }
     auto context = [&] { return describe(setup, desc, g); };  // only built for a failure message
-    // graph_gen flags some computed nodes INPUT, and writes (SET_ROWS, CPY into a view) into INPUT leafs. The
-    // scheduler treats an INPUT tensor as data the user set before the evaluation: it copies it at the start
-    // (parallel: per-slot copies) or without waiting for its producer, so a computed INPUT node is read before it is
-    // computed and a write into an INPUT leaf is not seen by later readers of the copy (found by this target;
-    // reported for its own issue, fuzz/known/README.md). Here only leafs the graph never writes stay INPUT.
-    for (Tensor* n : g.graph->nodes()) {
-      n->flags &= ~kFlagInput;
-      if (n->view_src != nullptr && (n->op == Op::kCpy || n->op == Op::kSetRows)) n->view_src->flags &= ~kFlagInput;
-    }
-
     SchedulerParams params;
     params.parallel = setup.parallel;
     params.op_offload = setup.op_offload;
