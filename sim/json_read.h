@@ -366,8 +366,11 @@ inline std::string syntax_detail(const std::string& what) {
 inline Status invalid(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
 
 
+// Text files larger than this are refused (a device such as /dev/zero would otherwise be read forever).
+constexpr size_t kMaxTextFileBytes = size_t{256} << 20;
+
 // Reads a whole file; `what` names it in errors ("topology file"): "PATH: cannot open the topology file: REASON".
-// A missing file is kNotFound; a directory or a read error kInvalidArgument.
+// A missing file is kNotFound; a directory, a file over kMaxTextFileBytes or a read error kInvalidArgument.
 inline Result<std::string> read_text_file(const std::string& path, const std::string& what) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return invalid(path + ": cannot read the " + what + ": it is a directory");
@@ -381,7 +384,13 @@ inline Result<std::string> read_text_file(const std::string& path, const std::st
   std::string text;
   char buf[65536];
   size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    text.append(buf, n);
+    if (text.size() > kMaxTextFileBytes) {
+      std::fclose(f);
+      return invalid(path + ": cannot read the " + what + ": larger than 256 MiB");
+    }
+  }
   const bool failed = std::ferror(f) != 0;
   const int err = errno;
   std::fclose(f);
