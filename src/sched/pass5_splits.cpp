@@ -111,7 +111,6 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
       plan.splits.push_back(Split{nb, plan.splits.empty() ? 0 : i, i, {}, {}});
       cur = &plan.splits.back();
       ++cur_split;
-      // views met before the first split belong to it
       if (cur_split == 0) {
         for (size_t k = 0; k < i; ++k) plan.node_split[k] = 0;
       }
