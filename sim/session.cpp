@@ -200,22 +200,7 @@ Result<std::vector<float>> cpu_reference(const SessionConfig& config) {
     }
     return concat_outputs(outputs);
   }
-  auto m = models::build_llama(config.model);
-  if (!m.ok()) return m.status();
-  models::LlamaGraph model = std::move(m).value();
-  auto wb = alloc_ctx_tensors(*model.weights_ctx, *cpu::buffer_type());
-  if (!wb.ok()) return wb.status();
-  auto cb = alloc_ctx_tensors(*model.cache_ctx, *cpu::buffer_type());
-  if (!cb.ok()) return cb.status();
-  GraphAllocator galloc(cpu::buffer_type());
-  TS_RETURN_IF_ERROR(models::fill_random(model, config.model_seed));
-  TS_RETURN_IF_ERROR(galloc.alloc_graph(*model.graph));
-  TS_RETURN_IF_ERROR(models::set_inputs(model, models::default_inputs(config.model, config.model_seed)));
-  auto backend = cpu::make_backend();
-  if (backend->graph_compute(*model.graph) != ComputeStatus::kSuccess) {
-    return Status(StatusCode::kFailed, "CPU reference: " + backend->last_error());
-  }
-  return concat_outputs({model.logits});
+  return models::cpu_reference_logits(config.model, config.model_seed);
 }
 
 }  // namespace

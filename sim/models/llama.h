@@ -131,4 +131,8 @@ LlamaInputs default_inputs(const LlamaConfig& config, uint64_t seed);
 // Writes the inputs into the (allocated) input tensors. Errors: sizes that do not match, unallocated tensors.
 Status set_inputs(LlamaGraph& model, const LlamaInputs& inputs);
 
+// The oracle of the simulated runs: the model built, filled (fill_random and default_inputs with `seed`) and computed
+// on the plain CPU backend; returns the logits. Errors: an invalid config, an allocation or compute failure.
+Result<std::vector<float>> cpu_reference_logits(const LlamaConfig& config, uint64_t seed);
+
 }  // namespace tessera::sim::models

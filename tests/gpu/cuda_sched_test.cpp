@@ -43,17 +43,11 @@ LlamaConfig config_of(const Variant& v) {
   return c;
 }
 
-std::vector<float> cpu_reference_logits(const LlamaConfig& c, uint64_t seed) {
-  LlamaGraph m = build_llama(c).value();
-  auto wb = alloc_ctx_tensors(*m.weights_ctx, *cpu::buffer_type()).value();
-  auto cb = alloc_ctx_tensors(*m.cache_ctx, *cpu::buffer_type()).value();
-  EXPECT_TRUE(fill_random(m, seed).ok());
-  GraphAllocator galloc(cpu::buffer_type());
-  EXPECT_TRUE(galloc.alloc_graph(*m.graph).ok());
-  EXPECT_TRUE(set_inputs(m, default_inputs(c, seed)).ok());
-  auto backend = cpu::make_backend({.n_threads = 1});
-  EXPECT_EQ(backend->graph_compute(*m.graph), ComputeStatus::kSuccess) << backend->last_error();
-  return tensor_to_f32(*m.logits).value();
+// The CPU oracle (models::cpu_reference_logits), which must succeed.
+std::vector<float> cpu_logits(const LlamaConfig& c, uint64_t seed) {
+  auto r = tessera::sim::models::cpu_reference_logits(c, seed);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(r).value() : std::vector<float>();
 }
 
 std::unique_ptr<sim::Simulator> make_simulated_gpu() {
@@ -87,7 +81,7 @@ TEST_P(CudaScheduler, LlamaLogitsEqualTheCpuOnlyRun) {
   const Variant& v = GetParam();
   const LlamaConfig c = config_of(v);
   const uint64_t seed = 42;
-  const std::vector<float> want = cpu_reference_logits(c, seed);
+  const std::vector<float> want = cpu_logits(c, seed);
 
   std::string reason;
   std::unique_ptr<Backend> gpu = cuda::testing::backend_or_reason(&reason);
@@ -163,7 +157,7 @@ TEST(CudaWrappedBySimulator, NoRaceOnRealStreamsAndCpuResults) {
   LlamaConfig c = preset("tiny").value();
   c.n_layer = 4;
   const uint64_t seed = 9;
-  const std::vector<float> want = cpu_reference_logits(c, seed);
+  const std::vector<float> want = cpu_logits(c, seed);
   sim::DeviceConfig g;
   g.name = "gpu0";
   g.type = DeviceType::kGpu;

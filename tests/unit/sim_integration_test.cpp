@@ -32,17 +32,11 @@ LlamaConfig small_llama() {
   return c;
 }
 
-std::vector<float> cpu_reference_logits(const LlamaConfig& c, uint64_t seed) {
-  LlamaGraph m = build_llama(c).value();
-  auto wb = alloc_ctx_tensors(*m.weights_ctx, *cpu::buffer_type()).value();
-  auto cb = alloc_ctx_tensors(*m.cache_ctx, *cpu::buffer_type()).value();
-  EXPECT_TRUE(fill_random(m, seed).ok());
-  GraphAllocator galloc(cpu::buffer_type());
-  EXPECT_TRUE(galloc.alloc_graph(*m.graph).ok());
-  EXPECT_TRUE(set_inputs(m, default_inputs(c, seed)).ok());
-  auto backend = cpu::make_backend({.n_threads = 1});
-  EXPECT_EQ(backend->graph_compute(*m.graph), ComputeStatus::kSuccess) << backend->last_error();
-  return tensor_to_f32(*m.logits).value();
+// The CPU oracle (models::cpu_reference_logits), which must succeed.
+std::vector<float> cpu_logits(const LlamaConfig& c, uint64_t seed) {
+  auto r = tessera::sim::models::cpu_reference_logits(c, seed);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(r).value() : std::vector<float>();
 }
 
 // The model on a simulated topology: layers spread over the GPUs in order (the last layers and the token
@@ -135,7 +129,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 
 TEST(SimIntegration, SchedulerOverTwoSimulatedGpusMatchesTheCpuReference) {
   const LlamaConfig c = small_llama();
-  const std::vector<float> want = cpu_reference_logits(c, 5);
+  const std::vector<float> want = cpu_logits(c, 5);
   SimOptions o;
   o.seed = 42;
   SimModel sm(two_gpus_and_cpu(), o, c, 5);
@@ -154,7 +148,7 @@ TEST(SimIntegration, SchedulerOverTwoSimulatedGpusMatchesTheCpuReference) {
 // serial and parallel (the accelerator without events or async exercises the scheduler's synchronize fallbacks).
 TEST(SimIntegration, EveryPresetComputesTheModelCorrectly) {
   const LlamaConfig c = small_llama();
-  const std::vector<float> want = cpu_reference_logits(c, 5);
+  const std::vector<float> want = cpu_logits(c, 5);
   for (const std::string& name : topology_preset_names()) {
     for (bool parallel : {false, true}) {
       SCOPED_TRACE(name + (parallel ? " parallel" : " serial"));
@@ -174,7 +168,7 @@ TEST(SimIntegration, EveryPresetComputesTheModelCorrectly) {
 
 TEST(SimIntegration, ParallelAdversarialSeedsHaveNoRaceInTheSchedulersEventFlow) {
   const LlamaConfig c = small_llama();
-  const std::vector<float> want = cpu_reference_logits(c, 9);
+  const std::vector<float> want = cpu_logits(c, 9);
   SchedulerParams p;
   p.parallel = true;
   for (uint64_t seed = 1; seed <= 200; ++seed) {
