@@ -224,7 +224,8 @@ Result<RunStats> Session::run(int evaluations, bool check_numerics) {
                     sched_->last_error());
     }
   }
-  sched_->synchronize();
+  // a failure of queued work (an asynchronous device) is the run's failure
+  if (Status sync = sched_->synchronize(); !sync.ok()) return sync;
   sim_->finish();
   RunStats r;
   r.makespan_us = summarize(sim_->trace()).makespan_us;

@@ -477,12 +477,20 @@ bool SimBackend::cpy_tensor_async(Backend* src_backend, const Tensor& src, Tenso
   return true;
 }
 
-void SimBackend::synchronize() {
+Status SimBackend::synchronize() {
+  wait_idle();
+  if (deferred_error_->empty()) return Status::Ok();
+  Status failed(StatusCode::kFailed, *deferred_error_);
+  deferred_error_->clear();
+  return failed;
+}
+
+void SimBackend::wait_idle() {
   Simulator::Impl& s = *dev_->sim();
   if (ready_ > s.now && s.opt.record_trace) {
     s.add_event(TraceKind::kWait, 0, format_message("synchronize %s", name_.c_str()), s.now, ready_, 0);
   }
-  s.advance_host(ready_);
+  s.advance_host(ready_);  // applies this stream's queued commands
   s.hz.sync(HazardTracker::kHost, agent_);
 }
 
@@ -568,7 +576,7 @@ ComputeStatus SimBackend::graph_compute_async(Graph& graph) {
         st = cpu::compute_graph_host_memory(snap->graph, &err);
       }
       if (st != ComputeStatus::kSuccess) {
-        *deferred = format_message("%s: an earlier computation failed when it ran: %s", stream.c_str(), err.c_str());
+        *deferred = format_message("%s: a queued computation failed when it ran: %s", stream.c_str(), err.c_str());
         sp->errors.push_back(*deferred);
       }
     });

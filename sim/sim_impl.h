@@ -187,7 +187,9 @@ class SimBackend final : public Backend {
   void set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size) override;
   void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size) override;
   bool cpy_tensor_async(Backend* src_backend, const Tensor& src, Tensor& dst) override;
-  void synchronize() override;
+  Status synchronize() override;
+  // synchronize without taking a failure of the queued work (it stays for the next synchronize or compute)
+  void wait_idle();
   ComputeStatus graph_compute_async(Graph& graph) override;
 
   int agent() const { return agent_; }
@@ -208,7 +210,7 @@ class SimBackend final : public Backend {
   int agent_;
   int track_;
   double ready_ = 0;
-  // Errors of lazily applied commands, reported by the next compute.
+  // Errors of lazily applied commands, reported (once) by the next synchronize or compute.
   std::shared_ptr<std::string> deferred_error_;
 };
 

@@ -219,7 +219,7 @@ Result<std::vector<std::unique_ptr<Backend>>> Simulator::make_backends() {
 }
 
 void Simulator::finish() {
-  for (SimBackend* s : impl_->streams) s->synchronize();
+  for (SimBackend* s : impl_->streams) s->wait_idle();
   impl_->flush();
 }
 

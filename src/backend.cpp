@@ -137,7 +137,11 @@ void Backend::get_tensor_async(const Tensor& t, void* data, size_t offset, size_
 
 ComputeStatus Backend::graph_compute(Graph& graph) {
   ComputeStatus s = graph_compute_async(graph);
-  synchronize();
+  const Status sync = synchronize();
+  if (s == ComputeStatus::kSuccess && !sync.ok()) {
+    set_last_error(sync.message());
+    return ComputeStatus::kFailed;
+  }
   return s;
 }
 
@@ -280,8 +284,8 @@ Status tensor_copy_async(Backend& src_backend, Backend& dst_backend, const Tenso
   if (&src == &dst) return Status::Ok();
   if (dst_backend.cpy_tensor_async(&src_backend, src, dst)) return Status::Ok();
   // No native async copy: make both queues idle, then copy blocking.
-  src_backend.synchronize();
-  dst_backend.synchronize();
+  TS_RETURN_IF_ERROR(src_backend.synchronize());
+  TS_RETURN_IF_ERROR(dst_backend.synchronize());
   return tensor_copy(src, dst);
 }
 

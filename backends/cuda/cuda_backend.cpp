@@ -272,16 +272,19 @@ class CudaBackend final : public Backend {
       // The copy may not have been enqueued: leave both streams idle so the caller's blocking fallback is safe.
       report(e, "cpy_tensor_async", &dst);
       cudaGetLastError();
-      sbk->synchronize();
-      synchronize();
+      // (a failure of earlier work, if any, is the same error just reported)
+      (void)sbk->synchronize();
+      (void)synchronize();
       return false;
     }
     return true;
   }
 
-  void synchronize() override {
+  Status synchronize() override {
     cudaSetDevice(index_);
-    report(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", nullptr);
+    const cudaError_t e = cudaStreamSynchronize(stream_);
+    if (e == cudaSuccess) return Status::Ok();
+    return TS_ERROR(StatusCode::kFailed, "CUDA%d: queued work failed: %s", index_, cuda_error_text(e).c_str());
   }
 
   ComputeStatus graph_compute_async(Graph& graph) override {
@@ -398,7 +401,8 @@ class CudaEvent final : public Event {
       report(cudaEventRecord(ev_, b->stream()), "cudaEventRecord", nullptr);
       return;
     }
-    backend.synchronize();
+    // record cannot return a failure of that backend's queued work: it is printed, like the CUDA errors here
+    if (Status s = backend.synchronize(); !s.ok()) std::fprintf(stderr, "tessera CUDA: %s\n", s.message().c_str());
     report(cudaEventRecord(ev_, cudaStreamPerThread), "cudaEventRecord", nullptr);
   }
   void synchronize() override {

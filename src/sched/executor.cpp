@@ -25,12 +25,14 @@ ComputeStatus Scheduler::Impl::execute() {
   for (Tensor* in : plan.graph_inputs) {
     const int b = plan.backend_of(in);
     Tensor* cpy = plan.copy(in, b, cur);
+    Status s;
     if (Event* ev = event(b, cur)) {
       ev->synchronize();
     } else {
-      backends[static_cast<size_t>(b)]->synchronize();
+      s = sync_backend(b);
     }
-    if (Status s = tensor_copy(*in, *cpy); !s.ok()) return fail(ComputeStatus::kFailed, "scheduler: " + s.message());
+    if (s.ok()) s = tensor_copy(*in, *cpy);
+    if (!s.ok()) return fail(ComputeStatus::kFailed, "scheduler: " + s.message());
   }
 
   int prev_backend = -1;
@@ -48,8 +50,8 @@ ComputeStatus Scheduler::Impl::execute() {
     if (after_other) {
       if (prev_event != nullptr) {
         prev_event->wait(sb);
-      } else {
-        backends[static_cast<size_t>(prev_backend)]->synchronize();
+      } else if (Status s = sync_backend(prev_backend); !s.ok()) {
+        return fail(ComputeStatus::kFailed, format_message("scheduler: before split %zu: %s", si, s.message().c_str()));
       }
     }
     // 2. inputs
@@ -67,26 +69,26 @@ ComputeStatus Scheduler::Impl::execute() {
         if (slot_event != nullptr) {
           slot_event->synchronize();
         } else {
-          sb.synchronize();
+          s = sb.synchronize();
         }
-        s = tensor_copy(*in, *cpy);
+        if (s.ok()) s = tensor_copy(*in, *cpy);
       } else {
         if (slot_event != nullptr) {
           slot_event->wait(sb);
         } else {
-          sb.synchronize();
+          s = sb.synchronize();
         }
-        if (!sb.cpy_tensor_async(&src_backend, *in, *cpy)) {
+        if (s.ok() && !sb.cpy_tensor_async(&src_backend, *in, *cpy)) {
           // no native async copy: the host copies, so the producer must be done, and so must the previous user of
           // this slot and the previous split (whose memory the copy may reuse)
-          src_backend.synchronize();
+          s = src_backend.synchronize();
           if (prev_event != nullptr) prev_event->synchronize();
           if (slot_event != nullptr) {
             slot_event->synchronize();
-          } else {
-            sb.synchronize();
+          } else if (s.ok()) {
+            s = sb.synchronize();
           }
-          s = tensor_copy(*in, *cpy);
+          if (s.ok()) s = tensor_copy(*in, *cpy);
         }
       }
       if (!s.ok()) {
@@ -113,7 +115,10 @@ ComputeStatus Scheduler::Impl::execute() {
         }
         j0 = j + 1;
         if (want) {
-          sb.synchronize();
+          if (Status sync = sb.synchronize(); !sync.ok()) {
+            return fail(ComputeStatus::kFailed, format_message("scheduler: split %zu on %s: %s", si, sb.name(),
+                                                               sync.message().c_str()));
+          }
           if (!callback(t, false)) {
             return fail(ComputeStatus::kAborted,
                         format_message("scheduler: the evaluation callback stopped at %s", describe(*t).c_str()));

@@ -30,7 +30,7 @@ Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Scheduler::~Scheduler() {
   if (impl_ != nullptr) {
-    synchronize();
+    impl_->sync_all();
     impl_->reset_plan();
   }
 }
@@ -238,7 +238,7 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
     why = galloc->needs_replan(sched_graph());
   }
   if (!why.empty()) {
-    for (Backend* b : backends) b->synchronize();  // nothing may still use the buffers a re-reserve replaces
+    sync_all();  // nothing may still use the buffers a re-reserve replaces
     if (params.debug_reserve) std::fprintf(stderr, "tessera scheduler: re-reserve: %s\n", why.c_str());
     Status s = galloc->reserve_n(sched_graph(), node_ids, leaf_ids);
     ++reserves;
@@ -261,7 +261,7 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
 
 Status Scheduler::reserve(Graph& measure_graph) {
   Impl& m = *impl_;
-  synchronize();
+  m.sync_idle();
   Status s = m.split(measure_graph, 0);
   if (s.ok()) {
     s = m.galloc->reserve_n(m.sched_graph(), m.node_ids, m.leaf_ids);
@@ -274,7 +274,7 @@ Status Scheduler::reserve(Graph& measure_graph) {
 
 Result<std::vector<size_t>> Scheduler::reserve_size(Graph& graph) {
   Impl& m = *impl_;
-  synchronize();
+  m.sync_idle();
   TS_RETURN_IF_ERROR(m.split(graph, 0));
   Result<std::vector<size_t>> sizes = m.galloc->reserve_size(m.sched_graph(), m.node_ids, m.leaf_ids);
   m.reset_plan();
@@ -308,21 +308,38 @@ ComputeStatus Scheduler::graph_compute_async(Graph& graph) {
 }
 
 ComputeStatus Scheduler::graph_compute(Graph& graph) {
-  ComputeStatus s = graph_compute_async(graph);
-  synchronize();
+  const ComputeStatus s = graph_compute_async(graph);
+  const Status sync = synchronize();
+  // A failure while the queued work ran is this evaluation's failure (never the next one's).
+  if (s == ComputeStatus::kSuccess && !sync.ok()) return impl_->fail(ComputeStatus::kFailed, sync.message());
   return s;
 }
 
 const std::string& Scheduler::last_error() const { return impl_->last_error; }
 
-void Scheduler::synchronize() {
+void Scheduler::Impl::sync_all() {
+  for (size_t b = 0; b < backends.size(); ++b) {
+    const Status s = sync_backend(static_cast<int>(b));
+    if (!s.ok() && pending_error.empty()) pending_error = "scheduler: " + s.message();
+  }
+}
+
+void Scheduler::Impl::sync_idle() {
+  sync_all();
+  if (!allocated) next_slot = 0;  // nothing allocated: the rotation starts again at slot 0
+}
+
+Status Scheduler::synchronize() {
   Impl& m = *impl_;
-  for (Backend* b : m.backends) b->synchronize();
-  if (!m.allocated) m.next_slot = 0;  // nothing allocated: the rotation starts again at slot 0
+  m.sync_idle();
+  if (m.pending_error.empty()) return Status::Ok();
+  Status failed(StatusCode::kFailed, m.pending_error);
+  m.pending_error.clear();
+  return failed;
 }
 
 void Scheduler::reset() {
-  synchronize();
+  impl_->sync_idle();
   impl_->reset_plan();
   impl_->pins.clear();
 }

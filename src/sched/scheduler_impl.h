@@ -44,6 +44,9 @@ struct Scheduler::Impl {
   int next_slot = 0;
   int reserves = 0;
   std::string last_error;
+  // A failure of queued work found by a synchronize the user did not call (reserve, reset, a re-reserve): the
+  // user's next synchronize (or graph_compute) reports it.
+  std::string pending_error;
   EvalCallback callback;
   // events[backend][slot]; null when the device has none
   std::vector<std::vector<std::unique_ptr<Event>>> events;
@@ -54,6 +57,12 @@ struct Scheduler::Impl {
   Status do_alloc(Graph& g);
   void record_backends();
   ComputeStatus execute();
+  // Waits for backend b; a failure of its queued work is returned (and not kept).
+  Status sync_backend(int b) { return backends[static_cast<size_t>(b)]->synchronize(); }
+  // Waits for every backend; failures are kept in pending_error.
+  void sync_all();
+  // sync_all, and with nothing allocated the slot rotation starts again at slot 0 (SPEC 9.6)
+  void sync_idle();
   ComputeStatus fail(ComputeStatus s, std::string msg) {
     last_error = std::move(msg);
     return s;

@@ -162,11 +162,15 @@ class Backend {
   // does not start before the copy has read its source. (A CUDA implementation: event on src, wait on dst, copy on
   // dst, event on dst, wait on src.)
   virtual bool cpy_tensor_async(Backend* /*src_backend*/, const Tensor& /*src*/, Tensor& /*dst*/) { return false; }
-  virtual void synchronize() {}
+  // Waits until all queued work is done. An error when queued work failed after the call that queued it had
+  // returned (an asynchronous compute or copy): the failure is reported once, by the first synchronize (or compute)
+  // after it happened, never by a later one.
+  virtual Status synchronize() { return Status::Ok(); }
 
-  // Computes the graph; may return before the work is done (then synchronize waits). The status says whether the
-  // work was accepted/completed; the message (last_error) says why not.
+  // Computes the graph; may return before the work is done (then synchronize waits, and reports a failure of the
+  // work). The status says whether the work was accepted/completed; the message (last_error) says why not.
   virtual ComputeStatus graph_compute_async(Graph& graph) = 0;
+  // graph_compute_async + synchronize: a failure while the work ran is this call's failure.
   ComputeStatus graph_compute(Graph& graph);
   // Why the last compute did not succeed (empty after success).
   const std::string& last_error() const { return last_error_; }

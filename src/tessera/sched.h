@@ -81,7 +81,9 @@ class Scheduler {
   ComputeStatus graph_compute_async(Graph& graph);
   ComputeStatus graph_compute(Graph& graph);
   const std::string& last_error() const;
-  void synchronize();
+  // Waits for every backend. An error when queued work failed after graph_compute_async returned (reported once;
+  // graph_compute reports it as its own failure).
+  Status synchronize();
   // Restores the user's graph, clears assignments and user pins.
   void reset();
 

@@ -903,7 +903,7 @@ TEST_P(BackendConformance, TensorIoBoundsErrors) {
       EXPECT_FALSE(results[i].ok()) << names[i] << " accepted an out-of-range byte range";
       EXPECT_THAT(results[i].message(), ::testing::HasSubstr("bounds_probe")) << names[i] << " must name the tensor";
     }
-    backend_->synchronize();
+    EXPECT_TRUE(backend_->synchronize().ok());
   }
   EXPECT_TRUE(BytesEqual(before, read_bytes(*t))) << "a rejected write must not touch the tensor";
 }
@@ -938,7 +938,7 @@ TEST_P(BackendConformance, TensorIoUnallocatedErrors) {
       EXPECT_FALSE(results[i].ok()) << names[i] << " accepted an unallocated tensor";
       EXPECT_THAT(results[i].message(), ::testing::HasSubstr(t->name)) << names[i] << " must name the tensor";
     }
-    backend_->synchronize();
+    EXPECT_TRUE(backend_->synchronize().ok());
   }
   EXPECT_EQ(host, std::vector<float>(64, 1.5f)) << "nothing may be written through a buffer-less data pointer";
   EXPECT_EQ(tensor_buffer(*unplaced), nullptr);
@@ -965,7 +965,7 @@ TEST_P(BackendConformance, AsyncTensorIo) {
     const std::vector<uint8_t> second = random_bytes(len, rng_);
     CONF_ASSERT_OK(tensor_set_async(*backend_, *t, first.data(), 0, n));
     CONF_ASSERT_OK(tensor_set_async(*backend_, *t, second.data(), off, len));
-    backend_->synchronize();
+    EXPECT_TRUE(backend_->synchronize().ok());
     std::vector<uint8_t> expected = first;
     std::copy(second.begin(), second.end(), expected.begin() + static_cast<std::ptrdiff_t>(off));
 
@@ -973,7 +973,7 @@ TEST_P(BackendConformance, AsyncTensorIo) {
     std::vector<uint8_t> got_part(len, 0);
     CONF_ASSERT_OK(tensor_get_async(*backend_, *t, got.data(), 0, n));
     CONF_ASSERT_OK(tensor_get_async(*backend_, *t, got_part.data(), off, len));
-    backend_->synchronize();
+    EXPECT_TRUE(backend_->synchronize().ok());
     EXPECT_TRUE(BytesEqual(expected, got)) << "async get after async sets";
     EXPECT_TRUE(BytesEqual(second, got_part)) << "partial async get";
     EXPECT_TRUE(BytesEqual(expected, read_bytes(*t))) << "blocking get after async sets";
@@ -993,7 +993,7 @@ TEST_P(BackendConformance, AsyncTensorIo) {
   CONF_ASSERT_OK(tensor_set_async(*backend_, *x, xs.data(), 0, nbytes(*x)));
   ASSERT_EQ(backend_->graph_compute_async(graph), ComputeStatus::kSuccess) << backend_->last_error();
   CONF_ASSERT_OK(tensor_get_async(*backend_, *y, ys.data(), 0, nbytes(*y)));
-  backend_->synchronize();
+  EXPECT_TRUE(backend_->synchronize().ok());
   for (size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(ys[i], 2.0f * xs[i]) << "element " << i;
 }
 
@@ -1061,9 +1061,9 @@ TEST_P(BackendConformance, Events) {
       b2.event_wait(*ev);
     }
     CONF_ASSERT_OK(tensor_get_async(b2, *y, out.data(), 0, nbytes(*y)));
-    b2.synchronize();
+    EXPECT_TRUE(b2.synchronize().ok());
     EXPECT_TRUE(FloatsEqual(doubled(v2), out)) << "the waiting stream read before the recorded work finished";
-    backend_->synchronize();
+    EXPECT_TRUE(backend_->synchronize().ok());
   }
 
   // (d) re-recording moves the event to the new end of the queue.
@@ -1074,7 +1074,7 @@ TEST_P(BackendConformance, Events) {
   ev->record(*backend_);
   ev->synchronize();
   EXPECT_TRUE(FloatsEqual(doubled(v3), read_f32(*y))) << "event synchronize returned before the latest recorded point";
-  backend_->synchronize();
+  EXPECT_TRUE(backend_->synchronize().ok());
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1144,15 +1144,15 @@ TEST_P(BackendConformance, CopyAsyncWithCpuBackend) {
     const std::vector<uint8_t> v1 = random_bytes(nbytes(*d), rng_);
     CONF_ASSERT_OK(tensor_set_async(*backend_, *d, v1.data(), 0, v1.size()));  // queued before the copy
     CONF_ASSERT_OK(tensor_copy_async(*backend_, *cpu_, *d, *h));
-    backend_->synchronize();
-    cpu_->synchronize();
+    EXPECT_TRUE(backend_->synchronize().ok());
+    EXPECT_TRUE(cpu_->synchronize().ok());
     EXPECT_TRUE(BytesEqual(v1, read_bytes(*h))) << "backend -> CPU backend";
 
     const std::vector<uint8_t> v2 = random_bytes(nbytes(*h), rng_);
     CONF_ASSERT_OK(tensor_set(*h, v2.data(), 0, v2.size()));
     CONF_ASSERT_OK(tensor_copy_async(*cpu_, *backend_, *h, *d));
-    cpu_->synchronize();
-    backend_->synchronize();
+    EXPECT_TRUE(cpu_->synchronize().ok());
+    EXPECT_TRUE(backend_->synchronize().ok());
     EXPECT_TRUE(BytesEqual(v2, read_bytes(*d))) << "CPU backend -> backend";
   }
 }
@@ -1182,8 +1182,8 @@ TEST_P(BackendConformance, CopyMismatchedLayoutFails) {
     EXPECT_TRUE(BytesEqual(a_before, read_bytes(*a))) << "a rejected copy must not write";
     Backend& dst_backend = dst == host_other ? *cpu_ : *backend_;
     EXPECT_FALSE(tensor_copy_async(*backend_, dst_backend, *a, *dst).ok());
-    backend_->synchronize();
-    cpu_->synchronize();
+    EXPECT_TRUE(backend_->synchronize().ok());
+    EXPECT_TRUE(cpu_->synchronize().ok());
     EXPECT_TRUE(BytesEqual(before, read_bytes(*dst))) << "a rejected copy must not write";
   }
 }
@@ -1237,7 +1237,7 @@ TEST_P(BackendConformance, EmptyGraphComputes) {
   Graph empty;
   EXPECT_EQ(backend_->graph_compute(empty), ComputeStatus::kSuccess) << backend_->last_error();
   EXPECT_EQ(backend_->graph_compute_async(empty), ComputeStatus::kSuccess) << backend_->last_error();
-  backend_->synchronize();
+  EXPECT_TRUE(backend_->synchronize().ok());
 }
 
 TEST_P(BackendConformance, GraphPlanMatchesCompute) {
@@ -1598,7 +1598,7 @@ TEST_P(BackendConformance, DeviceHostBufferCaps) {
         << "the buffer reads the host memory it wraps";
     const std::vector<uint8_t> data = random_bytes(n, rng_);
     CONF_ASSERT_OK(tensor_set(*t, data.data(), 0, n));
-    backend_->synchronize();
+    EXPECT_TRUE(backend_->synchronize().ok());
     EXPECT_EQ(std::memcmp(mem.get(), data.data(), n), 0) << "writes must land in the host memory";
     EXPECT_EQ(std::memcmp(mem.get() + n, initial.data() + n, kSize - n), 0) << "bytes past the tensor untouched";
   }

@@ -196,7 +196,7 @@ TEST_F(CudaBackendTest, PinnedHostBufferFeedsAsyncCopies) {
   ASSERT_TRUE(tensor_set_async(*backend_, *d, p, 0, nbytes(*d)).ok());
   std::vector<float> back(1 << 16);
   ASSERT_TRUE(tensor_get_async(*backend_, *d, back.data(), 0, nbytes(*d)).ok());
-  backend_->synchronize();
+  ASSERT_TRUE(backend_->synchronize().ok());
   for (int i = 0; i < (1 << 16); ++i) ASSERT_EQ(back[static_cast<size_t>(i)], static_cast<float>(i)) << i;
 }
 
@@ -223,8 +223,8 @@ void check_stream_ordering(Backend& b1, Backend& b2) {
     ASSERT_EQ(b1.graph_compute_async(g1), ComputeStatus::kSuccess) << b1.last_error();
     ASSERT_TRUE(tensor_copy_async(b1, b2, *y, *z).ok());
     ASSERT_EQ(b2.graph_compute_async(g2), ComputeStatus::kSuccess) << b2.last_error();
-    b2.synchronize();
-    b1.synchronize();
+    ASSERT_TRUE(b2.synchronize().ok());
+    ASSERT_TRUE(b1.synchronize().ok());
     std::vector<float> ws(n);
     ASSERT_TRUE(tensor_get(*w, ws.data(), 0, nbytes(*w)).ok());
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(ws[static_cast<size_t>(i)], xs[static_cast<size_t>(i)] * 6.0f) << i;
@@ -270,7 +270,7 @@ TEST_F(CudaBackendTest, EventsOrderTwoStreams) {
   b2.event_wait(*ev);
   ASSERT_EQ(b2.graph_compute_async(g2), ComputeStatus::kSuccess);
   ev->synchronize();
-  b2.synchronize();
+  ASSERT_TRUE(b2.synchronize().ok());
   std::vector<float> zs(n);
   ASSERT_TRUE(tensor_get(*z, zs.data(), 0, nbytes(*z)).ok());
   for (float v : zs) ASSERT_EQ(v, 4.5f);

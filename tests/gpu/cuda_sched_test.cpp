@@ -212,7 +212,7 @@ TEST(CudaWrappedBySimulator, NoRaceOnRealStreamsAndCpuResults) {
     for (int i = 0; i < 3; ++i) {
       ASSERT_EQ(sched.value()->graph_compute_async(*m.graph), ComputeStatus::kSuccess) << sched.value()->last_error();
     }
-    sched.value()->synchronize();
+    ASSERT_TRUE(sched.value()->synchronize().ok());
     const std::vector<float> got = tensor_to_f32(*m.logits).value();
     const NmseResult r = nmse(want.data(), got.data(), want.size());
     EXPECT_LT(r.nmse, 1e-5);

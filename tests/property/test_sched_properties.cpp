@@ -688,7 +688,7 @@ RC_GTEST_PROP(SchedProperties, LifecycleInAnyOrderMatchesTheModel, ()) {
   LifeModel model;
   rc::state::check(model, sys,
                    rc::state::gen::execOneOfWithArgs<Reserve, AllocGraph, SetInputs, Compute, Pin, Reset>());
-  sys.ran.session->sched().synchronize();
+  (void)sys.ran.session->sched().synchronize();
 }
 
 }  // namespace

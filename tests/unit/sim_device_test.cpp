@@ -630,7 +630,7 @@ TEST(SimCost, ComputeOnTheTimelineTakesTheModelsTime) {
   EXPECT_THAT(ev[0].name, HasSubstr("MUL_MAT"));
   // bytes (64*32 + 64*8 + 32*8) * 4 = 11264 at 500 GB/s = 0.022528 us > 32768 flops at 10 TFLOP/s.
   EXPECT_NEAR(ev[0].end_us - ev[0].start_us, 5.022528, 1e-9);
-  b->synchronize();
+  EXPECT_TRUE(b->synchronize().ok());
   EXPECT_NEAR(sim->now_us(), ev[0].end_us, 1e-9);
 }
 
@@ -658,7 +658,7 @@ struct TwoGpus {
     set_f32(*src[0], x);
     const size_t before = events_of(*sim, TraceKind::kCopy).size();
     EXPECT_TRUE(b1->cpy_tensor_async(b0.get(), *src[0], *dst[0]));
-    b1->synchronize();
+    EXPECT_TRUE(b1->synchronize().ok());
     EXPECT_EQ(get_f32(*dst[0]), x) << "the copy moved the data";
     const auto ev = events_of(*sim, TraceKind::kCopy);
     EXPECT_EQ(ev.size(), before + 1);
@@ -885,7 +885,7 @@ TEST(SimFaults, HideFreeBytesLargerThanTheCapacityReportsNothingFree) {
   EXPECT_EQ(total_of(*sim->device(0)), 1 * MiB);
 }
 
-TEST(SimFaults, LazyComputeErrorIsRecordedAndFailsTheNextCompute) {
+TEST(SimFaults, LazyComputeErrorIsReportedOnceBySynchronizeOrTheNextCompute) {
   auto sim = make_sim(topology({gpu("gpu0"), gpu("gpu1")}));
   auto b0 = sim->device(0)->init_backend({}).value();
   auto b1 = sim->device(1)->init_backend({}).value();
@@ -906,20 +906,33 @@ TEST(SimFaults, LazyComputeErrorIsRecordedAndFailsTheNextCompute) {
   // The checks at submission pass; the kernel fails when it runs (lazily).
   ASSERT_EQ(b0->graph_compute_async(g), ComputeStatus::kSuccess) << b0->last_error();
   EXPECT_TRUE(sim->errors().empty());
-  b0->synchronize();
+  // The synchronize after it reports the failure, once.
+  const Status sync = b0->synchronize();
+  EXPECT_FALSE(sync.ok());
+  EXPECT_THAT(sync.message(), HasSubstr("computation failed when it ran"));
+  EXPECT_THAT(sync.message(), HasSubstr("out of range"));
+  EXPECT_TRUE(b0->synchronize().ok());
   ASSERT_EQ(sim->errors().size(), 1u);
   EXPECT_THAT(sim->errors()[0], HasSubstr("gpu0"));
   EXPECT_THAT(sim->errors()[0], HasSubstr("rows"));
-  // The next compute of that backend reports it; the one after works again; the other device is unaffected.
+  // The next compute works again; the other device is unaffected.
   ScaleOn s1(*sim->device(1)->buffer_type(), 34);
   ASSERT_EQ(b1->graph_compute(s1.op.graph), ComputeStatus::kSuccess) << b1->last_error();
   s1.expect_result();
   ScaleOn s0(bt, 35);
-  EXPECT_EQ(b0->graph_compute_async(s0.op.graph), ComputeStatus::kFailed);
-  EXPECT_THAT(b0->last_error(), HasSubstr("earlier computation failed"));
   ASSERT_EQ(b0->graph_compute(s0.op.graph), ComputeStatus::kSuccess) << b0->last_error();
   s0.expect_result();
-  EXPECT_EQ(sim->errors().size(), 1u);
+  // Without a synchronize in between, the next compute reports it instead (and the failing one's synchronous
+  // graph_compute reports its own failure).
+  ASSERT_EQ(b0->graph_compute_async(g), ComputeStatus::kSuccess) << b0->last_error();
+  sim->finish();  // runs the queued work without a report
+  EXPECT_EQ(b0->graph_compute_async(s0.op.graph), ComputeStatus::kFailed);
+  EXPECT_THAT(b0->last_error(), HasSubstr("computation failed when it ran"));
+  EXPECT_EQ(b0->graph_compute(g), ComputeStatus::kFailed);
+  EXPECT_THAT(b0->last_error(), HasSubstr("out of range"));
+  ASSERT_EQ(b0->graph_compute(s0.op.graph), ComputeStatus::kSuccess) << b0->last_error();
+  s0.expect_result();
+  EXPECT_EQ(sim->errors().size(), 3u);  // each failure is recorded once
 }
 
 // =====================================================================================================================
@@ -960,7 +973,7 @@ TEST(SimMetadata, ComputeRecordsTimeButNoData) {
   auto b = sim->device(0)->init_backend({}).value();
   ScaleOn s(*sim->device(0)->buffer_type(), 36);
   ASSERT_EQ(b->graph_compute_async(s.op.graph), ComputeStatus::kSuccess) << b->last_error();
-  b->synchronize();
+  EXPECT_TRUE(b->synchronize().ok());
   const auto ev = events_of(*sim, TraceKind::kCompute);
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_NEAR(ev[0].end_us - ev[0].start_us, 5.001024, 1e-9);

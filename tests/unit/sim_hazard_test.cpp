@@ -169,7 +169,7 @@ TEST_F(SimHazard, AsyncCopyFromTheProducingStreamIsOrderedByContract) {
   // and the source stream may not overwrite the source before the copy has read it
   OneOp overwrite(g0, [&](Context& c) { return cpy(c, scale(c, in[0], 5.0f), op.out); });
   ASSERT_EQ(b0->graph_compute_async(overwrite.graph), ComputeStatus::kSuccess);
-  b1->synchronize();
+  EXPECT_TRUE(b1->synchronize().ok());
   EXPECT_EQ(races(), 0u) << sim->races_report();
   const std::vector<float> got = get_f32(*dst[0]);
   for (size_t i = 0; i < xv.size(); ++i) ASSERT_FLOAT_EQ(got[i], 2.0f * xv[i]) << i;
@@ -187,7 +187,7 @@ TEST_F(SimHazard, EventChainBeforeCopyIsClean) {
   ev->record(*producer);
   ev->wait(*b1);
   ASSERT_TRUE(b1->cpy_tensor_async(b0.get(), *op.out, *dst[0]));
-  b1->synchronize();
+  EXPECT_TRUE(b1->synchronize().ok());
   EXPECT_EQ(races(), 0u) << sim->races_report();
   const std::vector<float> got = get_f32(*dst[0]);
   for (size_t i = 0; i < xv.size(); ++i) ASSERT_FLOAT_EQ(got[i], 2.0f * xv[i]) << i;
@@ -205,7 +205,7 @@ TEST_F(SimHazard, MissingSynchronizeBeforeReadBackIsARaceAndReadsStaleData) {
   EXPECT_EQ(sim->races()[0].second.agent, "host");
   // The computation had not happened yet in virtual time: the host saw fresh (NaN) memory, not the result.
   EXPECT_TRUE(std::isnan(early[0]));
-  b0->synchronize();
+  EXPECT_TRUE(b0->synchronize().ok());
   const std::vector<float> late = get_f32(*op.out);
   for (size_t i = 0; i < xv.size(); ++i) ASSERT_FLOAT_EQ(late[i], 2.0f * xv[i]) << i;
   EXPECT_EQ(races(), 1u) << "the read after synchronize is ordered";

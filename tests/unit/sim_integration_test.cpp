@@ -106,7 +106,7 @@ struct SimModel {
       const ComputeStatus s = sched->graph_compute_async(*m.graph);
       if (s != ComputeStatus::kSuccess) return s;
     }
-    sched->synchronize();
+    EXPECT_TRUE(sched->synchronize().ok());
     return ComputeStatus::kSuccess;
   }
 
@@ -142,6 +142,38 @@ TEST(SimIntegration, SchedulerOverTwoSimulatedGpusMatchesTheCpuReference) {
   const Trace tr = sm.sim->trace();
   for (size_t d = 0; d < sm.sim->device_count(); ++d) EXPECT_GT(sm.sim->stats(d).n_commands, 0u) << d;
   EXPECT_GT(summarize(tr).makespan_us, 0.0);
+}
+
+// A kernel that fails while it runs on an asynchronous device (a KV-cache slot out of range) is the failure of the
+// graph_compute that queued it, reported once, never the next evaluation's (found by the lifecycle property): the
+// next evaluation, with good inputs, succeeds and matches the CPU.
+TEST(SimIntegration, AnAsynchronousKernelFailureFailsItsOwnEvaluationOnly) {
+  const LlamaConfig c = small_llama();
+  const std::vector<float> want = cpu_logits(c, 5);
+  SimOptions o;
+  o.seed = 42;
+  SimModel sm(two_gpus_and_cpu(), o, c, 5);
+  ASSERT_TRUE(sm.sched->alloc_graph(*sm.m.graph).ok());
+  LlamaInputs bad = default_inputs(c, 5);
+  for (int32_t& k : bad.kv_idxs) k = 1 << 20;  // beyond the cache
+  ASSERT_TRUE(set_inputs(sm.m, bad).ok());
+  EXPECT_EQ(sm.sched->graph_compute(*sm.m.graph), ComputeStatus::kFailed);
+  EXPECT_THAT(sm.sched->last_error(), HasSubstr("out of range"));
+  EXPECT_TRUE(sm.sched->synchronize().ok());  // reported once
+  ASSERT_EQ(sm.run(5), ComputeStatus::kSuccess) << sm.sched->last_error();
+  expect_close(sm.logits(), want, o.seed);
+  // The same with graph_compute_async: each device's failure is reported once, by the call itself (when it waits
+  // for the failed work, e.g. before a host copy) or else by the user's synchronize, and not again.
+  ASSERT_TRUE(sm.sched->alloc_graph(*sm.m.graph).ok());
+  ASSERT_TRUE(set_inputs(sm.m, bad).ok());
+  const ComputeStatus cs = sm.sched->graph_compute_async(*sm.m.graph);
+  const std::string async_error = sm.sched->last_error();
+  const Status sync = sm.sched->synchronize();
+  ASSERT_TRUE(cs != ComputeStatus::kSuccess || !sync.ok());
+  EXPECT_THAT(cs != ComputeStatus::kSuccess ? async_error : sync.message(), HasSubstr("out of range"));
+  EXPECT_TRUE(sm.sched->synchronize().ok());
+  ASSERT_EQ(sm.run(5), ComputeStatus::kSuccess) << sm.sched->last_error();
+  expect_close(sm.logits(), want, o.seed);
 }
 
 // Every shipped topology preset runs the model through the scheduler with the CPU reference's results and no race,

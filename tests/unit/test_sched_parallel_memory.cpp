@@ -155,7 +155,7 @@ TEST(SchedParallelMemory, PipelinedEvaluationsHaveNoRaceOverAdversarialSeeds) {
       ASSERT_EQ(om.submit(e), ComputeStatus::kSuccess) << "seed " << seed << ": " << om.sched->last_error();
       ASSERT_EQ(om.sched->current_slot(), e % kParallelCopies);
     }
-    om.sched->synchronize();
+    EXPECT_TRUE(om.sched->synchronize().ok());
     ASSERT_GE(om.sched->n_splits(), 3 * kLayers) << om.sched->report();
     ASSERT_TRUE(om.sim->races().empty()) << "seed " << seed << ":\n" << om.sim->races_report();
     ASSERT_TRUE(om.sim->errors().empty()) << "seed " << seed << ": " << om.sim->errors()[0];
@@ -178,7 +178,7 @@ TEST(SchedParallelMemory, EveryEvaluationMatchesTheCpuReference) {
     Offloaded om(o, c, 22, /*parallel=*/true);
     for (int e = 0; e < kEvals; ++e) {
       ASSERT_EQ(om.submit(e), ComputeStatus::kSuccess) << "seed " << seed << ": " << om.sched->last_error();
-      om.sched->synchronize();
+      EXPECT_TRUE(om.sched->synchronize().ok());
       expect_close(om.logits(), want[static_cast<size_t>(e)],
                    "seed " + std::to_string(seed) + ", evaluation " + std::to_string(e));
     }
@@ -275,7 +275,7 @@ TEST(SchedParallelMemory, EachSlotHasItsOwnCopyMemory) {
         if (src != nullptr && om.sched->explain(src).is_copy) per_slot[static_cast<size_t>(slot)].insert(src->data);
       }
     }
-    om.sched->synchronize();
+    EXPECT_TRUE(om.sched->synchronize().ok());
   }
   for (const auto& s : per_slot) {
     EXPECT_FALSE(s.empty());

@@ -386,14 +386,14 @@ TEST(SchedulerLifecycle, SlotRotatesAtAllocationNotAtCompute) {
   EXPECT_EQ(s->current_slot(), 2);
   ASSERT_TRUE(s->alloc_graph(n.graph).ok());
   EXPECT_EQ(s->current_slot(), 3);
-  s->synchronize();  // something is allocated: the rotation goes on
+  EXPECT_TRUE(s->synchronize().ok());  // something is allocated: the rotation goes on
   ASSERT_TRUE(s->alloc_graph(n.graph).ok());
   EXPECT_EQ(s->current_slot(), 0) << "wraps after kParallelCopies";
   ASSERT_TRUE(s->alloc_graph(n.graph).ok());
   EXPECT_EQ(s->current_slot(), 1);
   set_compute_compare(*s, n, build, 12, 3);
   s->reset();
-  s->synchronize();  // nothing allocated: back to slot 0
+  EXPECT_TRUE(s->synchronize().ok());  // nothing allocated: back to slot 0
   ASSERT_TRUE(s->alloc_graph(n.graph).ok());
   EXPECT_EQ(s->current_slot(), 0);
   set_compute_compare(*s, n, build, 12, 4);
@@ -681,7 +681,7 @@ TEST_P(SchedulerLifecycleModes, ThreeBackendsMatchTheCpuAcrossRepeatedEvaluation
     n.set_inputs(200 + eval);
     ASSERT_EQ(s->graph_compute_async(n.graph), ComputeStatus::kSuccess) << s->last_error();
     n.set_inputs(900 + eval);  // the user may overwrite the inputs as soon as the call returns
-    s->synchronize();
+    EXPECT_TRUE(s->synchronize().ok());
     EXPECT_EQ(n.read_outputs(), cpu_reference(build, 17, 200 + eval));
   }
   std::set<int> used;
