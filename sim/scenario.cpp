@@ -67,7 +67,7 @@ int get_int(const json& v, const std::string& path) {
 void parse_policy(const json& v, const std::string& path, PlacementPolicy* p) {
   expect_object(v, path,
                 {"n_gpu_layers", "tensor_split", "layers_per_device", "overrides", "pins", "op_offload", "parallel",
-                 "max_split_inputs"},
+                 "max_split_inputs", "scheduler_devices"},
                 "a policy object");
   if (const json* x = member(v, "n_gpu_layers")) p->n_gpu_layers = get_int(*x, child(path, "n_gpu_layers"));
   if (const json* x = member(v, "tensor_split")) {
@@ -101,6 +101,11 @@ void parse_policy(const json& v, const std::string& path, PlacementPolicy* p) {
       return pin;
     });
   }
+  if (const json* x = member(v, "scheduler_devices")) {
+    p->scheduler_devices = get_list<std::string>(*x, child(path, "scheduler_devices"), "device names",
+                                                 [](const json& e, const std::string& ep) { return get_string(e, ep); });
+    if (p->scheduler_devices.empty()) fail(child(path, "scheduler_devices"), "expected at least one device name");
+  }
   if (const json* x = member(v, "op_offload")) p->op_offload = get_bool(*x, child(path, "op_offload"));
   if (const json* x = member(v, "parallel")) p->parallel = get_bool(*x, child(path, "parallel"));
   if (const json* x = member(v, "max_split_inputs")) {
@@ -109,7 +114,8 @@ void parse_policy(const json& v, const std::string& path, PlacementPolicy* p) {
 }
 
 void parse_run(const json& v, const std::string& path, Scenario* s) {
-  expect_object(v, path, {"seed", "seeds", "mode", "adversarial", "max_jitter", "evaluations", "model_seed", "faults"},
+  expect_object(v, path,
+                {"seed", "seeds", "mode", "adversarial", "max_jitter", "evaluations", "steps", "model_seed", "faults"},
                 "a run object");
   SimOptions& o = s->config.sim;
   if (const json* x = member(v, "seed")) o.seed = static_cast<uint64_t>(get_count(*x, child(path, "seed")));
@@ -129,6 +135,18 @@ void parse_run(const json& v, const std::string& path, Scenario* s) {
     const int64_t e = get_count(*x, child(path, "evaluations"));
     if (e < 1 || e > 1000) fail(child(path, "evaluations"), "expected 1 to 1000 evaluations");
     s->evaluations = static_cast<int>(e);
+  }
+  if (const json* x = member(v, "steps")) {
+    const std::string sp = child(path, "steps");
+    if (member(v, "evaluations") != nullptr) fail(sp, "expected either \"steps\" or \"evaluations\", not both");
+    s->steps = get_list<Session::Step>(*x, sp, "step names", [](const json& e, const std::string& ep) {
+      const std::string n = get_string(e, ep);
+      if (n == "reserve") return Session::Step::kReserve;
+      if (n == "alloc") return Session::Step::kAlloc;
+      if (n == "compute") return Session::Step::kCompute;
+      fail(ep, "expected \"reserve\", \"alloc\" or \"compute\", got " + quote(n));
+    });
+    if (s->steps.empty() || s->steps.size() > 1000) fail(sp, "expected 1 to 1000 steps");
   }
   if (const json* x = member(v, "seeds")) {
     const int64_t n = get_count(*x, child(path, "seeds"));
@@ -170,8 +188,8 @@ void parse_run(const json& v, const std::string& path, Scenario* s) {
 
 void parse_expect(const json& v, const std::string& path, Expectations* e) {
   expect_object(v, path,
-                {"scheduling", "error_contains", "max_splits", "min_splits", "nodes", "peak_memory", "no_race",
-                 "outputs_match_reference", "max_nmse", "max_reserves"},
+                {"scheduling", "error_contains", "max_splits", "min_splits", "max_split_inputs", "nodes", "peak_memory",
+                 "no_race", "outputs_match_reference", "max_nmse", "max_reserves"},
                 "an expectations object");
   if (const json* x = member(v, "scheduling")) {
     const std::string s = get_string(*x, child(path, "scheduling"));
@@ -180,6 +198,9 @@ void parse_expect(const json& v, const std::string& path, Expectations* e) {
   }
   if (const json* x = member(v, "error_contains")) e->error_contains = get_string(*x, child(path, "error_contains"));
   if (const json* x = member(v, "max_splits")) e->max_splits = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "max_splits")), 1 << 30));
+  if (const json* x = member(v, "max_split_inputs")) {
+    e->max_split_inputs = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "max_split_inputs")), 1 << 30));
+  }
   if (const json* x = member(v, "min_splits")) e->min_splits = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "min_splits")), 1 << 30));
   if (const json* x = member(v, "max_reserves")) e->max_reserves = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "max_reserves")), 1 << 30));
   if (const json* x = member(v, "nodes")) {
@@ -301,7 +322,8 @@ ScenarioOutcome run_once(const Scenario& sc) {
       error = s.status().to_string();
     } else {
       session = std::move(s).value();
-      auto r = session->run(sc.evaluations, e.outputs_match_reference.value_or(false));
+      const bool numerics = e.outputs_match_reference.value_or(false);
+      auto r = sc.steps.empty() ? session->run(sc.evaluations, numerics) : session->run_steps(sc.steps, numerics);
       if (!r.ok()) {
         error = r.status().to_string();
       } else {
@@ -328,6 +350,19 @@ ScenarioOutcome run_once(const Scenario& sc) {
                             format_message("%d splits", splits));
     if (e.min_splits) check(format_message("at least %d splits", *e.min_splits), splits >= *e.min_splits,
                             format_message("%d splits", splits));
+    if (e.max_split_inputs) {
+      size_t most = 0, where = 0;
+      const std::vector<Scheduler::SplitView> views = session->sched().splits();
+      for (size_t k = 0; k < views.size(); ++k) {
+        if (views[k].inputs.size() > most) {
+          most = views[k].inputs.size();
+          where = k;
+        }
+      }
+      check(format_message("at most %d inputs per split", *e.max_split_inputs),
+            most <= static_cast<size_t>(*e.max_split_inputs),
+            format_message("at most %zu (split %zu)", most, where));
+    }
     if (e.max_reserves) {
       const int rc = session->sched().reserve_count();
       check(format_message("at most %d compute-buffer plans", *e.max_reserves), rc <= *e.max_reserves,

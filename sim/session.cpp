@@ -129,7 +129,18 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config) {
     if (backed) TS_RETURN_IF_ERROR(models::fill_random(s->model_, config.model_seed));
   }
   std::vector<Backend*> bp;
-  for (auto& b : s->backends_) bp.push_back(b.get());
+  const std::vector<std::string>& only = config.policy.scheduler_devices;
+  for (const std::string& name : only) {
+    bool known = false;
+    for (auto& b : s->backends_) known = known || name == b->name();
+    if (!known) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "policy: scheduler_devices: no device named \"%s\" in topology %s",
+                      name.c_str(), config.topology.name.c_str());
+    }
+  }
+  for (auto& b : s->backends_) {
+    if (only.empty() || std::find(only.begin(), only.end(), b->name()) != only.end()) bp.push_back(b.get());
+  }
   auto sched = Scheduler::create(bp, config.policy.scheduler_params());
   if (!sched.ok()) return sched.status();
   s->sched_ = std::move(sched).value();
@@ -158,6 +169,10 @@ Status Session::apply_pins() {
 }
 
 Status Session::plan() { return sched_->alloc_graph(*graph_); }
+
+int Session::backend_of_device(size_t device) const {
+  return sched_->backend_index(backends_[device].get());
+}
 
 Status Session::set_inputs() {
   if (!config_.graph) return models::set_inputs(model_, models::default_inputs(config_.model, config_.model_seed));
@@ -214,16 +229,55 @@ Result<std::vector<float>> Session::reference_outputs() const {
   return cpu_reference(config_);
 }
 
+namespace {
+Status compute_status(ComputeStatus cs, const std::string& error) {
+  if (cs == ComputeStatus::kSuccess) return Status::Ok();
+  return Status(cs == ComputeStatus::kAllocFailed ? StatusCode::kAllocFailed : StatusCode::kFailed, error);
+}
+}  // namespace
+
 Result<RunStats> Session::run(int evaluations, bool check_numerics) {
   TS_RETURN_IF_ERROR(plan());
   TS_RETURN_IF_ERROR(set_inputs());
   for (int i = 0; i < std::max(evaluations, 1); ++i) {
-    const ComputeStatus cs = sched_->graph_compute_async(*graph_);
-    if (cs != ComputeStatus::kSuccess) {
-      return Status(cs == ComputeStatus::kAllocFailed ? StatusCode::kAllocFailed : StatusCode::kFailed,
-                    sched_->last_error());
+    TS_RETURN_IF_ERROR(compute_status(sched_->graph_compute_async(*graph_), sched_->last_error()));
+  }
+  return finish_run(check_numerics);
+}
+
+Result<RunStats> Session::run_steps(const std::vector<Step>& steps, bool check_numerics) {
+  if (steps.empty()) return Status(StatusCode::kInvalidArgument, "run_steps: no steps");
+  bool fresh = false;  // an allocation with the inputs written, not computed yet
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Status s;
+    switch (steps[i]) {
+      case Step::kReserve:
+        s = sched_->reserve(*graph_);
+        fresh = false;
+        break;
+      case Step::kAlloc:
+      case Step::kCompute:
+        if (steps[i] == Step::kAlloc || !fresh) {
+          s = plan();
+          if (s.ok()) s = set_inputs();
+          fresh = s.ok();
+        }
+        if (s.ok() && steps[i] == Step::kCompute) {
+          s = compute_status(sched_->graph_compute_async(*graph_), sched_->last_error());
+          fresh = false;
+        }
+        break;
+    }
+    if (!s.ok()) {
+      static const char* const kNames[] = {"reserve", "alloc", "compute"};
+      return Status(s.code(), format_message("step %zu (%s): %s", i + 1, kNames[static_cast<int>(steps[i])],
+                                             s.message().c_str()));
     }
   }
+  return finish_run(check_numerics);
+}
+
+Result<RunStats> Session::finish_run(bool check_numerics) {
   // a failure of queued work (an asynchronous device) is the run's failure
   if (Status sync = sched_->synchronize(); !sync.ok()) return sync;
   sim_->finish();
@@ -253,7 +307,7 @@ std::vector<DeviceMemory> Session::memory() const {
     m.device = sim_->device_config(d).name;
     m.weights = placement_.weight_bytes[d];
     m.cache = placement_.cache_bytes[d];
-    m.compute = sched_->buffer_size(static_cast<int>(d));
+    m.compute = sched_->buffer_size(backend_of_device(d));  // 0 for a device the scheduler does not use
     const DeviceStats st = sim_->stats(d);
     m.used = st.memory_used;
     m.peak = st.memory_peak;

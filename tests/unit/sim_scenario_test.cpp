@@ -190,6 +190,85 @@ TEST(SimScenarioRun, AnInjectedFaultEndsInACleanError) {
   EXPECT_THAT(out.error, HasSubstr("MUL_MAT"));
 }
 
+// ---- lifecycle steps, scheduler devices, inputs per split (issue 10) ----
+
+TEST(SimScenarioParse, StepsSchedulerDevicesAndSplitInputsAreRead) {
+  auto s = parse_scenario(R"({"name": "x", "topology": "2gpu-unequal",
+    "policy": {"scheduler_devices": ["gpu1", "cpu"]},
+    "run": {"steps": ["reserve", "alloc", "compute", "compute"]}, "expect": {"max_split_inputs": 7}})", "s.json");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  using St = Session::Step;
+  EXPECT_EQ(s->steps, (std::vector<St>{St::kReserve, St::kAlloc, St::kCompute, St::kCompute}));
+  EXPECT_EQ(s->config.policy.scheduler_devices, (std::vector<std::string>{"gpu1", "cpu"}));
+  EXPECT_EQ(s->expect.max_split_inputs, 7);
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "run": {"steps": ["reserve", "decode"]}})"),
+              HasSubstr("run.steps[1]: expected \"reserve\", \"alloc\" or \"compute\", got \"decode\""));
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "run": {"steps": []}})"),
+              HasSubstr("run.steps: expected 1 to 1000 steps"));
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "run": {"steps": ["compute"], "evaluations": 2}})"),
+              HasSubstr("run.steps: expected either \"steps\" or \"evaluations\""));
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "policy": {"scheduler_devices": []}})"),
+              HasSubstr("policy.scheduler_devices: expected at least one device name"));
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "policy": {"scheduler_devices": [3]}})"),
+              HasSubstr("policy.scheduler_devices[0]: expected a string"));
+}
+
+ScenarioOutcome run_text(const std::string& text) {
+  auto s = parse_scenario(text, "run.json");
+  EXPECT_TRUE(s.ok()) << s.status().to_string();
+  return s.ok() ? run_scenario(s.value()) : ScenarioOutcome{};
+}
+
+std::map<std::string, bool> results_of(const ScenarioOutcome& out) {
+  std::map<std::string, bool> ok;
+  for (const auto& r : out.results) ok[r.what] = r.ok;
+  return ok;
+}
+
+TEST(SimScenarioRun, StepsDriveTheLifecycleAndAreCounted) {
+  // Two reserves then two evaluations: two plans of the compute buffers (the evaluations re-plan nothing).
+  const ScenarioOutcome two = run_text(R"({"name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 3},
+    "run": {"steps": ["reserve", "reserve", "compute", "compute"]},
+    "expect": {"max_reserves": 1, "outputs_match_reference": true}})");
+  auto ok = results_of(two);
+  EXPECT_FALSE(ok.at("at most 1 compute-buffer plans"));
+  EXPECT_TRUE(ok.at("outputs match the CPU reference (NMSE <= 0.0001)"));
+  const ScenarioOutcome one = run_text(R"({"name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 3},
+    "run": {"steps": ["reserve", "compute", "alloc", "compute"]}, "expect": {"max_reserves": 1}})");
+  EXPECT_TRUE(one.passed) << one.error;
+  // A failing step is named with its position.
+  const ScenarioOutcome bad = run_text(R"({"name": "x", "topology": "1gpu", "model": {"n_layer": 2},
+    "run": {"steps": ["alloc", "compute"], "faults": {"fail_compute_ops": ["MUL_MAT"], "fail_compute_device": "gpu0"}},
+    "expect": {"scheduling": "error"}})");
+  EXPECT_TRUE(bad.passed);
+  EXPECT_THAT(bad.error, HasSubstr("step 2 (compute)"));
+}
+
+TEST(SimScenarioRun, SchedulerDevicesLeaveDevicesOutAndUnknownNamesAreErrors) {
+  // Every layer on gpu1, gpu0 not given to the scheduler: it plans and computes on gpu1 and the CPU.
+  const ScenarioOutcome sub = run_text(R"({"name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 2},
+    "policy": {"layers_per_device": [0, 2], "scheduler_devices": ["gpu1", "cpu"]},
+    "expect": {"scheduling": "ok", "outputs_match_reference": true, "nodes": [{"node": "ffn_out-1", "device": "gpu1"}]}})");
+  EXPECT_TRUE(sub.passed) << sub.error << sub.report;
+  const ScenarioOutcome unknown = run_text(R"({"name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 2},
+    "policy": {"scheduler_devices": ["gpu7", "cpu"]}, "expect": {"scheduling": "error"}})");
+  EXPECT_THAT(unknown.error, HasSubstr("scheduler_devices: no device named \"gpu7\""));
+  const ScenarioOutcome no_cpu = run_text(R"({"name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 2},
+    "policy": {"scheduler_devices": ["gpu0", "gpu1"]}, "expect": {"scheduling": "error"}})");
+  EXPECT_THAT(no_cpu.error, HasSubstr("must be a CPU device"));
+}
+
+TEST(SimScenarioRun, MaxSplitInputsIsCheckedAgainstEverySplit) {
+  // gpu-no-fa's GPU splits copy several inputs each (the attention runs on the CPU).
+  const ScenarioOutcome out = run_text(R"({"name": "x", "topology": "gpu-no-fa", "model": {"n_layer": 2},
+    "expect": {"max_split_inputs": 1}})");
+  auto ok = results_of(out);
+  EXPECT_FALSE(ok.at("at most 1 inputs per split"));
+  const ScenarioOutcome loose = run_text(R"({"name": "x", "topology": "gpu-no-fa", "model": {"n_layer": 2},
+    "expect": {"max_split_inputs": 30}})");
+  EXPECT_TRUE(loose.passed) << loose.report;
+}
+
 // ---- policies ----
 
 TEST(SimPolicy, LayerOfName) {

@@ -39,6 +39,9 @@ struct PlacementPolicy {
   std::vector<int> layers_per_device;
   std::vector<TensorOverride> overrides;  // first match wins
   std::vector<TensorPin> pins;            // applied to the scheduler before planning
+  // The devices whose backends the scheduler gets, by name (topology order is kept; the CPU must be among them, as
+  // the scheduler's last backend). Empty: every device. Weights placed on a device left out are a scheduling error.
+  std::vector<std::string> scheduler_devices;
   bool op_offload = true;
   bool parallel = false;
   int max_split_inputs = 30;

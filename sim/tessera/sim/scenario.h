@@ -17,6 +17,7 @@ struct Expectations {
   std::optional<bool> scheduling_ok;
   std::string error_contains;
   std::optional<int> max_splits, min_splits;
+  std::optional<int> max_split_inputs;  // every split copies in at most this many inputs
   struct NodeOn {
     std::string node;    // tensor name
     std::string device;  // expected backend (device name)
@@ -39,6 +40,7 @@ struct Scenario {
   std::string source;  // file name
   SessionConfig config;
   int evaluations = 1;
+  std::vector<Session::Step> steps;  // "run.steps": when present, Session::run_steps instead of `evaluations`
   int seeds = 1;  // run with simulator seeds seed, seed + 1, ..., seed + seeds - 1; every run must pass
   Expectations expect;
 };

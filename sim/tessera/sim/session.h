@@ -64,6 +64,12 @@ class Session {
   // Sets the inputs, computes `evaluations` times (asynchronously, then synchronizes) and, in memory-backed mode,
   // compares the logits with the same model computed on the plain CPU backend.
   Result<RunStats> run(int evaluations = 1, bool check_numerics = true);
+  // A lifecycle the caller spells out (scenario files' "run.steps"): kReserve = the scheduler's reserve of the graph;
+  // kAlloc = alloc_graph, then the inputs; kCompute = graph_compute_async, preceded by kAlloc unless an allocation
+  // not yet computed is there (as an application allocates and sets the inputs before each evaluation). Then
+  // synchronizes and compares the outputs like run(). An empty list is an error.
+  enum class Step { kReserve, kAlloc, kCompute };
+  Result<RunStats> run_steps(const std::vector<Step>& steps, bool check_numerics = true);
 
   // The pieces of run(), for callers that drive the scheduler themselves (e.g. a stateful test): writes the seeded
   // inputs (after the graph is allocated), reads the outputs in order as one vector, and computes the same outputs on
@@ -97,6 +103,8 @@ class Session {
   std::unique_ptr<Simulator> sim_;
   std::vector<std::unique_ptr<Backend>> backends_;
   Status apply_pins();
+  Result<RunStats> finish_run(bool check_numerics);  // synchronize, timeline and race counts, numerics
+  int backend_of_device(size_t device) const;         // the scheduler's backend index of a device, -1 if left out
 
   models::LlamaGraph model_;  // model mode
   LoadedGraph loaded_;        // graph mode
