@@ -414,6 +414,59 @@ RC_GTEST_PROP(PlannerProperties, OutputViewsKeepTheirSourceAlive, (const GraphDe
   expect_same_outputs(planned, priv);
 }
 
+// (4c) A plan is reused for a graph only when every source is the same node or leaf as at plan time (SPEC 8;
+// SPEC 9.9: the anchor decided reuse by position only). The same description with one source rewired to another
+// earlier node of the same layout has the same counts, sizes and positions, but other lifetimes: after reserving
+// the original, alloc_graph of the rewired graph must re-plan (or fit), overlap nothing live and compute like
+// private memory. Kills tests/mutation/defect-reuse-by-position-not-identity.
+RC_GTEST_PROP(PlannerProperties, RewiredSourceAfterReserveIsReplannedOrFits, (const GraphDesc& desc)) {
+  BuiltGraph orig = build_ok(desc);
+  BuiltGraph rewired = build_ok(desc);
+  BuiltGraph ref = build_ok(desc);
+  // (node i, source j, new source node k): k < i computed (not a view, not a writer), same layout as the old source,
+  // another tensor.
+  struct Rewire {
+    size_t i;
+    int j;
+    size_t k;
+  };
+  std::vector<Rewire> candidates;
+  const Graph& g = *rewired.graph;
+  for (size_t i = 0; i < g.n_nodes(); ++i) {
+    for (int j = 0; j < kMaxSrc; ++j) {
+      const Tensor* s = g.node(i)->src[j];
+      if (s == nullptr) continue;
+      for (size_t k = 0; k < i; ++k) {
+        const Tensor* n = g.node(k);
+        if (n != s && n->view_src == nullptr && !op_is_view(n->op) && same_layout(*n, *s)) {
+          candidates.push_back({i, j, k});
+        }
+      }
+    }
+  }
+  RC_CLASSIFY(candidates.empty(), "no source to rewire");
+  if (candidates.empty()) return;
+  const Rewire r = *rc::gen::elementOf(candidates);
+  for (BuiltGraph* b : {&rewired, &ref}) b->graph->node(r.i)->src[r.j] = b->graph->node(r.k);
+
+  GraphAllocator ga(cpu::buffer_type());
+  Status s = ga.reserve(*orig.graph);
+  if (!s.ok()) fail(orig, "reserve failed: " + s.to_string());
+  s = ga.alloc_graph(*rewired.graph);
+  if (!s.ok()) fail(rewired, "alloc_graph failed: " + s.to_string());
+  const std::string what = std::string("after rewiring source ") + std::to_string(r.j) + " of '" +
+                           g.node(r.i)->name + "' to '" + g.node(r.k)->name + "': ";
+  if (std::string o = overlap_check(*rewired.graph, ga); !o.empty()) fail(rewired, what + o);
+  if (std::string o = check_reuse(*rewired.graph, [&](const Buffer* b) { return ga.owns(b); }); !o.empty()) {
+    fail(rewired, what + o);
+  }
+  auto own = alloc_ctx_tensors(*ref.ctx, *cpu::buffer_type());
+  if (!own.ok()) fail(ref, "alloc_ctx_tensors failed: " + own.status().to_string());
+  compute(rewired, "rewired graph in the reserved plan");
+  compute(ref, "private");
+  expect_same_outputs(rewired, ref);
+}
+
 // The generator itself: every description builds, and shrinking the token count keeps the structure.
 RC_GTEST_PROP(GraphGenerator, EveryDescriptionBuildsAValidGraph, (const GraphDesc& desc)) {
   BuiltGraph g = build_ok(desc, true);
