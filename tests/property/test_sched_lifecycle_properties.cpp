@@ -160,3 +160,34 @@ RC_GTEST_PROP(SchedLifecycleProperties, ReplanWhileWorkIsInFlightIsRaceFree, ())
   expect_no_race(*s);
   expect_reference_outputs(*s);
 }
+
+// With parallel, the copy slot rotates at each allocation (0, 1, 2, 3, 0, ...), and a synchronize with nothing
+// allocated (after reset) starts the rotation again at slot 0 (SPEC 9.6). Every evaluation is still correct.
+RC_GTEST_PROP(SchedLifecycleProperties, SlotsRotatePerAllocationAndRestartWhenIdle, ()) {
+  const auto seed = *rc::gen::inRange<uint64_t>(1, 1000000);
+  const int first = *rc::gen::inRange(1, 7);
+  std::unique_ptr<Session> s = make_session(seed, true, true);
+  Scheduler& sched = s->sched();
+  RC_ASSERT(sched.n_copies() == 4);
+  for (int i = 0; i < first; ++i) {
+    Status planned = s->plan();
+    if (!planned.ok()) RC_FAIL("alloc_graph: " + planned.message());
+    if (sched.current_slot() != i % 4) {
+      RC_FAIL("allocation " + std::to_string(i) + " uses slot " + std::to_string(sched.current_slot()));
+    }
+    RC_ASSERT(s->set_inputs().ok());
+    RC_ASSERT(sched.graph_compute_async(s->graph()) == ComputeStatus::kSuccess);
+  }
+  RC_ASSERT(sched.synchronize().ok());
+  expect_reference_outputs(*s);
+  sched.reset();
+  RC_ASSERT(sched.synchronize().ok());
+  RC_ASSERT(s->plan().ok());
+  if (sched.current_slot() != 0) {
+    RC_FAIL("after reset and synchronize, the next allocation uses slot " + std::to_string(sched.current_slot()));
+  }
+  RC_ASSERT(s->set_inputs().ok());
+  RC_ASSERT(sched.graph_compute(s->graph()) == ComputeStatus::kSuccess);
+  expect_no_race(*s);
+  expect_reference_outputs(*s);
+}
