@@ -467,6 +467,52 @@ RC_GTEST_PROP(PlannerProperties, RewiredSourceAfterReserveIsReplannedOrFits, (co
   expect_same_outputs(rewired, ref);
 }
 
+// (6b) Chunks after a re-plan: a buffer type with a small max size (several chunks), reserved for one graph, then
+// given another graph: alloc_graph re-plans, and every chunk whose planned size grew must grow, even when the total
+// did not (SPEC 8; SPEC 9.9: the anchor decided on the total size only and missed a chunk that grew). Every tensor
+// lies inside its chunk, nothing live overlaps, and the outputs equal private memory. Kills
+// tests/mutation/defect-grow-decided-on-total-size.
+RC_GTEST_PROP(PlannerProperties, AnotherGraphAfterReserveGrowsEveryChunkItNeeds, (const GraphDesc& first,
+                                                                                const GraphDesc& second)) {
+  BuiltGraph a = build_ok(first);
+  BuiltGraph b = build_ok(second);
+  size_t largest = 32;
+  for (const BuiltGraph* g : {&a, &b}) {
+    for (const Tensor* t : g->graph->nodes()) largest = std::max(largest, nbytes(*t));
+    for (const Tensor* t : g->graph->leafs()) largest = std::max(largest, nbytes(*t));
+  }
+  const size_t max_size = (largest + 31) / 32 * 32 * static_cast<size_t>(*rc::gen::inRange(1, 3));
+  SmallHostType small(max_size);
+  GraphAllocator ga(&small);
+  Status s = ga.reserve(*a.graph);
+  if (!s.ok()) fail(a, "reserve failed: " + s.to_string());
+  s = ga.alloc_graph(*b.graph);
+  if (!s.ok()) fail(b, "alloc_graph of another graph after reserve failed: " + s.to_string());
+  RC_TAG(ga.n_chunks(0) <= 1 ? "one chunk" : "several chunks");
+  auto inside = [&](const Tensor* t) {
+    if (t->view_src != nullptr || !ga.owns(t->buffer)) return;
+    const char* base = static_cast<const char*>(t->buffer->base());
+    const char* data = static_cast<const char*>(t->data);
+    if (data < base || data + nbytes(*t) > base + t->buffer->size()) {
+      fail(b, std::string("'") + t->name + "' (" + std::to_string(nbytes(*t)) + " bytes at offset " +
+                  std::to_string(data - base) + ") does not fit its chunk of " + std::to_string(t->buffer->size()) +
+                  " bytes");
+    }
+  };
+  for (const Tensor* t : b.graph->nodes()) inside(t);
+  for (const Tensor* t : b.graph->leafs()) inside(t);
+  if (std::string why = overlap_check(*b.graph, ga); !why.empty()) fail(b, why);
+  if (std::string why = check_reuse(*b.graph, [&](const Buffer* buf) { return ga.owns(buf); }); !why.empty()) {
+    fail(b, why);
+  }
+  BuiltGraph priv = build_ok(second);
+  auto own = alloc_ctx_tensors(*priv.ctx, *cpu::buffer_type());
+  if (!own.ok()) fail(priv, "alloc_ctx_tensors failed: " + own.status().to_string());
+  compute(b, "another graph after reserve, in chunks");
+  compute(priv, "private");
+  expect_same_outputs(b, priv);
+}
+
 // The generator itself: every description builds, and shrinking the token count keeps the structure.
 RC_GTEST_PROP(GraphGenerator, EveryDescriptionBuildsAValidGraph, (const GraphDesc& desc)) {
   BuiltGraph g = build_ok(desc, true);
