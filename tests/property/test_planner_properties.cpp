@@ -435,10 +435,13 @@ RC_GTEST_PROP(PlannerProperties, RewiredSourceAfterReserveIsReplannedOrFits, (co
   for (size_t i = 0; i < g.n_nodes(); ++i) {
     for (int j = 0; j < kMaxSrc; ++j) {
       const Tensor* s = g.node(i)->src[j];
-      if (s == nullptr) continue;
+      // ids (GET_ROWS, SET_ROWS, MUL_MAT_ID): another tensor's values need not be in range, and a kernel refuses them
+      if (s == nullptr || s->type == Type::kI32) continue;
       for (size_t k = 0; k < i; ++k) {
         const Tensor* n = g.node(k);
-        if (n != s && n->view_src == nullptr && !op_is_view(n->op) && same_layout(*n, *s)) {
+        // not the tensor node i writes into (a SET_ROWS reading its own destination is order-dependent)
+        if (n != s && n != g.node(i)->view_src && n->view_src == nullptr && !op_is_view(n->op) &&
+            same_layout(*n, *s)) {
           candidates.push_back({i, j, k});
         }
       }
