@@ -29,7 +29,7 @@ ComputeStatus Scheduler::Impl::execute() {
     if (Event* ev = event(b, cur)) {
       ev->synchronize();
     } else {
-      s = sync_backend(b);
+      s = backends[static_cast<size_t>(b)]->synchronize();
     }
     if (s.ok()) s = tensor_copy(*in, *cpy);
     if (!s.ok()) return fail(ComputeStatus::kFailed, "scheduler: " + s.message());
@@ -50,7 +50,7 @@ ComputeStatus Scheduler::Impl::execute() {
     if (after_other) {
       if (prev_event != nullptr) {
         prev_event->wait(sb);
-      } else if (Status s = sync_backend(prev_backend); !s.ok()) {
+      } else if (Status s = backends[static_cast<size_t>(prev_backend)]->synchronize(); !s.ok()) {
         return fail(ComputeStatus::kFailed, format_message("scheduler: before split %zu: %s", si, s.message().c_str()));
       }
     }

@@ -318,8 +318,8 @@ ComputeStatus Scheduler::graph_compute(Graph& graph) {
 const std::string& Scheduler::last_error() const { return impl_->last_error; }
 
 void Scheduler::Impl::sync_all() {
-  for (size_t b = 0; b < backends.size(); ++b) {
-    const Status s = sync_backend(static_cast<int>(b));
+  for (Backend* b : backends) {
+    const Status s = b->synchronize();
     if (!s.ok() && pending_error.empty()) pending_error = "scheduler: " + s.message();
   }
 }

@@ -57,8 +57,6 @@ struct Scheduler::Impl {
   Status do_alloc(Graph& g);
   void record_backends();
   ComputeStatus execute();
-  // Waits for backend b; a failure of its queued work is returned (and not kept).
-  Status sync_backend(int b) { return backends[static_cast<size_t>(b)]->synchronize(); }
   // Waits for every backend; failures are kept in pending_error.
   void sync_all();
   // sync_all, and with nothing allocated the slot rotation starts again at slot 0 (SPEC 9.6)

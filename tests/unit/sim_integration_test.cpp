@@ -176,6 +176,44 @@ TEST(SimIntegration, AnAsynchronousKernelFailureFailsItsOwnEvaluationOnly) {
   expect_close(sm.logits(), want, o.seed);
 }
 
+// The sharpest form of the lifecycle property's counterexample: the failing kernel is the last work of its backend
+// in the evaluation, so no later compute there could report it. Before Backend::synchronize returned a Status,
+// graph_compute returned success here and the next evaluation on that GPU was blamed.
+TEST(SimIntegration, AFailureInTheLastSplitOfAnAsynchronousGpuFailsThatEvaluation) {
+  auto sim = make_sim(topology({gpu("gpu0"), wrapped_cpu()}));
+  auto backends = sim->make_backends().value();
+  Context ctx({.no_alloc = true});
+  Tensor* table = ctx.new_tensor_2d(Type::kF32, 8, 4);  // 4 rows
+  Tensor* ids = ctx.new_tensor_1d(Type::kI32, 2);
+  Tensor* rows = get_rows(ctx, table, ids);
+  ASSERT_NE(rows, nullptr) << ctx.status().to_string();
+  set_output(*rows);
+  Graph g;
+  ASSERT_TRUE(g.build_forward(rows).ok());
+  auto buf = alloc_ctx_tensors(ctx, *sim->device(0)->buffer_type());  // everything in the GPU's memory
+  ASSERT_TRUE(buf.ok()) << buf.status().to_string();
+  std::vector<float> values(32);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) + 0.5f;
+  ASSERT_TRUE(tensor_set(*table, values.data(), 0, nbytes(*table)).ok());
+  auto sched = Scheduler::create({backends[0].get(), backends[1].get()}).value();
+  const int32_t bad[2] = {1, 9};  // 9 is out of range
+  ASSERT_TRUE(tensor_set(*ids, bad, 0, sizeof(bad)).ok());
+  ASSERT_EQ(sched->n_splits(), 0);
+  EXPECT_EQ(sched->graph_compute(g), ComputeStatus::kFailed);
+  EXPECT_THAT(sched->last_error(), HasSubstr("out of range"));
+  ASSERT_EQ(sched->n_splits(), 1);  // one split, on gpu0: nothing ran there after the failing kernel
+  EXPECT_TRUE(sched->synchronize().ok());  // reported once
+  const int32_t good[2] = {3, 1};
+  ASSERT_TRUE(tensor_set(*ids, good, 0, sizeof(good)).ok());
+  ASSERT_EQ(sched->graph_compute(g), ComputeStatus::kSuccess) << sched->last_error();
+  std::vector<float> got(16);
+  ASSERT_TRUE(tensor_get(*rows, got.data(), 0, nbytes(*rows)).ok());
+  for (size_t c = 0; c < 8; ++c) {
+    EXPECT_EQ(got[c], values[3 * 8 + c]) << c;
+    EXPECT_EQ(got[8 + c], values[1 * 8 + c]) << c;
+  }
+}
+
 // Every shipped topology preset runs the model through the scheduler with the CPU reference's results and no race,
 // serial and parallel (the accelerator without events or async exercises the scheduler's synchronize fallbacks).
 TEST(SimIntegration, EveryPresetComputesTheModelCorrectly) {
