@@ -350,15 +350,15 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
   }
 
   // 4. The walk placed blocks online, in allocation order. Knowing every lifetime now, place them again largest
-  // first (offline); per buffer type keep whichever placement needs fewer bytes.
-  for (size_t b = 0; b < n_bufts; ++b) {
+  // first (offline); per buffer type keep whichever placement needs fewer bytes (or the one set_placement forces).
+  for (size_t b = 0; b < n_bufts && placement_ != Placement::kOnline; ++b) {
     std::vector<BlockAddress> addr;
     std::vector<size_t> sizes;
     place_offline(blocks, static_cast<int>(b), dyn[b].chunk_limit(), walk_start, &addr, &sizes);
     size_t online = 0, offline = 0;
     for (size_t c : plan->chunk_sizes[b]) online += c;
     for (size_t c : sizes) offline += c;
-    if (offline >= online) continue;
+    if (placement_ == Placement::kBest && offline >= online) continue;
     auto apply = [&](PlannedTensor& p) {
       if (p.buft_id == static_cast<int>(b) && p.block >= 0) {
         p.chunk = addr[static_cast<size_t>(p.block)].chunk;

@@ -75,6 +75,13 @@ class GraphAllocator {
   // in-flight input copies: one plan, n disjoint copies of the memory. reserve_size and buffer_size count all sets.
   void set_replicas(int buft_id, int n);
   int replicas(int buft_id) const { return replicas_.at(static_cast<size_t>(buft_id)); }
+  // How the plan places blocks (SPEC 8). The planning walk places them online, in allocation order; knowing every
+  // lifetime afterwards, the planner also places them offline (largest first). kBest (the default) keeps, per buffer
+  // type, whichever needs fewer bytes; kOnline and kOffline force one, so that tests and tools can see each on its
+  // own (kBest would hide a defect of the one that loses). Takes effect at the next plan.
+  enum class Placement { kBest, kOnline, kOffline };
+  void set_placement(Placement p) { placement_ = p; }
+  Placement placement() const { return placement_; }
   // Why the graph cannot be placed with the last plan, or an empty string when it can: node or leaf counts differ,
   // a tensor needs more bytes than planned (so a chunk would have to grow), the graph's structure differs (a source
   // is a different node or leaf than at plan time), or a tensor's external allocation changed.
@@ -147,6 +154,7 @@ class GraphAllocator {
   std::vector<std::vector<std::vector<std::unique_ptr<Buffer>>>> buffers_;
   Plan plan_;
   int replans_ = 0;
+  Placement placement_ = Placement::kBest;
   mutable std::unique_ptr<GraphIndex> index_;  // scratch, reused across calls
   mutable Plan spare_;                          // the plan under construction (its memory reused across calls)
 };
