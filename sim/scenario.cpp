@@ -144,7 +144,10 @@ void parse_run(const json& v, const std::string& path, Scenario* s) {
       if (n == "reserve") return Session::Step::kReserve;
       if (n == "alloc") return Session::Step::kAlloc;
       if (n == "compute") return Session::Step::kCompute;
-      fail(ep, "expected \"reserve\", \"alloc\" or \"compute\", got " + quote(n));
+      if (n == "reserve-next") return Session::Step::kReserveNext;
+      if (n == "alloc-next") return Session::Step::kAllocNext;
+      if (n == "compute-next") return Session::Step::kComputeNext;
+      fail(ep, "expected \"reserve\", \"alloc\", \"compute\" or the same with \"-next\", got " + quote(n));
     });
     if (s->steps.empty() || s->steps.size() > 1000) fail(sp, "expected 1 to 1000 steps");
   }
@@ -232,27 +235,28 @@ void parse_expect(const json& v, const std::string& path, Expectations* e) {
 
 // "graph": a file name (relative to the scenario file's directory) or the serialized graph itself. The graph is read
 // and validated here, so a bad graph is an error of the scenario file.
-GraphSource parse_graph_source(const json& v, const std::string& source) {
+GraphSource parse_graph_source(const json& v, const std::string& source, const std::string& key) {
   GraphSource g;
   if (v.is_string()) {
     std::string path = v.get<std::string>();
     const size_t slash = source.rfind('/');
     if (!path.empty() && path[0] != '/' && slash != std::string::npos) path = source.substr(0, slash + 1) + path;
     Result<std::string> text = read_graph_text(path);
-    if (!text.ok()) fail("graph", text.status().message());
+    if (!text.ok()) fail(key, text.status().message());
     g = {std::move(text).value(), path};
   } else if (v.is_object()) {
-    g = {v.dump(), source + " (graph)"};
+    g = {v.dump(), source + " (" + key + ")"};
   } else {
-    type_fail("graph", "a serialized graph's file name or the graph object", v);
+    type_fail(key, "a serialized graph's file name or the graph object", v);
   }
   Result<LoadedGraph> lg = graph_from_json(g.text, g.source);
-  if (!lg.ok()) fail("graph", lg.status().message());
+  if (!lg.ok()) fail(key, lg.status().message());
   return g;
 }
 
 Scenario parse_root(const json& root, const std::string& source) {
-  expect_object(root, "", {"name", "description", "topology", "model", "graph", "policy", "run", "expect"},
+  expect_object(root, "",
+                {"name", "description", "topology", "model", "graph", "next_graph", "policy", "run", "expect"},
                 "a scenario object");
   Scenario s;
   s.source = source;
@@ -277,10 +281,19 @@ Scenario parse_root(const json& root, const std::string& source) {
   }
   if (const json* x = member(root, "graph")) {
     if (member(root, "model") != nullptr) fail("graph", "expected either \"model\" or \"graph\", not both");
-    s.config.graph = parse_graph_source(*x, source);
+    s.config.graph = parse_graph_source(*x, source, "graph");
+  }
+  if (const json* x = member(root, "next_graph")) {
+    if (member(root, "graph") == nullptr) fail("next_graph", "a next graph needs a first one in \"graph\"");
+    s.config.next_graph = parse_graph_source(*x, source, "next_graph");
   }
   if (const json* x = member(root, "policy")) parse_policy(*x, "policy", &s.config.policy);
   if (const json* x = member(root, "run")) parse_run(*x, "run", &s);
+  for (Session::Step st : s.steps) {
+    if (st >= Session::Step::kReserveNext && !s.config.next_graph) {
+      fail("run.steps", "a \"-next\" step needs a \"next_graph\"");
+    }
+  }
   if (const json* x = member(root, "expect")) parse_expect(*x, "expect", &s.expect);
   return s;
 }

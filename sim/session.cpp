@@ -88,7 +88,55 @@ Result<std::vector<float>> concat_outputs(const std::vector<Tensor*>& outputs) {
   return all;
 }
 
+// Makes `next` compute with the weights of `first`: each weight leaf of `next` is replaced, wherever it is a source, a
+// view's source or a leaf of the graph, by the weight of `first` with the same name (same type and shape). Errors
+// name the weight that has no match.
+Status share_weights(LoadedGraph& next, const LoadedGraph& first, const std::string& source) {
+  std::unordered_map<const Tensor*, Tensor*> to_first;
+  for (Tensor* w : next.weights) {
+    Tensor* match = nullptr;
+    for (Tensor* f : first.weights) {
+      if (std::strcmp(f->name, w->name) == 0) match = f;
+    }
+    if (match == nullptr) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "%s: weight \"%s\" is not a weight of the first graph",
+                      source.c_str(), w->name);
+    }
+    if (match->type != w->type || !same_shape(*match, *w)) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "%s: weight \"%s\" is %s, the first graph's is %s",
+                      source.c_str(), w->name, describe(*w).c_str(), describe(*match).c_str());
+    }
+    to_first.emplace(w, match);
+  }
+  auto sub = [&](Tensor* t) {
+    auto it = to_first.find(t);
+    return it == to_first.end() ? t : it->second;
+  };
+  for (Tensor* t : next.tensors) {
+    for (Tensor*& src : t->src) src = src != nullptr ? sub(src) : nullptr;
+    if (t->view_src != nullptr) t->view_src = sub(t->view_src);
+  }
+  const std::vector<Tensor*> nodes = next.graph->nodes(), leafs = next.graph->leafs();
+  next.graph->clear();
+  for (Tensor* l : leafs) TS_RETURN_IF_ERROR(next.graph->add_leaf(sub(l)));
+  for (Tensor* n : nodes) TS_RETURN_IF_ERROR(next.graph->add_node(n));
+  next.weights.clear();  // they are the first graph's now
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status Session::load_next_graph() {
+  if (!config_.graph) {
+    return Status(StatusCode::kInvalidArgument, "a next graph needs a serialized first graph (\"graph\"), not a model");
+  }
+  auto lg = graph_from_json(config_.next_graph->text, config_.next_graph->source);
+  if (!lg.ok()) return lg.status();
+  next_ = std::move(lg).value();
+  next_outputs_ = graph_outputs(next_);
+  next_input_fill_ = fill_plan(next_, input_leafs(next_));
+  return share_weights(next_, loaded_, config_.next_graph->source);
+}
 
 Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config) {
   std::unique_ptr<Session> s(new Session());
@@ -105,7 +153,7 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config) {
     if (!lg.ok()) return lg.status();
     s->loaded_ = std::move(lg).value();
     LoadedGraph& g = s->loaded_;
-    s->graph_ = g.graph.get();
+    s->graph_ = s->current_ = g.graph.get();
     s->outputs_ = graph_outputs(g);
     const std::vector<Tensor*> caches = written_leafs(*g.graph);
     std::vector<Tensor*> weights;
@@ -117,11 +165,13 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config) {
     s->placement_ = std::move(placed).value();
     if (backed) TS_RETURN_IF_ERROR(fill_all(fill_plan(g, g.weights), config.model_seed));
     s->input_fill_ = fill_plan(g, input_leafs(g));
+    if (config.next_graph) TS_RETURN_IF_ERROR(s->load_next_graph());
   } else {
+    if (config.next_graph) TS_RETURN_IF_ERROR(s->load_next_graph());  // (the error: a model has no next graph)
     auto model = models::build_llama(config.model);
     if (!model.ok()) return model.status();
     s->model_ = std::move(model).value();
-    s->graph_ = s->model_.graph.get();
+    s->graph_ = s->current_ = s->model_.graph.get();
     s->outputs_ = {s->model_.logits};
     auto placed = place_model(*s->sim_, s->model_.weights, s->model_.kv_cache, config.model.n_layer, config.policy);
     if (!placed.ok()) return placed.status();
@@ -180,6 +230,11 @@ Status Session::set_inputs() {
   return fill_all(input_fill_, config_.model_seed);
 }
 
+Status Session::set_next_inputs() {
+  if (config_.sim.mode != MemoryMode::kBacked) return Status::Ok();
+  return fill_all(next_input_fill_, config_.model_seed);
+}
+
 std::string Session::describe_workload() const {
   if (config_.graph) {
     return format_message("graph %s (%zu nodes, %zu leafs)", config_.graph->source.c_str(), graph_->n_nodes(),
@@ -192,25 +247,34 @@ std::string Session::describe_workload() const {
 
 namespace {
 
-// The outputs of the model, or of the serialized graph, computed on the plain CPU backend with the same data.
-Result<std::vector<float>> cpu_reference(const SessionConfig& config) {
+// The outputs of the model, or of the serialized graph (or of the next graph, over the first graph's weights),
+// computed on the plain CPU backend with the same data. The next graph is computed alone: a cache the first graph
+// wrote (SET_ROWS) is not carried over.
+Result<std::vector<float>> cpu_reference(const SessionConfig& config, bool next) {
   if (config.graph) {
     auto r = graph_from_json(config.graph->text, config.graph->source);
     if (!r.ok()) return r.status();
-    LoadedGraph lg = std::move(r).value();
-    Graph* graph = lg.graph.get();
-    const std::vector<Tensor*> outputs = graph_outputs(lg);
+    LoadedGraph first = std::move(r).value();
     std::vector<std::pair<Tensor*, BufferType*>> where;
-    for (Tensor* w : lg.weights) where.emplace_back(w, cpu::buffer_type());
+    for (Tensor* w : first.weights) where.emplace_back(w, cpu::buffer_type());
     auto placed = place_tensors(where, BufferUsage::kWeights);
     if (!placed.ok()) return placed.status();
-    TS_RETURN_IF_ERROR(fill_all(fill_plan(lg, lg.weights), config.model_seed));
+    TS_RETURN_IF_ERROR(fill_all(fill_plan(first, first.weights), config.model_seed));
+    LoadedGraph second;
+    if (next) {
+      auto n = graph_from_json(config.next_graph->text, config.next_graph->source);
+      if (!n.ok()) return n.status();
+      second = std::move(n).value();
+    }
+    LoadedGraph& lg = next ? second : first;
+    const std::vector<Tensor*> outputs = graph_outputs(lg);
     const auto inputs = fill_plan(lg, input_leafs(lg));
+    if (next) TS_RETURN_IF_ERROR(share_weights(second, first, config.next_graph->source));
     GraphAllocator galloc(cpu::buffer_type());
-    TS_RETURN_IF_ERROR(galloc.alloc_graph(*graph));
+    TS_RETURN_IF_ERROR(galloc.alloc_graph(*lg.graph));
     TS_RETURN_IF_ERROR(fill_all(inputs, config.model_seed));
     auto backend = cpu::make_backend();
-    if (backend->graph_compute(*graph) != ComputeStatus::kSuccess) {
+    if (backend->graph_compute(*lg.graph) != ComputeStatus::kSuccess) {
       return Status(StatusCode::kFailed, "CPU reference: " + backend->last_error());
     }
     return concat_outputs(outputs);
@@ -220,13 +284,15 @@ Result<std::vector<float>> cpu_reference(const SessionConfig& config) {
 
 }  // namespace
 
-Result<std::vector<float>> Session::read_outputs() const { return concat_outputs(outputs_); }
+Result<std::vector<float>> Session::read_outputs() const {
+  return concat_outputs(outputs());
+}
 
 Result<std::vector<float>> Session::reference_outputs() const {
   if (config_.sim.mode != MemoryMode::kBacked) {
     return Status(StatusCode::kInvalidArgument, "the CPU reference needs memory-backed mode");
   }
-  return cpu_reference(config_);
+  return cpu_reference(config_, last_was_next_);
 }
 
 namespace {
@@ -247,31 +313,36 @@ Result<RunStats> Session::run(int evaluations, bool check_numerics) {
 
 Result<RunStats> Session::run_steps(const std::vector<Step>& steps, bool check_numerics) {
   if (steps.empty()) return Status(StatusCode::kInvalidArgument, "run_steps: no steps");
-  bool fresh = false;  // an allocation with the inputs written, not computed yet
+  static const char* const kNames[] = {"reserve", "alloc", "compute", "reserve-next", "alloc-next", "compute-next"};
+  int fresh = -1;  // the graph (0: first, 1: next) allocated with its inputs written and not computed yet, or -1
   for (size_t i = 0; i < steps.size(); ++i) {
+    const int step = static_cast<int>(steps[i]);
+    const int which = step / 3;  // kReserve, kAlloc, kCompute, then the same three for the next graph
+    const int kind = step % 3;
     Status s;
-    switch (steps[i]) {
-      case Step::kReserve:
-        s = sched_->reserve(*graph_);
-        fresh = false;
-        break;
-      case Step::kAlloc:
-      case Step::kCompute:
-        if (steps[i] == Step::kAlloc || !fresh) {
-          s = plan();
-          if (s.ok()) s = set_inputs();
-          fresh = s.ok();
+    if (which == 1 && !config_.next_graph) {
+      s = Status(StatusCode::kInvalidArgument, "the scenario has no next graph (\"next_graph\")");
+    } else {
+      Graph& g = which == 1 ? *next_.graph : *graph_;
+      current_ = &g;
+      if (kind == 0) {
+        s = sched_->reserve(g);
+        fresh = -1;
+      } else {
+        if (kind == 1 || fresh != which) {
+          s = sched_->alloc_graph(g);
+          if (s.ok()) s = which == 1 ? set_next_inputs() : set_inputs();
+          fresh = s.ok() ? which : -1;
         }
-        if (s.ok() && steps[i] == Step::kCompute) {
-          s = compute_status(sched_->graph_compute_async(*graph_), sched_->last_error());
-          fresh = false;
+        if (s.ok() && kind == 2) {
+          s = compute_status(sched_->graph_compute_async(g), sched_->last_error());
+          fresh = -1;
+          last_was_next_ = which == 1;
         }
-        break;
+      }
     }
     if (!s.ok()) {
-      static const char* const kNames[] = {"reserve", "alloc", "compute"};
-      return Status(s.code(), format_message("step %zu (%s): %s", i + 1, kNames[static_cast<int>(steps[i])],
-                                             s.message().c_str()));
+      return Status(s.code(), format_message("step %zu (%s): %s", i + 1, kNames[step], s.message().c_str()));
     }
   }
   return finish_run(check_numerics);
@@ -333,7 +404,7 @@ std::string Session::summary_table() const {
 std::string Session::splits_table() const {
   std::string s;
   const auto splits = sched_->splits();
-  const Graph& g = *graph_;
+  const Graph& g = *current_;
   for (size_t i = 0; i < splits.size(); ++i) {
     const auto& sp = splits[i];
     s += format_message("split %zu: %s, nodes %zu..%zu (%zu), %zu inputs\n", i, sched_->backend(sp.backend)->name(),
@@ -351,7 +422,7 @@ std::string Session::splits_table() const {
 }
 
 const Tensor* Session::find_tensor(const std::string& name) const {
-  const Graph& g = *graph_;
+  const Graph& g = *current_;
   const Tensor* t = nullptr;
   for (const Tensor* n : g.nodes()) {
     if (name == n->name) t = n;
@@ -376,7 +447,7 @@ std::string Session::explain(const std::string& name) const {
 std::string Session::dot() const {
   static const char* kColors[] = {"#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3",
                                   "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5"};
-  const Graph& g = *graph_;
+  const Graph& g = *current_;
   std::unordered_map<const Tensor*, size_t> id;
   for (size_t i = 0; i < g.n_nodes(); ++i) id[g.node(i)] = i;
   std::string s = "digraph tessera {\n  rankdir=TB;\n  node [shape=box, style=filled, fontsize=10];\n";

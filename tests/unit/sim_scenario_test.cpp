@@ -202,7 +202,8 @@ TEST(SimScenarioParse, StepsSchedulerDevicesAndSplitInputsAreRead) {
   EXPECT_EQ(s->config.policy.scheduler_devices, (std::vector<std::string>{"gpu1", "cpu"}));
   EXPECT_EQ(s->expect.max_split_inputs, 7);
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "run": {"steps": ["reserve", "decode"]}})"),
-              HasSubstr("run.steps[1]: expected \"reserve\", \"alloc\" or \"compute\", got \"decode\""));
+              HasSubstr("run.steps[1]: expected \"reserve\", \"alloc\", \"compute\" or the same with \"-next\", "
+                        "got \"decode\""));
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "run": {"steps": []}})"),
               HasSubstr("run.steps: expected 1 to 1000 steps"));
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "run": {"steps": ["compute"], "evaluations": 2}})"),
@@ -537,4 +538,100 @@ TEST(SimScenarioRun, SeveralSeedsMustAllPassAndAFailureNamesItsSeed) {
   EXPECT_EQ(out.results.back().detail, "seed 40 fails (0 passed before it)");
   EXPECT_THAT(error_of(R"({"name": "s", "topology": "1gpu", "run": {"seeds": 0}})"),
               AllOf(HasSubstr("run.seeds"), HasSubstr("1 to 1000")));
+}
+
+// ---- A next graph over the same weights (issue 10: the chunk-growth scenario) ----
+
+namespace {
+
+// y = w · x (+ the "extra" weight when given): a first graph and variants of it as next graphs.
+std::string small_graph(const char* w_name, int rows, bool extra) {
+  std::string t = R"({"format": "tessera-graph", "version": 1, "tensors": [
+    {"id": 0, "name": "x", "type": "f32", "ne": [4, 1], "op": "NONE", "flags": ["input"]},
+    {"id": 1, "name": ")" + std::string(w_name) + R"(", "type": "f32", "ne": [4, )" + std::to_string(rows) + R"(], "op": "NONE"},
+    {"id": 2, "name": "y", "type": "f32", "ne": [)" + std::to_string(rows) + R"(, 1], "op": "MUL_MAT", "src": [1, 0])";
+  if (extra) {
+    t += R"(},
+    {"id": 3, "name": "blk.0.b", "type": "f32", "ne": [)" + std::to_string(rows) + R"(, 1], "op": "NONE"},
+    {"id": 4, "name": "z", "type": "f32", "ne": [)" + std::to_string(rows) + R"(, 1], "op": "ADD", "src": [2, 3])";
+  }
+  return t + ", \"flags\": [\"output\"]}]}";
+}
+
+}  // namespace
+
+TEST(SimScenarioParse, ANextGraphAndItsStepsAreRead) {
+  const std::string g = small_graph("blk.0.w", 8, true);
+  auto s = parse_scenario(R"({"name": "x", "topology": "1gpu", "graph": )" + g + R"(, "next_graph": )" + g +
+                              R"(, "run": {"steps": ["reserve-next", "alloc-next", "compute-next", "compute"]}})",
+                          "s.json");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  using St = Session::Step;
+  EXPECT_EQ(s->steps, (std::vector<St>{St::kReserveNext, St::kAllocNext, St::kComputeNext, St::kCompute}));
+  ASSERT_TRUE(s->config.next_graph.has_value());
+  EXPECT_EQ(s->config.next_graph->source, "s.json (next_graph)");
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "next_graph": )" + g + "}"),
+              HasSubstr("next_graph: a next graph needs a first one in \"graph\""));
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "graph": )" + g +
+                       R"(, "run": {"steps": ["compute", "compute-next"]}})"),
+              HasSubstr("run.steps: a \"-next\" step needs a \"next_graph\""));
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "graph": )" + g + R"(, "next_graph": 7})"),
+              HasSubstr("next_graph: expected a serialized graph's file name or the graph object"));
+}
+
+TEST(SimSessionNextGraph, TheNextGraphComputesWithTheFirstGraphsWeights) {
+  SessionConfig c = graph_config(small_graph("blk.0.w", 8, true), "1gpu");  // y = w·x, z = y + b
+  c.next_graph = GraphSource{small_graph("blk.0.w", 8, false), "next.json"};  // y = w·x only
+  c.policy.n_gpu_layers = 1;
+  {
+    auto s = Session::create(c);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    using St = Session::Step;
+    auto r = s.value()->run_steps({St::kCompute, St::kComputeNext});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(r.value().checked);
+    EXPECT_LE(r.value().nmse, 1e-6);
+    // The outputs compared are the next graph's (y), and the reports show the next graph (it has no z).
+    ASSERT_EQ(s.value()->outputs().size(), 1u);
+    EXPECT_STREQ(s.value()->outputs()[0]->name, "y");
+    EXPECT_EQ(s.value()->find_tensor("z"), nullptr);
+    EXPECT_THAT(s.value()->splits_table(), HasSubstr("last y"));
+  }
+  {
+    // The next graph reads the first graph's weight: changing that weight changes the next graph's outputs, and the
+    // comparison (with the weight's seeded values) sees it.
+    auto s = Session::create(c);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    Tensor* w = const_cast<Tensor*>(s.value()->find_tensor("blk.0.w"));
+    ASSERT_NE(w, nullptr);
+    ASSERT_TRUE(tensor_from_f32(*w, std::vector<float>(static_cast<size_t>(nelements(*w)), 0.5f)).ok());
+    auto r = s.value()->run_steps({Session::Step::kComputeNext});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_GT(r.value().nmse, 1e-3);
+  }
+}
+
+TEST(SimSessionNextGraph, MismatchedWeightsAndMissingGraphsAreErrors) {
+  SessionConfig c = graph_config(small_graph("blk.0.w", 8, false), "1gpu");
+  c.next_graph = GraphSource{small_graph("blk.0.other", 8, false), "next.json"};
+  auto s = Session::create(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("next.json: weight \"blk.0.other\" is not a weight of the first graph"));
+  c.next_graph = GraphSource{small_graph("blk.0.w", 16, false), "next.json"};
+  s = Session::create(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), AllOf(HasSubstr("next.json: weight \"blk.0.w\" is"), HasSubstr("16")));
+  SessionConfig model;
+  model.topology = topology_preset("1gpu").value();
+  model.model = models::preset("tiny").value();
+  model.next_graph = GraphSource{small_graph("blk.0.w", 8, false), "next.json"};
+  s = Session::create(model);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("a next graph needs a serialized first graph"));
+  // Without a next graph, a -next step is an error naming the step.
+  s = Session::create(graph_config(small_graph("blk.0.w", 8, false), "1gpu"));
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto r = s.value()->run_steps({Session::Step::kCompute, Session::Step::kComputeNext});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("step 2 (compute-next): the scenario has no next graph"));
 }

@@ -31,6 +31,10 @@ struct SessionConfig {
   TopologyConfig topology;
   models::LlamaConfig model;         // used when `graph` is empty
   std::optional<GraphSource> graph;  // set: run this graph instead of the model
+  // Graph mode only: a second graph over the same weights (its weight leafs are matched by name to the first graph's
+  // and replaced by them), for lifecycles where the application evaluates another graph after the first one (run
+  // steps "reserve-next", "alloc-next", "compute-next").
+  std::optional<GraphSource> next_graph;
   PlacementPolicy policy;
   SimOptions sim;
   uint64_t model_seed = 1;  // weights, cache and inputs
@@ -67,8 +71,10 @@ class Session {
   // A lifecycle the caller spells out (scenario files' "run.steps"): kReserve = the scheduler's reserve of the graph;
   // kAlloc = alloc_graph, then the inputs; kCompute = graph_compute_async, preceded by kAlloc unless an allocation
   // not yet computed is there (as an application allocates and sets the inputs before each evaluation). Then
-  // synchronizes and compares the outputs like run(). An empty list is an error.
-  enum class Step { kReserve, kAlloc, kCompute };
+  // synchronizes and compares the outputs like run(). An empty list is an error. The *Next steps do the same with the
+  // next graph (SessionConfig::next_graph; an error without one); the outputs compared are those of the graph
+  // computed last.
+  enum class Step { kReserve, kAlloc, kCompute, kReserveNext, kAllocNext, kComputeNext };
   Result<RunStats> run_steps(const std::vector<Step>& steps, bool check_numerics = true);
 
   // The pieces of run(), for callers that drive the scheduler themselves (e.g. a stateful test): writes the seeded
@@ -83,12 +89,14 @@ class Session {
   Scheduler& sched() { return *sched_; }
   Graph& graph() { return *graph_; }
   // The tensors compared with the CPU reference: the logits of a model, the outputs of a serialized graph.
-  const std::vector<Tensor*>& outputs() const { return outputs_; }
+  // (Those of the next graph once it was computed.)
+  const std::vector<Tensor*>& outputs() const { return last_was_next_ ? next_outputs_ : outputs_; }
   // A short description of what runs: "model tiny (2 layers, 8 tokens, flash attention)" or "graph FILE (N nodes)".
   std::string describe_workload() const;
   const Placement& placement() const { return placement_; }
   std::vector<DeviceMemory> memory() const;
-  // A node or leaf of the graph by name (the last node of that name), nullptr when none.
+  // A node or leaf by name (the last node of that name), nullptr when none. This and the reports below look at the
+  // graph the scheduler saw last: the first graph, or the next graph after a "-next" step.
   const Tensor* find_tensor(const std::string& name) const;
 
   // Readable reports with a stable ordering.
@@ -109,9 +117,17 @@ class Session {
   models::LlamaGraph model_;  // model mode
   LoadedGraph loaded_;        // graph mode
   Graph* graph_ = nullptr;
+  Graph* current_ = nullptr;  // the graph of the last step (the first graph or the next one): what the reports show
   std::vector<Tensor*> outputs_;
   // Graph mode: the inputs' fill rules and keys, decided at creation (planning rewires the graph's sources).
   std::vector<std::pair<LeafData, uint64_t>> input_fill_;
+  // The next graph (SessionConfig::next_graph): its weights are the first graph's; its own inputs and outputs.
+  LoadedGraph next_;
+  std::vector<Tensor*> next_outputs_;
+  std::vector<std::pair<LeafData, uint64_t>> next_input_fill_;
+  bool last_was_next_ = false;  // which graph's outputs run_steps compares
+  Status load_next_graph();
+  Status set_next_inputs();
   Placement placement_;
   std::unique_ptr<Scheduler> sched_;
 };

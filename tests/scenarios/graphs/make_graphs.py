@@ -87,6 +87,24 @@ def fa_sinks():
     g.write("fa-sinks.json")
 
 
+def chunk_growth(order, name, what):
+    # Two graphs over the same two weights, on a GPU whose largest allocation is 4352 bytes, so that the compute
+    # buffer comes in chunks. Both keep a 2 KiB and a 4 KiB product live at once; the first graph computes the small
+    # one first, the next graph the large one first. Chunk 0 then holds the small one in the first plan and the large
+    # one in the next plan: chunk 0 grows, chunk 1 shrinks by as much, and the total stays the same.
+    g = G("SPEC 9.9 chunk growth: %s (the next graph grows chunk 0 of the compute buffer, not the total)" % what)
+    x = g.t("inp", [1, 1], flags=["input"], role="input")
+    w = {"small": g.t("blk.0.small.weight", [1, 512], role="weight"),
+         "large": g.t("blk.0.large.weight", [1, 1024], role="weight")}
+    rows = {"small": 512, "large": 1024}
+    prod = {k: g.t("%s-0" % k, [rows[k], 1], op="MUL_MAT", src=[w[k], x]) for k in order}
+    sums = {k: g.t("%s_sum-0" % k, [1, 1], op="SUM_ROWS", src=[prod[k]]) for k in order}
+    g.t("out", [1, 1], op="ADD", src=[sums["small"], sums["large"]], flags=["output"])
+    g.write(name)
+
+
 if __name__ == "__main__":
     fan_in_40()
     fa_sinks()
+    chunk_growth(["small", "large"], "chunk-growth-first.json", "the first graph")
+    chunk_growth(["large", "small"], "chunk-growth-next.json", "the next graph")
