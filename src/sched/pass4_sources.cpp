@@ -1,5 +1,8 @@
 // Pass 4 (SPEC 9.4): views take their source's backend, sources take their user's, the rest the first backend that
 // supports them; a node nothing supports is a scheduling error, never left unassigned.
+#include <algorithm>
+#include <string>
+
 #include "plan.h"
 
 namespace tessera::sched {
@@ -58,44 +61,68 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
   }
   // A node that writes into another tensor (CPY, SET_ROWS: its view_src) runs where that tensor lives, whichever
   // pass assigned the two: its result is that tensor's memory. (Pre-allocated destinations were settled by pass 1.)
-  // The writer moves to the destination's backend when that backend supports it; otherwise the destination (with its
-  // views) moves to the writer's backend when that one supports the destination's op and nobody pinned it.
+  // A destination may have several writers (a cache written by SET_ROWS, then by a CPY): the destination and all of
+  // them need one backend. Candidates in order: the destination's backend (the writers move to it), then each
+  // writer's backend (the destination, with its views, moves), then any backend; the first that can run every writer
+  // and hold the destination without moving a pinned tensor wins.
   auto root_of = [](const Tensor* t) {
     while (t->view_src != nullptr) t = t->view_src;
     return t;
   };
+  std::vector<const Tensor*> roots;           // destinations, in order of their first writer
+  std::vector<std::vector<int32_t>> writers;  // per destination, in node order
   for (int32_t id = 0; id < n; ++id) {
     if (plan.view_src(id) < 0 || plan.has(id, SchedPlan::kViewOp) || plan.has(id, SchedPlan::kNoneOp)) continue;
-    const Tensor* node = plan.tensor(id);
-    const Tensor* root = root_of(node);
-    const int rb = plan.backend_of(root);
-    const int nb = plan.backend_of(node);
-    if (bs.fixed_buffer(*root) != nullptr || rb < 0 || rb == nb) continue;
-    const bool node_free = plan.cause_of(node) != Cause::kUser;
-    const bool root_free = plan.cause_of(root) != Cause::kUser;
-    auto root_runs_on = [&](int b) { return root->op == Op::kNone || bs.supports_op(b, *root); };
-    auto move_root = [&](int b) {
-      plan.set(root, b, plan.cause_of(root));
-      for (const Tensor* v : g.nodes()) {
-        if (op_is_view(v->op) && root_of(v) == root) plan.set(v, b, Cause::kViewOfSrc);
-      }
-    };
-    int both = -1;  // the first backend that can run the writer and hold the destination
-    for (int b = 0; b < bs.size() && both < 0; ++b) {
-      if (bs.supports_op(b, *node) && root_runs_on(b)) both = b;
-    }
-    if (node_free && bs.supports_op(rb, *node)) {
-      plan.set(node, rb, Cause::kViewOfSrc);
-    } else if (root_free && root_runs_on(nb)) {
-      move_root(nb);
-    } else if (node_free && root_free && both >= 0) {
-      move_root(both);
-      plan.set(node, both, Cause::kViewOfSrc);
+    const Tensor* root = root_of(plan.tensor(id));
+    if (bs.fixed_buffer(*root) != nullptr || plan.backend_of(root) < 0) continue;
+    const auto it = std::find(roots.begin(), roots.end(), root);  // few destinations per graph
+    if (it == roots.end()) {
+      roots.push_back(root);
+      writers.push_back({id});
     } else {
+      writers[static_cast<size_t>(it - roots.begin())].push_back(id);
+    }
+  }
+  for (size_t r = 0; r < roots.size(); ++r) {
+    const Tensor* root = roots[r];
+    const std::vector<int32_t>& ws = writers[r];
+    const int rb = plan.backend_of(root);
+    const bool root_pinned = plan.cause_of(root) == Cause::kUser;
+    auto fits = [&](int b) {
+      if (root_pinned && b != rb) return false;
+      if (root->op != Op::kNone && !bs.supports_op(b, *root)) return false;
+      for (const int32_t w : ws) {
+        if (plan.cause(w) == Cause::kUser && plan.backend(w) != b) return false;
+        if (!plan.supports(bs, w, b)) return false;
+      }
+      return true;
+    };
+    int target = fits(rb) ? rb : -1;
+    for (size_t k = 0; k < ws.size() && target < 0; ++k) {
+      if (fits(plan.backend(ws[k]))) target = plan.backend(ws[k]);
+    }
+    for (int b = 0; b < bs.size() && target < 0; ++b) {
+      if (fits(b)) target = b;
+    }
+    if (target < 0) {
+      std::string who;
+      for (const int32_t w : ws) {
+        who += format_message("%s%s on %s (%s)", who.empty() ? "" : ", ", plan.tensor(w)->name,
+                              bs.name(plan.backend(w)), cause_name(plan.cause(w)));
+      }
       return TS_ERROR(StatusCode::kUnsupported,
-                      "scheduling error: %s writes into %s, but %s (%s) cannot run it and %s (%s) cannot take %s",
-                      describe(*node).c_str(), describe(*root).c_str(), bs.name(rb), cause_name(plan.cause_of(root)),
-                      bs.name(nb), cause_name(plan.cause_of(node)), root->name);
+                      "scheduling error: no backend can hold %s (on %s, %s) and run every node that writes into it: "
+                      "%s",
+                      describe(*root).c_str(), bs.name(rb), cause_name(plan.cause_of(root)), who.c_str());
+    }
+    if (target != rb) {
+      plan.set(root, target, plan.cause_of(root));
+      for (const Tensor* v : g.nodes()) {
+        if (op_is_view(v->op) && root_of(v) == root) plan.set(v, target, Cause::kViewOfSrc);
+      }
+    }
+    for (const int32_t w : ws) {
+      if (plan.backend(w) != target) plan.set_id(w, target, Cause::kViewOfSrc);
     }
   }
   // Every computed node must run where it is supported (a pin or an INPUT flag can ask for the impossible).

@@ -139,6 +139,50 @@ TEST_F(SchedPass4, InputNodeOnALastBackendThatRefusesItIsASchedulingError) {
 }
 
 // Passes 1-4 on a small decoder-like graph: weights on GPU1 and in host memory, GPU1 refusing SOFT_MAX.
+// A destination written by two nodes (a CPY into a cache, then a SET_ROWS into the result) that earlier passes put
+// on different backends: the destination and both writers end on one backend that can run both. (Found by the
+// end_to_end fuzzer: moving the destination to the second writer's backend left the first writer behind, writing into
+// memory its device cannot access.)
+TEST_F(SchedPass4, EveryWriterOfADestinationRunsWhereItLives) {
+  refuse(kGpu0, Op::kSetRows);
+  Tensor* x = tensor("x");
+  Tensor* a = named(scale(ctx, x, 2.0f), "a");
+  Tensor* cache = tensor("cache");  // no memory: the scheduler places it
+  Tensor* c1 = named(cpy(ctx, a, cache), "c1");
+  Tensor* ids = ctx.new_tensor_1d(Type::kI32, 2);
+  set_name(*ids, "ids");
+  Tensor* rows = tensor("rows", 8, 2);
+  Tensor* c2 = named(set_rows(ctx, c1, rows, ids), "c2");
+  Tensor* out = named(scale(ctx, c2, 1.0f), "out");
+  build(out);
+  plan.set(a, kGpu0, Cause::kBest);
+  plan.set(c1, kGpu0, Cause::kExpand);  // the destination is first met here: it would go to GPU0
+  plan.set(c2, kCpu, Cause::kBest);     // GPU0 refuses SET_ROWS
+  plan.set(out, kCpu, Cause::kExpand);
+  ASSERT_TRUE(run().ok());
+  EXPECT_EQ(plan.backend_of(cache), kCpu);
+  EXPECT_EQ(plan.backend_of(c1), kCpu);
+  EXPECT_EQ(plan.backend_of(c2), kCpu);
+  EXPECT_TRUE(Assigned(a, kGpu0, Cause::kBest));  // the writer's source stays: pass 5 copies it
+  EXPECT_TRUE(FullyAssigned());
+}
+
+TEST_F(SchedPass4, WritersThatNeedADestinationOnTwoBackendsAreASchedulingError) {
+  refuse(kGpu0, Op::kSetRows);
+  Tensor* x = tensor("x");
+  Tensor* cache = tensor("cache");
+  Tensor* c1 = named(cpy(ctx, x, cache), "c1");
+  Tensor* ids = ctx.new_tensor_1d(Type::kI32, 2);
+  set_name(*ids, "ids");
+  Tensor* rows = tensor("rows", 8, 2);
+  Tensor* c2 = named(set_rows(ctx, c1, rows, ids), "c2");
+  build(c2);
+  plan.set(c1, kGpu0, Cause::kUser);  // pinned where the other writer cannot run
+  plan.set(c2, kCpu, Cause::kBest);
+  const Status s = run();
+  ExpectSchedulingError(s, {"cache", "c1 on GPU0", "c2 on CPU"});
+}
+
 TEST_F(SchedPass4, AfterPasses1To4EveryNodeAndSourceIsAssigned) {
   refuse(kGpu1, Op::kSoftMax);
   Tensor* x = input("x");
