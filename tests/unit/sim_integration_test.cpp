@@ -214,6 +214,38 @@ TEST(SimIntegration, AFailureInTheLastSplitOfAnAsynchronousGpuFailsThatEvaluatio
   }
 }
 
+// Pins that move every tensor of a graph from a GPU to the CPU leave the planner's graph looking the same (same
+// nodes, no copies, sizes that fit): only the scheduler's "moved to another buffer type" check sees that the plan
+// now puts tensors in memory the CPU cannot access, and must re-reserve. (Kills the mutant
+// own-sched-moved-check-ignores-buft, which the scenarios, properties and fuzzers let through.)
+TEST(SimIntegration, PinsMovingAWholeGraphToAnotherBufferTypeReReserve) {
+  auto sim = make_sim(topology({gpu("gpu0"), wrapped_cpu()}));
+  auto backends = sim->make_backends().value();
+  Context ctx({.no_alloc = true});
+  Tensor* x = ctx.new_tensor_1d(Type::kF32, 64);
+  set_input(*x);
+  Tensor* a = scale(ctx, x, 2.0f);
+  Tensor* b = scale(ctx, a, 3.0f);
+  ASSERT_NE(b, nullptr) << ctx.status().to_string();
+  set_output(*b);
+  Graph g;
+  ASSERT_TRUE(g.build_forward(b).ok());
+  auto sched = Scheduler::create({backends[0].get(), backends[1].get()}).value();
+  const std::vector<float> xv = random_values(64, 7);
+  for (int where : {0, 1, 0}) {
+    SCOPED_TRACE(where == 0 ? "on gpu0" : "on the cpu");
+    for (Tensor* t : {x, a, b}) ASSERT_TRUE(sched->set_tensor_backend(t, backends[static_cast<size_t>(where)].get()).ok());
+    const int reserves = sched->reserve_count();
+    ASSERT_TRUE(sched->alloc_graph(g).ok()) << sched->last_error();
+    EXPECT_EQ(sched->reserve_count(), reserves + 1);
+    EXPECT_EQ(sched->n_splits(), 1);
+    set_f32(*x, xv);
+    ASSERT_EQ(sched->graph_compute(g), ComputeStatus::kSuccess) << sched->last_error();
+    const std::vector<float> got = get_f32(*b);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_FLOAT_EQ(got[i], 6.0f * xv[i]) << i;
+  }
+}
+
 // Every shipped topology preset runs the model through the scheduler with the CPU reference's results and no race,
 // serial and parallel (the accelerator without events or async exercises the scheduler's synchronize fallbacks).
 TEST(SimIntegration, EveryPresetComputesTheModelCorrectly) {
