@@ -4,6 +4,7 @@
 // (rerun with TESSERA_OP_SEED=<seed>, the convention of op_oracle.h).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <random>
@@ -178,6 +179,96 @@ TEST_F(OptKernels, MulMatNonContiguous) {
   }
 }
 
+// Matrix x vector with quantized weights at block counts that exercise every path of the block dots (the AVX-512
+// table: groups of 8 q4_0 / 4 q8_0 blocks, then single blocks; rows in groups of 4, then single rows), with plain
+// and strided weight rows.
+TEST_F(OptKernels, MulMatQuantMatVecBlockCounts) {
+  for (Type w : {Type::kQ4_0, Type::kQ8_0}) {
+    for (int64_t nb : {1, 3, 4, 5, 7, 8, 9, 12, 16, 17, 31, 33}) {
+      SCOPED_TRACE(std::string(optest::tname(w)) + " blocks=" + std::to_string(nb));
+      Case c(seed + static_cast<uint32_t>(nb) * 13 + static_cast<uint32_t>(w));
+      const int64_t K = 32 * nb, M = c.rand_int(16, 70), N = c.rand_int(1, 3);  // enough outputs for a stable NMSE
+      if (nb % 2 == 0) {
+        Tensor* a = c.rand_input(w, {K, M, 1, 1});
+        Tensor* b = c.rand_input(Type::kF32, {K, N, 1, 1});
+        c.check(mul_mat(c.ctx, a, b), mm_tol(w, N));
+      } else {  // every third row of a bigger weight
+        Tensor* big = c.rand_input(w, {K, 3 * M, 1, 1});
+        Tensor* a = view_2d(c.ctx, big, K, M, 3 * big->nb[1], big->nb[1]);
+        Tensor* b = c.rand_input(Type::kF32, {K, N, 1, 1});
+        c.check(mul_mat(c.ctx, a, b), mm_tol(w, N));
+      }
+    }
+  }
+}
+
+// The quantized block dots of every table against exact integer sums: random blocks (q8_0 weights including -128,
+// activations in [-127, 127] as quantize_row_q8_0 makes them), odd block counts, rows at a stride larger than a row;
+// the many-rows entry point must give exactly the single-row results.
+TEST_F(OptKernels, QuantBlockDotsExact) {
+  std::mt19937 rng(seed);
+  auto rnd = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  auto f16 = [&]() { return fp32_to_fp16(std::uniform_real_distribution<float>(0.001f, 0.05f)(rng)); };
+  for (cpu::opt::Isa isa : {cpu::opt::Isa::kPortable, cpu::opt::Isa::kAvx2, cpu::opt::Isa::kAvx512}) {
+    const cpu::opt::KernelTable* t = cpu::opt::table_for(isa);
+    if (t == nullptr) continue;
+    SCOPED_TRACE(t->name);
+    for (int64_t nb : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 127, 128, 129}) {
+      SCOPED_TRACE("blocks " + std::to_string(nb));
+      const int64_t rows = rnd(1, 11), pad = rnd(0, 3);  // row stride: nb + pad blocks
+      std::vector<BlockQ8_0> y(static_cast<size_t>(nb));
+      for (BlockQ8_0& blk : y) {
+        blk.d = f16();
+        for (int8_t& q : blk.qs) q = static_cast<int8_t>(rnd(-127, 127));
+      }
+      std::vector<BlockQ8_0> x8(static_cast<size_t>(rows * (nb + pad)));
+      std::vector<BlockQ4_0> x4(x8.size());
+      for (size_t i = 0; i < x8.size(); ++i) {
+        x8[i].d = f16();
+        x4[i].d = f16();
+        for (int8_t& q : x8[i].qs) q = static_cast<int8_t>(rnd(-128, 127));
+        for (uint8_t& q : x4[i].qs) q = static_cast<uint8_t>(rnd(0, 255));
+      }
+      std::vector<float> out8(static_cast<size_t>(rows)), out4(out8.size());
+      t->dot_rows_q8_0_q8_0(x8.data(), static_cast<size_t>(nb + pad) * sizeof(BlockQ8_0), rows, y.data(), nb,
+                            out8.data());
+      t->dot_rows_q4_0_q8_0(x4.data(), static_cast<size_t>(nb + pad) * sizeof(BlockQ4_0), rows, y.data(), nb,
+                            out4.data());
+      double e8 = 0, e4 = 0, r8 = 0, r4 = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const BlockQ8_0* xr8 = x8.data() + r * (nb + pad);
+        const BlockQ4_0* xr4 = x4.data() + r * (nb + pad);
+        double ref8 = 0, ref4 = 0, abs8 = 0, abs4 = 0;
+        for (int64_t b = 0; b < nb; ++b) {
+          int64_t s8 = 0, s4 = 0;
+          for (int j = 0; j < 32; ++j) {
+            s8 += int64_t{xr8[b].qs[j]} * y[b].qs[j];
+            const int nib = j < 16 ? (xr4[b].qs[j] & 0x0f) : (xr4[b].qs[j - 16] >> 4);
+            s4 += int64_t{nib - 8} * y[b].qs[j];
+          }
+          const double dy = fp16_to_fp32(y[b].d);
+          const double t8 = static_cast<double>(s8) * fp16_to_fp32(xr8[b].d) * dy;
+          const double t4 = static_cast<double>(s4) * fp16_to_fp32(xr4[b].d) * dy;
+          ref8 += t8;
+          ref4 += t4;
+          abs8 += std::abs(t8);
+          abs4 += std::abs(t4);
+        }
+        e8 += (out8[r] - ref8) * (out8[r] - ref8);
+        e4 += (out4[r] - ref4) * (out4[r] - ref4);
+        r8 += abs8 * abs8;  // f32 rounding is relative to the terms, which may cancel
+        r4 += abs4 * abs4;
+        // one row alone: the same bits as in the group
+        EXPECT_EQ(t->dot_q8_0_q8_0(xr8, y.data(), nb), out8[r]) << "q8_0 row " << r << " of " << rows;
+        EXPECT_EQ(t->dot_q4_0_q8_0(xr4, y.data(), nb), out4[r]) << "q4_0 row " << r << " of " << rows;
+      }
+      // f32 accumulation of exact block sums: errors of a few f32 roundings of the terms' magnitude
+      EXPECT_LE(e8 / r8, 1e-11) << "q8_0";
+      EXPECT_LE(e4 / r4, 1e-11) << "q4_0";
+    }
+  }
+}
+
 // ---- MUL_MAT_ID ----
 
 TEST_F(OptKernels, MulMatId) {
@@ -185,7 +276,7 @@ TEST_F(OptKernels, MulMatId) {
     for (bool shared_b : {false, true}) {
       SCOPED_TRACE(std::string(optest::tname(w)) + (shared_b ? " b shared by experts" : " b per expert"));
       Case c(seed + static_cast<uint32_t>(w) * 5 + shared_b);
-      const int64_t K = is_quant(w) ? 32 * c.rand_int(1, 4) : c.rand_int(1, 100);
+      const int64_t K = is_quant(w) ? 32 * c.rand_int(1, 20) : c.rand_int(1, 100);
       const int64_t M = c.rand_int(1, 40), n_expert = 4, n_used = 2, T = c.rand_int(1, 5);
       Tensor* as = c.rand_input(w, {K, M, n_expert, 1});
       Tensor* b = c.rand_input(Type::kF32, {K, shared_b ? 1 : n_used, T, 1});

@@ -44,6 +44,12 @@ struct KernelTable {
   // nb blocks of 32; y holds activations quantized by quantize_row_q8_0 (values in [-127, 127]).
   float (*dot_q8_0_q8_0)(const BlockQ8_0* x, const BlockQ8_0* y, int64_t nb);
   float (*dot_q4_0_q8_0)(const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb);
+  // nrows weight rows, row r at x + r * stride bytes, against one activation row: out[r] is bit for bit what the
+  // single dot above returns for row r (grouping rows only shares the activation-side work).
+  void (*dot_rows_q8_0_q8_0)(const BlockQ8_0* x, size_t stride, int64_t nrows, const BlockQ8_0* y, int64_t nb,
+                             float* out);
+  void (*dot_rows_q4_0_q8_0)(const BlockQ4_0* x, size_t stride, int64_t nrows, const BlockQ8_0* y, int64_t nb,
+                             float* out);
 
   // ---- element-wise rows (z may equal x or y exactly; no partial overlap) ----
   void (*binary)(int op, const float* x, const float* y, float* z, int64_t n);

@@ -43,7 +43,8 @@ bool cpu_has(Isa isa) {
 #endif
     case Isa::kAvx512:
       return cpu_has(Isa::kAvx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vnni");  // the q8_0 / q4_0 dots use vpdpbusd
   }
   return false;
 #else

@@ -99,6 +99,17 @@ inline float dot_row(const KernelTable& t, Type wtype, const char* w, const char
   }
 }
 
+// nrows quantized weight rows (row r at w + r * stride) against activation row x: out[r], the same values as dot_row.
+inline void dot_rows(const KernelTable& t, Type wtype, const char* w, size_t stride, int64_t nrows, const char* x,
+                     int64_t K, float* out) {
+  const BlockQ8_0* y = reinterpret_cast<const BlockQ8_0*>(x);
+  if (wtype == Type::kQ8_0) {
+    t.dot_rows_q8_0_q8_0(reinterpret_cast<const BlockQ8_0*>(w), stride, nrows, y, K / kQK, out);
+  } else {
+    t.dot_rows_q4_0_q8_0(reinterpret_cast<const BlockQ4_0*>(w), stride, nrows, y, K / kQK, out);
+  }
+}
+
 // ---- GEMM ----
 
 struct GemmSplit {
@@ -267,6 +278,14 @@ Status matvec(const Tensor& node, const Params& p) {
     const int64_t batch = u / m_units;
     const int64_t i2 = batch % B2, i3 = batch / B2;
     const int64_t m0 = (u % m_units) * kMvChunk, m1 = std::min(M, m0 + kMvChunk);
+    if (is_quant(a.type)) {  // the unit's rows against each activation row at once (they share its loads)
+      const char* w = row_ptr(a, m0, i2 / r2, i3 / r3);
+      for (int64_t n = 0; n < N; ++n) {
+        float* out = reinterpret_cast<float*>(row_ptr_mut(node, n, i2, i3)) + m0;
+        dot_rows(t, a.type, w, a.nb[1], m1 - m0, act(batch * N + n), K, out);
+      }
+      continue;
+    }
     for (int64_t m = m0; m < m1; ++m) {
       const char* w = row_ptr(a, m, i2 / r2, i3 / r3);
       for (int64_t n = 0; n < N; ++n) {
@@ -340,6 +359,10 @@ Status run_mul_mat_id(const Tensor& node, const Params& p) {
     const char* x = buffered ? static_cast<const char*>(p.work) + static_cast<size_t>(br) * act_bytes : b_row(br);
     float* out = reinterpret_cast<float*>(row_ptr_mut(node, e, tok, 0));
     const int64_t m0 = (u % m_units) * kMvChunk, m1 = std::min(M, m0 + kMvChunk);
+    if (is_quant(as.type)) {
+      dot_rows(t, as.type, row_ptr(as, m0, expert, 0), as.nb[1], m1 - m0, x, K, out + m0);
+      continue;
+    }
     for (int64_t m = m0; m < m1; ++m) out[m] = dot_row(t, as.type, row_ptr(as, m, expert, 0), x, K);
   }
   return Status::Ok();

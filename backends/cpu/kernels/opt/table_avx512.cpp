@@ -1,9 +1,9 @@
-// Kernel table for AVX-512 (F, BW, VL, DQ; with AVX2, FMA, F16C). This file alone is compiled with those flags (see
-// the top-level CMakeLists.txt); everything in it has internal linkage except table_avx512().
+// Kernel table for AVX-512 (F, BW, VL, DQ, VNNI; with AVX2, FMA, F16C). This file alone is compiled with those flags
+// (see the top-level CMakeLists.txt); everything in it has internal linkage except table_avx512().
 #include "kernel_table.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && \
-    defined(__FMA__) && defined(__F16C__)
+    defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
 #include <cstring>
@@ -74,7 +74,9 @@ inline V vexp(V xv) {
 }
 
 #include "simd_generic.inc"
+#define TESSERA_QUANT_VNNI_DOTS
 #include "quant_x86.inc"
+#include "quant_avx512_vnni.inc"
 
 // 32 x 12 tile: 24 accumulators, two vectors of A and one broadcast of B per k.
 constexpr int kMr = 32;
@@ -107,7 +109,7 @@ void gemm_ukernel(int64_t kc, const float* ap, const float* bp, float* c, int64_
 const KernelTable kTable = {
     Isa::kAvx512, "avx512", kMr, kNr, gemm_ukernel,
     k_f16_to_f32, k_bf16_to_f32, k_q8_to_f32, k_q4_to_f32,
-    k_dot_f32, k_dot_f16, k_dot_bf16, k_dot_q8_q8, k_dot_q4_q8,
+    k_dot_f32, k_dot_f16, k_dot_bf16, k_dot_q8_vnni, k_dot_q4_vnni, k_dot_rows_q8_vnni, k_dot_rows_q4_vnni,
     k_binary, k_binary_scalar, k_scale, k_unary, k_glu,
     k_sum, k_sum_sq_dev, k_max, k_exp_sum, k_axpy, k_axpy_f16,
 };
