@@ -180,11 +180,11 @@ TEST_F(OptKernels, MulMatNonContiguous) {
 }
 
 // Matrix x vector with quantized weights at block counts that exercise every path of the block dots (the AVX-512
-// table: groups of 8 q4_0 / 4 q8_0 blocks, then single blocks; rows in groups of 4, then single rows), with plain
-// and strided weight rows.
+// table: groups of 8 q4_0 / 4 q8_0 blocks, then single blocks; activations prepared in K segments of 32 groups),
+// with plain and strided weight rows.
 TEST_F(OptKernels, MulMatQuantMatVecBlockCounts) {
   for (Type w : {Type::kQ4_0, Type::kQ8_0}) {
-    for (int64_t nb : {1, 3, 4, 5, 7, 8, 9, 12, 16, 17, 31, 33}) {
+    for (int64_t nb : {1, 3, 4, 5, 7, 8, 9, 12, 16, 17, 31, 33, 136, 264}) {
       SCOPED_TRACE(std::string(optest::tname(w)) + " blocks=" + std::to_string(nb));
       Case c(seed + static_cast<uint32_t>(nb) * 13 + static_cast<uint32_t>(w));
       const int64_t K = 32 * nb, M = c.rand_int(16, 70), N = c.rand_int(1, 3);  // enough outputs for a stable NMSE
@@ -203,8 +203,9 @@ TEST_F(OptKernels, MulMatQuantMatVecBlockCounts) {
 }
 
 // The quantized block dots of every table against exact integer sums: random blocks (q8_0 weights including -128,
-// activations in [-127, 127] as quantize_row_q8_0 makes them), odd block counts, rows at a stride larger than a row;
-// the many-rows entry point must give exactly the single-row results.
+// activations in [-127, 127] as quantize_row_q8_0 makes them), odd block counts, several K segments, more rows than
+// one batch of 16, rows at a stride larger than a row; the many-rows entry point must give exactly the single-row
+// results.
 TEST_F(OptKernels, QuantBlockDotsExact) {
   std::mt19937 rng(seed);
   auto rnd = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -213,9 +214,9 @@ TEST_F(OptKernels, QuantBlockDotsExact) {
     const cpu::opt::KernelTable* t = cpu::opt::table_for(isa);
     if (t == nullptr) continue;
     SCOPED_TRACE(t->name);
-    for (int64_t nb : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 127, 128, 129}) {
+    for (int64_t nb : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 127, 128, 129, 257, 300, 513}) {
       SCOPED_TRACE("blocks " + std::to_string(nb));
-      const int64_t rows = rnd(1, 11), pad = rnd(0, 3);  // row stride: nb + pad blocks
+      const int64_t rows = rnd(1, 40), pad = rnd(0, 3);  // row stride: nb + pad blocks
       std::vector<BlockQ8_0> y(static_cast<size_t>(nb));
       for (BlockQ8_0& blk : y) {
         blk.d = f16();

@@ -6,6 +6,7 @@
     defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace tessera::cpu::opt {
