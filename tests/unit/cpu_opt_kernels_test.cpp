@@ -376,6 +376,19 @@ TEST_F(OptKernels, SoftMax) {
   }
 }
 
+TEST_F(OptKernels, SoftMaxLongStridedRows) {
+  // Rows longer than a few vectors with a tail, read through a view with padded rows (the fused scale + mask + max
+  // pass, exp + sum, normalise); with and without an f32 mask.
+  for (bool with_mask : {false, true}) {
+    Case c(seed + 17 + with_mask);
+    const int64_t n = c.rand_int(200, 1100), rows = c.rand_int(2, 9);
+    Tensor* big = c.rand_input(Type::kF32, {n + 7, rows, 1, 1}, -6.0f, 6.0f);
+    Tensor* a = view_2d(c.ctx, big, n, rows, big->nb[1], 4 * 3);
+    Tensor* m = with_mask ? c.rand_input(Type::kF32, {n, rows, 1, 1}, -3.0f, 0.0f) : nullptr;
+    c.check(soft_max(c.ctx, a, m, c.uniform(0.2f, 1.5f)), 1e-6);
+  }
+}
+
 TEST_F(OptKernels, Rope) {
   for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
     for (bool ff : {false, true}) {

@@ -165,23 +165,24 @@ Status run_soft_max(const Tensor& node, const Params& p) {
   for (int64_t r = rows.r0; r < rows.r1; ++r) {
     const ref::RowIdx d = ref::row_idx(node, r);
     float* z = frow_mut(node, d.i1, d.i2, d.i3);
-    t.scale(frow(a, d.i1, d.i2, d.i3), scale, 0.0f, z, n);
+    const float* mrow = nullptr;
     if (m != nullptr) {
       const char* mr = row_ptr(*m, d.i1, d.i2 % m->ne[2], d.i3 % m->ne[3]);
       if (m->type == Type::kF32) {
-        t.binary(kBinAdd, z, reinterpret_cast<const float*>(mr), z, n);
+        mrow = reinterpret_cast<const float*>(mr);
       } else {
         row_to_f32(t, m->type, mr, mtmp, n);
-        t.binary(kBinAdd, z, mtmp, z, n);
+        mrow = mtmp;
       }
     }
-    const float mx = t.max(z, n);
+    // Three passes over the row (cache-resident after the first): scale + mask + max, exp + sum, normalise.
+    const float mx = t.scale_add_max(frow(a, d.i1, d.i2, d.i3), scale, mrow, z, n);
     if (mx == -INFINITY) {  // every value -inf: a row of zeros (docs/ops.md)
       std::memset(z, 0, static_cast<size_t>(n) * 4);
       continue;
     }
     const float sum = t.exp_sum(z, mx, n);
-    t.binary_scalar(kBinDiv, z, sum, z, n);
+    t.scale(z, 1.0f / sum, 0.0f, z, n);
   }
   return Status::Ok();
 }
