@@ -2,7 +2,8 @@
 //   ceilings: FMA peak (a register-only AVX-512/AVX2 kernel) and memory bandwidth (STREAM-like copy; also a read-only
 //   sum, the ceiling of a matrix x vector that only streams weights);
 //   f32 GEMM (1024^3 and 3072^3) as a fraction of FMA peak and against OpenBLAS sgemm (when built with it);
-//   q4_0 / q8_0 matrix x vector at 7B shapes (K 4096, M 11008) as a fraction of bandwidth;
+//   q4_0 / q8_0 matrix x vector at 7B shapes (K 4096, M 11008) as a fraction of bandwidth, and their block dots alone
+//   in cache (AVX2 vs AVX-512 VNNI table);
 //   element-wise ops as a fraction of bandwidth; one llama-style layer at 1 and 512 tokens, optimised vs reference.
 // Counters: GFLOPS, GBps (bytes the op must move / time), and frac (of the ceiling measured in the same run).
 // Threads: every multi-threaded number uses kThreads (the machine's 2 cores).
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -32,6 +34,7 @@ extern "C" void openblas_set_num_threads(int);
 #include "tessera/cpu.h"
 #include "tessera/graph.h"
 #include "tessera/graph_copy.h"
+#include "../backends/cpu/kernels/opt/opt_kernels.h"  // the kernel tables, for the block-dot benchmark
 
 using namespace tessera;
 
@@ -183,7 +186,7 @@ struct Bench {
   std::unique_ptr<Buffer> buf;
   std::unique_ptr<Backend> backend;
 
-  bool finish(Tensor* out, cpu::CpuKernels kernels) {
+  bool finish(Tensor* out, cpu::CpuKernels kernels, int n_threads = kThreads) {
     if (!ctx.ok() || !graph.build_forward(out).ok()) return false;
     auto b = alloc_ctx_tensors(ctx, *cpu::buffer_type());
     if (!b.ok()) return false;
@@ -203,7 +206,7 @@ struct Bench {
       for (float& x : v) x = dist(rng) * 0.1f;
       (void)tensor_from_f32(*t, v);
     }
-    backend = cpu::make_backend({.n_threads = kThreads, .kernels = kernels});
+    backend = cpu::make_backend({.n_threads = n_threads, .kernels = kernels});
     return true;
   }
   double run() {  // seconds of one compute
@@ -216,10 +219,10 @@ struct Bench {
 
 template <typename Build>
 void time_graph(benchmark::State& state, cpu::CpuKernels kernels, Build build, double flops, double bytes,
-                bool vs_bandwidth_read, bool warm_up = true) {
+                bool vs_bandwidth_read, bool warm_up = true, int n_threads = kThreads) {
   Bench b;
   Tensor* out = build(b.ctx);
-  if (!b.finish(out, kernels)) {
+  if (!b.finish(out, kernels, n_threads)) {
     state.SkipWithError("graph build/alloc failed");
     return;
   }
@@ -307,6 +310,65 @@ BENCHMARK(BM_MatVec)
     ->UseManualTime()
     ->MinTime(1.0)
     ->Unit(benchmark::kMillisecond);
+
+// The quantized block dots alone, one thread, weights in cache (K 4096, M 128: 288 KiB q4_0, 544 KiB q8_0): the
+// kernel's own speed, which bounds a matrix x vector when memory is not the limit. Arg 1 is the table: 1 avx2 (the
+// 256-bit maddubs/madd dots that the AVX-512 table also used before session 5), 2 avx512 (VNNI). ns_per_block: time
+// per 32-value weight block; GBps: weight bytes per second.
+void BM_QuantDotKernel(benchmark::State& state) {
+  const Type w = static_cast<Type>(state.range(0));
+  const auto isa = static_cast<cpu::opt::Isa>(state.range(1));
+  const cpu::opt::KernelTable* t = cpu::opt::table_for(isa);
+  if (t == nullptr) {
+    state.SkipWithError("table not available on this CPU");
+    return;
+  }
+  const int64_t nb = 4096 / 32, M = 128;
+  std::mt19937 rng(42);
+  std::vector<BlockQ8_0> y(static_cast<size_t>(nb)), x8(w == Type::kQ8_0 ? static_cast<size_t>(nb * M) : 0);
+  std::vector<BlockQ4_0> x4(w == Type::kQ4_0 ? static_cast<size_t>(nb * M) : 0);
+  auto fill = [&](int8_t* q, int n) {
+    for (int i = 0; i < n; ++i) q[i] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  };
+  for (BlockQ8_0& b : y) {
+    b.d = fp32_to_fp16(0.01f);
+    fill(b.qs, 32);
+  }
+  for (BlockQ8_0& b : x8) {
+    b.d = fp32_to_fp16(0.02f);
+    fill(b.qs, 32);
+  }
+  for (BlockQ4_0& b : x4) {
+    b.d = fp32_to_fp16(0.02f);
+    fill(reinterpret_cast<int8_t*>(b.qs), 16);
+  }
+  std::vector<float> out(static_cast<size_t>(M));
+  double best = 1e30;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (w == Type::kQ8_0) {
+      t->dot_rows_q8_0_q8_0(x8.data(), nb * sizeof(BlockQ8_0), M, y.data(), nb, out.data());
+    } else {
+      t->dot_rows_q4_0_q8_0(x4.data(), nb * sizeof(BlockQ4_0), M, y.data(), nb, out.data());
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    benchmark::DoNotOptimize(out.data());
+    best = std::min(best, s);
+    state.SetIterationTime(s);
+  }
+  const double bytes = static_cast<double>(row_size(w, nb * 32)) * M;
+  state.counters["GBps"] = bytes / best * 1e-9;
+  state.counters["ns_per_block"] = best * 1e9 / static_cast<double>(nb * M);
+  state.SetLabel(std::string(type_name(w)) + " " + t->name);
+}
+BENCHMARK(BM_QuantDotKernel)
+    ->Args({static_cast<int>(Type::kQ4_0), static_cast<int>(cpu::opt::Isa::kAvx2)})
+    ->Args({static_cast<int>(Type::kQ4_0), static_cast<int>(cpu::opt::Isa::kAvx512)})
+    ->Args({static_cast<int>(Type::kQ8_0), static_cast<int>(cpu::opt::Isa::kAvx2)})
+    ->Args({static_cast<int>(Type::kQ8_0), static_cast<int>(cpu::opt::Isa::kAvx512)})
+    ->UseManualTime()
+    ->MinTime(0.3)
+    ->Unit(benchmark::kMicrosecond);
 
 // ---- element-wise, 16 Mi f32 values (far beyond the caches) ----
 
