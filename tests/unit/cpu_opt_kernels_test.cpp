@@ -216,7 +216,8 @@ TEST_F(OptKernels, QuantBlockDotsExact) {
     SCOPED_TRACE(t->name);
     for (int64_t nb : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 127, 128, 129, 257, 300, 513}) {
       SCOPED_TRACE("blocks " + std::to_string(nb));
-      const int64_t rows = rnd(1, 40), pad = rnd(0, 3);  // row stride: nb + pad blocks
+      // more than one batch of 16 rows whenever there are several K segments; row stride: nb + pad blocks
+      const int64_t rows = nb > 128 ? rnd(17, 40) : rnd(1, 40), pad = rnd(0, 3);
       std::vector<BlockQ8_0> y(static_cast<size_t>(nb));
       for (BlockQ8_0& blk : y) {
         blk.d = f16();
