@@ -68,8 +68,7 @@ inline V vexp(V xv) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
-  const __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+  const __m512 y = _mm512_scalef_ps(p, fx);  // p * 2^fx (fx is an integer in [-126, 127]): the same bits as p * 2^n
   const __mmask16 tiny = _mm512_cmp_ps_mask(xv.v, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
   return {_mm512_mask_blend_ps(tiny, y, _mm512_setzero_ps())};
 }
