@@ -303,6 +303,8 @@ Status compute_status(ComputeStatus cs, const std::string& error) {
 }  // namespace
 
 Result<RunStats> Session::run(int evaluations, bool check_numerics) {
+  current_ = graph_;  // run() evaluates the first graph only
+  last_was_next_ = false;
   TS_RETURN_IF_ERROR(plan());
   TS_RETURN_IF_ERROR(set_inputs());
   for (int i = 0; i < std::max(evaluations, 1); ++i) {

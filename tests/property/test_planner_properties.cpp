@@ -220,6 +220,34 @@ RC_GTEST_PROP(PlannerProperties, LiveTensorsNeverOverlap, (const GraphDesc& desc
   if (std::string why = overlap_check(*g.graph, ga); !why.empty()) fail(g, why);
 }
 
+// (1b) The same for the online and the offline placement each on its own (GraphAllocator::set_placement): the
+// default keeps the smaller of the two, which would hide a defect of the one that loses. The default's total is the
+// smaller of the two totals.
+RC_GTEST_PROP(PlannerProperties, EachPlacementOnItsOwnNeverOverlaps, (const GraphDesc& desc)) {
+  BuiltGraph g = build_ok(desc);
+  using P = GraphAllocator::Placement;
+  size_t total[3] = {0, 0, 0};
+  for (P p : {P::kOnline, P::kOffline, P::kBest}) {
+    GraphAllocator probe(cpu::buffer_type());
+    probe.set_placement(p);
+    auto size = probe.reserve_size(*g.graph);
+    if (!size.ok()) fail(g, "reserve_size failed: " + size.status().to_string());
+    total[static_cast<int>(p)] = (*size)[0];
+  }
+  if (total[static_cast<int>(P::kBest)] != std::min(total[static_cast<int>(P::kOnline)],
+                                                    total[static_cast<int>(P::kOffline)])) {
+    fail(g, "the default placement is not the smaller of online (" + std::to_string(total[1]) + " bytes) and offline (" +
+                std::to_string(total[2]) + " bytes): " + std::to_string(total[0]));
+  }
+  const P p = *rc::gen::element(P::kOnline, P::kOffline);
+  RC_TAG(p == P::kOnline ? "online" : "offline");
+  GraphAllocator ga(cpu::buffer_type());
+  ga.set_placement(p);
+  Status s = ga.alloc_graph(*g.graph);
+  if (!s.ok()) fail(g, "alloc_graph failed: " + s.to_string());
+  if (std::string why = overlap_check(*g.graph, ga); !why.empty()) fail(g, why);
+}
+
 // (2) INPUT and OUTPUT tensors are never reused while live; a node shares bytes with a source only in place as SPEC 8
 // allows; tensors with memory of their own are left alone.
 RC_GTEST_PROP(PlannerProperties, ReuseOnlyInPlaceAndNeverOfLiveInputsOrOutputs, (const GraphDesc& desc)) {
