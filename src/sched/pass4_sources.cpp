@@ -1,7 +1,7 @@
 // Pass 4 (SPEC 9.4): views take their source's backend, sources take their user's, the rest the first backend that
 // supports them; a node nothing supports is a scheduling error, never left unassigned.
-#include <algorithm>
 #include <string>
+#include <unordered_map>
 
 #include "plan.h"
 
@@ -71,17 +71,17 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
   };
   std::vector<const Tensor*> roots;           // destinations, in order of their first writer
   std::vector<std::vector<int32_t>> writers;  // per destination, in node order
+  std::unordered_map<const Tensor*, size_t> group_of;
   for (int32_t id = 0; id < n; ++id) {
     if (plan.view_src(id) < 0 || plan.has(id, SchedPlan::kViewOp) || plan.has(id, SchedPlan::kNoneOp)) continue;
     const Tensor* root = root_of(plan.tensor(id));
     if (bs.fixed_buffer(*root) != nullptr || plan.backend_of(root) < 0) continue;
-    const auto it = std::find(roots.begin(), roots.end(), root);  // few destinations per graph
-    if (it == roots.end()) {
+    const auto [it, added] = group_of.emplace(root, roots.size());
+    if (added) {
       roots.push_back(root);
-      writers.push_back({id});
-    } else {
-      writers[static_cast<size_t>(it - roots.begin())].push_back(id);
+      writers.emplace_back();
     }
+    writers[it->second].push_back(id);
   }
   for (size_t r = 0; r < roots.size(); ++r) {
     const Tensor* root = roots[r];
