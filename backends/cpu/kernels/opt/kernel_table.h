@@ -69,6 +69,20 @@ struct KernelTable {
   void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n);
 };
 
+namespace {  // internal linkage in every table file: the instantiation is compiled with that file's ISA flags
+
+// A table's dot_rows_* entry for a table without a row-batched kernel: its single-row dot, row after row (so out[r]
+// is bit for bit that dot's result, as the entry requires).
+template <typename Block, float (*Dot)(const Block*, const BlockQ8_0*, int64_t)>
+void dot_rows_each(const Block* x, size_t stride, int64_t nrows, const BlockQ8_0* y, int64_t nb, float* out) {
+  for (int64_t r = 0; r < nrows; ++r) {
+    out[r] = Dot(reinterpret_cast<const Block*>(reinterpret_cast<const char*>(x) + static_cast<size_t>(r) * stride), y,
+                 nb);
+  }
+}
+
+}  // namespace
+
 const KernelTable* table_portable();
 const KernelTable* table_avx2();    // null when the build has no AVX2 code (not x86)
 const KernelTable* table_avx512();  // null when the build has no AVX-512 code (not x86)

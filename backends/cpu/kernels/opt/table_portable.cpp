@@ -60,18 +60,6 @@ float k_dot_q4_q8(const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
   return acc;
 }
 
-void k_dot_rows_q8_q8(const BlockQ8_0* x, size_t stride, int64_t nrows, const BlockQ8_0* y, int64_t nb, float* out) {
-  for (int64_t r = 0; r < nrows; ++r) {
-    out[r] = k_dot_q8_q8(reinterpret_cast<const BlockQ8_0*>(reinterpret_cast<const char*>(x) + r * stride), y, nb);
-  }
-}
-
-void k_dot_rows_q4_q8(const BlockQ4_0* x, size_t stride, int64_t nrows, const BlockQ8_0* y, int64_t nb, float* out) {
-  for (int64_t r = 0; r < nrows; ++r) {
-    out[r] = k_dot_q4_q8(reinterpret_cast<const BlockQ4_0*>(reinterpret_cast<const char*>(x) + r * stride), y, nb);
-  }
-}
-
 void k_q8_to_f32(const BlockQ8_0* x, float* y, int64_t n) { dequantize_row_q8_0(x, y, n); }
 void k_q4_to_f32(const BlockQ4_0* x, float* y, int64_t n) { dequantize_row_q4_0(x, y, n); }
 
@@ -94,7 +82,8 @@ void gemm_ukernel(int64_t kc, const float* ap, const float* bp, float* c, int64_
 const KernelTable kTable = {
     Isa::kPortable, "portable", kMr, kNr, gemm_ukernel,
     k_f16_to_f32, k_bf16_to_f32, k_q8_to_f32, k_q4_to_f32,
-    k_dot_f32, k_dot_f16, k_dot_bf16, k_dot_q8_q8, k_dot_q4_q8, k_dot_rows_q8_q8, k_dot_rows_q4_q8,
+    k_dot_f32, k_dot_f16, k_dot_bf16, k_dot_q8_q8, k_dot_q4_q8,
+    dot_rows_each<BlockQ8_0, k_dot_q8_q8>, dot_rows_each<BlockQ4_0, k_dot_q4_q8>,
     k_binary, k_binary_scalar, k_scale, k_unary, k_glu,
     k_sum, k_sum_sq_dev, k_max, k_exp_sum, k_scale_add_max, k_axpy, k_axpy_f16,
 };
