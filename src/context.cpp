@@ -75,7 +75,7 @@ Tensor* Context::new_tensor(Type type, int n, const int64_t* ne) {
                            host_used_, params_.mem_size));
     }
   }
-  Tensor& t = tensors_.emplace_back();
+  Tensor& t = add_tensor();
   t.type = type;
   for (int i = 0; i < kMaxDims; ++i) {
     t.ne[i] = shape[i];
@@ -127,7 +127,8 @@ Tensor* Context::new_view(Tensor* src, Type type, const int64_t ne[4], const siz
                          "view of %s: bytes [%zu, %zu) exceed the source's %zu bytes", describe(*src).c_str(),
                          offset, offset + span, nbytes(*src)));
   }
-  Tensor& t = tensors_.emplace_back(probe);
+  Tensor& t = add_tensor();
+  t = probe;
   t.view_src = root;
   t.view_offs = base_offs + offset;
   if (root->data != nullptr) t.data = static_cast<char*>(root->data) + t.view_offs;
@@ -135,9 +136,16 @@ Tensor* Context::new_view(Tensor* src, Type type, const int64_t ne[4], const siz
   return &t;
 }
 
+Tensor& Context::add_tensor() {
+  if (count_ == blocks_.size() * kBlock) blocks_.push_back(std::make_unique<Tensor[]>(kBlock));
+  Tensor& t = blocks_[count_ / kBlock][count_ % kBlock];
+  ++count_;
+  return t;
+}
+
 Tensor* Context::find(const char* name) {
-  for (Tensor& t : tensors_) {
-    if (std::strcmp(t.name, name) == 0) return &t;
+  for (size_t i = 0; i < count_; ++i) {
+    if (std::strcmp(tensor(i)->name, name) == 0) return tensor(i);
   }
   return nullptr;
 }

@@ -13,16 +13,16 @@ Status Graph::build_forward(Tensor* t) {
 
 // Iterative depth-first walk (graphs can be tens of thousands of nodes deep): sources in order, then the tensor.
 Status Graph::visit(Tensor* root) {
-  if (visited_.count(root) != 0) return Status::Ok();
+  if (pos_.count(root) != 0) return Status::Ok();
   std::vector<std::pair<Tensor*, int>> stack;  // tensor, next source index to visit
-  visited_.insert(root);
+  pos_.emplace(root, kPosUnknown);
   stack.emplace_back(root, 0);
   while (!stack.empty()) {
     auto& [t, next] = stack.back();
     bool descended = false;
     while (next < kMaxSrc) {
       Tensor* s = t->src[next++];
-      if (s != nullptr && visited_.insert(s).second) {
+      if (s != nullptr && pos_.emplace(s, kPosUnknown).second) {
         stack.emplace_back(s, 0);
         descended = true;
         break;
@@ -42,8 +42,10 @@ Status Graph::add_node(Tensor* t) {
     return TS_ERROR(StatusCode::kOutOfRange, "graph is full: capacity %zu nodes, adding %s", capacity_,
                     describe(*t).c_str());
   }
+  for (int j = 0; j < kMaxSrc; ++j) src_pos_.push_back(pos_or_unknown(t->src[j]));
+  node_vsrc_pos_.push_back(pos_or_unknown(t->view_src));
+  pos_[t] = static_cast<int32_t>(nodes_.size());
   nodes_.push_back(t);
-  visited_.insert(t);
   return Status::Ok();
 }
 
@@ -52,17 +54,25 @@ Status Graph::add_leaf(Tensor* t) {
     return TS_ERROR(StatusCode::kOutOfRange, "graph is full: capacity %zu leafs, adding %s", capacity_,
                     describe(*t).c_str());
   }
+  leaf_vsrc_pos_.push_back(pos_or_unknown(t->view_src));
+  pos_[t] = -2 - static_cast<int32_t>(leafs_.size());
   leafs_.push_back(t);
-  visited_.insert(t);
   return Status::Ok();
 }
 
 Graph Graph::view(size_t i0, size_t i1) const {
   Graph g(capacity_);
   if (i1 > nodes_.size()) i1 = nodes_.size();
+  auto local = [&](int32_t p) {  // a node inside the range keeps its place; anything else is not in the view
+    if (p == kNoPos) return kNoPos;
+    return p >= 0 && static_cast<size_t>(p) >= i0 && static_cast<size_t>(p) < i1 ? static_cast<int32_t>(p - i0)
+                                                                                  : kPosUnknown;
+  };
   for (size_t i = i0; i < i1; ++i) {
+    for (int j = 0; j < kMaxSrc; ++j) g.src_pos_.push_back(local(src_pos_[i * kMaxSrc + j]));
+    g.node_vsrc_pos_.push_back(local(node_vsrc_pos_[i]));
+    g.pos_[nodes_[i]] = static_cast<int32_t>(g.nodes_.size());
     g.nodes_.push_back(nodes_[i]);
-    g.visited_.insert(nodes_[i]);
   }
   return g;
 }
@@ -70,7 +80,10 @@ Graph Graph::view(size_t i0, size_t i1) const {
 void Graph::clear() {
   nodes_.clear();
   leafs_.clear();
-  visited_.clear();
+  pos_.clear();
+  src_pos_.clear();
+  node_vsrc_pos_.clear();
+  leaf_vsrc_pos_.clear();
 }
 
 }  // namespace tessera

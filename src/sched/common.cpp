@@ -1,4 +1,7 @@
 // The plan's dense tensor index and the helpers shared by the passes.
+#include <algorithm>
+#include <cstddef>
+
 #include "plan.h"
 
 namespace tessera::sched {
@@ -6,10 +9,6 @@ namespace tessera::sched {
 bool is_weight(const Tensor& t) {
   const Buffer* b = tensor_buffer(t);
   return b != nullptr && b->usage() == BufferUsage::kWeights;
-}
-
-bool is_auxiliary_source(const Tensor& node, int src_index) {
-  return (node.op == Op::kRope && src_index == 2) || (node.op == Op::kFlashAttnExt && src_index == 4);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -28,13 +27,15 @@ void SchedPlan::clear() {
   src_.clear();
   compute_nodes_.clear();
   indexed_ = nullptr;
-  n_nodes_ = n_leafs_ = n_facts_ = 0;
+  map_pending_ = false;
+  n_nodes_ = n_leafs_ = n_facts_ = n_graph_ = 0;
   copy_of_.clear();
   copy_sets_.clear();
   copy_set_keys_.clear();
   splits.clear();
   node_split.clear();
   graph_inputs.clear();
+  graph_input_ids.clear();
 }
 
 size_t SchedPlan::n_assigned() const {
@@ -44,6 +45,7 @@ size_t SchedPlan::n_assigned() const {
 }
 
 int32_t SchedPlan::intern(const Tensor* t) {
+  if (map_pending_) complete_map();  // t may be one of the graph's tensors
   bool inserted = false;
   const int32_t id = ids_.insert(t, static_cast<int32_t>(tensors_.size()), &inserted);
   if (!inserted) return id;
@@ -58,23 +60,66 @@ int32_t SchedPlan::intern(const Tensor* t) {
   return id;
 }
 
-// The facts of ids [from, end): view source, fixed buffer type, flags. Interning a view source appends it, so the
-// loop reaches it too.
-void SchedPlan::read_facts(const BackendSet& bs, size_t from) {
-  for (size_t i = from; i < tensors_.size(); ++i) {
-    const Tensor& t = *tensors_[i];
-    if (t.view_src != nullptr) vsrc_[i] = intern(t.view_src);
-    const Buffer* fixed = bs.fixed_buffer(t);
-    fixed_buft_[i] = fixed != nullptr ? fixed->type() : nullptr;
-    const Buffer* b = tensor_buffer(t);
-    uint8_t f = 0;
-    if (b != nullptr && b->usage() == BufferUsage::kWeights) f |= kIsWeight;
-    if (b != nullptr && b->is_host()) f |= kHostBuffer;
-    if ((t.flags & kFlagInput) != 0) f |= kInputFlag;
-    if (op_is_view(t.op)) f |= kViewOp;
-    if (t.op == Op::kNone) f |= kNoneOp;
-    facts_[i] = f;
+int32_t SchedPlan::add_fresh(const Tensor* t) {
+  bool inserted = false;
+  const int32_t id = ids_.insert(t, static_cast<int32_t>(tensors_.size()), &inserted);
+  if (!inserted) return id;  // (not fresh after all: keep its id)
+  tensors_.push_back(t);
+  backend_.push_back(-1);
+  cause_.push_back(Cause::kUnassigned);
+  op_memo_.push_back(0);
+  vsrc_.push_back(-1);
+  fixed_buft_.push_back(nullptr);
+  facts_.push_back(0);
+  copy_origin_.push_back(-1);
+  return id;
+}
+
+void SchedPlan::complete_map() const {
+  map_pending_ = false;
+  bool inserted = false;
+  for (size_t i = 0; i < n_graph_; ++i) ids_.insert(tensors_[i], static_cast<int32_t>(i), &inserted);
+}
+
+int32_t SchedPlan::resolve(const Tensor* t, int32_t pos) {
+  if (t == nullptr) return -1;
+  int64_t id = -1;
+  if (pos >= 0) {
+    id = pos < static_cast<int64_t>(n_nodes_) ? pos : -1;
+  } else if (pos != Graph::kPosUnknown && pos != Graph::kNoPos) {
+    const int64_t leaf = -2 - static_cast<int64_t>(pos);
+    id = leaf < static_cast<int64_t>(n_leafs_) ? static_cast<int64_t>(n_nodes_) + leaf : -1;
   }
+  if (id >= 0 && tensors_[static_cast<size_t>(id)] == t) return static_cast<int32_t>(id);
+  return intern(t);
+}
+
+// The facts of id i (tensor t): view source, fixed buffer type, flags. The graph's nodes and leafs find their view
+// source by position; other tensors intern it (appending it, so read_facts reaches it too).
+inline void SchedPlan::read_fact(const BackendSet& bs, size_t i, const Tensor& t) {
+  if (t.view_src != nullptr) {
+    if (i < n_nodes_) {
+      vsrc_[i] = resolve(t.view_src, indexed_->node_view_src_position(i));
+    } else if (i < n_graph_) {
+      vsrc_[i] = resolve(t.view_src, indexed_->leaf_view_src_position(i - n_nodes_));
+    } else {
+      vsrc_[i] = intern(t.view_src);
+    }
+  }
+  const Buffer* fixed = bs.fixed_buffer(t);
+  fixed_buft_[i] = fixed != nullptr ? fixed->type() : nullptr;
+  const Buffer* b = tensor_buffer(t);
+  uint8_t f = 0;
+  if (b != nullptr && b->usage() == BufferUsage::kWeights) f |= kIsWeight;
+  if (b != nullptr && b->is_host()) f |= kHostBuffer;
+  if ((t.flags & kFlagInput) != 0) f |= kInputFlag;
+  if (op_is_view(t.op)) f |= kViewOp;
+  if (t.op == Op::kNone) f |= kNoneOp;
+  facts_[i] = f;
+}
+
+void SchedPlan::read_facts(const BackendSet& bs, size_t from) {
+  for (size_t i = from; i < tensors_.size(); ++i) read_fact(bs, i, *tensors_[i]);
   n_facts_ = tensors_.size();
 }
 
@@ -90,7 +135,9 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   indexed_ = &g;
   n_nodes_ = g.n_nodes();
   n_leafs_ = g.n_leafs();
-  const size_t expect = n_nodes_ + n_leafs_ + n_nodes_ / 8 + 16;
+  n_graph_ = n_nodes_ + n_leafs_;
+  copy_stride_ = static_cast<size_t>(std::clamp(bs.size(), 1, static_cast<int>(kMaxBackendsPerCopy)));
+  const size_t expect = n_graph_ + n_nodes_ / 8 + 16;
   ids_.reserve(expect);
   tensors_.reserve(expect);
   backend_.reserve(expect);
@@ -100,34 +147,72 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   fixed_buft_.reserve(expect);
   facts_.reserve(expect);
   copy_origin_.reserve(expect);
-  for (const Tensor* t : g.nodes()) intern(t);  // node i has id i
-  for (const Tensor* t : g.leafs()) intern(t);  // leaf i has id n_nodes + i
-  src_.resize((n_nodes_ + n_leafs_) * kMaxSrc);
-  for (size_t i = 0; i < n_nodes_ + n_leafs_; ++i) {
-    const Tensor* t = tensors_[i];
+  // Node i has id i, leaf i id n_nodes + i. They enter the pointer map only if a lookup needs them.
+  tensors_.insert(tensors_.end(), g.nodes().begin(), g.nodes().end());
+  tensors_.insert(tensors_.end(), g.leafs().begin(), g.leafs().end());
+  backend_.resize(n_graph_, -1);
+  cause_.resize(n_graph_, Cause::kUnassigned);
+  op_memo_.resize(n_graph_, 0);
+  vsrc_.resize(n_graph_, -1);
+  fixed_buft_.resize(n_graph_, nullptr);
+  facts_.resize(n_graph_, 0);
+  copy_origin_.resize(n_graph_, -1);
+  map_pending_ = true;
+  src_.resize(n_graph_ * kMaxSrc);
+  // One pass over the tensors (sources and facts together), prefetching a few tensors ahead: on a large graph the
+  // Tensors (over 300 bytes each) are far beyond the caches, and reading each once is most of the cost.
+  constexpr size_t kAhead = 8;
+  auto prefetch = [&](size_t i) {
+    const char* p = reinterpret_cast<const char*>(tensors_[i]);
+    __builtin_prefetch(p + offsetof(Tensor, op));
+    __builtin_prefetch(p + offsetof(Tensor, src));
+    __builtin_prefetch(p + offsetof(Tensor, buffer));
+  };
+  for (size_t i = 0; i < std::min(kAhead, n_graph_); ++i) prefetch(i);
+  for (size_t i = 0; i < n_graph_; ++i) {
+    if (i + kAhead < n_graph_) prefetch(i + kAhead);
+    const Tensor& t = *tensors_[i];
     int32_t* out = &src_[i * kMaxSrc];
-    for (int j = 0; j < kMaxSrc; ++j) out[j] = t->src[j] != nullptr ? intern(t->src[j]) : -1;
+    if (i < n_nodes_) {
+      const int32_t* pos = g.src_positions(i);
+      for (int j = 0; j < kMaxSrc; ++j) out[j] = t.src[j] != nullptr ? resolve(t.src[j], pos[j]) : -1;
+    } else {  // leafs rarely have sources
+      for (int j = 0; j < kMaxSrc; ++j) out[j] = t.src[j] != nullptr ? intern(t.src[j]) : -1;
+    }
+    read_fact(bs, i, t);
   }
-  read_facts(bs, 0);
+  if (n_graph_ < tensors_.size()) read_facts(bs, n_graph_);  // sources outside the graph, interned above
+  n_facts_ = tensors_.size();
   compute_nodes_.reserve(n_nodes_);
   for (size_t i = 0; i < n_nodes_; ++i) {
     if ((facts_[i] & kViewOp) == 0) compute_nodes_.push_back(static_cast<int32_t>(i));
   }
-  for (const auto& [t, a] : kept) set(t, a.backend, a.cause);
+  for (const auto& [t, a] : kept) {  // a graph tensor by its position, another one as a new id: no map completion
+    const int32_t pos = g.position(t);
+    set_id(pos == Graph::kPosUnknown ? add_fresh(t) : resolve(t, pos), a.backend, a.cause);
+  }
   if (n_facts_ < tensors_.size()) read_facts(bs, n_facts_);
 }
 
 int32_t SchedPlan::add_copy_set(int32_t id, int backend, const std::array<Tensor*, kParallelCopies>& copies,
                                 bool graph_input) {
-  const size_t need = (static_cast<size_t>(id) + 1) * kMaxBackendsPerCopy;
-  if (copy_of_.size() < need) copy_of_.resize(std::max(need, tensors_.size() * kMaxBackendsPerCopy), -1);
+  if (static_cast<size_t>(backend) >= copy_stride_) {  // a backend set larger than the one indexed with: widen
+    std::vector<int32_t> wide(copy_of_.size() / copy_stride_ * kMaxBackendsPerCopy, -1);
+    for (size_t i = 0; i < copy_of_.size(); ++i) {
+      wide[i / copy_stride_ * kMaxBackendsPerCopy + i % copy_stride_] = copy_of_[i];
+    }
+    copy_of_.swap(wide);
+    copy_stride_ = kMaxBackendsPerCopy;
+  }
+  const size_t need = (static_cast<size_t>(id) + 1) * copy_stride_;
+  if (copy_of_.size() < need) copy_of_.resize(std::max(need, tensors_.size() * copy_stride_), -1);
   const auto set = static_cast<int32_t>(copy_sets_.size());
   copy_sets_.push_back(copies);
   copy_set_keys_.push_back({id, backend, graph_input});
-  copy_of_[static_cast<size_t>(id) * kMaxBackendsPerCopy + static_cast<size_t>(backend)] = set;
+  copy_of_[static_cast<size_t>(id) * copy_stride_ + static_cast<size_t>(backend)] = set;
   for (Tensor* c : copies) {
     if (c == nullptr) continue;
-    const int32_t cid = intern(c);
+    const int32_t cid = add_fresh(c);
     set_id(cid, backend, Cause::kCopy);
     copy_origin_[static_cast<size_t>(cid)] = id;
   }

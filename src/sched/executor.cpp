@@ -22,9 +22,11 @@ ComputeStatus Scheduler::Impl::execute() {
 
   // Pipelined user inputs: copy the user's values into this evaluation's slot, once no earlier evaluation that used
   // the slot can still read it.
-  for (Tensor* in : plan.graph_inputs) {
-    const int b = plan.backend_of(in);
-    Tensor* cpy = plan.copy(in, b, cur);
+  for (size_t k = 0; k < plan.graph_inputs.size(); ++k) {
+    Tensor* in = plan.graph_inputs[k];
+    const int32_t id = plan.graph_input_ids[k];
+    const int b = plan.backend(id);
+    Tensor* cpy = plan.copy_in_set(plan.copy_set(id, b), cur);
     Status s;
     if (Event* ev = event(b, cur)) {
       ev->synchronize();
@@ -58,7 +60,7 @@ ComputeStatus Scheduler::Impl::execute() {
     for (size_t k = 0; k < sp.inputs.size(); ++k) {
       Tensor* in = sp.inputs[k];
       Tensor* cpy = sp.input_copies[k][static_cast<size_t>(cur)];
-      const int ib = plan.backend_of(in);
+      const int ib = plan.backend(sp.input_ids[k]);
       Backend& src_backend = *backends[static_cast<size_t>(ib)];
       Status s;
       if (in->op == Op::kNone && (in->flags & kFlagInput) != 0) {

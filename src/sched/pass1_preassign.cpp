@@ -39,7 +39,7 @@ Result<int> backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, 
   const Tensor& t = *plan.tensor(id);
   for (int j = 0; j < kMaxSrc; ++j) {
     const int32_t s = plan.src(static_cast<size_t>(id), j);
-    if (s < 0 || is_auxiliary_source(t, j) || !plan.has(s, SchedPlan::kIsWeight)) continue;
+    if (s < 0 || !plan.has(s, SchedPlan::kIsWeight) || is_auxiliary_source(t, j)) continue;
     const int b = backend_from_buffer(plan, bs, plan.fixed_buft(s), id);
     if (b == bs.last() && opt.op_offload && plan.has(s, SchedPlan::kHostBuffer)) {
       for (int o = 0; o < bs.last(); ++o) {

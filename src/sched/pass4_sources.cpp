@@ -65,17 +65,13 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
   // them need one backend. Candidates in order: the destination's backend (the writers move to it), then each
   // writer's backend (the destination, with its views, moves), then any backend; the first that can run every writer
   // and hold the destination without moving a pinned tensor wins.
-  auto root_of = [](const Tensor* t) {
-    while (t->view_src != nullptr) t = t->view_src;
-    return t;
-  };
-  std::vector<const Tensor*> roots;           // destinations, in order of their first writer
+  std::vector<int32_t> roots;                 // destinations, in order of their first writer
   std::vector<std::vector<int32_t>> writers;  // per destination, in node order
-  std::unordered_map<const Tensor*, size_t> group_of;
+  std::unordered_map<int32_t, size_t> group_of;
   for (int32_t id = 0; id < n; ++id) {
     if (plan.view_src(id) < 0 || plan.has(id, SchedPlan::kViewOp) || plan.has(id, SchedPlan::kNoneOp)) continue;
-    const Tensor* root = root_of(plan.tensor(id));
-    if (bs.fixed_buffer(*root) != nullptr || plan.backend_of(root) < 0) continue;
+    const int32_t root = plan.root(id);
+    if (plan.fixed_buft(root) != nullptr || plan.backend(root) < 0) continue;
     const auto [it, added] = group_of.emplace(root, roots.size());
     if (added) {
       roots.push_back(root);
@@ -84,13 +80,14 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
     writers[it->second].push_back(id);
   }
   for (size_t r = 0; r < roots.size(); ++r) {
-    const Tensor* root = roots[r];
+    const int32_t root = roots[r];
+    const Tensor& root_t = *plan.tensor(root);
     const std::vector<int32_t>& ws = writers[r];
-    const int rb = plan.backend_of(root);
-    const bool root_pinned = plan.cause_of(root) == Cause::kUser;
+    const int rb = plan.backend(root);
+    const bool root_pinned = plan.cause(root) == Cause::kUser;
     auto fits = [&](int b) {
       if (root_pinned && b != rb) return false;
-      if (root->op != Op::kNone && !bs.supports_op(b, *root)) return false;
+      if (root_t.op != Op::kNone && !plan.supports(bs, root, b)) return false;
       for (const int32_t w : ws) {
         if (plan.cause(w) == Cause::kUser && plan.backend(w) != b) return false;
         if (!plan.supports(bs, w, b)) return false;
@@ -113,12 +110,12 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
       return TS_ERROR(StatusCode::kUnsupported,
                       "scheduling error: no backend can hold %s (on %s, %s) and run every node that writes into it: "
                       "%s",
-                      describe(*root).c_str(), bs.name(rb), cause_name(plan.cause_of(root)), who.c_str());
+                      describe(root_t).c_str(), bs.name(rb), cause_name(plan.cause(root)), who.c_str());
     }
     if (target != rb) {
-      plan.set(root, target, plan.cause_of(root));
-      for (const Tensor* v : g.nodes()) {
-        if (op_is_view(v->op) && root_of(v) == root) plan.set(v, target, Cause::kViewOfSrc);
+      plan.set_id(root, target, plan.cause(root));
+      for (int32_t v = 0; v < n; ++v) {
+        if (plan.has(v, SchedPlan::kViewOp) && plan.view_src(v) >= 0 && plan.root(v) == root) plan.set_id(v, target, Cause::kViewOfSrc);
       }
     }
     for (const int32_t w : ws) {

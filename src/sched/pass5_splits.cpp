@@ -62,19 +62,22 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
   // Does source s need a copy to be read on backend b?
   auto foreign = [&](int32_t s, int b) { return plan.backend(s) != b && !buffer_supported(plan, bs, s, b); };
 
-  auto root_of = [](const Tensor* t) {
-    while (t->view_src != nullptr) t = t->view_src;
-    return t;
-  };
   // User inputs that a node writes in place (the destination of a CPY or SET_ROWS): they get no per-slot copies, or
-  // the write would land in the input while later readers read the copy.
-  std::unordered_set<const Tensor*> written;
+  // the write would land in the input while later readers read the copy. By id; ids of tensors met later (copies)
+  // are never written.
+  std::vector<uint8_t> written;
   if (pipelined) {
-    for (const Tensor* n : g.nodes()) {
-      if (n->view_src != nullptr && !op_is_view(n->op)) written.insert(root_of(n));
+    written.assign(g.n_nodes() + g.n_leafs(), 0);
+    for (size_t i = 0; i < g.n_nodes(); ++i) {
+      const auto id = static_cast<int32_t>(i);
+      if (plan.view_src(id) >= 0 && !plan.has(id, SchedPlan::kViewOp)) {
+        const auto r = static_cast<size_t>(plan.root(id));
+        if (r < written.size()) written[r] = 1;
+      }
     }
   }
-  std::unordered_set<const Tensor*> copied_roots;  // roots of the tensors copied for split inputs so far
+  auto is_written = [&](int32_t id) { return static_cast<size_t>(id) < written.size() && written[static_cast<size_t>(id)] != 0; };
+  std::unordered_set<int32_t> copied_roots;  // roots of the tensors copied for split inputs so far
 
   Split* cur = nullptr;
   int cur_split = -1;
@@ -84,7 +87,6 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
       plan.node_split[i] = cur_split;
       continue;
     }
-    Tensor* node = g.node(i);
     const int nb = plan.backend(id);
     bool need_new = cur == nullptr || nb != cur->backend;
     if (!need_new && !cur->inputs.empty()) {
@@ -94,7 +96,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
         if (s < 0 || !foreign(s, nb)) continue;
         // A weight on a backend this one cannot read: start a new split, so the memory of the weights copied for
         // the previous split can be reused.
-        if (plan.has(s, SchedPlan::kIsWeight) && !is_auxiliary_source(*node, j)) {
+        if (plan.has(s, SchedPlan::kIsWeight) && !is_auxiliary_source(*g.node(i), j)) {
           need_new = true;
           break;
         }
@@ -108,7 +110,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
     if (need_new) {
       if (cur != nullptr) cur->i_end = i;
       // The first split starts at node 0: views met before it belong to it (the planner initialises them there).
-      plan.splits.push_back(Split{nb, plan.splits.empty() ? 0 : i, i, {}, {}});
+      plan.splits.push_back(Split{nb, plan.splits.empty() ? 0 : i, i, {}, {}, {}});
       cur = &plan.splits.back();
       ++cur_split;
       if (cur_split == 0) {
@@ -117,27 +119,29 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
     }
     plan.node_split[i] = cur_split;
 
+    // The node's Tensor is read only to rewrite a source: its sources are in the plan (plan.tensor(s) is the
+    // pointer node->src[j] holds), and on a large graph each first read of a Tensor is a cache miss.
     for (int j = 0; j < kMaxSrc; ++j) {
       const int32_t s = plan.src(i, j);
       if (s < 0) continue;
-      Tensor* st = node->src[j];
       const int sb = plan.backend(s);
       if (sb < 0) {
         return TS_ERROR(StatusCode::kFailed, "internal: source %s of %s has no backend after pass 4",
-                        describe(*st).c_str(), describe(*node).c_str());
+                        describe(*plan.tensor(s)).c_str(), describe(*g.node(i)).c_str());
       }
       // With pipelining, user inputs get per-slot copies on their own backend, so the user can overwrite them while
       // an earlier evaluation still reads the previous values.
-      Tensor* read = st;
+      Tensor* read = nullptr;  // the copy to read instead, if any
       // (Leafs only: a computed tensor flagged input is produced by its node, not written by the user.)
-      if (pipelined && st->op == Op::kNone && plan.has(s, SchedPlan::kInputFlag) && !plan.is_copy(st) &&
-          written.count(st) == 0) {
+      if (pipelined && plan.has(s, SchedPlan::kNoneOp) && plan.has(s, SchedPlan::kInputFlag) && !plan.is_copy_id(s) &&
+          !is_written(s)) {
         int32_t set = plan.copy_set(s, sb);
         if (set < 0) {
           Result<int32_t> made = make_copies(plan, bs, s, sb, opt.n_copies, true);
           if (!made.ok()) return made.status();
           set = *made;
-          plan.graph_inputs.push_back(st);
+          plan.graph_inputs.push_back(g.node(i)->src[j]);
+          plan.graph_input_ids.push_back(s);
         }
         if (sb == nb || !foreign(s, nb)) read = plan.copy_in_set(set, static_cast<int>(slot));
       }
@@ -147,26 +151,28 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
           Result<int32_t> made = make_copies(plan, bs, s, nb, opt.n_copies, false);
           if (!made.ok()) return made.status();
           set = *made;
-          cur->inputs.push_back(st);
+          cur->inputs.push_back(g.node(i)->src[j]);
+          cur->input_ids.push_back(s);
           cur->input_copies.push_back(plan.copy_set_copies(set));
-          copied_roots.insert(root_of(st));
+          copied_roots.insert(plan.root(s));
         }
         read = plan.copy_in_set(set, static_cast<int>(slot));
       }
-      if (read != st) {
-        plan.rewrites.push_back({node, j, st});
+      if (read != nullptr) {
+        Tensor* node = g.node(i);
+        plan.rewrites.push_back({node, j, node->src[j]});
         node->src[j] = read;
       }
     }
     // A node that writes into a tensor (CPY, SET_ROWS) makes the copies made so far of that tensor and its views
     // stale: later readers on other backends get fresh copies (earlier splits keep theirs in input_copies). A graph
     // input's own per-slot copies stay.
-    if (node->view_src != nullptr && copied_roots.count(root_of(node)) != 0) {
-      const Tensor* r = root_of(node);
+    if (plan.view_src(id) >= 0 && !copied_roots.empty() && copied_roots.count(plan.root(id)) != 0) {
+      const int32_t r = plan.root(id);
       for (size_t set = 0; set < plan.n_copy_sets(); ++set) {
         const auto k = static_cast<int32_t>(set);
         if (!plan.copy_set_live(k) || plan.copy_set_key(k).graph_input) continue;
-        if (root_of(plan.tensor(plan.copy_set_key(k).id)) == r) plan.drop_copy_set(k);
+        if (plan.root(plan.copy_set_key(k).id) == r) plan.drop_copy_set(k);
       }
       copied_roots.erase(r);
     }
@@ -176,7 +182,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
   } else if (g.n_nodes() > 0) {
     // Only views: one split that computes nothing, so that the planner still gives the views their addresses.
     const int b = plan.backend(0);
-    plan.splits.push_back(Split{b >= 0 ? b : bs.last(), 0, g.n_nodes(), {}, {}});
+    plan.splits.push_back(Split{b >= 0 ? b : bs.last(), 0, g.n_nodes(), {}, {}, {}});
     plan.node_split.assign(g.n_nodes(), 0);
   }
   return Status::Ok();

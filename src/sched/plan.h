@@ -84,6 +84,7 @@ struct Split {
   int backend = -1;
   size_t i_start = 0, i_end = 0;  // node range of the user's graph
   std::vector<Tensor*> inputs;    // tensors (as the user's graph has them) copied into this split's backend
+  std::vector<int32_t> input_ids;  // their ids in the plan
   // The per-slot copies of each input (same order). Usually plan.copy(input, backend, slot), shared with earlier
   // splits on this backend; a fresh set when the input was written in place since those copies were made.
   std::vector<std::array<Tensor*, kParallelCopies>> input_copies;
@@ -105,11 +106,11 @@ class SchedPlan {
  public:
   // ---- assignments (any tensor) ----
   int backend_of(const Tensor* t) const {
-    const int32_t id = ids_.find(t);
+    const int32_t id = find(t);
     return id < 0 ? -1 : backend_[static_cast<size_t>(id)];
   }
   Cause cause_of(const Tensor* t) const {
-    const int32_t id = ids_.find(t);
+    const int32_t id = find(t);
     return id < 0 ? Cause::kUnassigned : cause_[static_cast<size_t>(id)];
   }
   void set(const Tensor* t, int b, Cause c) { set_id(intern(t), b, c); }
@@ -126,7 +127,9 @@ class SchedPlan {
   // ---- dense ids (valid after index(g)) ----
   void index(const Graph& g, const BackendSet& bs);
   int32_t intern(const Tensor* t);  // the id of t, a new one when t has none
-  int32_t id_of(const Tensor* t) const { return ids_.find(t); }
+  // A new id for a tensor made by the scheduler (a copy, a dependency node): known to have none, no lookup.
+  int32_t add_fresh(const Tensor* t);
+  int32_t id_of(const Tensor* t) const { return find(t); }
   const Tensor* tensor(int32_t id) const { return tensors_[static_cast<size_t>(id)]; }
   int backend(int32_t id) const { return backend_[static_cast<size_t>(id)]; }
   Cause cause(int32_t id) const { return cause_[static_cast<size_t>(id)]; }
@@ -137,6 +140,11 @@ class SchedPlan {
   // Source j of node i (the node's id is i), -1 when none.
   int32_t src(size_t node, int j) const { return src_[node * kMaxSrc + static_cast<size_t>(j)]; }
   int32_t view_src(int32_t id) const { return vsrc_[static_cast<size_t>(id)]; }
+  // The tensor whose memory id aliases: the end of the view_src chain (a view_src is normally that root already).
+  int32_t root(int32_t id) const {
+    while (vsrc_[static_cast<size_t>(id)] >= 0) id = vsrc_[static_cast<size_t>(id)];
+    return id;
+  }
   // The type of the buffer that constrains the tensor (BackendSet::fixed_buffer), or null.
   const BufferType* fixed_buft(int32_t id) const { return fixed_buft_[static_cast<size_t>(id)]; }
   enum Fact : uint8_t {
@@ -165,6 +173,7 @@ class SchedPlan {
   std::vector<Split> splits;
   std::vector<int> node_split;  // split of each node of the user's graph (-1 for views before the first split)
   std::vector<Tensor*> graph_inputs;  // user INPUT tensors with per-slot copies on their own backend (parallel)
+  std::vector<int32_t> graph_input_ids;  // their ids
   struct Rewrite {
     Tensor* node;
     int src;
@@ -179,8 +188,8 @@ class SchedPlan {
     return set < 0 ? nullptr : copy_sets_[static_cast<size_t>(set)][static_cast<size_t>(slot)];
   }
   int32_t copy_set(int32_t id, int backend) const {
-    if (id < 0 || static_cast<size_t>(id) >= copy_of_.size() / kMaxBackendsPerCopy) return -1;
-    return copy_of_[static_cast<size_t>(id) * kMaxBackendsPerCopy + static_cast<size_t>(backend)];
+    if (id < 0 || static_cast<size_t>(id) >= copy_of_.size() / copy_stride_) return -1;
+    return copy_of_[static_cast<size_t>(id) * copy_stride_ + static_cast<size_t>(backend)];
   }
   Tensor* copy_in_set(int32_t set, int slot) const {
     return copy_sets_[static_cast<size_t>(set)][static_cast<size_t>(slot)];
@@ -208,17 +217,29 @@ class SchedPlan {
   void drop_copy_set(int32_t set) {
     const CopySetKey& k = copy_set_key(set);
     if (copy_set(k.id, k.backend) == set) {
-      copy_of_[static_cast<size_t>(k.id) * kMaxBackendsPerCopy + static_cast<size_t>(k.backend)] = -1;
+      copy_of_[static_cast<size_t>(k.id) * copy_stride_ + static_cast<size_t>(k.backend)] = -1;
     }
   }
-  bool is_copy(const Tensor* t) const {
-    const int32_t id = id_of(t);
-    return id >= 0 && copy_origin_[static_cast<size_t>(id)] >= 0;
-  }
+  bool is_copy(const Tensor* t) const { return is_copy_id(id_of(t)); }
+  bool is_copy_id(int32_t id) const { return id >= 0 && copy_origin_[static_cast<size_t>(id)] >= 0; }
   static constexpr size_t kMaxBackendsPerCopy = 16;
 
  private:
-  detail::TensorIdMap ids_;
+  // Pointer -> id. The graph's own nodes and leafs (ids below n_graph_) enter it only when a lookup needs them
+  // (map_pending_): the passes reach them by position (Graph::src_positions), so a split that nobody queries by
+  // pointer never hashes them.
+  mutable detail::TensorIdMap ids_;
+  mutable bool map_pending_ = false;
+  int32_t find(const Tensor* t) const {
+    const int32_t id = ids_.find(t);
+    if (id >= 0 || !map_pending_) return id;
+    complete_map();
+    return ids_.find(t);
+  }
+  void complete_map() const;
+  // The id of t, which the graph recorded at position pos; checked against the pointer (the graph may have been
+  // changed since), looked up when it does not match.
+  int32_t resolve(const Tensor* t, int32_t pos);
   std::vector<const Tensor*> tensors_;
   std::vector<int8_t> backend_;
   std::vector<Cause> cause_;
@@ -232,11 +253,15 @@ class SchedPlan {
   const Graph* indexed_ = nullptr;
   size_t n_nodes_ = 0, n_leafs_ = 0;
   size_t n_facts_ = 0;  // ids whose facts were read
-  // copies: per (id, backend) the index of its copy set, -1 when none
+  size_t n_graph_ = 0;  // n_nodes_ + n_leafs_ once indexed
+  // copies: per (id, backend) the index of its copy set, -1 when none; copy_stride_ entries per id (the number of
+  // backends, set by index())
   std::vector<int32_t> copy_of_;
+  size_t copy_stride_ = kMaxBackendsPerCopy;
   std::vector<std::array<Tensor*, kParallelCopies>> copy_sets_;
   std::vector<CopySetKey> copy_set_keys_;
   void read_facts(const BackendSet& bs, size_t from);
+  void read_fact(const BackendSet& bs, size_t i, const Tensor& t);
 };
 
 // True when backend b can use t's memory: t's buffer type (or its view source's), or when t has no memory yet, the
@@ -245,7 +270,9 @@ bool buffer_supported(const SchedPlan& plan, const BackendSet& bs, int32_t t, in
 // Highest-priority backend that supports the buffer type `buft` and the op of tensor `op`; -1 if none or no buft.
 int backend_from_buffer(SchedPlan& plan, const BackendSet& bs, const BufferType* buft, int32_t op);
 // Weight-like sources that are auxiliary and tiny: they never decide placement (ROPE frequency factors, FA sinks).
-bool is_auxiliary_source(const Tensor& node, int src_index);
+inline bool is_auxiliary_source(const Tensor& node, int src_index) {
+  return (node.op == Op::kRope && src_index == 2) || (node.op == Op::kFlashAttnExt && src_index == 4);
+}
 bool is_weight(const Tensor& t);  // in a buffer whose usage is WEIGHTS
 
 Status pass1_preassign(SchedPlan& plan, const Graph& g, const BackendSet& bs, const PassOptions& opt);

@@ -163,7 +163,7 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
   leaf_backends.reserve(sched_leafs.capacity());
   // node i of g has id i, leaf i id n_nodes + i (SchedPlan::index)
   auto bid_of = [&](int b) { return buft_id[static_cast<size_t>(b < 0 ? static_cast<int>(backends.size()) - 1 : b)]; };
-  auto bid = [&](const Tensor* t) { return bid_of(plan.backend_of(t)); };
+
   node_backends.clear();
   leaf_backends.clear();
   for (const auto& sp : plan.splits) {
@@ -175,10 +175,11 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
       dep->op = Op::kView;
       dep->src[0] = in;
       format_name(*dep, "%.40s (dep)", in->name);
-      plan.set(dep, plan.backend_of(in), Cause::kCopy);
+      const int in_backend = plan.backend(sp.input_ids[k]);
+      plan.set_id(plan.add_fresh(dep), in_backend, Cause::kCopy);
       sched_nodes.push_back(dep);
-      node_ids.push_back(bid(in));
-      node_backends.push_back(plan.backend_of(in));
+      node_ids.push_back(bid_of(in_backend));
+      node_backends.push_back(in_backend);
       // the copy is placed when its split starts, and freed after its last reader
       sched_nodes.push_back(sp.input_copies[k][static_cast<size_t>(s_slot)]);
       node_ids.push_back(region_id(buft_id[static_cast<size_t>(sp.backend)]));
@@ -191,9 +192,9 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
       node_backends.push_back(b);
     }
   }
-  for (Tensor* in : plan.graph_inputs) {  // only with pipelining
-    const int b = plan.backend_of(in);
-    sched_leafs.push_back(plan.copy(in, b, s_slot));
+  for (const int32_t id : plan.graph_input_ids) {  // only with pipelining
+    const int b = plan.backend(id);
+    sched_leafs.push_back(plan.copy_in_set(plan.copy_set(id, b), s_slot));
     leaf_ids.push_back(region_id(buft_id[static_cast<size_t>(b)]));
     leaf_backends.push_back(b);
   }

@@ -7,7 +7,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <vector>
 
@@ -51,16 +50,20 @@ class Context {
   void clear_error() { status_ = Status::Ok(); }
 
   // Every tensor of the context, in creation order.
-  size_t tensor_count() const { return tensors_.size(); }
-  Tensor* tensor(size_t i) { return &tensors_[i]; }
+  size_t tensor_count() const { return count_; }
+  Tensor* tensor(size_t i) { return &blocks_[i / kBlock][i % kBlock]; }
   Tensor* find(const char* name);  // first tensor with that name, or nullptr
   size_t host_bytes_used() const { return host_used_; }
 
  private:
   void* alloc_host(size_t size);
+  Tensor& add_tensor();  // a fresh default tensor at the end
 
   ContextParams params_;
-  std::deque<Tensor> tensors_;  // deque: addresses stay valid as it grows
+  // Tensors in blocks of kBlock (addresses stay valid as it grows; one allocation per block, neighbours adjacent).
+  static constexpr size_t kBlock = 64;
+  std::vector<std::unique_ptr<Tensor[]>> blocks_;
+  size_t count_ = 0;
   struct AlignedFree {
     void operator()(void* p) const;
   };

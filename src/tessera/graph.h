@@ -2,7 +2,8 @@
 #pragma once
 
 #include <cstddef>
-#include <unordered_set>
+#include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "tessera/status.h"
@@ -37,16 +38,36 @@ class Graph {
   const std::vector<Tensor*>& leafs() const { return leafs_; }
   // Negative indices count from the end (node(-1) is the last node).
   Tensor* node_at(long i) const { return nodes_[i < 0 ? static_cast<long>(nodes_.size()) + i : i]; }
-  bool visited(const Tensor* t) const { return visited_.count(t) != 0; }
+  bool visited(const Tensor* t) const { return pos_.count(t) != 0; }
   void clear();
+
+  // ---- positions (for the scheduler: numbering a graph's tensors without a pointer lookup per source) ----
+  // A position encodes where a tensor is in this graph: p >= 0 is node p, p <= -2 is leaf -2 - p; kNoPos means no
+  // tensor (a null source), kPosUnknown a tensor that was not in the graph when the position was recorded.
+  static constexpr int32_t kNoPos = -1;
+  static constexpr int32_t kPosUnknown = INT32_MIN;
+  // The position of t, kPosUnknown when t is not in the graph (one hash lookup).
+  int32_t position(const Tensor* t) const {
+    auto it = pos_.find(t);
+    return it == pos_.end() ? kPosUnknown : it->second;
+  }
+  // The positions of node i's kMaxSrc sources, and of its view source, as they were when node i was added. The
+  // tensors may have changed since (a source replaced by hand): a caller checks the pointer at the position against
+  // the tensor's before trusting it.
+  const int32_t* src_positions(size_t i) const { return &src_pos_[i * kMaxSrc]; }
+  int32_t node_view_src_position(size_t i) const { return node_vsrc_pos_[i]; }
+  int32_t leaf_view_src_position(size_t i) const { return leaf_vsrc_pos_[i]; }
 
  private:
   Status visit(Tensor* t);
+  int32_t pos_or_unknown(const Tensor* t) const { return t == nullptr ? kNoPos : position(t); }
 
   size_t capacity_;
   std::vector<Tensor*> nodes_;
   std::vector<Tensor*> leafs_;
-  std::unordered_set<const Tensor*> visited_;
+  std::unordered_map<const Tensor*, int32_t> pos_;  // every visited tensor; kPosUnknown while on the walk's stack
+  std::vector<int32_t> src_pos_;                     // kMaxSrc per node
+  std::vector<int32_t> node_vsrc_pos_, leaf_vsrc_pos_;
 };
 
 }  // namespace tessera

@@ -281,3 +281,48 @@ TEST(Graph, OrderIsDeterministic) {
   EXPECT_EQ(a, b);
   EXPECT_EQ(a.front(), "w4");  // depth-first from the output: the last layer's weight is its first source
 }
+
+// The positions the scheduler numbers sources by (hand-worked on a 3-node graph): node p is p, leaf p is -2 - p,
+// a null source kNoPos, and a view keeps the places of the nodes inside its range only.
+TEST(Graph, PositionsOfSourcesAndViewSourcesAreRecordedWhenANodeIsAdded) {
+  Context ctx({.no_alloc = true});
+  Tensor* x = ctx.new_tensor_2d(Type::kF32, 4, 2);  // leaf 0
+  Tensor* w = ctx.new_tensor_2d(Type::kF32, 4, 2);  // leaf 1
+  Tensor* a = mul(ctx, x, w);                       // node 0
+  Tensor* r = reshape_1d(ctx, a, 8);                // node 1, a view of a
+  Tensor* b = add(ctx, r, reshape_1d(ctx, x, 8));   // node 3 (node 2: the reshape of x, a view of leaf 0)
+  Graph g;
+  ASSERT_TRUE(g.build_forward(b).ok());
+  ASSERT_EQ(g.n_nodes(), 4u);
+  ASSERT_EQ(g.n_leafs(), 2u);
+  EXPECT_EQ(g.position(x), -2);
+  EXPECT_EQ(g.position(w), -3);
+  EXPECT_EQ(g.position(a), 0);
+  EXPECT_EQ(g.position(r), 1);
+  EXPECT_EQ(g.position(b), 3);
+  Tensor outsider;
+  EXPECT_EQ(g.position(&outsider), Graph::kPosUnknown);
+  EXPECT_EQ(g.src_positions(0)[0], -2);
+  EXPECT_EQ(g.src_positions(0)[1], -3);
+  EXPECT_EQ(g.src_positions(0)[2], Graph::kNoPos);
+  EXPECT_EQ(g.src_positions(1)[0], 0);  // the reshape reads a
+  EXPECT_EQ(g.node_view_src_position(1), 0);
+  EXPECT_EQ(g.node_view_src_position(2), -2);  // the reshape of x aliases leaf 0
+  EXPECT_EQ(g.node_view_src_position(0), Graph::kNoPos);
+  EXPECT_EQ(g.src_positions(3)[0], 1);
+  EXPECT_EQ(g.src_positions(3)[1], 2);
+  EXPECT_EQ(g.leaf_view_src_position(0), Graph::kNoPos);
+
+  Graph v = g.view(1, 4);  // nodes 1..3 become 0..2; node 0 and the leafs are not in the view
+  EXPECT_EQ(v.position(r), 0);
+  EXPECT_EQ(v.position(a), Graph::kPosUnknown);
+  EXPECT_EQ(v.src_positions(0)[0], Graph::kPosUnknown);
+  EXPECT_EQ(v.node_view_src_position(0), Graph::kPosUnknown);
+  EXPECT_EQ(v.src_positions(2)[0], 0);
+  EXPECT_EQ(v.src_positions(2)[1], 1);
+  EXPECT_EQ(v.src_positions(2)[2], Graph::kNoPos);
+
+  g.clear();
+  EXPECT_EQ(g.position(a), Graph::kPosUnknown);
+  EXPECT_FALSE(g.visited(x));
+}

@@ -1,5 +1,7 @@
 // Scheduler pass 1, pre-assignment (SPEC 9.1): dst, view_src, the scheduling error, input, weight, offload (and its
 // anchor defects), auxiliary weights, user pins, compute buffers.
+#include <utility>
+
 #include "sched_pass_fixture.h"
 
 using ::testing::HasSubstr;
@@ -437,6 +439,55 @@ TEST_F(SchedPass1, EverythingElseStaysUnassigned) {
   build(out);
   ASSERT_TRUE(run().ok());
   for (const Tensor* t : {a, b, s, v, out}) EXPECT_TRUE(Unassigned(t));
+}
+
+
+// ---- numbering: the graph's recorded positions are checked against the pointers ----
+
+// The plan numbers sources by the positions the graph recorded when it was built; a source replaced by hand since
+// (by another tensor of the graph, or by one outside it) must still be read by its pointer, and decide placement.
+TEST_F(SchedPass1, SourcesReplacedAfterTheGraphWasBuiltAreNumberedByTheirPointer) {
+  Tensor* a = tensor("a");
+  Tensor* b = tensor("b");
+  Tensor* w = tensor("w");
+  place(gpu1_buft, {w}, BufferUsage::kWeights);
+  Tensor* s = named(add(ctx, a, b), "s");
+  Tensor* out = named(mul(ctx, s, b), "out");
+  build(out);
+  std::swap(s->src[0], s->src[1]);  // s = b + a: both still in the graph, at each other's recorded position
+  out->src[1] = w;                  // out = s * w: w is not in the graph
+  ASSERT_TRUE(run().ok());
+  const int32_t is = plan.id_of(s), io = plan.id_of(out);
+  ASSERT_GE(is, 0);
+  ASSERT_GE(io, 0);
+  EXPECT_EQ(plan.tensor(plan.src(static_cast<size_t>(is), 0)), b);
+  EXPECT_EQ(plan.tensor(plan.src(static_cast<size_t>(is), 1)), a);
+  EXPECT_EQ(plan.tensor(plan.src(static_cast<size_t>(io), 0)), s);
+  EXPECT_EQ(plan.tensor(plan.src(static_cast<size_t>(io), 1)), w);
+  EXPECT_EQ(plan.id_of(w), plan.src(static_cast<size_t>(io), 1));
+  // the weight outside the graph decides out's backend; nothing else moved
+  EXPECT_TRUE(Assigned(out, kGpu1, Cause::kWeight));
+  EXPECT_TRUE(Unassigned(s));
+  EXPECT_TRUE(Unassigned(a));
+}
+
+// Looking a graph tensor up by pointer after the passes (explain, the report) finds the id the passes used, also
+// for a tensor the passes never looked up (the pointer map is filled on demand).
+TEST_F(SchedPass1, EveryGraphTensorIsFoundByPointerAfterThePass) {
+  Tensor* a = tensor("a");
+  Tensor* b = tensor("b");
+  place(gpu0_buft, {a});
+  Tensor* s = named(add(ctx, a, b), "s");
+  Tensor* out = named(scale(ctx, s, 2.0f), "out");
+  build(out);
+  ASSERT_TRUE(run().ok());
+  for (size_t i = 0; i < graph.n_nodes(); ++i) EXPECT_EQ(plan.id_of(graph.node(i)), static_cast<int32_t>(i));
+  for (size_t i = 0; i < graph.n_leafs(); ++i) {
+    EXPECT_EQ(plan.id_of(graph.leaf(i)), static_cast<int32_t>(graph.n_nodes() + i));
+  }
+  EXPECT_EQ(plan.backend_of(a), kGpu0);
+  Tensor stranger;
+  EXPECT_EQ(plan.id_of(&stranger), -1);
 }
 
 }  // namespace
