@@ -281,7 +281,11 @@ TEST_F(OptKernels, MulMatId) {
       SCOPED_TRACE(std::string(optest::tname(w)) + (shared_b ? " b shared by experts" : " b per expert"));
       Case c(seed + static_cast<uint32_t>(w) * 5 + shared_b);
       const int64_t K = is_quant(w) ? 32 * c.rand_int(1, 20) : c.rand_int(1, 100);
-      const int64_t M = c.rand_int(1, 40), n_expert = 4, n_used = 2, T = c.rand_int(1, 5);
+      // Quantized weights: the activations are quantized to q8_0 too, and the NMSE of a handful of outputs can be
+      // dominated by one sum that cancels (seed 2522441193 drew M = 1: NMSE 0.0125 on 2 outputs). At least 16 rows
+      // per expert make the NMSE an average, as in the MUL_MAT cases (mm_tol).
+      const int64_t M = is_quant(w) ? c.rand_int(16, 40) : c.rand_int(1, 40), n_expert = 4, n_used = 2,
+                    T = c.rand_int(1, 5);
       Tensor* as = c.rand_input(w, {K, M, n_expert, 1});
       Tensor* b = c.rand_input(Type::kF32, {K, shared_b ? 1 : n_used, T, 1});
       Tensor* ids = c.ids({n_used, T, 1, 1}, static_cast<int32_t>(n_expert));
