@@ -21,46 +21,92 @@ struct PlanInfo {
 };
 
 // Dense ids for the tensors of a graph: node i is id i, leaf i is n_nodes + i, then sources and view sources outside
-// the graph. The planner keeps its per-tensor records in arrays indexed by these ids (one pointer lookup per source
-// reference while indexing, none in the walk).
+// the graph. The planner keeps its per-tensor records in arrays indexed by these ids. When the graph carries positions
+// (GraphNodes::positions) a source's id comes from its position, checked against the pointer; otherwise, or when the
+// check fails, from a pointer lookup. The pointer map gets the graph's nodes and leafs only when a lookup needs them.
 struct GraphIndex {
   detail::TensorIdMap ids;
+  bool map_pending = false;  // the nodes and leafs are not in `ids` yet
+  size_t lookups = 0;        // pointer lookups of the last build (GraphAllocator::index_lookups)
   std::vector<Tensor*> tensors;
   std::vector<int32_t> src;   // n_nodes * kMaxSrc, -1: none
   std::vector<int32_t> vsrc;  // per id, -1: not a view
   size_t n_nodes = 0, n_leafs = 0;
   std::vector<PlanInfo> info;  // make_plan's records, per id (kept here so its memory is reused)
 
+  void complete_map() {
+    map_pending = false;
+    lookups += n_nodes + n_leafs;
+    bool inserted = false;
+    for (size_t i = 0; i < n_nodes + n_leafs; ++i) ids.insert(tensors[i], static_cast<int32_t>(i), &inserted);
+  }
   int32_t intern(Tensor* t) {
+    if (map_pending) complete_map();
+    ++lookups;
     bool inserted = false;
     const int32_t id = ids.insert(t, static_cast<int32_t>(tensors.size()), &inserted);
     if (inserted) tensors.push_back(t);
     return id;
   }
+  // The id of t, recorded at position pos (Graph's encoding), when the tensor there is t; else by pointer.
+  int32_t resolve(Tensor* t, int32_t pos) {
+    int64_t id = -1;
+    if (pos >= 0) {
+      id = static_cast<size_t>(pos) < n_nodes ? pos : -1;
+    } else if (pos != Graph::kPosUnknown && pos != Graph::kNoPos) {
+      const int64_t leaf = -2 - static_cast<int64_t>(pos);
+      id = static_cast<size_t>(leaf) < n_leafs ? static_cast<int64_t>(n_nodes) + leaf : -1;
+    }
+    if (id >= 0 && tensors[static_cast<size_t>(id)] == t) return static_cast<int32_t>(id);
+    return intern(t);
+  }
   void build(GraphNodes g) {
+    lookups = 0;
     ids.clear();
     tensors.clear();
     n_nodes = g.n_nodes();
     n_leafs = g.n_leafs();
+    const GraphNodes::Positions* pos = g.positions();
     ids.reserve(n_nodes + n_leafs + n_nodes / 8 + 16);
     tensors.reserve(n_nodes + n_leafs + n_nodes / 8 + 16);
-    for (Tensor* t : g.nodes()) intern(t);
-    for (Tensor* t : g.leafs()) intern(t);
+    tensors.insert(tensors.end(), g.nodes().begin(), g.nodes().end());
+    tensors.insert(tensors.end(), g.leafs().begin(), g.leafs().end());
+    map_pending = true;
+    if (pos == nullptr) complete_map();  // every source is looked up anyway
     src.resize(n_nodes * kMaxSrc);
+    vsrc.assign(n_nodes + n_leafs, -1);
     for (size_t i = 0; i < n_nodes; ++i) {
-      Tensor* const* in = tensors[i]->src;
+      Tensor* const t = tensors[i];
       int32_t* out = &src[i * kMaxSrc];
-      for (int j = 0; j < kMaxSrc; ++j) out[j] = in[j] != nullptr ? intern(in[j]) : -1;
+      for (int j = 0; j < kMaxSrc; ++j) {
+        Tensor* s = t->src[j];
+        out[j] = s == nullptr ? -1 : pos != nullptr ? resolve(s, pos->src[i * kMaxSrc + static_cast<size_t>(j)])
+                                                    : intern(s);
+      }
+      if (t->view_src != nullptr) {
+        vsrc[i] = pos != nullptr ? resolve(t->view_src, pos->node_view_src[i]) : intern(t->view_src);
+      }
     }
-    vsrc.clear();
-    for (size_t i = 0; i < tensors.size(); ++i) {  // interning a view source appends it: the loop reaches it too
+    for (size_t i = 0; i < n_leafs; ++i) {
+      Tensor* v = tensors[n_nodes + i]->view_src;
+      if (v != nullptr) vsrc[n_nodes + i] = pos != nullptr ? resolve(v, pos->leaf_view_src[i]) : intern(v);
+    }
+    // sources and view sources outside the graph: their view sources (interning appends, the loop reaches them)
+    for (size_t i = n_nodes + n_leafs; i < tensors.size(); ++i) {
       Tensor* v = tensors[i]->view_src;
       const int32_t id = v != nullptr ? intern(v) : -1;
       vsrc.push_back(id);
     }
   }
-  int32_t find(const Tensor* t) const { return ids.find(t); }
+  int32_t find(const Tensor* t) {
+    const int32_t id = ids.find(t);
+    if (id >= 0 || !map_pending) return id;
+    complete_map();
+    return ids.find(t);
+  }
 };
+
+size_t GraphAllocator::index_lookups() const { return index_ != nullptr ? index_->lookups : 0; }
 
 GraphIndex& GraphAllocator::index_of(GraphNodes graph) const {
   if (index_ == nullptr) index_ = std::make_unique<GraphIndex>();
@@ -127,8 +173,7 @@ Buffer* GraphAllocator::chunk_buffer(int buft_id, int chunk, int replica) const 
 // Which node or leaf a source is. Reading another INPUT leaf changes no lifetime (INPUT leafs are placed first and
 // never freed), so those compare equal whatever their position: a scheduler rotating through per-slot input copies
 // keeps its plan.
-GraphAllocator::SrcRef GraphAllocator::src_ref(const GraphIndex& index, const Tensor* s) {
-  const int32_t id = index.find(s);
+GraphAllocator::SrcRef GraphAllocator::src_ref(const GraphIndex& index, const Tensor* s, int32_t id) {
   if (id < 0 || static_cast<size_t>(id) >= index.n_nodes + index.n_leafs) return {SrcRef::kOther, -1};
   if (static_cast<size_t>(id) < index.n_nodes) return {SrcRef::kNode, id};
   if ((s->flags & kFlagInput) != 0) return {SrcRef::kInputLeaf, -1};
@@ -560,7 +605,7 @@ std::string GraphAllocator::needs_replan(GraphNodes graph) const {
     if (std::string why = check(node, np.dst); !why.empty()) return why;
     for (int j = 0; j < kMaxSrc; ++j) {
       const Tensor* s = node->src[j];
-      const SrcRef ref = s != nullptr ? src_ref(index, s) : SrcRef{};
+      const SrcRef ref = s != nullptr ? src_ref(index, s, index.src[i * kMaxSrc + static_cast<size_t>(j)]) : SrcRef{};
       if (ref.kind != np.ref[j].kind || ref.index != np.ref[j].index) {
         return format_message("source %d of node %zu %s is not the node/leaf it was at plan time", j, i,
                               describe(*node).c_str());

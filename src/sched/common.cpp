@@ -31,6 +31,7 @@ void SchedPlan::clear() {
   n_nodes_ = n_leafs_ = n_facts_ = n_graph_ = 0;
   copy_of_.clear();
   copy_sets_.clear();
+  copy_set_ids_.clear();
   copy_set_keys_.clear();
   splits.clear();
   node_split.clear();
@@ -210,11 +211,14 @@ int32_t SchedPlan::add_copy_set(int32_t id, int backend, const std::array<Tensor
   copy_sets_.push_back(copies);
   copy_set_keys_.push_back({id, backend, graph_input});
   copy_of_[static_cast<size_t>(id) * copy_stride_ + static_cast<size_t>(backend)] = set;
-  for (Tensor* c : copies) {
-    if (c == nullptr) continue;
-    const int32_t cid = add_fresh(c);
+  std::array<int32_t, kParallelCopies>& cids = copy_set_ids_.emplace_back();
+  for (size_t k = 0; k < copies.size(); ++k) {
+    cids[k] = -1;
+    if (copies[k] == nullptr) continue;
+    const int32_t cid = add_fresh(copies[k]);
     set_id(cid, backend, Cause::kCopy);
     copy_origin_[static_cast<size_t>(cid)] = id;
+    cids[k] = cid;
   }
   return set;
 }

@@ -110,7 +110,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
     if (need_new) {
       if (cur != nullptr) cur->i_end = i;
       // The first split starts at node 0: views met before it belong to it (the planner initialises them there).
-      plan.splits.push_back(Split{nb, plan.splits.empty() ? 0 : i, i, {}, {}, {}});
+      plan.splits.push_back(Split{nb, plan.splits.empty() ? 0 : i, i, {}, {}, {}, {}});
       cur = &plan.splits.back();
       ++cur_split;
       if (cur_split == 0) {
@@ -132,6 +132,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
       // With pipelining, user inputs get per-slot copies on their own backend, so the user can overwrite them while
       // an earlier evaluation still reads the previous values.
       Tensor* read = nullptr;  // the copy to read instead, if any
+      int32_t read_id = -1;
       // (Leafs only: a computed tensor flagged input is produced by its node, not written by the user.)
       if (pipelined && plan.has(s, SchedPlan::kNoneOp) && plan.has(s, SchedPlan::kInputFlag) && !plan.is_copy_id(s) &&
           !is_written(s)) {
@@ -143,7 +144,10 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
           plan.graph_inputs.push_back(g.node(i)->src[j]);
           plan.graph_input_ids.push_back(s);
         }
-        if (sb == nb || !foreign(s, nb)) read = plan.copy_in_set(set, static_cast<int>(slot));
+        if (sb == nb || !foreign(s, nb)) {
+          read = plan.copy_in_set(set, static_cast<int>(slot));
+          read_id = plan.copy_id_in_set(set, static_cast<int>(slot));
+        }
       }
       if (foreign(s, nb)) {
         int32_t set = plan.copy_set(s, nb);
@@ -154,13 +158,15 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
           cur->inputs.push_back(g.node(i)->src[j]);
           cur->input_ids.push_back(s);
           cur->input_copies.push_back(plan.copy_set_copies(set));
+          cur->input_sets.push_back(set);
           copied_roots.insert(plan.root(s));
         }
         read = plan.copy_in_set(set, static_cast<int>(slot));
+        read_id = plan.copy_id_in_set(set, static_cast<int>(slot));
       }
       if (read != nullptr) {
         Tensor* node = g.node(i);
-        plan.rewrites.push_back({node, j, node->src[j]});
+        plan.rewrites.push_back({node, j, node->src[j], i, read_id});
         node->src[j] = read;
       }
     }
@@ -182,7 +188,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
   } else if (g.n_nodes() > 0) {
     // Only views: one split that computes nothing, so that the planner still gives the views their addresses.
     const int b = plan.backend(0);
-    plan.splits.push_back(Split{b >= 0 ? b : bs.last(), 0, g.n_nodes(), {}, {}, {}});
+    plan.splits.push_back(Split{b >= 0 ? b : bs.last(), 0, g.n_nodes(), {}, {}, {}, {}});
     plan.node_split.assign(g.n_nodes(), 0);
   }
   return Status::Ok();

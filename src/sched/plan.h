@@ -88,6 +88,7 @@ struct Split {
   // The per-slot copies of each input (same order). Usually plan.copy(input, backend, slot), shared with earlier
   // splits on this backend; a fresh set when the input was written in place since those copies were made.
   std::vector<std::array<Tensor*, kParallelCopies>> input_copies;
+  std::vector<int32_t> input_sets;  // the plan's copy set of each input (same order)
 };
 
 struct PassOptions {
@@ -178,6 +179,8 @@ class SchedPlan {
     Tensor* node;
     int src;
     Tensor* original;
+    size_t node_index;    // the node's index in the graph (= its id)
+    int32_t replacement;  // id of the copy now read
   };
   std::vector<Rewrite> rewrites;  // restored on reset
   std::unique_ptr<Context> copy_ctx;
@@ -194,6 +197,10 @@ class SchedPlan {
   Tensor* copy_in_set(int32_t set, int slot) const {
     return copy_sets_[static_cast<size_t>(set)][static_cast<size_t>(slot)];
   }
+  int32_t copy_id_in_set(int32_t set, int slot) const {
+    return copy_set_ids_[static_cast<size_t>(set)][static_cast<size_t>(slot)];
+  }
+  size_t n_ids() const { return tensors_.size(); }
   // Registers a new set of per-slot copies of tensor `id` in backend b; returns the set. graph_input: a graph input's
   // own per-slot copies (pipelined).
   int32_t add_copy_set(int32_t id, int backend, const std::array<Tensor*, kParallelCopies>& copies,
@@ -259,6 +266,7 @@ class SchedPlan {
   std::vector<int32_t> copy_of_;
   size_t copy_stride_ = kMaxBackendsPerCopy;
   std::vector<std::array<Tensor*, kParallelCopies>> copy_sets_;
+  std::vector<std::array<int32_t, kParallelCopies>> copy_set_ids_;  // the copies' ids (-1: no copy)
   std::vector<CopySetKey> copy_set_keys_;
   void read_facts(const BackendSet& bs, size_t from);
   void read_fact(const BackendSet& bs, size_t i, const Tensor& t);

@@ -151,21 +151,19 @@ Status Scheduler::Impl::split(Graph& g, int slot_for_sources) {
 void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
   size_t n_inputs = 0;
   for (const auto& sp : plan.splits) n_inputs += sp.inputs.size();
-  sched_nodes.clear();
-  sched_leafs.clear();
-  node_ids.clear();
-  leaf_ids.clear();
-  sched_nodes.reserve(g.n_nodes() + 2 * n_inputs);
-  sched_leafs.reserve(g.n_leafs() + plan.graph_inputs.size());
-  node_ids.reserve(sched_nodes.capacity());
-  node_backends.reserve(sched_nodes.capacity());
-  leaf_ids.reserve(sched_leafs.capacity());
-  leaf_backends.reserve(sched_leafs.capacity());
+  for (auto* v : {&sched_nodes, &sched_leafs}) v->clear();
+  for (auto* v : {&node_ids, &leaf_ids, &node_backends, &leaf_backends}) v->clear();
+  for (auto* v : {&sched_node_pid, &sched_leaf_pid, &sched_dep_input}) v->clear();
+  const size_t n_sched_nodes = g.n_nodes() + 2 * n_inputs, n_sched_leafs = g.n_leafs() + plan.graph_inputs.size();
+  sched_nodes.reserve(n_sched_nodes);
+  sched_leafs.reserve(n_sched_leafs);
+  for (auto* v : {&node_ids, &node_backends}) v->reserve(n_sched_nodes);
+  for (auto* v : {&sched_node_pid, &sched_dep_input}) v->reserve(n_sched_nodes);
+  for (auto* v : {&leaf_ids, &leaf_backends}) v->reserve(n_sched_leafs);
+  sched_leaf_pid.reserve(n_sched_leafs);
   // node i of g has id i, leaf i id n_nodes + i (SchedPlan::index)
   auto bid_of = [&](int b) { return buft_id[static_cast<size_t>(b < 0 ? static_cast<int>(backends.size()) - 1 : b)]; };
 
-  node_backends.clear();
-  leaf_backends.clear();
   for (const auto& sp : plan.splits) {
     for (size_t k = 0; k < sp.inputs.size(); ++k) {
       Tensor* in = sp.inputs[k];
@@ -176,33 +174,68 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
       dep->src[0] = in;
       format_name(*dep, "%.40s (dep)", in->name);
       const int in_backend = plan.backend(sp.input_ids[k]);
-      plan.set_id(plan.add_fresh(dep), in_backend, Cause::kCopy);
-      sched_nodes.push_back(dep);
-      node_ids.push_back(bid_of(in_backend));
-      node_backends.push_back(in_backend);
+      const int32_t dep_id = plan.add_fresh(dep);
+      plan.set_id(dep_id, in_backend, Cause::kCopy);
+      add_sched_node(dep, dep_id, sp.input_ids[k], bid_of(in_backend), in_backend);
       // the copy is placed when its split starts, and freed after its last reader
-      sched_nodes.push_back(sp.input_copies[k][static_cast<size_t>(s_slot)]);
-      node_ids.push_back(region_id(buft_id[static_cast<size_t>(sp.backend)]));
-      node_backends.push_back(sp.backend);
+      add_sched_node(sp.input_copies[k][static_cast<size_t>(s_slot)], plan.copy_id_in_set(sp.input_sets[k], s_slot),
+                     -1, region_id(buft_id[static_cast<size_t>(sp.backend)]), sp.backend);
     }
     for (size_t i = sp.i_start; i < sp.i_end; ++i) {
       const int b = plan.backend(static_cast<int32_t>(i));
-      sched_nodes.push_back(g.node(i));
-      node_ids.push_back(bid_of(b));
-      node_backends.push_back(b);
+      add_sched_node(g.node(i), static_cast<int32_t>(i), -1, bid_of(b), b);
     }
   }
   for (const int32_t id : plan.graph_input_ids) {  // only with pipelining
     const int b = plan.backend(id);
-    sched_leafs.push_back(plan.copy_in_set(plan.copy_set(id, b), s_slot));
-    leaf_ids.push_back(region_id(buft_id[static_cast<size_t>(b)]));
-    leaf_backends.push_back(b);
+    const int32_t set = plan.copy_set(id, b);
+    add_sched_leaf(plan.copy_in_set(set, s_slot), plan.copy_id_in_set(set, s_slot),
+                   region_id(buft_id[static_cast<size_t>(b)]), b);
   }
   for (size_t i = 0; i < g.n_leafs(); ++i) {
-    const int b = plan.backend(static_cast<int32_t>(g.n_nodes() + i));
-    sched_leafs.push_back(g.leaf(i));
-    leaf_ids.push_back(bid_of(b));
-    leaf_backends.push_back(b);
+    const auto id = static_cast<int32_t>(g.n_nodes() + i);
+    const int b = plan.backend(id);
+    add_sched_leaf(g.leaf(i), id, bid_of(b), b);
+  }
+  record_sched_positions(g);
+}
+
+// The planner graph's positions, from the plan's ids: every tensor of the lists has one (user nodes and leafs, the
+// dependency nodes, the copies); the plan knows each user node's sources and view source, and pass 5's rewrites say
+// which copy replaced a source. The planner checks each position against the pointer, so a case missed here costs a
+// lookup there, never a wrong plan.
+void Scheduler::Impl::record_sched_positions(const Graph& g) {
+  sched_pos.assign(plan.n_ids(), Graph::kPosUnknown);
+  for (size_t k = 0; k < sched_nodes.size(); ++k) sched_pos[static_cast<size_t>(sched_node_pid[k])] = static_cast<int32_t>(k);
+  for (size_t k = 0; k < sched_leafs.size(); ++k) {
+    sched_pos[static_cast<size_t>(sched_leaf_pid[k])] = -2 - static_cast<int32_t>(k);
+  }
+  auto pos_of = [&](int32_t id) {
+    if (id < 0) return Graph::kNoPos;
+    return static_cast<size_t>(id) < sched_pos.size() ? sched_pos[static_cast<size_t>(id)] : Graph::kPosUnknown;
+  };
+  const auto n_user = static_cast<int32_t>(g.n_nodes());
+  sched_src_pos.assign(sched_nodes.size() * kMaxSrc, Graph::kNoPos);
+  sched_node_vsrc_pos.assign(sched_nodes.size(), Graph::kNoPos);
+  for (size_t k = 0; k < sched_nodes.size(); ++k) {
+    const int32_t pid = sched_node_pid[k];
+    int32_t* out = &sched_src_pos[k * kMaxSrc];
+    if (pid < n_user) {  // a node of the user's graph (sources as the user had them; rewrites below)
+      for (int j = 0; j < kMaxSrc; ++j) out[j] = pos_of(plan.src(static_cast<size_t>(pid), j));
+      sched_node_vsrc_pos[k] = pos_of(plan.view_src(pid));
+    } else if (const int32_t in = sched_dep_input[k]; in >= 0) {  // a dependency node: a view of its input
+      out[0] = pos_of(in);
+      sched_node_vsrc_pos[k] = pos_of(plan.view_src(in) >= 0 ? plan.view_src(in) : in);
+    }  // a copy: no sources, not a view
+  }
+  for (const auto& r : plan.rewrites) {
+    const int32_t k = pos_of(static_cast<int32_t>(r.node_index));
+    if (k >= 0) sched_src_pos[static_cast<size_t>(k) * kMaxSrc + static_cast<size_t>(r.src)] = pos_of(r.replacement);
+  }
+  sched_leaf_vsrc_pos.assign(sched_leafs.size(), Graph::kNoPos);
+  for (size_t k = 0; k < sched_leafs.size(); ++k) {
+    const int32_t pid = sched_leaf_pid[k];
+    if (pid < static_cast<int32_t>(g.n_nodes() + g.n_leafs())) sched_leaf_vsrc_pos[k] = pos_of(plan.view_src(pid));
   }
 }
 
@@ -380,6 +413,7 @@ int Scheduler::n_splits() const { return static_cast<int>(impl_->plan.splits.siz
 int Scheduler::n_copies() const { return impl_->n_copies; }
 int Scheduler::current_slot() const { return impl_->slot; }
 int Scheduler::reserve_count() const { return impl_->reserves; }
+size_t Scheduler::planner_index_lookups() const { return impl_->galloc->index_lookups(); }
 size_t Scheduler::buffer_size(int backend) const {
   if (backend < 0 || backend >= n_backends()) return 0;
   const Impl& m = *impl_;

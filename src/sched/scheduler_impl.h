@@ -31,7 +31,28 @@ struct Scheduler::Impl {
   // What the planner sees (SPEC 9.5): node and leaf lists, no Graph (its duplicate check is not needed: the lists are
   // built from an already deduplicated graph). Reused across splits.
   std::vector<Tensor*> sched_nodes, sched_leafs;
-  GraphNodes sched_graph() const { return {sched_nodes, sched_leafs}; }
+  // Where each node's sources and each tensor's view source are in those lists (GraphNodes::Positions), so the
+  // planner numbers them without pointer lookups; sched_pos is the position of each plan id (scratch).
+  std::vector<int32_t> sched_src_pos, sched_node_vsrc_pos, sched_leaf_vsrc_pos, sched_pos;
+  std::vector<int32_t> sched_node_pid, sched_leaf_pid;  // plan id of each node / leaf of the lists
+  std::vector<int32_t> sched_dep_input;                 // per node: the input's plan id for a dependency node, else -1
+  GraphNodes sched_graph() const {
+    return {sched_nodes, sched_leafs, {sched_src_pos, sched_node_vsrc_pos, sched_leaf_vsrc_pos}};
+  }
+  void record_sched_positions(const Graph& g);
+  void add_sched_node(Tensor* t, int32_t pid, int32_t dep_input, int buft, int backend) {
+    sched_nodes.push_back(t);
+    sched_node_pid.push_back(pid);
+    sched_dep_input.push_back(dep_input);
+    node_ids.push_back(buft);
+    node_backends.push_back(backend);
+  }
+  void add_sched_leaf(Tensor* t, int32_t pid, int buft, int backend) {
+    sched_leafs.push_back(t);
+    sched_leaf_pid.push_back(pid);
+    leaf_ids.push_back(buft);
+    leaf_backends.push_back(backend);
+  }
   std::vector<int> node_ids, leaf_ids;                // buffer type id per node/leaf of sched_graph
   std::vector<int> node_backends, leaf_backends;            // backend per node/leaf of sched_graph
   std::vector<int> prev_node_backends, prev_leaf_backends;  // for the re-reserve rule

@@ -19,20 +19,39 @@ struct GraphIndex;
 
 // The nodes and leafs the planner works on: a Graph's, or lists the caller built (the scheduler's planner graph, which
 // needs no Graph and its duplicate check). Converts implicitly from a Graph, which must outlive it.
+//
+// Optionally it carries where each node's sources and each tensor's view source are in these lists (positions
+// encoded as Graph's: p >= 0 node p, p <= -2 leaf -2 - p, Graph::kNoPos none, Graph::kPosUnknown not known), so the
+// planner numbers the tensors without a pointer lookup. A Graph supplies its own; a position is always checked
+// against the pointer before it is used, so a stale one costs a lookup, never a wrong plan.
 class GraphNodes {
  public:
-  GraphNodes(const Graph& g) : nodes_(g.nodes()), leafs_(g.leafs()) {}  // NOLINT(google-explicit-constructor)
-  GraphNodes(std::span<Tensor* const> nodes, std::span<Tensor* const> leafs) : nodes_(nodes), leafs_(leafs) {}
+  struct Positions {
+    std::span<const int32_t> src;             // kMaxSrc per node
+    std::span<const int32_t> node_view_src;   // per node
+    std::span<const int32_t> leaf_view_src;   // per leaf
+    bool valid(size_t n_nodes, size_t n_leafs) const {
+      return src.size() == n_nodes * kMaxSrc && node_view_src.size() == n_nodes && leaf_view_src.size() == n_leafs;
+    }
+  };
+  GraphNodes(const Graph& g)  // NOLINT(google-explicit-constructor)
+      : nodes_(g.nodes()), leafs_(g.leafs()), pos_{g.all_src_positions(), g.node_view_src_positions(),
+                                                    g.leaf_view_src_positions()} {}
+  GraphNodes(std::span<Tensor* const> nodes, std::span<Tensor* const> leafs, Positions pos = {})
+      : nodes_(nodes), leafs_(leafs), pos_(pos) {}
   std::span<Tensor* const> nodes() const { return nodes_; }
   std::span<Tensor* const> leafs() const { return leafs_; }
   size_t n_nodes() const { return nodes_.size(); }
   size_t n_leafs() const { return leafs_.size(); }
   Tensor* node(size_t i) const { return nodes_[i]; }
   Tensor* leaf(size_t i) const { return leafs_[i]; }
+  // The positions, when they cover these lists (empty spans otherwise).
+  const Positions* positions() const { return pos_.valid(n_nodes(), n_leafs()) ? &pos_ : nullptr; }
 
  private:
   std::span<Tensor* const> nodes_;
   std::span<Tensor* const> leafs_;
+  Positions pos_;
 };
 
 // Where the plan put one tensor.
@@ -70,6 +89,9 @@ class GraphAllocator {
   // ("reserve needed") because only the caller knows the buffer type of each tensor. Tensors of a replicated buffer
   // type id (set_replicas) are placed at their planned offsets in the buffers of `replica` (modulo the count).
   Status alloc_graph(GraphNodes graph, int replica = 0);
+  // Pointer lookups the planner needed the last time it numbered a graph's tensors (reserve, reserve_size,
+  // alloc_graph's check): 0 when the graph's positions (GraphNodes::positions) were all right.
+  size_t index_lookups() const;
   // Gives buffer type id `buft_id` n >= 1 identical sets of buffers (call before reserve; default 1). Every set is
   // grown to the planned chunk sizes; alloc_graph picks one. The scheduler uses this for the per-slot regions of its
   // in-flight input copies: one plan, n disjoint copies of the memory. reserve_size and buffer_size count all sets.
@@ -129,7 +151,7 @@ class GraphAllocator {
     std::vector<std::vector<size_t>> chunk_sizes;
   };
 
-  static SrcRef src_ref(const GraphIndex& index, const Tensor* s);
+  static SrcRef src_ref(const GraphIndex& index, const Tensor* s, int32_t id);  // id: s's id in index
   // Lifetime of one block in the planning walk's clock ([start, end); end = kForever when never freed).
   static constexpr long kForever = 1L << 62;
   struct Lifetime {

@@ -57,6 +57,9 @@ class Graph {
   const int32_t* src_positions(size_t i) const { return &src_pos_[i * kMaxSrc]; }
   int32_t node_view_src_position(size_t i) const { return node_vsrc_pos_[i]; }
   int32_t leaf_view_src_position(size_t i) const { return leaf_vsrc_pos_[i]; }
+  const std::vector<int32_t>& all_src_positions() const { return src_pos_; }
+  const std::vector<int32_t>& node_view_src_positions() const { return node_vsrc_pos_; }
+  const std::vector<int32_t>& leaf_view_src_positions() const { return leaf_vsrc_pos_; }
 
  private:
   Status visit(Tensor* t);

@@ -101,6 +101,10 @@ class Scheduler {
   size_t buffer_size(int backend) const;
   // Times compute buffers were (re)planned by reserve or alloc_graph.
   int reserve_count() const;
+  // Pointer lookups the graph planner needed to number the tensors of the scheduler's graph, the last time it did
+  // (reserve, or alloc_graph's check). 0 when the positions the scheduler hands it were all right (a diagnostic of
+  // the fast path: a lookup is slower, never wrong).
+  size_t planner_index_lookups() const;
   void set_eval_callback(EvalCallback callback);
 
   TensorExplain explain(const Tensor* t) const;

@@ -95,6 +95,49 @@ TEST(Planner, ReusesMemoryWithoutOverlapAndLeavesExternalTensorsAlone) {
   EXPECT_EQ(ga.chunk_buffer(0, 0)->usage(), BufferUsage::kCompute);
 }
 
+// Numbering by the graph's recorded positions: none of a Graph's tensors needs a pointer lookup; lists without
+// positions need one per node, leaf and source reference; a source replaced after the build is looked up (its
+// position is stale) and planned exactly as in a graph built with it.
+TEST(Planner, APositionIsUsedOnlyWhenItHoldsTheSourcePointer) {
+  Mlp m(4);
+  GraphAllocator ga(cpu::buffer_type());
+  ASSERT_TRUE(ga.reserve(m.graph).ok());
+  EXPECT_EQ(ga.index_lookups(), 0u);
+  const size_t planned = ga.buffer_size(0);
+
+  GraphAllocator lists(cpu::buffer_type());
+  ASSERT_TRUE(lists.reserve(GraphNodes(m.graph.nodes(), m.graph.leafs())).ok());
+  size_t refs = 0;
+  for (const Tensor* n : m.graph.nodes()) {
+    for (const Tensor* s : n->src) refs += s != nullptr ? 1 : 0;
+  }
+  EXPECT_EQ(lists.index_lookups(), m.graph.n_nodes() + m.graph.n_leafs() + refs);
+  EXPECT_EQ(lists.buffer_size(0), planned);
+
+  // The last layer's down projection reads the first layer's activation instead of its own: a source at another
+  // position than recorded.
+  Tensor* down2 = nullptr;
+  Tensor* act0 = nullptr;
+  for (Tensor* n : m.graph.nodes()) {
+    if (std::string(n->name) == "down.2") down2 = n;
+    if (std::string(n->name) == "act.0") act0 = n;
+  }
+  ASSERT_NE(down2, nullptr);
+  ASSERT_NE(act0, nullptr);
+  down2->src[1] = act0;
+  GraphAllocator stale(cpu::buffer_type());
+  ASSERT_TRUE(stale.reserve(m.graph).ok());
+  EXPECT_GT(stale.index_lookups(), 0u);
+  GraphAllocator looked_up(cpu::buffer_type());  // the same lists, every source looked up by pointer
+  ASSERT_TRUE(looked_up.reserve(GraphNodes(m.graph.nodes(), m.graph.leafs())).ok());
+  // act.0 now lives until the last layer: more memory than before, as much as the lookup-only plan
+  EXPECT_GT(stale.buffer_size(0), planned);
+  EXPECT_EQ(stale.buffer_size(0), looked_up.buffer_size(0));
+  EXPECT_EQ(overlap(m.graph, stale), "");
+  ASSERT_TRUE(stale.alloc_graph(m.graph).ok());
+  EXPECT_EQ(overlap(m.graph, stale), "");
+}
+
 TEST(Planner, PlannedGraphComputesLikeOneWithPrivateMemory) {
   for (unsigned seed : {1u, 2u, 3u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));

@@ -259,6 +259,27 @@ TEST(SchedParallelMemory, ParallelMemoryIsSerialPlusTheCopiesInFlight) {
   EXPECT_EQ(extra_by_size.front(), extra_by_size.back());
 }
 
+// The scheduler hands the planner the positions of every source in its graph (dependency nodes, copies, sources
+// rewritten to copies, graph inputs' per-slot copies): the planner then needs no pointer lookup to number it, on a
+// graph with dozens of splits, serial and parallel, at reserve and at every allocation's check. (A wrong position
+// would only cost a lookup; this pins the fast path.)
+TEST(SchedParallelMemory, ThePlannerNumbersTheSchedulersGraphWithoutLookups) {
+  for (bool parallel : {false, true}) {
+    SCOPED_TRACE(parallel ? "parallel" : "serial");
+    SimOptions o;
+    o.mode = MemoryMode::kMetadata;
+    o.record_trace = false;
+    Offloaded off(o, model(8), 1, parallel);
+    ASSERT_TRUE(off.sched->reserve(*off.m.graph).ok());
+    EXPECT_EQ(off.sched->planner_index_lookups(), 0u);
+    for (int e = 0; e < 3; ++e) {
+      ASSERT_TRUE(off.sched->alloc_graph(*off.m.graph).ok()) << off.sched->last_error();
+      EXPECT_GE(off.sched->n_splits(), 3 * 4);
+      EXPECT_EQ(off.sched->planner_index_lookups(), 0u) << "allocation " << e;
+    }
+  }
+}
+
 // The slots' copies are disjoint: an input copy of one slot never overlaps the same copy of another slot.
 TEST(SchedParallelMemory, EachSlotHasItsOwnCopyMemory) {
   const LlamaConfig c = model(4);
