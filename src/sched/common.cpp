@@ -47,24 +47,13 @@ size_t SchedPlan::n_assigned() const {
 
 int32_t SchedPlan::intern(const Tensor* t) {
   if (map_pending_) complete_map();  // t may be one of the graph's tensors
-  bool inserted = false;
-  const int32_t id = ids_.insert(t, static_cast<int32_t>(tensors_.size()), &inserted);
-  if (!inserted) return id;
-  tensors_.push_back(t);
-  backend_.push_back(-1);
-  cause_.push_back(Cause::kUnassigned);
-  op_memo_.push_back(0);
-  vsrc_.push_back(-1);
-  fixed_buft_.push_back(nullptr);
-  facts_.push_back(0);
-  copy_origin_.push_back(-1);
-  return id;
+  return add_fresh(t);
 }
 
 int32_t SchedPlan::add_fresh(const Tensor* t) {
   bool inserted = false;
   const int32_t id = ids_.insert(t, static_cast<int32_t>(tensors_.size()), &inserted);
-  if (!inserted) return id;  // (not fresh after all: keep its id)
+  if (!inserted) return id;  // known after all: keep its id
   tensors_.push_back(t);
   backend_.push_back(-1);
   cause_.push_back(Cause::kUnassigned);

@@ -128,7 +128,8 @@ class SchedPlan {
   // ---- dense ids (valid after index(g)) ----
   void index(const Graph& g, const BackendSet& bs);
   int32_t intern(const Tensor* t);  // the id of t, a new one when t has none
-  // A new id for a tensor made by the scheduler (a copy, a dependency node): known to have none, no lookup.
+  // The id of a tensor that is not one of the indexed graph's nodes or leafs (a copy, a dependency node, a pin of
+  // another graph): the pointer map need not hold the graph's tensors first.
   int32_t add_fresh(const Tensor* t);
   int32_t id_of(const Tensor* t) const { return find(t); }
   const Tensor* tensor(int32_t id) const { return tensors_[static_cast<size_t>(id)]; }
