@@ -605,7 +605,8 @@ std::string GraphAllocator::needs_replan(GraphNodes graph) const {
     if (std::string why = check(node, np.dst); !why.empty()) return why;
     for (int j = 0; j < kMaxSrc; ++j) {
       const Tensor* s = node->src[j];
-      const SrcRef ref = s != nullptr ? src_ref(index, s, index.src[i * kMaxSrc + static_cast<size_t>(j)]) : SrcRef{};
+      const int32_t sid = index.src[i * kMaxSrc + static_cast<size_t>(j)];
+      const SrcRef ref = s != nullptr ? src_ref(index, s, sid) : SrcRef{};
       if (ref.kind != np.ref[j].kind || ref.index != np.ref[j].index) {
         return format_message("source %d of node %zu %s is not the node/leaf it was at plan time", j, i,
                               describe(*node).c_str());

@@ -115,7 +115,9 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
     if (target != rb) {
       plan.set_id(root, target, plan.cause(root));
       for (int32_t v = 0; v < n; ++v) {
-        if (plan.has(v, SchedPlan::kViewOp) && plan.view_src(v) >= 0 && plan.root(v) == root) plan.set_id(v, target, Cause::kViewOfSrc);
+        if (plan.has(v, SchedPlan::kViewOp) && plan.view_src(v) >= 0 && plan.root(v) == root) {
+          plan.set_id(v, target, Cause::kViewOfSrc);
+        }
       }
     }
     for (const int32_t w : ws) {

@@ -76,7 +76,9 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
       }
     }
   }
-  auto is_written = [&](int32_t id) { return static_cast<size_t>(id) < written.size() && written[static_cast<size_t>(id)] != 0; };
+  auto is_written = [&](int32_t id) {
+    return static_cast<size_t>(id) < written.size() && written[static_cast<size_t>(id)] != 0;
+  };
   std::unordered_set<int32_t> copied_roots;  // roots of the tensors copied for split inputs so far
 
   Split* cur = nullptr;
@@ -134,8 +136,8 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
       Tensor* read = nullptr;  // the copy to read instead, if any
       int32_t read_id = -1;
       // (Leafs only: a computed tensor flagged input is produced by its node, not written by the user.)
-      if (pipelined && plan.has(s, SchedPlan::kNoneOp) && plan.has(s, SchedPlan::kInputFlag) && !plan.is_copy_id(s) &&
-          !is_written(s)) {
+      if (pipelined && plan.has(s, SchedPlan::kNoneOp) && plan.has(s, SchedPlan::kInputFlag) &&
+          !plan.is_copy_id(s) && !is_written(s)) {
         int32_t set = plan.copy_set(s, sb);
         if (set < 0) {
           Result<int32_t> made = make_copies(plan, bs, s, sb, opt.n_copies, true);

@@ -206,7 +206,9 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
 // lookup there, never a wrong plan.
 void Scheduler::Impl::record_sched_positions(const Graph& g) {
   sched_pos.assign(plan.n_ids(), Graph::kPosUnknown);
-  for (size_t k = 0; k < sched_nodes.size(); ++k) sched_pos[static_cast<size_t>(sched_node_pid[k])] = static_cast<int32_t>(k);
+  for (size_t k = 0; k < sched_nodes.size(); ++k) {
+    sched_pos[static_cast<size_t>(sched_node_pid[k])] = static_cast<int32_t>(k);
+  }
   for (size_t k = 0; k < sched_leafs.size(); ++k) {
     sched_pos[static_cast<size_t>(sched_leaf_pid[k])] = -2 - static_cast<int32_t>(k);
   }
