@@ -55,7 +55,7 @@ Status Graph::add_leaf(Tensor* t) {
                     describe(*t).c_str());
   }
   leaf_vsrc_pos_.push_back(pos_or_unknown(t->view_src));
-  pos_[t] = -2 - static_cast<int32_t>(leafs_.size());
+  pos_[t] = leaf_position(leafs_.size());
   leafs_.push_back(t);
   return Status::Ok();
 }

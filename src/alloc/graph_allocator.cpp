@@ -50,13 +50,7 @@ struct GraphIndex {
   }
   // The id of t, recorded at position pos (Graph's encoding), when the tensor there is t; else by pointer.
   int32_t resolve(Tensor* t, int32_t pos) {
-    int64_t id = -1;
-    if (pos >= 0) {
-      id = static_cast<size_t>(pos) < n_nodes ? pos : -1;
-    } else if (pos != Graph::kPosUnknown && pos != Graph::kNoPos) {
-      const int64_t leaf = -2 - static_cast<int64_t>(pos);
-      id = static_cast<size_t>(leaf) < n_leafs ? static_cast<int64_t>(n_nodes) + leaf : -1;
-    }
+    const int64_t id = Graph::position_to_id(pos, n_nodes, n_leafs);
     if (id >= 0 && tensors[static_cast<size_t>(id)] == t) return static_cast<int32_t>(id);
     return intern(t);
   }
@@ -97,12 +91,6 @@ struct GraphIndex {
       const int32_t id = v != nullptr ? intern(v) : -1;
       vsrc.push_back(id);
     }
-  }
-  int32_t find(const Tensor* t) {
-    const int32_t id = ids.find(t);
-    if (id >= 0 || !map_pending) return id;
-    complete_map();
-    return ids.find(t);
   }
 };
 

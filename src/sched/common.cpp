@@ -73,13 +73,7 @@ void SchedPlan::complete_map() const {
 
 int32_t SchedPlan::resolve(const Tensor* t, int32_t pos) {
   if (t == nullptr) return -1;
-  int64_t id = -1;
-  if (pos >= 0) {
-    id = pos < static_cast<int64_t>(n_nodes_) ? pos : -1;
-  } else if (pos != Graph::kPosUnknown && pos != Graph::kNoPos) {
-    const int64_t leaf = -2 - static_cast<int64_t>(pos);
-    id = leaf < static_cast<int64_t>(n_leafs_) ? static_cast<int64_t>(n_nodes_) + leaf : -1;
-  }
+  const int64_t id = Graph::position_to_id(pos, n_nodes_, n_leafs_);
   if (id >= 0 && tensors_[static_cast<size_t>(id)] == t) return static_cast<int32_t>(id);
   return intern(t);
 }

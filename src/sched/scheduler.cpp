@@ -210,7 +210,7 @@ void Scheduler::Impl::record_sched_positions(const Graph& g) {
     sched_pos[static_cast<size_t>(sched_node_pid[k])] = static_cast<int32_t>(k);
   }
   for (size_t k = 0; k < sched_leafs.size(); ++k) {
-    sched_pos[static_cast<size_t>(sched_leaf_pid[k])] = -2 - static_cast<int32_t>(k);
+    sched_pos[static_cast<size_t>(sched_leaf_pid[k])] = Graph::leaf_position(k);
   }
   auto pos_of = [&](int32_t id) {
     if (id < 0) return Graph::kNoPos;
@@ -227,7 +227,7 @@ void Scheduler::Impl::record_sched_positions(const Graph& g) {
       sched_node_vsrc_pos[k] = pos_of(plan.view_src(pid));
     } else if (const int32_t in = sched_dep_input[k]; in >= 0) {  // a dependency node: a view of its input
       out[0] = pos_of(in);
-      sched_node_vsrc_pos[k] = pos_of(plan.view_src(in) >= 0 ? plan.view_src(in) : in);
+      sched_node_vsrc_pos[k] = pos_of(plan.root(in));
     }  // a copy: no sources, not a view
   }
   for (const auto& r : plan.rewrites) {

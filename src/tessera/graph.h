@@ -46,6 +46,15 @@ class Graph {
   // tensor (a null source), kPosUnknown a tensor that was not in the graph when the position was recorded.
   static constexpr int32_t kNoPos = -1;
   static constexpr int32_t kPosUnknown = INT32_MIN;
+  static constexpr int32_t leaf_position(size_t i) { return -2 - static_cast<int32_t>(i); }
+  // The dense id of a position in lists of n_nodes nodes followed by n_leafs leafs (node p is p, leaf l is
+  // n_nodes + l), or -1 for kNoPos, kPosUnknown or a position beyond the lists.
+  static int64_t position_to_id(int32_t pos, size_t n_nodes, size_t n_leafs) {
+    if (pos >= 0) return static_cast<size_t>(pos) < n_nodes ? pos : -1;
+    if (pos == kPosUnknown || pos == kNoPos) return -1;
+    const int64_t leaf = -2 - static_cast<int64_t>(pos);
+    return static_cast<size_t>(leaf) < n_leafs ? static_cast<int64_t>(n_nodes) + leaf : -1;
+  }
   // The position of t, kPosUnknown when t is not in the graph (one hash lookup).
   int32_t position(const Tensor* t) const {
     auto it = pos_.find(t);
