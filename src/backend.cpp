@@ -323,9 +323,16 @@ Status view_init(Tensor& t) {
     return TS_ERROR(StatusCode::kInvalidArgument, "view_init: the source of view %s is not allocated",
                     describe(t).c_str());
   }
+  Buffer* const old_buffer = t.buffer;
+  void* const old_data = t.data;
   t.buffer = b;
   t.data = static_cast<char*>(t.view_src->data) + t.view_offs;
-  return b->init_tensor(t);
+  Status s = b->init_tensor(t);
+  if (!s.ok()) {  // a refused view is left as it was (not pointing into a buffer that may be freed next)
+    t.buffer = old_buffer;
+    t.data = old_data;
+  }
+  return s;
 }
 
 }  // namespace tessera

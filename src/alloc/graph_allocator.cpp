@@ -321,10 +321,25 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
       alloc_tensor(s, s < n_nodes ? node_buft(static_cast<size_t>(s)) : node_buft(static_cast<size_t>(i)));
     }
   }
+  // Sources outside the graph (replaced by hand after the graph was built) are like leafs: they get memory before
+  // the walk, in the buffer type of their first user, so that what the caller writes into them before computing is
+  // not overwritten by a node that ran earlier. So does the root of such a source when it is a view.
+  const int32_t n_known = n_nodes + n_leafs;
+  for (int32_t i = 0; i < n_nodes; ++i) {
+    for (int j = 0; j < kMaxSrc; ++j) {
+      const int32_t s = src_of(i, j);
+      if (s < n_known) continue;
+      alloc_tensor(s, node_buft(static_cast<size_t>(i)));
+      if (vsrc_of(s) >= n_known) alloc_tensor(vsrc_of(s), node_buft(static_cast<size_t>(i)));
+    }
+  }
   if (!error.ok()) return error;
-  // Leafs keep the block they got here (a block only moves on to a user that computes in place of it).
+  // Leafs and outside sources keep the block they got here (a block only moves on to a user that computes in place
+  // of it), so their placement is recorded now.
   plan->leafs.assign(graph.n_leafs(), PlannedTensor{});
   for (int32_t i = 0; i < n_leafs; ++i) plan->leafs[static_cast<size_t>(i)] = planned(n_nodes + i);
+  std::vector<PlannedTensor> outside(ix.tensors.size() - static_cast<size_t>(n_known));
+  for (size_t k = 0; k < outside.size(); ++k) outside[k] = planned(n_known + static_cast<int32_t>(k));
 
   const long walk_start = clock;  // blocks allocated before this exist from the start
 
@@ -343,10 +358,6 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
   };
   for (int32_t i = 0; i < n_nodes; ++i) {
     const int b = node_buft(static_cast<size_t>(i));
-    for (int j = 0; j < kMaxSrc; ++j) {
-      const int32_t s = src_of(i, j);
-      if (s >= 0) alloc_tensor(s, b);  // sources outside the graph (rare): placed with their user
-    }
     if (!rec(i).allocated && vsrc_of(i) < 0 && !rec(i).external && !try_inplace(i, b)) alloc_tensor(i, b);
     if (!error.ok()) return error;
 
@@ -362,7 +373,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
                                                           : SrcRef{SrcRef::kLeaf, s - n_nodes};
       } else {
         np.ref[j] = {SrcRef::kOther, -1};
-        plan->others.push_back({static_cast<size_t>(i), j, planned(s)});
+        plan->others.push_back({static_cast<size_t>(i), j, outside[static_cast<size_t>(s - n_known)]});
       }
     }
 

@@ -294,7 +294,8 @@ Status tensor_copy_async(Backend& src_backend, Backend& dst_backend, const Tenso
 
 // Places t at addr inside buffer (addr in [base, base + size - alloc_size]) and runs the buffer's init hook.
 Status tensor_alloc(Buffer& buffer, Tensor& t, void* addr);
-// Gives a view its buffer and data from its view_src (which must be allocated).
+// Gives a view its buffer and data from its view_src (which must be allocated). When the buffer's init hook refuses
+// it, the view is left as it was.
 Status view_init(Tensor& t);
 // The buffer holding t's bytes (t's own, else its view_src's); nullptr when unallocated.
 Buffer* tensor_buffer(const Tensor& t);

@@ -8,12 +8,14 @@
 
 #include "tessera/alloc.h"
 #include "tessera/build.h"
+#include "refusing_buffer_type.h"
 #include "support/host_buffer_type.h"
 #include "tessera/cpu.h"
 
 using namespace tessera;
 using ::testing::HasSubstr;
 
+using support::RefusingBufferType;
 using support::TestBufferType;
 
 TEST(Buffer, ZeroSizeIsAValidDummy) {
@@ -216,4 +218,133 @@ TEST(ContextAlloc, SkipsTensorsThatAlreadyHaveMemory) {
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(a->data, where);
   EXPECT_EQ(b->buffer, second->get());
+}
+
+TEST(TensorAllocator, AnOffsetAlignedPastTheEndIsAnErrorNotAnUnderflow) {
+  TestBufferType bt;
+  auto buf = bt.alloc_buffer(90);
+  ASSERT_TRUE(buf.ok());
+  Context ctx({.no_alloc = true});
+  Tensor* a = ctx.new_tensor_1d(Type::kF32, 20);  // 80 bytes: the next offset, aligned to 32, is 96 > 90
+  Tensor* empty = ctx.new_tensor_1d(Type::kF32, 0);
+  set_name(*empty, "empty");
+  TensorAllocator talloc(**buf);
+  ASSERT_TRUE(talloc.alloc(*a).ok());
+  EXPECT_EQ(talloc.offset(), 96u);
+  // Even a tensor of 0 bytes does not fit: 90 - 96 must not wrap around to a huge number of free bytes.
+  Status s = talloc.alloc(*empty);
+  EXPECT_EQ(s.code(), StatusCode::kAllocFailed);
+  EXPECT_THAT(s.message(), HasSubstr("empty"));
+  EXPECT_THAT(s.message(), HasSubstr("has 0 of 90 bytes left"));
+  EXPECT_EQ(empty->buffer, nullptr);
+}
+
+TEST(ContextAlloc, ATensorTheBufferRefusesUndoesEveryTensorPlacedBeforeIt) {
+  RefusingBufferType bt("refused");
+  Context ctx({.no_alloc = true});
+  Tensor* a = ctx.new_tensor_1d(Type::kF32, 16);
+  Tensor* b = ctx.new_tensor_1d(Type::kF32, 16);
+  Tensor* c = ctx.new_tensor_1d(Type::kF32, 16);
+  set_name(*c, "refused");
+  Tensor* d = ctx.new_tensor_1d(Type::kF32, 16);
+  auto buf = alloc_ctx_tensors(ctx, bt);
+  ASSERT_FALSE(buf.ok());
+  EXPECT_EQ(buf.status().code(), StatusCode::kUnsupported);
+  EXPECT_THAT(buf.status().message(), HasSubstr("refusing to hold refused"));
+  for (Tensor* t : {a, b, c, d}) {  // a and b were placed before c failed: no pointer into the freed buffer is left
+    EXPECT_EQ(t->buffer, nullptr) << t->name;
+    EXPECT_EQ(t->data, nullptr) << t->name;
+  }
+  EXPECT_EQ(bt.live, 0);
+}
+
+TEST(ContextAlloc, AViewTheBufferRefusesUndoesTheTensorsPlacedBeforeIt) {
+  RefusingBufferType bt("refused_view");
+  Context ctx({.no_alloc = true});
+  Tensor* a = ctx.new_tensor_1d(Type::kF32, 16);
+  Tensor* b = ctx.new_tensor_1d(Type::kF32, 16);
+  Tensor* ok_view = view_1d(ctx, a, 4, 0);  // placed, then undone
+  Tensor* v = view_1d(ctx, b, 4, 16);
+  set_name(*v, "refused_view");
+  auto buf = alloc_ctx_tensors(ctx, bt);
+  ASSERT_FALSE(buf.ok());
+  EXPECT_THAT(buf.status().message(), HasSubstr("refusing to hold refused_view"));
+  // v itself included: a view the buffer refuses must not keep pointing into the buffer that was just freed.
+  for (Tensor* t : {a, b, ok_view, v}) {
+    EXPECT_EQ(t->buffer, nullptr) << t->name;
+    EXPECT_EQ(t->data, nullptr) << t->name;
+  }
+  EXPECT_EQ(bt.live, 0);
+}
+
+// Views made before their (foreign) source got memory: the context has nothing of its own to allocate, only views.
+TEST(ContextAlloc, ViewsOfTensorsAllocatedSinceArePlacedWithoutANewBuffer) {
+  Context wctx({.no_alloc = true});
+  Tensor* w = wctx.new_tensor_2d(Type::kF32, 8, 4);
+  Context ctx({.no_alloc = true});
+  Tensor* row = view_1d(ctx, w, 8, 2 * w->nb[1]);
+  ASSERT_EQ(row->buffer, nullptr);
+  auto wbuf = alloc_ctx_tensors(wctx, *cpu::buffer_type());
+  ASSERT_TRUE(wbuf.ok());
+  auto buf = alloc_ctx_tensors(ctx, *cpu::buffer_type());
+  ASSERT_TRUE(buf.ok()) << buf.status().message();
+  EXPECT_EQ(buf->get(), nullptr);  // nothing of its own to allocate
+  EXPECT_EQ(row->buffer, wbuf->get());
+  EXPECT_EQ(row->data, static_cast<char*>(w->data) + 64);
+}
+
+TEST(ContextAlloc, AViewOfALaterAllocatedTensorThatTheBufferRefusesIsAnError) {
+  RefusingBufferType bt("refused_view");
+  Context wctx({.no_alloc = true});
+  Tensor* w = wctx.new_tensor_1d(Type::kF32, 16);
+  Context ctx({.no_alloc = true});
+  Tensor* v = view_1d(ctx, w, 4, 0);
+  set_name(*v, "refused_view");
+  auto wbuf = alloc_ctx_tensors(wctx, bt);
+  ASSERT_TRUE(wbuf.ok()) << wbuf.status().message();
+  auto buf = alloc_ctx_tensors(ctx, bt);
+  ASSERT_FALSE(buf.ok());
+  EXPECT_EQ(buf.status().code(), StatusCode::kUnsupported);
+  EXPECT_THAT(buf.status().message(), HasSubstr("refusing to hold refused_view"));
+  EXPECT_EQ(bt.live, 1);  // only w's buffer
+  EXPECT_NE(w->buffer, nullptr);
+}
+
+TEST(ContextAlloc, LeavesPlacedViewsAndViewsOfUnplacedForeignTensorsAlone) {
+  Context wctx({.no_alloc = true});
+  Tensor* w = wctx.new_tensor_1d(Type::kF32, 16);
+  auto wbuf = alloc_ctx_tensors(wctx, *cpu::buffer_type());
+  ASSERT_TRUE(wbuf.ok());
+  Context other({.no_alloc = true});
+  Tensor* unplaced = other.new_tensor_1d(Type::kF32, 16);
+
+  Context ctx({.no_alloc = true});
+  Tensor* placed_view = view_1d(ctx, w, 4, 16);
+  ASSERT_TRUE(view_init(*placed_view).ok());  // placed by hand before, at w + 16
+  Tensor* orphan = view_1d(ctx, unplaced, 4, 0);
+  Tensor* t = ctx.new_tensor_1d(Type::kF32, 4);
+  auto buf = alloc_ctx_tensors(ctx, *cpu::buffer_type());
+  ASSERT_TRUE(buf.ok()) << buf.status().message();
+  EXPECT_EQ(t->buffer, buf->get());
+  EXPECT_EQ(placed_view->buffer, wbuf->get());
+  EXPECT_EQ(placed_view->data, static_cast<char*>(w->data) + 16);
+  EXPECT_EQ(orphan->buffer, nullptr);  // its source has no memory: nothing to view yet
+  EXPECT_EQ(orphan->data, nullptr);
+  EXPECT_EQ(unplaced->buffer, nullptr);  // and the source is not this context's to allocate
+}
+
+TEST(ContextAlloc, SkipsAnEmptyTensorAlreadyPlacedInAnEmptyBuffer) {
+  auto dummy = cpu::buffer_type()->alloc_buffer(0);
+  ASSERT_TRUE(dummy.ok());
+  Context ctx({.no_alloc = true});
+  Tensor* empty = ctx.new_tensor_1d(Type::kF32, 0);
+  ASSERT_TRUE(tensor_alloc(**dummy, *empty, nullptr).ok());
+  ASSERT_EQ(empty->data, nullptr);  // a buffer but no data: still allocated
+  Tensor* t = ctx.new_tensor_1d(Type::kF32, 8);
+  TestBufferType bt;
+  auto buf = alloc_ctx_tensors(ctx, bt);
+  ASSERT_TRUE(buf.ok()) << buf.status().message();
+  EXPECT_EQ(empty->buffer, dummy->get());
+  EXPECT_EQ(t->buffer, buf->get());
+  EXPECT_EQ((*buf)->size(), 32u);  // t alone
 }

@@ -103,3 +103,37 @@ TEST(DynAllocator, AboveTheMaxSizeIsAnError) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("maximum buffer size"), std::string::npos);
 }
+
+TEST(DynAllocator, TotalSizeIsTheSumOfTheChunksHighWaterMarks) {
+  DynamicAllocator d(32, 256);
+  EXPECT_EQ(d.total_size(), 0u);
+  BlockAddress a = must(d.alloc(200));  // chunk 0: 224
+  BlockAddress b = must(d.alloc(100));  // does not fit beside a: chunk 1, 128
+  EXPECT_EQ(b.chunk, 1);
+  EXPECT_EQ(d.total_size(), 224u + 128u);
+  d.free(a, 200);
+  d.free(b, 100);
+  EXPECT_EQ(d.total_size(), 352u);  // high-water marks stay after frees
+  d.reset();
+  EXPECT_EQ(d.total_size(), 0u);
+  EXPECT_EQ(d.n_chunks(), 1);
+}
+
+TEST(DynAllocator, AnEmptyBlockTakesNoBytesAndFreeingItChangesNothing) {
+  DynamicAllocator d(32, SIZE_MAX);
+  BlockAddress a = must(d.alloc(64));
+  BlockAddress z = must(d.alloc(0));
+  EXPECT_EQ(z.offset, 64u);
+  EXPECT_EQ(d.bytes_in_use(), 64u);
+  BlockAddress b = must(d.alloc(64));
+  EXPECT_EQ(b.offset, 64u);  // the empty block did not take the tail's bytes
+  d.free(z, 0);
+  EXPECT_EQ(d.bytes_in_use(), 128u);
+  d.free(a, 64);
+  // the hole [0, 64) is the only inner block: 32 bytes go there, then 32 more fill it, then the tail
+  EXPECT_EQ(must(d.alloc(32)).offset, 0u);
+  EXPECT_EQ(must(d.alloc(32)).offset, 32u);
+  EXPECT_EQ(must(d.alloc(32)).offset, 128u);
+  EXPECT_EQ(d.chunk_size(0), 160u);
+  EXPECT_EQ(d.bytes_in_use(), 160u);
+}

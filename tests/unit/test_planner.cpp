@@ -6,6 +6,7 @@
 #include <random>
 
 #include "planner_check.h"
+#include "refusing_buffer_type.h"
 #include "support/host_buffer_type.h"
 #include "tessera/alloc.h"
 #include "tessera/build.h"
@@ -514,5 +515,443 @@ TEST(Planner, ScriptedAllocationFailuresOnEveryChunk) {
     EXPECT_FALSE(ga.has_plan());
     // the graph is untouched: nothing placed
     for (Tensor* n : m.graph.nodes()) EXPECT_EQ(n->buffer, nullptr);
+  }
+}
+
+namespace {
+
+// x (INPUT, 1 KiB) -> s = sum_rows(x) -> c = add(x, s) (OUTPUT, 1 KiB); then s's source is replaced by `copy`, a
+// tensor of another context that is not in the graph (as a caller substituting its own copy of an input).
+struct OutsideSource {
+  Context ctx{{.no_alloc = true}};
+  Context cctx{{.no_alloc = true}};
+  Graph graph;
+  Tensor* x = nullptr;
+  Tensor* s = nullptr;
+  Tensor* c = nullptr;
+  Tensor* copy = nullptr;
+  OutsideSource() {
+    x = ctx.new_tensor_1d(Type::kF32, 256);
+    set_name(*x, "x");
+    set_input(*x);
+    s = sum_rows(ctx, x);
+    c = add(ctx, x, s);
+    set_output(*c);
+    EXPECT_TRUE(ctx.ok()) << ctx.status().message();
+    EXPECT_TRUE(graph.build_forward(c).ok());
+    copy = cctx.new_tensor_1d(Type::kF32, 256);
+    set_name(*copy, "x_copy");
+    s->src[0] = copy;
+  }
+};
+
+}  // namespace
+
+// A source outside the graph gets a block before the walk (like a leaf), the block is free again after its last use,
+// and placing the same graph again keeps every tensor where it is. Worked out by hand: x (pinned) 1 KiB, copy 1 KiB,
+// s one alignment unit, then c in the block copy left: 2 KiB + s.
+TEST(Planner, ASourceReplacedByATensorOutsideTheGraphIsPlacedWithItsUserAndFreedAfterIt) {
+  for (auto placement : {GraphAllocator::Placement::kOnline, GraphAllocator::Placement::kOffline,
+                         GraphAllocator::Placement::kBest}) {
+    SCOPED_TRACE(static_cast<int>(placement));
+    OutsideSource o;
+    GraphAllocator ga(cpu::buffer_type());
+    ga.set_placement(placement);
+    const size_t align = cpu::buffer_type()->alignment();
+    auto sizes = ga.reserve_size(o.graph);
+    ASSERT_TRUE(sizes.ok()) << sizes.status().to_string();
+    EXPECT_EQ((*sizes)[0], 2048 + align);  // a block of copy never freed would need 3 KiB + s
+    ASSERT_TRUE(ga.reserve(o.graph).ok());
+    EXPECT_EQ(ga.needs_replan(o.graph), "");
+    ASSERT_TRUE(ga.alloc_graph(o.graph).ok());
+    EXPECT_TRUE(ga.owns(o.copy->buffer));
+    EXPECT_NE(o.copy->data, o.x->data);
+    EXPECT_EQ(o.c->data, o.copy->data);  // copy is dead when c is computed
+    EXPECT_EQ(overlap(o.graph, ga), "");
+    const void* where[] = {o.copy->data, o.s->data, o.c->data};
+    ASSERT_TRUE(ga.alloc_graph(o.graph).ok());
+    EXPECT_EQ(ga.replan_count(), 0);
+    const void* again[] = {o.copy->data, o.s->data, o.c->data};
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(again[i], where[i]) << i;
+  }
+}
+
+// A user computing in place of an outside source takes over its block; the source must still be placed there (it
+// was left unplaced when its placement was recorded only after the in-place step), and the graph computes the values
+// written into it.
+TEST(Planner, AnOutsideSourceWhoseUserComputesInPlaceOfItIsPlaced) {
+  Context ctx({.no_alloc = true});
+  Tensor* x = ctx.new_tensor_1d(Type::kF32, 64);
+  set_input(*x);
+  Tensor* a = scale(ctx, x, 2.0f);
+  Tensor* m = sum_rows(ctx, a);
+  Tensor* c = add(ctx, x, m);
+  set_output(*c);
+  Graph g;
+  ASSERT_TRUE(g.build_forward(c).ok());
+  Context cctx({.no_alloc = true});
+  Tensor* copy = cctx.new_tensor_1d(Type::kF32, 64);
+  set_name(*copy, "x_copy");
+  a->src[0] = copy;
+  GraphAllocator ga(cpu::buffer_type());
+  ASSERT_TRUE(ga.alloc_graph(g).ok());
+  ASSERT_NE(copy->data, nullptr);
+  EXPECT_TRUE(ga.owns(copy->buffer));
+  EXPECT_EQ(a->data, copy->data);  // in place: copy dies when a is computed
+  EXPECT_EQ(overlap(g, ga), "");
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> xv(64), cv(64);
+  for (float& v : xv) v = d(rng);
+  for (float& v : cv) v = d(rng);
+  ASSERT_TRUE(tensor_from_f32(*x, xv).ok());
+  ASSERT_TRUE(tensor_from_f32(*copy, cv).ok());
+  auto backend = cpu::make_backend({.n_threads = 1});
+  ASSERT_EQ(backend->graph_compute(g), ComputeStatus::kSuccess) << backend->last_error();
+  double sum = 0;
+  for (float v : cv) sum += 2.0 * v;
+  const std::vector<float> out = *tensor_to_f32(*c);
+  for (size_t i = 0; i < 64; ++i) EXPECT_NEAR(out[i], xv[i] + sum, 1e-4) << i;
+}
+
+// The caller writes an outside source before computing, as it does a leaf: no node that runs before the source's
+// first user may share its bytes. Here `a` dies (in place into b) before the copy's user d runs; a block freed by the
+// walk must not go to the copy.
+TEST(Planner, AnOutsideSourceIsLiveFromTheStartLikeALeaf) {
+  for (auto placement : {GraphAllocator::Placement::kOnline, GraphAllocator::Placement::kOffline,
+                         GraphAllocator::Placement::kBest}) {
+    SCOPED_TRACE(static_cast<int>(placement));
+    Context ctx({.no_alloc = true});
+    Tensor* x = ctx.new_tensor_1d(Type::kF32, 64);
+    set_input(*x);
+    Tensor* y = ctx.new_tensor_1d(Type::kF32, 64);
+    set_input(*y);
+    Tensor* a = mul(ctx, x, x);    // a block of its own (x is pinned)
+    Tensor* b = sum_rows(ctx, a);  // a dies here: its block is free again
+    Tensor* d = add(ctx, y, b);    // y is replaced by the outside copy
+    set_output(*d);
+    Graph g;
+    ASSERT_TRUE(g.build_forward(d).ok());
+    Context cctx({.no_alloc = true});
+    Tensor* copy = cctx.new_tensor_1d(Type::kF32, 64);
+    set_name(*copy, "y_copy");
+    d->src[0] = copy;
+    GraphAllocator ga(cpu::buffer_type());
+    ga.set_placement(placement);
+    ASSERT_TRUE(ga.alloc_graph(g).ok());
+    EXPECT_NE(copy->data, a->data);
+    EXPECT_EQ(overlap(g, ga), "");
+    std::mt19937 rng(12);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> xv(64), cv(64);
+    for (float& v : xv) v = dist(rng);
+    for (float& v : cv) v = dist(rng);
+    ASSERT_TRUE(tensor_from_f32(*x, xv).ok());
+    ASSERT_TRUE(tensor_from_f32(*copy, cv).ok());  // written before computing
+    auto backend = cpu::make_backend({.n_threads = 1});
+    ASSERT_EQ(backend->graph_compute(g), ComputeStatus::kSuccess) << backend->last_error();
+    double sq = 0;
+    for (float v : xv) sq += static_cast<double>(v) * v;
+    const std::vector<float> out = *tensor_to_f32(*d);
+    for (size_t i = 0; i < 64; ++i) EXPECT_NEAR(out[i], cv[i] + sq, 1e-4) << i;
+  }
+}
+
+TEST(Planner, AnOutsideSourceThatBecameExternalSincePlanningIsIncompatible) {
+  OutsideSource o;
+  GraphAllocator ga(cpu::buffer_type());
+  ASSERT_TRUE(ga.reserve(o.graph).ok());
+  auto own = alloc_ctx_tensors(o.cctx, *cpu::buffer_type());  // the caller places the copy itself
+  ASSERT_TRUE(own.ok());
+  const std::string why = ga.needs_replan(o.graph);
+  EXPECT_THAT(why, HasSubstr("x_copy"));
+  EXPECT_THAT(why, HasSubstr("became externally allocated"));
+  ASSERT_TRUE(ga.alloc_graph(o.graph).ok());
+  EXPECT_EQ(ga.replan_count(), 1);
+  EXPECT_EQ(o.copy->buffer, own->get());  // left where the caller put it
+  EXPECT_TRUE(ga.owns(o.s->buffer));
+  EXPECT_TRUE(ga.owns(o.c->buffer));
+  EXPECT_EQ(ga.needs_replan(o.graph), "");
+  EXPECT_EQ(overlap(o.graph, ga), "");
+}
+
+// An outside source that is a view of a tensor the caller placed: the view's source gets an id through the view, no
+// planner memory goes to either, and placing the graph (twice) leaves the view pointing into the caller's buffer.
+TEST(Planner, AnOutsideViewOfACallersTensorStaysInTheCallersBuffer) {
+  Context wctx({.no_alloc = true});
+  Tensor* table = wctx.new_tensor_2d(Type::kF32, 64, 4);
+  auto wb = alloc_ctx_tensors(wctx, *cpu::buffer_type());
+  ASSERT_TRUE(wb.ok());
+  Context ctx({.no_alloc = true});
+  Tensor* x = ctx.new_tensor_1d(Type::kF32, 64);
+  set_input(*x);
+  Tensor* a = scale(ctx, x, 2.0f);
+  Tensor* c = add(ctx, a, x);
+  set_output(*c);
+  Graph g;
+  ASSERT_TRUE(g.build_forward(c).ok());
+  Context vctx({.no_alloc = true});
+  Tensor* row = view_1d(vctx, table, 64, 2 * table->nb[1]);
+  a->src[0] = row;
+  GraphAllocator ga(cpu::buffer_type());
+  auto sizes = ga.reserve_size(g);
+  ASSERT_TRUE(sizes.ok());
+  EXPECT_EQ((*sizes)[0], 2 * 256u);  // x and a (c in place of a): nothing for row or table
+  ASSERT_TRUE(ga.reserve(g).ok());
+  for (int k = 0; k < 2; ++k) {
+    SCOPED_TRACE(k);
+    ASSERT_TRUE(ga.alloc_graph(g).ok());
+    EXPECT_EQ(row->buffer, wb->get());
+    EXPECT_EQ(row->data, static_cast<char*>(table->data) + 2 * 256);
+    EXPECT_TRUE(ga.owns(a->buffer));
+    EXPECT_EQ(c->data, a->data);
+  }
+  EXPECT_EQ(ga.replan_count(), 0);
+  EXPECT_EQ(overlap(g, ga), "");
+}
+
+TEST(Planner, ATensorNoLongerExternalSincePlanningIsIncompatible) {
+  auto build = [](Context& ctx, Context& wctx, Graph& g, std::unique_ptr<Buffer>* wbuf) {
+    Tensor* w = wctx.new_tensor_1d(Type::kF32, 64);
+    set_name(*w, "w");
+    if (wbuf != nullptr) {
+      auto b = alloc_ctx_tensors(wctx, *cpu::buffer_type());
+      ASSERT_TRUE(b.ok());
+      *wbuf = std::move(b).value();
+    }
+    Tensor* x = ctx.new_tensor_1d(Type::kF32, 64);
+    set_input(*x);
+    Tensor* y = mul(ctx, x, w);
+    set_output(*y);
+    ASSERT_TRUE(g.build_forward(y).ok());
+  };
+  Context c1({.no_alloc = true}), w1({.no_alloc = true}), c2({.no_alloc = true}), w2({.no_alloc = true});
+  Graph placed, unplaced;
+  std::unique_ptr<Buffer> wbuf;
+  build(c1, w1, placed, &wbuf);
+  build(c2, w2, unplaced, nullptr);
+  GraphAllocator ga(cpu::buffer_type());
+  ASSERT_TRUE(ga.reserve(placed).ok());
+  EXPECT_THAT(ga.needs_replan(unplaced), HasSubstr("w"));
+  EXPECT_THAT(ga.needs_replan(unplaced), HasSubstr("is no longer externally allocated since the plan"));
+  ASSERT_TRUE(ga.alloc_graph(unplaced).ok());
+  EXPECT_EQ(ga.replan_count(), 1);
+  EXPECT_TRUE(ga.owns(w2.tensor(0)->buffer));  // planned like any other leaf now
+  EXPECT_THAT(ga.needs_replan(placed), HasSubstr("became externally allocated"));
+}
+
+TEST(Planner, ANodeThatChangedBetweenViewAndNotIsIncompatible) {
+  auto build = [](Context& ctx, Graph& g, bool view) {
+    Tensor* x = ctx.new_tensor_2d(Type::kF32, 8, 8);
+    set_input(*x);
+    Tensor* flat = view ? reshape_1d(ctx, x, 64) : cont(ctx, x);
+    set_name(*flat, "flat");
+    Tensor* y = scale(ctx, flat, 2.0f);
+    set_output(*y);
+    ASSERT_TRUE(g.build_forward(y).ok());
+  };
+  Context c1({.no_alloc = true}), c2({.no_alloc = true});
+  Graph with_view, without;
+  build(c1, with_view, true);
+  build(c2, without, false);
+  ASSERT_EQ(with_view.n_nodes(), without.n_nodes());
+  ASSERT_EQ(with_view.n_leafs(), without.n_leafs());
+  GraphAllocator ga(cpu::buffer_type());
+  ASSERT_TRUE(ga.reserve(with_view).ok());
+  const std::string why = ga.needs_replan(without);
+  EXPECT_THAT(why, HasSubstr("flat"));
+  EXPECT_THAT(why, HasSubstr("changed between view and not"));
+  ASSERT_TRUE(ga.alloc_graph(without).ok());
+  EXPECT_EQ(ga.replan_count(), 1);
+  EXPECT_EQ(overlap(without, ga), "");
+}
+
+TEST(Planner, NeedsReplanWithoutAPlanSaysReserveFirst) {
+  Mlp m(4);
+  GraphAllocator ga(cpu::buffer_type());
+  EXPECT_EQ(ga.needs_replan(m.graph), "no plan (reserve first)");
+  ASSERT_TRUE(ga.reserve(m.graph).ok());
+  EXPECT_EQ(ga.needs_replan(m.graph), "");
+  TestBufferType tiny("Tiny", 64);  // a failed reserve drops the plan
+  GraphAllocator small(&tiny);
+  EXPECT_FALSE(small.reserve(m.graph).ok());
+  EXPECT_EQ(small.needs_replan(m.graph), "no plan (reserve first)");
+}
+
+TEST(Planner, NoBufferTypesANullTypeOrAWrongLeafIdCountAreInvalidArguments) {
+  Mlp m(4);
+  GraphAllocator none(std::vector<BufferType*>{});
+  Status s = none.reserve(m.graph);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("no buffer types"));
+  EXPECT_FALSE(none.has_plan());
+
+  GraphAllocator null_type(static_cast<BufferType*>(nullptr));
+  s = null_type.alloc_graph(m.graph);  // one type: alloc_graph plans by itself, and fails the same way
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("null buffer type"));
+  auto sizes = null_type.reserve_size(m.graph);
+  ASSERT_FALSE(sizes.ok());
+  EXPECT_THAT(sizes.status().message(), HasSubstr("null buffer type"));
+  for (Tensor* n : m.graph.nodes()) EXPECT_EQ(n->buffer, nullptr);
+
+  TestBufferType other("Other");
+  GraphAllocator two({cpu::buffer_type(), &other});
+  std::vector<int> node_ids(m.graph.n_nodes(), 0), leaf_ids(m.graph.n_leafs() + 1, 1);
+  s = two.reserve_n(m.graph, node_ids, leaf_ids);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr(std::to_string(m.graph.n_leafs() + 1) + " leaf buffer ids for " +
+                                     std::to_string(m.graph.n_leafs()) + " leafs"));
+  EXPECT_EQ(other.allocations, 0);
+}
+
+TEST(Planner, SetReplicasIgnoresAnUnknownTypeIdOrACountBelowOne) {
+  Mlp m(4);
+  TestBufferType other("Other");
+  std::vector<int> node_ids(m.graph.n_nodes(), 1), leaf_ids(m.graph.n_leafs(), 0);
+  GraphAllocator plain({cpu::buffer_type(), &other});
+  auto single = plain.reserve_size(m.graph, node_ids, leaf_ids);
+  ASSERT_TRUE(single.ok());
+  ASSERT_GT((*single)[1], 0u);
+
+  GraphAllocator ga({cpu::buffer_type(), &other});
+  ga.set_replicas(1, 3);
+  ga.set_replicas(2, 4);   // no buffer type id 2
+  ga.set_replicas(-1, 4);  // nor -1
+  ga.set_replicas(0, 0);   // at least one set
+  ga.set_replicas(1, -2);
+  EXPECT_EQ(ga.replicas(0), 1);
+  EXPECT_EQ(ga.replicas(1), 3);
+  auto sizes = ga.reserve_size(m.graph, node_ids, leaf_ids);
+  ASSERT_TRUE(sizes.ok());
+  EXPECT_EQ((*sizes)[0], (*single)[0]);
+  EXPECT_EQ((*sizes)[1], 3 * (*single)[1]);
+  ASSERT_TRUE(ga.reserve_n(m.graph, node_ids, leaf_ids).ok());
+  EXPECT_EQ(ga.buffer_size(1), 3 * (*single)[1]);
+}
+
+// Placing the graph in another replica moves every tensor the planner placed (an earlier alloc_graph put it in the
+// other replica's buffers) to the same chunk and offset in that replica's buffers, and back again.
+TEST(Planner, PlacingAnotherReplicaMovesTensorsToTheSameOffsetsInItsBuffers) {
+  Mlp m(4);
+  GraphAllocator ga(cpu::buffer_type());
+  ga.set_replicas(0, 2);
+  ASSERT_TRUE(ga.reserve(m.graph).ok());
+  ASSERT_NE(ga.chunk_buffer(0, 0, 0), ga.chunk_buffer(0, 0, 1));
+  std::vector<Tensor*> placed;  // non-view nodes and the input
+  for (Tensor* n : m.graph.nodes()) {
+    if (n->view_src == nullptr) placed.push_back(n);
+  }
+  placed.push_back(m.x);
+  ASSERT_TRUE(ga.alloc_graph(m.graph, 0).ok());
+  std::vector<void*> first;
+  std::vector<size_t> offsets;
+  for (Tensor* t : placed) {
+    ASSERT_TRUE(ga.owns(t->buffer)) << t->name;
+    first.push_back(t->data);
+    offsets.push_back(static_cast<size_t>(static_cast<char*>(t->data) - static_cast<char*>(t->buffer->base())));
+  }
+  const void* weight = m.wctx.tensor(0)->data;
+  for (int replica : {1, 3}) {  // 3: modulo the count
+    SCOPED_TRACE(replica);
+    ASSERT_TRUE(ga.alloc_graph(m.graph, replica).ok());
+    for (size_t i = 0; i < placed.size(); ++i) {
+      Tensor* t = placed[i];
+      const Buffer* b = t->buffer;
+      bool in_replica_1 = false;
+      for (int c = 0; c < ga.n_chunks(0); ++c) in_replica_1 = in_replica_1 || b == ga.chunk_buffer(0, c, 1);
+      EXPECT_TRUE(in_replica_1) << t->name;
+      EXPECT_NE(t->data, first[i]) << t->name;
+      EXPECT_EQ(static_cast<const char*>(t->data) - static_cast<const char*>(t->buffer->base()),
+                static_cast<std::ptrdiff_t>(offsets[i]))
+          << t->name;
+    }
+    EXPECT_EQ(overlap(m.graph, ga), "");
+  }
+  ASSERT_TRUE(ga.alloc_graph(m.graph, 0).ok());
+  for (size_t i = 0; i < placed.size(); ++i) EXPECT_EQ(placed[i]->data, first[i]) << placed[i]->name;
+  EXPECT_EQ(m.wctx.tensor(0)->data, weight);  // external: never moved
+  EXPECT_EQ(ga.replan_count(), 0);
+}
+
+// A view placed by an earlier alloc_graph (so in the planner's memory) follows its root when the graph is placed in
+// another replica.
+TEST(Planner, AViewFollowsItsRootIntoAnotherReplica) {
+  Context ctx({.no_alloc = true});
+  Tensor* x = ctx.new_tensor_2d(Type::kF32, 16, 4);
+  set_input(*x);
+  Tensor* a = scale(ctx, x, 2.0f);
+  Tensor* row = view_1d(ctx, a, 16, a->nb[1]);
+  Tensor* c = add(ctx, row, view_1d(ctx, x, 16, 0));
+  set_output(*c);
+  Graph g;
+  ASSERT_TRUE(g.build_forward(c).ok());
+  GraphAllocator ga(cpu::buffer_type());
+  ga.set_replicas(0, 2);
+  ASSERT_TRUE(ga.reserve(g).ok());
+  for (int replica : {0, 1, 0}) {
+    SCOPED_TRACE(replica);
+    ASSERT_TRUE(ga.alloc_graph(g, replica).ok());
+    EXPECT_EQ(a->buffer, ga.chunk_buffer(0, 0, replica));
+    EXPECT_EQ(row->buffer, a->buffer);
+    EXPECT_EQ(row->data, static_cast<char*>(a->data) + a->nb[1]);
+    EXPECT_EQ(overlap(g, ga), "");
+  }
+  EXPECT_EQ(ga.replan_count(), 0);
+}
+
+// Buffers never shrink: after a reserve for a large graph, re-planning a small one whose wiring changed fits the same
+// buffer, and tensors placed by the earlier alloc_graph move to their new offsets in it.
+TEST(Planner, AReplanInsideTheReservedBufferMovesPlacedTensorsWithinIt) {
+  Mlp big(64), small(8);
+  GraphAllocator ga(cpu::buffer_type());
+  ASSERT_TRUE(ga.reserve(big.graph).ok());
+  ASSERT_EQ(ga.n_chunks(0), 1);
+  const Buffer* buffer = ga.chunk_buffer(0, 0);
+  ASSERT_TRUE(ga.alloc_graph(small.graph).ok());
+  std::vector<void*> before;
+  for (Tensor* n : small.graph.nodes()) before.push_back(n->data);
+  // the last layer's down projection reads the first layer's activation: act.0 lives longer, the offsets change
+  Tensor* down2 = nullptr;
+  Tensor* act0 = nullptr;
+  for (Tensor* n : small.graph.nodes()) {
+    if (std::string(n->name) == "down.2") down2 = n;
+    if (std::string(n->name) == "act.0") act0 = n;
+  }
+  ASSERT_NE(down2, nullptr);
+  ASSERT_NE(act0, nullptr);
+  down2->src[1] = act0;
+  EXPECT_THAT(ga.needs_replan(small.graph), HasSubstr("not the node/leaf it was at plan time"));
+  ASSERT_TRUE(ga.alloc_graph(small.graph).ok());
+  EXPECT_EQ(ga.replan_count(), 1);
+  EXPECT_EQ(ga.chunk_buffer(0, 0), buffer);  // no new buffer
+  size_t moved = 0;
+  for (size_t i = 0; i < small.graph.n_nodes(); ++i) {
+    Tensor* n = small.graph.node(i);
+    EXPECT_EQ(tensor_buffer(*n), buffer) << n->name;
+    moved += n->data != before[i] ? 1 : 0;
+  }
+  EXPECT_GT(moved, 0u);
+  EXPECT_EQ(overlap(small.graph, ga), "");
+}
+
+// A buffer that refuses a leaf, a source outside the graph or a node makes alloc_graph fail with its status.
+TEST(Planner, ATensorTheBufferRefusesFailsThePlacementWithItsStatus) {
+  for (const char* refused : {"x", "x_copy", "c"}) {
+    SCOPED_TRACE(refused);
+    OutsideSource o;
+    set_name(*o.c, "c");
+    support::RefusingBufferType bt(refused);
+    {
+      GraphAllocator ga(&bt);
+      ASSERT_TRUE(ga.reserve(o.graph).ok());
+      Status s = ga.alloc_graph(o.graph);
+      EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+      EXPECT_THAT(s.message(), HasSubstr(std::string("refusing to hold ") + refused));
+      const Tensor* t = std::string(refused) == "x" ? o.x : std::string(refused) == "x_copy" ? o.copy : o.c;
+      EXPECT_EQ(t->buffer, nullptr);
+      EXPECT_EQ(t->data, nullptr);
+    }
+    EXPECT_EQ(bt.live, 0);
   }
 }
