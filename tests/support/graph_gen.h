@@ -186,6 +186,10 @@ struct SplitMix64 {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   }
+  // Uniform in [lo, hi] (hi only by rounding) from the top 24 bits of one draw. (std::uniform_real_distribution goes through
+  // std::generate_canonical, which computes two long-double logarithms per value: a fifth of the end-to-end fuzzer's
+  // time.)
+  float uniform(float lo, float hi) { return lo + (hi - lo) * (static_cast<float>((*this)() >> 40) * 0x1p-24f); }
 };
 
 struct BuiltGraph {
@@ -211,13 +215,11 @@ struct BuiltGraph {
       std::vector<float> v(n);
       switch (f.kind) {
         case FillKind::kFloat: {
-          std::uniform_real_distribution<float> mag(0.25f, 1.0f);
-          for (float& x : v) x = (rng() & 1) ? mag(rng) : -mag(rng);
+          for (float& x : v) x = (rng() & 1) ? rng.uniform(0.25f, 1.0f) : -rng.uniform(0.25f, 1.0f);
           break;
         }
         case FillKind::kPositive: {
-          std::uniform_real_distribution<float> d(0.5f, 2.0f);
-          for (float& x : v) x = d(rng);
+          for (float& x : v) x = rng.uniform(0.5f, 2.0f);
           break;
         }
         case FillKind::kIds: {
