@@ -167,16 +167,27 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
   for (const auto& sp : plan.splits) {
     for (size_t k = 0; k < sp.inputs.size(); ++k) {
       Tensor* in = sp.inputs[k];
-      // a view of the input as dependency node: "used" here, so the planner keeps the source until the copy
-      Tensor* dep = plan.copy_ctx->new_view(in, in->type, in->ne, in->nb, 0);
-      if (dep == nullptr) continue;  // cannot happen: same shape as its source
-      dep->op = Op::kView;
-      dep->src[0] = in;
-      format_name(*dep, "%.40s (dep)", in->name);
-      const int in_backend = plan.backend(sp.input_ids[k]);
-      const int32_t dep_id = plan.add_fresh(dep);
-      plan.set_id(dep_id, in_backend, Cause::kCopy);
-      add_sched_node(dep, dep_id, sp.input_ids[k], bid_of(in_backend), in_backend);
+      // A view op among this split's own nodes (pass 5 puts a view in the split where the graph has it, and the
+      // split may read it through a copy) comes after the split's input copies in the list: a dependency node
+      // here would read it before the planner has walked it, so the planner would release it twice (once after
+      // its last reader, the dependency node, once when it walks the view and finds no reader left) and free its
+      // view source while other views of that source are still to be read. The view itself, walked later, keeps
+      // its source alive past the copy.
+      const int32_t in_id = sp.input_ids[k];
+      const bool later_in_split = in_id >= 0 && static_cast<size_t>(in_id) >= sp.i_start &&
+                                  static_cast<size_t>(in_id) < sp.i_end;
+      if (!later_in_split) {
+        // a view of the input as dependency node: "used" here, so the planner keeps the source until the copy
+        Tensor* dep = plan.copy_ctx->new_view(in, in->type, in->ne, in->nb, 0);
+        if (dep == nullptr) continue;  // cannot happen: same shape as its source
+        dep->op = Op::kView;
+        dep->src[0] = in;
+        format_name(*dep, "%.40s (dep)", in->name);
+        const int in_backend = plan.backend(in_id);
+        const int32_t dep_id = plan.add_fresh(dep);
+        plan.set_id(dep_id, in_backend, Cause::kCopy);
+        add_sched_node(dep, dep_id, in_id, bid_of(in_backend), in_backend);
+      }
       // the copy is placed when its split starts, and freed after its last reader
       add_sched_node(sp.input_copies[k][static_cast<size_t>(s_slot)], plan.copy_id_in_set(sp.input_sets[k], s_slot),
                      -1, region_id(buft_id[static_cast<size_t>(sp.backend)]), sp.backend);

@@ -173,6 +173,108 @@ TEST_P(SchedulerExec, ComputeWithoutAllocAndTwiceInARow) {
   EXPECT_EQ(*tensor_to_f32(*m.out), cpu_reference(3, 3, 11));
 }
 
+namespace {
+
+// Two views of one GPU tensor r: v1 is built before a CPU split, v2 inside it (the graph has it after the split's
+// first node) and read there through a copy; a later GPU node reads v1 next to a fresh tensor of r's size.
+//   r = x * w (GPU, weight) ; v1 = reshape(r)
+//   c1 = soft_max(x) (CPU) ; v2 = view(r, rows 2..3) ; c2 = soft_max(v2) (CPU, reads a copy of v2)
+//   g = x * w2 (GPU) ; out = (v1 + g) + x (GPU; reading x again keeps g out of the memory of x's copy)
+// The shape of the end_to_end fuzz inputs read-of-cache-view-after-cpy-parallel.bin and
+// reshape-read-after-permute-copied-in-its-own-split.bin.
+struct ViewReadInItsSplit {
+  Context wctx{{.no_alloc = true}};
+  Context ctx{{.no_alloc = true}};
+  std::unique_ptr<Buffer> weights;
+  Graph graph;
+  Tensor* x = nullptr;
+  Tensor* c2 = nullptr;
+  Tensor* out = nullptr;
+
+  explicit ViewReadInItsSplit(BufferType& weight_buft) {
+    const int64_t d = 16, rows = 4;
+    Tensor* w = wctx.new_tensor_2d(Type::kF32, d, rows);
+    Tensor* w2 = wctx.new_tensor_2d(Type::kF32, d, rows);
+    set_name(*w, "w");
+    set_name(*w2, "w2");
+    x = ctx.new_tensor_2d(Type::kF32, d, rows);
+    set_name(*x, "x");
+    set_input(*x);
+    Tensor* r = mul(ctx, x, w);
+    set_name(*r, "r");
+    Tensor* v1 = reshape_2d(ctx, r, d, rows);
+    set_name(*v1, "v1");
+    Tensor* c1 = soft_max(ctx, x);
+    set_name(*c1, "c1");
+    Tensor* v2 = view_2d(ctx, r, d, 2, r->nb[1], 2 * r->nb[1]);
+    set_name(*v2, "v2");
+    c2 = soft_max(ctx, v2);
+    set_name(*c2, "c2");
+    set_output(*c2);
+    Tensor* g = mul(ctx, x, w2);
+    set_name(*g, "g");
+    Tensor* h = add(ctx, v1, g);
+    set_name(*h, "h");
+    out = add(ctx, h, x);
+    set_name(*out, "out");
+    set_output(*out);
+    EXPECT_TRUE(ctx.ok()) << ctx.status().message();
+    // One build per output, in this order: v1 before the CPU split, v2 after its first node.
+    for (Tensor* t : {v1, c1, c2, out}) EXPECT_TRUE(graph.build_forward(t).ok());
+    auto b = alloc_ctx_tensors(wctx, weight_buft);
+    EXPECT_TRUE(b.ok()) << b.status().message();
+    if (!b.ok()) return;
+    weights = std::move(b).value();
+    weights->set_usage(BufferUsage::kWeights);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> dist;
+    for (Tensor* t : {w, w2}) {
+      std::vector<float> v(static_cast<size_t>(nelements(*t)));
+      for (float& f : v) f = dist(rng);
+      EXPECT_TRUE(tensor_from_f32(*t, v).ok());
+    }
+  }
+  void set_x(unsigned seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist;
+    std::vector<float> v(static_cast<size_t>(nelements(*x)));
+    for (float& f : v) f = dist(rng);
+    ASSERT_TRUE(tensor_from_f32(*x, v).ok());
+  }
+};
+
+}  // namespace
+
+// The planner used to walk the dependency node of v2 (placed before the split's nodes) before v2 itself, release v2
+// twice and free r while v1 was still to be read: g took r's memory and v1 + g came out as g + g.
+TEST_P(SchedulerExec, AViewCopiedInTheSplitThatHoldsItKeepsItsSourceAliveForItsOtherViews) {
+  const bool parallel = GetParam();
+  doubles::RestrictedDevice gpu_dev("GPU0");
+  gpu_dev.refused = {Op::kSoftMax};
+  auto gpu = gpu_dev.init_backend();
+  auto cpu = cpu::make_backend({.n_threads = 1});
+  ViewReadInItsSplit m(gpu_dev.buft());
+  ViewReadInItsSplit ref(*cpu::buffer_type());
+  auto ref_buf = alloc_ctx_tensors(ref.ctx, *cpu::buffer_type());
+  ASSERT_TRUE(ref_buf.ok());
+  auto sched = Scheduler::create({gpu->get(), cpu.get()}, {.bufts = {}, .parallel = parallel});
+  ASSERT_TRUE(sched.ok()) << sched.status().message();
+  Scheduler& s = **sched;
+  for (unsigned eval = 0; eval < 3; ++eval) {
+    SCOPED_TRACE("evaluation " + std::to_string(eval));
+    ASSERT_TRUE(s.alloc_graph(m.graph).ok()) << s.last_error();
+    ASSERT_EQ(s.n_splits(), 3) << s.report();
+    ASSERT_EQ(s.splits()[1].inputs.size(), 1u) << s.report();
+    EXPECT_STREQ(s.splits()[1].inputs[0]->name, "v2") << s.report();
+    m.set_x(40 + eval);
+    ASSERT_EQ(s.graph_compute(m.graph), ComputeStatus::kSuccess) << s.last_error();
+    ref.set_x(40 + eval);
+    ASSERT_EQ(cpu->graph_compute(ref.graph), ComputeStatus::kSuccess) << cpu->last_error();
+    EXPECT_EQ(*tensor_to_f32(*m.out), *tensor_to_f32(*ref.out)) << s.report();
+    EXPECT_EQ(*tensor_to_f32(*m.c2), *tensor_to_f32(*ref.c2));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Parallel, SchedulerExec, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "parallel" : "serial"; });
 
