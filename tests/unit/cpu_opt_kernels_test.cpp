@@ -67,7 +67,9 @@ class Case {
     set_output(*out);
     Graph graph;
     ASSERT_TRUE(graph.build_forward(out).ok());
-    if (expect_opt) EXPECT_TRUE(cpu::opt::supports(*out)) << describe(*out) << " should have an optimised kernel";
+    if (expect_opt) {
+      EXPECT_TRUE(cpu::opt::supports(*out)) << describe(*out) << " should have an optimised kernel";
+    }
     auto buf = alloc_ctx_tensors(ctx, *cpu::buffer_type());
     ASSERT_TRUE(buf.ok()) << buf.status().to_string();
     buffer_ = std::move(buf.value());
@@ -156,6 +158,27 @@ TEST_F(OptKernels, MulMatLargeBlocksAndEdges) {
     Tensor* a = c.rand_input(w, {K, M, 1, 1});
     Tensor* b = c.rand_input(Type::kF32, {K, N, 1, 1});
     c.check(mul_mat(c.ctx, a, b), mm_tol(w, N));
+  }
+}
+
+// Products large enough for the shared-b schedule (at 2 or more threads the threads pack each panel of b together,
+// then split the rows): several K panels, several column panels (N beyond 1536), fewer row tiles than threads (some
+// threads only pack), batches with broadcast weights, quantized weights. Each also runs at 1 thread (work units),
+// and every thread count must give the same bits.
+TEST_F(OptKernels, MulMatSharedPanelsOfB) {
+  struct Dims {
+    Type w;
+    int64_t K, M, N, A2, B2;
+  };
+  for (const Dims& d : {Dims{Type::kF32, 600, 70, 60, 1, 1}, Dims{Type::kF32, 40, 40, 1600, 1, 1},
+                        Dims{Type::kF16, 300, 100, 80, 2, 4}, Dims{Type::kQ4_0, 640, 70, 50, 1, 1}}) {
+    SCOPED_TRACE(std::string(optest::tname(d.w)) + " K=" + std::to_string(d.K) + " M=" + std::to_string(d.M) +
+                 " N=" + std::to_string(d.N) + " batches=" + std::to_string(d.B2));
+    ASSERT_GE(d.K * d.M * d.N, int64_t{1} << 21) << "below the shared-b schedule's threshold";
+    Case c(seed + static_cast<uint32_t>(d.N * 7 + d.K));
+    Tensor* a = c.rand_input(d.w, {d.K, d.M, d.A2, 1});
+    Tensor* b = c.rand_input(Type::kF32, {d.K, d.N, d.B2, 1});
+    c.check(mul_mat(c.ctx, a, b), mm_tol(d.w, d.N));
   }
 }
 

@@ -111,13 +111,29 @@ inline void dot_rows(const KernelTable& t, Type wtype, const char* w, size_t str
 }
 
 // ---- GEMM ----
+//
+// Two schedules, chosen by the shape and the thread count (never changing a result: each element is one FMA chain
+// over k in order):
+// - shared b (large matrices, several threads): per panel of b (kc x nc), the threads pack its slivers together into
+//   one of two shared buffers, meet at a barrier, then each multiplies its own rows of a by the whole panel. b is
+//   packed once, a once per column panel. The two buffers alternate, so one barrier per panel suffices: a thread
+//   packing panel s+1 knows every thread has finished packing panel s, hence finished computing panel s-1.
+// - work units (small or many matrices): (batch, column chunk, row chunk) units, row chunks consecutive, so that a
+//   thread's consecutive units of one matrix and column chunk become one block that packs b once.
+
+// Per batch, multiply-adds from which the shared-b schedule pays for its barriers.
+constexpr int64_t kSharedBMinMacs = int64_t{1} << 21;
+
+bool use_shared_b(const Tensor& node, const Tensor& a, int nth) {
+  return nth > 1 && node.ne[0] * node.ne[1] * a.ne[0] >= kSharedBMinMacs;
+}
 
 struct GemmSplit {
   int64_t m_chunk, n_chunk, m_units, n_units, batches;
   int64_t units() const { return batches * m_units * n_units; }
 };
 
-// Work units of the GEMM: (batch, row chunk, column chunk). Chunks shrink when there are fewer units than threads;
+// Work units of the GEMM: (batch, column chunk, row chunk). Chunks shrink when there are fewer units than threads;
 // that only moves work between threads (results do not depend on the split).
 GemmSplit gemm_split(const Tensor& node, const KernelTable& t, int nth) {
   const int64_t M = node.ne[0], N = node.ne[1];
@@ -136,119 +152,203 @@ GemmSplit gemm_split(const Tensor& node, const KernelTable& t, int nth) {
 
 struct GemmWork {
   float *pack_a, *pack_b, *tile, *conv;
+  float* shared_b[2];  // the shared-b schedule's panels (pack_b unused then)
 };
-size_t gemm_thread_bytes(const KernelTable& t, int64_t n_cap) {
-  return align64(kMc * kKc * 4) + align64(static_cast<size_t>(kKc * n_cap) * 4) + align64(t.mr * t.nr * 4) +
-         align64(kKc * 4);
-}
 int64_t gemm_n_cap(const Tensor& node, const KernelTable& t) {
   return std::min<int64_t>(kNc, cdiv(node.ne[1], t.nr) * t.nr);
 }
-GemmWork gemm_work(const KernelTable& t, int64_t n_cap, void* base, int ith) {
-  char* w = static_cast<char*>(base) + static_cast<size_t>(ith) * gemm_thread_bytes(t, n_cap);
-  GemmWork g;
+size_t panel_b_bytes(int64_t n_cap) { return align64(static_cast<size_t>(kKc * n_cap) * 4); }
+// Per thread: a panel of a, a panel of b (work units only), an edge tile, a conversion row.
+size_t gemm_thread_bytes(const KernelTable& t, int64_t n_cap, bool shared_b) {
+  return align64(kMc * kKc * 4) + (shared_b ? 0 : panel_b_bytes(n_cap)) + align64(t.mr * t.nr * 4) + align64(kKc * 4);
+}
+size_t gemm_work_bytes(const Tensor& node, const KernelTable& t, int nth) {
+  const bool shared = use_shared_b(node, *node.src[0], nth);
+  const int64_t n_cap = gemm_n_cap(node, t);
+  return (shared ? 2 * panel_b_bytes(n_cap) : 0) + static_cast<size_t>(nth) * gemm_thread_bytes(t, n_cap, shared);
+}
+GemmWork gemm_work(const KernelTable& t, int64_t n_cap, bool shared, void* base, int ith) {
+  char* w = static_cast<char*>(base);
+  GemmWork g{};
+  if (shared) {
+    g.shared_b[0] = reinterpret_cast<float*>(w);
+    g.shared_b[1] = reinterpret_cast<float*>(w + panel_b_bytes(n_cap));
+    w += 2 * panel_b_bytes(n_cap);
+  }
+  w += static_cast<size_t>(ith) * gemm_thread_bytes(t, n_cap, shared);
   g.pack_a = reinterpret_cast<float*>(w);
   w += align64(kMc * kKc * 4);
-  g.pack_b = reinterpret_cast<float*>(w);
-  w += align64(static_cast<size_t>(kKc * n_cap) * 4);
+  if (!shared) {
+    g.pack_b = reinterpret_cast<float*>(w);
+    w += panel_b_bytes(n_cap);
+  }
   g.tile = reinterpret_cast<float*>(w);
   w += align64(t.mr * t.nr * 4);
   g.conv = reinterpret_cast<float*>(w);
   return g;
 }
 
-// Rows [m0, m1) x columns [n0, n1) of batch (i2, i3).
-void gemm_block(const KernelTable& t, const Tensor& a, const Tensor& b, const Tensor& node, int64_t i2, int64_t i3,
-                int64_t m0, int64_t m1, int64_t n0, int64_t n1, const GemmWork& w) {
-  const int64_t K = a.ne[0];
-  const int64_t MR = t.mr, NR = t.nr;
-  const int64_t ia2 = i2 / (b.ne[2] / a.ne[2]);
-  const int64_t ia3 = i3 / (b.ne[3] / a.ne[3]);
-  const int64_t bs = is_quant(a.type) ? kQK : 1;
-  float* C = reinterpret_cast<float*>(row_ptr_mut(node, 0, i2, i3));
-  const int64_t ldc = static_cast<int64_t>(node.nb[1] / 4);
+// One GEMM's operands for batch (i2, i3).
+struct GemmOperands {
+  const KernelTable& t;
+  const Tensor& a;
+  const Tensor& b;
+  const Tensor& node;
+  int64_t i2, i3, ia2, ia3;
+  float* C;
+  int64_t ldc;
+  GemmOperands(const KernelTable& table, const Tensor& n, int64_t batch_i2, int64_t batch_i3)
+      : t(table), a(*n.src[0]), b(*n.src[1]), node(n), i2(batch_i2), i3(batch_i3),
+        ia2(batch_i2 / (n.src[1]->ne[2] / n.src[0]->ne[2])), ia3(batch_i3 / (n.src[1]->ne[3] / n.src[0]->ne[3])),
+        C(reinterpret_cast<float*>(row_ptr_mut(n, 0, batch_i2, batch_i3))), ldc(static_cast<int64_t>(n.nb[1] / 4)) {}
+};
 
-  for (int64_t jc = n0; jc < n1; jc += kNc) {
-    const int64_t nc = std::min(kNc, n1 - jc);
-    const int64_t n_sl = cdiv(nc, NR);
-    for (int64_t pc = 0; pc < K; pc += kKc) {
-      const int64_t kc = std::min(kKc, K - pc);
-      const bool acc = pc > 0;
-      for (int64_t js = 0; js < n_sl; ++js) {  // pack b: sliver js holds kc rows of NR columns
-        float* dst = w.pack_b + js * kc * NR;
-        for (int64_t j = 0; j < NR; ++j) {
-          const int64_t n = jc + js * NR + j;
-          if (n < jc + nc) {
-            const char* src = row_ptr(b, n, i2, i3) + static_cast<size_t>(pc) * b.nb[0];
-            if (b.nb[0] == 4) {
-              const float* s = reinterpret_cast<const float*>(src);
-              for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = s[k];
-            } else {
-              for (int64_t k = 0; k < kc; ++k) std::memcpy(&dst[k * NR + j], src + static_cast<size_t>(k) * b.nb[0], 4);
-            }
-          } else {
-            for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = 0.0f;
-          }
+// Slivers [s0, s1) of the panel of b at columns [jc, jc + nc), K rows [pc, pc + kc): sliver js holds kc rows of NR
+// columns (zeros past the last column).
+void pack_b_slivers(const GemmOperands& o, int64_t jc, int64_t nc, int64_t pc, int64_t kc, int64_t s0, int64_t s1,
+                    float* panel) {
+  const int64_t NR = o.t.nr;
+  for (int64_t js = s0; js < s1; ++js) {
+    float* dst = panel + js * kc * NR;
+    for (int64_t j = 0; j < NR; ++j) {
+      const int64_t n = jc + js * NR + j;
+      if (n < jc + nc) {
+        const char* src = row_ptr(o.b, n, o.i2, o.i3) + static_cast<size_t>(pc) * o.b.nb[0];
+        if (o.b.nb[0] == 4) {
+          const float* s = reinterpret_cast<const float*>(src);
+          for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = s[k];
+        } else {
+          for (int64_t k = 0; k < kc; ++k) std::memcpy(&dst[k * NR + j], src + static_cast<size_t>(k) * o.b.nb[0], 4);
         }
-      }
-      for (int64_t ic = m0; ic < m1; ic += kMc) {
-        const int64_t mc = std::min(kMc, m1 - ic);
-        const int64_t m_sl = cdiv(mc, MR);
-        for (int64_t is = 0; is < m_sl; ++is) {  // pack a (converted to f32): sliver is holds kc rows of MR values
-          float* dst = w.pack_a + is * kc * MR;
-          for (int64_t r = 0; r < MR; ++r) {
-            const int64_t m = ic + is * MR + r;
-            if (m < ic + mc) {
-              row_to_f32(t, a.type, row_ptr(a, m, ia2, ia3) + static_cast<size_t>(pc / bs) * a.nb[0], w.conv, kc);
-              for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = w.conv[k];
-            } else {
-              for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = 0.0f;
-            }
-          }
-        }
-        for (int64_t js = 0; js < n_sl; ++js) {
-          const int64_t ncols = std::min(NR, nc - js * NR);
-          for (int64_t is = 0; is < m_sl; ++is) {
-            const int64_t mrows = std::min(MR, mc - is * MR);
-            float* c = C + (jc + js * NR) * ldc + (ic + is * MR);
-            const float* ap = w.pack_a + is * kc * MR;
-            const float* bp = w.pack_b + js * kc * NR;
-            if (mrows == MR && ncols == NR) {
-              t.gemm_ukernel(kc, ap, bp, c, ldc, acc);
-              continue;
-            }
-            // Edge tile: through a full-size temporary, so the element sequence is the same as in a full tile.
-            if (acc) {
-              for (int64_t j = 0; j < ncols; ++j) std::memcpy(w.tile + j * MR, c + j * ldc, mrows * 4);
-            }
-            t.gemm_ukernel(kc, ap, bp, w.tile, MR, acc);
-            for (int64_t j = 0; j < ncols; ++j) std::memcpy(c + j * ldc, w.tile + j * MR, mrows * 4);
-          }
-        }
+      } else {
+        for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = 0.0f;
       }
     }
   }
 }
 
-Status gemm(const Tensor& node, const Params& p) {
+// Rows [m0, m1) of a times the packed panel of b (columns [jc, jc + nc), K rows [pc, pc + kc)), into C.
+void gemm_rows(const GemmOperands& o, int64_t m0, int64_t m1, int64_t jc, int64_t nc, int64_t pc, int64_t kc,
+               const float* panel_b, const GemmWork& w) {
+  const KernelTable& t = o.t;
+  const int64_t MR = t.mr, NR = t.nr;
+  const int64_t bs = is_quant(o.a.type) ? kQK : 1;
+  const bool acc = pc > 0;
+  const int64_t n_sl = cdiv(nc, NR);
+  for (int64_t ic = m0; ic < m1; ic += kMc) {
+    const int64_t mc = std::min(kMc, m1 - ic);
+    const int64_t m_sl = cdiv(mc, MR);
+    for (int64_t is = 0; is < m_sl; ++is) {  // pack a (converted to f32): sliver is holds kc rows of MR values
+      float* dst = w.pack_a + is * kc * MR;
+      for (int64_t r = 0; r < MR; ++r) {
+        const int64_t m = ic + is * MR + r;
+        if (m < ic + mc) {
+          const char* src = row_ptr(o.a, m, o.ia2, o.ia3) + static_cast<size_t>(pc / bs) * o.a.nb[0];
+          const float* row = w.conv;
+          if (o.a.type == Type::kF32) {
+            row = reinterpret_cast<const float*>(src);
+          } else {
+            row_to_f32(t, o.a.type, src, w.conv, kc);
+          }
+          for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = row[k];
+        } else {
+          for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = 0.0f;
+        }
+      }
+    }
+    for (int64_t js = 0; js < n_sl; ++js) {
+      const int64_t ncols = std::min(NR, nc - js * NR);
+      for (int64_t is = 0; is < m_sl; ++is) {
+        const int64_t mrows = std::min(MR, mc - is * MR);
+        float* c = o.C + (jc + js * NR) * o.ldc + (ic + is * MR);
+        const float* ap = w.pack_a + is * kc * MR;
+        const float* bp = panel_b + js * kc * NR;
+        if (mrows == MR && ncols == NR) {
+          t.gemm_ukernel(kc, ap, bp, c, o.ldc, acc);
+          continue;
+        }
+        // Edge tile: through a full-size temporary, so the element sequence is the same as in a full tile.
+        if (acc) {
+          for (int64_t j = 0; j < ncols; ++j) std::memcpy(w.tile + j * MR, c + j * o.ldc, mrows * 4);
+        }
+        t.gemm_ukernel(kc, ap, bp, w.tile, MR, acc);
+        for (int64_t j = 0; j < ncols; ++j) std::memcpy(c + j * o.ldc, w.tile + j * MR, mrows * 4);
+      }
+    }
+  }
+}
+
+// Rows [m0, m1) x columns [n0, n1) of one batch, by one thread alone.
+void gemm_block(const GemmOperands& o, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const GemmWork& w) {
+  const int64_t K = o.a.ne[0];
+  for (int64_t jc = n0; jc < n1; jc += kNc) {
+    const int64_t nc = std::min(kNc, n1 - jc);
+    for (int64_t pc = 0; pc < K; pc += kKc) {
+      const int64_t kc = std::min(kKc, K - pc);
+      pack_b_slivers(o, jc, nc, pc, kc, 0, cdiv(nc, o.t.nr), w.pack_b);
+      gemm_rows(o, m0, m1, jc, nc, pc, kc, w.pack_b, w);
+    }
+  }
+}
+
+Status gemm_units(const Tensor& node, const Params& p, const GemmWork& w) {
   const KernelTable& t = *p.table;
-  const Tensor& a = *node.src[0];
-  const Tensor& b = *node.src[1];
   const GemmSplit s = gemm_split(node, t, p.nth);
-  const GemmWork w = gemm_work(t, gemm_n_cap(node, t), p.work, p.ith);
   ref::ComputeParams cp{p.ith, p.nth};
   int64_t u0, u1;
   ref::partition(s.units(), cp, &u0, &u1);
-  for (int64_t u = u0; u < u1; ++u) {
-    const int64_t nu = u % s.n_units;
-    const int64_t mu = (u / s.n_units) % s.m_units;
-    const int64_t batch = u / (s.n_units * s.m_units);
+  for (int64_t u = u0; u < u1;) {
+    const int64_t mu = u % s.m_units;
+    const int64_t nu = (u / s.m_units) % s.n_units;
+    const int64_t batch = u / (s.m_units * s.n_units);
+    // this thread's run of row chunks of the same (batch, column chunk): one block
+    const int64_t run = std::min(u1 - u, s.m_units - mu);
     const int64_t i2 = batch % node.ne[2], i3 = batch / node.ne[2];
-    const int64_t m0 = mu * s.m_chunk, m1 = std::min(node.ne[0], m0 + s.m_chunk);
+    const int64_t m0 = mu * s.m_chunk, m1 = std::min(node.ne[0], (mu + run) * s.m_chunk);
     const int64_t n0 = nu * s.n_chunk, n1 = std::min(node.ne[1], n0 + s.n_chunk);
-    gemm_block(t, a, b, node, i2, i3, m0, m1, n0, n1, w);
+    gemm_block(GemmOperands(t, node, i2, i3), m0, m1, n0, n1, w);
+    u += run;
   }
   return Status::Ok();
+}
+
+Status gemm_shared_b(const Tensor& node, const Params& p, const GemmWork& w) {
+  const KernelTable& t = *p.table;
+  const int64_t M = node.ne[0], N = node.ne[1], K = node.src[0]->ne[0];
+  ref::ComputeParams cp{p.ith, p.nth};
+  int64_t r0, r1;  // this thread's rows, in whole micro-tiles
+  ref::partition(cdiv(M, t.mr), cp, &r0, &r1);
+  const int64_t m0 = r0 * t.mr, m1 = std::min(M, r1 * t.mr);
+  int panel = 0;
+  for (int64_t i3 = 0; i3 < node.ne[3]; ++i3) {
+    for (int64_t i2 = 0; i2 < node.ne[2]; ++i2) {
+      const GemmOperands o(t, node, i2, i3);
+      for (int64_t jc = 0; jc < N; jc += kNc) {
+        const int64_t nc = std::min(kNc, N - jc);
+        for (int64_t pc = 0; pc < K; pc += kKc) {
+          const int64_t kc = std::min(kKc, K - pc);
+          float* buf = w.shared_b[panel];
+          panel ^= 1;
+          int64_t s0, s1;
+          ref::partition(cdiv(nc, t.nr), cp, &s0, &s1);
+          pack_b_slivers(o, jc, nc, pc, kc, s0, s1, buf);
+          p.sync();
+          if (m0 < m1) gemm_rows(o, m0, m1, jc, nc, pc, kc, buf, w);
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status gemm(const Tensor& node, const Params& p) {
+  const KernelTable& t = *p.table;
+  const bool shared = use_shared_b(node, *node.src[0], p.nth);
+  if (shared && p.barrier == nullptr) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "%s: %d threads without a barrier", describe(node).c_str(), p.nth);
+  }
+  const GemmWork w = gemm_work(t, gemm_n_cap(node, t), shared, p.work, p.ith);
+  return shared ? gemm_shared_b(node, p, w) : gemm_units(node, p, w);
 }
 
 // ---- matrix x vector ----
@@ -310,7 +410,7 @@ bool supports_mul_mat(const Tensor& node) {
 size_t work_size_mul_mat(const Tensor& node, const KernelTable& t, int nth) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
-  if (use_gemm(node)) return static_cast<size_t>(nth) * gemm_thread_bytes(t, gemm_n_cap(node, t));
+  if (use_gemm(node)) return gemm_work_bytes(node, t, nth);
   return act_buffer_bytes(a, b, b.ne[1] * b.ne[2] * b.ne[3], nth);
 }
 
