@@ -119,23 +119,53 @@ BENCHMARK(BM_Ceiling_FmaPeak)->Arg(1)->Arg(2)->UseManualTime()->Iterations(15)->
 
 constexpr size_t kStreamFloats = size_t{32} << 20;  // 128 MiB per array, far beyond the caches
 
+#if defined(__x86_64__)
+// STREAM's copy: plain vector loads and stores (glibc's memcpy switches to non-temporal stores on arrays this large,
+// which this VM runs at about half the speed of ordinary stores).
+__attribute__((target("avx2"))) void copy_loop(const float* a, float* b, size_t n) {
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    _mm256_storeu_ps(b + i, _mm256_loadu_ps(a + i));
+    _mm256_storeu_ps(b + i + 8, _mm256_loadu_ps(a + i + 8));
+    _mm256_storeu_ps(b + i + 16, _mm256_loadu_ps(a + i + 16));
+    _mm256_storeu_ps(b + i + 24, _mm256_loadu_ps(a + i + 24));
+  }
+  for (; i < n; ++i) b[i] = a[i];
+}
+#else
+void copy_loop(const float* a, float* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) b[i] = a[i];
+}
+#endif
+
+// The copy ceiling is the better of the two ways to copy, each timed alternately (bytes read + written).
 void BM_Ceiling_StreamCopy(benchmark::State& state) {
   const int n = kThreads;
   std::vector<float> a(kStreamFloats, 1.0f), b(kStreamFloats, 0.0f);
-  double best = 1e30;
+  double best_memcpy = 1e30, best_loop = 1e30;
+  bool use_loop = false;
   for (auto _ : state) {
     const double s = run_threads(n, [&](int i) {
       const size_t lo = kStreamFloats * i / n, hi = kStreamFloats * (i + 1) / n;
-      std::memcpy(b.data() + lo, a.data() + lo, (hi - lo) * 4);
+      if (use_loop) {
+        copy_loop(a.data() + lo, b.data() + lo, hi - lo);
+      } else {
+        std::memcpy(b.data() + lo, a.data() + lo, (hi - lo) * 4);
+      }
     });
+    double& best = use_loop ? best_loop : best_memcpy;
     best = std::min(best, s);
+    use_loop = !use_loop;
     state.SetIterationTime(s);
   }
   benchmark::DoNotOptimize(b.data());
-  g_copy_gbps = 2.0 * kStreamFloats * 4 / best * 1e-9;
+  const double bytes = 2.0 * kStreamFloats * 4;
+  g_copy_gbps = bytes / std::min(best_memcpy, best_loop) * 1e-9;
   state.counters["GBps"] = g_copy_gbps;
+  state.counters["GBps_memcpy"] = bytes / best_memcpy * 1e-9;
+  state.counters["GBps_loop"] = bytes / best_loop * 1e-9;
 }
-BENCHMARK(BM_Ceiling_StreamCopy)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Ceiling_StreamCopy)->UseManualTime()->Iterations(20)->Unit(benchmark::kMillisecond);
 
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) float read_sum(const float* p, size_t n) {

@@ -15,6 +15,7 @@
 #include <map>
 #include <numeric>
 #include <sstream>
+#include <unordered_set>
 
 #include "tessera/cpu.h"
 
@@ -143,6 +144,32 @@ double nmse_tolerance(const BackendFactory& f, const Tensor& node) {
     case Type::kQ4_0: return f.quant_nmse;
     default: return 0.0;  // i32: compared exactly
   }
+}
+
+namespace {
+
+bool quantizes_activations(const Tensor& t) {
+  if (t.op != Op::kMulMat && t.op != Op::kMulMatId) return false;
+  const Tensor* w = t.src[0];
+  if (w == nullptr || (w->type != Type::kQ8_0 && w->type != Type::kQ4_0)) return false;
+  return t.op == Op::kMulMatId || t.ne[1] < 8;
+}
+
+}  // namespace
+
+std::optional<double> quantized_activation_nmse(const Tensor& node) {
+  if (quantizes_activations(node)) return 1e-4;
+  std::unordered_set<const Tensor*> seen;  // everything node reads, through views
+  std::vector<const Tensor*> todo{&node};
+  while (!todo.empty()) {
+    const Tensor* x = todo.back();
+    todo.pop_back();
+    if (x == nullptr || !seen.insert(x).second) continue;
+    if (quantizes_activations(*x)) return 1e-3;
+    for (const Tensor* s : x->src) todo.push_back(s);
+    todo.push_back(x->view_src);
+  }
+  return std::nullopt;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -627,7 +654,8 @@ bool ConformanceBase::init(const BackendFactory& factory, std::string* skip_reas
     if (skip_reason->empty()) *skip_reason = "backend " + factory.name + " is unavailable";
     return false;
   }
-  cpu_ = cpu::make_backend();
+  // The reference side is the reference kernels whatever TESSERA_CPU_ISA says: the oracle must not change with it.
+  cpu_ = cpu::make_backend({.n_threads = 0, .kernels = cpu::CpuKernels::kReference});
   return cpu_ != nullptr;
 }
 

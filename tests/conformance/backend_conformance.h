@@ -75,6 +75,13 @@ struct FactoryName {
 
 // Tolerance for comparing node against the reference (factory override first, then by the node's type).
 double nmse_tolerance(const BackendFactory& f, const Tensor& node);
+// The tolerance of a backend running the optimised CPU kernels (a BackendFactory::nmse_override): their matrix x
+// vector with quantized weights (MUL_MAT with fewer than 8 columns, every MUL_MAT_ID) quantizes the activations to
+// q8_0, a relative error of up to 2^-8 per value (NMSE about 1e-5 on the product, as in cpu_opt_kernels_test.cpp).
+// 1e-4 for such a product, 1e-3 for anything computed from one (a value near zero times a large factor amplifies the
+// product's error); nullopt (the defaults) otherwise. A wrong block layout, scale or nibble order gives an NMSE of
+// order 1.
+std::optional<double> quantized_activation_nmse(const Tensor& node);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Random values. Floats are drawn with magnitude in [amp/8, amp] and a random sign: never zero (so an unwritten

@@ -2,6 +2,8 @@
 // its memory is not host-visible, so every value goes through the interface, and computation runs the CPU reference
 // kernels lazily on the virtual clock) in plain and adversarial mode, and the real CPU device wrapped by the
 // simulator. Each factory keeps one simulator for the whole process (devices must outlive their backends).
+#include <string>
+
 #include "conformance/backend_conformance.h"
 #include "tessera/sim/simulator.h"
 
@@ -70,6 +72,9 @@ tessera::conformance::BackendFactory sim_factory(const char* name, const char* w
     return std::move(b).value();
   };
   f.expect_full_op_support = true;  // simulated devices compute with the reference kernels; no rules deny here
+  // The wrapped CPU device computes with the CPU backend's default kernels: the optimised ones when TESSERA_CPU_ISA
+  // selects them.
+  if (std::string(which) == "cpu") f.nmse_override = tessera::conformance::quantized_activation_nmse;
   return f;
 }
 
