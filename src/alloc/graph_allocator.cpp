@@ -14,6 +14,7 @@ struct PlanInfo {
   bool allocated = false;  // currently holds a block of the plan
   bool external = false;   // has memory that is not the planner's
   bool pinned = false;     // INPUT or OUTPUT, or the root of such a view: never freed
+  bool released = false;   // the walk found it dead (no readers or views left)
   int buft = -1;
   BlockAddress addr;
   size_t size = 0;  // bytes of the block it holds
@@ -347,6 +348,19 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
   plan->nodes.assign(graph.n_nodes(), NodePlan{});
   plan->others.clear();
   auto release = [&](int32_t t) {  // t has no users and no views left
+    // Dead twice: a reader was listed before t (its count reached zero there, and again when the walk met t), so
+    // the release of t would free memory that later nodes still use (for a view: its source, under other views).
+    Info& ti = rec(t);
+    if (ti.released) {
+      if (error.ok()) {
+        error = TS_ERROR(StatusCode::kInvalidArgument,
+                         "graph allocator: %s is read before it is computed (a node that reads it comes earlier in "
+                         "the node list); nodes must be in dependency order",
+                         describe(*tensor(t)).c_str());
+      }
+      return;
+    }
+    ti.released = true;
     const int32_t v = vsrc_of(t);
     if (v >= 0) {
       Info& ri = rec(v);
@@ -387,6 +401,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
     // A node nobody reads is dead once computed.
     const Info& ni = rec(i);
     if (ni.n_children == 0 && ni.n_views == 0) release(i);
+    if (!error.ok()) return error;
   }
   plan->chunk_sizes.assign(n_bufts, {});
   for (size_t b = 0; b < n_bufts; ++b) {

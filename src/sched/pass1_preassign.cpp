@@ -43,7 +43,8 @@ Result<int> backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, 
     const int b = backend_from_buffer(plan, bs, plan.fixed_buft(s), id);
     if (b == bs.last() && opt.op_offload && plan.has(s, SchedPlan::kHostBuffer)) {
       for (int o = 0; o < bs.last(); ++o) {
-        if (plan.supports(bs, id, o) && bs.offload_op(o, t)) {
+        // offload_op first: it is the cheaper question, and when it says no (small batches) supports_op is not asked
+        if (bs.offload_op(o, t) && plan.supports(bs, id, o)) {
           *cause = Cause::kOffload;
           return o;
         }

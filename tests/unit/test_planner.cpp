@@ -955,3 +955,47 @@ TEST(Planner, ATensorTheBufferRefusesFailsThePlacementWithItsStatus) {
     EXPECT_EQ(bt.live, 0);
   }
 }
+
+// Node lists out of dependency order are refused with an error naming the tensor, instead of a plan that frees
+// memory still in use: a reader listed before its source makes the walk find the source dead twice (once after that
+// reader, once after the source itself). This is how a scheduler bug once showed up (a dependency node listed
+// before the view it reads, in the same split): silently, as a view's source freed under its other views.
+TEST(Planner, ANodeReadBeforeItIsComputedIsAnErrorNamingIt) {
+  Context ctx{{.no_alloc = true}};
+  Tensor* x = ctx.new_tensor_1d(Type::kF32, 64);
+  set_name(*x, "x");
+  set_input(*x);
+  Tensor* a = scale(ctx, x, 2.0f);
+  set_name(*a, "a");
+  Tensor* b = add(ctx, a, x);
+  set_name(*b, "b");
+  Tensor* c = mul(ctx, b, x);
+  set_name(*c, "c");
+  set_output(*c);
+  ASSERT_TRUE(ctx.ok());
+  {  // in order: fine
+    std::vector<Tensor*> nodes{a, b, c}, leafs{x};
+    GraphAllocator ga(cpu::buffer_type());
+    EXPECT_TRUE(ga.reserve(GraphNodes(nodes, leafs)).ok());
+  }
+  // b reads a, but a is listed after b
+  std::vector<Tensor*> nodes{b, a, c}, leafs{x};
+  GraphAllocator ga(cpu::buffer_type());
+  const Status s = ga.reserve(GraphNodes(nodes, leafs));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("'a'"));
+  EXPECT_THAT(s.message(), HasSubstr("dependency order"));
+  EXPECT_FALSE(ga.reserve_size(GraphNodes(nodes, leafs)).ok());
+  // a view read before the view node: the view is found dead twice as well
+  Tensor* v = view_1d(ctx, a, 32, 0);
+  set_name(*v, "v");
+  Tensor* d = scale(ctx, v, 3.0f);
+  set_name(*d, "d");
+  set_output(*d);
+  ASSERT_TRUE(ctx.ok());
+  std::vector<Tensor*> nodes2{a, d, v}, leafs2{x};
+  const Status s2 = ga.reserve(GraphNodes(nodes2, leafs2));
+  ASSERT_FALSE(s2.ok());
+  EXPECT_THAT(s2.message(), HasSubstr("'v'"));
+}
