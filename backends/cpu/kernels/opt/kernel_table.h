@@ -64,7 +64,9 @@ struct KernelTable {
   float (*max)(const float* x, int64_t n);
   float (*exp_sum)(float* x, float m, int64_t n);  // x[i] = exp(x[i] - m) (0 for -inf), returns the sum
   // z = x * s (+ m[i] when m is not null), returns max z (-inf for n = 0); z may be x
-  float (*scale_add_max)(const float* x, float s, const float* m, float* z, int64_t n);
+  float (*scale_add_max)(const float* x, float s, const float* m, float* z, int64_t n);  // z may be null: max only
+  // z = exp(x * s (+ m[i]) - mx) with x * s (+ m[i]) formed as scale_add_max forms it; returns the sum; z may be x
+  float (*exp_sum_scaled)(const float* x, float s, const float* m, float mx, float* z, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a * x
   void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n);
 };

@@ -175,13 +175,15 @@ Status run_soft_max(const Tensor& node, const Params& p) {
         mrow = mtmp;
       }
     }
-    // Three passes over the row (cache-resident after the first): scale + mask + max, exp + sum, normalise.
-    const float mx = t.scale_add_max(frow(a, d.i1, d.i2, d.i3), scale, mrow, z, n);
+    // Three passes over the row (cache-resident after the first): the max of scale + mask (nothing stored), exp of
+    // scale + mask - max with the sum, normalise.
+    const float* x = frow(a, d.i1, d.i2, d.i3);
+    const float mx = t.scale_add_max(x, scale, mrow, nullptr, n);
     if (mx == -INFINITY) {  // every value -inf: a row of zeros (docs/ops.md)
       std::memset(z, 0, static_cast<size_t>(n) * 4);
       continue;
     }
-    const float sum = t.exp_sum(z, mx, n);
+    const float sum = t.exp_sum_scaled(x, scale, mrow, mx, z, n);
     t.scale(z, 1.0f / sum, 0.0f, z, n);
   }
   return Status::Ok();
