@@ -1,9 +1,11 @@
 // A host-memory buffer type for tests: settable name, alignment 32, max size, an allocation that fails on demand,
-// and a count of live buffers (so a test sees leaks directly; ASan/LSan sees them too).
+// buffers that refuse to hold one tensor chosen by name (init_tensor fails, as a device buffer may refuse a layout
+// it cannot hold), and a count of live buffers (so a test sees leaks directly; ASan/LSan sees them too).
 #pragma once
 
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "tessera/backend.h"
 #include "tessera/cpu.h"
@@ -17,6 +19,7 @@ class TestBufferType : public BufferType {
   int allocations = 0;
   int live = 0;
   size_t max;  // the max allocation size; tests may change it
+  std::string refuse_tensor;  // buffers refuse to hold the tensor of this name ("refusing to hold <name>")
   const char* name() const override { return name_; }
   size_t alignment() const override { return 32; }
   size_t max_size() const override { return max; }
@@ -37,6 +40,12 @@ class TestBufferType : public BufferType {
     ~Owned() override {
       std::free(base());
       --owner->live;
+    }
+    Status init_tensor(Tensor& t) override {
+      if (!owner->refuse_tensor.empty() && owner->refuse_tensor == t.name) {
+        return Status(StatusCode::kUnsupported, "refusing to hold " + owner->refuse_tensor);
+      }
+      return Status::Ok();
     }
     TestBufferType* owner;
   };

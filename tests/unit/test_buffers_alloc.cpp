@@ -8,14 +8,12 @@
 
 #include "tessera/alloc.h"
 #include "tessera/build.h"
-#include "refusing_buffer_type.h"
 #include "support/host_buffer_type.h"
 #include "tessera/cpu.h"
 
 using namespace tessera;
 using ::testing::HasSubstr;
 
-using support::RefusingBufferType;
 using support::TestBufferType;
 
 TEST(Buffer, ZeroSizeIsAValidDummy) {
@@ -240,7 +238,8 @@ TEST(TensorAllocator, AnOffsetAlignedPastTheEndIsAnErrorNotAnUnderflow) {
 }
 
 TEST(ContextAlloc, ATensorTheBufferRefusesUndoesEveryTensorPlacedBeforeIt) {
-  RefusingBufferType bt("refused");
+  support::TestBufferType bt("Refusing");
+  bt.refuse_tensor = "refused";
   Context ctx({.no_alloc = true});
   Tensor* a = ctx.new_tensor_1d(Type::kF32, 16);
   Tensor* b = ctx.new_tensor_1d(Type::kF32, 16);
@@ -259,7 +258,8 @@ TEST(ContextAlloc, ATensorTheBufferRefusesUndoesEveryTensorPlacedBeforeIt) {
 }
 
 TEST(ContextAlloc, AViewTheBufferRefusesUndoesTheTensorsPlacedBeforeIt) {
-  RefusingBufferType bt("refused_view");
+  support::TestBufferType bt("Refusing");
+  bt.refuse_tensor = "refused_view";
   Context ctx({.no_alloc = true});
   Tensor* a = ctx.new_tensor_1d(Type::kF32, 16);
   Tensor* b = ctx.new_tensor_1d(Type::kF32, 16);
@@ -294,7 +294,8 @@ TEST(ContextAlloc, ViewsOfTensorsAllocatedSinceArePlacedWithoutANewBuffer) {
 }
 
 TEST(ContextAlloc, AViewOfALaterAllocatedTensorThatTheBufferRefusesIsAnError) {
-  RefusingBufferType bt("refused_view");
+  support::TestBufferType bt("Refusing");
+  bt.refuse_tensor = "refused_view";
   Context wctx({.no_alloc = true});
   Tensor* w = wctx.new_tensor_1d(Type::kF32, 16);
   Context ctx({.no_alloc = true});

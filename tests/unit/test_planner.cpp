@@ -6,7 +6,6 @@
 #include <random>
 
 #include "planner_check.h"
-#include "refusing_buffer_type.h"
 #include "support/host_buffer_type.h"
 #include "tessera/alloc.h"
 #include "tessera/build.h"
@@ -941,7 +940,8 @@ TEST(Planner, ATensorTheBufferRefusesFailsThePlacementWithItsStatus) {
     SCOPED_TRACE(refused);
     OutsideSource o;
     set_name(*o.c, "c");
-    support::RefusingBufferType bt(refused);
+    TestBufferType bt("Refusing");
+    bt.refuse_tensor = refused;
     {
       GraphAllocator ga(&bt);
       ASSERT_TRUE(ga.reserve(o.graph).ok());
