@@ -574,6 +574,11 @@ std::vector<OpCase> make_catalogue() {
     add_case(Op::kMulMat, "mul_mat_vec_" + s + "_f32", [ta](CaseBuilder& b) {
       return mul_mat(b.ctx(), b.input(ta, 128, 16), b.input(Type::kF32, 128, 1));
     });
+    // K of 9 blocks of 32: long enough for the grouped block dots of SIMD kernels (8 q4_0 / 4 q8_0 blocks per step),
+    // with a remainder
+    add_case(Op::kMulMat, "mul_mat_vec_k288_" + s + "_f32", [ta](CaseBuilder& b) {
+      return mul_mat(b.ctx(), b.input(ta, 288, 16), b.input(Type::kF32, 288, 2));
+    });
     for (int64_t b1 : {int64_t{1}, int64_t{2}}) {
       add_case(Op::kMulMatId, "mul_mat_id_b" + std::to_string(b1) + "_" + s + "_f32", [ta, b1](CaseBuilder& b) {
         return mul_mat_id(b.ctx(), b.input(ta, 64, 16, 4), b.input(Type::kF32, 64, b1, 5), b.indices(4, 2, 5));
