@@ -193,12 +193,11 @@ struct GemmOperands {
   const KernelTable& t;
   const Tensor& a;
   const Tensor& b;
-  const Tensor& node;
   int64_t i2, i3, ia2, ia3;
   float* C;
   int64_t ldc;
   GemmOperands(const KernelTable& table, const Tensor& n, int64_t batch_i2, int64_t batch_i3)
-      : t(table), a(*n.src[0]), b(*n.src[1]), node(n), i2(batch_i2), i3(batch_i3),
+      : t(table), a(*n.src[0]), b(*n.src[1]), i2(batch_i2), i3(batch_i3),
         ia2(batch_i2 / (n.src[1]->ne[2] / n.src[0]->ne[2])), ia3(batch_i3 / (n.src[1]->ne[3] / n.src[0]->ne[3])),
         C(reinterpret_cast<float*>(row_ptr_mut(n, 0, batch_i2, batch_i3))), ldc(static_cast<int64_t>(n.nb[1] / 4)) {}
 };

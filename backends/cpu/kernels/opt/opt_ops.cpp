@@ -178,7 +178,7 @@ Status run_soft_max(const Tensor& node, const Params& p) {
     // Three passes over the row (cache-resident after the first): the max of scale + mask (nothing stored), exp of
     // scale + mask - max with the sum, normalise.
     const float* x = frow(a, d.i1, d.i2, d.i3);
-    const float mx = t.scale_add_max(x, scale, mrow, nullptr, n);
+    const float mx = t.scale_add_max(x, scale, mrow, n);
     if (mx == -INFINITY) {  // every value -inf: a row of zeros (docs/ops.md)
       std::memset(z, 0, static_cast<size_t>(n) * 4);
       continue;
