@@ -351,23 +351,25 @@ BENCHMARK(BM_MatVec)
 // from DRAM because the others evicted it since its last use, and the thread pool stays busy between them (no
 // wake-up per call). This is the figure to hold against the 70 % of bandwidth target; GBps_mean is from the mean
 // time of a whole graph.
+// n matrices K x M of type w times one vector, the products summed (see BM_MatVecStream).
+Tensor* stream_graph(Context& ctx, Type w, int64_t K, int64_t M, int n) {
+  Tensor* x = ctx.new_tensor_2d(Type::kF32, K, 1);
+  Tensor* sum = nullptr;
+  for (int i = 0; i < n; ++i) {
+    Tensor* y = mul_mat(ctx, ctx.new_tensor_2d(w, K, M), x);
+    sum = sum == nullptr ? y : add(ctx, sum, y);
+  }
+  return sum;
+}
+
 void BM_MatVecStream(benchmark::State& state) {
   const Type w = static_cast<Type>(state.range(0));
   const int64_t K = 4096, M = 11008;
   const double one = static_cast<double>(row_size(w, K)) * M;
   const int n = static_cast<int>(std::ceil(384.0 * (1 << 20) / one));
   time_graph(
-      state, cpu::best_kernels(),
-      [&](Context& ctx) {
-        Tensor* x = ctx.new_tensor_2d(Type::kF32, K, 1);
-        Tensor* sum = nullptr;
-        for (int i = 0; i < n; ++i) {
-          Tensor* y = mul_mat(ctx, ctx.new_tensor_2d(w, K, M), x);
-          sum = sum == nullptr ? y : add(ctx, sum, y);
-        }
-        return sum;
-      },
-      2.0 * K * M * n, one * n, true);
+      state, cpu::best_kernels(), [&](Context& ctx) { return stream_graph(ctx, w, K, M, n); }, 2.0 * K * M * n,
+      one * n, true);
   state.SetLabel(std::string(type_name(w)) + " x" + std::to_string(n));
 }
 BENCHMARK(BM_MatVecStream)
@@ -376,6 +378,86 @@ BENCHMARK(BM_MatVecStream)
     ->Arg(static_cast<int>(Type::kF16))
     ->UseManualTime()
     ->MinTime(2.0)
+    ->Unit(benchmark::kMillisecond);
+
+// A graph against the machine's bandwidth measured in the same moment. On a shared VM the bandwidth left to this
+// process changes from second to second (the read ceiling alone spread 68-95 GB/s within a few minutes), so a ceiling
+// measured once at start and a graph timed a minute later compare two different machines. Here every iteration is a
+// pair: a ceiling pass that moves the same number of bytes as the graph (a read-only sum, or a STREAM copy, over
+// separate arrays, so also from DRAM, by the same number of threads), then one compute of the graph. Each pair gives
+// a ratio, graph GB/s / ceiling GB/s; the counters are the median ratio over the pairs, the ratio of the mean times,
+// the extremes, and each side's mean GB/s.
+struct CeilingPass {
+  explicit CeilingPass(double bytes, bool copy)
+      : floats(static_cast<size_t>(copy ? bytes / 8 : bytes / 4)), a(floats, 1.0f), b(copy ? floats : 0, 0.0f) {}
+  double run() {  // seconds
+    return run_threads(kThreads, [&](int i) {
+      const size_t lo = floats * static_cast<size_t>(i) / kThreads, hi = floats * static_cast<size_t>(i + 1) / kThreads;
+      if (b.empty()) {
+        sink.store(read_sum(a.data() + lo, hi - lo));
+      } else {
+        copy_loop(a.data() + lo, b.data() + lo, hi - lo);
+      }
+    });
+  }
+  size_t floats;
+  std::vector<float> a, b;
+  std::atomic<float> sink{0};
+};
+
+void time_graph_paired(benchmark::State& state, Bench& b, double bytes, bool copy) {
+  CeilingPass ceiling(bytes, copy);
+  b.run();  // work buffer, pages
+  ceiling.run();
+  std::vector<double> ratios;
+  double t_ceiling = 0, t_graph = 0;
+  for (auto _ : state) {
+    const double c = ceiling.run();
+    const double g = b.run();
+    if (g < 0) {
+      state.SkipWithError(b.backend->last_error().c_str());
+      return;
+    }
+    t_ceiling += c;
+    t_graph += g;
+    ratios.push_back(c / g);  // (bytes / g) / (bytes / c): both sides move the same number of bytes
+    state.SetIterationTime(g);
+    // Untimed: the pool's workers spin for a while after a run; let them go to sleep before the next ceiling pass,
+    // so they take no cycles from it (which would lower the ceiling and flatter the ratio).
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (ratios.empty()) return;
+  benchmark::DoNotOptimize(ceiling.b.data());
+  std::sort(ratios.begin(), ratios.end());
+  const size_t m = ratios.size();
+  state.counters["frac_median"] = m % 2 == 1 ? ratios[m / 2] : 0.5 * (ratios[m / 2 - 1] + ratios[m / 2]);
+  state.counters["frac_of_means"] = t_ceiling / t_graph;
+  state.counters["frac_min"] = ratios.front();
+  state.counters["frac_max"] = ratios.back();
+  state.counters["GBps_mean"] = bytes * static_cast<double>(m) / t_graph * 1e-9;
+  state.counters["ceiling_GBps_mean"] = bytes * static_cast<double>(m) / t_ceiling * 1e-9;
+}
+
+// BM_MatVecStream paired with a read-only pass over as many bytes as the weights.
+void BM_MatVecPaired(benchmark::State& state) {
+  const Type w = static_cast<Type>(state.range(0));
+  const int64_t K = 4096, M = 11008;
+  const double one = static_cast<double>(row_size(w, K)) * M;
+  const int n = static_cast<int>(std::ceil(384.0 * (1 << 20) / one));
+  Bench b;
+  if (!b.finish(stream_graph(b.ctx, w, K, M, n), cpu::best_kernels())) {
+    state.SkipWithError("graph build/alloc failed");
+    return;
+  }
+  time_graph_paired(state, b, one * n, false);
+  state.SetLabel(std::string(type_name(w)) + " x" + std::to_string(n));
+}
+BENCHMARK(BM_MatVecPaired)
+    ->Arg(static_cast<int>(Type::kQ4_0))
+    ->Arg(static_cast<int>(Type::kQ8_0))
+    ->Arg(static_cast<int>(Type::kF16))
+    ->UseManualTime()
+    ->Iterations(40)
     ->Unit(benchmark::kMillisecond);
 
 // The quantized block dots alone, one thread, weights in cache (K 4096, M 128: 288 KiB q4_0, 544 KiB q8_0): the
@@ -439,30 +521,48 @@ BENCHMARK(BM_QuantDotKernel)
 
 // ---- element-wise, 16 Mi f32 values (far beyond the caches) ----
 
+constexpr int64_t kEwRows = 4096, kEwCols = 4096;  // 16 Mi values, 64 MiB per tensor
+const char* const kEwNames[] = {"add", "mul", "scale", "silu", "rms_norm", "soft_max", "swiglu"};
+// Bytes read + written (STREAM's convention): three tensors for the binary ops and swiglu, two for the others.
+double elementwise_bytes(int which) {
+  const double t = static_cast<double>(kEwRows * kEwCols) * 4;
+  return (which == 0 || which == 1 || which == 6) ? 3 * t : 2 * t;
+}
+Tensor* elementwise_graph(Context& ctx, int which) {
+  Tensor* a = ctx.new_tensor_2d(Type::kF32, kEwCols, kEwRows);
+  switch (which) {
+    case 0: return add(ctx, a, ctx.new_tensor_2d(Type::kF32, kEwCols, kEwRows));
+    case 1: return mul(ctx, a, ctx.new_tensor_2d(Type::kF32, kEwCols, kEwRows));
+    case 2: return scale(ctx, a, 0.5f, 0.25f);
+    case 3: return silu(ctx, a);
+    case 4: return rms_norm(ctx, a, 1e-5f);
+    case 5: return soft_max(ctx, a, nullptr, 1.0f);
+    default: return swiglu(ctx, a, ctx.new_tensor_2d(Type::kF32, kEwCols, kEwRows));
+  }
+}
+
 void BM_Elementwise(benchmark::State& state) {
   const int which = static_cast<int>(state.range(0));
-  const int64_t n0 = 4096, n1 = 4096;  // 16 Mi values, 64 MiB per tensor
-  const double t = static_cast<double>(n0 * n1) * 4;
-  static const char* names[] = {"add", "mul", "scale", "silu", "rms_norm", "soft_max", "swiglu"};
-  const double bytes = (which == 0 || which == 1 || which == 6) ? 3 * t : 2 * t;
   time_graph(
-      state, cpu::best_kernels(),
-      [&](Context& ctx) -> Tensor* {
-        Tensor* a = ctx.new_tensor_2d(Type::kF32, n0, n1);
-        switch (which) {
-          case 0: return add(ctx, a, ctx.new_tensor_2d(Type::kF32, n0, n1));
-          case 1: return mul(ctx, a, ctx.new_tensor_2d(Type::kF32, n0, n1));
-          case 2: return scale(ctx, a, 0.5f, 0.25f);
-          case 3: return silu(ctx, a);
-          case 4: return rms_norm(ctx, a, 1e-5f);
-          case 5: return soft_max(ctx, a, nullptr, 1.0f);
-          default: return swiglu(ctx, a, ctx.new_tensor_2d(Type::kF32, n0, n1));
-        }
-      },
-      0, bytes, false);
-  state.SetLabel(names[which]);
+      state, cpu::best_kernels(), [&](Context& ctx) { return elementwise_graph(ctx, which); }, 0,
+      elementwise_bytes(which), false);
+  state.SetLabel(kEwNames[which]);
 }
 BENCHMARK(BM_Elementwise)->DenseRange(0, 6)->UseManualTime()->MinTime(0.5)->Unit(benchmark::kMillisecond);
+
+// BM_Elementwise paired with a STREAM copy that moves as many bytes (see time_graph_paired).
+void BM_ElementwisePaired(benchmark::State& state) {
+  const int which = static_cast<int>(state.range(0));
+  Bench b;
+  if (!b.finish(elementwise_graph(b.ctx, which), cpu::best_kernels())) {
+    state.SkipWithError("graph build/alloc failed");
+    return;
+  }
+  time_graph_paired(state, b, elementwise_bytes(which), true);
+  state.SetLabel(kEwNames[which]);
+}
+BENCHMARK(BM_ElementwisePaired)->DenseRange(0, 6)->UseManualTime()->Iterations(40)->Unit(benchmark::kMillisecond);
+
 
 // ---- one llama-style layer ----
 
