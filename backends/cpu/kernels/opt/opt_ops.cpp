@@ -119,6 +119,30 @@ Status run_elementwise(const Tensor& node, const Params& p) {
   return Status::Ok();
 }
 
+// Rows read more than once (norms, soft_max): after the first pass the row is in the cache, and the hardware
+// prefetcher, which follows demand misses, stops fetching the input stream; the next row then starts with cold
+// misses. A later pass therefore runs in chunks and asks for the matching chunk of the next input row (null: none)
+// as it goes, so the next row arrives while this one computes. fn(c, m) handles elements [c, c + m).
+template <typename Fn>
+void pass_prefetching_next(const float* next, int64_t n, Fn fn) {
+  constexpr int64_t kChunk = 512;  // floats: 2 KiB, 32 cache lines
+  constexpr int64_t kLine = 64 / sizeof(float);
+  for (int64_t c = 0; c < n; c += kChunk) {
+    const int64_t m = std::min(kChunk, n - c);
+    if (next != nullptr) {
+      for (int64_t k = 0; k < m; k += kLine) __builtin_prefetch(next + c + k);
+    }
+    fn(c, m);
+  }
+}
+
+// Row r + 1 of a (f32 rows) if this thread computes it, else null.
+const float* next_row(const Tensor& node, const Tensor& a, int64_t r, const Rows& rows) {
+  if (r + 1 >= rows.r1) return nullptr;
+  const ref::RowIdx d = ref::row_idx(node, r + 1);
+  return frow(a, d.i1, d.i2, d.i3);
+}
+
 // ---- RMS_NORM, NORM ----
 
 bool supports_norm(const Tensor& node) { return f32_rows(&node) && f32_rows(node.src[0]); }
@@ -137,12 +161,14 @@ Status run_norm(const Tensor& node, const Params& p) {
     if (node.op == Op::kNorm) mean = static_cast<float>(static_cast<double>(t.sum(x, n)) / static_cast<double>(n));
     const double ss = t.sum_sq_dev(x, mean, n);
     const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-    if (node.op == Op::kNorm) {
-      t.binary_scalar(kBinAdd, x, -mean, z, n);
-      t.scale(z, inv, 0.0f, z, n);
-    } else {
-      t.scale(x, inv, 0.0f, z, n);
-    }
+    pass_prefetching_next(next_row(node, a, r, rows), n, [&](int64_t c, int64_t m) {
+      if (node.op == Op::kNorm) {
+        t.binary_scalar(kBinAdd, x + c, -mean, z + c, m);
+        t.scale(z + c, inv, 0.0f, z + c, m);
+      } else {
+        t.scale(x + c, inv, 0.0f, z + c, m);
+      }
+    });
   }
   return Status::Ok();
 }
@@ -183,7 +209,12 @@ Status run_soft_max(const Tensor& node, const Params& p) {
       std::memset(z, 0, static_cast<size_t>(n) * 4);
       continue;
     }
-    const float sum = t.exp_sum_scaled(x, scale, mrow, mx, z, n);
+    // The exp pass is the long one (compute-bound, the row in L1): the next row is fetched meanwhile. Its sum is
+    // taken per chunk, in a fixed order, so it does not depend on the thread count.
+    float sum = 0.0f;
+    pass_prefetching_next(next_row(node, a, r, rows), n, [&](int64_t c, int64_t k) {
+      sum += t.exp_sum_scaled(x + c, scale, mrow != nullptr ? mrow + c : nullptr, mx, z + c, k);
+    });
     t.scale(z, 1.0f / sum, 0.0f, z, n);
   }
   return Status::Ok();
