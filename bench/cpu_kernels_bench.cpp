@@ -6,6 +6,9 @@
 //   in cache (AVX2 vs AVX-512 VNNI table);
 //   element-wise ops as a fraction of bandwidth; one llama-style layer at 1 and 512 tokens, optimised vs reference.
 // Counters: GFLOPS, GBps (bytes the op must move / time), and frac (of the ceiling measured in the same run).
+// The *Paired benchmarks (matrix x vector from DRAM, element-wise) time a ceiling pass that moves as many bytes right
+// before every compute of the graph, and report the median of the per-pair ratios: on a shared machine the bandwidth
+// changes within seconds, and these are the ratios to hold against the targets (bench/RESULTS.md, issue 8).
 // Threads: every multi-threaded number uses kThreads (the machine's 2 cores).
 #include <benchmark/benchmark.h>
 

@@ -110,9 +110,15 @@ int main() {
       expect[t * kEmbd + i] = static_cast<float>(xr[i] + d);
     }
   }
+  // The CPU reference kernels compute in f32 from the stored weights. Optimised kernels (TESSERA_CPU_ISA=portable,
+  // avx2 or avx512; a GPU when init_best finds one) also quantise the activations of the q8_0 product to q8_0, as the
+  // conformance suite allows (NMSE 1e-4 for a quantised matrix x vector, 1e-3 downstream of it).
+  const bool reference = cpu::is_cpu(**backend) && cpu::kernels(**backend) == cpu::CpuKernels::kReference;
+  const double tolerance = reference ? 1e-6 : 1e-3;
   NmseResult err = nmse(expect.data(), result->data(), expect.size());
+  const bool ok = err.nmse <= tolerance && !err.nan_mismatch;
   std::printf("out[0..3] = %.5f %.5f %.5f %.5f\n", (*result)[0], (*result)[1], (*result)[2], (*result)[3]);
-  std::printf("NMSE vs plain loop: %.3g (seed %u) -> %s\n", err.nmse, seed,
-              err.nmse <= 1e-6 && !err.nan_mismatch ? "ok" : "MISMATCH");
-  return err.nmse <= 1e-6 && !err.nan_mismatch ? 0 : 1;
+  std::printf("NMSE vs plain loop: %.3g, tolerance %.0e (%s kernels) (seed %u) -> %s\n", err.nmse, tolerance,
+              reference ? "reference" : "optimised", seed, ok ? "ok" : "MISMATCH");
+  return ok ? 0 : 1;
 }
