@@ -33,7 +33,7 @@ void SchedPlan::clear() {
   copy_sets_.clear();
   copy_set_ids_.clear();
   copy_set_keys_.clear();
-  splits.clear();
+  recycle_splits();
   node_split.clear();
   graph_inputs.clear();
   graph_input_ids.clear();

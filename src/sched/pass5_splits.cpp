@@ -1,6 +1,6 @@
 // Pass 5 (SPEC 9.5): cut the node list into splits, create per-slot copies of foreign sources, rewrite sources.
+#include <algorithm>
 #include <cstring>
-#include <unordered_set>
 
 #include "plan.h"
 
@@ -54,7 +54,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
     return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: %d backends, at most %zu", bs.size(),
                     SchedPlan::kMaxBackendsPerCopy);
   }
-  plan.splits.clear();
+  plan.recycle_splits();
   plan.node_split.assign(g.n_nodes(), -1);
   const bool pipelined = opt.n_copies > 1;
   const size_t slot = static_cast<size_t>(opt.slot);
@@ -79,7 +79,20 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
   auto is_written = [&](int32_t id) {
     return static_cast<size_t>(id) < written.size() && written[static_cast<size_t>(id)] != 0;
   };
-  std::unordered_set<int32_t> copied_roots;  // roots of the tensors copied for split inputs so far
+  // Roots of the tensors copied for split inputs so far (a flag per id; ids grow as copies are made).
+  std::vector<uint8_t>& copied_root = plan.scratch_flags();
+  copied_root.assign(plan.n_ids(), 0);
+  size_t n_copied_roots = 0;
+  auto mark_copied_root = [&](int32_t r) {
+    const auto k = static_cast<size_t>(r);
+    if (k >= copied_root.size()) copied_root.resize(std::max(k + 1, plan.n_ids()), 0);
+    n_copied_roots += copied_root[k] == 0 ? 1 : 0;
+    copied_root[k] = 1;
+  };
+  auto is_copied_root = [&](int32_t r) {
+    const auto k = static_cast<size_t>(r);
+    return n_copied_roots != 0 && k < copied_root.size() && copied_root[k] != 0;
+  };
 
   Split* cur = nullptr;
   int cur_split = -1;
@@ -112,8 +125,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
     if (need_new) {
       if (cur != nullptr) cur->i_end = i;
       // The first split starts at node 0: views met before it belong to it (the planner initialises them there).
-      plan.splits.push_back(Split{nb, plan.splits.empty() ? 0 : i, i, {}, {}, {}, {}});
-      cur = &plan.splits.back();
+      cur = &plan.new_split(nb, plan.splits.empty() ? 0 : i, i);
       ++cur_split;
       if (cur_split == 0) {
         for (size_t k = 0; k < i; ++k) plan.node_split[k] = 0;
@@ -161,7 +173,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
           cur->input_ids.push_back(s);
           cur->input_copies.push_back(plan.copy_set_copies(set));
           cur->input_sets.push_back(set);
-          copied_roots.insert(plan.root(s));
+          mark_copied_root(plan.root(s));
         }
         read = plan.copy_in_set(set, static_cast<int>(slot));
         read_id = plan.copy_id_in_set(set, static_cast<int>(slot));
@@ -175,14 +187,15 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
     // A node that writes into a tensor (CPY, SET_ROWS) makes the copies made so far of that tensor and its views
     // stale: later readers on other backends get fresh copies (earlier splits keep theirs in input_copies). A graph
     // input's own per-slot copies stay.
-    if (plan.view_src(id) >= 0 && !copied_roots.empty() && copied_roots.count(plan.root(id)) != 0) {
+    if (plan.view_src(id) >= 0 && is_copied_root(plan.root(id))) {
       const int32_t r = plan.root(id);
       for (size_t set = 0; set < plan.n_copy_sets(); ++set) {
         const auto k = static_cast<int32_t>(set);
         if (!plan.copy_set_live(k) || plan.copy_set_key(k).graph_input) continue;
         if (plan.root(plan.copy_set_key(k).id) == r) plan.drop_copy_set(k);
       }
-      copied_roots.erase(r);
+      copied_root[static_cast<size_t>(r)] = 0;
+      --n_copied_roots;
     }
   }
   if (cur != nullptr) {
@@ -190,7 +203,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
   } else if (g.n_nodes() > 0) {
     // Only views: one split that computes nothing, so that the planner still gives the views their addresses.
     const int b = plan.backend(0);
-    plan.splits.push_back(Split{b >= 0 ? b : bs.last(), 0, g.n_nodes(), {}, {}, {}, {}});
+    plan.new_split(b >= 0 ? b : bs.last(), 0, g.n_nodes());
     plan.node_split.assign(g.n_nodes(), 0);
   }
   return Status::Ok();

@@ -173,6 +173,31 @@ class SchedPlan {
 
   // ---- pass 5 ----
   std::vector<Split> splits;
+  // Empties `splits`, keeping each split's lists (their capacity) for new_split.
+  void recycle_splits() {
+    while (!splits.empty()) {
+      spare_splits_.push_back(std::move(splits.back()));
+      splits.pop_back();
+    }
+  }
+  // A per-id byte array that pass 5 reuses from split to split (its contents are the caller's to set).
+  std::vector<uint8_t>& scratch_flags() { return scratch_flags_; }
+  // Appends a split with empty lists (reusing a recycled one's memory) and returns it.
+  Split& new_split(int backend, size_t i_start, size_t i_end) {
+    Split& sp = splits.emplace_back();
+    if (!spare_splits_.empty()) {
+      sp = std::move(spare_splits_.back());
+      spare_splits_.pop_back();
+      sp.inputs.clear();
+      sp.input_ids.clear();
+      sp.input_copies.clear();
+      sp.input_sets.clear();
+    }
+    sp.backend = backend;
+    sp.i_start = i_start;
+    sp.i_end = i_end;
+    return sp;
+  }
   std::vector<int> node_split;  // split of each node of the user's graph (-1 for views before the first split)
   std::vector<Tensor*> graph_inputs;  // user INPUT tensors with per-slot copies on their own backend (parallel)
   std::vector<int32_t> graph_input_ids;  // their ids
@@ -269,6 +294,8 @@ class SchedPlan {
   std::vector<std::array<Tensor*, kParallelCopies>> copy_sets_;
   std::vector<std::array<int32_t, kParallelCopies>> copy_set_ids_;  // the copies' ids (-1: no copy)
   std::vector<CopySetKey> copy_set_keys_;
+  std::vector<Split> spare_splits_;  // recycled splits: their lists keep their capacity
+  std::vector<uint8_t> scratch_flags_;
   void read_facts(const BackendSet& bs, size_t from);
   void read_fact(const BackendSet& bs, size_t i, const Tensor& t);
 };
