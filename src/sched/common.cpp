@@ -90,12 +90,19 @@ inline void SchedPlan::read_fact(const BackendSet& bs, size_t i, const Tensor& t
       vsrc_[i] = intern(t.view_src);
     }
   }
-  const Buffer* fixed = bs.fixed_buffer(t);
-  fixed_buft_[i] = fixed != nullptr ? fixed->type() : nullptr;
+  // The buffer's facts (several virtual calls) depend on the buffer alone; consecutive tensors usually share it (the
+  // weights of one model), so the last buffer's answers are kept for the rest of this index() call.
   const Buffer* b = tensor_buffer(t);
-  uint8_t f = 0;
-  if (b != nullptr && b->usage() == BufferUsage::kWeights) f |= kIsWeight;
-  if (b != nullptr && b->is_host()) f |= kHostBuffer;
+  if (b != last_buf_) {
+    last_buf_ = b;
+    const Buffer* fixed = b != nullptr && !bs.is_compute_buffer(b) ? b : nullptr;  // BackendSet::fixed_buffer
+    last_fixed_buft_ = fixed != nullptr ? fixed->type() : nullptr;
+    last_buf_facts_ = 0;
+    if (b != nullptr && b->usage() == BufferUsage::kWeights) last_buf_facts_ |= kIsWeight;
+    if (b != nullptr && b->is_host()) last_buf_facts_ |= kHostBuffer;
+  }
+  fixed_buft_[i] = last_fixed_buft_;
+  uint8_t f = last_buf_facts_;
   if ((t.flags & kFlagInput) != 0) f |= kInputFlag;
   if (op_is_view(t.op)) f |= kViewOp;
   if (t.op == Op::kNone) f |= kNoneOp;
@@ -103,6 +110,9 @@ inline void SchedPlan::read_fact(const BackendSet& bs, size_t i, const Tensor& t
 }
 
 void SchedPlan::read_facts(const BackendSet& bs, size_t from) {
+  last_buf_ = nullptr;  // (a buffer freed since may have been replaced by another at the same address)
+  last_fixed_buft_ = nullptr;
+  last_buf_facts_ = 0;
   for (size_t i = from; i < tensors_.size(); ++i) read_fact(bs, i, *tensors_[i]);
   n_facts_ = tensors_.size();
 }
@@ -131,6 +141,9 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   fixed_buft_.reserve(expect);
   facts_.reserve(expect);
   copy_origin_.reserve(expect);
+  last_buf_ = nullptr;  // read_fact's one-buffer memo (see read_facts)
+  last_fixed_buft_ = nullptr;
+  last_buf_facts_ = 0;
   // Node i has id i, leaf i id n_nodes + i. They enter the pointer map only if a lookup needs them.
   tensors_.insert(tensors_.end(), g.nodes().begin(), g.nodes().end());
   tensors_.insert(tensors_.end(), g.leafs().begin(), g.leafs().end());

@@ -296,6 +296,10 @@ class SchedPlan {
   std::vector<CopySetKey> copy_set_keys_;
   std::vector<Split> spare_splits_;  // recycled splits: their lists keep their capacity
   std::vector<uint8_t> scratch_flags_;
+  // read_fact's memo of the last buffer met: its fixed buffer type and its facts (kIsWeight, kHostBuffer)
+  const Buffer* last_buf_ = nullptr;
+  const BufferType* last_fixed_buft_ = nullptr;
+  uint8_t last_buf_facts_ = 0;
   void read_facts(const BackendSet& bs, size_t from);
   void read_fact(const BackendSet& bs, size_t i, const Tensor& t);
 };
