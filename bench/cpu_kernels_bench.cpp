@@ -6,9 +6,10 @@
 //   in cache (AVX2 vs AVX-512 VNNI table);
 //   element-wise ops as a fraction of bandwidth; one llama-style layer at 1 and 512 tokens, optimised vs reference.
 // Counters: GFLOPS, GBps (bytes the op must move / time), and frac (of the ceiling measured in the same run).
-// The *Paired benchmarks (matrix x vector from DRAM, element-wise) time a ceiling pass that moves as many bytes right
-// before every compute of the graph, and report the median of the per-pair ratios: on a shared machine the bandwidth
-// changes within seconds, and these are the ratios to hold against the targets (bench/RESULTS.md, issue 8).
+// The *Paired benchmarks (GEMM, matrix x vector from DRAM, element-wise) time a ceiling pass (the FMA-peak kernel, or
+// a read or copy pass that moves as many bytes) right before every compute of the graph, and report the median of
+// the per-pair ratios: on a shared machine the cores and the bandwidth left to a process change within seconds, and
+// these are the ratios to hold against the targets (bench/RESULTS.md, issue 8).
 // Threads: every multi-threaded number uses kThreads (the machine's 2 cores).
 #include <benchmark/benchmark.h>
 
@@ -408,14 +409,18 @@ struct CeilingPass {
   std::atomic<float> sink{0};
 };
 
-void time_graph_paired(benchmark::State& state, Bench& b, double bytes, bool copy) {
-  CeilingPass ceiling(bytes, copy);
+// ceiling() returns the seconds of one ceiling pass that does ceiling_work (bytes or flops); one compute of the
+// graph does graph_work of the same unit. Counters: the ratios of the rates (graph / ceiling), and each side's mean
+// rate as <unit>_mean and ceiling_<unit>_mean.
+template <typename Ceiling>
+void time_graph_paired(benchmark::State& state, Bench& b, double graph_work, double ceiling_work, Ceiling ceiling,
+                       const std::string& unit) {
   b.run();  // work buffer, pages
-  ceiling.run();
+  ceiling();
   std::vector<double> ratios;
   double t_ceiling = 0, t_graph = 0;
   for (auto _ : state) {
-    const double c = ceiling.run();
+    const double c = ceiling();
     const double g = b.run();
     if (g < 0) {
       state.SkipWithError(b.backend->last_error().c_str());
@@ -423,22 +428,29 @@ void time_graph_paired(benchmark::State& state, Bench& b, double bytes, bool cop
     }
     t_ceiling += c;
     t_graph += g;
-    ratios.push_back(c / g);  // (bytes / g) / (bytes / c): both sides move the same number of bytes
+    ratios.push_back((graph_work / g) / (ceiling_work / c));
     state.SetIterationTime(g);
     // Untimed: the pool's workers spin for a while after a run; let them go to sleep before the next ceiling pass,
     // so they take no cycles from it (which would lower the ceiling and flatter the ratio).
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   if (ratios.empty()) return;
-  benchmark::DoNotOptimize(ceiling.b.data());
   std::sort(ratios.begin(), ratios.end());
   const size_t m = ratios.size();
+  const auto n = static_cast<double>(m);
   state.counters["frac_median"] = m % 2 == 1 ? ratios[m / 2] : 0.5 * (ratios[m / 2 - 1] + ratios[m / 2]);
-  state.counters["frac_of_means"] = t_ceiling / t_graph;
+  state.counters["frac_of_means"] = (graph_work * n / t_graph) / (ceiling_work * n / t_ceiling);
   state.counters["frac_min"] = ratios.front();
   state.counters["frac_max"] = ratios.back();
-  state.counters["GBps_mean"] = bytes * static_cast<double>(m) / t_graph * 1e-9;
-  state.counters["ceiling_GBps_mean"] = bytes * static_cast<double>(m) / t_ceiling * 1e-9;
+  state.counters[unit + "_mean"] = graph_work * n / t_graph * 1e-9;
+  state.counters["ceiling_" + unit + "_mean"] = ceiling_work * n / t_ceiling * 1e-9;
+}
+
+// Paired with a read-only pass (copy = false) or a STREAM copy (copy = true) that moves as many bytes.
+void time_graph_paired_bw(benchmark::State& state, Bench& b, double bytes, bool copy) {
+  CeilingPass pass(bytes, copy);
+  time_graph_paired(state, b, bytes, bytes, [&] { return pass.run(); }, "GBps");
+  benchmark::DoNotOptimize(pass.b.data());
 }
 
 // BM_MatVecStream paired with a read-only pass over as many bytes as the weights.
@@ -452,7 +464,7 @@ void BM_MatVecPaired(benchmark::State& state) {
     state.SkipWithError("graph build/alloc failed");
     return;
   }
-  time_graph_paired(state, b, one * n, false);
+  time_graph_paired_bw(state, b, one * n, false);
   state.SetLabel(std::string(type_name(w)) + " x" + std::to_string(n));
 }
 BENCHMARK(BM_MatVecPaired)
@@ -462,6 +474,33 @@ BENCHMARK(BM_MatVecPaired)
     ->UseManualTime()
     ->Iterations(40)
     ->Unit(benchmark::kMillisecond);
+
+// BM_Gemm_F32 paired with a pass of the FMA-peak kernel on every thread (about 5 ms): the fraction of the peak that
+// the machine gives this process at the same moment.
+void BM_GemmPaired(benchmark::State& state) {
+#if defined(__x86_64__)
+  if (cpu::best_kernels() != cpu::CpuKernels::kAvx512) {
+    state.SkipWithError("no AVX-512 on this CPU");
+    return;
+  }
+  const int64_t n = state.range(0);
+  Bench b;
+  if (!b.finish(mul_mat(b.ctx, b.ctx.new_tensor_2d(Type::kF32, n, n), b.ctx.new_tensor_2d(Type::kF32, n, n)),
+                cpu::best_kernels())) {
+    state.SkipWithError("graph build/alloc failed");
+    return;
+  }
+  const int64_t iters = 2'000'000;
+  std::atomic<float> sink{0};
+  auto peak_pass = [&] { return run_threads(kThreads, [&](int) { sink.store(fma_loop_avx512(iters)); }); };
+  time_graph_paired(state, b, 2.0 * n * n * n, 2.0 * 16 * 16 * static_cast<double>(iters) * kThreads, peak_pass,
+                    "GFLOPS");
+#else
+  state.SkipWithError("x86 only");
+#endif
+}
+BENCHMARK(BM_GemmPaired)->Arg(1024)->Iterations(40)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GemmPaired)->Arg(3072)->Iterations(8)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // The quantized block dots alone, one thread, weights in cache (K 4096, M 128: 288 KiB q4_0, 544 KiB q8_0): the
 // kernel's own speed, which bounds a matrix x vector when memory is not the limit. Arg 1 is the table: 1 avx2 (the
@@ -561,7 +600,7 @@ void BM_ElementwisePaired(benchmark::State& state) {
     state.SkipWithError("graph build/alloc failed");
     return;
   }
-  time_graph_paired(state, b, elementwise_bytes(which), true);
+  time_graph_paired_bw(state, b, elementwise_bytes(which), true);
   state.SetLabel(kEwNames[which]);
 }
 BENCHMARK(BM_ElementwisePaired)->DenseRange(0, 6)->UseManualTime()->Iterations(40)->Unit(benchmark::kMillisecond);
