@@ -95,7 +95,7 @@ inline void SchedPlan::read_fact(const BackendSet& bs, size_t i, const Tensor& t
   const Buffer* b = tensor_buffer(t);
   if (b != last_buf_) {
     last_buf_ = b;
-    const Buffer* fixed = b != nullptr && !bs.is_compute_buffer(b) ? b : nullptr;  // BackendSet::fixed_buffer
+    const Buffer* fixed = bs.fixed_buffer(t);
     last_fixed_buft_ = fixed != nullptr ? fixed->type() : nullptr;
     last_buf_facts_ = 0;
     if (b != nullptr && b->usage() == BufferUsage::kWeights) last_buf_facts_ |= kIsWeight;
