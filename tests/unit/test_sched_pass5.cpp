@@ -262,6 +262,39 @@ INSTANTIATE_TEST_SUITE_P(SchedPass5, SchedPass5Limit,
                                   (std::get<1>(info.param) ? "_parallel" : "_serial");
                          });
 
+// The plan recycles the lists of the splits it cut before (SchedPlan::recycle_splits): a scheduler that split a
+// large graph with many inputs, then splits a smaller one, cuts exactly the splits a fresh scheduler cuts.
+TEST(SchedPass5, SplitsOfAnEarlierGraphLeaveNothingBehind) {
+  Rig rig({Op::kSoftMax});
+  auto names = [](const Scheduler& s) {
+    std::vector<std::string> out;
+    for (const auto& sp : s.splits()) {
+      std::string line = std::to_string(sp.backend) + " [" + std::to_string(sp.i_start) + ", " +
+                         std::to_string(sp.i_end) + "):";
+      for (const Tensor* t : sp.inputs) line += std::string(" ") + t->name;
+      out.push_back(line);
+    }
+    return out;
+  };
+  const Build big = fan_in(rig.gbuf(), 40), small = fan_in(rig.gbuf(), 7);
+  Net nb, ns, ns_fresh;
+  nb.finish(big(nb), 2);
+  ns.finish(small(ns), 3);
+  ns_fresh.finish(small(ns_fresh), 3);
+  auto fresh = rig.sched(sched_params(false, 10));
+  ASSERT_TRUE(fresh->alloc_graph(ns_fresh.graph).ok()) << fresh->last_error();
+
+  auto s = rig.sched(sched_params(false, 10));
+  ASSERT_TRUE(s->alloc_graph(nb.graph).ok()) << s->last_error();
+  ASSERT_GT(s->n_splits(), fresh->n_splits());
+  s->reset();
+  ASSERT_TRUE(s->alloc_graph(ns.graph).ok()) << s->last_error();
+  EXPECT_EQ(names(*s), names(*fresh));
+  ns.set_inputs(9);
+  ASSERT_EQ(s->graph_compute(ns.graph), ComputeStatus::kSuccess) << s->last_error();
+  EXPECT_EQ(ns.read_outputs(), cpu_reference(small, 3, 9));
+}
+
 // A node that brings 3 new inputs to a split holding 9 of at most 10 starts a new split (the anchor only checked a
 // full split, and took 12).
 TEST(SchedPass5, NodeBringingSeveralInputsToANearlyFullSplitStartsANewOne) {
