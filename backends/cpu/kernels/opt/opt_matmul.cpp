@@ -19,6 +19,7 @@ namespace {
 constexpr int64_t kKc = 256;   // K block (a multiple of 32: quantized panels start at block boundaries)
 constexpr int64_t kMc = 256;   // rows of a per packed panel
 constexpr int64_t kNc = 1536;  // columns of b per packed panel (a multiple of every table's nr)
+constexpr int64_t kMaxNr = 16;  // the widest micro-tile of any table (pack_b_slivers keeps one pointer per column)
 constexpr int64_t kGemmMinN = 8;
 constexpr int64_t kMvChunk = 16;  // weight rows per matrix x vector work unit
 
@@ -209,16 +210,24 @@ void pack_b_slivers(const GemmOperands& o, int64_t jc, int64_t nc, int64_t pc, i
   const int64_t NR = o.t.nr;
   for (int64_t js = s0; js < s1; ++js) {
     float* dst = panel + js * kc * NR;
+    const int64_t cols = std::min(NR, jc + nc - (jc + js * NR));  // columns of b in this sliver (the rest: zeros)
+    if (o.b.nb[0] == 4 && cols == NR && NR <= kMaxNr) {
+      // Contiguous columns of b: k outer, so the sliver is written in order (one store stream; the panel is shared
+      // by the threads, and in-order stores let the lines the other core read move over in a stream).
+      const float* src[kMaxNr];
+      for (int64_t j = 0; j < NR; ++j) {
+        src[j] = reinterpret_cast<const float*>(row_ptr(o.b, jc + js * NR + j, o.i2, o.i3)) + pc;
+      }
+      for (int64_t k = 0; k < kc; ++k) {
+        for (int64_t j = 0; j < NR; ++j) dst[k * NR + j] = src[j][k];
+      }
+      continue;
+    }
     for (int64_t j = 0; j < NR; ++j) {
       const int64_t n = jc + js * NR + j;
-      if (n < jc + nc) {
+      if (j < cols) {
         const char* src = row_ptr(o.b, n, o.i2, o.i3) + static_cast<size_t>(pc) * o.b.nb[0];
-        if (o.b.nb[0] == 4) {
-          const float* s = reinterpret_cast<const float*>(src);
-          for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = s[k];
-        } else {
-          for (int64_t k = 0; k < kc; ++k) std::memcpy(&dst[k * NR + j], src + static_cast<size_t>(k) * o.b.nb[0], 4);
-        }
+        for (int64_t k = 0; k < kc; ++k) std::memcpy(&dst[k * NR + j], src + static_cast<size_t>(k) * o.b.nb[0], 4);
       } else {
         for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = 0.0f;
       }
