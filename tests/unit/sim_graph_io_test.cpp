@@ -578,7 +578,9 @@ bool check_any(const std::string& text) {
   const std::string again = graph_to_json(*g->graph);
   Result<LoadedGraph> g2 = graph_from_json(again, "fuzz2.json");
   EXPECT_TRUE(g2.ok()) << g2.status().to_string();
-  if (g2.ok()) EXPECT_EQ(graph_to_json(*g2->graph), again);
+  if (g2.ok()) {
+    EXPECT_EQ(graph_to_json(*g2->graph), again);
+  }
   return true;
 }
 
