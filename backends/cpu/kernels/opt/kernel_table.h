@@ -62,10 +62,10 @@ struct KernelTable {
   float (*sum)(const float* x, int64_t n);
   float (*sum_sq_dev)(const float* x, float mean, int64_t n);  // sum (x - mean)^2
   float (*max)(const float* x, int64_t n);
-  float (*exp_sum)(float* x, float m, int64_t n);  // x[i] = exp(x[i] - m) (0 for -inf), returns the sum
   // the largest x * s (+ m[i] when m is not null), a multiply then an add; -inf for n = 0; nothing stored
   float (*scale_add_max)(const float* x, float s, const float* m, int64_t n);
-  // z = exp(x * s (+ m[i]) - mx) with x * s (+ m[i]) formed as scale_add_max forms it; returns the sum; z may be x
+  // z = exp(x * s (+ m[i]) - mx) with x * s (+ m[i]) formed as scale_add_max forms it (0 for -inf); returns the
+  // sum; z may be x. With s = 1 and no m it is exp(x - mx) exactly (x * 1 is x).
   float (*exp_sum_scaled)(const float* x, float s, const float* m, float mx, float* z, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a * x
   void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n);

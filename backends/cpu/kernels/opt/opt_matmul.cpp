@@ -210,7 +210,7 @@ void pack_b_slivers(const GemmOperands& o, int64_t jc, int64_t nc, int64_t pc, i
   const int64_t NR = o.t.nr;
   for (int64_t js = s0; js < s1; ++js) {
     float* dst = panel + js * kc * NR;
-    const int64_t cols = std::min(NR, jc + nc - (jc + js * NR));  // columns of b in this sliver (the rest: zeros)
+    const int64_t cols = std::min(NR, nc - js * NR);  // columns of b in this sliver (the rest: zeros)
     if (o.b.nb[0] == 4 && cols == NR && NR <= kMaxNr) {
       // Contiguous columns of b: k outer, so the sliver is written in order (one store stream; the panel is shared
       // by the threads, and in-order stores let the lines the other core read move over in a stream).

@@ -357,7 +357,7 @@ Status run_flash_attn(const Tensor& node, const Params& p) {
       std::memset(out, 0, static_cast<size_t>(Dv) * 4);
       continue;
     }
-    float denom = t.exp_sum(s, m, n_kv);
+    float denom = t.exp_sum_scaled(s, 1.0f, nullptr, m, s, n_kv);
     if (sinks != nullptr) denom += std::exp(sink - m);
     std::memset(acc, 0, static_cast<size_t>(Dv) * 4);
     for (int64_t j = 0; j < n_kv; ++j) {

@@ -108,7 +108,7 @@ const KernelTable kTable = {
     k_dot_f32, k_dot_f16, k_dot_bf16, k_dot_q8_q8, k_dot_q4_q8,
     dot_rows_each<BlockQ8_0, k_dot_q8_q8>, dot_rows_each<BlockQ4_0, k_dot_q4_q8>,
     k_binary, k_binary_scalar, k_scale, k_unary, k_glu,
-    k_sum, k_sum_sq_dev, k_max, k_exp_sum, k_scale_add_max, k_exp_sum_scaled, k_axpy, k_axpy_f16,
+    k_sum, k_sum_sq_dev, k_max, k_scale_add_max, k_exp_sum_scaled, k_axpy, k_axpy_f16,
 };
 
 }  // namespace

@@ -111,7 +111,7 @@ const KernelTable kTable = {
     k_f16_to_f32, k_bf16_to_f32, k_q8_to_f32, k_q4_to_f32,
     k_dot_f32, k_dot_f16, k_dot_bf16, k_dot_q8_vnni, k_dot_q4_vnni, k_dot_rows_q8_vnni, k_dot_rows_q4_vnni,
     k_binary, k_binary_scalar, k_scale, k_unary, k_glu,
-    k_sum, k_sum_sq_dev, k_max, k_exp_sum, k_scale_add_max, k_exp_sum_scaled, k_axpy, k_axpy_f16,
+    k_sum, k_sum_sq_dev, k_max, k_scale_add_max, k_exp_sum_scaled, k_axpy, k_axpy_f16,
 };
 
 }  // namespace
