@@ -110,9 +110,7 @@ inline void SchedPlan::read_fact(const BackendSet& bs, size_t i, const Tensor& t
 }
 
 void SchedPlan::read_facts(const BackendSet& bs, size_t from) {
-  last_buf_ = nullptr;  // (a buffer freed since may have been replaced by another at the same address)
-  last_fixed_buft_ = nullptr;
-  last_buf_facts_ = 0;
+  forget_buffer_memo();  // a buffer freed since may have been replaced by another at the same address
   for (size_t i = from; i < tensors_.size(); ++i) read_fact(bs, i, *tensors_[i]);
   n_facts_ = tensors_.size();
 }
@@ -141,9 +139,7 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   fixed_buft_.reserve(expect);
   facts_.reserve(expect);
   copy_origin_.reserve(expect);
-  last_buf_ = nullptr;  // read_fact's one-buffer memo (see read_facts)
-  last_fixed_buft_ = nullptr;
-  last_buf_facts_ = 0;
+  forget_buffer_memo();
   // Node i has id i, leaf i id n_nodes + i. They enter the pointer map only if a lookup needs them.
   tensors_.insert(tensors_.end(), g.nodes().begin(), g.nodes().end());
   tensors_.insert(tensors_.end(), g.leafs().begin(), g.leafs().end());

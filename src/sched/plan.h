@@ -300,6 +300,11 @@ class SchedPlan {
   const Buffer* last_buf_ = nullptr;
   const BufferType* last_fixed_buft_ = nullptr;
   uint8_t last_buf_facts_ = 0;
+  void forget_buffer_memo() {
+    last_buf_ = nullptr;
+    last_fixed_buft_ = nullptr;
+    last_buf_facts_ = 0;
+  }
   void read_facts(const BackendSet& bs, size_t from);
   void read_fact(const BackendSet& bs, size_t i, const Tensor& t);
 };
