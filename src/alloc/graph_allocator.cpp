@@ -345,7 +345,9 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
   const long walk_start = clock;  // blocks allocated before this exist from the start
 
   // 3. Walk the nodes: allocate, record, then free what is no longer used.
-  plan->nodes.assign(graph.n_nodes(), NodePlan{});
+  // Every record is written whole by the walk below (a failed walk leaves the plan invalid), so the reused vector is
+  // only sized here: a value-initialising assign costs more than the walk's own stores.
+  plan->nodes.resize(graph.n_nodes());
   plan->others.clear();
   auto release = [&](int32_t t) {  // t has no users and no views left
     // Dead twice: a reader was listed before t (its count reached zero there, and again when the walk met t), so
@@ -379,8 +381,9 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
     np.dst = planned(i);
     for (int j = 0; j < kMaxSrc; ++j) {
       const int32_t s = src_of(i, j);
-      if (s < 0) continue;
-      if (s < n_nodes) {
+      if (s < 0) {
+        np.ref[j] = SrcRef{};
+      } else if (s < n_nodes) {
         np.ref[j] = {SrcRef::kNode, s};
       } else if (s < n_nodes + n_leafs) {
         np.ref[j] = (tensor(s)->flags & kFlagInput) != 0 ? SrcRef{SrcRef::kInputLeaf, -1}
@@ -395,8 +398,9 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
       const int32_t s = src_of(i, j);
       if (s < 0) continue;
       Info& si = rec(s);
-      si.n_children--;
-      if (si.n_children == 0 && si.n_views == 0) release(s);
+      // the count from the register: reloading it together with n_views as one 8-byte word would wait on this store
+      const int left = --si.n_children;
+      if (left == 0 && si.n_views == 0) release(s);
     }
     // A node nobody reads is dead once computed.
     const Info& ni = rec(i);
