@@ -247,6 +247,9 @@ class CpuBackend final : public Backend {
       p.barrier = &ThreadPool::barrier_fn;
       p.barrier_ctx = &pool_;
       if (nth == 1) return opt::compute(node, p);
+      // fresh counters for the node's shared work units (the run's start publishes the stores to the workers)
+      for (opt::ClaimCounter& c : claims_) c.next.store(0, std::memory_order_relaxed);
+      p.claims = claims_;
       std::vector<Status> results(static_cast<size_t>(nth));
       pool_.run(nth, [&](int ith) {
         opt::Params q = p;
@@ -272,6 +275,7 @@ class CpuBackend final : public Backend {
   CpuKernels kernels_ = CpuKernels::kReference;
   const opt::KernelTable* table_ = nullptr;  // null: reference kernels only
   WorkBuffer work_;                          // for graph_compute_async (plans have their own)
+  opt::ClaimCounter claims_[opt::kClaimCounters];  // the running node's work-unit counters (opt::Units)
   bool (*abort_cb_)(void*) = nullptr;
   void* abort_user_ = nullptr;
   ThreadPool pool_;

@@ -163,15 +163,17 @@ TEST_F(OptKernels, MulMatLargeBlocksAndEdges) {
 
 // Products large enough for the shared-b schedule (at 2 or more threads the threads pack each panel of b together,
 // then split the rows): several K panels, several column panels (N beyond 1536), fewer row tiles than threads (some
-// threads only pack), batches with broadcast weights, quantized weights. Each also runs at 1 thread (work units),
-// and every thread count must give the same bits.
+// threads only pack), rows enough for several chunks per panel (the threads take them from counters reused from
+// panel to panel), batches with broadcast weights, quantized weights. Each also runs at 1 thread (work units), and
+// every thread count must give the same bits.
 TEST_F(OptKernels, MulMatSharedPanelsOfB) {
   struct Dims {
     Type w;
     int64_t K, M, N, A2, B2;
   };
   for (const Dims& d : {Dims{Type::kF32, 600, 70, 60, 1, 1}, Dims{Type::kF32, 40, 40, 1600, 1, 1},
-                        Dims{Type::kF16, 300, 100, 80, 2, 4}, Dims{Type::kQ4_0, 640, 70, 50, 1, 1}}) {
+                        Dims{Type::kF32, 700, 600, 40, 1, 1}, Dims{Type::kF16, 300, 100, 80, 2, 4},
+                        Dims{Type::kQ4_0, 640, 70, 50, 1, 1}}) {
     SCOPED_TRACE(std::string(optest::tname(d.w)) + " K=" + std::to_string(d.K) + " M=" + std::to_string(d.M) +
                  " N=" + std::to_string(d.N) + " batches=" + std::to_string(d.B2));
     ASSERT_GE(d.K * d.M * d.N, int64_t{1} << 21) << "below the shared-b schedule's threshold";

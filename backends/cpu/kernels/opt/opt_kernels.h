@@ -3,12 +3,16 @@
 // supports() accepts it and falls back to the reference kernels otherwise.
 //
 // Threads: every one of the nth threads calls compute() for the node; a kernel with phases (e.g. quantise the
-// activations, then multiply) makes them meet at Params::sync(). Work is split in fixed units and every output
-// element is computed by one deterministic sequence of operations, so results never depend on the thread count.
+// activations, then multiply) makes them meet at Params::sync(). Work is split in fixed units, which the threads take
+// in chunks as they go (Units), and every output element is computed by one deterministic sequence of operations, so
+// results depend neither on the thread count nor on which thread computed what.
 // Errors (ids out of range) are found by every thread before the first sync, so all threads return the same status.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 #include "kernel_table.h"
 #include "tessera/status.h"
@@ -24,6 +28,12 @@ Isa detected_isa();
 // The table of an ISA, or null when this build or this CPU lacks it.
 const KernelTable* table_for(Isa isa);
 
+// A counter from which the threads of a node take work units (Units), on a cache line of its own.
+struct alignas(64) ClaimCounter {
+  std::atomic<int64_t> next{0};
+};
+constexpr int kClaimCounters = 4;
+
 struct Params {
   int ith = 0;
   int nth = 1;
@@ -32,10 +42,58 @@ struct Params {
   size_t work_bytes = 0;
   void (*barrier)(void* ctx) = nullptr;  // all nth threads of the node meet here
   void* barrier_ctx = nullptr;
+  // kClaimCounters counters, all zero when the node starts (the caller resets them before every node); null: every
+  // thread takes its static share of the work.
+  ClaimCounter* claims = nullptr;
   void sync() const {
     if (nth > 1 && barrier != nullptr) barrier(barrier_ctx);
   }
 };
+
+// Work units [0, n) shared among the threads of a node.
+// - With counters (Params::claims, several threads): each thread takes chunks from counter `slot` until none is left,
+//   so a thread that runs ahead (because another program took the other core for a while) does more of the work.
+//   A chunk is a share of what is left (at least min_chunk units), so chunks shrink towards the end and the threads
+//   finish close together; early chunks are long runs of consecutive units (one memory stream each).
+// - Without: each thread takes its static share (as ref::partition) in one chunk.
+// Which thread computes a unit never changes a result: every unit is computed by the same sequence of operations.
+class Units {
+ public:
+  Units(const Params& p, int slot, int64_t n, int64_t min_chunk)
+      : counter_(p.claims != nullptr && p.nth > 1 ? &p.claims[slot].next : nullptr),
+        n_(n), min_chunk_(std::max<int64_t>(1, min_chunk)), ith_(p.ith), nth_(p.nth) {}
+  // The next chunk [*u0, *u1) of this thread; false when there is none.
+  bool next(int64_t* u0, int64_t* u1) {
+    if (counter_ == nullptr) {
+      if (taken_) return false;
+      taken_ = true;
+      *u0 = n_ * ith_ / nth_;
+      *u1 = n_ * (ith_ + 1) / nth_;
+      return *u0 < *u1;
+    }
+    int64_t v = counter_->load(std::memory_order_relaxed);
+    for (;;) {
+      if (v >= n_) return false;
+      const int64_t c = std::max(min_chunk_, (n_ - v) / (8 * nth_));
+      if (counter_->compare_exchange_weak(v, v + c, std::memory_order_relaxed)) {
+        *u0 = v;
+        *u1 = std::min(n_, v + c);
+        return true;
+      }
+    }
+  }
+
+ private:
+  std::atomic<int64_t>* counter_;
+  int64_t n_, min_chunk_;
+  int ith_, nth_;
+  bool taken_ = false;
+};
+// For kernels that reuse a counter within one node (one per phase, alternating): thread 0 sets it back to zero at a
+// point where no thread can still be taking from it and none can start before the next sync.
+inline void reset_claims(const Params& p, int slot) {
+  if (p.claims != nullptr && p.ith == 0) p.claims[slot].next.store(0, std::memory_order_relaxed);
+}
 
 // True when an optimised kernel handles this node (op, types and layouts); it then also passes ref::supports.
 bool supports(const Tensor& node);

@@ -22,6 +22,9 @@ constexpr int64_t kNc = 1536;  // columns of b per packed panel (a multiple of e
 constexpr int64_t kMaxNr = 16;  // the widest micro-tile of any table (pack_b_slivers keeps one pointer per column)
 constexpr int64_t kGemmMinN = 8;
 constexpr int64_t kMvChunk = 16;  // weight rows per matrix x vector work unit
+constexpr int64_t kMvMinClaim = 4;  // units: the smallest chunk a thread takes at once (64 rows)
+constexpr int64_t kGemmMinClaimRows = 256;  // rows of a: the smallest chunk of the shared-b schedule
+constexpr int64_t kPackMinClaim = 4;        // slivers of b: the smallest chunk of its packing
 
 bool is_quant(Type t) { return t == Type::kQ8_0 || t == Type::kQ4_0; }
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -302,20 +305,20 @@ void gemm_block(const GemmOperands& o, int64_t m0, int64_t m1, int64_t n0, int64
 Status gemm_units(const Tensor& node, const Params& p, const GemmWork& w) {
   const KernelTable& t = *p.table;
   const GemmSplit s = gemm_split(node, t, p.nth);
-  ref::ComputeParams cp{p.ith, p.nth};
-  int64_t u0, u1;
-  ref::partition(s.units(), cp, &u0, &u1);
-  for (int64_t u = u0; u < u1;) {
-    const int64_t mu = u % s.m_units;
-    const int64_t nu = (u / s.m_units) % s.n_units;
-    const int64_t batch = u / (s.m_units * s.n_units);
-    // this thread's run of row chunks of the same (batch, column chunk): one block
-    const int64_t run = std::min(u1 - u, s.m_units - mu);
-    const int64_t i2 = batch % node.ne[2], i3 = batch / node.ne[2];
-    const int64_t m0 = mu * s.m_chunk, m1 = std::min(node.ne[0], (mu + run) * s.m_chunk);
-    const int64_t n0 = nu * s.n_chunk, n1 = std::min(node.ne[1], n0 + s.n_chunk);
-    gemm_block(GemmOperands(t, node, i2, i3), m0, m1, n0, n1, w);
-    u += run;
+  Units units(p, 0, s.units(), 1);
+  for (int64_t u0, u1; units.next(&u0, &u1);) {
+    for (int64_t u = u0; u < u1;) {
+      const int64_t mu = u % s.m_units;
+      const int64_t nu = (u / s.m_units) % s.n_units;
+      const int64_t batch = u / (s.m_units * s.n_units);
+      // this thread's run of row chunks of the same (batch, column chunk): one block
+      const int64_t run = std::min(u1 - u, s.m_units - mu);
+      const int64_t i2 = batch % node.ne[2], i3 = batch / node.ne[2];
+      const int64_t m0 = mu * s.m_chunk, m1 = std::min(node.ne[0], (mu + run) * s.m_chunk);
+      const int64_t n0 = nu * s.n_chunk, n1 = std::min(node.ne[1], n0 + s.n_chunk);
+      gemm_block(GemmOperands(t, node, i2, i3), m0, m1, n0, n1, w);
+      u += run;
+    }
   }
   return Status::Ok();
 }
@@ -323,10 +326,12 @@ Status gemm_units(const Tensor& node, const Params& p, const GemmWork& w) {
 Status gemm_shared_b(const Tensor& node, const Params& p, const GemmWork& w) {
   const KernelTable& t = *p.table;
   const int64_t M = node.ne[0], N = node.ne[1], K = node.src[0]->ne[0];
-  ref::ComputeParams cp{p.ith, p.nth};
-  int64_t r0, r1;  // this thread's rows, in whole micro-tiles
-  ref::partition(cdiv(M, t.mr), cp, &r0, &r1);
-  const int64_t m0 = r0 * t.mr, m1 = std::min(M, r1 * t.mr);
+  const int64_t row_tiles = cdiv(M, t.mr);  // work units of a panel: rows of a in whole micro-tiles
+  const int64_t min_tiles = cdiv(kGemmMinClaimRows, t.mr);
+  // Counters (opt::Units): panel s packs from counter 2 + s % 2 and multiplies from counter s % 2. Thread 0 resets
+  // both while packing panel s (before its barrier): the multiply counter was last used by panel s - 2 and the
+  // packing one by panel s - 1, which every thread finished before the barrier of panel s - 1; nobody takes from
+  // either for panel s or s + 1 before the barrier of panel s.
   int panel = 0;
   for (int64_t i3 = 0; i3 < node.ne[3]; ++i3) {
     for (int64_t i2 = 0; i2 < node.ne[2]; ++i2) {
@@ -336,12 +341,16 @@ Status gemm_shared_b(const Tensor& node, const Params& p, const GemmWork& w) {
         for (int64_t pc = 0; pc < K; pc += kKc) {
           const int64_t kc = std::min(kKc, K - pc);
           float* buf = w.shared_b[panel];
-          panel ^= 1;
-          int64_t s0, s1;
-          ref::partition(cdiv(nc, t.nr), cp, &s0, &s1);
-          pack_b_slivers(o, jc, nc, pc, kc, s0, s1, buf);
+          Units slivers(p, 2 + panel, cdiv(nc, t.nr), kPackMinClaim);
+          for (int64_t s0, s1; slivers.next(&s0, &s1);) pack_b_slivers(o, jc, nc, pc, kc, s0, s1, buf);
+          reset_claims(p, panel);
+          reset_claims(p, 2 + (panel ^ 1));
           p.sync();
-          if (m0 < m1) gemm_rows(o, m0, m1, jc, nc, pc, kc, buf, w);
+          Units rows(p, panel, row_tiles, min_tiles);
+          for (int64_t r0, r1; rows.next(&r0, &r1);) {
+            gemm_rows(o, r0 * t.mr, std::min(M, r1 * t.mr), jc, nc, pc, kc, buf, w);
+          }
+          panel ^= 1;
         }
       }
     }
@@ -379,26 +388,26 @@ Status matvec(const Tensor& node, const Params& p) {
   };
 
   const int64_t m_units = cdiv(M, kMvChunk);
-  ref::ComputeParams cp{p.ith, p.nth};
-  int64_t u0, u1;
-  ref::partition(B2 * B3 * m_units, cp, &u0, &u1);
-  for (int64_t u = u0; u < u1; ++u) {
-    const int64_t batch = u / m_units;
-    const int64_t i2 = batch % B2, i3 = batch / B2;
-    const int64_t m0 = (u % m_units) * kMvChunk, m1 = std::min(M, m0 + kMvChunk);
-    if (is_quant(a.type)) {  // the unit's rows against each activation row at once (they share its loads)
-      const char* w = row_ptr(a, m0, i2 / r2, i3 / r3);
-      for (int64_t n = 0; n < N; ++n) {
-        float* out = reinterpret_cast<float*>(row_ptr_mut(node, n, i2, i3)) + m0;
-        dot_rows(t, a.type, w, a.nb[1], m1 - m0, act(batch * N + n), K, out);
+  Units units(p, 0, B2 * B3 * m_units, kMvMinClaim);
+  for (int64_t u0, u1; units.next(&u0, &u1);) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t batch = u / m_units;
+      const int64_t i2 = batch % B2, i3 = batch / B2;
+      const int64_t m0 = (u % m_units) * kMvChunk, m1 = std::min(M, m0 + kMvChunk);
+      if (is_quant(a.type)) {  // the unit's rows against each activation row at once (they share its loads)
+        const char* w = row_ptr(a, m0, i2 / r2, i3 / r3);
+        for (int64_t n = 0; n < N; ++n) {
+          float* out = reinterpret_cast<float*>(row_ptr_mut(node, n, i2, i3)) + m0;
+          dot_rows(t, a.type, w, a.nb[1], m1 - m0, act(batch * N + n), K, out);
+        }
+        continue;
       }
-      continue;
-    }
-    for (int64_t m = m0; m < m1; ++m) {
-      const char* w = row_ptr(a, m, i2 / r2, i3 / r3);
-      for (int64_t n = 0; n < N; ++n) {
-        float* out = reinterpret_cast<float*>(row_ptr_mut(node, n, i2, i3)) + m;
-        *out = dot_row(t, a.type, w, act(batch * N + n), K);
+      for (int64_t m = m0; m < m1; ++m) {
+        const char* w = row_ptr(a, m, i2 / r2, i3 / r3);
+        for (int64_t n = 0; n < N; ++n) {
+          float* out = reinterpret_cast<float*>(row_ptr_mut(node, n, i2, i3)) + m;
+          *out = dot_row(t, a.type, w, act(batch * N + n), K);
+        }
       }
     }
   }
@@ -455,23 +464,23 @@ Status run_mul_mat_id(const Tensor& node, const Params& p) {
   const size_t act_bytes = act_row_bytes(as.type, K);
 
   const int64_t m_units = cdiv(M, kMvChunk);
-  ref::ComputeParams cp{p.ith, p.nth};
-  int64_t u0, u1;
-  ref::partition(n_used * n_tokens * m_units, cp, &u0, &u1);
-  for (int64_t u = u0; u < u1; ++u) {
-    const int64_t r = u / m_units;
-    const int64_t e = r % n_used, tok = r / n_used;
-    int32_t expert;
-    std::memcpy(&expert, row_ptr(ids, tok, 0, 0) + static_cast<size_t>(e) * ids.nb[0], 4);
-    const int64_t br = tok * B1 + e % B1;
-    const char* x = buffered ? static_cast<const char*>(p.work) + static_cast<size_t>(br) * act_bytes : b_row(br);
-    float* out = reinterpret_cast<float*>(row_ptr_mut(node, e, tok, 0));
-    const int64_t m0 = (u % m_units) * kMvChunk, m1 = std::min(M, m0 + kMvChunk);
-    if (is_quant(as.type)) {
-      dot_rows(t, as.type, row_ptr(as, m0, expert, 0), as.nb[1], m1 - m0, x, K, out + m0);
-      continue;
+  Units units(p, 0, n_used * n_tokens * m_units, kMvMinClaim);
+  for (int64_t u0, u1; units.next(&u0, &u1);) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t r = u / m_units;
+      const int64_t e = r % n_used, tok = r / n_used;
+      int32_t expert;
+      std::memcpy(&expert, row_ptr(ids, tok, 0, 0) + static_cast<size_t>(e) * ids.nb[0], 4);
+      const int64_t br = tok * B1 + e % B1;
+      const char* x = buffered ? static_cast<const char*>(p.work) + static_cast<size_t>(br) * act_bytes : b_row(br);
+      float* out = reinterpret_cast<float*>(row_ptr_mut(node, e, tok, 0));
+      const int64_t m0 = (u % m_units) * kMvChunk, m1 = std::min(M, m0 + kMvChunk);
+      if (is_quant(as.type)) {
+        dot_rows(t, as.type, row_ptr(as, m0, expert, 0), as.nb[1], m1 - m0, x, K, out + m0);
+        continue;
+      }
+      for (int64_t m = m0; m < m1; ++m) out[m] = dot_row(t, as.type, row_ptr(as, m, expert, 0), x, K);
     }
-    for (int64_t m = m0; m < m1; ++m) out[m] = dot_row(t, as.type, row_ptr(as, m, expert, 0), x, K);
   }
   return Status::Ok();
 }
