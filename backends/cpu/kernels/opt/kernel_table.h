@@ -30,6 +30,10 @@ struct KernelTable {
   int mr;
   int nr;
   void (*gemm_ukernel)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate);
+  // Pack kc floats of mr (pack_a) or nr (pack_b) rows for the micro-kernel: ap[k * mr + r] = rows[r][k], bp[k * nr +
+  // j] = rows[j][k] (zeros where the row pointer is null). Copies: every table gives the same bits.
+  void (*pack_a)(const float* const* rows, int64_t kc, float* ap);
+  void (*pack_b)(const float* const* rows, int64_t kc, float* bp);
 
   // ---- conversions to f32 (n values; quantized: n a multiple of 32, whole blocks) ----
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
@@ -80,6 +84,15 @@ void dot_rows_each(const Block* x, size_t stride, int64_t nrows, const BlockQ8_0
   for (int64_t r = 0; r < nrows; ++r) {
     out[r] = Dot(reinterpret_cast<const Block*>(reinterpret_cast<const char*>(x) + static_cast<size_t>(r) * stride), y,
                  nb);
+  }
+}
+
+// A table's pack_a / pack_b entry without a transposing kernel (W rows): element by element.
+template <int W>
+void pack_rows_each(const float* const* rows, int64_t kc, float* out) {
+  for (int r = 0; r < W; ++r) {
+    const float* row = rows[r];
+    for (int64_t k = 0; k < kc; ++k) out[k * W + r] = row != nullptr ? row[k] : 0.0f;
   }
 }
 

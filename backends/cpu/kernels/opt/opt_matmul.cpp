@@ -20,6 +20,7 @@ constexpr int64_t kKc = 256;   // K block (a multiple of 32: quantized panels st
 constexpr int64_t kMc = 256;   // rows of a per packed panel
 constexpr int64_t kNc = 1536;  // columns of b per packed panel (a multiple of every table's nr)
 constexpr int64_t kMaxNr = 16;  // the widest micro-tile of any table (pack_b_slivers keeps one pointer per column)
+constexpr int64_t kMaxMr = 32;  // the tallest (gemm_rows keeps one pointer per row)
 constexpr int64_t kGemmMinN = 8;
 constexpr int64_t kMvChunk = 16;  // weight rows per matrix x vector work unit
 constexpr int64_t kMvMinClaim = 4;  // units: the smallest chunk a thread takes at once (64 rows)
@@ -162,9 +163,10 @@ int64_t gemm_n_cap(const Tensor& node, const KernelTable& t) {
   return std::min<int64_t>(kNc, cdiv(node.ne[1], t.nr) * t.nr);
 }
 size_t panel_b_bytes(int64_t n_cap) { return align64(static_cast<size_t>(kKc * n_cap) * 4); }
-// Per thread: a panel of a, a panel of b (work units only), an edge tile, a conversion row.
+// Per thread: a panel of a, a panel of b (work units only), an edge tile, a sliver's rows of a converted to f32.
 size_t gemm_thread_bytes(const KernelTable& t, int64_t n_cap, bool shared_b) {
-  return align64(kMc * kKc * 4) + (shared_b ? 0 : panel_b_bytes(n_cap)) + align64(t.mr * t.nr * 4) + align64(kKc * 4);
+  return align64(kMc * kKc * 4) + (shared_b ? 0 : panel_b_bytes(n_cap)) + align64(t.mr * t.nr * 4) +
+         align64(t.mr * kKc * 4);
 }
 size_t gemm_work_bytes(const Tensor& node, const KernelTable& t, int nth) {
   const bool shared = use_shared_b(node, *node.src[0], nth);
@@ -214,16 +216,12 @@ void pack_b_slivers(const GemmOperands& o, int64_t jc, int64_t nc, int64_t pc, i
   for (int64_t js = s0; js < s1; ++js) {
     float* dst = panel + js * kc * NR;
     const int64_t cols = std::min(NR, nc - js * NR);  // columns of b in this sliver (the rest: zeros)
-    if (o.b.nb[0] == 4 && cols == NR && NR <= kMaxNr) {
-      // Contiguous columns of b: k outer, so the sliver is written in order (one store stream; the panel is shared
-      // by the threads, and in-order stores let the lines the other core read move over in a stream).
+    if (o.b.nb[0] == 4 && NR <= kMaxNr) {  // contiguous columns of b: the table's transposing copy
       const float* src[kMaxNr];
       for (int64_t j = 0; j < NR; ++j) {
-        src[j] = reinterpret_cast<const float*>(row_ptr(o.b, jc + js * NR + j, o.i2, o.i3)) + pc;
+        src[j] = j < cols ? reinterpret_cast<const float*>(row_ptr(o.b, jc + js * NR + j, o.i2, o.i3)) + pc : nullptr;
       }
-      for (int64_t k = 0; k < kc; ++k) {
-        for (int64_t j = 0; j < NR; ++j) dst[k * NR + j] = src[j][k];
-      }
+      o.t.pack_b(src, kc, dst);
       continue;
     }
     for (int64_t j = 0; j < NR; ++j) {
@@ -250,22 +248,21 @@ void gemm_rows(const GemmOperands& o, int64_t m0, int64_t m1, int64_t jc, int64_
     const int64_t mc = std::min(kMc, m1 - ic);
     const int64_t m_sl = cdiv(mc, MR);
     for (int64_t is = 0; is < m_sl; ++is) {  // pack a (converted to f32): sliver is holds kc rows of MR values
-      float* dst = w.pack_a + is * kc * MR;
+      const float* rows[kMaxMr];
       for (int64_t r = 0; r < MR; ++r) {
         const int64_t m = ic + is * MR + r;
-        if (m < ic + mc) {
-          const char* src = row_ptr(o.a, m, o.ia2, o.ia3) + static_cast<size_t>(pc / bs) * o.a.nb[0];
-          const float* row = w.conv;
-          if (o.a.type == Type::kF32) {
-            row = reinterpret_cast<const float*>(src);
-          } else {
-            row_to_f32(t, o.a.type, src, w.conv, kc);
-          }
-          for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = row[k];
+        rows[r] = nullptr;
+        if (m >= ic + mc) continue;
+        const char* src = row_ptr(o.a, m, o.ia2, o.ia3) + static_cast<size_t>(pc / bs) * o.a.nb[0];
+        if (o.a.type == Type::kF32) {
+          rows[r] = reinterpret_cast<const float*>(src);
         } else {
-          for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = 0.0f;
+          float* conv = w.conv + r * kKc;
+          row_to_f32(t, o.a.type, src, conv, kc);
+          rows[r] = conv;
         }
       }
+      t.pack_a(rows, kc, w.pack_a + is * kc * MR);
     }
     for (int64_t js = 0; js < n_sl; ++js) {
       const int64_t ncols = std::min(NR, nc - js * NR);
@@ -361,6 +358,10 @@ Status gemm_shared_b(const Tensor& node, const Params& p, const GemmWork& w) {
 Status gemm(const Tensor& node, const Params& p) {
   const KernelTable& t = *p.table;
   const bool shared = use_shared_b(node, *node.src[0], p.nth);
+  if (t.mr > kMaxMr) {
+    return TS_ERROR(StatusCode::kFailed, "%s: table %s has %d-row tiles, at most %d", describe(node).c_str(), t.name,
+                    t.mr, static_cast<int>(kMaxMr));
+  }
   if (shared && p.barrier == nullptr) {
     return TS_ERROR(StatusCode::kInvalidArgument, "%s: %d threads without a barrier", describe(node).c_str(), p.nth);
   }

@@ -103,7 +103,7 @@ void gemm_ukernel(int64_t kc, const float* ap, const float* bp, float* c, int64_
 }
 
 const KernelTable kTable = {
-    Isa::kAvx2, "avx2", kMr, kNr, gemm_ukernel,
+    Isa::kAvx2, "avx2", kMr, kNr, gemm_ukernel, pack_rows_each<kMr>, pack_rows_each<kNr>,
     k_f16_to_f32, k_bf16_to_f32, k_q8_to_f32, k_q4_to_f32,
     k_dot_f32, k_dot_f16, k_dot_bf16, k_dot_q8_q8, k_dot_q4_q8,
     dot_rows_each<BlockQ8_0, k_dot_q8_q8>, dot_rows_each<BlockQ4_0, k_dot_q4_q8>,

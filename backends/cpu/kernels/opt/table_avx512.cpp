@@ -106,8 +106,59 @@ void gemm_ukernel(int64_t kc, const float* ap, const float* bp, float* c, int64_
   }
 }
 
+// Rows 16 at a time, 16 floats each, transposed in registers: unpack pairs of rows, then 4 x 4 blocks within the
+// 128-bit lanes, then the lanes themselves.
+inline void transpose16(__m512 v[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+  }
+  // u[4i + j], lane L: column 4L + j of rows 4i .. 4i + 3
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  // column 4L + j: lane L of u[j], u[4 + j], u[8 + j], u[12 + j]
+  for (int j = 0; j < 4; ++j) {
+    const __m512 s0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44);
+    const __m512 s1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
+    const __m512 s2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44);
+    const __m512 s3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
+    v[j] = _mm512_shuffle_f32x4(s0, s2, 0x88);
+    v[4 + j] = _mm512_shuffle_f32x4(s0, s2, 0xDD);
+    v[8 + j] = _mm512_shuffle_f32x4(s1, s3, 0x88);
+    v[12 + j] = _mm512_shuffle_f32x4(s1, s3, 0xDD);
+  }
+}
+
+// W rows (pack_a: kMr, pack_b: kNr), 16 at a time (missing ones as zeros); a group of fewer than 16 rows stores
+// only its columns of each transposed vector.
+template <int W>
+void pack_rows(const float* const* rows, int64_t kc, float* out) {
+  int64_t k = 0;
+  for (; k + 16 <= kc; k += 16) {
+    for (int h = 0; h < W; h += 16) {
+      const int valid = W - h < 16 ? W - h : 16;
+      __m512 v[16];
+      for (int i = 0; i < 16; ++i) {
+        const float* row = i < valid ? rows[h + i] : nullptr;
+        v[i] = row != nullptr ? _mm512_loadu_ps(row + k) : _mm512_setzero_ps();
+      }
+      transpose16(v);
+      const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
+      for (int i = 0; i < 16; ++i) _mm512_mask_storeu_ps(out + (k + i) * W + h, keep, v[i]);
+    }
+  }
+  for (int r = 0; r < W; ++r) {
+    for (int64_t kk = k; kk < kc; ++kk) out[kk * W + r] = rows[r] != nullptr ? rows[r][kk] : 0.0f;
+  }
+}
+
 const KernelTable kTable = {
-    Isa::kAvx512, "avx512", kMr, kNr, gemm_ukernel,
+    Isa::kAvx512, "avx512", kMr, kNr, gemm_ukernel, pack_rows<kMr>, pack_rows<kNr>,
     k_f16_to_f32, k_bf16_to_f32, k_q8_to_f32, k_q4_to_f32,
     k_dot_f32, k_dot_f16, k_dot_bf16, k_dot_q8_vnni, k_dot_q4_vnni, k_dot_rows_q8_vnni, k_dot_rows_q4_vnni,
     k_binary, k_binary_scalar, k_scale, k_unary, k_glu,
