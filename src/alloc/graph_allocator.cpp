@@ -31,6 +31,7 @@ struct GraphIndex {
   size_t lookups = 0;        // pointer lookups of the last build (GraphAllocator::index_lookups)
   std::vector<Tensor*> tensors;
   std::vector<int32_t> src;   // n_nodes * kMaxSrc, -1: none
+  std::vector<uint8_t> nsrc;  // per node: one past its last source slot in use (the walks stop there)
   std::vector<int32_t> vsrc;  // per id, -1: not a view
   size_t n_nodes = 0, n_leafs = 0;
   std::vector<PlanInfo> info;  // make_plan's records, per id (kept here so its memory is reused)
@@ -69,6 +70,7 @@ struct GraphIndex {
     map_pending = true;
     if (pos == nullptr) complete_map();  // every source is looked up anyway
     src.resize(n_nodes * kMaxSrc);
+    nsrc.resize(n_nodes);
     vsrc.assign(n_nodes + n_leafs, -1);
     for (size_t i = 0; i < n_nodes; ++i) {
       Tensor* const t = tensors[i];
@@ -78,6 +80,9 @@ struct GraphIndex {
         out[j] = s == nullptr ? -1 : pos != nullptr ? resolve(s, pos->src[i * kMaxSrc + static_cast<size_t>(j)])
                                                     : intern(s);
       }
+      int used = kMaxSrc;
+      while (used > 0 && out[used - 1] < 0) --used;
+      nsrc[i] = static_cast<uint8_t>(used);
       if (t->view_src != nullptr) {
         vsrc[i] = pos != nullptr ? resolve(t->view_src, pos->node_view_src[i]) : intern(t->view_src);
       }
@@ -220,6 +225,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
     if (ix.vsrc[i] >= 0 && is_pinned(t) && i < ix.n_nodes + ix.n_leafs) info[static_cast<size_t>(ix.vsrc[i])].pinned = true;
   }
   auto src_of = [&](int32_t node, int j) { return ix.src[static_cast<size_t>(node) * kMaxSrc + static_cast<size_t>(j)]; };
+  auto n_src = [&](int32_t node) { return static_cast<int>(ix.nsrc[static_cast<size_t>(node)]); };
   auto vsrc_of = [&](int32_t id) { return ix.vsrc[static_cast<size_t>(id)]; };
   auto tensor = [&](int32_t id) { return ix.tensors[static_cast<size_t>(id)]; };
   auto rec = [&](int32_t id) -> Info& { return info[static_cast<size_t>(id)]; };
@@ -257,7 +263,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
     const Tensor* node = tensor(node_id);
     if (!op_can_inplace(node->op)) return false;
     int32_t best = -1;
-    for (int j = 0; j < kMaxSrc; ++j) {
+    for (int j = 0; j < n_src(node_id); ++j) {
       const int32_t s = src_of(node_id, j);
       if (s < 0) continue;
       const Info& si = rec(s);
@@ -307,7 +313,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
   // 1. Count uses and views.
   for (int32_t i = 0; i < n_nodes; ++i) {
     if (vsrc_of(i) >= 0) rec(vsrc_of(i)).n_views++;
-    for (int j = 0; j < kMaxSrc; ++j) {
+    for (int j = 0; j < n_src(i); ++j) {
       const int32_t s = src_of(i, j);
       if (s >= 0) rec(s).n_children++;
     }
@@ -316,7 +322,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
   for (int32_t i = 0; i < n_leafs; ++i) alloc_tensor(n_nodes + i, leaf_buft(static_cast<size_t>(i)));
   for (int32_t i = 0; i < n_nodes; ++i) {
     if (tensor(i)->flags & kFlagInput) alloc_tensor(i, node_buft(static_cast<size_t>(i)));
-    for (int j = 0; j < kMaxSrc; ++j) {
+    for (int j = 0; j < n_src(i); ++j) {
       const int32_t s = src_of(i, j);
       if (s < 0 || !(tensor(s)->flags & kFlagInput)) continue;
       alloc_tensor(s, s < n_nodes ? node_buft(static_cast<size_t>(s)) : node_buft(static_cast<size_t>(i)));
@@ -327,7 +333,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
   // not overwritten by a node that ran earlier. So does the root of such a source when it is a view.
   const int32_t n_known = n_nodes + n_leafs;
   for (int32_t i = 0; i < n_nodes; ++i) {
-    for (int j = 0; j < kMaxSrc; ++j) {
+    for (int j = 0; j < n_src(i); ++j) {
       const int32_t s = src_of(i, j);
       if (s < n_known) continue;
       alloc_tensor(s, node_buft(static_cast<size_t>(i)));
@@ -394,7 +400,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
       }
     }
 
-    for (int j = 0; j < kMaxSrc; ++j) {
+    for (int j = 0; j < n_src(i); ++j) {
       const int32_t s = src_of(i, j);
       if (s < 0) continue;
       Info& si = rec(s);

@@ -25,6 +25,7 @@ void SchedPlan::clear() {
   facts_.clear();
   copy_origin_.clear();
   src_.clear();
+  n_src_.clear();
   compute_nodes_.clear();
   indexed_ = nullptr;
   map_pending_ = false;
@@ -152,6 +153,7 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   copy_origin_.resize(n_graph_, -1);
   map_pending_ = true;
   src_.resize(n_graph_ * kMaxSrc);
+  n_src_.resize(n_graph_);
   // One pass over the tensors (sources and facts together), prefetching a few tensors ahead: on a large graph the
   // Tensors (over 300 bytes each) are far beyond the caches, and reading each once is most of the cost.
   constexpr size_t kAhead = 8;
@@ -166,12 +168,24 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
     if (i + kAhead < n_graph_) prefetch(i + kAhead);
     const Tensor& t = *tensors_[i];
     int32_t* out = &src_[i * kMaxSrc];
+    int used = 0;
     if (i < n_nodes_) {
       const int32_t* pos = g.src_positions(i);
-      for (int j = 0; j < kMaxSrc; ++j) out[j] = t.src[j] != nullptr ? resolve(t.src[j], pos[j]) : -1;
+      for (int j = 0; j < kMaxSrc; ++j) {
+        out[j] = -1;
+        if (t.src[j] == nullptr) continue;
+        out[j] = resolve(t.src[j], pos[j]);
+        used = j + 1;
+      }
     } else {  // leafs rarely have sources
-      for (int j = 0; j < kMaxSrc; ++j) out[j] = t.src[j] != nullptr ? intern(t.src[j]) : -1;
+      for (int j = 0; j < kMaxSrc; ++j) {
+        out[j] = -1;
+        if (t.src[j] == nullptr) continue;
+        out[j] = intern(t.src[j]);
+        used = j + 1;
+      }
     }
+    n_src_[i] = static_cast<uint8_t>(used);
     read_fact(bs, i, t);
   }
   if (n_graph_ < tensors_.size()) read_facts(bs, n_graph_);  // sources outside the graph, interned above

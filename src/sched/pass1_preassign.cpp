@@ -37,7 +37,7 @@ Result<int> backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, 
   }
   // 5. the first weight decides (auxiliary tiny weights never do)
   const Tensor& t = *plan.tensor(id);
-  for (int j = 0; j < kMaxSrc; ++j) {
+  for (int j = 0, n = plan.n_src(static_cast<size_t>(id)); j < n; ++j) {
     const int32_t s = plan.src(static_cast<size_t>(id), j);
     if (s < 0 || !plan.has(s, SchedPlan::kIsWeight) || is_auxiliary_source(t, j)) continue;
     const int b = backend_from_buffer(plan, bs, plan.fixed_buft(s), id);

@@ -14,7 +14,7 @@ void pass3_upgrade(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
       for (int b = 0; b < n_backends; ++b) {
         if (!plan.supports(bs, id, b)) continue;
         int count = 0;
-        for (int j = 0; j < kMaxSrc; ++j) {
+        for (int j = 0; j < plan.n_src(node); ++j) {
           const int32_t s = plan.src(node, j);
           if (s < 0) continue;
           const int32_t v = plan.view_src(s);
@@ -31,7 +31,7 @@ void pass3_upgrade(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
       for (int c = 0; c < cur; ++c) {
         if (bs.compute_buft(c) != bs.compute_buft(cur) || !plan.supports(bs, id, c)) continue;
         bool all = true;
-        for (int j = 0; j < kMaxSrc && all; ++j) {
+        for (int j = 0; j < plan.n_src(node) && all; ++j) {
           const int32_t s = plan.src(node, j);
           all = s < 0 || buffer_supported(plan, bs, s, c);
         }

@@ -47,7 +47,7 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
       }
     }
     const int nb = plan.backend(id);
-    for (int j = 0; j < kMaxSrc; ++j) {
+    for (int j = 0, ns = plan.n_src(static_cast<size_t>(id)); j < ns; ++j) {
       const int32_t s = plan.src(static_cast<size_t>(id), j);
       if (s < 0 || plan.backend(s) >= 0) continue;
       const int32_t v = plan.view_src(s);

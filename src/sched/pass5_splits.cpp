@@ -103,10 +103,11 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
       continue;
     }
     const int nb = plan.backend(id);
+    const int n_src = plan.n_src(i);
     bool need_new = cur == nullptr || nb != cur->backend;
     if (!need_new && !cur->inputs.empty()) {
       int new_inputs = 0;
-      for (int j = 0; j < kMaxSrc; ++j) {
+      for (int j = 0; j < n_src; ++j) {
         const int32_t s = plan.src(i, j);
         if (s < 0 || !foreign(s, nb)) continue;
         // A weight on a backend this one cannot read: start a new split, so the memory of the weights copied for
@@ -135,7 +136,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
 
     // The node's Tensor is read only to rewrite a source: its sources are in the plan (plan.tensor(s) is the
     // pointer node->src[j] holds), and on a large graph each first read of a Tensor is a cache miss.
-    for (int j = 0; j < kMaxSrc; ++j) {
+    for (int j = 0; j < n_src; ++j) {
       const int32_t s = plan.src(i, j);
       if (s < 0) continue;
       const int sb = plan.backend(s);

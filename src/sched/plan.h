@@ -141,6 +141,9 @@ class SchedPlan {
   }
   // Source j of node i (the node's id is i), -1 when none.
   int32_t src(size_t node, int j) const { return src_[node * kMaxSrc + static_cast<size_t>(j)]; }
+  // One past the node's last source slot in use (src(node, j) is -1 from there on): the passes' source loops stop
+  // there instead of visiting all kMaxSrc slots.
+  int n_src(size_t node) const { return n_src_[node]; }
   int32_t view_src(int32_t id) const { return vsrc_[static_cast<size_t>(id)]; }
   // The tensor whose memory id aliases: the end of the view_src chain (a view_src is normally that root already).
   int32_t root(int32_t id) const {
@@ -282,6 +285,7 @@ class SchedPlan {
   std::vector<uint8_t> facts_;
   std::vector<int32_t> copy_origin_;  // id of the tensor a copy copies, -1 for others
   std::vector<int32_t> src_;          // n_nodes_ * kMaxSrc
+  std::vector<uint8_t> n_src_;        // per node and leaf (n_src)
   std::vector<int32_t> compute_nodes_;
   const Graph* indexed_ = nullptr;
   size_t n_nodes_ = 0, n_leafs_ = 0;

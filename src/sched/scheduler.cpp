@@ -234,7 +234,8 @@ void Scheduler::Impl::record_sched_positions(const Graph& g) {
     const int32_t pid = sched_node_pid[k];
     int32_t* out = &sched_src_pos[k * kMaxSrc];
     if (pid < n_user) {  // a node of the user's graph (sources as the user had them; rewrites below)
-      for (int j = 0; j < kMaxSrc; ++j) out[j] = pos_of(plan.src(static_cast<size_t>(pid), j));
+      const auto node = static_cast<size_t>(pid);
+      for (int j = 0; j < plan.n_src(node); ++j) out[j] = pos_of(plan.src(node, j));
       sched_node_vsrc_pos[k] = pos_of(plan.view_src(pid));
     } else if (const int32_t in = sched_dep_input[k]; in >= 0) {  // a dependency node: a view of its input
       out[0] = pos_of(in);
