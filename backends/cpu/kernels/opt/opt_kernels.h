@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../ref/access.h"
 #include "kernel_table.h"
 #include "tessera/status.h"
 #include "tessera/tensor.h"
@@ -55,7 +56,7 @@ struct Params {
 //   so a thread that runs ahead (because another program took the other core for a while) does more of the work.
 //   A chunk is a share of what is left (at least min_chunk units), so chunks shrink towards the end and the threads
 //   finish close together; early chunks are long runs of consecutive units (one memory stream each).
-// - Without: each thread takes its static share (as ref::partition) in one chunk.
+// - Without: each thread takes its static share (ref::partition) in one chunk.
 // Which thread computes a unit never changes a result: every unit is computed by the same sequence of operations.
 class Units {
  public:
@@ -67,8 +68,7 @@ class Units {
     if (counter_ == nullptr) {
       if (taken_) return false;
       taken_ = true;
-      *u0 = n_ * ith_ / nth_;
-      *u1 = n_ * (ith_ + 1) / nth_;
+      ref::partition(n_, ref::ComputeParams{ith_, nth_}, u0, u1);
       return *u0 < *u1;
     }
     int64_t v = counter_->load(std::memory_order_relaxed);

@@ -1,6 +1,6 @@
 // Optimised row ops: ADD/MUL/DIV, SCALE, UNARY, GLU, RMS_NORM/NORM, SOFT_MAX, ROPE, GET_ROWS, FLASH_ATTN_EXT.
 // f32 activations with element-contiguous rows (any row strides); other layouts and types use the reference kernels.
-// Result rows are taken by the threads in chunks (RowChunks); each row is computed by the same sequence of table calls
+// Result rows are taken by the threads in chunks (MyRows); each row is computed by the same sequence of table calls
 // whoever computes it. In-place (result over src0) is safe: every table call reads an element before it
 // writes the same element, and rows that need a whole input row (norms, soft_max, rope) read it before writing.
 #include <cmath>
@@ -31,19 +31,23 @@ float* frow_mut(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
   return reinterpret_cast<float*>(row_ptr_mut(t, i1, i2, i3));
 }
 
-struct Rows {
-  int64_t r0, r1;
-};
-// The rows of the result, taken by the threads in chunks (Units): at least 16 KiB of result per chunk, or
-// min_rows rows.
-class RowChunks {
+// This thread's rows of the result, one by one, taken from the node's rows in chunks (Units): at least 16 KiB of
+// result per chunk, or min_rows rows.
+class MyRows {
  public:
-  RowChunks(const Tensor& node, const Params& p, int64_t min_rows = 0)
+  MyRows(const Tensor& node, const Params& p, int64_t min_rows = 0)
       : units_(p, 0, ref::row_count(node), min_rows > 0 ? min_rows : 4096 / std::max<int64_t>(1, node.ne[0])) {}
-  bool next(Rows* r) { return units_.next(&r->r0, &r->r1); }
+  bool next(int64_t* r) {
+    if (++r_ >= end_ && !units_.next(&r_, &end_)) return false;
+    *r = r_;
+    return true;
+  }
+  // One past the last row of the current chunk (the rows this thread is sure to compute next).
+  int64_t chunk_end() const { return end_; }
 
  private:
   Units units_;
+  int64_t r_ = 0, end_ = 0;
 };
 
 // Per-thread scratch: `floats` floats for thread ith.
@@ -84,44 +88,42 @@ Status run_elementwise(const Tensor& node, const Params& p) {
   const Tensor& a = *node.src[0];
   const Tensor* b = node.src[1];
   const int64_t n = node.ne[0];
-  RowChunks chunks(node, p);
-  for (Rows rows; chunks.next(&rows);) {
-    for (int64_t r = rows.r0; r < rows.r1; ++r) {
-      const ref::RowIdx d = ref::row_idx(node, r);
-      float* z = frow_mut(node, d.i1, d.i2, d.i3);
-      switch (node.op) {
-        case Op::kAdd:
-        case Op::kMul:
-        case Op::kDiv: {
-          const int op = node.op == Op::kAdd ? kBinAdd : node.op == Op::kMul ? kBinMul : kBinDiv;
-          const float* x = frow(a, d.i1, d.i2, d.i3);
-          const float* y = frow(*b, d.i1 % b->ne[1], d.i2 % b->ne[2], d.i3 % b->ne[3]);
-          const int64_t nb = b->ne[0];
-          if (nb == n) {
-            t.binary(op, x, y, z, n);
-          } else if (nb == 1) {
-            t.binary_scalar(op, x, y[0], z, n);
-          } else {
-            for (int64_t s = 0; s < n; s += nb) t.binary(op, x + s, y, z + s, nb);
-          }
-          break;
+  MyRows rows(node, p);
+  for (int64_t r; rows.next(&r);) {
+    const ref::RowIdx d = ref::row_idx(node, r);
+    float* z = frow_mut(node, d.i1, d.i2, d.i3);
+    switch (node.op) {
+      case Op::kAdd:
+      case Op::kMul:
+      case Op::kDiv: {
+        const int op = node.op == Op::kAdd ? kBinAdd : node.op == Op::kMul ? kBinMul : kBinDiv;
+        const float* x = frow(a, d.i1, d.i2, d.i3);
+        const float* y = frow(*b, d.i1 % b->ne[1], d.i2 % b->ne[2], d.i3 % b->ne[3]);
+        const int64_t nb = b->ne[0];
+        if (nb == n) {
+          t.binary(op, x, y, z, n);
+        } else if (nb == 1) {
+          t.binary_scalar(op, x, y[0], z, n);
+        } else {
+          for (int64_t s = 0; s < n; s += nb) t.binary(op, x + s, y, z + s, nb);
         }
-        case Op::kScale:
-          t.scale(frow(a, d.i1, d.i2, d.i3), get_op_param<float>(node, 0), get_op_param<float>(node, 1), z, n);
-          break;
-        case Op::kUnary: t.unary(node.op_params[0], frow(a, d.i1, d.i2, d.i3), z, n); break;
-        case Op::kGlu: {
-          const float* x = frow(a, d.i1, d.i2, d.i3);
-          if (b != nullptr) {
-            t.glu(node.op_params[0], x, frow(*b, d.i1, d.i2, d.i3), z, n);
-          } else {
-            const bool swapped = node.op_params[1] != 0;
-            t.glu(node.op_params[0], swapped ? x + n : x, swapped ? x : x + n, z, n);
-          }
-          break;
-        }
-        default: break;
+        break;
       }
+      case Op::kScale:
+        t.scale(frow(a, d.i1, d.i2, d.i3), get_op_param<float>(node, 0), get_op_param<float>(node, 1), z, n);
+        break;
+      case Op::kUnary: t.unary(node.op_params[0], frow(a, d.i1, d.i2, d.i3), z, n); break;
+      case Op::kGlu: {
+        const float* x = frow(a, d.i1, d.i2, d.i3);
+        if (b != nullptr) {
+          t.glu(node.op_params[0], x, frow(*b, d.i1, d.i2, d.i3), z, n);
+        } else {
+          const bool swapped = node.op_params[1] != 0;
+          t.glu(node.op_params[0], swapped ? x + n : x, swapped ? x : x + n, z, n);
+        }
+        break;
+      }
+      default: break;
     }
   }
   return Status::Ok();
@@ -144,9 +146,9 @@ void pass_prefetching_next(const float* next, int64_t n, Fn fn) {
   }
 }
 
-// Row r + 1 of a (f32 rows) if this thread computes it, else null.
-const float* next_row(const Tensor& node, const Tensor& a, int64_t r, const Rows& rows) {
-  if (r + 1 >= rows.r1) return nullptr;
+// Row r + 1 of a (f32 rows) if this thread computes it next, else null.
+const float* next_row(const Tensor& node, const Tensor& a, int64_t r, const MyRows& rows) {
+  if (r + 1 >= rows.chunk_end()) return nullptr;
   const ref::RowIdx d = ref::row_idx(node, r + 1);
   return frow(a, d.i1, d.i2, d.i3);
 }
@@ -160,25 +162,23 @@ Status run_norm(const Tensor& node, const Params& p) {
   const Tensor& a = *node.src[0];
   const double eps = get_op_param<float>(node, 0);
   const int64_t n = node.ne[0];
-  RowChunks chunks(node, p);
-  for (Rows rows; chunks.next(&rows);) {
-    for (int64_t r = rows.r0; r < rows.r1; ++r) {
-      const ref::RowIdx d = ref::row_idx(node, r);
-      const float* x = frow(a, d.i1, d.i2, d.i3);
-      float* z = frow_mut(node, d.i1, d.i2, d.i3);
-      float mean = 0.0f;
-      if (node.op == Op::kNorm) mean = static_cast<float>(static_cast<double>(t.sum(x, n)) / static_cast<double>(n));
-      const double ss = t.sum_sq_dev(x, mean, n);
-      const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-      pass_prefetching_next(next_row(node, a, r, rows), n, [&](int64_t c, int64_t m) {
-        if (node.op == Op::kNorm) {
-          t.binary_scalar(kBinAdd, x + c, -mean, z + c, m);
-          t.scale(z + c, inv, 0.0f, z + c, m);
-        } else {
-          t.scale(x + c, inv, 0.0f, z + c, m);
-        }
-      });
-    }
+  MyRows rows(node, p);
+  for (int64_t r; rows.next(&r);) {
+    const ref::RowIdx d = ref::row_idx(node, r);
+    const float* x = frow(a, d.i1, d.i2, d.i3);
+    float* z = frow_mut(node, d.i1, d.i2, d.i3);
+    float mean = 0.0f;
+    if (node.op == Op::kNorm) mean = static_cast<float>(static_cast<double>(t.sum(x, n)) / static_cast<double>(n));
+    const double ss = t.sum_sq_dev(x, mean, n);
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+    pass_prefetching_next(next_row(node, a, r, rows), n, [&](int64_t c, int64_t m) {
+      if (node.op == Op::kNorm) {
+        t.binary_scalar(kBinAdd, x + c, -mean, z + c, m);
+        t.scale(z + c, inv, 0.0f, z + c, m);
+      } else {
+        t.scale(x + c, inv, 0.0f, z + c, m);
+      }
+    });
   }
   return Status::Ok();
 }
@@ -197,37 +197,35 @@ Status run_soft_max(const Tensor& node, const Params& p) {
   const float scale = get_op_param<float>(node, 0);
   const int64_t n = node.ne[0];
   float* mtmp = m != nullptr ? scratch(p, static_cast<size_t>(n)) : nullptr;
-  RowChunks chunks(node, p);
-  for (Rows rows; chunks.next(&rows);) {
-    for (int64_t r = rows.r0; r < rows.r1; ++r) {
-      const ref::RowIdx d = ref::row_idx(node, r);
-      float* z = frow_mut(node, d.i1, d.i2, d.i3);
-      const float* mrow = nullptr;
-      if (m != nullptr) {
-        const char* mr = row_ptr(*m, d.i1, d.i2 % m->ne[2], d.i3 % m->ne[3]);
-        if (m->type == Type::kF32) {
-          mrow = reinterpret_cast<const float*>(mr);
-        } else {
-          row_to_f32(t, m->type, mr, mtmp, n);
-          mrow = mtmp;
-        }
+  MyRows rows(node, p);
+  for (int64_t r; rows.next(&r);) {
+    const ref::RowIdx d = ref::row_idx(node, r);
+    float* z = frow_mut(node, d.i1, d.i2, d.i3);
+    const float* mrow = nullptr;
+    if (m != nullptr) {
+      const char* mr = row_ptr(*m, d.i1, d.i2 % m->ne[2], d.i3 % m->ne[3]);
+      if (m->type == Type::kF32) {
+        mrow = reinterpret_cast<const float*>(mr);
+      } else {
+        row_to_f32(t, m->type, mr, mtmp, n);
+        mrow = mtmp;
       }
-      // Three passes over the row (cache-resident after the first): the max of scale + mask (nothing stored), exp of
-      // scale + mask - max with the sum, normalise.
-      const float* x = frow(a, d.i1, d.i2, d.i3);
-      const float mx = t.scale_add_max(x, scale, mrow, n);
-      if (mx == -INFINITY) {  // every value -inf: a row of zeros (docs/ops.md)
-        std::memset(z, 0, static_cast<size_t>(n) * 4);
-        continue;
-      }
-      // The exp pass is the long one (compute-bound, the row in L1): the next row is fetched meanwhile. Its sum is
-      // taken per chunk, in a fixed order, so it does not depend on the thread count.
-      float sum = 0.0f;
-      pass_prefetching_next(next_row(node, a, r, rows), n, [&](int64_t c, int64_t k) {
-        sum += t.exp_sum_scaled(x + c, scale, mrow != nullptr ? mrow + c : nullptr, mx, z + c, k);
-      });
-      t.scale(z, 1.0f / sum, 0.0f, z, n);
     }
+    // Three passes over the row (cache-resident after the first): the max of scale + mask (nothing stored), exp of
+    // scale + mask - max with the sum, normalise.
+    const float* x = frow(a, d.i1, d.i2, d.i3);
+    const float mx = t.scale_add_max(x, scale, mrow, n);
+    if (mx == -INFINITY) {  // every value -inf: a row of zeros (docs/ops.md)
+      std::memset(z, 0, static_cast<size_t>(n) * 4);
+      continue;
+    }
+    // The exp pass is the long one (compute-bound, the row in L1): the next row is fetched meanwhile. Its sum is
+    // taken per chunk, in a fixed order, so it does not depend on the thread count.
+    float sum = 0.0f;
+    pass_prefetching_next(next_row(node, a, r, rows), n, [&](int64_t c, int64_t k) {
+      sum += t.exp_sum_scaled(x + c, scale, mrow != nullptr ? mrow + c : nullptr, mx, z + c, k);
+    });
+    t.scale(z, 1.0f / sum, 0.0f, z, n);
   }
   return Status::Ok();
 }
@@ -251,36 +249,34 @@ Status run_rope(const Tensor& node, const Params& p) {
   const int64_t n = node.ne[0];
   float* cs = scratch(p, static_cast<size_t>(n_dims));  // cos[0..half), sin[half..n_dims)
   int64_t cached_token = -1;
-  RowChunks chunks(node, p);
-  for (Rows rows; chunks.next(&rows);) {
-    for (int64_t r = rows.r0; r < rows.r1; ++r) {
-      const ref::RowIdx d = ref::row_idx(node, r);  // (head, token, i3)
-      if (d.i2 != cached_token) {
-        int32_t position;
-        std::memcpy(&position, row_ptr(pos, 0, 0, 0) + static_cast<size_t>(d.i2) * pos.nb[0], 4);
-        for (int64_t i = 0; i < half; ++i) {
-          double factor = 1.0;
-          if (ff != nullptr) factor = reinterpret_cast<const float*>(row_ptr(*ff, 0, 0, 0))[i];
-          const double e = -2.0 * static_cast<double>(i) / static_cast<double>(n_dims);
-          const double theta = position * freq_scale * std::pow(freq_base, e) / factor;
-          cs[i] = static_cast<float>(std::cos(theta));
-          cs[half + i] = static_cast<float>(std::sin(theta));
-        }
-        cached_token = d.i2;
-      }
-      const float* x = frow(a, d.i1, d.i2, d.i3);
-      float* z = frow_mut(node, d.i1, d.i2, d.i3);
-      const int64_t stride = neox ? 1 : 2;  // j0 = i * stride, j1 = j0 + (neox ? half : 1)
-      const int64_t off = neox ? half : 1;
+  MyRows rows(node, p);
+  for (int64_t r; rows.next(&r);) {
+    const ref::RowIdx d = ref::row_idx(node, r);  // (head, token, i3)
+    if (d.i2 != cached_token) {
+      int32_t position;
+      std::memcpy(&position, row_ptr(pos, 0, 0, 0) + static_cast<size_t>(d.i2) * pos.nb[0], 4);
       for (int64_t i = 0; i < half; ++i) {
-        const int64_t j0 = i * stride;
-        const float x0 = x[j0], x1 = x[j0 + off];
-        const float c = cs[i], s = cs[half + i];
-        z[j0] = x0 * c - x1 * s;
-        z[j0 + off] = x0 * s + x1 * c;
+        double factor = 1.0;
+        if (ff != nullptr) factor = reinterpret_cast<const float*>(row_ptr(*ff, 0, 0, 0))[i];
+        const double theta = position * freq_scale *
+                             std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims)) / factor;
+        cs[i] = static_cast<float>(std::cos(theta));
+        cs[half + i] = static_cast<float>(std::sin(theta));
       }
-      if (z != x && n > n_dims) std::memcpy(z + n_dims, x + n_dims, static_cast<size_t>(n - n_dims) * 4);
+      cached_token = d.i2;
     }
+    const float* x = frow(a, d.i1, d.i2, d.i3);
+    float* z = frow_mut(node, d.i1, d.i2, d.i3);
+    const int64_t stride = neox ? 1 : 2;  // j0 = i * stride, j1 = j0 + (neox ? half : 1)
+    const int64_t off = neox ? half : 1;
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t j0 = i * stride;
+      const float x0 = x[j0], x1 = x[j0 + off];
+      const float c = cs[i], s = cs[half + i];
+      z[j0] = x0 * c - x1 * s;
+      z[j0 + off] = x0 * s + x1 * c;
+    }
+    if (z != x && n > n_dims) std::memcpy(z + n_dims, x + n_dims, static_cast<size_t>(n - n_dims) * 4);
   }
   return Status::Ok();
 }
@@ -301,14 +297,12 @@ Status run_get_rows(const Tensor& node, const Params& p) {
   const Tensor& a = *node.src[0];
   const Tensor& ids = *node.src[1];
   TS_RETURN_IF_ERROR(ref::validate_ids(node, ids, a.ne[1]));
-  RowChunks chunks(node, p);
-  for (Rows rows; chunks.next(&rows);) {
-    for (int64_t r = rows.r0; r < rows.r1; ++r) {
-      const ref::RowIdx d = ref::row_idx(node, r);
-      int32_t id;
-      std::memcpy(&id, row_ptr(ids, d.i2, d.i3, 0) + static_cast<size_t>(d.i1) * ids.nb[0], 4);
-      row_to_f32(*p.table, a.type, row_ptr(a, id, d.i2, d.i3), frow_mut(node, d.i1, d.i2, d.i3), node.ne[0]);
-    }
+  MyRows rows(node, p);
+  for (int64_t r; rows.next(&r);) {
+    const ref::RowIdx d = ref::row_idx(node, r);
+    int32_t id;
+    std::memcpy(&id, row_ptr(ids, d.i2, d.i3, 0) + static_cast<size_t>(d.i1) * ids.nb[0], 4);
+    row_to_f32(*p.table, a.type, row_ptr(a, id, d.i2, d.i3), frow_mut(node, d.i1, d.i2, d.i3), node.ne[0]);
   }
   return Status::Ok();
 }
@@ -348,49 +342,47 @@ Status run_flash_attn(const Tensor& node, const Params& p) {
   float* mrow = s + n_kv;
   float* acc = mrow + n_kv;
   float* vtmp = acc + Dv;
-  RowChunks chunks(node, p, 1);
-  for (Rows rows; chunks.next(&rows);) {
-    for (int64_t r = rows.r0; r < rows.r1; ++r) {
-      const ref::RowIdx d = ref::row_idx(node, r);  // (h, i, b)
-      const int64_t h = d.i1, i = d.i2, b = d.i3, hk = h / group;
-      const float* qr = frow(q, i, h, b);
-      if (mask != nullptr) row_to_f32(t, mask->type, row_ptr(*mask, i, 0, 0), mrow, n_kv);
-      for (int64_t j = 0; j < n_kv; ++j) {
-        const char* kr = row_ptr(k, j, hk, b);
-        float dp;
-        switch (k.type) {
-          case Type::kF32: dp = t.dot_f32(reinterpret_cast<const float*>(kr), qr, D); break;
-          case Type::kF16: dp = t.dot_f16_f32(reinterpret_cast<const uint16_t*>(kr), qr, D); break;
-          default: dp = t.dot_bf16_f32(reinterpret_cast<const uint16_t*>(kr), qr, D); break;
-        }
-        s[j] = scale * dp + (mask != nullptr ? mrow[j] : 0.0f);
+  MyRows rows(node, p, 1);
+  for (int64_t r; rows.next(&r);) {
+    const ref::RowIdx d = ref::row_idx(node, r);  // (h, i, b)
+    const int64_t h = d.i1, i = d.i2, b = d.i3, hk = h / group;
+    const float* qr = frow(q, i, h, b);
+    if (mask != nullptr) row_to_f32(t, mask->type, row_ptr(*mask, i, 0, 0), mrow, n_kv);
+    for (int64_t j = 0; j < n_kv; ++j) {
+      const char* kr = row_ptr(k, j, hk, b);
+      float dp;
+      switch (k.type) {
+        case Type::kF32: dp = t.dot_f32(reinterpret_cast<const float*>(kr), qr, D); break;
+        case Type::kF16: dp = t.dot_f16_f32(reinterpret_cast<const uint16_t*>(kr), qr, D); break;
+        default: dp = t.dot_bf16_f32(reinterpret_cast<const uint16_t*>(kr), qr, D); break;
       }
-      float m = t.max(s, n_kv);
-      float sink = -INFINITY;
-      if (sinks != nullptr) std::memcpy(&sink, row_ptr(*sinks, 0, 0, 0) + static_cast<size_t>(h) * sinks->nb[0], 4);
-      if (sink > m) m = sink;
-      float* out = frow_mut(node, h, i, b);
-      if (m == -INFINITY) {
-        std::memset(out, 0, static_cast<size_t>(Dv) * 4);
-        continue;
-      }
-      float denom = t.exp_sum_scaled(s, 1.0f, nullptr, m, s, n_kv);
-      if (sinks != nullptr) denom += std::exp(sink - m);
-      std::memset(acc, 0, static_cast<size_t>(Dv) * 4);
-      for (int64_t j = 0; j < n_kv; ++j) {
-        if (s[j] == 0.0f) continue;  // masked key (or an underflowed weight): contributes nothing
-        const char* vr = row_ptr(v, j, hk, b);
-        switch (v.type) {
-          case Type::kF32: t.axpy(s[j], reinterpret_cast<const float*>(vr), acc, Dv); break;
-          case Type::kF16: t.axpy_f16(s[j], reinterpret_cast<const uint16_t*>(vr), acc, Dv); break;
-          default:
-            t.bf16_to_f32(reinterpret_cast<const uint16_t*>(vr), vtmp, Dv);
-            t.axpy(s[j], vtmp, acc, Dv);
-            break;
-        }
-      }
-      t.binary_scalar(kBinDiv, acc, denom, out, Dv);
+      s[j] = scale * dp + (mask != nullptr ? mrow[j] : 0.0f);
     }
+    float m = t.max(s, n_kv);
+    float sink = -INFINITY;
+    if (sinks != nullptr) std::memcpy(&sink, row_ptr(*sinks, 0, 0, 0) + static_cast<size_t>(h) * sinks->nb[0], 4);
+    if (sink > m) m = sink;
+    float* out = frow_mut(node, h, i, b);
+    if (m == -INFINITY) {
+      std::memset(out, 0, static_cast<size_t>(Dv) * 4);
+      continue;
+    }
+    float denom = t.exp_sum_scaled(s, 1.0f, nullptr, m, s, n_kv);
+    if (sinks != nullptr) denom += std::exp(sink - m);
+    std::memset(acc, 0, static_cast<size_t>(Dv) * 4);
+    for (int64_t j = 0; j < n_kv; ++j) {
+      if (s[j] == 0.0f) continue;  // masked key (or an underflowed weight): contributes nothing
+      const char* vr = row_ptr(v, j, hk, b);
+      switch (v.type) {
+        case Type::kF32: t.axpy(s[j], reinterpret_cast<const float*>(vr), acc, Dv); break;
+        case Type::kF16: t.axpy_f16(s[j], reinterpret_cast<const uint16_t*>(vr), acc, Dv); break;
+        default:
+          t.bf16_to_f32(reinterpret_cast<const uint16_t*>(vr), vtmp, Dv);
+          t.axpy(s[j], vtmp, acc, Dv);
+          break;
+      }
+    }
+    t.binary_scalar(kBinDiv, acc, denom, out, Dv);
   }
   return Status::Ok();
 }
