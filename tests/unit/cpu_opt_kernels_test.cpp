@@ -4,6 +4,7 @@
 // (rerun with TESSERA_OP_SEED=<seed>, the convention of op_oracle.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -70,14 +71,27 @@ class Case {
     if (expect_opt) {
       EXPECT_TRUE(cpu::opt::supports(*out)) << describe(*out) << " should have an optimised kernel";
     }
+    // A guard after the result (the last tensor of the context, so placed after it): no kernel may write past the
+    // result's end, into the alignment padding or the guard (a row too many, say).
+    Tensor* guard = out->view_src == nullptr ? rand_input(Type::kF32, {64, 1, 1, 1}) : nullptr;
     auto buf = alloc_ctx_tensors(ctx, *cpu::buffer_type());
     ASSERT_TRUE(buf.ok()) << buf.status().to_string();
     buffer_ = std::move(buf.value());
     for (auto& u : uploads_) ASSERT_TRUE(tensor_set(*u.t, u.bytes.data(), 0, u.bytes.size()).ok());
+    const uint8_t* tail_begin = static_cast<const uint8_t*>(out->data) + nbytes(*out);
+    std::vector<uint8_t> tail;
+    if (guard != nullptr) {
+      ASSERT_EQ(guard->buffer, out->buffer);
+      ASSERT_GE(static_cast<const uint8_t*>(guard->data), tail_begin) << "the guard is not placed after the result";
+      tail.assign(tail_begin, static_cast<const uint8_t*>(guard->data) + nbytes(*guard));
+    }
+    auto tail_intact = [&] { return std::equal(tail.begin(), tail.end(), tail_begin); };
 
     auto run = [&](cpu::CpuKernels k, int nth) -> std::vector<uint8_t> {
       auto be = cpu::make_backend({.n_threads = nth, .kernels = k});
       EXPECT_EQ(be->graph_compute(graph), ComputeStatus::kSuccess) << be->last_error();
+      EXPECT_TRUE(tail_intact()) << describe(*out) << ": " << cpu::kernels_name(k) << " at " << nth
+                                 << " threads wrote past the end of the result";
       std::vector<uint8_t> bytes(nbytes(*out));
       EXPECT_TRUE(tensor_get(*out, bytes.data(), 0, bytes.size()).ok());
       return bytes;
