@@ -6,13 +6,6 @@ namespace tessera::cpu::ref {
 
 // ---- types ----
 
-bool type_known(Type t) { return static_cast<int>(t) >= 0 && static_cast<int>(t) < kTypeCount; }
-bool is_quant(Type t) { return t == Type::kQ8_0 || t == Type::kQ4_0; }
-bool is_float_type(Type t) { return t == Type::kF32 || t == Type::kF16 || t == Type::kBF16; }
-bool is_weight_type(Type t) { return is_float_type(t) || is_quant(t); }
-bool is_any_type(Type t) { return is_weight_type(t) || t == Type::kI32; }
-int64_t block_size(Type t) { return is_quant(t) ? kQK : 1; }
-
 size_t unit_size(Type t) {
   switch (t) {
     case Type::kF32: return 4;
@@ -24,17 +17,6 @@ size_t unit_size(Type t) {
     default: return 0;
   }
 }
-
-bool layout_ok(const Tensor& t) {
-  if (!type_known(t.type)) return false;
-  for (int i = 0; i < kMaxDims; ++i) {
-    if (t.ne[i] < 0) return false;
-  }
-  if (is_quant(t.type) && (t.ne[0] % kQK != 0 || t.nb[0] != unit_size(t.type))) return false;
-  return true;
-}
-
-bool src_ok(const Tensor* t) { return t != nullptr && layout_ok(*t); }
 
 // ---- rows and the thread partition ----
 

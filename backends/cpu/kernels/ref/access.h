@@ -12,18 +12,24 @@
 namespace tessera::cpu::ref {
 
 // ---- types ----
-bool type_known(Type t);      // a valid enumerator (safe to pass to type_traits)
-bool is_quant(Type t);        // q8_0, q4_0
-bool is_float_type(Type t);   // Float = {f32, f16, bf16}
-bool is_weight_type(Type t);  // Weight = Float + {q8_0, q4_0}
-bool is_any_type(Type t);     // Any = Weight + {i32}
-int64_t block_size(Type t);   // values per block (32 for quantized, else 1)
-size_t unit_size(Type t);     // bytes per block (quantized) or per element
+// Inline: the scheduler asks supports_op once per node and backend, and these checks are most of that question.
+inline bool type_known(Type t) { return static_cast<int>(t) >= 0 && static_cast<int>(t) < kTypeCount; }  // a valid enumerator
+inline bool is_quant(Type t) { return t == Type::kQ8_0 || t == Type::kQ4_0; }
+inline bool is_float_type(Type t) { return t == Type::kF32 || t == Type::kF16 || t == Type::kBF16; }  // Float
+inline bool is_weight_type(Type t) { return is_float_type(t) || is_quant(t); }  // Weight = Float + {q8_0, q4_0}
+inline bool is_any_type(Type t) { return is_weight_type(t) || t == Type::kI32; }  // Any = Weight + {i32}
+inline int64_t block_size(Type t) { return is_quant(t) ? kQK : 1; }  // values per block (32 for quantized, else 1)
+size_t unit_size(Type t);  // bytes per block (quantized) or per element
 
 // Dimensions non-negative; quantized: ne0 a multiple of 32 and nb0 equal to the block size in bytes.
-bool layout_ok(const Tensor& t);
+inline bool layout_ok(const Tensor& t) {
+  static_assert(kMaxDims == 4, "the sign test below names every dimension");
+  if (!type_known(t.type)) return false;
+  if ((t.ne[0] | t.ne[1] | t.ne[2] | t.ne[3]) < 0) return false;  // any negative dimension
+  return !is_quant(t.type) || (t.ne[0] % kQK == 0 && t.nb[0] == unit_size(t.type));
+}
 // A present source with a known type and a sane layout.
-bool src_ok(const Tensor* t);
+inline bool src_ok(const Tensor* t) { return t != nullptr && layout_ok(*t); }
 
 // ---- rows and the thread partition ----
 int64_t row_count(const Tensor& t);  // ne1 * ne2 * ne3

@@ -44,7 +44,8 @@ bool check_binary(const Tensor& node) {
   const Tensor* b = node.src[1];
   if (!src_ok(b) || !is_float_type(b->type)) return false;
   for (int i = 0; i < kMaxDims; ++i) {
-    if (b->ne[i] == 0 ? a.ne[i] != 0 : a.ne[i] % b->ne[i] != 0) return false;
+    if (a.ne[i] == b->ne[i]) continue;  // the usual case, without a division
+    if (b->ne[i] == 0 || a.ne[i] % b->ne[i] != 0) return false;
   }
   return true;
 }
