@@ -168,22 +168,14 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
     if (i + kAhead < n_graph_) prefetch(i + kAhead);
     const Tensor& t = *tensors_[i];
     int32_t* out = &src_[i * kMaxSrc];
+    // Nodes find their sources by recorded position; leafs (which rarely have sources) by the pointer map.
+    const int32_t* pos = i < n_nodes_ ? g.src_positions(i) : nullptr;
     int used = 0;
-    if (i < n_nodes_) {
-      const int32_t* pos = g.src_positions(i);
-      for (int j = 0; j < kMaxSrc; ++j) {
-        out[j] = -1;
-        if (t.src[j] == nullptr) continue;
-        out[j] = resolve(t.src[j], pos[j]);
-        used = j + 1;
-      }
-    } else {  // leafs rarely have sources
-      for (int j = 0; j < kMaxSrc; ++j) {
-        out[j] = -1;
-        if (t.src[j] == nullptr) continue;
-        out[j] = intern(t.src[j]);
-        used = j + 1;
-      }
+    for (int j = 0; j < kMaxSrc; ++j) {
+      out[j] = -1;
+      if (t.src[j] == nullptr) continue;
+      out[j] = pos != nullptr ? resolve(t.src[j], pos[j]) : intern(t.src[j]);
+      used = j + 1;
     }
     n_src_[i] = static_cast<uint8_t>(used);
     read_fact(bs, i, t);
