@@ -15,9 +15,10 @@
 // and usage, never at data). The KV cache placeholders have usage ANY.
 //
 // After the benchmarks a markdown table of all sizes is printed (for bench/RESULTS.md). --profile runs no benchmark:
-// it times each pass (and the teardown) separately with thread CPU timers, per size, and one walk of the nodes
-// through SchedPlan::assign vs dense arrays, and through supports_op. --report=N prints the splits of an N-layer
-// model (backend, inputs, nodes with backend and cause) as split_graph cuts them, to check the setup.
+// it times each pass (and the teardown) separately with thread CPU timers, per size (--profile=N: only the N-layer
+// model), and one walk of the nodes through SchedPlan::assign vs dense arrays, and through supports_op. --report=N
+// prints the splits of an N-layer model (backend, inputs, nodes with backend and cause) as split_graph cuts them, to
+// check the setup.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -452,11 +453,19 @@ const int kLayers[] = {30, 90, 300, 900, 3000};
 
 int main(int argc, char** argv) {
   bool want_profile = false;
+  int profile_layers = 0;  // 0: every size
   int want_report = 0;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0) {
       want_profile = true;
+    } else if (std::strncmp(argv[i], "--profile=", 10) == 0) {
+      want_profile = true;
+      profile_layers = std::atoi(argv[i] + 10);
+      if (profile_layers <= 0) {
+        std::fprintf(stderr, "--profile=N: N must be a positive number of layers, not '%s'\n", argv[i] + 10);
+        return 2;
+      }
     } else if (std::strncmp(argv[i], "--report=", 9) == 0) {
       want_report = std::atoi(argv[i] + 9);
     } else {
@@ -466,7 +475,11 @@ int main(int argc, char** argv) {
   int n_args = static_cast<int>(args.size());
   if (want_report > 0) return report(want_report);
   if (want_profile) {
-    for (int layers : kLayers) profile(layers, layers >= 900 ? 5 : 20);
+    if (profile_layers > 0) {
+      profile(profile_layers, profile_layers >= 900 ? 5 : 20);
+    } else {
+      for (int layers : kLayers) profile(layers, layers >= 900 ? 5 : 20);
+    }
     return 0;
   }
 
