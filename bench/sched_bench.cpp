@@ -35,6 +35,7 @@
 #include "../src/sched/plan.h"
 #include "models/llama.h"
 #include "tessera/cpu.h"
+#include "tessera/gallocr.h"
 #include "tessera/sched.h"
 #include "unit/sched_doubles.h"
 
@@ -413,6 +414,26 @@ void profile(int n_layer, int runs) {
     t_supp = std::min(t_supp, t3 - t2);
   }
   benchmark::DoNotOptimize(sink);
+  // The planner alone on the user's graph (one buffer type): its positions as hints (each checked against the
+  // pointer), taken as exact (no source pointer read), or absent (every source looked up).
+  GraphAllocator ga(cpu::buffer_type());
+  const GraphNodes hinted(g);
+  const GraphNodes::Positions* hp = hinted.positions();
+  const GraphNodes exact(g.nodes(), g.leafs(), {hp->src, hp->node_view_src, hp->leaf_view_src, true});
+  const GraphNodes none(g.nodes(), g.leafs());
+  double t_plan[3] = {1e300, 1e300, 1e300};
+  for (int r = 0; r < runs; ++r) {
+    int k = 0;
+    for (const GraphNodes* gn : {&hinted, &exact, &none}) {
+      const double t0 = thread_cpu_ns();
+      Result<std::vector<size_t>> sz = ga.reserve_size(*gn);
+      t_plan[k] = std::min(t_plan[k], thread_cpu_ns() - t0);
+      benchmark::DoNotOptimize(sz);
+      ++k;
+    }
+  }
+  std::printf("    planner reserve_size (ns/node): positions as hints %.1f, exact %.1f, none %.1f\n", t_plan[0] / n,
+              t_plan[1] / n, t_plan[2] / n);
   std::printf("    one walk (ns/node): node+sources backend via unordered_map %.1f, via dense ids %.1f; "
               "supports_op x %d backends %.1f\n",
               t_map / n, t_dense / n, set.size(), t_supp / n);

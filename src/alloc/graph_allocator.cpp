@@ -1,5 +1,8 @@
 // The graph memory planner (SPEC 8).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include "tensor_id_map.h"
 #include "dyn_allocator.h"
@@ -15,6 +18,7 @@ struct PlanInfo {
   bool external = false;   // has memory that is not the planner's
   bool pinned = false;     // INPUT or OUTPUT, or the root of such a view: never freed
   bool released = false;   // the walk found it dead (no readers or views left)
+  bool input = false;      // flagged INPUT (read once here: the walk asks for every source)
   int buft = -1;
   BlockAddress addr;
   size_t size = 0;  // bytes of the block it holds
@@ -56,8 +60,76 @@ struct GraphIndex {
     if (id >= 0 && tensors[static_cast<size_t>(id)] == t) return static_cast<int32_t>(id);
     return intern(t);
   }
-  void build(GraphNodes g) {
+  // Exact positions (GraphNodes::Positions::exact): each is taken as it is; only kPosUnknown (and a position out of
+  // range) is looked up by the pointer. The tensors' source pointers are not read.
+  int32_t exact(Tensor* const* slot, int32_t pos) {
+    if (pos == Graph::kNoPos) return -1;
+    const int64_t id = Graph::position_to_id(pos, n_nodes, n_leafs);
+    if (id >= 0) return static_cast<int32_t>(id);
+    return *slot != nullptr ? intern(*slot) : -1;
+  }
+  // With checking on, the first exact position that does not hold its pointer (empty when all do).
+  std::string exact_error;
+  void check_exact(const GraphNodes::Positions& pos) {
+    exact_error.clear();
+    auto at = [&](int32_t id) { return id < 0 ? nullptr : tensors[static_cast<size_t>(id)]; };
+    for (size_t i = 0; i < n_nodes && exact_error.empty(); ++i) {
+      const Tensor* t = tensors[i];
+      for (int j = 0; j < kMaxSrc; ++j) {
+        if (at(src[i * kMaxSrc + static_cast<size_t>(j)]) != t->src[j]) {
+          exact_error = format_message("source %d of node %zu %s (position %d)", j, i, describe(*t).c_str(),
+                                       pos.src[i * kMaxSrc + static_cast<size_t>(j)]);
+          return;
+        }
+      }
+    }
+    for (size_t i = 0; i < n_nodes + n_leafs && exact_error.empty(); ++i) {
+      if (at(vsrc[i]) != tensors[i]->view_src) {
+        exact_error = format_message("the view source of %s %zu %s", i < n_nodes ? "node" : "leaf",
+                                     i < n_nodes ? i : i - n_nodes, describe(*tensors[i]).c_str());
+      }
+    }
+  }
+  // Node i's source slots when a position needs a lookup (kPosUnknown, or out of range).
+  [[gnu::noinline]] void exact_slots(size_t i, const int32_t* p) {
+    Tensor* const t = tensors[i];
+    int32_t* out = &src[i * kMaxSrc];
+    int used = 0;
+    for (int j = 0; j < kMaxSrc; ++j) {
+      out[j] = exact(&t->src[j], p[j]);
+      if (out[j] >= 0) used = j + 1;
+    }
+    nsrc[i] = static_cast<uint8_t>(used);
+  }
+  void build_exact(const GraphNodes::Positions& pos) {
+    const auto n_graph = static_cast<int64_t>(n_nodes + n_leafs), first_leaf = static_cast<int64_t>(n_nodes);
+    for (size_t i = 0; i < n_nodes; ++i) {
+      // Arithmetic only (node p is id p, leaf position -2 - l is id n_nodes + l); a position that is none of these
+      // sends the node to the lookup path.
+      const int32_t* p = &pos.src[i * kMaxSrc];
+      int32_t* out = &src[i * kMaxSrc];
+      int used = 0;
+      bool lookup = false;
+      for (int j = 0; j < kMaxSrc; ++j) {
+        const int64_t q = p[j];
+        const bool node = q >= 0;
+        const int64_t id = q == Graph::kNoPos ? -1 : node ? q : first_leaf - 2 - q;
+        lookup |= node ? q >= first_leaf : id >= n_graph;  // (a leaf position gives an id >= first_leaf)
+        out[j] = static_cast<int32_t>(id);
+        used = id >= 0 ? j + 1 : used;
+      }
+      nsrc[i] = static_cast<uint8_t>(used);
+      if (lookup) exact_slots(i, p);
+      if (pos.node_view_src[i] != Graph::kNoPos) vsrc[i] = exact(&tensors[i]->view_src, pos.node_view_src[i]);
+    }
+    for (size_t i = 0; i < n_leafs; ++i) {
+      Tensor* const t = tensors[n_nodes + i];
+      if (pos.leaf_view_src[i] != Graph::kNoPos) vsrc[n_nodes + i] = exact(&t->view_src, pos.leaf_view_src[i]);
+    }
+  }
+  void build(GraphNodes g, bool check_exact_positions) {
     lookups = 0;
+    exact_error.clear();
     ids.clear();
     tensors.clear();
     n_nodes = g.n_nodes();
@@ -72,6 +144,21 @@ struct GraphIndex {
     src.resize(n_nodes * kMaxSrc);
     nsrc.resize(n_nodes);
     vsrc.assign(n_nodes + n_leafs, -1);
+    if (pos != nullptr && pos->exact) {
+      build_exact(*pos);
+    } else {
+      build_checked(pos);
+    }
+    // sources and view sources outside the graph: their view sources (interning appends, the loop reaches them)
+    for (size_t i = n_nodes + n_leafs; i < tensors.size(); ++i) {
+      Tensor* v = tensors[i]->view_src;
+      const int32_t id = v != nullptr ? intern(v) : -1;
+      vsrc.push_back(id);
+    }
+    if (pos != nullptr && pos->exact && check_exact_positions) check_exact(*pos);
+  }
+  // Positions as hints (each checked against the pointer), or none (every source looked up).
+  void build_checked(const GraphNodes::Positions* pos) {
     for (size_t i = 0; i < n_nodes; ++i) {
       Tensor* const t = tensors[i];
       int32_t* out = &src[i * kMaxSrc];
@@ -91,12 +178,6 @@ struct GraphIndex {
       Tensor* v = tensors[n_nodes + i]->view_src;
       if (v != nullptr) vsrc[n_nodes + i] = pos != nullptr ? resolve(v, pos->leaf_view_src[i]) : intern(v);
     }
-    // sources and view sources outside the graph: their view sources (interning appends, the loop reaches them)
-    for (size_t i = n_nodes + n_leafs; i < tensors.size(); ++i) {
-      Tensor* v = tensors[i]->view_src;
-      const int32_t id = v != nullptr ? intern(v) : -1;
-      vsrc.push_back(id);
-    }
   }
 };
 
@@ -104,7 +185,7 @@ size_t GraphAllocator::index_lookups() const { return index_ != nullptr ? index_
 
 GraphIndex& GraphAllocator::index_of(GraphNodes graph) const {
   if (index_ == nullptr) index_ = std::make_unique<GraphIndex>();
-  index_->build(graph);
+  index_->build(graph, check_positions_);
   return *index_;
 }
 
@@ -117,8 +198,24 @@ bool is_pinned(const Tensor* t) { return (t->flags & (kFlagOutput | kFlagInput))
 
 GraphAllocator::GraphAllocator(BufferType* buft) : GraphAllocator(std::vector<BufferType*>{buft}) {}
 
+namespace {
+
+// Whether exact positions are checked (GraphNodes::Positions::exact): always in builds without NDEBUG, else when
+// TESSERA_CHECK_POSITIONS=1.
+bool check_positions_default() {
+#ifndef NDEBUG
+  return true;
+#else
+  const char* v = std::getenv("TESSERA_CHECK_POSITIONS");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+#endif
+}
+
+}  // namespace
+
 GraphAllocator::GraphAllocator(std::vector<BufferType*> bufts)
-    : bufts_(std::move(bufts)), replicas_(bufts_.size(), 1), buffers_(bufts_.size()) {
+    : bufts_(std::move(bufts)), replicas_(bufts_.size(), 1), buffers_(bufts_.size()),
+      check_positions_(check_positions_default()) {
   for (auto& sets : buffers_) sets.resize(1);
 }
 
@@ -211,6 +308,10 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
 
   // Every tensor the walk looks at has a dense id (GraphIndex) and its record in `info`.
   GraphIndex& ix = index_of(graph);
+  if (!ix.exact_error.empty()) {
+    return TS_ERROR(StatusCode::kFailed, "graph allocator: internal: an exact position is wrong: %s",
+                    ix.exact_error.c_str());
+  }
   const auto n_nodes = static_cast<int32_t>(ix.n_nodes);
   const auto n_leafs = static_cast<int32_t>(ix.n_leafs);
   using Info = PlanInfo;
@@ -220,6 +321,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
     const Tensor* t = ix.tensors[i];
     info[i].external = is_external(t);
     info[i].pinned = info[i].pinned || is_pinned(t);
+    info[i].input = (t->flags & kFlagInput) != 0;
     // A view flagged INPUT or OUTPUT pins the memory of its root as well (an OUTPUT reshape of an intermediate must
     // still hold its values after the graph ran).
     if (ix.vsrc[i] >= 0 && is_pinned(t) && i < ix.n_nodes + ix.n_leafs) info[static_cast<size_t>(ix.vsrc[i])].pinned = true;
@@ -321,10 +423,10 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
   // 2. Leafs without memory first, then INPUT tensors (they must exist before computation starts).
   for (int32_t i = 0; i < n_leafs; ++i) alloc_tensor(n_nodes + i, leaf_buft(static_cast<size_t>(i)));
   for (int32_t i = 0; i < n_nodes; ++i) {
-    if (tensor(i)->flags & kFlagInput) alloc_tensor(i, node_buft(static_cast<size_t>(i)));
+    if (rec(i).input) alloc_tensor(i, node_buft(static_cast<size_t>(i)));
     for (int j = 0; j < n_src(i); ++j) {
       const int32_t s = src_of(i, j);
-      if (s < 0 || !(tensor(s)->flags & kFlagInput)) continue;
+      if (s < 0 || !rec(s).input) continue;
       alloc_tensor(s, s < n_nodes ? node_buft(static_cast<size_t>(s)) : node_buft(static_cast<size_t>(i)));
     }
   }
@@ -392,8 +494,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
       } else if (s < n_nodes) {
         np.ref[j] = {SrcRef::kNode, s};
       } else if (s < n_nodes + n_leafs) {
-        np.ref[j] = (tensor(s)->flags & kFlagInput) != 0 ? SrcRef{SrcRef::kInputLeaf, -1}
-                                                          : SrcRef{SrcRef::kLeaf, s - n_nodes};
+        np.ref[j] = rec(s).input ? SrcRef{SrcRef::kInputLeaf, -1} : SrcRef{SrcRef::kLeaf, s - n_nodes};
       } else {
         np.ref[j] = {SrcRef::kOther, -1};
         plan->others.push_back({static_cast<size_t>(i), j, outside[static_cast<size_t>(s - n_known)]});
@@ -420,7 +521,34 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
 
   // 4. The walk placed blocks online, in allocation order. Knowing every lifetime now, place them again largest
   // first (offline); per buffer type keep whichever placement needs fewer bytes (or the one set_placement forces).
+  // The bytes live at the busiest moment bound every placement from below: where the online placement needs no more
+  // (one chunk of exactly that size), the offline one cannot win and is not computed. Every clock tick is one
+  // block's allocation or free, so one sweep over the ticks finds each type's peak.
+  std::vector<size_t> peak(n_bufts, 0);
+  if (placement_ == Placement::kBest) {
+    std::vector<int64_t> delta(static_cast<size_t>(clock), 0);
+    std::vector<int> tick_buft(static_cast<size_t>(clock), -1);
+    for (const Lifetime& l : blocks) {
+      delta[static_cast<size_t>(l.start)] += static_cast<int64_t>(l.size);
+      tick_buft[static_cast<size_t>(l.start)] = l.buft;
+      if (l.end != kForever) {
+        delta[static_cast<size_t>(l.end)] -= static_cast<int64_t>(l.size);
+        tick_buft[static_cast<size_t>(l.end)] = l.buft;
+      }
+    }
+    std::vector<int64_t> live(n_bufts, 0);
+    for (size_t t = 0; t < delta.size(); ++t) {
+      if (tick_buft[t] < 0) continue;
+      const auto b = static_cast<size_t>(tick_buft[t]);
+      live[b] += delta[t];
+      peak[b] = std::max(peak[b], static_cast<size_t>(std::max<int64_t>(live[b], 0)));
+    }
+  }
   for (size_t b = 0; b < n_bufts && placement_ != Placement::kOnline; ++b) {
+    if (placement_ == Placement::kBest && plan->chunk_sizes[b].size() <= 1 &&
+        (plan->chunk_sizes[b].empty() || plan->chunk_sizes[b][0] <= peak[b])) {
+      continue;  // the online placement is as small as any can be
+    }
     std::vector<BlockAddress> addr;
     std::vector<size_t> sizes;
     place_offline(blocks, static_cast<int>(b), dyn[b].chunk_limit(), walk_start, &addr, &sizes);
@@ -622,6 +750,7 @@ std::string GraphAllocator::needs_replan(GraphNodes graph) const {
     return {};
   };
   const GraphIndex& index = index_of(graph);
+  if (!index.exact_error.empty()) return "an exact position is wrong: " + index.exact_error;
   size_t other = 0;  // cursor in plan_.others
   for (size_t i = 0; i < graph.n_nodes(); ++i) {
     const Tensor* node = graph.node(i);

@@ -213,8 +213,10 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
 
 // The planner graph's positions, from the plan's ids: every tensor of the lists has one (user nodes and leafs, the
 // dependency nodes, the copies); the plan knows each user node's sources and view source, and pass 5's rewrites say
-// which copy replaced a source. The planner checks each position against the pointer, so a case missed here costs a
-// lookup there, never a wrong plan.
+// which copy replaced a source. The planner takes these positions as exact, without reading the tensors' source
+// pointers: SchedPlan::index resolved the plan's ids against those pointers in this split, and pass 5's rewrites are
+// the only change since. A source outside the lists is kPosUnknown, which the planner looks up. Builds without NDEBUG
+// (and TESSERA_CHECK_POSITIONS=1) make the planner check every position, so the tests catch a case missed here.
 void Scheduler::Impl::record_sched_positions(const Graph& g) {
   sched_pos.assign(plan.n_ids(), Graph::kPosUnknown);
   for (size_t k = 0; k < sched_nodes.size(); ++k) {

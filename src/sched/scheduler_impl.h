@@ -37,7 +37,8 @@ struct Scheduler::Impl {
   std::vector<int32_t> sched_node_pid, sched_leaf_pid;  // plan id of each node / leaf of the lists
   std::vector<int32_t> sched_dep_input;                 // per node: the input's plan id for a dependency node, else -1
   GraphNodes sched_graph() const {
-    return {sched_nodes, sched_leafs, {sched_src_pos, sched_node_vsrc_pos, sched_leaf_vsrc_pos}};
+    // exact: record_sched_positions derived them from the plan of this split (see there)
+    return {sched_nodes, sched_leafs, {sched_src_pos, sched_node_vsrc_pos, sched_leaf_vsrc_pos, true}};
   }
   void record_sched_positions(const Graph& g);
   void add_sched_node(Tensor* t, int32_t pid, int32_t dep_input, int buft, int backend) {

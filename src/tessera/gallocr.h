@@ -22,22 +22,27 @@ struct GraphIndex;
 //
 // Optionally it carries where each node's sources and each tensor's view source are in these lists (positions
 // encoded as Graph's: p >= 0 node p, p <= -2 leaf -2 - p, Graph::kNoPos none, Graph::kPosUnknown not known), so the
-// planner numbers the tensors without a pointer lookup. A Graph supplies its own; a position is always checked
-// against the pointer before it is used, so a stale one costs a lookup, never a wrong plan.
+// planner numbers the tensors without a pointer lookup. A Graph supplies its own; a position is checked against the
+// pointer before it is used, so a stale one costs a lookup, never a wrong plan. Positions marked `exact` are taken as
+// they are, without reading the tensors' source pointers (only kPosUnknown is looked up): for a caller that derived
+// them from the tensors moments before (the scheduler, for its own graph). The planner checks exact positions too
+// when built without NDEBUG, or with TESSERA_CHECK_POSITIONS=1 in the environment: a wrong one is then an error.
 class GraphNodes {
  public:
   struct Positions {
     std::span<const int32_t> src;             // kMaxSrc per node
     std::span<const int32_t> node_view_src;   // per node
     std::span<const int32_t> leaf_view_src;   // per leaf
+    bool exact = false;
     bool valid(size_t n_nodes, size_t n_leafs) const {
       return src.size() == n_nodes * kMaxSrc && node_view_src.size() == n_nodes && leaf_view_src.size() == n_leafs;
     }
   };
   GraphNodes(const Graph& g)  // NOLINT(google-explicit-constructor)
       : nodes_(g.nodes()), leafs_(g.leafs()), pos_{g.all_src_positions(), g.node_view_src_positions(),
-                                                    g.leaf_view_src_positions()} {}
-  GraphNodes(std::span<Tensor* const> nodes, std::span<Tensor* const> leafs, Positions pos = {})
+                                                    g.leaf_view_src_positions(), false} {}
+  GraphNodes(std::span<Tensor* const> nodes, std::span<Tensor* const> leafs) : nodes_(nodes), leafs_(leafs) {}
+  GraphNodes(std::span<Tensor* const> nodes, std::span<Tensor* const> leafs, Positions pos)
       : nodes_(nodes), leafs_(leafs), pos_(pos) {}
   std::span<Tensor* const> nodes() const { return nodes_; }
   std::span<Tensor* const> leafs() const { return leafs_; }
@@ -92,6 +97,9 @@ class GraphAllocator {
   // Pointer lookups the planner needed the last time it numbered a graph's tensors (reserve, reserve_size,
   // alloc_graph's check): 0 when the graph's positions (GraphNodes::positions) were all right.
   size_t index_lookups() const;
+  // Whether exact positions are checked against the pointers (default: see GraphNodes); for tests.
+  void set_check_positions(bool on) { check_positions_ = on; }
+  bool check_positions() const { return check_positions_; }
   // Gives buffer type id `buft_id` n >= 1 identical sets of buffers (call before reserve; default 1). Every set is
   // grown to the planned chunk sizes; alloc_graph picks one. The scheduler uses this for the per-slot regions of its
   // in-flight input copies: one plan, n disjoint copies of the memory. reserve_size and buffer_size count all sets.
@@ -177,6 +185,7 @@ class GraphAllocator {
   Plan plan_;
   int replans_ = 0;
   Placement placement_ = Placement::kBest;
+  bool check_positions_ = false;                // check exact positions (GraphNodes::Positions::exact)
   mutable std::unique_ptr<GraphIndex> index_;  // scratch, reused across calls
   mutable Plan spare_;                          // the plan under construction (its memory reused across calls)
 };

@@ -138,6 +138,68 @@ TEST(Planner, APositionIsUsedOnlyWhenItHoldsTheSourcePointer) {
   EXPECT_EQ(overlap(m.graph, stale), "");
 }
 
+// Positions marked exact are taken without reading the source pointers: the same plan as checked hints, no lookup;
+// kPosUnknown among them is looked up. With checking on, a wrong exact position fails the plan (an error naming the
+// node), instead of numbering the tensors wrongly.
+TEST(Planner, ExactPositionsAreTakenAsTheyAreAndCheckedOnRequest) {
+  Mlp m(4);
+  GraphAllocator hinted(cpu::buffer_type());
+  ASSERT_TRUE(hinted.reserve(m.graph).ok());
+  const GraphNodes graph_nodes(m.graph);
+  const GraphNodes::Positions* p = graph_nodes.positions();
+  ASSERT_NE(p, nullptr);
+  std::vector<int32_t> src(p->src.begin(), p->src.end());
+  const std::vector<int32_t> nvs(p->node_view_src.begin(), p->node_view_src.end());
+  const std::vector<int32_t> lvs(p->leaf_view_src.begin(), p->leaf_view_src.end());
+  auto exact = [&]() { return GraphNodes(m.graph.nodes(), m.graph.leafs(), {src, nvs, lvs, true}); };
+  for (bool check : {false, true}) {
+    GraphAllocator ga(cpu::buffer_type());
+    ga.set_check_positions(check);
+    ASSERT_TRUE(ga.reserve(exact()).ok());
+    EXPECT_EQ(ga.index_lookups(), 0u);
+    EXPECT_EQ(ga.buffer_size(0), hinted.buffer_size(0));
+    for (size_t i = 0; i < m.graph.n_nodes(); ++i) {
+      EXPECT_EQ(ga.planned_node(i).offset, hinted.planned_node(i).offset) << i;
+      EXPECT_EQ(ga.planned_node(i).size, hinted.planned_node(i).size) << i;
+    }
+  }
+
+  // Two sources not known by position: each is looked up (after the map of the graph's tensors is completed once).
+  size_t unknown = 0;
+  for (size_t k = 0; k < src.size() && unknown < 2; ++k) {
+    if (src[k] != Graph::kNoPos) {
+      src[k] = Graph::kPosUnknown;
+      ++unknown;
+    }
+  }
+  GraphAllocator with_unknown(cpu::buffer_type());
+  with_unknown.set_check_positions(true);
+  ASSERT_TRUE(with_unknown.reserve(exact()).ok());
+  EXPECT_EQ(with_unknown.index_lookups(), m.graph.n_nodes() + m.graph.n_leafs() + unknown);
+  EXPECT_EQ(with_unknown.buffer_size(0), hinted.buffer_size(0));
+
+  // A wrong exact position: node "down.2" says its source 1 is node "act.2", the tensor holds "act.0".
+  src.assign(p->src.begin(), p->src.end());
+  size_t down2 = 0;
+  Tensor* act0 = nullptr;
+  for (size_t i = 0; i < m.graph.n_nodes(); ++i) {
+    if (std::string(m.graph.node(i)->name) == "down.2") down2 = i;
+    if (std::string(m.graph.node(i)->name) == "act.0") act0 = m.graph.node(i);
+  }
+  ASSERT_NE(act0, nullptr);
+  m.graph.node(down2)->src[1] = act0;
+  GraphAllocator checked(cpu::buffer_type());
+  checked.set_check_positions(true);
+  const Status s = checked.reserve(exact());
+  EXPECT_EQ(s.code(), StatusCode::kFailed);
+  EXPECT_NE(s.message().find("down.2"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("source 1"), std::string::npos) << s.message();
+  // The same lists as hints: the stale position is looked up, and the plan is right.
+  GraphAllocator as_hints(cpu::buffer_type());
+  ASSERT_TRUE(as_hints.reserve(GraphNodes(m.graph.nodes(), m.graph.leafs(), {src, nvs, lvs, false})).ok());
+  EXPECT_GT(as_hints.index_lookups(), 0u);
+}
+
 TEST(Planner, PlannedGraphComputesLikeOneWithPrivateMemory) {
   for (unsigned seed : {1u, 2u, 3u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));

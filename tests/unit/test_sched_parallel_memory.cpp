@@ -261,9 +261,11 @@ TEST(SchedParallelMemory, ParallelMemoryIsSerialPlusTheCopiesInFlight) {
 
 // The scheduler hands the planner the positions of every source in its graph (dependency nodes, copies, sources
 // rewritten to copies, graph inputs' per-slot copies): the planner then needs no pointer lookup to number it, on a
-// graph with dozens of splits, serial and parallel, at reserve and at every allocation's check. (A wrong position
-// would only cost a lookup; this pins the fast path.)
+// graph with dozens of splits, serial and parallel, at reserve and at every allocation's check. The planner takes
+// them as exact (it does not read the source pointers); here it checks them (TESSERA_CHECK_POSITIONS=1, as ctest sets
+// for every test), so a wrong one fails the reserve or the allocation.
 TEST(SchedParallelMemory, ThePlannerNumbersTheSchedulersGraphWithoutLookups) {
+  setenv("TESSERA_CHECK_POSITIONS", "1", 1);  // read by the planner when the scheduler creates it
   for (bool parallel : {false, true}) {
     SCOPED_TRACE(parallel ? "parallel" : "serial");
     SimOptions o;
