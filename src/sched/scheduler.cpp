@@ -97,8 +97,9 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::vector<Backend*> backe
 void Scheduler::Impl::reset_plan() {
   sched::restore_sources(plan);
   // Release the placements this scheduler made in the user's graph: its compute buffers may be replaced by a later
-  // reserve (or freed with the scheduler), and a tensor must never keep pointing into them.
-  if (graph != nullptr) {
+  // reserve (or freed with the scheduler), and a tensor must never keep pointing into them. Only an allocation
+  // places tensors (a reserve or a dry run does not), so without one since the last reset there is nothing to release.
+  if (graph != nullptr && placed) {
     for (const auto* list : {&graph->nodes(), &graph->leafs()}) {
       for (Tensor* t : *list) {
         if (galloc->owns(tensor_buffer(*t))) {
@@ -108,6 +109,7 @@ void Scheduler::Impl::reset_plan() {
       }
     }
   }
+  placed = false;
   plan.clear();  // keeps the arrays' capacity for the next split
   plan.copy_ctx.reset();
   graph = nullptr;
@@ -297,6 +299,7 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
       return Status(StatusCode::kAllocFailed, "scheduler: " + s.message());
     }
   }
+  placed = true;  // (a failed allocation may have placed some tensors too)
   Status s = galloc->alloc_graph(sched_graph(), slot);  // this slot's replica of the copy regions
   if (!s.ok()) {
     reset_plan();

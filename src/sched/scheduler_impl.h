@@ -61,6 +61,7 @@ struct Scheduler::Impl {
 
   bool split_done = false;
   bool allocated = false;
+  bool placed = false;  // the planner may have placed tensors of `graph` (an allocation ran, even a failed one)
   bool computed = false;  // the allocation was used by a compute already
   int slot = 0;           // slot of the current allocation
   int next_slot = 0;
