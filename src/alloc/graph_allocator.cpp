@@ -541,7 +541,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
       if (tick_buft[t] < 0) continue;
       const auto b = static_cast<size_t>(tick_buft[t]);
       live[b] += delta[t];
-      peak[b] = std::max(peak[b], static_cast<size_t>(std::max<int64_t>(live[b], 0)));
+      peak[b] = std::max(peak[b], static_cast<size_t>(live[b]));  // (never negative: a block ends after it starts)
     }
   }
   for (size_t b = 0; b < n_bufts && placement_ != Placement::kOnline; ++b) {

@@ -99,7 +99,6 @@ class GraphAllocator {
   size_t index_lookups() const;
   // Whether exact positions are checked against the pointers (default: see GraphNodes); for tests.
   void set_check_positions(bool on) { check_positions_ = on; }
-  bool check_positions() const { return check_positions_; }
   // Gives buffer type id `buft_id` n >= 1 identical sets of buffers (call before reserve; default 1). Every set is
   // grown to the planned chunk sizes; alloc_graph picks one. The scheduler uses this for the per-slot regions of its
   // in-flight input copies: one plan, n disjoint copies of the memory. reserve_size and buffer_size count all sets.
