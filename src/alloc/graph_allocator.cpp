@@ -135,6 +135,7 @@ struct GraphIndex {
     n_nodes = g.n_nodes();
     n_leafs = g.n_leafs();
     const GraphNodes::Positions* pos = g.positions();
+    const bool exact_pos = pos != nullptr && pos->exact;
     ids.reserve(n_nodes + n_leafs + n_nodes / 8 + 16);
     tensors.reserve(n_nodes + n_leafs + n_nodes / 8 + 16);
     tensors.insert(tensors.end(), g.nodes().begin(), g.nodes().end());
@@ -144,7 +145,7 @@ struct GraphIndex {
     src.resize(n_nodes * kMaxSrc);
     nsrc.resize(n_nodes);
     vsrc.assign(n_nodes + n_leafs, -1);
-    if (pos != nullptr && pos->exact) {
+    if (exact_pos) {
       build_exact(*pos);
     } else {
       build_checked(pos);
@@ -155,7 +156,7 @@ struct GraphIndex {
       const int32_t id = v != nullptr ? intern(v) : -1;
       vsrc.push_back(id);
     }
-    if (pos != nullptr && pos->exact && check_exact_positions) check_exact(*pos);
+    if (exact_pos && check_exact_positions) check_exact(*pos);
   }
   // Positions as hints (each checked against the pointer), or none (every source looked up).
   void build_checked(const GraphNodes::Positions* pos) {
