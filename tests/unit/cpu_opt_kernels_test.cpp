@@ -220,6 +220,22 @@ TEST_F(OptKernels, MulMatNonContiguous) {
   }
 }
 
+// Matrix x vector with one activation row per batch: a thread's claim of 16-row units goes to the block dots as one
+// call per batch (the activation side prepared once per call). Many units, batches with broadcast weights, so claims
+// start and end mid-batch and runs are cut at batch boundaries; every thread count must give the same bits.
+TEST_F(OptKernels, MulMatQuantMatVecClaimsAcrossBatches) {
+  for (Type w : {Type::kQ4_0, Type::kQ8_0}) {
+    for (int64_t nb : {8, 20, 264}) {  // whole groups; groups + single blocks; K beyond one activation segment
+      SCOPED_TRACE(std::string(optest::tname(w)) + " blocks=" + std::to_string(nb));
+      Case c(seed + static_cast<uint32_t>(nb) * 5 + static_cast<uint32_t>(w));
+      const int64_t M = c.rand_int(250, 420);
+      Tensor* a = c.rand_input(w, {32 * nb, M, 1, 1});
+      Tensor* b = c.rand_input(Type::kF32, {32 * nb, 1, 3, 2});
+      c.check(mul_mat(c.ctx, a, b), mm_tol(w, 1));
+    }
+  }
+}
+
 // Matrix x vector with quantized weights at block counts that exercise every path of the block dots (the AVX-512
 // table: groups of 8 q4_0 / 4 q8_0 blocks, then single blocks; activations prepared in K segments of 32 groups),
 // with plain and strided weight rows.

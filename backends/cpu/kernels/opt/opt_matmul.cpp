@@ -391,18 +391,26 @@ Status matvec(const Tensor& node, const Params& p) {
   const int64_t m_units = cdiv(M, kMvChunk);
   Units units(p, 0, B2 * B3 * m_units, kMvMinClaim);
   for (int64_t u0, u1; units.next(&u0, &u1);) {
-    for (int64_t u = u0; u < u1; ++u) {
+    for (int64_t u = u0; u < u1;) {
       const int64_t batch = u / m_units;
       const int64_t i2 = batch % B2, i3 = batch / B2;
-      const int64_t m0 = (u % m_units) * kMvChunk, m1 = std::min(M, m0 + kMvChunk);
-      if (is_quant(a.type)) {  // the unit's rows against each activation row at once (they share its loads)
+      const int64_t m0 = (u % m_units) * kMvChunk;
+      if (is_quant(a.type)) {
+        // The unit's rows against each activation row at once (they share its loads). With one activation row, the
+        // whole run of this claim's units in one batch goes in one call: the kernel prepares the activation side once
+        // per call, not once per 16 rows. With several, unit by unit, so the rows stay in cache across them.
+        const int64_t run = N == 1 ? std::min(u1 - u, m_units - u % m_units) : 1;
+        const int64_t m1 = std::min(M, m0 + run * kMvChunk);
         const char* w = row_ptr(a, m0, i2 / r2, i3 / r3);
         for (int64_t n = 0; n < N; ++n) {
           float* out = reinterpret_cast<float*>(row_ptr_mut(node, n, i2, i3)) + m0;
           dot_rows(t, a.type, w, a.nb[1], m1 - m0, act(batch * N + n), K, out);
         }
+        u += run;
         continue;
       }
+      const int64_t m1 = std::min(M, m0 + kMvChunk);
+      ++u;
       for (int64_t m = m0; m < m1; ++m) {
         const char* w = row_ptr(a, m, i2 / r2, i3 / r3);
         for (int64_t n = 0; n < N; ++n) {
@@ -467,7 +475,7 @@ Status run_mul_mat_id(const Tensor& node, const Params& p) {
   const int64_t m_units = cdiv(M, kMvChunk);
   Units units(p, 0, n_used * n_tokens * m_units, kMvMinClaim);
   for (int64_t u0, u1; units.next(&u0, &u1);) {
-    for (int64_t u = u0; u < u1; ++u) {
+    for (int64_t u = u0; u < u1;) {
       const int64_t r = u / m_units;
       const int64_t e = r % n_used, tok = r / n_used;
       int32_t expert;
@@ -475,7 +483,11 @@ Status run_mul_mat_id(const Tensor& node, const Params& p) {
       const int64_t br = tok * B1 + e % B1;
       const char* x = buffered ? static_cast<const char*>(p.work) + static_cast<size_t>(br) * act_bytes : b_row(br);
       float* out = reinterpret_cast<float*>(row_ptr_mut(node, e, tok, 0));
-      const int64_t m0 = (u % m_units) * kMvChunk, m1 = std::min(M, m0 + kMvChunk);
+      const int64_t m0 = (u % m_units) * kMvChunk;
+      // quantized: the claim's run of units of this (expert, token) in one call, as in matvec
+      const int64_t run = is_quant(as.type) ? std::min(u1 - u, m_units - u % m_units) : 1;
+      const int64_t m1 = std::min(M, m0 + run * kMvChunk);
+      u += run;
       if (is_quant(as.type)) {
         dot_rows(t, as.type, row_ptr(as, m0, expert, 0), as.nb[1], m1 - m0, x, K, out + m0);
         continue;
