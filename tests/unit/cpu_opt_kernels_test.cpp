@@ -577,5 +577,45 @@ TEST(OptKernelsDispatch, PlanReusesItsWorkBuffer) {
   EXPECT_EQ(*tensor_to_f32(*r), first);
 }
 
+// Units with claim counters: the threads' chunks cover [0, n) once, in order of the counter; each chunk is
+// max(min_chunk, left / (share_div * threads)) of what was left when it was taken (the last one cut at n).
+TEST(OptKernelsUnits, ChunksAreSharesOfWhatIsLeftAndCoverEveryUnitOnce) {
+  for (int64_t div : {2, 8}) {
+    for (int nth : {2, 3}) {
+      SCOPED_TRACE("share_div " + std::to_string(div) + ", threads " + std::to_string(nth));
+      cpu::opt::ClaimCounter counters[cpu::opt::kClaimCounters];
+      std::vector<cpu::opt::Units> units;
+      for (int i = 0; i < nth; ++i) {
+        cpu::opt::Params p;
+        p.ith = i;
+        p.nth = nth;
+        p.claims = counters;
+        units.emplace_back(p, 1, 1000, 4, div);
+      }
+      std::vector<int> seen(1000, 0);
+      int64_t expect_u0 = 0;
+      int chunks = 0;
+      for (bool any = true; any;) {  // the threads take turns
+        any = false;
+        for (cpu::opt::Units& u : units) {
+          int64_t u0, u1;
+          if (!u.next(&u0, &u1)) continue;
+          any = true;
+          ++chunks;
+          EXPECT_EQ(u0, expect_u0);
+          EXPECT_EQ(u1, std::min<int64_t>(1000, u0 + std::max<int64_t>(4, (1000 - u0) / (div * nth))));
+          for (int64_t k = u0; k < u1; ++k) ++seen[static_cast<size_t>(k)];
+          expect_u0 = u1;
+        }
+      }
+      EXPECT_EQ(expect_u0, 1000);
+      EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+      if (div == 2) {
+        EXPECT_LT(chunks, 40) << "longer chunks than with the default share";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera

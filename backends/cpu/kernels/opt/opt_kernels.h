@@ -56,13 +56,16 @@ struct Params {
 //   so a thread that runs ahead (because another program took the other core for a while) does more of the work.
 //   A chunk is a share of what is left (at least min_chunk units), so chunks shrink towards the end and the threads
 //   finish close together; early chunks are long runs of consecutive units (one memory stream each).
+//   The share is 1 / (share_div * threads) of what is left: 8 by default; the matrix x vector paths take 2 (fewer,
+//   longer chunks: measured faster when the weights stream from DRAM, see bench/RESULTS.md, issue 8, session 13).
 // - Without: each thread takes its static share (ref::partition) in one chunk.
 // Which thread computes a unit never changes a result: every unit is computed by the same sequence of operations.
 class Units {
  public:
-  Units(const Params& p, int slot, int64_t n, int64_t min_chunk)
+  Units(const Params& p, int slot, int64_t n, int64_t min_chunk, int64_t share_div = 8)
       : counter_(p.claims != nullptr && p.nth > 1 ? &p.claims[slot].next : nullptr),
-        n_(n), min_chunk_(std::max<int64_t>(1, min_chunk)), ith_(p.ith), nth_(p.nth) {}
+        n_(n), min_chunk_(std::max<int64_t>(1, min_chunk)), div_(std::max<int64_t>(1, share_div) * p.nth),
+        ith_(p.ith), nth_(p.nth) {}
   // The next chunk [*u0, *u1) of this thread; false when there is none.
   bool next(int64_t* u0, int64_t* u1) {
     if (counter_ == nullptr) {
@@ -74,7 +77,7 @@ class Units {
     int64_t v = counter_->load(std::memory_order_relaxed);
     for (;;) {
       if (v >= n_) return false;
-      const int64_t c = std::max(min_chunk_, (n_ - v) / (8 * nth_));
+      const int64_t c = std::max(min_chunk_, (n_ - v) / div_);
       if (counter_->compare_exchange_weak(v, v + c, std::memory_order_relaxed)) {
         *u0 = v;
         *u1 = std::min(n_, v + c);
@@ -85,7 +88,7 @@ class Units {
 
  private:
   std::atomic<int64_t>* counter_;
-  int64_t n_, min_chunk_;
+  int64_t n_, min_chunk_, div_;
   int ith_, nth_;
   bool taken_ = false;
 };

@@ -24,6 +24,7 @@ constexpr int64_t kMaxMr = 32;  // the tallest (gemm_rows keeps one pointer per 
 constexpr int64_t kGemmMinN = 8;
 constexpr int64_t kMvChunk = 16;  // weight rows per matrix x vector work unit
 constexpr int64_t kMvMinClaim = 4;  // units: the smallest chunk a thread takes at once (64 rows)
+constexpr int64_t kMvShareDiv = 2;  // a chunk is 1 / (2 * threads) of what is left (Units)
 constexpr int64_t kGemmMinClaimRows = 256;  // rows of a: the smallest chunk of the shared-b schedule
 constexpr int64_t kPackMinClaim = 4;        // slivers of b: the smallest chunk of its packing
 
@@ -389,7 +390,7 @@ Status matvec(const Tensor& node, const Params& p) {
   };
 
   const int64_t m_units = cdiv(M, kMvChunk);
-  Units units(p, 0, B2 * B3 * m_units, kMvMinClaim);
+  Units units(p, 0, B2 * B3 * m_units, kMvMinClaim, kMvShareDiv);
   for (int64_t u0, u1; units.next(&u0, &u1);) {
     for (int64_t u = u0; u < u1;) {
       const int64_t batch = u / m_units;
@@ -473,7 +474,7 @@ Status run_mul_mat_id(const Tensor& node, const Params& p) {
   const size_t act_bytes = act_row_bytes(as.type, K);
 
   const int64_t m_units = cdiv(M, kMvChunk);
-  Units units(p, 0, n_used * n_tokens * m_units, kMvMinClaim);
+  Units units(p, 0, n_used * n_tokens * m_units, kMvMinClaim, kMvShareDiv);
   for (int64_t u0, u1; units.next(&u0, &u1);) {
     for (int64_t u = u0; u < u1;) {
       const int64_t r = u / m_units;
