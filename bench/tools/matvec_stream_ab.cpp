@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "../read_sum.h"
 #include "kernels/opt/kernel_table.h"
 
 namespace tessera::cpu::opt {
@@ -47,17 +48,6 @@ double on_threads(F f) {
   for (int i = 0; i < kThreads; ++i) th[i] = std::thread(f, i);
   for (auto& t : th) t.join();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-float read_sum(const float* a, size_t n) {
-  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  for (size_t i = 0; i + 64 <= n; i += 64) {
-    s0 = _mm512_add_ps(s0, _mm512_loadu_ps(a + i));
-    s1 = _mm512_add_ps(s1, _mm512_loadu_ps(a + i + 16));
-    s2 = _mm512_add_ps(s2, _mm512_loadu_ps(a + i + 32));
-    s3 = _mm512_add_ps(s3, _mm512_loadu_ps(a + i + 48));
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
 }
 
 double median(std::vector<double> v) {
