@@ -595,6 +595,18 @@ TEST(OptKernelsUnits, ChunksAreSharesOfWhatIsLeftAndCoverEveryUnitOnce) {
       std::vector<int> seen(1000, 0);
       int64_t expect_u0 = 0;
       int chunks = 0;
+      {  // by hand: the first chunk of 1000 units is 1000 / (div * nth), floored
+        cpu::opt::ClaimCounter fresh[cpu::opt::kClaimCounters];
+        cpu::opt::Params p;
+        p.nth = nth;
+        p.claims = fresh;
+        cpu::opt::Units first(p, 0, 1000, 4, div);
+        int64_t u0 = -1, u1 = -1;
+        ASSERT_TRUE(first.next(&u0, &u1));
+        const int64_t hand = div == 2 ? (nth == 2 ? 250 : 166) : (nth == 2 ? 62 : 41);
+        EXPECT_EQ(u0, 0);
+        EXPECT_EQ(u1, hand);
+      }
       for (bool any = true; any;) {  // the threads take turns
         any = false;
         for (cpu::opt::Units& u : units) {
