@@ -184,7 +184,6 @@ void BM_Ceiling_StreamCopy(benchmark::State& state) {
 }
 BENCHMARK(BM_Ceiling_StreamCopy)->UseManualTime()->Iterations(20)->Unit(benchmark::kMillisecond);
 
-
 void BM_Ceiling_StreamRead(benchmark::State& state) {
   const int n = kThreads;
   std::vector<float> a(kStreamFloats, 1.0f);

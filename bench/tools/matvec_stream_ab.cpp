@@ -5,7 +5,7 @@
 // ceiling pass over as many bytes, so they meet the same machine. Variant A is the library's AVX-512 table; variant B
 // is backends/cpu/kernels/opt/table_avx512.cpp (or a modified copy) compiled again with other flags and its entry
 // point renamed (see matvec_stream_ab.sh, which builds and runs this). No graph, no thread pool: the threads take
-// chunks of 16-row units from a counter as the CPU backend's matvec does (Units: max(min, left / (div x threads))),
+// chunks of 16-row units through the CPU backend's own opt::Units (max(min, left / (div x threads))),
 // either over all matrices at once or per matrix with a barrier after each (as a graph of one node per matrix does).
 //
 // Usage: matvec_stream_ab [iterations=20] [q4_0|q8_0] [per_matrix=1] [divA=2] [divB=2] [minA=4] [minB=4]
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "../read_sum.h"
-#include "kernels/opt/kernel_table.h"
+#include "kernels/opt/opt_kernels.h"
 
 namespace tessera::cpu::opt {
 const KernelTable* table_avx512_b();  // variant B (table_avx512 renamed)
@@ -104,7 +104,6 @@ int main(int argc, char** argv) {
   std::fill(ceil_data, ceil_data + floats, 1.0f);
   std::vector<float> out(kM);
 
-  std::atomic<int64_t> next[kMatrices];
   std::atomic<int> arrived{0}, generation{0};
   auto barrier = [&] {
     const int g = generation.load();
@@ -124,20 +123,21 @@ int main(int argc, char** argv) {
       t->dot_rows_q8_0_q8_0(reinterpret_cast<const BlockQ8_0*>(x), row, n, y.data(), kBlocks, out.data() + u0 * kUnitRows);
     }
   };
-  // One pass of variant v over all matrices; seconds.
+  // One pass of variant v over all matrices; seconds. The threads claim units with the backend's own opt::Units
+  // (one claim counter per matrix, or one for all).
+  tessera::cpu::opt::ClaimCounter claims[kMatrices];
   auto pass = [&](int v) {
-    for (auto& n : next) n = 0;
+    for (auto& c : claims) c.next = 0;
     const KernelTable* t = table[v];
-    const int64_t d = div[v], mc = min_claim[v];
-    return on_threads([&](int) {
+    return on_threads([&](int ith) {
       const int64_t total = per_matrix ? kUnits : kUnits * kMatrices;
       for (int m = 0; m < (per_matrix ? kMatrices : 1); ++m) {
-        for (;;) {
-          const int64_t left = total - next[m].load(std::memory_order_relaxed);
-          const int64_t claim = std::max(mc, left / (d * kThreads));
-          const int64_t u0 = next[m].fetch_add(claim);
-          if (u0 >= total) break;
-          const int64_t u1 = std::min(total, u0 + claim);
+        tessera::cpu::opt::Params p;
+        p.ith = ith;
+        p.nth = kThreads;
+        p.claims = &claims[m];
+        tessera::cpu::opt::Units units(p, 0, total, min_claim[v], div[v]);
+        for (int64_t u0, u1; units.next(&u0, &u1);) {
           for (int64_t u = u0; u < u1;) {  // runs within one matrix
             const int mi = per_matrix ? m : static_cast<int>(u / kUnits);
             const int64_t run = std::min(u1 - u, kUnits - u % kUnits);
@@ -150,12 +150,13 @@ int main(int argc, char** argv) {
     });
   };
   std::atomic<float> sink{0};
+  std::atomic<int64_t> next_chunk{0};
   auto ceiling = [&] {
-    next[0] = 0;
+    next_chunk = 0;
     constexpr size_t kChunk = size_t{1} << 18;
     const int64_t chunks = static_cast<int64_t>((floats + kChunk - 1) / kChunk);
     return on_threads([&](int) {
-      for (int64_t c; (c = next[0].fetch_add(1)) < chunks;) {
+      for (int64_t c; (c = next_chunk.fetch_add(1)) < chunks;) {
         const size_t lo = static_cast<size_t>(c) * kChunk;
         sink.store(read_sum(ceil_data + lo, std::min(kChunk, floats - lo)));
       }

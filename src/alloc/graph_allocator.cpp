@@ -71,9 +71,8 @@ struct GraphIndex {
   // With checking on, the first exact position that does not hold its pointer (empty when all do).
   std::string exact_error;
   void check_exact(const GraphNodes::Positions& pos) {
-    exact_error.clear();
     auto at = [&](int32_t id) { return id < 0 ? nullptr : tensors[static_cast<size_t>(id)]; };
-    for (size_t i = 0; i < n_nodes && exact_error.empty(); ++i) {
+    for (size_t i = 0; i < n_nodes; ++i) {
       const Tensor* t = tensors[i];
       for (int j = 0; j < kMaxSrc; ++j) {
         if (at(src[i * kMaxSrc + static_cast<size_t>(j)]) != t->src[j]) {
@@ -83,10 +82,11 @@ struct GraphIndex {
         }
       }
     }
-    for (size_t i = 0; i < n_nodes + n_leafs && exact_error.empty(); ++i) {
+    for (size_t i = 0; i < n_nodes + n_leafs; ++i) {
       if (at(vsrc[i]) != tensors[i]->view_src) {
         exact_error = format_message("the view source of %s %zu %s", i < n_nodes ? "node" : "leaf",
                                      i < n_nodes ? i : i - n_nodes, describe(*tensors[i]).c_str());
+        return;
       }
     }
   }
