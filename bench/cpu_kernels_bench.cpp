@@ -33,6 +33,7 @@
 extern "C" void openblas_set_num_threads(int);
 #endif
 
+#include "fma_loop.h"
 #include "read_sum.h"
 #include "tessera/alloc.h"
 #include "tessera/build.h"
@@ -92,19 +93,6 @@ double run_shared(int n_threads, size_t total, size_t chunk, F f) {
 #if defined(__x86_64__)
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12: false positives inside its AVX-512 intrinsic headers
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// 16 independent FMA chains on 16-lane vectors: enough to cover latency x throughput on current cores.
-__attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iters) {
-  __m512 a[16];
-  for (int j = 0; j < 16; ++j) a[j] = _mm512_set1_ps(static_cast<float>(j) * 1e-3f);
-  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) a[j] = _mm512_fmadd_ps(a[j], x, y);
-  }
-  __m512 s = a[0];
-  for (int j = 1; j < 16; ++j) s = _mm512_add_ps(s, a[j]);
-  return _mm512_reduce_add_ps(s);
-}
 #endif
 
 void BM_Ceiling_FmaPeak(benchmark::State& state) {

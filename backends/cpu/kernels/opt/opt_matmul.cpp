@@ -25,7 +25,19 @@ constexpr int64_t kGemmMinN = 8;
 constexpr int64_t kMvChunk = 16;  // weight rows per matrix x vector work unit
 constexpr int64_t kMvMinClaim = 4;  // units: the smallest chunk a thread takes at once (64 rows)
 constexpr int64_t kMvShareDiv = 2;  // a chunk is 1 / (2 * threads) of what is left (Units)
-constexpr int64_t kGemmMinClaimRows = 256;  // rows of a: the smallest chunk of the shared-b schedule
+// The shared-b schedule's claims of rows of a: a 1 / (kGemmShareDiv * threads) share of what is left, at least
+// kGemmMinClaimRows (opt::Units). With 2 threads a panel's rows go as 1/2, 1/4, 1/8, ... down to 64 rows: long runs
+// first, a short tail. Measured against 256-row chunks (share 1/16): 1.01-1.05 at 1024^3, 1.05 at 3072^3; finer
+// chunks of 64 rows throughout: 0.94 (bench/RESULTS.md, issue 8, session 14). The macros let bench/tools/gemm_ab.sh
+// build a variant; nothing else sets them.
+#ifndef TESSERA_GEMM_MIN_CLAIM_ROWS
+#define TESSERA_GEMM_MIN_CLAIM_ROWS 64
+#endif
+#ifndef TESSERA_GEMM_SHARE_DIV
+#define TESSERA_GEMM_SHARE_DIV 1
+#endif
+constexpr int64_t kGemmMinClaimRows = TESSERA_GEMM_MIN_CLAIM_ROWS;
+constexpr int64_t kGemmShareDiv = TESSERA_GEMM_SHARE_DIV;
 constexpr int64_t kPackMinClaim = 4;        // slivers of b: the smallest chunk of its packing
 
 bool is_quant(Type t) { return t == Type::kQ8_0 || t == Type::kQ4_0; }
@@ -344,7 +356,7 @@ Status gemm_shared_b(const Tensor& node, const Params& p, const GemmWork& w) {
           reset_claims(p, panel);
           reset_claims(p, 2 + (panel ^ 1));
           p.sync();
-          Units rows(p, panel, row_tiles, min_tiles);
+          Units rows(p, panel, row_tiles, min_tiles, kGemmShareDiv);
           for (int64_t r0, r1; rows.next(&r0, &r1);) {
             gemm_rows(o, r0 * t.mr, std::min(M, r1 * t.mr), jc, nc, pc, kc, buf, w);
           }

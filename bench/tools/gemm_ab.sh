@@ -1,0 +1,25 @@
+#!/bin/bash
+# Builds and runs bench/tools/gemm_ab.cpp: variant A is the f32 GEMM of the Release build in build/rel (cmake
+# --preset rel or scripts/bench), variant B backends/cpu/kernels/opt/opt_matmul.cpp (or VARIANT_SRC, a modified copy
+# kept beside it) compiled again with VARIANT_FLAGS and its entry points renamed. For example, finer row claims:
+#   VARIANT_FLAGS="-DTESSERA_GEMM_MIN_CLAIM_ROWS=64" bench/tools/gemm_ab.sh 20 1024
+# Arguments go to the program: [iterations] [n] [threads].
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${BUILD_DIR:-$root/build/rel}
+for lib in libtessera_cpu.a libtessera_core.a; do
+  [[ -f $build/$lib ]] || { echo "gemm_ab: $build/$lib not found (build the Release tree first)" >&2; exit 2; }
+done
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+flags=(-O3 -DNDEBUG -std=c++20 -I"$root/src" -I"$root/backends/cpu" -I"$root/backends/cpu/kernels")
+rename=()
+for f in run_mul_mat supports_mul_mat work_size_mul_mat run_mul_mat_id supports_mul_mat_id work_size_mul_mat_id; do
+  rename+=("-D$f=${f}_b")
+done
+# shellcheck disable=SC2086
+g++ "${flags[@]}" -w ${VARIANT_FLAGS:-} "${rename[@]}" \
+    -c "${VARIANT_SRC:-$root/backends/cpu/kernels/opt/opt_matmul.cpp}" -o "$out/b.o"
+g++ "${flags[@]}" -Wall -Wextra -c "$root/bench/tools/gemm_ab.cpp" -o "$out/main.o"
+g++ "$out/main.o" "$out/b.o" "$build/libtessera_cpu.a" "$build/libtessera_core.a" -lpthread -o "$out/gemm_ab"
+"$out/gemm_ab" "$@"
