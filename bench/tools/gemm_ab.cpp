@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../fma_loop.h"
+#include "ab_common.h"
 #include "kernels/opt/opt_kernels.h"
 #include "tessera/build.h"
 #include "tessera/context.h"
@@ -35,13 +36,6 @@ namespace {
 namespace opt = tessera::cpu::opt;
 using tessera::Tensor;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-int arg(int argc, char** argv, int i, int def) { return argc > i ? std::atoi(argv[i]) : def; }
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -49,9 +43,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int iters = std::max(1, arg(argc, argv, 1, 20));
-  const int n = arg(argc, argv, 2, 1024);
-  const int nth = arg(argc, argv, 3, 2);
+  const int iters = std::max(1, ab::arg(argc, argv, 1, 20));
+  const int n = ab::arg(argc, argv, 2, 1024);
+  const int nth = ab::arg(argc, argv, 3, 2);
   if (n < 64 || n > 8192 || nth < 1 || nth > 64) {
     std::fprintf(stderr, "gemm_ab: n %d (64..8192) or threads %d (1..64) out of range\n", n, nth);
     return 2;
@@ -131,25 +125,10 @@ int main(int argc, char** argv) {
   }
   peak();
   const double peak_flops = 512.0 * static_cast<double>(peak_iters);
-  std::vector<double> gf[3], ratio[3];
-  for (int i = 0; i < iters; ++i) {
-    const double tp = peak();
-    double t[2];
-    const int first = i % 2;  // alternate the order
-    t[first] = pass(first);
-    t[1 - first] = pass(1 - first);
-    const double peak_rate = peak_flops / tp;
-    gf[0].push_back(flops / t[0] * 1e-9);
-    gf[1].push_back(flops / t[1] * 1e-9);
-    gf[2].push_back(peak_rate * 1e-9);
-    ratio[0].push_back(flops / t[0] / peak_rate);
-    ratio[1].push_back(flops / t[1] / peak_rate);
-    ratio[2].push_back(t[0] / t[1]);
-  }
+  const ab::Medians m = ab::run(iters, flops, peak_flops, pass, peak);
   std::printf("gemm %d^3, %d threads, %d iterations: GFLOPS median A %.1f  B %.1f  peak %.1f | ratio median A %.3f  "
               "B %.3f  B/A %.3f\n",
-              n, nth, iters, median(gf[0]), median(gf[1]), median(gf[2]), median(ratio[0]), median(ratio[1]),
-              median(ratio[2]));
+              n, nth, iters, m.rate[0] * 1e-9, m.rate[1] * 1e-9, m.rate[2] * 1e-9, m.ratio[0], m.ratio[1], m.ratio[2]);
   std::free(work);
   return 0;
 }

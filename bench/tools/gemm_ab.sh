@@ -5,14 +5,7 @@
 #   VARIANT_FLAGS="-DTESSERA_GEMM_MIN_CLAIM_ROWS=64" bench/tools/gemm_ab.sh 20 1024
 # Arguments go to the program: [iterations] [n] [threads].
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${BUILD_DIR:-$root/build/rel}
-for lib in libtessera_cpu.a libtessera_core.a; do
-  [[ -f $build/$lib ]] || { echo "gemm_ab: $build/$lib not found (build the Release tree first)" >&2; exit 2; }
-done
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-flags=(-O3 -DNDEBUG -std=c++20 -I"$root/src" -I"$root/backends/cpu" -I"$root/backends/cpu/kernels")
+source "$(dirname "$0")/ab_build.sh" gemm_ab
 rename=()
 for f in run_mul_mat supports_mul_mat work_size_mul_mat run_mul_mat_id supports_mul_mat_id work_size_mul_mat_id; do
   rename+=("-D$f=${f}_b")

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "../read_sum.h"
+#include "ab_common.h"
 #include "kernels/opt/opt_kernels.h"
 
 namespace tessera::cpu::opt {
@@ -50,26 +51,19 @@ double on_threads(F f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-int arg(int argc, char** argv, int i, int def) { return argc > i ? std::atoi(argv[i]) : def; }
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int iters = std::max(1, arg(argc, argv, 1, 20));
+  const int iters = std::max(1, ab::arg(argc, argv, 1, 20));
   const std::string type = argc > 2 ? argv[2] : "q4_0";
   if (type != "q4_0" && type != "q8_0") {
     std::fprintf(stderr, "matvec_stream_ab: weight type '%s': expected q4_0 or q8_0\n", type.c_str());
     return 2;
   }
   const bool q4 = type == "q4_0";
-  const bool per_matrix = arg(argc, argv, 3, 1) != 0;
-  const int div[2] = {arg(argc, argv, 4, 2), arg(argc, argv, 5, 2)};
-  const int min_claim[2] = {arg(argc, argv, 6, 4), arg(argc, argv, 7, 4)};
+  const bool per_matrix = ab::arg(argc, argv, 3, 1) != 0;
+  const int div[2] = {ab::arg(argc, argv, 4, 2), ab::arg(argc, argv, 5, 2)};
+  const int min_claim[2] = {ab::arg(argc, argv, 6, 4), ab::arg(argc, argv, 7, 4)};
   if (div[0] < 1 || div[1] < 1 || min_claim[0] < 1 || min_claim[1] < 1) {
     std::fprintf(stderr, "matvec_stream_ab: div and min must be >= 1\n");
     return 2;
@@ -166,23 +160,10 @@ int main(int argc, char** argv) {
   pass(1);
   ceiling();
   const double bytes = static_cast<double>(mat) * kMatrices;
-  std::vector<double> gb[3], ratio[3];
-  for (int i = 0; i < iters; ++i) {
-    const double tc = ceiling();
-    double t[2];
-    const int first = i % 2;  // alternate the order
-    t[first] = pass(first);
-    t[1 - first] = pass(1 - first);
-    gb[0].push_back(bytes / t[0] * 1e-9);
-    gb[1].push_back(bytes / t[1] * 1e-9);
-    gb[2].push_back(bytes / tc * 1e-9);
-    ratio[0].push_back(tc / t[0]);
-    ratio[1].push_back(tc / t[1]);
-    ratio[2].push_back(t[0] / t[1]);
-  }
+  const ab::Medians m = ab::run(iters, bytes, bytes, pass, ceiling);
   std::printf("%s x%d, %s, %d iterations: GB/s median A %.1f  B %.1f  ceiling %.1f | ratio median A %.3f  B %.3f  "
               "B/A %.3f\n",
               q4 ? "q4_0" : "q8_0", kMatrices, per_matrix ? "per matrix" : "all matrices at once", iters,
-              median(gb[0]), median(gb[1]), median(gb[2]), median(ratio[0]), median(ratio[1]), median(ratio[2]));
+              m.rate[0] * 1e-9, m.rate[1] * 1e-9, m.rate[2] * 1e-9, m.ratio[0], m.ratio[1], m.ratio[2]);
   return 0;
 }

@@ -5,15 +5,8 @@
 #   VARIANT_FLAGS="-DTESSERA_VNNI_PF=12288" bench/tools/matvec_stream_ab.sh 20 q4_0
 # Arguments go to the program: [iterations] [q4_0|q8_0] [per_matrix] [divA] [divB] [minA] [minB].
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${BUILD_DIR:-$root/build/rel}
-for lib in libtessera_cpu.a libtessera_core.a; do
-  [[ -f $build/$lib ]] || { echo "matvec_stream_ab: $build/$lib not found (build the Release tree first)" >&2; exit 2; }
-done
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-flags=(-O3 -DNDEBUG -std=c++20 -I"$root/src" -I"$root/backends/cpu" -I"$root/backends/cpu/kernels"
-       -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c)
+source "$(dirname "$0")/ab_build.sh" matvec_stream_ab
+flags+=(-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c)
 # shellcheck disable=SC2086
 g++ "${flags[@]}" -w ${VARIANT_FLAGS:-} -Dtable_avx512=table_avx512_b \
     -c "${VARIANT_SRC:-$root/backends/cpu/kernels/opt/table_avx512.cpp}" -o "$out/b.o"
