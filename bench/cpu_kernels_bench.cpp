@@ -90,11 +90,6 @@ double run_shared(int n_threads, size_t total, size_t chunk, F f) {
 
 // ---- ceilings ----
 
-#if defined(__x86_64__)
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12: false positives inside its AVX-512 intrinsic headers
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 void BM_Ceiling_FmaPeak(benchmark::State& state) {
 #if defined(__x86_64__)
   if (cpu::best_kernels() != cpu::CpuKernels::kAvx512) {

@@ -96,8 +96,8 @@ int main(int argc, char** argv) {
     }
     return s;
   };
-  // The FMA-peak kernel in chunks of about a quarter of a millisecond taken from a shared counter, for as many
-  // multiply-adds as the GEMM (so a pass lasts about as long).
+  // The FMA-peak kernel in chunks of about a quarter of a millisecond taken from a shared counter, for 1 / 0.7 of the
+  // GEMM's flops (so a pass lasts about as long as a GEMM at 70 % of the peak).
   const double flops = 2.0 * n * n * n;
   constexpr int64_t kChunk = 100'000;  // iterations of fma_loop_avx512: 512 flops each
   const int64_t peak_iters = std::max<int64_t>(kChunk, static_cast<int64_t>(flops / 512.0 / 0.7));

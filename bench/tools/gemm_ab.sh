@@ -1,8 +1,9 @@
 #!/bin/bash
 # Builds and runs bench/tools/gemm_ab.cpp: variant A is the f32 GEMM of the Release build in build/rel (cmake
 # --preset rel or scripts/bench), variant B backends/cpu/kernels/opt/opt_matmul.cpp (or VARIANT_SRC, a modified copy
-# kept beside it) compiled again with VARIANT_FLAGS and its entry points renamed. For example, finer row claims:
-#   VARIANT_FLAGS="-DTESSERA_GEMM_MIN_CLAIM_ROWS=64" bench/tools/gemm_ab.sh 20 1024
+# kept beside it) compiled again with VARIANT_FLAGS and its entry points renamed. For example, the row claims before
+# session 14 (at least 256 rows, 1/16 of what is left) against today's:
+#   VARIANT_FLAGS="-DTESSERA_GEMM_MIN_CLAIM_ROWS=256 -DTESSERA_GEMM_SHARE_DIV=8" bench/tools/gemm_ab.sh 20 1024
 # Arguments go to the program: [iterations] [n] [threads].
 set -euo pipefail
 source "$(dirname "$0")/ab_build.sh" gemm_ab
