@@ -580,7 +580,7 @@ TEST(OptKernelsDispatch, PlanReusesItsWorkBuffer) {
 // Units with claim counters: the threads' chunks cover [0, n) once, in order of the counter; each chunk is
 // max(min_chunk, left / (share_div * threads)) of what was left when it was taken (the last one cut at n).
 TEST(OptKernelsUnits, ChunksAreSharesOfWhatIsLeftAndCoverEveryUnitOnce) {
-  for (int64_t div : {2, 8}) {
+  for (int64_t div : {1, 2, 8}) {  // the GEMM rows, the matrix x vector, the default
     for (int nth : {2, 3}) {
       SCOPED_TRACE("share_div " + std::to_string(div) + ", threads " + std::to_string(nth));
       cpu::opt::ClaimCounter counters[cpu::opt::kClaimCounters];
@@ -603,7 +603,9 @@ TEST(OptKernelsUnits, ChunksAreSharesOfWhatIsLeftAndCoverEveryUnitOnce) {
         cpu::opt::Units first(p, 0, 1000, 4, div);
         int64_t u0 = -1, u1 = -1;
         ASSERT_TRUE(first.next(&u0, &u1));
-        const int64_t hand = div == 2 ? (nth == 2 ? 250 : 166) : (nth == 2 ? 62 : 41);
+        const int64_t hand = div == 1   ? (nth == 2 ? 500 : 333)
+                             : div == 2 ? (nth == 2 ? 250 : 166)
+                                        : (nth == 2 ? 62 : 41);
         EXPECT_EQ(u0, 0);
         EXPECT_EQ(u1, hand);
       }
@@ -622,7 +624,7 @@ TEST(OptKernelsUnits, ChunksAreSharesOfWhatIsLeftAndCoverEveryUnitOnce) {
       }
       EXPECT_EQ(expect_u0, 1000);
       EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
-      if (div == 2) {
+      if (div < 8) {
         EXPECT_LT(chunks, 40) << "longer chunks than with the default share";
       }
     }
