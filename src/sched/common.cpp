@@ -20,6 +20,8 @@ void SchedPlan::clear() {
   backend_.clear();
   cause_.clear();
   op_memo_.clear();
+  offload_memo_.clear();
+  op_.clear();
   vsrc_.clear();
   fixed_buft_.clear();
   facts_.clear();
@@ -59,6 +61,8 @@ int32_t SchedPlan::add_fresh(const Tensor* t) {
   backend_.push_back(-1);
   cause_.push_back(Cause::kUnassigned);
   op_memo_.push_back(0);
+  offload_memo_.push_back(0);
+  op_.push_back(Op::kNone);
   vsrc_.push_back(-1);
   fixed_buft_.push_back(nullptr);
   facts_.push_back(0);
@@ -108,6 +112,55 @@ inline void SchedPlan::read_fact(const BackendSet& bs, size_t i, const Tensor& t
   if (op_is_view(t.op)) f |= kViewOp;
   if (t.op == Op::kNone) f |= kNoneOp;
   facts_[i] = f;
+  op_[i] = t.op;
+}
+
+// The questions the passes will most likely ask about graph tensor i, asked while index holds its Tensor (on a large
+// graph every later first read of a Tensor is a cache miss). Answers are memoised exactly as if a pass had asked; a
+// question not asked here is asked when a pass needs it. `likely` carries, from node to node, the backend that the
+// last node with a deciding weight will probably run on (computed nodes between weights mostly stay there: pass 2).
+// - a tensor in a buffer (a weight, a cache) or a view of one: supports_op of the backends that can use the buffer
+//   type, in priority order up to the first yes (pass 1's question);
+// - a computed node: supports_op of the likely backend, and of every backend when that one says no (passes 2-4);
+//   with a deciding weight in host memory also offload_op of every backend but the last (pass 1; the weight's facts
+//   are known: index reads the leafs before the nodes).
+inline void SchedPlan::ask_up_front(const BackendSet& bs, size_t i, const Tensor& t, int* likely) {
+  const int n_backends = std::min(bs.size(), 16);
+  auto ask = [&](int b) {
+    const bool yes = bs.supports_op(b, t);
+    op_memo_[i] |= (1u << b) | (yes ? 1u << (b + 16) : 0u);
+    return yes;
+  };
+  const BufferType* buft = vsrc_[i] >= 0 ? fixed_buft_[static_cast<size_t>(vsrc_[i])] : fixed_buft_[i];
+  if (buft != nullptr) {
+    for (int b = 0; b < n_backends; ++b) {
+      if (bs.supports_buft(b, *buft) && ask(b)) break;
+    }
+  }
+  if (i >= n_nodes_ || (facts_[i] & (kViewOp | kNoneOp)) != 0) return;
+  const int32_t* src = &src_[i * kMaxSrc];
+  for (int j = 0, n = n_src_[i]; j < n; ++j) {
+    const int32_t s = src[j];
+    if (s < 0 || (facts_[static_cast<size_t>(s)] & kIsWeight) == 0 || is_auxiliary_source(t.op, j)) continue;
+    const BufferType* wbuft = fixed_buft_[static_cast<size_t>(s)];
+    for (int b = 0; wbuft != nullptr && b < n_backends; ++b) {
+      if (bs.supports_buft(b, *wbuft)) {
+        *likely = b;
+        break;
+      }
+    }
+    if ((facts_[static_cast<size_t>(s)] & kHostBuffer) != 0) {
+      uint32_t off = 0;
+      for (int b = 0; b < n_backends - 1; ++b) off |= (1u << b) | (bs.offload_op(b, t) ? 1u << (b + 16) : 0u);
+      offload_memo_[i] = off;
+    }
+    break;
+  }
+  const int first = *likely < n_backends ? *likely : n_backends - 1;
+  if ((op_memo_[i] & (1u << first)) != 0 ? (op_memo_[i] & (1u << (first + 16))) != 0 : ask(first)) return;
+  for (int b = 0; b < n_backends; ++b) {
+    if ((op_memo_[i] & (1u << b)) == 0) ask(b);
+  }
 }
 
 void SchedPlan::read_facts(const BackendSet& bs, size_t from) {
@@ -136,6 +189,8 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   backend_.reserve(expect);
   cause_.reserve(expect);
   op_memo_.reserve(expect);
+  offload_memo_.reserve(expect);
+  op_.reserve(expect);
   vsrc_.reserve(expect);
   fixed_buft_.reserve(expect);
   facts_.reserve(expect);
@@ -147,6 +202,8 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   backend_.resize(n_graph_, -1);
   cause_.resize(n_graph_, Cause::kUnassigned);
   op_memo_.resize(n_graph_, 0);
+  offload_memo_.resize(n_graph_, 0);
+  op_.resize(n_graph_, Op::kNone);
   vsrc_.resize(n_graph_, -1);
   fixed_buft_.resize(n_graph_, nullptr);
   facts_.resize(n_graph_, 0);
@@ -154,8 +211,10 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   map_pending_ = true;
   src_.resize(n_graph_ * kMaxSrc);
   n_src_.resize(n_graph_);
-  // One pass over the tensors (sources and facts together), prefetching a few tensors ahead: on a large graph the
-  // Tensors (over 300 bytes each) are far beyond the caches, and reading each once is most of the cost.
+  // One pass over the tensors (sources, facts and the backends' answers together), leafs first (pass 1's questions
+  // about a node depend on its weights' facts), prefetching a few tensors ahead: on a large graph the Tensors (over
+  // 300 bytes each) are far beyond the caches, and reading each once is most of the cost.
+  auto id_at = [&](size_t k) { return k < n_leafs_ ? n_nodes_ + k : k - n_leafs_; };
   constexpr size_t kAhead = 8;
   auto prefetch = [&](size_t i) {
     const char* p = reinterpret_cast<const char*>(tensors_[i]);
@@ -163,9 +222,11 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
     __builtin_prefetch(p + offsetof(Tensor, src));
     __builtin_prefetch(p + offsetof(Tensor, buffer));
   };
-  for (size_t i = 0; i < std::min(kAhead, n_graph_); ++i) prefetch(i);
-  for (size_t i = 0; i < n_graph_; ++i) {
-    if (i + kAhead < n_graph_) prefetch(i + kAhead);
+  for (size_t k = 0; k < std::min(kAhead, n_graph_); ++k) prefetch(id_at(k));
+  int likely = bs.last();
+  for (size_t k = 0; k < n_graph_; ++k) {
+    if (k + kAhead < n_graph_) prefetch(id_at(k + kAhead));
+    const size_t i = id_at(k);
     const Tensor& t = *tensors_[i];
     int32_t* out = &src_[i * kMaxSrc];
     // Nodes find their sources by recorded position; leafs (which rarely have sources) by the pointer map.
@@ -179,6 +240,7 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
     }
     n_src_[i] = static_cast<uint8_t>(used);
     read_fact(bs, i, t);
+    ask_up_front(bs, i, t, &likely);
   }
   if (n_graph_ < tensors_.size()) read_facts(bs, n_graph_);  // sources outside the graph, interned above
   n_facts_ = tensors_.size();

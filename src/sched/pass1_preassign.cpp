@@ -36,15 +36,14 @@ Result<int> backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, 
     return bs.last();
   }
   // 5. the first weight decides (auxiliary tiny weights never do)
-  const Tensor& t = *plan.tensor(id);
+  const Op op = plan.op(id);
   for (int j = 0, n = plan.n_src(static_cast<size_t>(id)); j < n; ++j) {
     const int32_t s = plan.src(static_cast<size_t>(id), j);
-    if (s < 0 || !plan.has(s, SchedPlan::kIsWeight) || is_auxiliary_source(t, j)) continue;
+    if (s < 0 || !plan.has(s, SchedPlan::kIsWeight) || is_auxiliary_source(op, j)) continue;
     const int b = backend_from_buffer(plan, bs, plan.fixed_buft(s), id);
     if (b == bs.last() && opt.op_offload && plan.has(s, SchedPlan::kHostBuffer)) {
       for (int o = 0; o < bs.last(); ++o) {
-        // offload_op first: it is the cheaper question, and when it says no (small batches) supports_op is not asked
-        if (bs.offload_op(o, t) && plan.supports(bs, id, o)) {
+        if (plan.offloads(bs, id, o) && plan.supports(bs, id, o)) {
           *cause = Cause::kOffload;
           return o;
         }

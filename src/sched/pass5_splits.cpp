@@ -112,7 +112,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
         if (s < 0 || !foreign(s, nb)) continue;
         // A weight on a backend this one cannot read: start a new split, so the memory of the weights copied for
         // the previous split can be reused.
-        if (plan.has(s, SchedPlan::kIsWeight) && !is_auxiliary_source(*g.node(i), j)) {
+        if (plan.has(s, SchedPlan::kIsWeight) && !is_auxiliary_source(plan.op(id), j)) {
           need_new = true;
           break;
         }

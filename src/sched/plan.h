@@ -160,18 +160,20 @@ class SchedPlan {
     kNoneOp = 16,       // op NONE
   };
   bool has(int32_t id, Fact f) const { return (facts_[static_cast<size_t>(id)] & f) != 0; }
+  // The tensor's op, as read by index (the passes need it without touching the Tensor again).
+  Op op(int32_t id) const { return op_[static_cast<size_t>(id)]; }
   // Non-view nodes, in order.
   const std::vector<int32_t>& compute_nodes() const { return compute_nodes_; }
   size_t n_nodes() const { return n_nodes_; }
   size_t n_leafs() const { return n_leafs_; }
 
-  // supports_op, asked once per tensor and backend.
+  // supports_op and offload_op, each asked once per tensor and backend. index() asks most of them up front, while it
+  // holds the Tensor (see there); a question it did not ask is asked here.
   bool supports(const BackendSet& bs, int32_t id, int b) {
-    if (b >= 16) return bs.supports_op(b, *tensors_[static_cast<size_t>(id)]);
-    uint32_t& bits = op_memo_[static_cast<size_t>(id)];  // low 16 bits: known; high 16: answer
-    const uint32_t known = 1u << b, yes = 1u << (b + 16);
-    if ((bits & known) == 0) bits |= known | (bs.supports_op(b, *tensors_[static_cast<size_t>(id)]) ? yes : 0u);
-    return (bits & yes) != 0;
+    return memo(op_memo_, id, b, [&] { return bs.supports_op(b, *tensors_[static_cast<size_t>(id)]); });
+  }
+  bool offloads(const BackendSet& bs, int32_t id, int b) {
+    return memo(offload_memo_, id, b, [&] { return bs.offload_op(b, *tensors_[static_cast<size_t>(id)]); });
   }
 
   // ---- pass 5 ----
@@ -311,6 +313,19 @@ class SchedPlan {
   }
   void read_facts(const BackendSet& bs, size_t from);
   void read_fact(const BackendSet& bs, size_t i, const Tensor& t);
+  void ask_up_front(const BackendSet& bs, size_t i, const Tensor& t, int* likely);
+  std::vector<Op> op_;
+  std::vector<uint32_t> offload_memo_;
+  // One answer per (id, backend) in a 32-bit word: low 16 bits known, high 16 the answer. Backends from 16 on are
+  // asked every time.
+  template <typename Ask>
+  static bool memo(std::vector<uint32_t>& words, int32_t id, int b, Ask ask) {
+    if (b >= 16) return ask();
+    uint32_t& bits = words[static_cast<size_t>(id)];
+    const uint32_t known = 1u << b, yes = 1u << (b + 16);
+    if ((bits & known) == 0) bits |= known | (ask() ? yes : 0u);
+    return (bits & yes) != 0;
+  }
 };
 
 // True when backend b can use t's memory: t's buffer type (or its view source's), or when t has no memory yet, the
@@ -319,8 +334,8 @@ bool buffer_supported(const SchedPlan& plan, const BackendSet& bs, int32_t t, in
 // Highest-priority backend that supports the buffer type `buft` and the op of tensor `op`; -1 if none or no buft.
 int backend_from_buffer(SchedPlan& plan, const BackendSet& bs, const BufferType* buft, int32_t op);
 // Weight-like sources that are auxiliary and tiny: they never decide placement (ROPE frequency factors, FA sinks).
-inline bool is_auxiliary_source(const Tensor& node, int src_index) {
-  return (node.op == Op::kRope && src_index == 2) || (node.op == Op::kFlashAttnExt && src_index == 4);
+inline bool is_auxiliary_source(Op op, int src_index) {
+  return (op == Op::kRope && src_index == 2) || (op == Op::kFlashAttnExt && src_index == 4);
 }
 bool is_weight(const Tensor& t);  // in a buffer whose usage is WEIGHTS
 

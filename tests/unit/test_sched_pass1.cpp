@@ -1,5 +1,6 @@
 // Scheduler pass 1, pre-assignment (SPEC 9.1): dst, view_src, the scheduling error, input, weight, offload (and its
 // anchor defects), auxiliary weights, user pins, compute buffers.
+#include <map>
 #include <utility>
 
 #include "sched_pass_fixture.h"
@@ -488,6 +489,70 @@ TEST_F(SchedPass1, EveryGraphTensorIsFoundByPointerAfterThePass) {
   EXPECT_EQ(plan.backend_of(a), kGpu0);
   Tensor stranger;
   EXPECT_EQ(plan.id_of(&stranger), -1);
+}
+
+// The plan's index asks most capability questions up front (while it holds each Tensor) and the passes ask the rest;
+// both share one memo. Over passes 1-4 of a graph with two GPUs, weights in three kinds of buffer, an offloadable op,
+// refused ops, views of a cache and a pinned node, no (backend, tensor) question is asked twice, and the placement is
+// the one the rules give.
+TEST_F(SchedPass1, EveryCapabilityQuestionIsAskedAtMostOncePerSplit) {
+  using ::testing::_;
+  using ::testing::Invoke;
+  std::map<std::pair<int, const Tensor*>, int> op_asks, offload_asks;
+  ON_CALL(bs, supports_op(_, _)).WillByDefault(Invoke([&](int b, const Tensor& t) {
+    ++op_asks[{b, &t}];
+    return refused_ops.at(static_cast<size_t>(b)).count(t.op) == 0;
+  }));
+  ON_CALL(bs, offload_op(_, _)).WillByDefault(Invoke([&](int b, const Tensor& t) {
+    ++offload_asks[{b, &t}];
+    return offload_ops.at(static_cast<size_t>(b)).count(t.op) != 0;
+  }));
+  refuse(kGpu0, Op::kSoftMax);
+  refuse(kGpu1, Op::kSoftMax);
+  refuse(kGpu1, Op::kScale);
+  offload(kGpu1, Op::kMulMat);
+  Tensor* w_cpu = tensor("w_cpu");
+  Tensor* w_gpu0 = tensor("w_gpu0");
+  Tensor* w_gpu1 = tensor("w_gpu1", 4, 8);
+  Tensor* w_out = tensor("w_out", 4, 8);
+  Tensor* cache = tensor("cache");
+  weights(cpu_buft, {w_cpu, w_out});
+  weights(gpu0_buft, {w_gpu0});
+  weights(gpu1_buft, {w_gpu1});
+  place(gpu1_buft, {cache});
+  Tensor* x = input("x");
+  Tensor* h1 = named(mul_mat(ctx, w_cpu, x), "h1");     // offloaded to GPU1
+  Tensor* h2 = named(mul(ctx, h1, w_gpu0), "h2");       // GPU0 by its weight
+  Tensor* h3 = named(soft_max(ctx, h2), "h3");          // refused by both GPUs: the CPU
+  Tensor* h4 = named(scale(ctx, h3, 0.5f), "h4");
+  Tensor* kv = named(view_2d(ctx, cache, 8, 4, cache->nb[1], 0), "kv");
+  Tensor* h5 = named(mul_mat(ctx, kv, h4), "h5");
+  Tensor* h6 = named(add(ctx, h5, w_gpu1), "h6");       // GPU1 by its weight
+  Tensor* h7 = named(scale(ctx, h6, 2.0f), "h7");       // GPU1 refuses SCALE
+  Tensor* out = named(mul(ctx, h7, w_out), "out");
+  build(out);
+  plan.set(h4, kGpu0, Cause::kUser);
+  ASSERT_TRUE(run().ok());
+  pass2_expand(plan, graph, bs);
+  pass3_upgrade(plan, graph, bs);
+  ASSERT_TRUE(pass4_sources(plan, graph, bs).ok());
+  EXPECT_TRUE(Assigned(h1, kGpu1, Cause::kOffload));
+  EXPECT_TRUE(Assigned(h2, kGpu0, Cause::kWeight));
+  EXPECT_TRUE(Assigned(h4, kGpu0, Cause::kUser));
+  EXPECT_TRUE(Assigned(h6, kGpu1, Cause::kWeight));
+  EXPECT_NE(plan.backend_of(h3), kGpu0);
+  EXPECT_NE(plan.backend_of(h3), kGpu1);
+  EXPECT_NE(plan.backend_of(h7), kGpu1);
+  EXPECT_TRUE(Assigned(out, kCpu, Cause::kWeight));
+  EXPECT_FALSE(op_asks.empty());
+  EXPECT_FALSE(offload_asks.empty());
+  for (const auto& [key, n] : op_asks) {
+    EXPECT_EQ(n, 1) << "supports_op(" << bname(key.first) << ", " << key.second->name << ") asked " << n << " times";
+  }
+  for (const auto& [key, n] : offload_asks) {
+    EXPECT_EQ(n, 1) << "offload_op(" << bname(key.first) << ", " << key.second->name << ") asked " << n << " times";
+  }
+  EXPECT_TRUE(FullyAssigned());  // (asks again itself)
 }
 
 }  // namespace

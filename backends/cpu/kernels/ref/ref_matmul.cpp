@@ -26,7 +26,10 @@ bool check_mul_mat(const Tensor& node) {
   const Tensor* b = node.src[1];
   if (!src_ok(a) || !src_ok(b) || !is_weight_type(a->type) || b->type != Type::kF32) return false;
   if (a->ne[0] != b->ne[0] || a->ne[2] <= 0 || a->ne[3] <= 0) return false;
-  if (b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) return false;
+  // (equal dimensions, the usual case, without a division)
+  if ((b->ne[2] != a->ne[2] && b->ne[2] % a->ne[2] != 0) || (b->ne[3] != a->ne[3] && b->ne[3] % a->ne[3] != 0)) {
+    return false;
+  }
   return node.type == Type::kF32 && node.ne[0] == a->ne[1] && node.ne[1] == b->ne[1] && node.ne[2] == b->ne[2] &&
          node.ne[3] == b->ne[3];
 }

@@ -76,8 +76,9 @@ bool check_soft_max(const Tensor& node) {
   const Tensor* m = node.src[1];
   if (m == nullptr) return true;
   if (!src_ok(m) || (m->type != Type::kF32 && m->type != Type::kF16)) return false;
-  return m->ne[0] == a.ne[0] && m->ne[1] >= a.ne[1] && m->ne[2] > 0 && m->ne[3] > 0 && a.ne[2] % m->ne[2] == 0 &&
-         a.ne[3] % m->ne[3] == 0;
+  // (a mask dimension of 1, the usual case, without a division)
+  return m->ne[0] == a.ne[0] && m->ne[1] >= a.ne[1] && m->ne[2] > 0 && m->ne[3] > 0 &&
+         (m->ne[2] == 1 || a.ne[2] % m->ne[2] == 0) && (m->ne[3] == 1 || a.ne[3] % m->ne[3] == 0);
 }
 
 Status run_soft_max(const Tensor& node, const ComputeParams& p) {
