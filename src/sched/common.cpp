@@ -40,6 +40,27 @@ void SchedPlan::clear() {
   node_split.clear();
   graph_inputs.clear();
   graph_input_ids.clear();
+  forget_buft_users();
+}
+
+uint32_t SchedPlan::find_buft_users(const BackendSet& bs, const BufferType* buft) const {
+  if (buft == nullptr) return 0;
+  uint32_t users = 0;
+  bool known = false;
+  for (const auto& [type, mask] : users_) {
+    if (type == buft) {
+      users = mask;
+      known = true;
+      break;
+    }
+  }
+  if (!known) {
+    for (int b = 0, n = std::min(bs.size(), 16); b < n; ++b) users |= bs.supports_buft(b, *buft) ? 1u << b : 0u;
+    users_.emplace_back(buft, users);
+  }
+  last_users_buft_ = buft;
+  last_users_ = users;
+  return users;
 }
 
 size_t SchedPlan::n_assigned() const {
@@ -57,6 +78,16 @@ int32_t SchedPlan::add_fresh(const Tensor* t) {
   bool inserted = false;
   const int32_t id = ids_.insert(t, static_cast<int32_t>(tensors_.size()), &inserted);
   if (!inserted) return id;  // known after all: keep its id
+  return append(t);
+}
+
+int32_t SchedPlan::add_new(const Tensor* t) {
+  map_pending_ = true;
+  return append(t);
+}
+
+int32_t SchedPlan::append(const Tensor* t) {
+  const auto id = static_cast<int32_t>(tensors_.size());
   tensors_.push_back(t);
   backend_.push_back(-1);
   cause_.push_back(Cause::kUnassigned);
@@ -72,8 +103,8 @@ int32_t SchedPlan::add_fresh(const Tensor* t) {
 
 void SchedPlan::complete_map() const {
   map_pending_ = false;
-  bool inserted = false;
-  for (size_t i = 0; i < n_graph_; ++i) ids_.insert(tensors_[i], static_cast<int32_t>(i), &inserted);
+  bool inserted = false;  // (ids interned before are in the map already: inserting them again changes nothing)
+  for (size_t i = 0; i < tensors_.size(); ++i) ids_.insert(tensors_[i], static_cast<int32_t>(i), &inserted);
 }
 
 int32_t SchedPlan::resolve(const Tensor* t, int32_t pos) {
@@ -124,8 +155,7 @@ inline void SchedPlan::read_fact(const BackendSet& bs, size_t i, const Tensor& t
 // - a computed node: supports_op of the likely backend, and of every backend when that one says no (passes 2-4);
 //   with a deciding weight in host memory also offload_op of every backend but the last (pass 1; the weight's facts
 //   are known: index reads the leafs before the nodes).
-inline void SchedPlan::ask_up_front(const BackendSet& bs, size_t i, const Tensor& t, int* likely) {
-  const int n_backends = std::min(bs.size(), 16);
+inline void SchedPlan::ask_up_front(const BackendSet& bs, int n_backends, size_t i, const Tensor& t, int* likely) {
   auto ask = [&](int b) {
     const bool yes = bs.supports_op(b, t);
     op_memo_[i] |= (1u << b) | (yes ? 1u << (b + 16) : 0u);
@@ -133,8 +163,9 @@ inline void SchedPlan::ask_up_front(const BackendSet& bs, size_t i, const Tensor
   };
   const BufferType* buft = vsrc_[i] >= 0 ? fixed_buft_[static_cast<size_t>(vsrc_[i])] : fixed_buft_[i];
   if (buft != nullptr) {
+    const uint32_t users = buft_users(bs, buft);
     for (int b = 0; b < n_backends; ++b) {
-      if (bs.supports_buft(b, *buft) && ask(b)) break;
+      if ((users >> b & 1u) != 0 && ask(b)) break;
     }
   }
   if (i >= n_nodes_ || (facts_[i] & (kViewOp | kNoneOp)) != 0) return;
@@ -142,13 +173,8 @@ inline void SchedPlan::ask_up_front(const BackendSet& bs, size_t i, const Tensor
   for (int j = 0, n = n_src_[i]; j < n; ++j) {
     const int32_t s = src[j];
     if (s < 0 || (facts_[static_cast<size_t>(s)] & kIsWeight) == 0 || is_auxiliary_source(t.op, j)) continue;
-    const BufferType* wbuft = fixed_buft_[static_cast<size_t>(s)];
-    for (int b = 0; wbuft != nullptr && b < n_backends; ++b) {
-      if (bs.supports_buft(b, *wbuft)) {
-        *likely = b;
-        break;
-      }
-    }
+    const uint32_t users = buft_users(bs, fixed_buft_[static_cast<size_t>(s)]);
+    if (users != 0) *likely = __builtin_ctz(users);
     if ((facts_[static_cast<size_t>(s)] & kHostBuffer) != 0) {
       uint32_t off = 0;
       for (int b = 0; b < n_backends - 1; ++b) off |= (1u << b) | (bs.offload_op(b, t) ? 1u << (b + 16) : 0u);
@@ -224,6 +250,7 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   };
   for (size_t k = 0; k < std::min(kAhead, n_graph_); ++k) prefetch(id_at(k));
   int likely = bs.last();
+  const int n_asked = std::min(bs.size(), 16);
   for (size_t k = 0; k < n_graph_; ++k) {
     if (k + kAhead < n_graph_) prefetch(id_at(k + kAhead));
     const size_t i = id_at(k);
@@ -240,7 +267,7 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
     }
     n_src_[i] = static_cast<uint8_t>(used);
     read_fact(bs, i, t);
-    ask_up_front(bs, i, t, &likely);
+    ask_up_front(bs, n_asked, i, t, &likely);
   }
   if (n_graph_ < tensors_.size()) read_facts(bs, n_graph_);  // sources outside the graph, interned above
   n_facts_ = tensors_.size();
@@ -275,7 +302,7 @@ int32_t SchedPlan::add_copy_set(int32_t id, int backend, const std::array<Tensor
   for (size_t k = 0; k < copies.size(); ++k) {
     cids[k] = -1;
     if (copies[k] == nullptr) continue;
-    const int32_t cid = add_fresh(copies[k]);
+    const int32_t cid = add_new(copies[k]);
     set_id(cid, backend, Cause::kCopy);
     copy_origin_[static_cast<size_t>(cid)] = id;
     cids[k] = cid;
@@ -292,13 +319,16 @@ bool buffer_supported(const SchedPlan& plan, const BackendSet& bs, int32_t t, in
     if (owner < 0 && plan.view_src(t) >= 0) owner = plan.backend(plan.view_src(t));
     if (owner >= 0) buft = bs.compute_buft(owner);
   }
-  return buft != nullptr && bs.supports_buft(b, *buft);
+  if (buft == nullptr) return false;
+  return b < 16 ? (plan.buft_users(bs, buft) >> b & 1u) != 0 : bs.supports_buft(b, *buft);
 }
 
 int backend_from_buffer(SchedPlan& plan, const BackendSet& bs, const BufferType* buft, int32_t op) {
   if (buft == nullptr) return -1;
-  for (int b = 0; b < bs.size(); ++b) {
-    if (bs.supports_buft(b, *buft) && plan.supports(bs, op, b)) return b;
+  const uint32_t users = plan.buft_users(bs, buft);
+  for (int b = 0, n = bs.size(); b < n; ++b) {
+    const bool usable = b < 16 ? (users >> b & 1u) != 0 : bs.supports_buft(b, *buft);
+    if (usable && plan.supports(bs, op, b)) return b;
   }
   return -1;
 }

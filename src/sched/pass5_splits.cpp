@@ -134,8 +134,9 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
     }
     plan.node_split[i] = cur_split;
 
-    // The node's Tensor is read only to rewrite a source: its sources are in the plan (plan.tensor(s) is the
-    // pointer node->src[j] holds), and on a large graph each first read of a Tensor is a cache miss.
+    // The node's Tensor is only written (a source rewritten), never read: its sources are in the plan
+    // (plan.user_tensor(s) is the pointer node->src[j] holds), and on a large graph each first read of a Tensor is a
+    // cache miss that stalls, where a store does not.
     for (int j = 0; j < n_src; ++j) {
       const int32_t s = plan.src(i, j);
       if (s < 0) continue;
@@ -156,7 +157,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
           Result<int32_t> made = make_copies(plan, bs, s, sb, opt.n_copies, true);
           if (!made.ok()) return made.status();
           set = *made;
-          plan.graph_inputs.push_back(g.node(i)->src[j]);
+          plan.graph_inputs.push_back(plan.user_tensor(s));
           plan.graph_input_ids.push_back(s);
         }
         if (sb == nb || !foreign(s, nb)) {
@@ -170,7 +171,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
           Result<int32_t> made = make_copies(plan, bs, s, nb, opt.n_copies, false);
           if (!made.ok()) return made.status();
           set = *made;
-          cur->inputs.push_back(g.node(i)->src[j]);
+          cur->inputs.push_back(plan.user_tensor(s));
           cur->input_ids.push_back(s);
           cur->input_copies.push_back(plan.copy_set_copies(set));
           cur->input_sets.push_back(set);
@@ -181,7 +182,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
       }
       if (read != nullptr) {
         Tensor* node = g.node(i);
-        plan.rewrites.push_back({node, j, node->src[j], i, read_id});
+        plan.rewrites.push_back({node, j, plan.user_tensor(s), i, read_id});
         node->src[j] = read;
       }
     }

@@ -131,8 +131,13 @@ class SchedPlan {
   // The id of a tensor that is not one of the indexed graph's nodes or leafs (a copy, a dependency node, a pin of
   // another graph): the pointer map need not hold the graph's tensors first.
   int32_t add_fresh(const Tensor* t);
+  // The id of a tensor the scheduler has just created (a copy, a dependency node), which no id can name yet: it
+  // enters the pointer map only when a lookup by pointer needs it.
+  int32_t add_new(const Tensor* t);
   int32_t id_of(const Tensor* t) const { return find(t); }
   const Tensor* tensor(int32_t id) const { return tensors_[static_cast<size_t>(id)]; }
+  // The same pointer as the user's graph (or pass 5) holds it: the plan never writes through it.
+  Tensor* user_tensor(int32_t id) const { return const_cast<Tensor*>(tensors_[static_cast<size_t>(id)]); }
   int backend(int32_t id) const { return backend_[static_cast<size_t>(id)]; }
   Cause cause(int32_t id) const { return cause_[static_cast<size_t>(id)]; }
   void set_id(int32_t id, int b, Cause c) {
@@ -152,6 +157,12 @@ class SchedPlan {
   }
   // The type of the buffer that constrains the tensor (BackendSet::fixed_buffer), or null.
   const BufferType* fixed_buft(int32_t id) const { return fixed_buft_[static_cast<size_t>(id)]; }
+  // The backends below 16 (bit b) whose supports_buft accepts buft, asked once per buffer type until clear() or the
+  // next graph: the passes ask about a handful of types again and again.
+  uint32_t buft_users(const BackendSet& bs, const BufferType* buft) const {
+    if (buft == last_users_buft_) return last_users_;
+    return find_buft_users(bs, buft);
+  }
   enum Fact : uint8_t {
     kIsWeight = 1,      // in a buffer whose usage is WEIGHTS
     kHostBuffer = 2,    // its buffer (or its view source's) is host memory
@@ -263,9 +274,9 @@ class SchedPlan {
   static constexpr size_t kMaxBackendsPerCopy = 16;
 
  private:
-  // Pointer -> id. The graph's own nodes and leafs (ids below n_graph_) enter it only when a lookup needs them
-  // (map_pending_): the passes reach them by position (Graph::src_positions), so a split that nobody queries by
-  // pointer never hashes them.
+  // Pointer -> id. The graph's own nodes and leafs (ids below n_graph_) and the tensors of add_new enter it only when
+  // a lookup needs them (map_pending_): the passes reach them by position (Graph::src_positions) or id, so a split
+  // that nobody queries by pointer never hashes them.
   mutable detail::TensorIdMap ids_;
   mutable bool map_pending_ = false;
   int32_t find(const Tensor* t) const {
@@ -275,6 +286,7 @@ class SchedPlan {
     return ids_.find(t);
   }
   void complete_map() const;
+  int32_t append(const Tensor* t);  // a new id for t (the pointer map is the caller's business)
   // The id of t, which the graph recorded at position pos; checked against the pointer (the graph may have been
   // changed since), looked up when it does not match.
   int32_t resolve(const Tensor* t, int32_t pos);
@@ -311,9 +323,18 @@ class SchedPlan {
     last_fixed_buft_ = nullptr;
     last_buf_facts_ = 0;
   }
+  uint32_t find_buft_users(const BackendSet& bs, const BufferType* buft) const;
+  mutable std::vector<std::pair<const BufferType*, uint32_t>> users_;
+  mutable const BufferType* last_users_buft_ = nullptr;
+  mutable uint32_t last_users_ = 0;
+  void forget_buft_users() const {
+    users_.clear();
+    last_users_buft_ = nullptr;
+    last_users_ = 0;
+  }
   void read_facts(const BackendSet& bs, size_t from);
   void read_fact(const BackendSet& bs, size_t i, const Tensor& t);
-  void ask_up_front(const BackendSet& bs, size_t i, const Tensor& t, int* likely);
+  void ask_up_front(const BackendSet& bs, int n_backends, size_t i, const Tensor& t, int* likely);
   std::vector<Op> op_;
   std::vector<uint32_t> offload_memo_;
   // One answer per (id, backend) in a 32-bit word: low 16 bits known, high 16 the answer. Backends from 16 on are

@@ -186,7 +186,7 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
         dep->src[0] = in;
         format_name(*dep, "%.40s (dep)", in->name);
         const int in_backend = plan.backend(in_id);
-        const int32_t dep_id = plan.add_fresh(dep);
+        const int32_t dep_id = plan.add_new(dep);
         plan.set_id(dep_id, in_backend, Cause::kCopy);
         add_sched_node(dep, dep_id, in_id, bid_of(in_backend), in_backend);
       }
