@@ -12,28 +12,37 @@ Status scheduling_error(const Tensor& t, const Buffer& buf) {
                   describe(t).c_str(), buf.type()->name(), op_name(t.op));
 }
 
-// The backend for one tensor (by id), or -1 (with the cause in *cause), or an error.
-Result<int> backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, const PassOptions& opt,
-                             Cause* cause) {
+constexpr int kError = -2;
+
+// The backend for one tensor (by id), or -1 (with the cause in *cause), or kError (with the error in *error). `last`
+// is bs.last(). (No Result: this runs once per tensor, and the error is the exception.)
+int backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, const PassOptions& opt, int last,
+                     Cause* cause, Status* error) {
   const int32_t vsrc = plan.view_src(id);
   // 1. the tensor has a buffer (not one of the scheduler's own compute buffers)
   if (vsrc < 0 && plan.fixed_buft(id) != nullptr) {
     const int b = backend_from_buffer(plan, bs, plan.fixed_buft(id), id);
-    if (b < 0) return scheduling_error(*plan.tensor(id), *plan.tensor(id)->buffer);
+    if (b < 0) {
+      *error = scheduling_error(*plan.tensor(id), *plan.tensor(id)->buffer);
+      return kError;
+    }
     *cause = Cause::kDst;
     return b;
   }
   // 2. a view whose source has a buffer
   if (vsrc >= 0 && plan.fixed_buft(vsrc) != nullptr) {
     const int b = backend_from_buffer(plan, bs, plan.fixed_buft(vsrc), id);
-    if (b < 0) return scheduling_error(*plan.tensor(id), *plan.tensor(vsrc)->buffer);
+    if (b < 0) {
+      *error = scheduling_error(*plan.tensor(id), *plan.tensor(vsrc)->buffer);
+      return kError;
+    }
     *cause = Cause::kViewSrc;
     return b;
   }
   // 4. graph inputs start on the CPU
   if (plan.has(id, SchedPlan::kInputFlag)) {
     *cause = Cause::kInput;
-    return bs.last();
+    return last;
   }
   // 5. the first weight decides (auxiliary tiny weights never do)
   const Op op = plan.op(id);
@@ -41,8 +50,8 @@ Result<int> backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, 
     const int32_t s = plan.src(static_cast<size_t>(id), j);
     if (s < 0 || !plan.has(s, SchedPlan::kIsWeight) || is_auxiliary_source(op, j)) continue;
     const int b = backend_from_buffer(plan, bs, plan.fixed_buft(s), id);
-    if (b == bs.last() && opt.op_offload && plan.has(s, SchedPlan::kHostBuffer)) {
-      for (int o = 0; o < bs.last(); ++o) {
+    if (b == last && opt.op_offload && plan.has(s, SchedPlan::kHostBuffer)) {
+      for (int o = 0; o < last; ++o) {
         if (plan.offloads(bs, id, o) && plan.supports(bs, id, o)) {
           *cause = Cause::kOffload;
           return o;
@@ -61,16 +70,22 @@ Result<int> backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, 
 Status pass1_preassign(SchedPlan& plan, const Graph& g, const BackendSet& bs, const PassOptions& opt) {
   plan.index(g, bs);
   const auto n = static_cast<int32_t>(plan.n_nodes()), l = static_cast<int32_t>(plan.n_leafs());
-  auto visit = [&](int32_t id) -> Status {
-    if (plan.backend(id) >= 0) return Status::Ok();  // pinned by the user
+  const int last = bs.last();
+  Status error = Status::Ok();
+  auto visit = [&](int32_t id) {
+    if (plan.backend(id) >= 0) return true;  // pinned by the user
     Cause cause = Cause::kUnassigned;
-    Result<int> b = backend_from_cur(plan, id, bs, opt, &cause);
-    if (!b.ok()) return b.status();
-    if (*b >= 0) plan.set_id(id, *b, cause);
-    return Status::Ok();
+    const int b = backend_from_cur(plan, id, bs, opt, last, &cause, &error);
+    if (b == kError) return false;
+    if (b >= 0) plan.set_id(id, b, cause);
+    return true;
   };
-  for (int32_t i = n; i < n + l; ++i) TS_RETURN_IF_ERROR(visit(i));  // leafs first
-  for (int32_t i = 0; i < n; ++i) TS_RETURN_IF_ERROR(visit(i));
+  for (int32_t i = n; i < n + l; ++i) {  // leafs first
+    if (!visit(i)) return error;
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    if (!visit(i)) return error;
+  }
   return Status::Ok();
 }
 
