@@ -267,7 +267,7 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
     }
     n_src_[i] = static_cast<uint8_t>(used);
     read_fact(bs, i, t);
-    ask_up_front(bs, n_asked, i, t, &likely);
+    if (n_asked > 0) ask_up_front(bs, n_asked, i, t, &likely);  // (an empty set is the caller's error)
   }
   if (n_graph_ < tensors_.size()) read_facts(bs, n_graph_);  // sources outside the graph, interned above
   n_facts_ = tensors_.size();
