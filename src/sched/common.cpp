@@ -155,38 +155,25 @@ inline void SchedPlan::read_fact(const BackendSet& bs, size_t i, const Tensor& t
 // - a computed node: supports_op of the likely backend, and of every backend when that one says no (passes 2-4);
 //   with a deciding weight in host memory also offload_op of every backend but the last (pass 1; the weight's facts
 //   are known: index reads the leafs before the nodes).
-inline void SchedPlan::ask_up_front(const BackendSet& bs, int n_backends, size_t i, const Tensor& t, int* likely) {
-  auto ask = [&](int b) {
-    const bool yes = bs.supports_op(b, t);
-    op_memo_[i] |= (1u << b) | (yes ? 1u << (b + 16) : 0u);
-    return yes;
-  };
-  const BufferType* buft = vsrc_[i] >= 0 ? fixed_buft_[static_cast<size_t>(vsrc_[i])] : fixed_buft_[i];
-  if (buft != nullptr) {
-    const uint32_t users = buft_users(bs, buft);
-    for (int b = 0; b < n_backends; ++b) {
-      if ((users >> b & 1u) != 0 && ask(b)) break;
-    }
+inline void SchedPlan::ask_up_front(const BackendSet& bs, int n_backends, int32_t id, const Tensor& t, int* likely) {
+  // supports(bs, id, b) with the Tensor at hand; the memo skips what is known
+  auto ask = [&](int b) { return memo(op_memo_, id, b, [&] { return bs.supports_op(b, t); }); };
+  const int32_t v = view_src(id);
+  const BufferType* buft = fixed_buft(v >= 0 ? v : id);
+  for (int b = 0; buft != nullptr && b < n_backends; ++b) {
+    if (can_use(bs, buft, b) && ask(b)) break;
   }
-  if (i >= n_nodes_ || (facts_[i] & (kViewOp | kNoneOp)) != 0) return;
-  const int32_t* src = &src_[i * kMaxSrc];
-  for (int j = 0, n = n_src_[i]; j < n; ++j) {
-    const int32_t s = src[j];
-    if (s < 0 || (facts_[static_cast<size_t>(s)] & kIsWeight) == 0 || is_auxiliary_source(t.op, j)) continue;
-    const uint32_t users = buft_users(bs, fixed_buft_[static_cast<size_t>(s)]);
+  if (static_cast<size_t>(id) >= n_nodes_ || has(id, kViewOp) || has(id, kNoneOp)) return;
+  const int32_t w = deciding_weight(id);
+  if (w >= 0) {
+    const uint32_t users = buft_users(bs, fixed_buft(w));
     if (users != 0) *likely = __builtin_ctz(users);
-    if ((facts_[static_cast<size_t>(s)] & kHostBuffer) != 0) {
-      uint32_t off = 0;
-      for (int b = 0; b < n_backends - 1; ++b) off |= (1u << b) | (bs.offload_op(b, t) ? 1u << (b + 16) : 0u);
-      offload_memo_[i] = off;
+    if (has(w, kHostBuffer)) {
+      for (int b = 0; b < n_backends - 1; ++b) memo(offload_memo_, id, b, [&] { return bs.offload_op(b, t); });
     }
-    break;
   }
-  const int first = *likely < n_backends ? *likely : n_backends - 1;
-  if ((op_memo_[i] & (1u << first)) != 0 ? (op_memo_[i] & (1u << (first + 16))) != 0 : ask(first)) return;
-  for (int b = 0; b < n_backends; ++b) {
-    if ((op_memo_[i] & (1u << b)) == 0) ask(b);
-  }
+  if (ask(std::min(*likely, n_backends - 1))) return;
+  for (int b = 0; b < n_backends; ++b) ask(b);
 }
 
 void SchedPlan::read_facts(const BackendSet& bs, size_t from) {
@@ -267,7 +254,7 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
     }
     n_src_[i] = static_cast<uint8_t>(used);
     read_fact(bs, i, t);
-    if (n_asked > 0) ask_up_front(bs, n_asked, i, t, &likely);  // (an empty set is the caller's error)
+    if (n_asked > 0) ask_up_front(bs, n_asked, static_cast<int32_t>(i), t, &likely);  // (an empty set is the caller's error)
   }
   if (n_graph_ < tensors_.size()) read_facts(bs, n_graph_);  // sources outside the graph, interned above
   n_facts_ = tensors_.size();
@@ -319,16 +306,13 @@ bool buffer_supported(const SchedPlan& plan, const BackendSet& bs, int32_t t, in
     if (owner < 0 && plan.view_src(t) >= 0) owner = plan.backend(plan.view_src(t));
     if (owner >= 0) buft = bs.compute_buft(owner);
   }
-  if (buft == nullptr) return false;
-  return b < 16 ? (plan.buft_users(bs, buft) >> b & 1u) != 0 : bs.supports_buft(b, *buft);
+  return buft != nullptr && plan.can_use(bs, buft, b);
 }
 
 int backend_from_buffer(SchedPlan& plan, const BackendSet& bs, const BufferType* buft, int32_t op) {
   if (buft == nullptr) return -1;
-  const uint32_t users = plan.buft_users(bs, buft);
   for (int b = 0, n = bs.size(); b < n; ++b) {
-    const bool usable = b < 16 ? (users >> b & 1u) != 0 : bs.supports_buft(b, *buft);
-    if (usable && plan.supports(bs, op, b)) return b;
+    if (plan.can_use(bs, buft, b) && plan.supports(bs, op, b)) return b;
   }
   return -1;
 }

@@ -45,24 +45,22 @@ int backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, const Pa
     return last;
   }
   // 5. the first weight decides (auxiliary tiny weights never do)
-  const Op op = plan.op(id);
-  for (int j = 0, n = plan.n_src(static_cast<size_t>(id)); j < n; ++j) {
-    const int32_t s = plan.src(static_cast<size_t>(id), j);
-    if (s < 0 || !plan.has(s, SchedPlan::kIsWeight) || is_auxiliary_source(op, j)) continue;
-    const int b = backend_from_buffer(plan, bs, plan.fixed_buft(s), id);
-    if (b == last && opt.op_offload && plan.has(s, SchedPlan::kHostBuffer)) {
-      for (int o = 0; o < last; ++o) {
-        if (plan.offloads(bs, id, o) && plan.supports(bs, id, o)) {
-          *cause = Cause::kOffload;
-          return o;
-        }
+  const int32_t s = plan.deciding_weight(id);
+  if (s < 0) {
+    *cause = Cause::kUnassigned;
+    return -1;
+  }
+  const int b = backend_from_buffer(plan, bs, plan.fixed_buft(s), id);
+  if (b == last && opt.op_offload && plan.has(s, SchedPlan::kHostBuffer)) {
+    for (int o = 0; o < last; ++o) {
+      if (plan.offloads(bs, id, o) && plan.supports(bs, id, o)) {
+        *cause = Cause::kOffload;
+        return o;
       }
     }
-    *cause = b >= 0 ? Cause::kWeight : Cause::kUnassigned;
-    return b;
   }
-  *cause = Cause::kUnassigned;
-  return -1;
+  *cause = b >= 0 ? Cause::kWeight : Cause::kUnassigned;
+  return b;
 }
 
 }  // namespace

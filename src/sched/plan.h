@@ -163,6 +163,10 @@ class SchedPlan {
     if (buft == last_users_buft_) return last_users_;
     return find_buft_users(bs, buft);
   }
+  // supports_buft(b, *buft) through that memo (buft not null).
+  bool can_use(const BackendSet& bs, const BufferType* buft, int b) const {
+    return b < 16 ? (buft_users(bs, buft) >> b & 1u) != 0 : bs.supports_buft(b, *buft);
+  }
   enum Fact : uint8_t {
     kIsWeight = 1,      // in a buffer whose usage is WEIGHTS
     kHostBuffer = 2,    // its buffer (or its view source's) is host memory
@@ -173,6 +177,9 @@ class SchedPlan {
   bool has(int32_t id, Fact f) const { return (facts_[static_cast<size_t>(id)] & f) != 0; }
   // The tensor's op, as read by index (the passes need it without touching the Tensor again).
   Op op(int32_t id) const { return op_[static_cast<size_t>(id)]; }
+  // The source that decides a node's backend in pass 1 (SPEC 9.1, rule 5): its first WEIGHTS source that is not an
+  // auxiliary one (ROPE frequency factors, FA sinks); -1 when none.
+  int32_t deciding_weight(int32_t id) const;
   // Non-view nodes, in order.
   const std::vector<int32_t>& compute_nodes() const { return compute_nodes_; }
   size_t n_nodes() const { return n_nodes_; }
@@ -334,7 +341,7 @@ class SchedPlan {
   }
   void read_facts(const BackendSet& bs, size_t from);
   void read_fact(const BackendSet& bs, size_t i, const Tensor& t);
-  void ask_up_front(const BackendSet& bs, int n_backends, size_t i, const Tensor& t, int* likely);
+  void ask_up_front(const BackendSet& bs, int n_backends, int32_t id, const Tensor& t, int* likely);
   std::vector<Op> op_;
   std::vector<uint32_t> offload_memo_;
   // One answer per (id, backend) in a 32-bit word: low 16 bits known, high 16 the answer. Backends from 16 on are
@@ -359,6 +366,15 @@ inline bool is_auxiliary_source(Op op, int src_index) {
   return (op == Op::kRope && src_index == 2) || (op == Op::kFlashAttnExt && src_index == 4);
 }
 bool is_weight(const Tensor& t);  // in a buffer whose usage is WEIGHTS
+
+inline int32_t SchedPlan::deciding_weight(int32_t id) const {
+  const Op node_op = op(id);
+  for (int j = 0, n = n_src(static_cast<size_t>(id)); j < n; ++j) {
+    const int32_t s = src(static_cast<size_t>(id), j);
+    if (s >= 0 && has(s, kIsWeight) && !is_auxiliary_source(node_op, j)) return s;
+  }
+  return -1;
+}
 
 Status pass1_preassign(SchedPlan& plan, const Graph& g, const BackendSet& bs, const PassOptions& opt);
 void pass2_expand(SchedPlan& plan, const Graph& g, const BackendSet& bs);
