@@ -27,23 +27,38 @@ void copy_name(Tensor& cpy, const char* backend, const char* tensor, int slot) {
   *out = '\0';
 }
 
-// Per-slot copies of tensor `id` in backend b (created once): same layout, named <backend>#<tensor>#<slot>. A graph
-// input's own copies (pipelined) are flagged INPUT|OUTPUT: written before the first split, alive for the whole
-// evaluation. Split inputs' copies are ordinary tensors for the planner (the scheduler puts each slot's in its own
-// region). Returns the copy set.
-Result<int32_t> make_copies(SchedPlan& plan, const BackendSet& bs, int32_t id, int b, int n_copies,
-                            bool graph_input) {
-  const Tensor& src = *plan.tensor(id);
-  std::array<Tensor*, kParallelCopies> slots{};
-  for (int c = 0; c < n_copies; ++c) {
-    Tensor* cpy = plan.copy_ctx->new_tensor(src.type, kMaxDims, src.ne);
-    if (cpy == nullptr) return plan.copy_ctx->status();
-    std::memcpy(cpy->nb, src.nb, sizeof cpy->nb);
-    copy_name(*cpy, bs.name(b), src.name, c);
-    if (graph_input) cpy->flags |= kFlagInput | kFlagOutput;
-    slots[static_cast<size_t>(c)] = cpy;
+// The Tensors of the copy sets from `first` on (registered by the loop of pass 5): per slot, same layout as the
+// tensor copied, named <backend>#<tensor>#<slot>. A graph input's own copies (pipelined) are flagged INPUT|OUTPUT:
+// written before the first split, alive for the whole evaluation. Split inputs' copies are ordinary tensors for the
+// planner (the scheduler puts each slot's in its own region).
+// Made in one run after the loop rather than one set at a time inside it: the tensors copied were last read by
+// index, so on a large graph each is a cache miss; here the next ones are prefetched while one is copied.
+Status make_copies(SchedPlan& plan, const BackendSet& bs, size_t first) {
+  constexpr size_t kAhead = 8;
+  const size_t n = plan.n_copy_sets();
+  auto prefetch = [&](size_t set) {
+    const char* p = reinterpret_cast<const char*>(plan.tensor(plan.copy_set_key(static_cast<int32_t>(set)).id));
+    prefetch_line(p);                                    // type, ne
+    prefetch_line(p + offsetof(Tensor, op) - 1);         // nb
+    prefetch_line(p + offsetof(Tensor, name));           // name
+    prefetch_line(p + offsetof(Tensor, name) + kMaxName - 1);
+  };
+  for (size_t set = first; set < std::min(n, first + kAhead); ++set) prefetch(set);
+  for (size_t set = first; set < n; ++set) {
+    if (set + kAhead < n) prefetch(set + kAhead);
+    const auto k = static_cast<int32_t>(set);
+    const SchedPlan::CopySetKey key = plan.copy_set_key(k);
+    const Tensor& src = *plan.tensor(key.id);
+    for (int c = 0; c < static_cast<int>(kParallelCopies) && plan.copy_id_in_set(k, c) >= 0; ++c) {
+      Tensor* cpy = plan.copy_ctx->new_tensor(src.type, kMaxDims, src.ne);
+      if (cpy == nullptr) return plan.copy_ctx->status();
+      std::memcpy(cpy->nb, src.nb, sizeof cpy->nb);
+      copy_name(*cpy, bs.name(key.backend), src.name, c);
+      if (key.graph_input) cpy->flags |= kFlagInput | kFlagOutput;
+      plan.set_copy(k, c, cpy);
+    }
   }
-  return plan.add_copy_set(id, b, slots, graph_input);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -56,6 +71,7 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
   }
   plan.recycle_splits();
   plan.node_split.assign(g.n_nodes(), -1);
+  const size_t first_set = plan.n_copy_sets(), first_rewrite = plan.rewrites.size();
   const bool pipelined = opt.n_copies > 1;
   const size_t slot = static_cast<size_t>(opt.slot);
 
@@ -147,44 +163,31 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
       }
       // With pipelining, user inputs get per-slot copies on their own backend, so the user can overwrite them while
       // an earlier evaluation still reads the previous values.
-      Tensor* read = nullptr;  // the copy to read instead, if any
-      int32_t read_id = -1;
+      int32_t read_id = -1;  // the copy to read instead, if any
       // (Leafs only: a computed tensor flagged input is produced by its node, not written by the user.)
       if (pipelined && plan.has(s, SchedPlan::kNoneOp) && plan.has(s, SchedPlan::kInputFlag) &&
           !plan.is_copy_id(s) && !is_written(s)) {
         int32_t set = plan.copy_set(s, sb);
         if (set < 0) {
-          Result<int32_t> made = make_copies(plan, bs, s, sb, opt.n_copies, true);
-          if (!made.ok()) return made.status();
-          set = *made;
+          set = plan.add_copy_set(s, sb, opt.n_copies, true);
           plan.graph_inputs.push_back(plan.user_tensor(s));
           plan.graph_input_ids.push_back(s);
         }
-        if (sb == nb || !foreign(s, nb)) {
-          read = plan.copy_in_set(set, static_cast<int>(slot));
-          read_id = plan.copy_id_in_set(set, static_cast<int>(slot));
-        }
+        if (sb == nb || !foreign(s, nb)) read_id = plan.copy_id_in_set(set, static_cast<int>(slot));
       }
       if (foreign(s, nb)) {
         int32_t set = plan.copy_set(s, nb);
         if (set < 0) {
-          Result<int32_t> made = make_copies(plan, bs, s, nb, opt.n_copies, false);
-          if (!made.ok()) return made.status();
-          set = *made;
+          set = plan.add_copy_set(s, nb, opt.n_copies, false);
           cur->inputs.push_back(plan.user_tensor(s));
           cur->input_ids.push_back(s);
-          cur->input_copies.push_back(plan.copy_set_copies(set));
-          cur->input_sets.push_back(set);
+          cur->input_sets.push_back(set);  // (input_copies: once the copies exist)
           mark_copied_root(plan.root(s));
         }
-        read = plan.copy_in_set(set, static_cast<int>(slot));
         read_id = plan.copy_id_in_set(set, static_cast<int>(slot));
       }
-      if (read != nullptr) {
-        Tensor* node = g.node(i);
-        plan.rewrites.push_back({node, j, plan.user_tensor(s), i, read_id});
-        node->src[j] = read;
-      }
+      // (the copy's Tensor, and so the rewrite itself, comes after the loop)
+      if (read_id >= 0) plan.rewrites.push_back({g.node(i), j, plan.user_tensor(s), i, read_id});
     }
     // A node that writes into a tensor (CPY, SET_ROWS) makes the copies made so far of that tensor and its views
     // stale: later readers on other backends get fresh copies (earlier splits keep theirs in input_copies). A graph
@@ -207,6 +210,18 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
     const int b = plan.backend(0);
     plan.new_split(b >= 0 ? b : bs.last(), 0, g.n_nodes());
     plan.node_split.assign(g.n_nodes(), 0);
+  }
+
+  // The copies' Tensors, then the splits' lists of them and the source rewrites (the nodes' Tensors are only
+  // written: a store that misses the cache does not stall).
+  TS_RETURN_IF_ERROR(make_copies(plan, bs, first_set));
+  for (Split& sp : plan.splits) {
+    sp.input_copies.resize(sp.input_sets.size());
+    for (size_t k = 0; k < sp.input_sets.size(); ++k) sp.input_copies[k] = plan.copy_set_copies(sp.input_sets[k]);
+  }
+  for (size_t r = first_rewrite; r < plan.rewrites.size(); ++r) {
+    const SchedPlan::Rewrite& w = plan.rewrites[r];
+    w.node->src[w.src] = plan.user_tensor(w.replacement);
   }
   return Status::Ok();
 }

@@ -16,6 +16,18 @@
 
 namespace tessera::sched {
 
+// A prefetch of the cache line holding p, which the compiler keeps (GCC 12 drops some __builtin_prefetch calls, e.g.
+// a loop that does nothing else).
+inline void prefetch_line(const void* p) {
+#if defined(__x86_64__)
+  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+#elif defined(__aarch64__)
+  asm volatile("prfm pldl1keep, %0" : : "Q"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p);
+#endif
+}
+
 // What the passes may ask about the backends (index 0 = highest priority; the last is the CPU fallback).
 class BackendSet {
  public:
@@ -250,10 +262,11 @@ class SchedPlan {
     return copy_set_ids_[static_cast<size_t>(set)][static_cast<size_t>(slot)];
   }
   size_t n_ids() const { return tensors_.size(); }
-  // Registers a new set of per-slot copies of tensor `id` in backend b; returns the set. graph_input: a graph input's
-  // own per-slot copies (pipelined).
-  int32_t add_copy_set(int32_t id, int backend, const std::array<Tensor*, kParallelCopies>& copies,
-                       bool graph_input = false);
+  // Registers a new set of n_copies per-slot copies of tensor `id` in backend b and returns it; graph_input: a graph
+  // input's own per-slot copies (pipelined). The copies get their ids now and their Tensors with set_copy: pass 5
+  // makes the Tensors of all its sets at the end, in one run (see there). Until then the set's copies are null.
+  int32_t add_copy_set(int32_t id, int backend, int n_copies, bool graph_input = false);
+  void set_copy(int32_t set, int slot, Tensor* t);
   const std::array<Tensor*, kParallelCopies>& copy_set_copies(int32_t set) const {
     return copy_sets_[static_cast<size_t>(set)];
   }
