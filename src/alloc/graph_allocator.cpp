@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "prefetch.h"
 #include "tensor_id_map.h"
 #include "dyn_allocator.h"
 #include "tessera/gallocr.h"
@@ -318,7 +319,17 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
   using Info = PlanInfo;
   std::vector<Info>& info = ix.info;
   info.assign(ix.tensors.size(), Info{});
+  // On a large graph the Tensors are far beyond the caches: this loop and the walk below prefetch the fields they
+  // read a few tensors ahead (detail::tensors_far).
+  constexpr size_t kAhead = 16;
+  const bool far = detail::tensors_far(ix.tensors.size());
+  for (size_t i = 0; far && i < std::min(kAhead, ix.tensors.size()); ++i) {
+    detail::prefetch_bytes(ix.tensors[i], offsetof(Tensor, flags), offsetof(Tensor, extra));
+  }
   for (size_t i = 0; i < ix.tensors.size(); ++i) {
+    if (far && i + kAhead < ix.tensors.size()) {  // flags, view_src, buffer, data
+      detail::prefetch_bytes(ix.tensors[i + kAhead], offsetof(Tensor, flags), offsetof(Tensor, extra));
+    }
     const Tensor* t = ix.tensors[i];
     info[i].external = is_external(t);
     info[i].pinned = info[i].pinned || is_pinned(t);
@@ -481,7 +492,13 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
       free_tensor(t);
     }
   };
+  for (int32_t i = 0; far && i < std::min(n_nodes, static_cast<int32_t>(kAhead)); ++i) {
+    detail::prefetch_bytes(tensor(i), 0, offsetof(Tensor, op) + sizeof(Op));
+  }
   for (int32_t i = 0; i < n_nodes; ++i) {
+    if (far && i + static_cast<int32_t>(kAhead) < n_nodes) {  // type, shape, op (alloc_size, try_inplace)
+      detail::prefetch_bytes(tensor(i + static_cast<int32_t>(kAhead)), 0, offsetof(Tensor, op) + sizeof(Op));
+    }
     const int b = node_buft(static_cast<size_t>(i));
     if (!rec(i).allocated && vsrc_of(i) < 0 && !rec(i).external && !try_inplace(i, b)) alloc_tensor(i, b);
     if (!error.ok()) return error;

@@ -233,11 +233,8 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   // Two distances: the tensor itself kAhead ahead; kNear ahead (its lines have arrived by then) the first line
   // (type, shape) of its sources and view source, which the backends' supports_op reads.
   constexpr size_t kAhead = 16, kNear = 10;
-  auto prefetch = [&](size_t i) {
-    // every line from the type to the buffer pointer (the fields read here and by supports_op)
-    const char* p = reinterpret_cast<const char*>(tensors_[i]);
-    for (size_t off = 0; off < offsetof(Tensor, buffer); off += 64) prefetch_line(p + off);
-    prefetch_line(p + offsetof(Tensor, buffer) + sizeof(Buffer*) - 1);
+  auto prefetch = [&](size_t i) {  // from the type to the buffer pointer (read here and by supports_op)
+    detail::prefetch_bytes(tensors_[i], 0, offsetof(Tensor, buffer) + sizeof(Buffer*));
   };
   auto prefetch_sources = [&](size_t i) {
     const Tensor& t = *tensors_[i];
@@ -249,10 +246,7 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
     }
     if (t.view_src != nullptr) prefetch_line(reinterpret_cast<const char*>(t.view_src) + offsetof(Tensor, buffer));
   };
-  // Only where the Tensors outgrow the caches (measured: no gain at 4 MiB of Tensors, 10k nodes; 40 % off index at
-  // 14 MiB; a 5 % cost at 0.4 MiB).
-  constexpr size_t kFarBytes = size_t{4} << 20;
-  const bool far = n_graph_ * sizeof(Tensor) > kFarBytes;
+  const bool far = detail::tensors_far(n_graph_);  // (only where the Tensors outgrow the caches)
   for (size_t k = 0; far && k < std::min(kAhead, n_graph_); ++k) prefetch(id_at(k));
   for (size_t k = 0; far && k < std::min(kNear, n_graph_); ++k) prefetch_sources(id_at(k));
   int likely = bs.last();

@@ -37,11 +37,9 @@ Status make_copies(SchedPlan& plan, const BackendSet& bs, size_t first) {
   constexpr size_t kAhead = 8;
   const size_t n = plan.n_copy_sets();
   auto prefetch = [&](size_t set) {
-    const char* p = reinterpret_cast<const char*>(plan.tensor(plan.copy_set_key(static_cast<int32_t>(set)).id));
-    prefetch_line(p);                                    // type, ne
-    prefetch_line(p + offsetof(Tensor, op) - 1);         // nb
-    prefetch_line(p + offsetof(Tensor, name));           // name
-    prefetch_line(p + offsetof(Tensor, name) + kMaxName - 1);
+    const Tensor* t = plan.tensor(plan.copy_set_key(static_cast<int32_t>(set)).id);
+    detail::prefetch_bytes(t, 0, offsetof(Tensor, op));  // type, ne, nb
+    detail::prefetch_bytes(t, offsetof(Tensor, name), sizeof(Tensor));
   };
   for (size_t set = first; set < std::min(n, first + kAhead); ++set) prefetch(set);
   for (size_t set = first; set < n; ++set) {

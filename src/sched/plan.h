@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../alloc/prefetch.h"
 #include "../alloc/tensor_id_map.h"
 #include "tessera/backend.h"
 #include "tessera/context.h"
@@ -16,17 +17,7 @@
 
 namespace tessera::sched {
 
-// A prefetch of the cache line holding p, which the compiler keeps (GCC 12 drops some __builtin_prefetch calls, e.g.
-// a loop that does nothing else).
-inline void prefetch_line(const void* p) {
-#if defined(__x86_64__)
-  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
-#elif defined(__aarch64__)
-  asm volatile("prfm pldl1keep, %0" : : "Q"(*static_cast<const char*>(p)));
-#else
-  __builtin_prefetch(p);
-#endif
-}
+using detail::prefetch_line;
 
 // What the passes may ask about the backends (index 0 = highest priority; the last is the CPU fallback).
 class BackendSet {

@@ -166,7 +166,15 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
   // node i of g has id i, leaf i id n_nodes + i (SchedPlan::index)
   auto bid_of = [&](int b) { return buft_id[static_cast<size_t>(b < 0 ? static_cast<int>(backends.size()) - 1 : b)]; };
 
-  for (const auto& sp : plan.splits) {
+  // The dependency nodes read their inputs' Tensors, which on a large graph are far beyond the caches by now: the
+  // inputs of a few splits ahead are prefetched.
+  constexpr size_t kAhead = 4;
+  const bool far = detail::tensors_far(g.n_nodes() + g.n_leafs());
+  for (size_t si = 0; si < plan.splits.size(); ++si) {
+    const sched::Split& sp = plan.splits[si];
+    if (far && si + kAhead < plan.splits.size()) {
+      for (const Tensor* in : plan.splits[si + kAhead].inputs) detail::prefetch_bytes(in, 0, sizeof(Tensor));
+    }
     for (size_t k = 0; k < sp.inputs.size(); ++k) {
       Tensor* in = sp.inputs[k];
       // A view op among this split's own nodes (pass 5 puts a view in the split where the graph has it, and the
