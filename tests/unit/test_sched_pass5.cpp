@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "../../src/alloc/prefetch.h"
 #include "sched_doubles.h"
 #include "sched_net.h"
 
@@ -293,6 +294,42 @@ TEST(SchedPass5, SplitsOfAnEarlierGraphLeaveNothingBehind) {
   ns.set_inputs(9);
   ASSERT_EQ(s->graph_compute(ns.graph), ComputeStatus::kSuccess) << s->last_error();
   EXPECT_EQ(ns.read_outputs(), cpu_reference(small, 3, 9));
+}
+
+// On graphs whose Tensors outgrow the caches, index, pass 5, the planner and the planner's graph prefetch the Tensors
+// they read (src/alloc/prefetch.h). Prefetching changes no decision: with it forced on, the splits, causes, copies
+// and planned sizes are those without it, and the result is the CPU's. (It also runs those paths under the sanitizers,
+// which no test graph is large enough to reach otherwise.)
+TEST(SchedPass5, PrefetchingForLargeGraphsChangesNothing) {
+  struct FarBytes {  // restores the threshold whatever happens
+    size_t saved = detail::far_bytes();
+    ~FarBytes() { detail::far_bytes() = saved; }
+  } guard;
+  for (const bool parallel : {false, true}) {
+    SCOPED_TRACE(parallel ? "parallel" : "serial");
+    Rig rig({Op::kSoftMax});
+    const Build build = fan_in(rig.gbuf(), 12);
+    auto run = [&](size_t far) {
+      detail::far_bytes() = far;
+      Net n;
+      n.finish(build(n), 6);
+      auto s = rig.sched(sched_params(parallel, 10));
+      Result<std::vector<size_t>> sizes = s->reserve_size(n.graph);
+      EXPECT_TRUE(sizes.ok()) << sizes.status().message();
+      EXPECT_TRUE(s->alloc_graph(n.graph).ok()) << s->last_error();
+      // the report names tensors, not addresses: the two runs' graphs can be compared by it
+      const std::string report = s->report();
+      n.set_inputs(8);
+      EXPECT_EQ(s->graph_compute(n.graph), ComputeStatus::kSuccess) << s->last_error();
+      EXPECT_EQ(n.read_outputs(), cpu_reference(build, 6, 8));
+      return std::make_pair(report, sizes.ok() ? *sizes : std::vector<size_t>{});
+    };
+    const auto without = run(SIZE_MAX);
+    const auto with = run(0);
+    EXPECT_GT(std::count(without.first.begin(), without.first.end(), '\n'), 10) << without.first;
+    EXPECT_EQ(with.first, without.first);
+    EXPECT_EQ(with.second, without.second);
+  }
 }
 
 // A node that brings 3 new inputs to a split holding 9 of at most 10 starts a new split (the anchor only checked a
