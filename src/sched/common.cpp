@@ -238,13 +238,12 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   };
   auto prefetch_sources = [&](size_t i) {
     const Tensor& t = *tensors_[i];
-    for (const Tensor* s : t.src) {  // type and shape (ne ends at byte 40: one or two lines)
-      if (s != nullptr) {
-        prefetch_line(s);
-        prefetch_line(reinterpret_cast<const char*>(s) + offsetof(Tensor, nb) - 1);
-      }
+    for (const Tensor* s : t.src) {  // type and shape
+      if (s != nullptr) detail::prefetch_bytes(s, 0, offsetof(Tensor, nb));
     }
-    if (t.view_src != nullptr) prefetch_line(reinterpret_cast<const char*>(t.view_src) + offsetof(Tensor, buffer));
+    if (t.view_src != nullptr) {
+      detail::prefetch_line(reinterpret_cast<const char*>(t.view_src) + offsetof(Tensor, buffer));
+    }
   };
   const bool far = detail::tensors_far(n_graph_);  // (only where the Tensors outgrow the caches)
   for (size_t k = 0; far && k < std::min(kAhead, n_graph_); ++k) prefetch(id_at(k));

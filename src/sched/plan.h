@@ -17,8 +17,6 @@
 
 namespace tessera::sched {
 
-using detail::prefetch_line;
-
 // What the passes may ask about the backends (index 0 = highest priority; the last is the CPU fallback).
 class BackendSet {
  public:
