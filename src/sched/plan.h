@@ -39,8 +39,8 @@ class BackendSet {
   }
 };
 
-// The BackendSet of real backends. The passes memoise supports_op per tensor in the plan (SchedPlan::supports); the
-// buffer-type answers are memoised here (a handful of types), until clear_cache() (called at the start of every split).
+// The BackendSet of real backends. It memoises nothing: the plan asks supports_op and offload_op once per tensor and
+// backend (SchedPlan::supports, offloads) and supports_buft once per buffer type (SchedPlan::buft_users), per split.
 class BackendList final : public BackendSet {
  public:
   BackendList(std::vector<Backend*> backends, std::vector<BufferType*> bufts,
@@ -50,19 +50,8 @@ class BackendList final : public BackendSet {
   const char* name(int b) const override { return backends_[static_cast<size_t>(b)]->name(); }
   bool supports_op(int b, const Tensor& t) const override { return backends_[static_cast<size_t>(b)]->supports_op(t); }
   bool supports_buft(int b, const BufferType& buft) const override {
-    if (b >= 16) return backends_[static_cast<size_t>(b)]->supports_buft(buft);
-    uint32_t* bits = nullptr;
-    for (auto& [type, answer] : buft_cache_) {
-      if (type == &buft) bits = &answer;
-    }
-    if (bits == nullptr) bits = &buft_cache_.emplace_back(&buft, 0u).second;
-    const uint32_t known = 1u << b, yes = 1u << (b + 16);
-    if ((*bits & known) == 0) {
-      *bits |= known | (backends_[static_cast<size_t>(b)]->supports_buft(buft) ? yes : 0u);
-    }
-    return (*bits & yes) != 0;
+    return backends_[static_cast<size_t>(b)]->supports_buft(buft);
   }
-  void clear_cache() { buft_cache_.clear(); }
   bool offload_op(int b, const Tensor& t) const override { return backends_[static_cast<size_t>(b)]->offload_op(t); }
   BufferType* compute_buft(int b) const override { return bufts_[static_cast<size_t>(b)]; }
   bool is_compute_buffer(const Buffer* b) const override { return is_compute_ && is_compute_(b); }
@@ -72,8 +61,6 @@ class BackendList final : public BackendSet {
   std::vector<Backend*> backends_;
   std::vector<BufferType*> bufts_;
   std::function<bool(const Buffer*)> is_compute_;
-  // low 16 bits: known; high 16: answer
-  mutable std::vector<std::pair<const BufferType*, uint32_t>> buft_cache_;
 };
 
 struct Assignment {

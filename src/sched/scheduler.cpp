@@ -121,7 +121,6 @@ void Scheduler::Impl::reset_plan() {
 Status Scheduler::Impl::split(Graph& g, int slot_for_sources) {
   reset_plan();
   plan.copy_ctx = std::make_unique<Context>(ContextParams{.no_alloc = true});
-  set->clear_cache();
   for (const auto& [t, b] : pins) plan.set(t, b, Cause::kUser);
   sched::PassOptions opt;
   opt.op_offload = params.op_offload;
