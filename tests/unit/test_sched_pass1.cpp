@@ -493,8 +493,8 @@ TEST_F(SchedPass1, EveryGraphTensorIsFoundByPointerAfterThePass) {
 
 // The plan's index asks most capability questions up front (while it holds each Tensor) and the passes ask the rest;
 // both share one memo. Over passes 1-4 of a graph with two GPUs, weights in three kinds of buffer, an offloadable op,
-// refused ops, views of a cache and a pinned node, no (backend, tensor) question is asked twice, and the placement is
-// the one the rules give.
+// refused ops, views of a cache and a pinned node, no (backend, tensor) question is asked twice, nor a (backend,
+// buffer type) one, and the placement is the one the rules give.
 TEST_F(SchedPass1, EveryCapabilityQuestionIsAskedAtMostOncePerSplit) {
   using ::testing::_;
   using ::testing::Invoke;
@@ -506,6 +506,12 @@ TEST_F(SchedPass1, EveryCapabilityQuestionIsAskedAtMostOncePerSplit) {
   ON_CALL(bs, offload_op(_, _)).WillByDefault(Invoke([&](int b, const Tensor& t) {
     ++offload_asks[{b, &t}];
     return offload_ops.at(static_cast<size_t>(b)).count(t.op) != 0;
+  }));
+  // supports_buft: the plan's memo is the only one (BackendList keeps none)
+  std::map<std::pair<int, const BufferType*>, int> buft_asks;
+  ON_CALL(bs, supports_buft(_, _)).WillByDefault(Invoke([&](int b, const BufferType& buft) {
+    ++buft_asks[{b, &buft}];
+    return usable_bufts.at(static_cast<size_t>(b)).count(&buft) != 0;
   }));
   refuse(kGpu0, Op::kSoftMax);
   refuse(kGpu1, Op::kSoftMax);
@@ -551,6 +557,11 @@ TEST_F(SchedPass1, EveryCapabilityQuestionIsAskedAtMostOncePerSplit) {
   }
   for (const auto& [key, n] : offload_asks) {
     EXPECT_EQ(n, 1) << "offload_op(" << bname(key.first) << ", " << key.second->name << ") asked " << n << " times";
+  }
+  EXPECT_FALSE(buft_asks.empty());
+  for (const auto& [key, n] : buft_asks) {
+    EXPECT_EQ(n, 1) << "supports_buft(" << bname(key.first) << ", " << key.second->name() << ") asked " << n
+                    << " times";
   }
   EXPECT_TRUE(FullyAssigned());  // (asks again itself)
 }
