@@ -26,6 +26,29 @@ struct PlanInfo {
   int block = -1;   // lifetime record of that block (for the offline placement)
 };
 
+// place_offline's working memory, kept from call to call (GraphIndex::offline).
+struct OfflineScratch {
+  struct Placed {  // a placed block, as a time bucket lists it
+    long start, end;
+    size_t lo, hi;        // its bytes [lo, hi) in the chunk
+    size_t first_bucket;  // the first bucket that lists it
+  };
+  struct Chunk {
+    size_t base = 0;  // bytes taken by lifelong blocks
+    size_t top = 0;
+    std::vector<std::vector<Placed>> buckets;  // placed finite blocks by time bucket
+  };
+  struct Key {
+    int lifelong_last;  // 0: lifelong
+    size_t inv_size;    // SIZE_MAX - size (0 for lifelong blocks)
+    long start;
+    int id;
+  };
+  std::vector<Key> keys;
+  std::vector<Chunk> chunks;
+  std::vector<std::pair<size_t, size_t>> busy;
+};
+
 // Dense ids for the tensors of a graph: node i is id i, leaf i is n_nodes + i, then sources and view sources outside
 // the graph. The planner keeps its per-tensor records in arrays indexed by these ids. When the graph carries positions
 // (GraphNodes::positions) a source's id comes from its position, checked against the pointer; otherwise, or when the
@@ -40,6 +63,7 @@ struct GraphIndex {
   std::vector<int32_t> vsrc;  // per id, -1: not a view
   size_t n_nodes = 0, n_leafs = 0;
   std::vector<PlanInfo> info;  // make_plan's records, per id (kept here so its memory is reused)
+  OfflineScratch offline;      // likewise place_offline's
 
   void complete_map() {
     map_pending = false;
@@ -304,6 +328,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
 
   std::vector<Lifetime> blocks;  // one per block the walk allocated, in allocation order
   long clock = 0;                // ticks at every allocation and free of the walk
+  std::vector<size_t> live(n_bufts, 0), peak(n_bufts, 0);  // bytes in blocks per buffer type: now, at most
   std::vector<DynamicAllocator> dyn;
   dyn.reserve(n_bufts);
   for (BufferType* b : bufts_) dyn.emplace_back(b->alignment(), b->max_size());
@@ -362,6 +387,8 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
     in.size = dyn[static_cast<size_t>(b)].aligned(need);
     in.block = static_cast<int>(blocks.size());
     blocks.push_back({b, in.size, clock++, kForever});
+    live[static_cast<size_t>(b)] += in.size;
+    peak[static_cast<size_t>(b)] = std::max(peak[static_cast<size_t>(b)], live[static_cast<size_t>(b)]);
   };
   auto free_tensor = [&](int32_t id) {
     Info& in = rec(id);
@@ -369,6 +396,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
     dyn[static_cast<size_t>(in.buft)].free(in.addr, in.size);
     in.allocated = false;
     blocks[static_cast<size_t>(in.block)].end = clock++;
+    live[static_cast<size_t>(in.buft)] -= in.size;
   };
   // Takes over the block of a dying source when the op can run in place (SPEC 8). Among several candidates the one
   // at the lowest address wins: the block that stays live grows from the bottom, so the hole the other one leaves
@@ -539,29 +567,8 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
 
   // 4. The walk placed blocks online, in allocation order. Knowing every lifetime now, place them again largest
   // first (offline); per buffer type keep whichever placement needs fewer bytes (or the one set_placement forces).
-  // The bytes live at the busiest moment bound every placement from below: where the online placement needs no more
-  // (one chunk of exactly that size), the offline one cannot win and is not computed. Every clock tick is one
-  // block's allocation or free, so one sweep over the ticks finds each type's peak.
-  std::vector<size_t> peak(n_bufts, 0);
-  if (placement_ == Placement::kBest) {
-    std::vector<int64_t> delta(static_cast<size_t>(clock), 0);
-    std::vector<int> tick_buft(static_cast<size_t>(clock), -1);
-    for (const Lifetime& l : blocks) {
-      delta[static_cast<size_t>(l.start)] += static_cast<int64_t>(l.size);
-      tick_buft[static_cast<size_t>(l.start)] = l.buft;
-      if (l.end != kForever) {
-        delta[static_cast<size_t>(l.end)] -= static_cast<int64_t>(l.size);
-        tick_buft[static_cast<size_t>(l.end)] = l.buft;
-      }
-    }
-    std::vector<int64_t> live(n_bufts, 0);
-    for (size_t t = 0; t < delta.size(); ++t) {
-      if (tick_buft[t] < 0) continue;
-      const auto b = static_cast<size_t>(tick_buft[t]);
-      live[b] += delta[t];
-      peak[b] = std::max(peak[b], static_cast<size_t>(live[b]));  // (never negative: a block ends after it starts)
-    }
-  }
+  // The bytes live at the busiest moment (`peak`, kept by the walk) bound every placement from below: where the
+  // online placement needs no more (one chunk of exactly that size), the offline one cannot win and is not computed.
   for (size_t b = 0; b < n_bufts && placement_ != Placement::kOnline; ++b) {
     if (placement_ == Placement::kBest && plan->chunk_sizes[b].size() <= 1 &&
         (plan->chunk_sizes[b].empty() || plan->chunk_sizes[b][0] <= peak[b])) {
@@ -569,7 +576,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
     }
     std::vector<BlockAddress> addr;
     std::vector<size_t> sizes;
-    place_offline(blocks, static_cast<int>(b), dyn[b].chunk_limit(), walk_start, &addr, &sizes);
+    place_offline(blocks, static_cast<int>(b), dyn[b].chunk_limit(), walk_start, &addr, &sizes, ix.offline);
     size_t online = 0, offline = 0;
     for (size_t c : plan->chunk_sizes[b]) online += c;
     for (size_t c : sizes) offline += c;
@@ -593,54 +600,58 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
 // the already placed blocks whose lifetimes overlap its own, in the first chunk where it fits. Blocks that exist from
 // the start to the end (placed before the walk and never freed) are stacked at the bottom first: they overlap
 // everything. Placed blocks are indexed by time bucket, so each placement only looks at blocks live around the same
-// time.
+// time; a bucket holds what the query needs of each block (lifetime and bytes), and a block spanning several buckets
+// counts in the first of them that the query visits.
 void GraphAllocator::place_offline(const std::vector<Lifetime>& blocks, int b, size_t limit, long walk_start,
-                                   std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes) {
+                                   std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes,
+                                   OfflineScratch& scratch) {
   addr->assign(blocks.size(), BlockAddress{});
   chunk_sizes->clear();
-  std::vector<int> order;
+  // The order: lifelong blocks first, in allocation order, then the others by size, largest first, ties by start.
+  // Sorted as keys (no look-ups into `blocks` while sorting); the last key, the block's index, makes the order total.
+  std::vector<OfflineScratch::Key>& keys = scratch.keys;
+  keys.clear();
   long t_end = 1;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    if (blocks[i].buft != b) continue;
-    order.push_back(static_cast<int>(i));
-    t_end = std::max(t_end, (blocks[i].end != kForever ? blocks[i].end : blocks[i].start) + 1);
-  }
-  if (order.empty()) return;
   auto lifelong = [&](const Lifetime& l) { return l.end == kForever && l.start < walk_start; };
-  auto end_of = [&](const Lifetime& l) { return l.end == kForever ? t_end : l.end; };
-  std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
-    const Lifetime& a = blocks[static_cast<size_t>(x)];
-    const Lifetime& c = blocks[static_cast<size_t>(y)];
-    const bool fa = lifelong(a), fc = lifelong(c);
-    if (fa != fc) return fa;               // lifelong blocks first
-    if (fa) return a.start < c.start;      // in allocation order
-    if (a.size != c.size) return a.size > c.size;
-    return a.start < c.start;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const Lifetime& l = blocks[i];
+    if (l.buft != b) continue;
+    const bool ll = lifelong(l);
+    keys.push_back({ll ? 0 : 1, ll ? 0 : SIZE_MAX - l.size, l.start, static_cast<int>(i)});
+    t_end = std::max(t_end, (l.end != kForever ? l.end : l.start) + 1);
+  }
+  if (keys.empty()) return;
+  std::sort(keys.begin(), keys.end(), [](const OfflineScratch::Key& x, const OfflineScratch::Key& y) {
+    if (x.lifelong_last != y.lifelong_last) return x.lifelong_last < y.lifelong_last;
+    if (x.inv_size != y.inv_size) return x.inv_size < y.inv_size;
+    if (x.start != y.start) return x.start < y.start;
+    return x.id < y.id;
   });
+  auto end_of = [&](const Lifetime& l) { return l.end == kForever ? t_end : l.end; };
   constexpr long kBucket = 64;
   const size_t n_buckets = static_cast<size_t>(t_end / kBucket + 1);
-  struct Chunk {
-    size_t base = 0;  // bytes taken by lifelong blocks
-    size_t top = 0;
-    std::vector<std::vector<int>> buckets;  // placed finite blocks by time bucket
-  };
-  std::vector<Chunk> chunks;
+  using Placed = OfflineScratch::Placed;
+  // Chunks reuse the scratch's bucket lists (their capacity) from call to call.
+  std::vector<OfflineScratch::Chunk>& chunks = scratch.chunks;
+  size_t n_chunks = 0;
   auto new_chunk = [&]() {
-    chunks.emplace_back();
-    chunks.back().buckets.resize(n_buckets);
+    if (n_chunks == chunks.size()) chunks.emplace_back();
+    OfflineScratch::Chunk& ch = chunks[n_chunks++];
+    ch.base = ch.top = 0;
+    if (ch.buckets.size() < n_buckets) ch.buckets.resize(n_buckets);
+    for (size_t k = 0; k < n_buckets; ++k) ch.buckets[k].clear();
   };
   new_chunk();
-  std::vector<int> seen(blocks.size(), -1);  // de-duplicates candidates per query
-  int query = 0;
-  std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of conflicting blocks
-  for (int id : order) {
+  std::vector<std::pair<size_t, size_t>>& busy = scratch.busy;  // [offset, end) of conflicting blocks
+  for (const OfflineScratch::Key& key : keys) {
+    const int id = key.id;
     const Lifetime& lt = blocks[static_cast<size_t>(id)];
     BlockAddress& out = (*addr)[static_cast<size_t>(id)];
     if (lifelong(lt)) {
       // lifelong: stack at the bottom of the first chunk with room
       size_t c = 0;
-      while (c < chunks.size() && chunks[c].base + lt.size > limit) ++c;
-      if (c == chunks.size()) new_chunk();
+      while (c < n_chunks && chunks[c].base + lt.size > limit) ++c;
+      if (c == n_chunks) new_chunk();
       out = {static_cast<int>(c), chunks[c].base};
       chunks[c].base += lt.size;
       chunks[c].top = std::max(chunks[c].top, chunks[c].base);
@@ -649,19 +660,13 @@ void GraphAllocator::place_offline(const std::vector<Lifetime>& blocks, int b, s
     const long lt_end = end_of(lt);
     const size_t b0 = static_cast<size_t>(lt.start / kBucket), b1 = static_cast<size_t>(lt_end / kBucket);
     bool placed = false;
-    for (size_t c = 0; c < chunks.size() && !placed; ++c) {
-      Chunk& ch = chunks[c];
+    for (size_t c = 0; c < n_chunks && !placed; ++c) {
+      OfflineScratch::Chunk& ch = chunks[c];
       busy.clear();
-      ++query;
       for (size_t k = b0; k <= b1; ++k) {
-        for (int other : ch.buckets[k]) {
-          if (seen[static_cast<size_t>(other)] == query) continue;
-          seen[static_cast<size_t>(other)] = query;
-          const Lifetime& o = blocks[static_cast<size_t>(other)];
-          if (o.start < lt_end && lt.start < end_of(o)) {
-            const BlockAddress& oa = (*addr)[static_cast<size_t>(other)];
-            busy.emplace_back(oa.offset, oa.offset + o.size);
-          }
+        for (const Placed& o : ch.buckets[k]) {
+          if (std::max(o.first_bucket, b0) != k) continue;  // counted in an earlier bucket of this query
+          if (o.start < lt_end && lt.start < o.end) busy.emplace_back(o.lo, o.hi);
         }
       }
       std::sort(busy.begin(), busy.end());
@@ -678,18 +683,18 @@ void GraphAllocator::place_offline(const std::vector<Lifetime>& blocks, int b, s
       if (best + lt.size > limit) continue;
       out = {static_cast<int>(c), best};
       ch.top = std::max(ch.top, best + lt.size);
-      for (size_t k = b0; k <= b1; ++k) ch.buckets[k].push_back(id);
+      for (size_t k = b0; k <= b1; ++k) ch.buckets[k].push_back({lt.start, lt_end, best, best + lt.size, b0});
       placed = true;
     }
     if (!placed) {
       new_chunk();
-      Chunk& ch = chunks.back();
-      out = {static_cast<int>(chunks.size()) - 1, 0};
+      OfflineScratch::Chunk& ch = chunks[n_chunks - 1];
+      out = {static_cast<int>(n_chunks) - 1, 0};
       ch.top = lt.size;
-      for (size_t k = b0; k <= b1; ++k) ch.buckets[k].push_back(id);
+      for (size_t k = b0; k <= b1; ++k) ch.buckets[k].push_back({lt.start, lt_end, 0, lt.size, b0});
     }
   }
-  for (const Chunk& ch : chunks) chunk_sizes->push_back(ch.top);
+  for (size_t c = 0; c < n_chunks; ++c) chunk_sizes->push_back(chunks[c].top);
 }
 
 Status GraphAllocator::grow_buffers(const Plan& plan) {

@@ -16,6 +16,7 @@ namespace tessera {
 class DynamicAllocator;
 struct BlockAddress;
 struct GraphIndex;
+struct OfflineScratch;
 
 // The nodes and leafs the planner works on: a Graph's, or lists the caller built (the scheduler's planner graph, which
 // needs no Graph and its duplicate check). Converts implicitly from a Graph, which must outlive it.
@@ -168,7 +169,8 @@ class GraphAllocator {
     long end;
   };
   static void place_offline(const std::vector<Lifetime>& blocks, int buft, size_t limit, long walk_start,
-                            std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes);
+                            std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes,
+                            OfflineScratch& scratch);
   Status make_plan(GraphNodes graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
                    Plan* plan) const;
   // The dense index of a graph (tensor ids, source ids), rebuilt in place for every plan and check.
