@@ -533,11 +533,16 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
 
     NodePlan& np = plan->nodes[static_cast<size_t>(i)];
     np.dst = planned(i);
-    for (int j = 0; j < kMaxSrc; ++j) {
+    // The slots from n_src on are empty; the others are recorded, and each source's count of readers drops.
+    const int used = n_src(i);
+    for (int j = used; j < kMaxSrc; ++j) np.ref[j] = SrcRef{};
+    for (int j = 0; j < used; ++j) {
       const int32_t s = src_of(i, j);
       if (s < 0) {
         np.ref[j] = SrcRef{};
-      } else if (s < n_nodes) {
+        continue;
+      }
+      if (s < n_nodes) {
         np.ref[j] = {SrcRef::kNode, s};
       } else if (s < n_nodes + n_leafs) {
         np.ref[j] = rec(s).input ? SrcRef{SrcRef::kInputLeaf, -1} : SrcRef{SrcRef::kLeaf, s - n_nodes};
@@ -545,11 +550,6 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
         np.ref[j] = {SrcRef::kOther, -1};
         plan->others.push_back({static_cast<size_t>(i), j, outside[static_cast<size_t>(s - n_known)]});
       }
-    }
-
-    for (int j = 0; j < n_src(i); ++j) {
-      const int32_t s = src_of(i, j);
-      if (s < 0) continue;
       Info& si = rec(s);
       // the count from the register: reloading it together with n_views as one 8-byte word would wait on this store
       const int left = --si.n_children;

@@ -26,8 +26,7 @@ void SchedPlan::clear() {
   fixed_buft_.clear();
   facts_.clear();
   copy_origin_.clear();
-  src_.clear();
-  n_src_.clear();
+  // src_ and n_src_ keep their size: index() writes every entry it uses (and only its own ids are read)
   compute_nodes_.clear();
   indexed_ = nullptr;
   map_pending_ = false;
@@ -224,8 +223,10 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   facts_.resize(n_graph_, 0);
   copy_origin_.resize(n_graph_, -1);
   map_pending_ = true;
-  src_.resize(n_graph_ * kMaxSrc);
-  n_src_.resize(n_graph_);
+  // (grown, never zeroed: the loop below writes every graph tensor's slots; on a large graph zeroing them first
+  // costs a few per cent of the split)
+  if (src_.size() < n_graph_ * kMaxSrc) src_.resize(n_graph_ * kMaxSrc);
+  if (n_src_.size() < n_graph_) n_src_.resize(n_graph_);
   // One pass over the tensors (sources, facts and the backends' answers together), leafs first (pass 1's questions
   // about a node depend on its weights' facts), prefetching a few tensors ahead: on a large graph the Tensors (over
   // 300 bytes each) are far beyond the caches, and reading each once is most of the cost.

@@ -294,8 +294,8 @@ class SchedPlan {
   std::vector<const BufferType*> fixed_buft_;
   std::vector<uint8_t> facts_;
   std::vector<int32_t> copy_origin_;  // id of the tensor a copy copies, -1 for others
-  std::vector<int32_t> src_;          // n_nodes_ * kMaxSrc
-  std::vector<uint8_t> n_src_;        // per node and leaf (n_src)
+  std::vector<int32_t> src_;          // kMaxSrc per node and leaf (its size only grows: see index)
+  std::vector<uint8_t> n_src_;        // per node and leaf (n_src; likewise)
   std::vector<int32_t> compute_nodes_;
   const Graph* indexed_ = nullptr;
   size_t n_nodes_ = 0, n_leafs_ = 0;

@@ -1,9 +1,23 @@
 // Scheduler lifecycle: creation, split, reserve, allocation, reset, queries (SPEC 9.6, 9.8).
 #include <cstdio>
+#include <cstring>
 
 #include "scheduler_impl.h"
 
 namespace tessera {
+
+namespace {
+
+// "<input> (dep)", the input's name cut at 40 characters (no printf: one per split input and split).
+void dep_name(Tensor& dep, const char* input) {
+  constexpr int kKept = 40;
+  static_assert(kKept + sizeof(" (dep)") <= kMaxName, "the dependency's name fits");
+  char* out = dep.name;
+  for (int i = 0; i < kKept && input[i] != '\0'; ++i) *out++ = input[i];
+  std::memcpy(out, " (dep)", sizeof(" (dep)"));
+}
+
+}  // namespace
 
 const char* cause_name(Cause cause) {
   switch (cause) {
@@ -191,7 +205,7 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
         if (dep == nullptr) continue;  // cannot happen: same shape as its source
         dep->op = Op::kView;
         dep->src[0] = in;
-        format_name(*dep, "%.40s (dep)", in->name);
+        dep_name(*dep, in->name);
         const int in_backend = plan.backend(in_id);
         const int32_t dep_id = plan.add_new(dep);
         plan.set_id(dep_id, in_backend, Cause::kCopy);
