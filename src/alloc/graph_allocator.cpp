@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 #include "prefetch.h"
 #include "tensor_id_map.h"
@@ -622,10 +623,7 @@ void GraphAllocator::place_offline(const std::vector<Lifetime>& blocks, int b, s
   }
   if (keys.empty()) return;
   std::sort(keys.begin(), keys.end(), [](const OfflineScratch::Key& x, const OfflineScratch::Key& y) {
-    if (x.lifelong_last != y.lifelong_last) return x.lifelong_last < y.lifelong_last;
-    if (x.inv_size != y.inv_size) return x.inv_size < y.inv_size;
-    if (x.start != y.start) return x.start < y.start;
-    return x.id < y.id;
+    return std::tie(x.lifelong_last, x.inv_size, x.start, x.id) < std::tie(y.lifelong_last, y.inv_size, y.start, y.id);
   });
   auto end_of = [&](const Lifetime& l) { return l.end == kForever ? t_end : l.end; };
   constexpr long kBucket = 64;
