@@ -453,29 +453,26 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
     return p;
   };
 
-  // 1. Count uses and views.
-  for (int32_t i = 0; i < n_nodes; ++i) {
-    if (vsrc_of(i) >= 0) rec(vsrc_of(i)).n_views++;
-    for (int j = 0; j < n_src(i); ++j) {
-      const int32_t s = src_of(i, j);
-      if (s >= 0) rec(s).n_children++;
-    }
-  }
-  // 2. Leafs without memory first, then INPUT tensors (they must exist before computation starts).
+  // 1. Leafs without memory first, then INPUT tensors (they must exist before computation starts); the same walk
+  // over the nodes counts every tensor's uses and views (allocation does not depend on the counts).
   for (int32_t i = 0; i < n_leafs; ++i) alloc_tensor(n_nodes + i, leaf_buft(static_cast<size_t>(i)));
   for (int32_t i = 0; i < n_nodes; ++i) {
+    if (vsrc_of(i) >= 0) rec(vsrc_of(i)).n_views++;
     if (rec(i).input) alloc_tensor(i, node_buft(static_cast<size_t>(i)));
     for (int j = 0; j < n_src(i); ++j) {
       const int32_t s = src_of(i, j);
-      if (s < 0 || !rec(s).input) continue;
-      alloc_tensor(s, s < n_nodes ? node_buft(static_cast<size_t>(s)) : node_buft(static_cast<size_t>(i)));
+      if (s < 0) continue;
+      Info& si = rec(s);
+      si.n_children++;
+      if (si.input) alloc_tensor(s, s < n_nodes ? node_buft(static_cast<size_t>(s)) : node_buft(static_cast<size_t>(i)));
     }
   }
-  // Sources outside the graph (replaced by hand after the graph was built) are like leafs: they get memory before
+  // 2. Sources outside the graph (replaced by hand after the graph was built) are like leafs: they get memory before
   // the walk, in the buffer type of their first user, so that what the caller writes into them before computing is
-  // not overwritten by a node that ran earlier. So does the root of such a source when it is a view.
+  // not overwritten by a node that ran earlier. So does the root of such a source when it is a view. (The index
+  // numbers them after the nodes and leafs: without any, there is nothing to look for.)
   const int32_t n_known = n_nodes + n_leafs;
-  for (int32_t i = 0; i < n_nodes; ++i) {
+  for (int32_t i = 0; i < n_nodes && ix.tensors.size() > static_cast<size_t>(n_known); ++i) {
     for (int j = 0; j < n_src(i); ++j) {
       const int32_t s = src_of(i, j);
       if (s < n_known) continue;
