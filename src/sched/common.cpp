@@ -108,12 +108,7 @@ void SchedPlan::complete_map() const {
   }
 }
 
-int32_t SchedPlan::resolve(const Tensor* t, int32_t pos) {
-  if (t == nullptr) return -1;
-  const int64_t id = Graph::position_to_id(pos, n_nodes_, n_leafs_);
-  if (id >= 0 && tensors_[static_cast<size_t>(id)] == t) return static_cast<int32_t>(id);
-  return intern(t);
-}
+int32_t SchedPlan::resolve_slow(const Tensor* t) { return t == nullptr ? -1 : intern(t); }
 
 // The facts of id i (tensor t): view source, fixed buffer type, flags. The graph's nodes and leafs find their view
 // source by position; other tensors intern it (appending it, so read_facts reaches it too).

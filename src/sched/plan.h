@@ -285,7 +285,13 @@ class SchedPlan {
   int32_t append(const Tensor* t);  // a new id for t (the pointer map is the caller's business)
   // The id of t, which the graph recorded at position pos; checked against the pointer (the graph may have been
   // changed since), looked up when it does not match.
-  int32_t resolve(const Tensor* t, int32_t pos);
+  int32_t resolve(const Tensor* t, int32_t pos) {
+    const int64_t id = Graph::position_to_id(pos, n_nodes_, n_leafs_);
+    // (a graph's nodes and leafs are never null, so a null t never matches)
+    if (id >= 0 && tensors_[static_cast<size_t>(id)] == t) [[likely]] return static_cast<int32_t>(id);
+    return resolve_slow(t);
+  }
+  [[gnu::noinline]] int32_t resolve_slow(const Tensor* t);  // null (-1), or not at its position: by pointer
   std::vector<const Tensor*> tensors_;
   std::vector<int8_t> backend_;
   std::vector<Cause> cause_;
