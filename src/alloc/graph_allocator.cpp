@@ -464,7 +464,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
       if (s < 0) continue;
       Info& si = rec(s);
       si.n_children++;
-      if (si.input) alloc_tensor(s, s < n_nodes ? node_buft(static_cast<size_t>(s)) : node_buft(static_cast<size_t>(i)));
+      if (si.input) alloc_tensor(s, node_buft(static_cast<size_t>(s < n_nodes ? s : i)));
     }
   }
   // 2. Sources outside the graph (replaced by hand after the graph was built) are like leafs: they get memory before
@@ -472,12 +472,14 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
   // not overwritten by a node that ran earlier. So does the root of such a source when it is a view. (The index
   // numbers them after the nodes and leafs: without any, there is nothing to look for.)
   const int32_t n_known = n_nodes + n_leafs;
-  for (int32_t i = 0; i < n_nodes && ix.tensors.size() > static_cast<size_t>(n_known); ++i) {
-    for (int j = 0; j < n_src(i); ++j) {
-      const int32_t s = src_of(i, j);
-      if (s < n_known) continue;
-      alloc_tensor(s, node_buft(static_cast<size_t>(i)));
-      if (vsrc_of(s) >= n_known) alloc_tensor(vsrc_of(s), node_buft(static_cast<size_t>(i)));
+  if (ix.tensors.size() > static_cast<size_t>(n_known)) {
+    for (int32_t i = 0; i < n_nodes; ++i) {
+      for (int j = 0; j < n_src(i); ++j) {
+        const int32_t s = src_of(i, j);
+        if (s < n_known) continue;
+        alloc_tensor(s, node_buft(static_cast<size_t>(i)));
+        if (vsrc_of(s) >= n_known) alloc_tensor(vsrc_of(s), node_buft(static_cast<size_t>(i)));
+      }
     }
   }
   if (!error.ok()) return error;
