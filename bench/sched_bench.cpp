@@ -16,7 +16,8 @@
 //
 // After the benchmarks a markdown table of all sizes is printed (for bench/RESULTS.md). --profile runs no benchmark:
 // it times each pass (and the teardown) separately with thread CPU timers, per size (--profile=N: only the N-layer
-// model), and one walk of the nodes through SchedPlan::assign vs dense arrays, and through supports_op. --report=N
+// model), one walk of the nodes through SchedPlan::assign vs dense arrays and through supports_op, the backends'
+// questions one split asks, and a floor (the reads and questions any scheduler must make, timed alone). --report=N
 // prints the splits of an N-layer model (backend, inputs, nodes with backend and cause) as split_graph cuts them, to
 // check the setup.
 #include <benchmark/benchmark.h>
@@ -411,6 +412,64 @@ void profile(int n_layer, int runs) {
     t_dense = std::min(t_dense, t2 - t1);
     t_supp = std::min(t_supp, t3 - t2);
   }
+  // The questions split_graph asks the backends (through a counting BackendSet), and a floor: the work any
+  // scheduler meeting SPEC 9 must do per split, timed alone. It reads every node's sources once, checking each
+  // against the graph's recorded position. It reads every leaf's buffer and that buffer's usage. It asks supports_op
+  // once per computed node, of the backend the node ends on (pass 4 must know that answer). Deciding, cutting splits
+  // and making copies come on top.
+  struct Counting final : sched::BackendSet {
+    const sched::BackendList& in;
+    mutable size_t op = 0, offload = 0, buft = 0;
+    explicit Counting(const sched::BackendList& l) : in(l) {}
+    int size() const override { return in.size(); }
+    const char* name(int b) const override { return in.name(b); }
+    bool supports_op(int b, const Tensor& t) const override { return ++op, in.supports_op(b, t); }
+    bool supports_buft(int b, const BufferType& bt) const override { return ++buft, in.supports_buft(b, bt); }
+    bool offload_op(int b, const Tensor& t) const override { return ++offload, in.offload_op(b, t); }
+    BufferType* compute_buft(int b) const override { return in.compute_buft(b); }
+  } counting(set);
+  {
+    sched::SchedPlan cp;
+    cp.copy_ctx = std::make_unique<Context>(ContextParams{.no_alloc = true});
+    (void)sched::split_graph(cp, g, counting, opt);
+    sched::restore_sources(cp);
+  }
+  std::vector<int8_t> final_backend;  // per node, from the plan of the split above
+  for (const Tensor* node : g.nodes()) final_backend.push_back(static_cast<int8_t>(plan->backend_of(node)));
+  double f_read = 1e300, f_ask = 1e300;
+  std::vector<int32_t> ids(g.n_nodes() * kMaxSrc);
+  for (int r = 0; r < runs; ++r) {
+    const double t0 = thread_cpu_ns();
+    for (size_t i = 0; i < g.n_nodes(); ++i) {
+      const Tensor& t = *g.node(i);
+      const int32_t* pos = g.src_positions(i);
+      for (int j = 0; j < kMaxSrc; ++j) {
+        int32_t v = -1;
+        if (t.src[j] != nullptr) {
+          const int64_t p = Graph::position_to_id(pos[j], g.n_nodes(), g.n_leafs());
+          const Tensor* at = p < 0 ? nullptr
+                             : static_cast<size_t>(p) < g.n_nodes() ? g.node(static_cast<size_t>(p))
+                                                                    : g.leafs()[static_cast<size_t>(p) - g.n_nodes()];
+          v = at == t.src[j] ? static_cast<int32_t>(p) : -2;
+        }
+        ids[i * kMaxSrc + static_cast<size_t>(j)] = v;
+      }
+    }
+    for (const Tensor* leaf : g.leafs()) {
+      const Buffer* b = tensor_buffer(*leaf);
+      sink += b != nullptr && b->usage() == BufferUsage::kWeights ? 1 : 0;
+    }
+    const double t1 = thread_cpu_ns();
+    for (size_t i = 0; i < g.n_nodes(); ++i) {
+      const Tensor& t = *g.node(i);
+      if (op_is_view(t.op) || t.op == Op::kNone || final_backend[i] < 0) continue;
+      sink += set.supports_op(final_backend[i], t) ? 1 : 0;
+    }
+    const double t2 = thread_cpu_ns();
+    f_read = std::min(f_read, t1 - t0);
+    f_ask = std::min(f_ask, t2 - t1);
+  }
+  benchmark::DoNotOptimize(ids.data());
   benchmark::DoNotOptimize(sink);
   // The planner alone on the user's graph (one buffer type): its positions as hints (each checked against the
   // pointer), taken as exact (no source pointer read), or absent (every source looked up).
@@ -435,6 +494,11 @@ void profile(int n_layer, int runs) {
   std::printf("    one walk (ns/node): node+sources backend via unordered_map %.1f, via dense ids %.1f; "
               "supports_op x %d backends %.1f\n",
               t_map / n, t_dense / n, set.size(), t_supp / n);
+  std::printf("    questions per split (per node): supports_op %zu (%.2f), offload_op %zu, supports_buft %zu\n",
+              counting.op, static_cast<double>(counting.op) / n, counting.offload, counting.buft);
+  std::printf("    floor (ns/node): sources read and checked + leaf buffers %.1f, supports_op once per computed node "
+              "%.1f, total %.1f\n",
+              f_read / n, f_ask / n, (f_read + f_ask) / n);
 }
 
 // ---- --report: the scheduler's splits for a small model (to check the setup) ----
