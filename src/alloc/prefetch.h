@@ -39,4 +39,16 @@ inline size_t& far_bytes() {
 // Whether n Tensors are many enough to prefetch.
 inline bool tensors_far(size_t n) { return n * sizeof(Tensor) > far_bytes(); }
 
+// Sets far_bytes() for one scope and restores it at the end, whatever happens (tests).
+class ScopedFarBytes {
+ public:
+  explicit ScopedFarBytes(size_t bytes) : saved_(far_bytes()) { far_bytes() = bytes; }
+  ~ScopedFarBytes() { far_bytes() = saved_; }
+  ScopedFarBytes(const ScopedFarBytes&) = delete;
+  ScopedFarBytes& operator=(const ScopedFarBytes&) = delete;
+
+ private:
+  size_t saved_;
+};
+
 }  // namespace tessera::detail

@@ -144,7 +144,9 @@ inline void SchedPlan::read_fact(const BackendSet& bs, size_t i, const Tensor& t
 
 // The questions the passes will most likely ask about graph tensor i, asked while index holds its Tensor (on a large
 // graph every later first read of a Tensor is a cache miss). Answers are memoised exactly as if a pass had asked; a
-// question not asked here is asked when a pass needs it. `likely` carries, from node to node, the backend that the
+// question not asked here is asked when a pass needs it. Only on graphs whose Tensors outgrow the caches (the
+// prefetch threshold): below it a pass reads a Tensor from the cache, and guessing here costs more than it saves
+// (bench/RESULTS.md, session 19: split 5 ns/node faster at 1k nodes without it, no change at 10k, slower from 30k). `likely` carries, from node to node, the backend that the
 // last node with a deciding weight will probably run on (computed nodes between weights mostly stay there: pass 2).
 // - a tensor in a buffer (a weight, a cache) or a view of one: supports_op of the backends that can use the buffer
 //   type, in priority order up to the first yes (pass 1's question);
@@ -245,7 +247,7 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
   for (size_t k = 0; far && k < std::min(kAhead, n_graph_); ++k) prefetch(id_at(k));
   for (size_t k = 0; far && k < std::min(kNear, n_graph_); ++k) prefetch_sources(id_at(k));
   int likely = bs.last();
-  const int n_asked = std::min(bs.size(), 16);
+  const int n_asked = far ? std::min(bs.size(), 16) : 0;  // (0: the passes ask, as they need)
   for (size_t k = 0; k < n_graph_; ++k) {
     if (far && k + kAhead < n_graph_) prefetch(id_at(k + kAhead));
     if (far && k + kNear < n_graph_) prefetch_sources(id_at(k + kNear));
@@ -263,7 +265,7 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
     }
     n_src_[i] = static_cast<uint8_t>(used);
     read_fact(bs, i, t);
-    if (n_asked > 0) ask_up_front(bs, n_asked, static_cast<int32_t>(i), t, &likely);  // (an empty set is the caller's error)
+    if (n_asked > 0) ask_up_front(bs, n_asked, static_cast<int32_t>(i), t, &likely);  // (an empty set: the caller's error)
   }
   if (n_graph_ < tensors_.size()) read_facts(bs, n_graph_);  // sources outside the graph, interned above
   n_facts_ = tensors_.size();

@@ -173,8 +173,8 @@ class SchedPlan {
   size_t n_nodes() const { return n_nodes_; }
   size_t n_leafs() const { return n_leafs_; }
 
-  // supports_op and offload_op, each asked once per tensor and backend. index() asks most of them up front, while it
-  // holds the Tensor (see there); a question it did not ask is asked here.
+  // supports_op and offload_op, each asked once per tensor and backend. On a large graph index() asks most of them up
+  // front, while it holds the Tensor (see there); a question it did not ask is asked here.
   bool supports(const BackendSet& bs, int32_t id, int b) {
     return memo(op_memo_, id, b, [&] { return bs.supports_op(b, *tensors_[static_cast<size_t>(id)]); });
   }

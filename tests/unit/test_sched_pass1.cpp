@@ -1,5 +1,6 @@
 // Scheduler pass 1, pre-assignment (SPEC 9.1): dst, view_src, the scheduling error, input, weight, offload (and its
 // anchor defects), auxiliary weights, user pins, compute buffers.
+#include <cstdint>
 #include <map>
 #include <utility>
 
@@ -491,11 +492,16 @@ TEST_F(SchedPass1, EveryGraphTensorIsFoundByPointerAfterThePass) {
   EXPECT_EQ(plan.id_of(&stranger), -1);
 }
 
-// The plan's index asks most capability questions up front (while it holds each Tensor) and the passes ask the rest;
-// both share one memo. Over passes 1-4 of a graph with two GPUs, weights in three kinds of buffer, an offloadable op,
-// refused ops, views of a cache and a pinned node, no (backend, tensor) question is asked twice, nor a (backend,
-// buffer type) one, and the placement is the one the rules give.
-TEST_F(SchedPass1, EveryCapabilityQuestionIsAskedAtMostOncePerSplit) {
+// On a graph whose Tensors outgrow the caches the plan's index asks most capability questions up front (while it
+// holds each Tensor) and the passes ask the rest; on a smaller one the passes ask them all. Either way one memo
+// serves both. Over passes 1-4 of a graph with two GPUs, weights in three kinds of buffer, an offloadable op, refused
+// ops, views of a cache and a pinned node, no (backend, tensor) question is asked twice, nor a (backend, buffer type)
+// one, and the placement is the one the rules give. The parameter: the index asks up front (the threshold forced to
+// 0) or not (the threshold never reached).
+class SchedPass1Questions : public SchedPass1, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(SchedPass1Questions, EveryCapabilityQuestionIsAskedAtMostOncePerSplit) {
+  const detail::ScopedFarBytes far(GetParam() ? 0 : SIZE_MAX);
   using ::testing::_;
   using ::testing::Invoke;
   std::map<std::pair<int, const Tensor*>, int> op_asks, offload_asks;
@@ -565,6 +571,9 @@ TEST_F(SchedPass1, EveryCapabilityQuestionIsAskedAtMostOncePerSplit) {
   }
   EXPECT_TRUE(FullyAssigned());  // (asks again itself)
 }
+
+INSTANTIATE_TEST_SUITE_P(UpFrontOrNot, SchedPass1Questions, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "UpFront" : "ByThePasses"; });
 
 }  // namespace
 }  // namespace tessera::sched::testing

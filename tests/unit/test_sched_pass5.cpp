@@ -297,14 +297,11 @@ TEST(SchedPass5, SplitsOfAnEarlierGraphLeaveNothingBehind) {
 }
 
 // On graphs whose Tensors outgrow the caches, index, pass 5, the planner and the planner's graph prefetch the Tensors
-// they read (src/alloc/prefetch.h). Prefetching changes no decision: with it forced on, the splits, causes, copies
-// and planned sizes are those without it, and the result is the CPU's. (It also runs those paths under the sanitizers,
-// which no test graph is large enough to reach otherwise.)
+// they read (src/alloc/prefetch.h), and index asks the backends most capability questions up front. Neither changes a
+// decision: with both forced on, the splits, causes, copies and planned sizes are those without, and the result is
+// the CPU's. (It also runs those paths under the sanitizers, which no test graph is large enough to reach otherwise.)
 TEST(SchedPass5, PrefetchingForLargeGraphsChangesNothing) {
-  struct FarBytes {  // restores the threshold whatever happens
-    size_t saved = detail::far_bytes();
-    ~FarBytes() { detail::far_bytes() = saved; }
-  } guard;
+  const detail::ScopedFarBytes guard(detail::far_bytes());  // (run sets it)
   for (const bool parallel : {false, true}) {
     SCOPED_TRACE(parallel ? "parallel" : "serial");
     Rig rig({Op::kSoftMax});
