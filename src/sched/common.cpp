@@ -146,8 +146,9 @@ inline void SchedPlan::read_fact(const BackendSet& bs, size_t i, const Tensor& t
 // graph every later first read of a Tensor is a cache miss). Answers are memoised exactly as if a pass had asked; a
 // question not asked here is asked when a pass needs it. Only on graphs whose Tensors outgrow the caches (the
 // prefetch threshold): below it a pass reads a Tensor from the cache, and guessing here costs more than it saves
-// (bench/RESULTS.md, session 19: split 5 ns/node faster at 1k nodes without it, no change at 10k, slower from 30k). `likely` carries, from node to node, the backend that the
-// last node with a deciding weight will probably run on (computed nodes between weights mostly stay there: pass 2).
+// (bench/RESULTS.md, session 19: the split about 6 ns/node faster at 1k nodes without it, even at 10k, far slower from
+// 30k). `likely` carries, from node to node, the backend that the last node with a deciding weight will probably run
+// on (computed nodes between weights mostly stay there: pass 2).
 // - a tensor in a buffer (a weight, a cache) or a view of one: supports_op of the backends that can use the buffer
 //   type, in priority order up to the first yes (pass 1's question);
 // - a computed node: supports_op of the likely backend, and of every backend when that one says no (passes 2-4);
@@ -265,7 +266,7 @@ void SchedPlan::index(const Graph& g, const BackendSet& bs) {
     }
     n_src_[i] = static_cast<uint8_t>(used);
     read_fact(bs, i, t);
-    if (n_asked > 0) ask_up_front(bs, n_asked, static_cast<int32_t>(i), t, &likely);  // (an empty set: the caller's error)
+    if (n_asked > 0) ask_up_front(bs, n_asked, static_cast<int32_t>(i), t, &likely);  // (no backends: caller's error)
   }
   if (n_graph_ < tensors_.size()) read_facts(bs, n_graph_);  // sources outside the graph, interned above
   n_facts_ = tensors_.size();
