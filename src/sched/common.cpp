@@ -146,8 +146,8 @@ inline void SchedPlan::read_fact(const BackendSet& bs, size_t i, const Tensor& t
 // graph every later first read of a Tensor is a cache miss). Answers are memoised exactly as if a pass had asked; a
 // question not asked here is asked when a pass needs it. Only on graphs whose Tensors outgrow the caches (the
 // prefetch threshold): below it a pass reads a Tensor from the cache, and guessing here costs more than it saves
-// (bench/RESULTS.md, session 19: the split about 6 ns/node faster at 1k nodes without it, even at 10k, far slower from
-// 30k). `likely` carries, from node to node, the backend that the last node with a deciding weight will probably run
+// (bench/RESULTS.md, session 19: without it the split is about 6 ns/node faster at 1k nodes, about the same at 10k,
+// far slower from 30k). `likely` carries, from node to node, the backend that the last node with a deciding weight will probably run
 // on (computed nodes between weights mostly stay there: pass 2).
 // - a tensor in a buffer (a weight, a cache) or a view of one: supports_op of the backends that can use the buffer
 //   type, in priority order up to the first yes (pass 1's question);
