@@ -416,7 +416,7 @@ void profile(int n_layer, int runs) {
   // scheduler meeting SPEC 9 must do per split, timed alone. It reads every node's sources once, checking each
   // against the graph's recorded position. It reads every leaf's buffer and that buffer's usage. It asks supports_op
   // once per computed node, of the backend the node ends on (pass 4 must know that answer). Deciding, cutting splits
-  // and making copies come on top.
+  // and making copies come on top. (It does not prefetch: where the Tensors outgrow the caches it bounds nothing.)
   struct Counting final : sched::BackendSet {
     const sched::BackendList& in;
     mutable size_t op = 0, offload = 0, buft = 0;
@@ -428,14 +428,14 @@ void profile(int n_layer, int runs) {
     bool offload_op(int b, const Tensor& t) const override { return ++offload, in.offload_op(b, t); }
     BufferType* compute_buft(int b) const override { return in.compute_buft(b); }
   } counting(set);
+  std::vector<int8_t> final_backend;  // per node, as that split placed it
   {
     sched::SchedPlan cp;
     cp.copy_ctx = std::make_unique<Context>(ContextParams{.no_alloc = true});
     (void)sched::split_graph(cp, g, counting, opt);
     sched::restore_sources(cp);
+    for (const Tensor* node : g.nodes()) final_backend.push_back(static_cast<int8_t>(cp.backend_of(node)));
   }
-  std::vector<int8_t> final_backend;  // per node, from the plan of the split above
-  for (const Tensor* node : g.nodes()) final_backend.push_back(static_cast<int8_t>(plan->backend_of(node)));
   double f_read = 1e300, f_ask = 1e300;
   std::vector<int32_t> ids(g.n_nodes() * kMaxSrc);
   for (int r = 0; r < runs; ++r) {
