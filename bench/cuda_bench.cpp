@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "models/llama.h"
+#include "tessera/models/llama.h"
 #include "tessera/alloc.h"
 #include "tessera/build.h"
 #include "tessera/cuda.h"
@@ -117,23 +117,23 @@ void BM_CudaAdd(benchmark::State& state) {
 void BM_CudaLlamaLayer(benchmark::State& state) {
   auto gpu = gpu_or_skip(state);
   if (!gpu) return;
-  sim::models::LlamaConfig c = sim::models::preset("7b").value();
+  models::LlamaConfig c = models::preset("7b").value();
   c.n_layer = 1;
   c.n_ctx = 4096;
   c.n_kv = 4096;
   c.n_tokens = state.range(0);
   c.n_vocab = 256;  // the layer, not the output head
-  auto built = sim::models::build_llama(c);
+  auto built = models::build_llama(c);
   if (!built.ok()) return state.SkipWithError(built.status().message().c_str());
-  sim::models::LlamaGraph& m = built.value();
+  models::LlamaGraph& m = built.value();
   BufferType* buft = gpu->default_buffer_type();
   auto wb = alloc_ctx_tensors(*m.weights_ctx, *buft);
   auto cb = alloc_ctx_tensors(*m.cache_ctx, *buft);
   if (!wb.ok() || !cb.ok()) return state.SkipWithError("weights or cache do not fit");
-  (void)sim::models::fill_random(m, 1);
+  (void)models::fill_random(m, 1);
   GraphAllocator galloc(buft);
   if (!galloc.alloc_graph(*m.graph).ok()) return state.SkipWithError("compute memory does not fit");
-  (void)sim::models::set_inputs(m, sim::models::default_inputs(c, 1));
+  (void)models::set_inputs(m, models::default_inputs(c, 1));
   for (auto _ : state) {
     if (gpu->graph_compute(*m.graph) != ComputeStatus::kSuccess) return state.SkipWithError(gpu->last_error().c_str());
   }

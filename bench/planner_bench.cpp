@@ -20,13 +20,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "models/llama.h"
+#include "tessera/models/llama.h"
 #include "support/live_bound.h"
 #include "tessera/cpu.h"
 #include "tessera/gallocr.h"
 
 using namespace tessera;
-using namespace tessera::sim::models;
+using namespace tessera::models;
 
 namespace {
 

@@ -34,14 +34,14 @@
 #include <vector>
 
 #include "../src/sched/plan.h"
-#include "models/llama.h"
+#include "tessera/models/llama.h"
 #include "tessera/cpu.h"
 #include "tessera/gallocr.h"
 #include "tessera/sched.h"
-#include "unit/sched_doubles.h"
+#include "support/sched_doubles.h"
 
 using namespace tessera;
-using namespace tessera::sim::models;
+using namespace tessera::models;
 
 namespace {
 

@@ -12,16 +12,18 @@
 #include <memory>
 #include <vector>
 
-#include "models/llama.h"
+#include "tessera/models/llama.h"
 #include "tessera/alloc.h"
 #include "tessera/build.h"
 #include "tessera/sched.h"
-#include "tessera/sim/placement.h"
+#include "tessera/harness/placement.h"
 #include "tessera/sim/simulator.h"
-#include "tessera/sim/topology.h"
+#include "tessera/harness/topology.h"
+#include "tessera/builtin.h"
 
 using namespace tessera;
 using namespace tessera::sim;
+using namespace tessera::harness;
 
 namespace {
 
@@ -55,7 +57,7 @@ void BM_SimCommandsMetadata(benchmark::State& state) {
   SimOptions o;
   o.mode = MemoryMode::kMetadata;
   o.record_trace = trace;
-  auto sim = Simulator::create(t, o).value();
+  auto sim = Simulator::create(t, o, &builtin_registry()).value();
   auto b0 = sim->device(0)->init_backend({}).value();
   auto b1 = sim->device(1)->init_backend({}).value();
   constexpr int kOps = 64;
@@ -121,7 +123,7 @@ Forward70b forward_70b(int n_tokens) {
   TopologyConfig topo = topology_preset("8x80gb").value();
   SimOptions o;
   o.mode = MemoryMode::kMetadata;
-  auto sim = Simulator::create(topo, o).value();
+  auto sim = Simulator::create(topo, o, &builtin_registry()).value();
   auto backends = sim->make_backends().value();
   models::LlamaConfig c = models::preset("70b").value();
   c.n_tokens = n_tokens;

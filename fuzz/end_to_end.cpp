@@ -30,6 +30,7 @@
 #include "tessera/graph_copy.h"
 #include "tessera/sched.h"
 #include "tessera/sim/simulator.h"
+#include "tessera/builtin.h"
 
 namespace {
 
@@ -170,7 +171,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   graphgen::GraphDesc desc = graphgen::desc_from_bytes(in.rest_data(), in.rest_size());
   if (desc.steps.size() > kMaxSteps) desc.steps.resize(kMaxSteps);
 
-  auto created = sim::Simulator::create(setup.topology, setup.options);
+  auto created = sim::Simulator::create(setup.topology, setup.options, &builtin_registry());
   FUZZ_CHECK(created.ok(), "the fuzzer's topology was refused: " + created.status().to_string());
   std::unique_ptr<sim::Simulator> simulator = std::move(created).value();
   // What Simulator::make_backends() does (one backend per device, in order), except that the wrapped CPU runs on one

@@ -8,18 +8,18 @@
 #include <unordered_set>
 
 #include "fuzz_input.h"
-#include "tessera/sim/graph_io.h"
+#include "tessera/harness/graph_io.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;
   const std::string source = "fuzz-graph.json";
-  auto parsed = sim::graph_from_json(fuzz::as_text(data, size), source);
+  auto parsed = harness::graph_from_json(fuzz::as_text(data, size), source);
   if (!parsed.ok()) {
     const std::string message = parsed.status().to_string();
     FUZZ_CHECK(message.find(source) != std::string::npos, "the error does not name the source: " + message);
     return 0;
   }
-  const sim::LoadedGraph& loaded = *parsed;
+  const harness::LoadedGraph& loaded = *parsed;
   FUZZ_CHECK(loaded.graph != nullptr && loaded.ctx != nullptr, "an accepted graph without graph or context");
   for (const Tensor* t : loaded.inputs) FUZZ_CHECK((t->flags & kFlagInput) != 0, "inputs lists a tensor not INPUT");
   for (const Tensor* t : loaded.outputs) FUZZ_CHECK((t->flags & kFlagOutput) != 0, "outputs lists a tensor not OUTPUT");
@@ -33,10 +33,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     done.insert(n);
   }
-  const std::string written = sim::graph_to_json(*loaded.graph);
-  auto reparsed = sim::graph_from_json(written, "written.json");
+  const std::string written = harness::graph_to_json(*loaded.graph);
+  auto reparsed = harness::graph_from_json(written, "written.json");
   FUZZ_CHECK(reparsed.ok(), "the written graph does not parse: " + reparsed.status().to_string());
-  const std::string rewritten = sim::graph_to_json(*reparsed->graph);
+  const std::string rewritten = harness::graph_to_json(*reparsed->graph);
   FUZZ_CHECK(rewritten == written, "the graph does not round-trip");
   return 0;
 }

@@ -1,5 +1,5 @@
 // Writes seed inputs of the fuzz targets that are produced by the code rather than by hand:
-//   corpus/graph_parser/llama-*.json  small llama graphs (sim/models) written by graph_to_json
+//   corpus/graph_parser/llama-*.json  small llama graphs (models/) written by graph_to_json
 //   corpus/graph_parser/gen-*.json    graphs of graph_gen descriptions written by graph_to_json
 //   corpus/planner/*.bin, corpus/end_to_end/*.bin  byte seeds (deterministic, from the seed argument)
 // Usage: tessera_fuzz_make_seeds FUZZ_DIR [SEED]. Not run by the tests; rerun it when the graph format changes.
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "models/llama.h"
+#include "tessera/models/llama.h"
 #include "tessera/cpu.h"
-#include "tessera/sim/graph_io.h"
+#include "tessera/harness/graph_io.h"
 
 namespace {
 
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   const Variant variants[] = {{"llama-1tok-fa", 1, 0, 0, true}, {"llama-4tok-noflash", 4, 1, 0, false},
                               {"llama-moe-2tok", 2, 0, 4, true}};
   for (const Variant& v : variants) {
-    sim::models::LlamaConfig c;
+    models::LlamaConfig c;
     c.n_layer = 1;
     c.n_embd = 64;
     c.n_ff = 64;
@@ -59,13 +59,13 @@ int main(int argc, char** argv) {
     c.flash_attn = v.flash_attn;
     c.n_expert = v.n_expert;
     c.n_expert_used = v.n_expert > 0 ? 2 : 0;
-    auto model = sim::models::build_llama(c);
+    auto model = models::build_llama(c);
     if (!model.ok()) {
       std::fprintf(stderr, "%s: %s\n", v.name, model.status().to_string().c_str());
       ok = false;
       continue;
     }
-    ok = write(dir + "/corpus/graph_parser/" + v.name + ".json", sim::graph_to_json(*model->graph)) && ok;
+    ok = write(dir + "/corpus/graph_parser/" + v.name + ".json", harness::graph_to_json(*model->graph)) && ok;
   }
 
   // Byte seeds: a mode/setup prefix, then a graph description (graph_gen desc_from_bytes: tokens, width, 4 seed

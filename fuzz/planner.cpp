@@ -18,7 +18,7 @@
 #include "support/host_buffer_type.h"
 #include "tessera/cpu.h"
 #include "tessera/gallocr.h"
-#include "unit/planner_check.h"
+#include "support/planner_check.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <string_view>
 
 #include "fuzz_input.h"
-#include "tessera/sim/scenario.h"
-#include "tessera/sim/topology.h"
+#include "tessera/harness/scenario.h"
+#include "tessera/harness/topology.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;
@@ -22,19 +22,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const std::string source = "fuzz-scenario.json";
-  auto parsed = sim::parse_scenario(text, source);
+  auto parsed = harness::parse_scenario(text, source);
   if (!parsed.ok()) {
     const std::string message = parsed.status().to_string();
     FUZZ_CHECK(message.find(source) != std::string::npos, "the error does not name the source: " + message);
     return 0;
   }
-  const sim::Scenario& scenario = *parsed;
+  const harness::Scenario& scenario = *parsed;
   FUZZ_CHECK(scenario.evaluations >= 1, "accepted evaluations < 1");
-  const Status valid = sim::validate_topology(scenario.config.topology);
+  const Status valid = harness::validate_topology(scenario.config.topology);
   FUZZ_CHECK(valid.ok(), "parse_scenario accepted an invalid topology: " + valid.to_string());
-  const std::string written = sim::topology_to_json(scenario.config.topology);
-  auto reparsed = sim::parse_topology(written, "written.json");
+  const std::string written = harness::topology_to_json(scenario.config.topology);
+  auto reparsed = harness::parse_topology(written, "written.json");
   FUZZ_CHECK(reparsed.ok(), "the scenario's topology does not round-trip: " + reparsed.status().to_string());
-  FUZZ_CHECK(sim::topology_to_json(*reparsed) == written, "the scenario's topology writes differently when re-read");
+  FUZZ_CHECK(harness::topology_to_json(*reparsed) == written, "the scenario's topology writes differently when re-read");
   return 0;
 }

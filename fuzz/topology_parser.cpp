@@ -6,23 +6,23 @@
 #include <string>
 
 #include "fuzz_input.h"
-#include "tessera/sim/topology.h"
+#include "tessera/harness/topology.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;
   const std::string source = "fuzz.json";
-  auto parsed = sim::parse_topology(fuzz::as_text(data, size), source);
+  auto parsed = harness::parse_topology(fuzz::as_text(data, size), source);
   if (!parsed.ok()) {
     const std::string message = parsed.status().to_string();
     FUZZ_CHECK(message.find(source) != std::string::npos, "the error does not name the source: " + message);
     return 0;
   }
-  const Status valid = sim::validate_topology(*parsed);
+  const Status valid = harness::validate_topology(*parsed);
   FUZZ_CHECK(valid.ok(), "parse_topology accepted an invalid topology: " + valid.to_string());
-  const std::string written = sim::topology_to_json(*parsed);
-  auto reparsed = sim::parse_topology(written, "written.json");
+  const std::string written = harness::topology_to_json(*parsed);
+  auto reparsed = harness::parse_topology(written, "written.json");
   FUZZ_CHECK(reparsed.ok(), "the written topology does not parse: " + reparsed.status().to_string() + "\n" + written);
-  const std::string rewritten = sim::topology_to_json(*reparsed);
+  const std::string rewritten = harness::topology_to_json(*reparsed);
   FUZZ_CHECK(rewritten == written, "the topology does not round-trip:\n" + written + "\n---\n" + rewritten);
   return 0;
 }

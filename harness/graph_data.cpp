@@ -1,5 +1,5 @@
-// Deterministic data for the leafs of an arbitrary graph (see tessera/sim/graph_data.h).
-#include "tessera/sim/graph_data.h"
+// Deterministic data for the leafs of an arbitrary graph (see tessera/harness/graph_data.h).
+#include "tessera/harness/graph_data.h"
 
 #include <algorithm>
 #include <random>
@@ -7,7 +7,7 @@
 
 #include "tessera/graph_copy.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
 
 namespace {
 
@@ -115,4 +115,4 @@ Status fill_leaf(const LeafData& leaf, uint64_t seed, uint64_t key) {
   return tensor_from_f32(t, v);
 }
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

@@ -4,8 +4,8 @@
 // already loaded sources and the decoded op_params, and the file's type, ne, nb, op_params, view_src and view_offs
 // must equal what the builder produced. Inside the parser a problem is thrown as a GraphProblem {JSON path, message}
 // and caught once in graph_from_json, together with anything nlohmann-json throws; nothing escapes the public
-// functions. The JSON helpers follow sim/topology.cpp (whose helpers are file-local).
-#include "tessera/sim/graph_io.h"
+// functions. The JSON helpers follow harness/topology.cpp (whose helpers are file-local).
+#include "tessera/harness/graph_io.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -23,7 +23,9 @@
 
 #include "tessera/build.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
+
+using namespace tessera::sim;
 
 namespace {
 
@@ -140,7 +142,7 @@ std::string id_list(const std::vector<Tensor*>& tensors, const std::unordered_ma
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Parsing helpers (the approach of sim/topology.cpp)
+// Parsing helpers (the approach of harness/topology.cpp)
 
 struct GraphProblem {
   std::string path;
@@ -761,4 +763,4 @@ Status save_graph_file(const Graph& graph, const std::string& path) {
   return Status::Ok();
 }
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

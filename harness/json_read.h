@@ -23,11 +23,11 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/ops.h"
-#include "tessera/sim/topology.h"
+#include "tessera/harness/topology.h"
 #include "tessera/status.h"
 #include "tessera/types.h"
 
-namespace tessera::sim::json_read {
+namespace tessera::harness::json_read {
 
 using json = nlohmann::json;
 
@@ -417,4 +417,4 @@ inline Status parse_json(std::string_view text, const std::string& source, json*
   return Status::Ok();
 }
 
-}  // namespace tessera::sim::json_read
+}  // namespace tessera::harness::json_read

@@ -1,11 +1,11 @@
-// Placing chosen tensors into buffers of chosen types (see tessera/sim/placement.h).
-#include "tessera/sim/placement.h"
+// Placing chosen tensors into buffers of chosen types (see tessera/harness/placement.h).
+#include "tessera/harness/placement.h"
 
 #include <algorithm>
 
 #include "tessera/alloc.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
 
 namespace {
 
@@ -89,4 +89,4 @@ Result<std::vector<std::unique_ptr<Buffer>>> place_tensors(const std::vector<std
   return out;
 }
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

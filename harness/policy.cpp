@@ -1,5 +1,5 @@
-// Placement policies (see tessera/sim/policy.h).
-#include "tessera/sim/policy.h"
+// Placement policies (see tessera/harness/policy.h).
+#include "tessera/harness/policy.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -7,10 +7,12 @@
 #include <regex>
 #include <strings.h>
 
-#include "tessera/sim/placement.h"
+#include "tessera/harness/placement.h"
 #include "tessera/sim/simulator.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
+
+using namespace tessera::sim;
 
 SchedulerParams PlacementPolicy::scheduler_params() const {
   SchedulerParams p;
@@ -181,4 +183,4 @@ Result<Placement> place_model(Simulator& sim, const std::vector<Tensor*>& weight
   return p;
 }
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

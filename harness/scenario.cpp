@@ -1,14 +1,16 @@
-// Scenario files and the scenario runner (see tessera/sim/scenario.h, docs/scenarios.md).
-#include "tessera/sim/scenario.h"
+// Scenario files and the scenario runner (see tessera/harness/scenario.h, docs/scenarios.md).
+#include "tessera/harness/scenario.h"
 
 #include <cerrno>
 #include <cstring>
 
 #include "json_read.h"
-#include "tessera/sim/graph_io.h"
-#include "tessera/sim/topology.h"
+#include "tessera/harness/graph_io.h"
+#include "tessera/harness/topology.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
+
+using namespace tessera::sim;
 
 namespace {
 
@@ -320,7 +322,7 @@ Result<Scenario> load_scenario_file(const std::string& path) {
 
 namespace {
 
-ScenarioOutcome run_once(const Scenario& sc) {
+ScenarioOutcome run_once(const Scenario& sc, const Registry* real_devices) {
   ScenarioOutcome out;
   const Expectations& e = sc.expect;
   auto check = [&](std::string what, bool ok, std::string detail) {
@@ -330,7 +332,7 @@ ScenarioOutcome run_once(const Scenario& sc) {
   std::unique_ptr<Session> session;
   std::optional<RunStats> stats;
   {
-    auto s = Session::create(sc.config);
+    auto s = Session::create(sc.config, real_devices);
     if (!s.ok()) {
       error = s.status().to_string();
     } else {
@@ -422,13 +424,13 @@ ScenarioOutcome run_once(const Scenario& sc) {
 
 }  // namespace
 
-ScenarioOutcome run_scenario(const Scenario& sc) {
-  if (sc.seeds <= 1) return run_once(sc);
+ScenarioOutcome run_scenario(const Scenario& sc, const Registry* real_devices) {
+  if (sc.seeds <= 1) return run_once(sc, real_devices);
   ScenarioOutcome out;
   for (int k = 0; k < sc.seeds; ++k) {
     Scenario one = sc;
     one.config.sim.seed = sc.config.sim.seed + static_cast<uint64_t>(k);
-    out = run_once(one);
+    out = run_once(one, real_devices);
     if (!out.passed) {
       for (auto& r : out.results) r.detail += format_message(" (seed %llu)", static_cast<unsigned long long>(one.config.sim.seed));
       out.results.push_back({format_message("every one of %d seeds passes", sc.seeds), false,
@@ -443,4 +445,4 @@ ScenarioOutcome run_scenario(const Scenario& sc) {
   return out;
 }
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

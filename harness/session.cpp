@@ -1,5 +1,5 @@
-// One simulated placement experiment (see tessera/sim/session.h).
-#include "tessera/sim/session.h"
+// One simulated placement experiment (see tessera/harness/session.h).
+#include "tessera/harness/session.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,10 +9,13 @@
 #include "tessera/cpu.h"
 #include "tessera/gallocr.h"
 #include "tessera/graph_copy.h"
-#include "tessera/sim/graph_data.h"
-#include "tessera/sim/placement.h"
+#include "tessera/harness/graph_data.h"
+#include "tessera/harness/placement.h"
+#include "tessera/harness/reference.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
+
+using namespace tessera::sim;
 
 Session::~Session() {
   sched_.reset();
@@ -138,10 +141,10 @@ Status Session::load_next_graph() {
   return share_weights(next_, loaded_, config_.next_graph->source);
 }
 
-Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config) {
+Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config, const Registry* real_devices) {
   std::unique_ptr<Session> s(new Session());
   s->config_ = config;
-  auto sim = Simulator::create(config.topology, config.sim);
+  auto sim = Simulator::create(config.topology, config.sim, real_devices);
   if (!sim.ok()) return sim.status();
   s->sim_ = std::move(sim).value();
   auto backends = s->sim_->make_backends();
@@ -279,7 +282,7 @@ Result<std::vector<float>> cpu_reference(const SessionConfig& config, bool next)
     }
     return concat_outputs(outputs);
   }
-  return models::cpu_reference_logits(config.model, config.model_seed);
+  return harness::cpu_reference_logits(config.model, config.model_seed);
 }
 
 }  // namespace
@@ -475,4 +478,4 @@ std::string Session::dot() const {
   return s + "}\n";
 }
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

@@ -3,7 +3,7 @@
 //
 // Inside the parser a problem is thrown as a ParseProblem {JSON path, message} and caught once in parse_topology,
 // together with anything nlohmann-json throws; nothing escapes the public functions.
-#include "tessera/sim/topology.h"
+#include "tessera/harness/topology.h"
 
 #include <strings.h>
 
@@ -21,10 +21,12 @@
 
 #include "json_read.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
+
+using namespace tessera::sim;
 
 namespace detail {
-// Generated from sim/topologies/*.json (sim/topology_presets.cpp.in); nullptr-terminated.
+// Generated from harness/topologies/*.json (harness/topology_presets.cpp.in); nullptr-terminated.
 extern const char* const kTopologyPresetNames[];
 extern const char* const kTopologyPresetTexts[];
 extern const size_t kTopologyPresetCount;
@@ -659,4 +661,4 @@ Result<TopologyConfig> load_topology(const std::string& name_or_path) {
   return load_topology_file(name_or_path);
 }
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

@@ -1,6 +1,6 @@
 // The llama-style decoder graph (see llama.h). Intermediate tensors are named like llama.cpp's callbacks
 // ("attn_norm-3", "Qcur-3", "kq-3", "ffn_moe_topk-3", ...) so reports and tensor-override patterns can refer to them.
-#include "models/llama.h"
+#include "tessera/models/llama.h"
 
 #include <cmath>
 #include <cstring>
@@ -9,11 +9,9 @@
 
 #include "tessera/alloc.h"
 #include "tessera/build.h"
-#include "tessera/cpu.h"
-#include "tessera/gallocr.h"
 #include "tessera/graph_copy.h"
 
-namespace tessera::sim::models {
+namespace tessera::models {
 
 namespace {
 
@@ -423,23 +421,4 @@ Status set_inputs(LlamaGraph& m, const LlamaInputs& in) {
   return tensor_from_f32(*m.mask, in.mask);
 }
 
-Result<std::vector<float>> cpu_reference_logits(const LlamaConfig& config, uint64_t seed) {
-  auto built = build_llama(config);
-  if (!built.ok()) return built.status();
-  LlamaGraph m = std::move(built).value();
-  auto wb = alloc_ctx_tensors(*m.weights_ctx, *cpu::buffer_type());
-  if (!wb.ok()) return wb.status();
-  auto cb = alloc_ctx_tensors(*m.cache_ctx, *cpu::buffer_type());
-  if (!cb.ok()) return cb.status();
-  GraphAllocator galloc(cpu::buffer_type());
-  TS_RETURN_IF_ERROR(fill_random(m, seed));
-  TS_RETURN_IF_ERROR(galloc.alloc_graph(*m.graph));
-  TS_RETURN_IF_ERROR(set_inputs(m, default_inputs(config, seed)));
-  auto backend = cpu::make_backend();
-  if (backend->graph_compute(*m.graph) != ComputeStatus::kSuccess) {
-    return Status(StatusCode::kFailed, "CPU reference: " + backend->last_error());
-  }
-  return tensor_to_f32(*m.logits);
-}
-
-}  // namespace tessera::sim::models
+}  // namespace tessera::models

@@ -6,7 +6,6 @@
 #include <strings.h>
 
 #include "sim_impl.h"
-#include "tessera/builtin.h"
 
 namespace tessera::sim {
 
@@ -69,6 +68,14 @@ Status check_topology(const TopologyConfig& t) {
 }
 
 }  // namespace
+
+const char* memory_mode_name(MemoryMode mode) {
+  switch (mode) {
+    case MemoryMode::kBacked: return "memory-backed";
+    case MemoryMode::kMetadata: return "metadata-only";
+  }
+  return "invalid";
+}
 
 std::string format_bytes(size_t n) {
   if (n >= GiB) return format_message("%.2f GiB", static_cast<double>(n) / static_cast<double>(GiB));
@@ -169,7 +176,6 @@ Simulator::~Simulator() {
 Result<std::unique_ptr<Simulator>> Simulator::create(const TopologyConfig& topology, const SimOptions& options,
                                                      const Registry* real) {
   TS_RETURN_IF_ERROR(check_topology(topology));
-  if (real == nullptr) real = &builtin_registry();
   auto impl = std::make_unique<Impl>();
   impl->topo = topology;
   impl->opt = options;
@@ -181,6 +187,12 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const TopologyConfig& topol
     const DeviceConfig& cfg = topology.devices[i];
     Device* real_dev = nullptr;
     if (!cfg.wraps.empty()) {
+      if (real == nullptr) {
+        return TS_ERROR(StatusCode::kInvalidArgument,
+                        "topology %s: device %s wraps the real device \"%s\", but no registry of real devices was "
+                        "given to Simulator::create",
+                        topology.name.c_str(), cfg.name.c_str(), cfg.wraps.c_str());
+      }
       real_dev = real->device_by_name(cfg.wraps);
       if (real_dev == nullptr) {
         return TS_ERROR(StatusCode::kNotFound, "topology %s: device %s wraps unknown real device \"%s\"",

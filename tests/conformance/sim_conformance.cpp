@@ -6,6 +6,7 @@
 
 #include "conformance/backend_conformance.h"
 #include "tessera/sim/simulator.h"
+#include "tessera/builtin.h"
 
 namespace {
 
@@ -48,7 +49,7 @@ Simulator* process_simulator(const char* which, bool adversarial) {
     o.seed = 1234;
     o.adversarial = adversarial;
     o.record_trace = false;  // one simulator serves every test: keep its memory flat
-    auto s = Simulator::create(t, o);
+    auto s = Simulator::create(t, o, &tessera::builtin_registry());
     if (!s.ok()) return nullptr;
     slot = std::move(s).value();
   }

@@ -1,4 +1,4 @@
-// The scheduler with a real CUDA backend (issue 9): llama-style graphs (sim/models/llama.h: dense and MoE, flash
+// The scheduler with a real CUDA backend (issue 9): llama-style graphs (models/tessera/models/llama.h: dense and MoE, flash
 // attention or MUL_MAT + SOFT_MAX, one token or a batch) over [CUDA, CPU] and [CUDA, simulated GPU, CPU], with and
 // without `parallel`, give the CPU-only logits. Layers are spread over the devices (the last layer and the token
 // embedding stay on the CPU), so the graph has several splits and cross-device copies in both directions. Also the
@@ -10,17 +10,19 @@
 #include <vector>
 
 #include "cuda_test_util.h"
-#include "models/llama.h"
+#include "tessera/harness/reference.h"
+#include "tessera/models/llama.h"
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
 #include "tessera/gallocr.h"
 #include "tessera/graph_copy.h"
 #include "tessera/sched.h"
-#include "tessera/sim/placement.h"
+#include "tessera/harness/placement.h"
 #include "tessera/sim/simulator.h"
+#include "tessera/builtin.h"
 
 using namespace tessera;
-using namespace tessera::sim::models;
+using namespace tessera::models;
 
 namespace {
 
@@ -43,9 +45,9 @@ LlamaConfig config_of(const Variant& v) {
   return c;
 }
 
-// The CPU oracle (models::cpu_reference_logits), which must succeed.
+// The CPU oracle (harness::cpu_reference_logits), which must succeed.
 std::vector<float> cpu_logits(const LlamaConfig& c, uint64_t seed) {
-  auto r = tessera::sim::models::cpu_reference_logits(c, seed);
+  auto r = tessera::harness::cpu_reference_logits(c, seed);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   return r.ok() ? std::move(r).value() : std::vector<float>();
 }
@@ -70,7 +72,7 @@ std::unique_ptr<sim::Simulator> make_simulated_gpu() {
   sim::SimOptions o;
   o.seed = 7;
   o.record_trace = false;
-  auto s = sim::Simulator::create(t, o);
+  auto s = sim::Simulator::create(t, o, &builtin_registry());
   return s.ok() ? std::move(s).value() : nullptr;
 }
 
@@ -113,11 +115,11 @@ TEST_P(CudaScheduler, LlamaLogitsEqualTheCpuOnlyRun) {
     if (m.layer_of(w) < 0 && w != m.tok_embd) b = cuda_buft;
     where.emplace_back(w, b);
   }
-  auto wb = sim::place_tensors(where, BufferUsage::kWeights);
+  auto wb = harness::place_tensors(where, BufferUsage::kWeights);
   ASSERT_TRUE(wb.ok()) << wb.status().to_string();
   where.clear();
   for (Tensor* kv : m.kv_cache) where.emplace_back(kv, buft_of_layer(m.layer_of(kv)));
-  auto cb = sim::place_tensors(where, BufferUsage::kAny);
+  auto cb = harness::place_tensors(where, BufferUsage::kAny);
   ASSERT_TRUE(cb.ok()) << cb.status().to_string();
   ASSERT_TRUE(fill_random(m, seed).ok());
 
@@ -181,7 +183,7 @@ TEST(CudaWrappedBySimulator, NoRaceOnRealStreamsAndCpuResults) {
     o.seed = sim_seed;
     o.adversarial = true;
     o.record_trace = false;
-    auto created = sim::Simulator::create(t, o);
+    auto created = sim::Simulator::create(t, o, &builtin_registry());
     ASSERT_TRUE(created.ok()) << created.status().to_string();
     std::unique_ptr<sim::Simulator> simulator = std::move(created).value();
     auto made = simulator->make_backends();
@@ -196,11 +198,11 @@ TEST(CudaWrappedBySimulator, NoRaceOnRealStreamsAndCpuResults) {
       where.emplace_back(w, (layer >= 0 && layer < c.n_layer - 1) || (layer < 0 && w != m.tok_embd) ? gpu_buft
                                                                                                    : cpu_buft);
     }
-    auto wb = sim::place_tensors(where, BufferUsage::kWeights);
+    auto wb = harness::place_tensors(where, BufferUsage::kWeights);
     ASSERT_TRUE(wb.ok()) << wb.status().to_string();
     where.clear();
     for (Tensor* kv : m.kv_cache) where.emplace_back(kv, m.layer_of(kv) < c.n_layer - 1 ? gpu_buft : cpu_buft);
-    auto cb = sim::place_tensors(where, BufferUsage::kAny);
+    auto cb = harness::place_tensors(where, BufferUsage::kAny);
     ASSERT_TRUE(cb.ok()) << cb.status().to_string();
     ASSERT_TRUE(fill_random(m, seed).ok());
     SchedulerParams p;

@@ -19,7 +19,7 @@
 #include "tessera/gallocr.h"
 #include "tessera/graph_copy.h"
 #include "support/host_buffer_type.h"
-#include "unit/planner_check.h"
+#include "support/planner_check.h"
 
 using namespace tessera;
 using graphgen::BuiltGraph;

@@ -14,11 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "tessera/sim/scenario.h"
-#include "tessera/sim/session.h"
+#include "tessera/harness/scenario.h"
+#include "tessera/harness/session.h"
+#include "tessera/builtin.h"
 
 using namespace tessera;
 using namespace tessera::sim;
+using namespace tessera::harness;
 
 namespace {
 
@@ -45,7 +47,7 @@ std::unique_ptr<Session> make_session(uint64_t seed, bool adversarial, bool para
   config.sim.adversarial = adversarial;
   config.policy.parallel = parallel;
   config.policy.n_gpu_layers = n_gpu_layers;
-  Result<std::unique_ptr<Session>> s = Session::create(config);
+  Result<std::unique_ptr<Session>> s = Session::create(config, &builtin_registry());
   if (!s.ok()) RC_FAIL("session: " + s.status().message());
   return std::move(s).value();
 }

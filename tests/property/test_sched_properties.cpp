@@ -1,7 +1,7 @@
 // Property tests of the scheduler on simulated topologies (SPEC 15, issue 7): random valid graphs
 // (tests/support/graph_gen.h), random topologies (1-6 devices: simulated GPUs with op-support gaps, capacities, host
 // visibility, capabilities; the wrapped CPU last), random policies (parallel, op_offload, max_split_inputs), weights
-// placed in chosen buffer types and user pins. Every case runs through sim::Session in graph mode, exactly as
+// placed in chosen buffer types and user pins. Every case runs through harness::Session in graph mode, exactly as
 // `tessera repro` runs a scenario, so a failing case is written out as a scenario file (topology, graph, policy and
 // seed inline) and the failure message says how to replay it:
 //
@@ -26,12 +26,14 @@
 
 #include "support/graph_gen.h"
 #include "tessera/graph_copy.h"
-#include "tessera/sim/graph_io.h"
-#include "tessera/sim/session.h"
-#include "tessera/sim/topology.h"
+#include "tessera/harness/graph_io.h"
+#include "tessera/harness/session.h"
+#include "tessera/harness/topology.h"
+#include "tessera/builtin.h"
 
 using namespace tessera;
 using namespace tessera::sim;
+using namespace tessera::harness;
 using graphgen::GraphDesc;
 
 namespace {
@@ -313,7 +315,7 @@ struct Ran {
 Ran run_case(const Case& c, bool run) {
   Ran r;
   r.prep = prepare(c);
-  auto s = Session::create(r.prep.config);
+  auto s = Session::create(r.prep.config, &builtin_registry());
   if (!s.ok()) {
     r.status = s.status();
     return r;
@@ -668,7 +670,7 @@ RC_GTEST_PROP(SchedProperties, LifecycleInAnyOrderMatchesTheModel, ()) {
   c.placement.clear();                           // weights on the CPU: no impossible placement
   LifeSystem sys;
   sys.ran.prep = prepare(c);
-  auto s = Session::create(sys.ran.prep.config);
+  auto s = Session::create(sys.ran.prep.config, &builtin_registry());
   if (!s.ok()) RC_FAIL("Session::create: " + s.status().to_string());
   sys.ran.session = std::move(s).value();
   auto ref = sys.ran.session->reference_outputs();

@@ -12,11 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "tessera/sim/scenario.h"
-#include "tessera/sim/session.h"
+#include "tessera/harness/scenario.h"
+#include "tessera/harness/session.h"
+#include "tessera/builtin.h"
 
 using namespace tessera;
 using namespace tessera::sim;
+using namespace tessera::harness;
 
 namespace {
 
@@ -88,7 +90,7 @@ RC_GTEST_PROP(SchedSplitProperties, NodesAddingSeveralInputsNeverOverflowTheLimi
   SessionConfig config = sc->config;
   config.policy.max_split_inputs = limit;
   config.policy.parallel = parallel;
-  Result<std::unique_ptr<Session>> made = Session::create(config);
+  Result<std::unique_ptr<Session>> made = Session::create(config, &builtin_registry());
   if (!made.ok()) RC_FAIL("session: " + made.status().message());
   Session& s = **made;
   Result<RunStats> r = s.run(1, true);

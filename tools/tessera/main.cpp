@@ -10,14 +10,16 @@
 #include <iostream>
 #include <sstream>
 
-#include "tessera/sim/graph_io.h"
-#include "tessera/sim/scenario.h"
-#include "tessera/sim/session.h"
-#include "tessera/sim/topology.h"
+#include "tessera/harness/graph_io.h"
+#include "tessera/harness/scenario.h"
+#include "tessera/harness/session.h"
+#include "tessera/harness/topology.h"
 #include "tessera/sim/trace.h"
+#include "tessera/builtin.h"
 
 using namespace tessera;
 using namespace tessera::sim;
+using namespace tessera::harness;
 using ojson = nlohmann::ordered_json;
 
 namespace {
@@ -153,7 +155,7 @@ std::unique_ptr<Session> planned_session(const Options& o, int* code) {
     *code = kInputError;
     return nullptr;
   }
-  auto s = Session::create(cfg.value());
+  auto s = Session::create(cfg.value(), &builtin_registry());
   if (!s.ok()) {
     std::fprintf(stderr, "tessera: %s\n", s.status().message().c_str());
     *code = s.status().code() == StatusCode::kAllocFailed ? kExpectationFailed : kInputError;
@@ -287,7 +289,7 @@ int cmd_repro(const std::vector<std::string>& files, bool json) {
       continue;
     }
     if (files.size() > 1) std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, files.size(), files[i].c_str());
-    const ScenarioOutcome out = run_scenario(sc.value());
+    const ScenarioOutcome out = run_scenario(sc.value(), &builtin_registry());
     if (json) {
       ojson res = ojson::array();
       for (const auto& r : out.results) res.push_back({{"expectation", r.what}, {"ok", r.ok}, {"found", r.detail}});
@@ -328,7 +330,7 @@ int cmd_fit(Options o) {
     SessionConfig cfg = base.value();
     cfg.policy.layers_per_device = c;
     cfg.policy.tensor_split.clear();
-    auto s = Session::create(cfg);
+    auto s = Session::create(cfg, &builtin_registry());
     return s.ok() && s.value()->plan().ok();
   };
   int remaining = n_layer;
@@ -356,7 +358,7 @@ int cmd_fit(Options o) {
   }
   SessionConfig cfg = base.value();
   cfg.policy.layers_per_device = counts;
-  auto s = Session::create(cfg);
+  auto s = Session::create(cfg, &builtin_registry());
   if (!s.ok() || !s.value()->plan().ok()) {
     std::fprintf(stderr, "tessera: the final placement does not plan\n");
     return kExpectationFailed;

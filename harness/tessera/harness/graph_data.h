@@ -16,7 +16,7 @@
 #include "tessera/graph.h"
 #include "tessera/status.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
 
 enum class LeafFill { kFloat, kPositive, kIds, kDistinctIds, kPositions };
 
@@ -33,4 +33,4 @@ std::vector<LeafData> infer_leaf_data(const Graph& graph, const std::vector<Tens
 // the serialized graph). Errors: the tensor's write error.
 Status fill_leaf(const LeafData& leaf, uint64_t seed, uint64_t key);
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

@@ -21,7 +21,7 @@
 #include "tessera/graph.h"
 #include "tessera/status.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
 
 constexpr int kGraphFormatVersion = 1;
 
@@ -49,4 +49,4 @@ Result<LoadedGraph> load_graph_file(const std::string& path);
 // Writes graph_to_json(graph) to a file.
 Status save_graph_file(const Graph& graph, const std::string& path);
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

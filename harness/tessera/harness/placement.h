@@ -9,7 +9,7 @@
 #include "tessera/backend.h"
 #include "tessera/status.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
 
 // Allocates, for each buffer type named in `where`, buffers holding its tensors packed at the type's alignment (a
 // new buffer starts where the next tensor would pass the type's max_size), sets their usage, places the tensors and
@@ -18,4 +18,4 @@ namespace tessera::sim {
 Result<std::vector<std::unique_ptr<Buffer>>> place_tensors(const std::vector<std::pair<Tensor*, BufferType*>>& where,
                                                            BufferUsage usage);
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

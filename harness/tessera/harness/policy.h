@@ -11,11 +11,12 @@
 
 #include "tessera/backend.h"
 #include "tessera/sched.h"
+#include "tessera/sim/simulator.h"
 #include "tessera/status.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
 
-class Simulator;
+
 
 struct TensorOverride {
   std::string pattern;  // ECMAScript regular expression, searched in the tensor's name
@@ -54,7 +55,7 @@ int layer_of_name(const char* name);
 
 // Which device (index in the simulator) each layer goes to; layers not offloaded go to the last device (the CPU).
 // Errors: a negative or too long layer count, a split with negative or no positive proportion, more counts than GPUs.
-Result<std::vector<int>> layer_devices(const Simulator& sim, int n_layer, const PlacementPolicy& policy);
+Result<std::vector<int>> layer_devices(const sim::Simulator& sim, int n_layer, const PlacementPolicy& policy);
 
 struct Placement {
   std::vector<std::unique_ptr<Buffer>> buffers;
@@ -68,7 +69,7 @@ struct Placement {
 // as described above, other weights (token embedding) on the CPU; overrides first. n_layer: the model's layer count.
 // Errors: an override whose pattern is not a valid regular expression or whose target is unknown, a placement that
 // does not fit (the allocation error, naming the device).
-Result<Placement> place_model(Simulator& sim, const std::vector<Tensor*>& weights, const std::vector<Tensor*>& caches,
+Result<Placement> place_model(sim::Simulator& sim, const std::vector<Tensor*>& weights, const std::vector<Tensor*>& caches,
                               int n_layer, const PlacementPolicy& policy);
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

@@ -7,10 +7,10 @@
 #include <string_view>
 #include <vector>
 
-#include "tessera/sim/session.h"
+#include "tessera/harness/session.h"
 #include "tessera/status.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
 
 struct Expectations {
   // "scheduling": "ok" (plan and run succeed) or "error" (they fail; error_contains then names a part of the message).
@@ -64,6 +64,7 @@ struct ScenarioOutcome {
 
 // Builds the session, plans, runs, checks every expectation. Never aborts; errors become failed expectations. With
 // several seeds: the outcome of the first seed that fails (its details name the seed), else the last one's.
-ScenarioOutcome run_scenario(const Scenario& scenario);
+// `real_devices`: as for Session::create.
+ScenarioOutcome run_scenario(const Scenario& scenario, const Registry* real_devices);
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

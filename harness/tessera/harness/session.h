@@ -8,15 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "models/llama.h"
+#include "tessera/models/llama.h"
 #include "tessera/sched.h"
-#include "tessera/sim/config.h"
-#include "tessera/sim/graph_data.h"
-#include "tessera/sim/graph_io.h"
-#include "tessera/sim/policy.h"
+#include "tessera/harness/graph_data.h"
+#include "tessera/harness/graph_io.h"
+#include "tessera/harness/policy.h"
 #include "tessera/sim/simulator.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
 
 // A serialized graph (docs/graph-format.md) to run instead of the model builder. Its leafs that are not flagged input
 // are weights: the policy places them (overrides by name, then the layer in a "blk.N." name, else the CPU); a weight
@@ -28,7 +27,7 @@ struct GraphSource {
 };
 
 struct SessionConfig {
-  TopologyConfig topology;
+  sim::TopologyConfig topology;
   models::LlamaConfig model;         // used when `graph` is empty
   std::optional<GraphSource> graph;  // set: run this graph instead of the model
   // Graph mode only: a second graph over the same weights (its weight leafs are matched by name to the first graph's
@@ -36,7 +35,7 @@ struct SessionConfig {
   // steps "reserve-next", "alloc-next", "compute-next").
   std::optional<GraphSource> next_graph;
   PlacementPolicy policy;
-  SimOptions sim;
+  sim::SimOptions sim;
   uint64_t model_seed = 1;  // weights, cache and inputs
 };
 
@@ -58,9 +57,11 @@ struct RunStats {
 
 class Session {
  public:
-  // Errors: an invalid topology or model, a policy that does not apply, weights that do not fit (naming the device),
-  // a scheduler that cannot be created.
-  static Result<std::unique_ptr<Session>> create(const SessionConfig& config);
+  // `real_devices`: the registry the topology's wrapped devices see through (Simulator::create); the harness links
+  // none of its own, so the program passes the one it links (e.g. builtin_registry()). Errors: an invalid topology
+  // or model, a policy that does not apply, weights that do not fit (naming the device), a scheduler that cannot be
+  // created.
+  static Result<std::unique_ptr<Session>> create(const SessionConfig& config, const Registry* real_devices);
   ~Session();
 
   // Splits and allocates the graph (the scheduler's alloc_graph): a scheduling error or an allocation failure.
@@ -85,7 +86,7 @@ class Session {
   Result<std::vector<float>> reference_outputs() const;
 
   const SessionConfig& config() const { return config_; }
-  Simulator& sim() { return *sim_; }
+  sim::Simulator& sim() { return *sim_; }
   Scheduler& sched() { return *sched_; }
   Graph& graph() { return *graph_; }
   // The tensors compared with the CPU reference: the logits of a model, the outputs of a serialized graph.
@@ -108,7 +109,7 @@ class Session {
  private:
   Session() = default;
   SessionConfig config_;
-  std::unique_ptr<Simulator> sim_;
+  std::unique_ptr<sim::Simulator> sim_;
   std::vector<std::unique_ptr<Backend>> backends_;
   Status apply_pins();
   Result<RunStats> finish_run(bool check_numerics);  // synchronize, timeline and race counts, numerics
@@ -132,4 +133,4 @@ class Session {
   std::unique_ptr<Scheduler> sched_;
 };
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

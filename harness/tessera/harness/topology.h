@@ -9,28 +9,28 @@
 #include <string_view>
 #include <vector>
 
-#include "tessera/sim/config.h"
+#include "tessera/sim/device_config.h"
 #include "tessera/status.h"
 
-namespace tessera::sim {
+namespace tessera::harness {
 
 // Parses and validates a topology. `source` names the text in every error message.
-Result<TopologyConfig> parse_topology(std::string_view json_text, const std::string& source);
+Result<sim::TopologyConfig> parse_topology(std::string_view json_text, const std::string& source);
 // Reads and parses a file; errors name the path (and the OS reason when it cannot be read).
-Result<TopologyConfig> load_topology_file(const std::string& path);
-// A preset compiled into the library (sim/topologies/NAME.json); kNotFound lists the names.
-Result<TopologyConfig> topology_preset(const std::string& name);
+Result<sim::TopologyConfig> load_topology_file(const std::string& path);
+// A preset compiled into the library (harness/topologies/NAME.json); kNotFound lists the names.
+Result<sim::TopologyConfig> topology_preset(const std::string& name);
 std::vector<std::string> topology_preset_names();
 // The embedded JSON text of a preset (nullptr when there is none of that name).
 const char* topology_preset_text(const std::string& name);
 // A preset name, else a file path.
-Result<TopologyConfig> load_topology(const std::string& name_or_path);
+Result<sim::TopologyConfig> load_topology(const std::string& name_or_path);
 
 // Pretty JSON in the file format; parse_topology reads it back to an equal config.
-std::string topology_to_json(const TopologyConfig& topology);
+std::string topology_to_json(const sim::TopologyConfig& topology);
 
 // The rules every topology obeys (docs/topology.md, "Validation"); messages name the field (devices[1].alignment).
-Status validate_topology(const TopologyConfig& topology);
+Status validate_topology(const sim::TopologyConfig& topology);
 
 // Unit parsers. A number without a unit is in the base unit (bytes, bytes/s, microseconds, FLOP/s). Units are
 // case-sensitive as written below; errors say what was expected.
@@ -49,4 +49,4 @@ std::string format_rate(double bytes_per_s);
 std::string format_duration_us(double us);
 std::string format_flops(double flops_per_s);
 
-}  // namespace tessera::sim
+}  // namespace tessera::harness

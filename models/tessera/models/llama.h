@@ -25,7 +25,7 @@
 #include "tessera/graph.h"
 #include "tessera/status.h"
 
-namespace tessera::sim::models {
+namespace tessera::models {
 
 struct LlamaConfig {
   std::string name = "custom";
@@ -131,8 +131,4 @@ LlamaInputs default_inputs(const LlamaConfig& config, uint64_t seed);
 // Writes the inputs into the (allocated) input tensors. Errors: sizes that do not match, unallocated tensors.
 Status set_inputs(LlamaGraph& model, const LlamaInputs& inputs);
 
-// The oracle of the simulated runs: the model built, filled (fill_random and default_inputs with `seed`) and computed
-// on the plain CPU backend; returns the logits. Errors: an invalid config, an allocation or compute failure.
-Result<std::vector<float>> cpu_reference_logits(const LlamaConfig& config, uint64_t seed);
-
-}  // namespace tessera::sim::models
+}  // namespace tessera::models

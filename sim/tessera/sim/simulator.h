@@ -25,7 +25,8 @@
 
 #include "tessera/backend.h"
 #include "tessera/registry.h"
-#include "tessera/sim/config.h"
+#include "tessera/sim/device_config.h"
+#include "tessera/sim/options.h"
 #include "tessera/sim/hazard.h"
 #include "tessera/sim/trace.h"
 #include "tessera/status.h"
@@ -42,8 +43,10 @@ struct DeviceStats {
 
 class Simulator {
  public:
-  // Errors: an invalid topology (validate-like checks), a wrapped device whose real device is not in `real`
-  // (default: the built-in registry).
+  // `real`: the registry of real devices that wrapped devices (DeviceConfig::wraps) see through; the simulator links
+  // no backend registry of its own, so a program passes the one it links (e.g. builtin_registry()). It may be null
+  // when no device wraps a real one. Errors: an invalid topology (validate-like checks), a wrapped device with no
+  // registry or whose real device is not in `real`.
   static Result<std::unique_ptr<Simulator>> create(const TopologyConfig& topology, const SimOptions& options = {},
                                                    const Registry* real = nullptr);
   ~Simulator();

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "../../backends/cpu/kernels/opt/opt_kernels.h"
+#include "backends/cpu/kernels/opt/opt_kernels.h"
 #include "tessera/graph_copy.h"
-#include "unit/op_oracle.h"
+#include "unit/cpu/op_oracle.h"
 
 namespace tessera {
 namespace {

@@ -1,7 +1,7 @@
 // Op tests, part 1: misuse of the building functions. Each invalid build returns nullptr and records a clear error in
 // the context; later builders given that nullptr return nullptr without replacing the first error.
 // The correctness of every op against the float64 oracle is in test_ops_reference_{elementwise,matmul,index,copy}.cpp.
-#include "unit/op_oracle.h"
+#include "unit/cpu/op_oracle.h"
 
 namespace tessera::optest {
 namespace {

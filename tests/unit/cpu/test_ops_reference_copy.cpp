@@ -1,6 +1,6 @@
 // Op correctness against the oracle: CPY between every pair of types (i32 only with i32), CONT of transposed and
 // permuted views, DUP, and the view ops (VIEW, RESHAPE, PERMUTE, TRANSPOSE) read through CONT, for every Any type.
-#include "unit/op_oracle.h"
+#include "unit/cpu/op_oracle.h"
 
 namespace tessera::optest {
 namespace {

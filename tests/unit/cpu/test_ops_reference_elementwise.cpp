@@ -1,6 +1,6 @@
 // Op correctness against the float64 oracle: ADD/MUL/DIV, SCALE, UNARY, GLU, RMS_NORM, NORM, SUM_ROWS, SOFT_MAX,
 // ROPE, for every Float type (and every a x b Float pair for the binary ops).
-#include "unit/op_oracle.h"
+#include "unit/cpu/op_oracle.h"
 
 namespace tessera::optest {
 namespace {

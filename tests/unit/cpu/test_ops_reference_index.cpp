@@ -1,7 +1,7 @@
 // Op correctness against the oracle: GET_ROWS (every Any type), SET_ROWS (every Weight type, untouched rows checked
 // bytewise), ARGSORT / TOP_K (indices compared exactly, ties stable), and index errors (compute fails, no crash,
 // nothing written out of bounds).
-#include "unit/op_oracle.h"
+#include "unit/cpu/op_oracle.h"
 
 #include <gmock/gmock.h>
 

@@ -1,6 +1,6 @@
 // Op correctness against the float64 oracle: MUL_MAT (a in every Weight type), MUL_MAT_ID (every Weight type, B1 == 1
 // and B1 == n_used), FLASH_ATTN_EXT (k x v in every pair of Weight types, GQA, masks f32/f16, sinks).
-#include "unit/op_oracle.h"
+#include "unit/cpu/op_oracle.h"
 
 namespace tessera::optest {
 namespace {

@@ -1,4 +1,4 @@
-// Serialized graphs (sim/graph_io): JSON round trips of llama graphs and of a hand-built graph with every op, a
+// Serialized graphs (harness/graph_io): JSON round trips of llama graphs and of a hand-built graph with every op, a
 // numeric round trip on the CPU (bit-identical outputs), every malformed category rejected with a message naming the
 // file, the JSON path and what was expected, and a no-crash sweep (truncations, byte flips, number replacements).
 #include <gmock/gmock.h>
@@ -14,15 +14,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/llama.h"
+#include "tessera/models/llama.h"
 #include "tessera/alloc.h"
 #include "tessera/build.h"
 #include "tessera/cpu.h"
 #include "tessera/graph_copy.h"
-#include "tessera/sim/graph_io.h"
+#include "tessera/harness/graph_io.h"
 
 using namespace tessera;
-using namespace tessera::sim;
+using namespace tessera::harness;
 using ::testing::HasSubstr;
 using ojson = nlohmann::ordered_json;
 

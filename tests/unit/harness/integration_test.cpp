@@ -7,21 +7,23 @@
 
 #include <cinttypes>
 
-#include "models/llama.h"
-#include "sim_fixture.h"
+#include "tessera/harness/reference.h"
+#include "tessera/models/llama.h"
+#include "unit/sim/sim_fixture.h"
 #include "tessera/alloc.h"
 #include "tessera/build.h"
 #include "tessera/cpu.h"
 #include "tessera/gallocr.h"
 #include "tessera/graph_copy.h"
 #include "tessera/sched.h"
-#include "tessera/sim/placement.h"
-#include "tessera/sim/topology.h"
+#include "tessera/harness/placement.h"
+#include "tessera/harness/topology.h"
 
 using namespace tessera;
 using namespace tessera::sim;
+using namespace tessera::harness;
 using namespace tessera::sim::testing;
-using namespace tessera::sim::models;
+using namespace tessera::models;
 using ::testing::HasSubstr;
 
 namespace {
@@ -32,9 +34,9 @@ LlamaConfig small_llama() {
   return c;
 }
 
-// The CPU oracle (models::cpu_reference_logits), which must succeed.
+// The CPU oracle (harness::cpu_reference_logits), which must succeed.
 std::vector<float> cpu_logits(const LlamaConfig& c, uint64_t seed) {
-  auto r = tessera::sim::models::cpu_reference_logits(c, seed);
+  auto r = tessera::harness::cpu_reference_logits(c, seed);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   return r.ok() ? std::move(r).value() : std::vector<float>();
 }

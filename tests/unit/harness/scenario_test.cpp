@@ -4,16 +4,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "sim_fixture.h"
+#include "unit/sim/sim_fixture.h"
 #include "tessera/graph_copy.h"
-#include "tessera/sim/graph_io.h"
-#include "tessera/sim/policy.h"
-#include "tessera/sim/scenario.h"
-#include "tessera/sim/session.h"
-#include "tessera/sim/topology.h"
+#include "tessera/harness/graph_io.h"
+#include "tessera/harness/policy.h"
+#include "tessera/harness/scenario.h"
+#include "tessera/harness/session.h"
+#include "tessera/harness/topology.h"
+#include "tessera/builtin.h"
 
 using namespace tessera;
 using namespace tessera::sim;
+using namespace tessera::harness;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -167,7 +169,7 @@ TEST(SimScenarioRun, MetAndFailedExpectationsAreReported) {
                "nodes": [{"node": "fattn-0", "device": "cpu"}, {"node": "fattn-1", "device": "gpu0"}]}})",
                           "run.json");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
-  const ScenarioOutcome out = run_scenario(s.value());
+  const ScenarioOutcome out = run_scenario(s.value(), &builtin_registry());
   EXPECT_FALSE(out.passed);
   std::map<std::string, bool> ok;
   for (const auto& r : out.results) ok[r.what] = r.ok;
@@ -185,7 +187,7 @@ TEST(SimScenarioRun, AnInjectedFaultEndsInACleanError) {
     "run": {"faults": {"fail_compute_ops": ["MUL_MAT"], "fail_compute_device": "gpu0"}},
     "expect": {"scheduling": "error", "error_contains": "injected fault"}})", "fault.json");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
-  const ScenarioOutcome out = run_scenario(s.value());
+  const ScenarioOutcome out = run_scenario(s.value(), &builtin_registry());
   EXPECT_TRUE(out.passed) << out.error;
   EXPECT_THAT(out.error, HasSubstr("MUL_MAT"));
 }
@@ -217,7 +219,7 @@ TEST(SimScenarioParse, StepsSchedulerDevicesAndSplitInputsAreRead) {
 ScenarioOutcome run_text(const std::string& text) {
   auto s = parse_scenario(text, "run.json");
   EXPECT_TRUE(s.ok()) << s.status().to_string();
-  return s.ok() ? run_scenario(s.value()) : ScenarioOutcome{};
+  return s.ok() ? run_scenario(s.value(), &builtin_registry()) : ScenarioOutcome{};
 }
 
 std::map<std::string, bool> results_of(const ScenarioOutcome& out) {
@@ -359,7 +361,7 @@ TEST(SimScenarioGraph, AGraphFileIsFoundNextToTheScenario) {
   EXPECT_EQ(s.value().config.graph->source, ::testing::TempDir() + "tessera-graph-next.json");
   ASSERT_EQ(s.value().config.policy.pins.size(), 1u);
   EXPECT_EQ(s.value().config.policy.pins[0].device, "cpu");
-  const ScenarioOutcome out = run_scenario(s.value());
+  const ScenarioOutcome out = run_scenario(s.value(), &builtin_registry());
   EXPECT_TRUE(out.passed) << out.error << "\n" << out.report;
   EXPECT_EQ(out.results.size(), 3u);
 }
@@ -388,11 +390,11 @@ TEST(SimSessionGraph, AModelsGraphPlacesAndComputesLikeTheModel) {
     model_cfg.topology = topology_preset("2gpu-unequal").value();
     model_cfg.model = models::preset("tiny").value();
     model_cfg.model.flash_attn = fa;
-    auto model_session = Session::create(model_cfg);
+    auto model_session = Session::create(model_cfg, &builtin_registry());
     ASSERT_TRUE(model_session.ok()) << model_session.status().to_string();
     ASSERT_TRUE(model_session.value()->plan().ok());
 
-    auto s = Session::create(graph_config(tiny_graph_json(fa), "2gpu-unequal"));
+    auto s = Session::create(graph_config(tiny_graph_json(fa), "2gpu-unequal"), &builtin_registry());
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     Session& g = *s.value();
     // Same names, so the same layers on the same devices, the same weight bytes and the same splits.
@@ -418,7 +420,7 @@ TEST(SimSessionGraph, AModelsGraphPlacesAndComputesLikeTheModel) {
 
 TEST(SimSessionGraph, TheOutputsAreCheckedNotJustComputed) {
   // A wrong weight value on the simulated side must show: change one weight after creation and compare.
-  auto s = Session::create(graph_config(tiny_graph_json(true), "1gpu"));
+  auto s = Session::create(graph_config(tiny_graph_json(true), "1gpu"), &builtin_registry());
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   Tensor* w = const_cast<Tensor*>(s.value()->find_tensor("output.weight"));
   ASSERT_NE(w, nullptr);
@@ -433,17 +435,17 @@ TEST(SimSessionGraph, TheOutputsAreCheckedNotJustComputed) {
 TEST(SimSessionGraph, PinsAreAppliedAndBadPinsAreErrors) {
   SessionConfig c = graph_config(tiny_graph_json(true), "1gpu");
   c.policy.pins = {{"attn_norm-1", "cpu"}};
-  auto s = Session::create(c);
+  auto s = Session::create(c, &builtin_registry());
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   ASSERT_TRUE(s.value()->plan().ok());
   EXPECT_EQ(s.value()->sched().explain(s.value()->find_tensor("attn_norm-1")).cause, Cause::kUser);
   EXPECT_THAT(s.value()->explain("attn_norm-1"), HasSubstr("on cpu (cause: user)"));
   c.policy.pins = {{"no-such-tensor", "cpu"}};
-  auto bad = Session::create(c);
+  auto bad = Session::create(c, &builtin_registry());
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), AllOf(HasSubstr("no-such-tensor"), HasSubstr("no tensor of that name")));
   c.policy.pins = {{"attn_norm-1", "gpu7"}};
-  bad = Session::create(c);
+  bad = Session::create(c, &builtin_registry());
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), AllOf(HasSubstr("gpu7"), HasSubstr("no device named")));
 }
@@ -504,7 +506,7 @@ TEST(SimSessionGraph, ACopyIsNotReusedAfterItsSourceWasWrittenInPlace) {
   for (bool parallel : {false, true}) {
     SCOPED_TRACE(parallel ? "parallel" : "serial");
     c.policy.parallel = parallel;
-    auto s = Session::create(c);
+    auto s = Session::create(c, &builtin_registry());
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     auto r = s.value()->run(1, true);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -525,7 +527,7 @@ TEST(SimScenarioRun, SeveralSeedsMustAllPassAndAFailureNamesItsSeed) {
                               "expect": {"no_race": true, "outputs_match_reference": true}})", "s.json");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(s.value().seeds, 3);
-  ScenarioOutcome out = run_scenario(s.value());
+  ScenarioOutcome out = run_scenario(s.value(), &builtin_registry());
   EXPECT_TRUE(out.passed) << out.report;
   ASSERT_FALSE(out.results.empty());
   EXPECT_EQ(out.results.back().what, "every one of 3 seeds passes");
@@ -533,7 +535,7 @@ TEST(SimScenarioRun, SeveralSeedsMustAllPassAndAFailureNamesItsSeed) {
   // A failing run stops the sweep, and the failure says which seed.
   Scenario broken = s.value();
   broken.config.sim.faults.fail_compute_ops = {Op::kMulMat};
-  out = run_scenario(broken);
+  out = run_scenario(broken, &builtin_registry());
   EXPECT_FALSE(out.passed);
   EXPECT_EQ(out.results.back().detail, "seed 40 fails (0 passed before it)");
   EXPECT_THAT(error_of(R"({"name": "s", "topology": "1gpu", "run": {"seeds": 0}})"),
@@ -584,7 +586,7 @@ TEST(SimSessionNextGraph, TheNextGraphComputesWithTheFirstGraphsWeights) {
   c.next_graph = GraphSource{small_graph("blk.0.w", 8, false), "next.json"};  // y = w·x only
   c.policy.n_gpu_layers = 1;
   {
-    auto s = Session::create(c);
+    auto s = Session::create(c, &builtin_registry());
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     using St = Session::Step;
     auto r = s.value()->run_steps({St::kCompute, St::kComputeNext});
@@ -600,7 +602,7 @@ TEST(SimSessionNextGraph, TheNextGraphComputesWithTheFirstGraphsWeights) {
   {
     // The next graph reads the first graph's weight: changing that weight changes the next graph's outputs, and the
     // comparison (with the weight's seeded values) sees it.
-    auto s = Session::create(c);
+    auto s = Session::create(c, &builtin_registry());
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     Tensor* w = const_cast<Tensor*>(s.value()->find_tensor("blk.0.w"));
     ASSERT_NE(w, nullptr);
@@ -614,22 +616,22 @@ TEST(SimSessionNextGraph, TheNextGraphComputesWithTheFirstGraphsWeights) {
 TEST(SimSessionNextGraph, MismatchedWeightsAndMissingGraphsAreErrors) {
   SessionConfig c = graph_config(small_graph("blk.0.w", 8, false), "1gpu");
   c.next_graph = GraphSource{small_graph("blk.0.other", 8, false), "next.json"};
-  auto s = Session::create(c);
+  auto s = Session::create(c, &builtin_registry());
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), HasSubstr("next.json: weight \"blk.0.other\" is not a weight of the first graph"));
   c.next_graph = GraphSource{small_graph("blk.0.w", 16, false), "next.json"};
-  s = Session::create(c);
+  s = Session::create(c, &builtin_registry());
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), AllOf(HasSubstr("next.json: weight \"blk.0.w\" is"), HasSubstr("16")));
   SessionConfig model;
   model.topology = topology_preset("1gpu").value();
   model.model = models::preset("tiny").value();
   model.next_graph = GraphSource{small_graph("blk.0.w", 8, false), "next.json"};
-  s = Session::create(model);
+  s = Session::create(model, &builtin_registry());
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), HasSubstr("a next graph needs a serialized first graph"));
   // Without a next graph, a -next step is an error naming the step.
-  s = Session::create(graph_config(small_graph("blk.0.w", 8, false), "1gpu"));
+  s = Session::create(graph_config(small_graph("blk.0.w", 8, false), "1gpu"), &builtin_registry());
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   auto r = s.value()->run_steps({Session::Step::kCompute, Session::Step::kComputeNext});
   ASSERT_FALSE(r.ok());

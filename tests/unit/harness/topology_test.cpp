@@ -11,10 +11,11 @@
 #include <random>
 #include <string>
 
-#include "tessera/sim/topology.h"
+#include "tessera/harness/topology.h"
 
 using namespace tessera;
 using namespace tessera::sim;
+using namespace tessera::harness;
 using ::testing::HasSubstr;
 
 namespace {

@@ -1,4 +1,4 @@
-// The llama-style model builder (sim/models): presets, config checks, graph structure, and a CPU computation of the
+// The llama-style model builder (models/): presets, config checks, graph structure, and a CPU computation of the
 // tiny model in every attention/FFN variant (finite logits; flash attention and the MUL_MAT/SOFT_MAX path agree).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -6,14 +6,14 @@
 #include <cmath>
 #include <map>
 
-#include "models/llama.h"
+#include "tessera/models/llama.h"
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
 #include "tessera/gallocr.h"
 #include "tessera/graph_copy.h"
 
 using namespace tessera;
-using namespace tessera::sim::models;
+using namespace tessera::models;
 using ::testing::HasSubstr;
 
 namespace {

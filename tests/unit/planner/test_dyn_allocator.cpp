@@ -1,7 +1,7 @@
 // The planner's dynamic allocator: alignment, best fit, merging, tails, chunks, max-size errors.
 #include <gtest/gtest.h>
 
-#include "../../src/alloc/dyn_allocator.h"
+#include "src/alloc/dyn_allocator.h"
 
 using tessera::BlockAddress;
 using tessera::DynamicAllocator;

@@ -5,7 +5,7 @@
 
 #include <random>
 
-#include "planner_check.h"
+#include "support/planner_check.h"
 #include "support/host_buffer_type.h"
 #include "tessera/alloc.h"
 #include "tessera/build.h"

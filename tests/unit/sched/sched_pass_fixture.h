@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "../../src/sched/plan.h"
+#include "src/sched/plan.h"
 #include "tessera/alloc.h"
 #include "tessera/build.h"
 #include "tessera/context.h"

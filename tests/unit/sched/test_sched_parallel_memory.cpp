@@ -9,19 +9,20 @@
 #include <map>
 #include <set>
 
-#include "models/llama.h"
-#include "sim_fixture.h"
+#include "tessera/models/llama.h"
+#include "unit/sim/sim_fixture.h"
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
 #include "tessera/gallocr.h"
 #include "tessera/graph_copy.h"
 #include "tessera/sched.h"
-#include "tessera/sim/placement.h"
+#include "tessera/harness/placement.h"
 
 using namespace tessera;
 using namespace tessera::sim;
+using namespace tessera::harness;
 using namespace tessera::sim::testing;
-using namespace tessera::sim::models;
+using namespace tessera::models;
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <map>
 #include <utility>
 
-#include "sched_pass_fixture.h"
+#include "unit/sched/sched_pass_fixture.h"
 
 using ::testing::HasSubstr;
 

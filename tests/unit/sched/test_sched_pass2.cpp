@@ -3,7 +3,7 @@
 // unsupported nodes stay unassigned while the current backend is kept; view ops are skipped.
 #include <cstdio>
 
-#include "sched_pass_fixture.h"
+#include "unit/sched/sched_pass_fixture.h"
 
 namespace tessera::sched::testing {
 namespace {

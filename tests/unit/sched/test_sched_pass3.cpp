@@ -2,7 +2,7 @@
 // and in a buffer type it can use; ties to the higher priority) and upgrade of assigned nodes to a higher-priority
 // backend sharing the same compute buffer type, only when it supports the op and every source's buffer type; user
 // pins never move.
-#include "sched_pass_fixture.h"
+#include "unit/sched/sched_pass_fixture.h"
 
 namespace tessera::sched::testing {
 namespace {

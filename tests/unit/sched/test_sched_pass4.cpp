@@ -2,7 +2,7 @@
 // backend (views among them their view source's), a node still unassigned the first backend that supports it; a
 // node no backend supports, or a pinned / INPUT node on a backend that refuses it, is a scheduling error (a status,
 // never an abort, never a silently unassigned node). Ends with passes 1-4 together.
-#include "sched_pass_fixture.h"
+#include "unit/sched/sched_pass_fixture.h"
 
 using ::testing::HasSubstr;
 

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <set>
 
-#include "../../src/alloc/prefetch.h"
-#include "sched_doubles.h"
-#include "sched_net.h"
+#include "src/alloc/prefetch.h"
+#include "support/sched_doubles.h"
+#include "unit/sched/sched_net.h"
 
 using namespace tessera;
 using namespace tessera::testnet;

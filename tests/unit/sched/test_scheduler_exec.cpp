@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "sched_doubles.h"
+#include "support/sched_doubles.h"
 #include "tessera/alloc.h"
 #include "tessera/build.h"
 #include "tessera/cpu.h"

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "sched_doubles.h"
-#include "sched_net.h"
+#include "support/sched_doubles.h"
+#include "unit/sched/sched_net.h"
 
 using namespace tessera;
 using namespace tessera::testnet;

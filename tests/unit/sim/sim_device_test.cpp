@@ -15,8 +15,8 @@
 
 #include <unistd.h>
 
-#include "sim_fixture.h"
-#include "sim_impl.h"  // op_time_us
+#include "unit/sim/sim_fixture.h"
+#include "sim/sim_impl.h"  // op_time_us
 #include "tessera/alloc.h"
 #include "tessera/build.h"
 #include "tessera/cpu.h"
@@ -1074,11 +1074,20 @@ TEST(SimRegistry, CreateRejectsDuplicateNames) {
 TEST(SimRegistry, CreateRejectsAWrapOfAnUnknownDevice) {
   DeviceConfig w = wrapped_cpu();
   w.wraps = "NPU9";
-  auto r = Simulator::create(topology({w}));
+  auto r = Simulator::create(topology({w}), {}, &builtin_registry());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
   EXPECT_THAT(r.status().message(), HasSubstr("NPU9"));
   EXPECT_THAT(r.status().message(), HasSubstr("cpu"));
+}
+
+// The simulator links no backend registry: a wrapped device needs the caller's registry of real devices.
+TEST(SimRegistry, CreateRejectsAWrapWithoutARegistryOfRealDevices) {
+  auto r = Simulator::create(topology({gpu("gpu0"), wrapped_cpu()}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("no registry of real devices"));
+  EXPECT_TRUE(Simulator::create(topology({gpu("gpu0"), wrapped_cpu()}), {}, &builtin_registry()).ok());
 }
 
 TEST(SimRegistry, CreateRejectsABadAlignment) {

@@ -12,6 +12,7 @@
 #include "tessera/build.h"
 #include "tessera/context.h"
 #include "tessera/sim/simulator.h"
+#include "tessera/builtin.h"
 
 namespace tessera::sim::testing {
 
@@ -45,7 +46,7 @@ inline TopologyConfig topology(std::vector<DeviceConfig> devices, const std::str
 }
 
 inline std::unique_ptr<Simulator> make_sim(const TopologyConfig& t, SimOptions o = {}) {
-  auto s = Simulator::create(t, o);
+  auto s = Simulator::create(t, o, &builtin_registry());
   EXPECT_TRUE(s.ok()) << s.status().to_string();
   return s.ok() ? std::move(s).value() : nullptr;
 }

@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "sim_fixture.h"
+#include "unit/sim/sim_fixture.h"
 #include "tessera/build.h"
 #include "tessera/sim/hazard.h"
 

@@ -1,0 +1,26 @@
+// The cost model of a simulated device: how long one op takes on it (docs/simulator.md, "Time").
+#pragma once
+
+#include <vector>
+
+#include "tessera/ops.h"
+
+namespace tessera::sim {
+
+// Time of one op: overhead + max(flops / throughput(type), bytes / bandwidth), or a fixed time from an override.
+struct CostModel {
+  double launch_overhead_us = 5.0;
+  double flops_f32 = 10e12;  // FLOP/s when src[0] (the weight) is f32 or i32
+  double flops_f16 = 50e12;  // f16 and bf16
+  double flops_quant = 40e12;  // q8_0 and q4_0
+  double mem_bandwidth = 500e9;  // bytes/s
+  struct Override {
+    Op op = Op::kNone;
+    double overhead_us = -1;  // < 0: the model's
+    double flops = -1;        // < 0: the model's throughput for the type
+    double fixed_us = -1;     // >= 0: the op always takes this long
+  };
+  std::vector<Override> overrides;
+};
+
+}  // namespace tessera::sim

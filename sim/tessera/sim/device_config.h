@@ -1,0 +1,59 @@
+// Configuration of simulated devices and topologies. Plain data: the topology loader (tessera/harness/topology.h)
+// fills it from a JSON file, tests fill it by hand, and the simulator (tessera/sim/simulator.h) builds devices from it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tessera/backend.h"
+#include "tessera/sim/cost_model.h"
+#include "tessera/sim/op_rules.h"
+
+namespace tessera::sim {
+
+constexpr size_t KiB = size_t{1} << 10;
+constexpr size_t MiB = size_t{1} << 20;
+constexpr size_t GiB = size_t{1} << 30;
+
+// Capacity, timing and support of one device.
+struct DeviceConfig {
+  std::string name;  // unique within the topology, e.g. "gpu0" (case-insensitive lookups)
+  std::string description;
+  DeviceType type = DeviceType::kGpu;
+  // Empty: a pure simulated device. Otherwise the name of a real device (e.g. "CPU") seen through this config:
+  // memory budget, narrower op set, faults, timings and the hazard detector on top of real computation.
+  std::string wraps;
+  size_t memory = 8 * GiB;  // capacity (total)
+  size_t alignment = 256;
+  size_t max_alloc = std::numeric_limits<size_t>::max();  // largest single allocation
+  bool host_visible = false;  // buffers are host memory the program may address directly (is_host)
+  DeviceCaps caps{/*async=*/true, /*host_buffer=*/false, /*buffer_from_host_ptr=*/false, /*events=*/true};
+  bool default_allow = true;
+  std::vector<OpRule> op_rules;
+  OffloadRule offload;
+  CostModel cost;
+  // Host <-> device link used when no explicit link names this device and "host".
+  double host_bandwidth = 25e9;  // bytes/s
+  double host_latency_us = 10.0;
+};
+
+// A priced connection. Endpoint "host" means host memory; links are symmetric.
+struct LinkConfig {
+  std::string a, b;
+  double bandwidth = 25e9;  // bytes/s
+  double latency_us = 10.0;
+};
+
+struct TopologyConfig {
+  std::string name;
+  std::string description;
+  std::vector<DeviceConfig> devices;  // scheduler priority order: first = highest; a CPU device (wrapped) last
+  std::vector<LinkConfig> links;
+  // Device <-> device copies without an explicit link go through the host at min(host bandwidths) and the sum of
+  // latencies.
+};
+
+}  // namespace tessera::sim
