@@ -137,8 +137,9 @@ inline size_t edit_distance(std::string_view a, std::string_view b) {
 
 using Keys = std::initializer_list<const char*>;
 
-// The object at `path`, with no keys but `allowed` (typos must not pass silently).
-inline const json& expect_object(const json& v, const std::string& path, Keys allowed, std::string_view what) {
+// The object at `path`, with no keys but `allowed` (typos must not pass silently). `allowed`: any range of const char*.
+template <typename KeyRange>
+const json& expect_object(const json& v, const std::string& path, const KeyRange& allowed, std::string_view what) {
   if (!v.is_object()) type_fail(path, what, v);
   for (const auto& item : v.items()) {
     const std::string& key = item.key();
@@ -161,6 +162,9 @@ inline const json& expect_object(const json& v, const std::string& path, Keys al
     fail(path, std::move(msg));
   }
   return v;
+}
+inline const json& expect_object(const json& v, const std::string& path, Keys allowed, std::string_view what) {
+  return expect_object<Keys>(v, path, allowed, what);
 }
 
 inline const json* member(const json& obj, const char* key) {
@@ -203,6 +207,21 @@ inline int64_t get_count(const json& v, const std::string& path) {
     return static_cast<int64_t>(d);
   }
   type_fail(path, kWhat, v);
+}
+
+// A finite number; a whole number in [-1000000, 1000000] (counts and indices a user writes by hand).
+inline double get_number(const json& v, const std::string& path) {
+  if (!v.is_number()) type_fail(path, "a number", v);
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) type_fail(path, "a finite number", v);
+  return d;
+}
+
+inline int get_int(const json& v, const std::string& path) {
+  if (!v.is_number_integer()) type_fail(path, "a whole number", v);
+  const int64_t i = v.get<int64_t>();
+  if (i < -1000000 || i > 1000000) type_fail(path, "a whole number between -1000000 and 1000000", v);
+  return static_cast<int>(i);
 }
 
 constexpr std::string_view kSizeExpected = "a size such as \"8 GiB\", \"512 MiB\" or 4096 (bytes)";

@@ -38,18 +38,25 @@ int layer_of_name(const char* name) {
 
 namespace {
 
-std::vector<int> gpu_indices(const Simulator& sim) {
+std::vector<int> gpu_indices(const std::vector<Device*>& devices) {
   std::vector<int> g;
-  for (size_t i = 0; i + 1 < sim.device_count(); ++i) {
-    if (sim.device_config(i).type != DeviceType::kCpu) g.push_back(static_cast<int>(i));
+  for (size_t i = 0; i + 1 < devices.size(); ++i) {
+    if (devices[i]->type() != DeviceType::kCpu) g.push_back(static_cast<int>(i));
   }
   return g;
 }
 
-BufferType* find_target(Simulator& sim, const std::string& target) {
-  if (Device* d = sim.device_by_name(target)) return d->buffer_type();
-  for (size_t i = 0; i < sim.device_count(); ++i) {
-    Device* d = sim.device(i);
+size_t total_memory(const Device& d) {
+  size_t free = 0, total = 0;
+  d.memory(&free, &total);
+  return total;
+}
+
+BufferType* find_target(const std::vector<Device*>& devices, const std::string& target) {
+  for (Device* d : devices) {
+    if (strcasecmp(d->name(), target.c_str()) == 0) return d->buffer_type();
+  }
+  for (Device* d : devices) {
     for (BufferType* b : {d->buffer_type(), d->host_buffer_type()}) {
       if (b != nullptr && strcasecmp(b->name(), target.c_str()) == 0) return b;
     }
@@ -59,9 +66,16 @@ BufferType* find_target(Simulator& sim, const std::string& target) {
 
 }  // namespace
 
-Result<std::vector<int>> layer_devices(const Simulator& sim, int n_layer, const PlacementPolicy& policy) {
-  const int cpu = static_cast<int>(sim.device_count()) - 1;
-  const std::vector<int> gpus = gpu_indices(sim);
+std::vector<Device*> devices_of(const Simulator& simulator) {
+  std::vector<Device*> d;
+  for (size_t i = 0; i < simulator.device_count(); ++i) d.push_back(simulator.device(i));
+  return d;
+}
+
+Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int n_layer, const PlacementPolicy& policy) {
+  if (devices.empty()) return TS_ERROR(StatusCode::kInvalidArgument, "policy: no devices to place onto");
+  const int cpu = static_cast<int>(devices.size()) - 1;
+  const std::vector<int> gpus = gpu_indices(devices);
   std::vector<int> out(static_cast<size_t>(std::max(n_layer, 0)), cpu);
   if (!policy.layers_per_device.empty()) {
     if (policy.layers_per_device.size() > gpus.size()) {
@@ -96,7 +110,7 @@ Result<std::vector<int>> layer_devices(const Simulator& sim, int n_layer, const 
     share = policy.tensor_split;
     share.resize(gpus.size(), 0.0);
   } else {
-    for (int g : gpus) share.push_back(static_cast<double>(sim.device_config(static_cast<size_t>(g)).memory));
+    for (int g : gpus) share.push_back(static_cast<double>(total_memory(*devices[static_cast<size_t>(g)])));
   }
   double sum = 0.0;
   for (double s : share) {
@@ -121,21 +135,21 @@ Result<std::vector<int>> layer_devices(const Simulator& sim, int n_layer, const 
   return out;
 }
 
-Result<Placement> place_model(Simulator& sim, const std::vector<Tensor*>& weights, const std::vector<Tensor*>& caches,
-                              int n_layer, const PlacementPolicy& policy) {
-  Result<std::vector<int>> ld = layer_devices(sim, n_layer, policy);
+Result<Placement> place_model(const std::vector<Device*>& devices, const std::vector<Tensor*>& weights,
+                              const std::vector<Tensor*>& caches, int n_layer, const PlacementPolicy& policy) {
+  Result<std::vector<int>> ld = layer_devices(devices, n_layer, policy);
   if (!ld.ok()) return ld.status();
   Placement p;
   p.layer_device = std::move(ld).value();
-  const int cpu = static_cast<int>(sim.device_count()) - 1;
-  const std::vector<int> gpus = gpu_indices(sim);
+  const int cpu = static_cast<int>(devices.size()) - 1;
+  const std::vector<int> gpus = gpu_indices(devices);
   const bool head_on_gpu = !gpus.empty() && (policy.n_gpu_layers < 0 || policy.n_gpu_layers > n_layer) &&
                            policy.layers_per_device.empty();
   const int head_device = head_on_gpu ? (n_layer > 0 ? p.layer_device.back() : gpus.back()) : cpu;
 
   std::vector<std::pair<std::regex, BufferType*>> rules;
   for (const TensorOverride& o : policy.overrides) {
-    BufferType* b = find_target(sim, o.target);
+    BufferType* b = find_target(devices, o.target);
     if (b == nullptr) {
       return TS_ERROR(StatusCode::kInvalidArgument, "policy: override \"%s\": unknown device or buffer type \"%s\"",
                       o.pattern.c_str(), o.target.c_str());
@@ -147,7 +161,7 @@ Result<Placement> place_model(Simulator& sim, const std::vector<Tensor*>& weight
                       "expression: %s", o.pattern.c_str(), e.what());
     }
   }
-  auto device_buft = [&](int d) { return sim.device(static_cast<size_t>(d))->buffer_type(); };
+  auto device_buft = [&](int d) { return devices[static_cast<size_t>(d)]->buffer_type(); };
   auto choose = [&](Tensor* t, bool is_weight) -> BufferType* {
     for (const auto& [re, b] : rules) {
       if (std::regex_search(t->name, re)) return b;
@@ -170,12 +184,12 @@ Result<Placement> place_model(Simulator& sim, const std::vector<Tensor*>& weight
   for (auto* list : {&wb.value(), &cb.value()}) {
     for (auto& b : *list) p.buffers.push_back(std::move(b));
   }
-  p.weight_bytes.assign(sim.device_count(), 0);
-  p.cache_bytes.assign(sim.device_count(), 0);
+  p.weight_bytes.assign(devices.size(), 0);
+  p.cache_bytes.assign(devices.size(), 0);
   for (size_t i = 0; i < p.where.size(); ++i) {
     const auto [t, b] = p.where[i];
-    for (size_t d = 0; d < sim.device_count(); ++d) {
-      if (b->device() == sim.device(d)) {
+    for (size_t d = 0; d < devices.size(); ++d) {
+      if (b->device() == devices[d]) {
         (i < n_weights ? p.weight_bytes : p.cache_bytes)[d] += b->alloc_size(*t);
       }
     }

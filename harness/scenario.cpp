@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "json_read.h"
+#include "policy_json.h"
 #include "tessera/harness/graph_io.h"
 #include "tessera/harness/topology.h"
 
@@ -50,69 +51,6 @@ void parse_model(const json& v, const std::string& path, models::LlamaConfig* c)
   if (c->n_layer > 100000) fail(child(path, "n_layer"), "expected at most 100000 layers");
   Status s = models::validate(*c);
   if (!s.ok()) fail(path, "the model is invalid: " + s.message());
-}
-
-double get_number(const json& v, const std::string& path) {
-  if (!v.is_number()) type_fail(path, "a number", v);
-  const double d = v.get<double>();
-  if (!std::isfinite(d)) type_fail(path, "a finite number", v);
-  return d;
-}
-
-int get_int(const json& v, const std::string& path) {
-  if (!v.is_number_integer()) type_fail(path, "a whole number", v);
-  const int64_t i = v.get<int64_t>();
-  if (i < -1000000 || i > 1000000) type_fail(path, "a whole number between -1000000 and 1000000", v);
-  return static_cast<int>(i);
-}
-
-void parse_policy(const json& v, const std::string& path, PlacementPolicy* p) {
-  expect_object(v, path,
-                {"n_gpu_layers", "tensor_split", "layers_per_device", "overrides", "pins", "op_offload", "parallel",
-                 "max_split_inputs", "scheduler_devices"},
-                "a policy object");
-  if (const json* x = member(v, "n_gpu_layers")) p->n_gpu_layers = get_int(*x, child(path, "n_gpu_layers"));
-  if (const json* x = member(v, "tensor_split")) {
-    p->tensor_split = get_list<double>(*x, child(path, "tensor_split"), "numbers", get_number);
-  }
-  if (const json* x = member(v, "layers_per_device")) {
-    p->layers_per_device = get_list<int>(*x, child(path, "layers_per_device"), "layer counts",
-                                         [](const json& e, const std::string& ep) {
-                                           return static_cast<int>(std::min<int64_t>(get_count(e, ep), 1000000));
-                                         });
-  }
-  if (const json* x = member(v, "overrides")) {
-    p->overrides = get_list<TensorOverride>(*x, child(path, "overrides"), "override objects",
-                                            [](const json& e, const std::string& ep) {
-                                              expect_object(e, ep, {"pattern", "target"},
-                                                            "an override {\"pattern\": regex, \"target\": device}");
-                                              TensorOverride o;
-                                              o.pattern = get_string(required(e, ep, "pattern", "a regular expression"),
-                                                                     child(ep, "pattern"));
-                                              o.target = get_string(required(e, ep, "target", "a device or buffer type"),
-                                                                    child(ep, "target"));
-                                              return o;
-                                            });
-  }
-  if (const json* x = member(v, "pins")) {
-    p->pins = get_list<TensorPin>(*x, child(path, "pins"), "pin objects", [](const json& e, const std::string& ep) {
-      expect_object(e, ep, {"tensor", "device"}, "a pin {\"tensor\": name, \"device\": name}");
-      TensorPin pin;
-      pin.tensor = get_string(required(e, ep, "tensor", "a tensor name"), child(ep, "tensor"));
-      pin.device = get_string(required(e, ep, "device", "a device name"), child(ep, "device"));
-      return pin;
-    });
-  }
-  if (const json* x = member(v, "scheduler_devices")) {
-    p->scheduler_devices = get_list<std::string>(*x, child(path, "scheduler_devices"), "device names",
-                                                 [](const json& e, const std::string& ep) { return get_string(e, ep); });
-    if (p->scheduler_devices.empty()) fail(child(path, "scheduler_devices"), "expected at least one device name");
-  }
-  if (const json* x = member(v, "op_offload")) p->op_offload = get_bool(*x, child(path, "op_offload"));
-  if (const json* x = member(v, "parallel")) p->parallel = get_bool(*x, child(path, "parallel"));
-  if (const json* x = member(v, "max_split_inputs")) {
-    p->max_split_inputs = get_int(*x, child(path, "max_split_inputs"));
-  }
 }
 
 void parse_run(const json& v, const std::string& path, Scenario* s) {
@@ -289,7 +227,7 @@ Scenario parse_root(const json& root, const std::string& source) {
     if (member(root, "graph") == nullptr) fail("next_graph", "a next graph needs a first one in \"graph\"");
     s.config.next_graph = parse_graph_source(*x, source, "next_graph");
   }
-  if (const json* x = member(root, "policy")) parse_policy(*x, "policy", &s.config.policy);
+  if (const json* x = member(root, "policy")) read_policy_json(*x, "policy", &s.config.policy);
   if (const json* x = member(root, "run")) parse_run(*x, "run", &s);
   for (Session::Step st : s.steps) {
     if (st >= Session::Step::kReserveNext && !s.config.next_graph) {

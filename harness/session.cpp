@@ -163,7 +163,7 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config, co
     for (Tensor* w : g.weights) {
       if (std::find(caches.begin(), caches.end(), w) == caches.end()) weights.push_back(w);
     }
-    auto placed = place_model(*s->sim_, weights, caches, layer_count(g.weights), config.policy);
+    auto placed = place_model(devices_of(*s->sim_), weights, caches, layer_count(g.weights), config.policy);
     if (!placed.ok()) return placed.status();
     s->placement_ = std::move(placed).value();
     if (backed) TS_RETURN_IF_ERROR(fill_all(fill_plan(g, g.weights), config.model_seed));
@@ -176,7 +176,7 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config, co
     s->model_ = std::move(model).value();
     s->graph_ = s->current_ = s->model_.graph.get();
     s->outputs_ = {s->model_.logits};
-    auto placed = place_model(*s->sim_, s->model_.weights, s->model_.kv_cache, config.model.n_layer, config.policy);
+    auto placed = place_model(devices_of(*s->sim_), s->model_.weights, s->model_.kv_cache, config.model.n_layer, config.policy);
     if (!placed.ok()) return placed.status();
     s->placement_ = std::move(placed).value();
     if (backed) TS_RETURN_IF_ERROR(models::fill_random(s->model_, config.model_seed));

@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "tessera/harness/graph_io.h"
+#include "tessera/harness/policy_options.h"
 #include "tessera/harness/scenario.h"
 #include "tessera/harness/session.h"
 #include "tessera/harness/topology.h"
@@ -34,14 +36,9 @@ struct Options {
   int tokens = 0;      // 0: the preset's
   int ctx = 0;         // 0: the preset's
   bool no_flash_attn = false;
-  int ngl = -1;
-  std::vector<double> split;
-  std::vector<int> layers_per_device;
-  std::vector<std::string> overrides;  // "regex=target"
-  std::vector<std::string> pins;       // "tensor=device"
-  bool no_op_offload = false;
-  bool parallel = false;
-  int max_split_inputs = 30;
+  // The placement options (tessera/harness/policy_options.h), as given: each occurrence's text by option key ("" for a
+  // switch), applied in order by make_config.
+  std::map<std::string, std::vector<std::string>> policy;
   uint64_t seed = 1;
   bool adversarial = false;
   bool metadata = false;
@@ -57,16 +54,19 @@ void add_common(CLI::App* app, Options* o) {
   app->add_option("--tokens", o->tokens, "tokens per batch (default: the preset's)")->check(CLI::Range(1, 1 << 20));
   app->add_option("--ctx", o->ctx, "KV cache length (default: the preset's)")->check(CLI::Range(1, 1 << 24));
   app->add_flag("--no-flash-attn", o->no_flash_attn, "attention as MUL_MAT -> SOFT_MAX -> MUL_MAT");
-  app->add_option("--ngl,--n-gpu-layers", o->ngl, "layers offloaded to the GPUs (-1: all, and the output head)");
-  app->add_option("--split", o->split, "proportions of the offloaded layers per GPU, e.g. --split 3,1")->delimiter(',');
-  app->add_option("--layers-per-device", o->layers_per_device, "explicit layer counts per GPU, e.g. 20,12")
-      ->delimiter(',');
-  app->add_option("--override", o->overrides, "REGEX=TARGET: tensors whose name matches go to a device or buffer "
-                                              "type, e.g. --override 'ffn_.*_exps=cpu' (repeatable)");
-  app->add_option("--pin", o->pins, "TENSOR=DEVICE: pin a tensor to a device's backend (repeatable)");
-  app->add_flag("--no-op-offload", o->no_op_offload, "do not let GPUs take ops whose weights are in host memory");
-  app->add_flag("--parallel", o->parallel, "pipeline parallelism (several in-flight copies of inputs)");
-  app->add_option("--max-split-inputs", o->max_split_inputs, "inputs per split (>= 10)")->check(CLI::Range(10, 1 << 20));
+  // The placement options come from the table scenario files read too, with the same names and meaning.
+  for (const PolicyOption& po : policy_options()) {
+    std::vector<std::string>* texts = &o->policy[po.key];
+    if (po.value.empty()) {
+      app->add_flag_callback(po.flags, [texts] { texts->push_back(""); }, po.help);
+    } else if (po.repeatable) {
+      app->add_option(po.flags, *texts, po.help + " (repeatable)")->type_name(po.value)->allow_extra_args(false);
+    } else {  // given twice, the last one wins
+      app->add_option_function<std::string>(po.flags, [texts](const std::string& t) { *texts = {t}; }, po.help)
+          ->type_name(po.value)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    }
+  }
   app->add_option("--seed", o->seed, "simulator seed (adversarial delays, weights and inputs)");
   app->add_flag("--adversarial", o->adversarial, "random command delays to explore interleavings");
   app->add_flag("--metadata", o->metadata, "metadata-only memory: plan and time models larger than this machine");
@@ -92,26 +92,11 @@ Result<SessionConfig> make_config(const Options& o) {
   if (o.no_flash_attn) c.model.flash_attn = false;
   if (c.model.n_kv > c.model.n_ctx) c.model.n_kv = 0;
   TS_RETURN_IF_ERROR(models::validate(c.model));
-  c.policy.n_gpu_layers = o.ngl;
-  c.policy.tensor_split = o.split;
-  c.policy.layers_per_device = o.layers_per_device;
-  for (const std::string& ov : o.overrides) {
-    const size_t eq = ov.rfind('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == ov.size()) {
-      return Status(StatusCode::kInvalidArgument, "--override " + ov + ": expected REGEX=TARGET");
-    }
-    c.policy.overrides.push_back({ov.substr(0, eq), ov.substr(eq + 1)});
+  for (const PolicyOption& po : policy_options()) {
+    const auto it = o.policy.find(po.key);
+    if (it == o.policy.end()) continue;
+    for (const std::string& text : it->second) TS_RETURN_IF_ERROR(apply_policy_option(po.key, text, &c.policy));
   }
-  for (const std::string& pin : o.pins) {
-    const size_t eq = pin.rfind('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == pin.size()) {
-      return Status(StatusCode::kInvalidArgument, "--pin " + pin + ": expected TENSOR=DEVICE");
-    }
-    c.policy.pins.push_back({pin.substr(0, eq), pin.substr(eq + 1)});
-  }
-  c.policy.op_offload = !o.no_op_offload;
-  c.policy.parallel = o.parallel;
-  c.policy.max_split_inputs = o.max_split_inputs;
   c.sim.seed = o.seed;
   c.sim.adversarial = o.adversarial;
   c.sim.mode = o.metadata ? MemoryMode::kMetadata : MemoryMode::kBacked;

@@ -1,7 +1,9 @@
-// Placement policies (issue 6), in the terms users of local-inference runtimes know: how many layers go to the GPUs
-// (the last ones, like -ngl), how they are split across GPUs (proportions, like --tensor-split, or explicit counts),
+// Placement policies, in the terms users of local-inference runtimes know: how many layers go to the GPUs (the last
+// ones, like -ngl), how they are split across GPUs (proportions, like --tensor-split, or explicit counts),
 // tensor-override patterns (regular expression on tensor names -> device or buffer type, like -ot), op_offload,
-// parallel and max_split_inputs.
+// parallel and max_split_inputs. A policy places onto any devices (the Device interface: their type, memory and
+// buffer types), simulated or real; the command line and scenario files read its options from one table
+// (tessera/harness/policy_options.h).
 #pragma once
 
 #include <memory>
@@ -11,8 +13,11 @@
 
 #include "tessera/backend.h"
 #include "tessera/sched.h"
-#include "tessera/sim/simulator.h"
 #include "tessera/status.h"
+
+namespace tessera::sim {
+class Simulator;
+}  // namespace tessera::sim
 
 namespace tessera::harness {
 
@@ -53,23 +58,28 @@ struct PlacementPolicy {
 // The layer a tensor belongs to from its name ("blk.12.ffn_up.weight", "cache_k_l12"); -1 for none.
 int layer_of_name(const char* name);
 
-// Which device (index in the simulator) each layer goes to; layers not offloaded go to the last device (the CPU).
-// Errors: a negative or too long layer count, a split with negative or no positive proportion, more counts than GPUs.
-Result<std::vector<int>> layer_devices(const sim::Simulator& sim, int n_layer, const PlacementPolicy& policy);
+// The devices a policy places onto, in the scheduler's priority order: every non-CPU device is a "GPU" that can take
+// offloaded layers, and the last device is the CPU, which takes the rest. Indices below are into this list.
+// Which device each layer goes to; layers not offloaded go to the last device (the CPU). Errors: a negative or too
+// long layer count, a split with negative or no positive proportion, more counts than GPUs.
+Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int n_layer, const PlacementPolicy& policy);
 
 struct Placement {
   std::vector<std::unique_ptr<Buffer>> buffers;
   std::vector<std::pair<Tensor*, BufferType*>> where;  // every placed tensor and its buffer type
   std::vector<int> layer_device;                       // per layer
-  // Bytes of weights and of caches per device (index as in the simulator).
+  // Bytes of weights and of caches per device (index as in the device list).
   std::vector<size_t> weight_bytes, cache_bytes;
 };
 
-// Places weights (usage WEIGHTS) and caches by the policy: layer tensors on their layer's device, the output head
-// as described above, other weights (token embedding) on the CPU; overrides first. n_layer: the model's layer count.
-// Errors: an override whose pattern is not a valid regular expression or whose target is unknown, a placement that
-// does not fit (the allocation error, naming the device).
-Result<Placement> place_model(sim::Simulator& sim, const std::vector<Tensor*>& weights, const std::vector<Tensor*>& caches,
-                              int n_layer, const PlacementPolicy& policy);
+// Places weights (usage WEIGHTS) and caches by the policy onto `devices` (ordered as for layer_devices): layer tensors
+// on their layer's device, the output head as described above, other weights (token embedding) on the CPU; overrides
+// first. n_layer: the model's layer count. Errors: an override whose pattern is not a valid regular expression or
+// whose target is unknown, a placement that does not fit (the allocation error, naming the device).
+Result<Placement> place_model(const std::vector<Device*>& devices, const std::vector<Tensor*>& weights,
+                              const std::vector<Tensor*>& caches, int n_layer, const PlacementPolicy& policy);
+
+// The devices of a simulator in its topology order (the scheduler's priority order).
+std::vector<Device*> devices_of(const sim::Simulator& simulator);
 
 }  // namespace tessera::harness

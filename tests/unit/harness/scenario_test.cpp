@@ -272,38 +272,6 @@ TEST(SimScenarioRun, MaxSplitInputsIsCheckedAgainstEverySplit) {
   EXPECT_TRUE(loose.passed) << loose.report;
 }
 
-// ---- policies ----
-
-TEST(SimPolicy, LayerOfName) {
-  EXPECT_EQ(layer_of_name("blk.12.ffn_up.weight"), 12);
-  EXPECT_EQ(layer_of_name("cache_v_l3"), 3);
-  EXPECT_EQ(layer_of_name("token_embd.weight"), -1);
-  EXPECT_EQ(layer_of_name("blk.x.attn_q.weight"), -1);
-}
-
-TEST(SimPolicy, LayersGoWhereThePolicySays) {
-  auto sim = tessera::sim::testing::make_sim(load_topology("2gpu-unequal").value());
-  // 24 GiB and 8 GiB GPUs: by memory, 3/4 of the offloaded layers on gpu0.
-  PlacementPolicy p;
-  auto all = layer_devices(*sim, 8, p).value();
-  EXPECT_EQ(all, (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1}));
-  p.n_gpu_layers = 4;  // the last four layers, split 3:1
-  EXPECT_EQ(layer_devices(*sim, 8, p).value(), (std::vector<int>{2, 2, 2, 2, 0, 0, 0, 1}));
-  p.tensor_split = {1, 1};
-  EXPECT_EQ(layer_devices(*sim, 8, p).value(), (std::vector<int>{2, 2, 2, 2, 0, 0, 1, 1}));
-  p.layers_per_device = {1, 2};  // explicit counts win
-  EXPECT_EQ(layer_devices(*sim, 8, p).value(), (std::vector<int>{2, 2, 2, 2, 2, 0, 1, 1}));
-  p.layers_per_device = {5, 5};
-  EXPECT_FALSE(layer_devices(*sim, 8, p).ok());
-  p.layers_per_device = {1, 1, 1};
-  EXPECT_FALSE(layer_devices(*sim, 8, p).ok());
-  p.layers_per_device.clear();
-  p.tensor_split = {0, 0};
-  EXPECT_FALSE(layer_devices(*sim, 8, p).ok());
-  p.tensor_split = {-1, 2};
-  EXPECT_FALSE(layer_devices(*sim, 8, p).ok());
-}
-
 }  // namespace
 
 // ---- Serialized graphs in scenarios and sessions (graph mode) ----

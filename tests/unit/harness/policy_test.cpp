@@ -1,0 +1,209 @@
+// Placement policies: the layer-split arithmetic worked out by hand, placement over the Device interface (simulated
+// and real devices alike), and the one option table that the command line and scenario files both read.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tessera/builtin.h"
+#include "tessera/context.h"
+#include "tessera/harness/policy.h"
+#include "tessera/harness/policy_options.h"
+#include "tessera/harness/scenario.h"
+#include "tessera/harness/topology.h"
+#include "unit/sim/sim_fixture.h"
+
+using namespace tessera;
+using namespace tessera::sim;
+using namespace tessera::sim::testing;
+using namespace tessera::harness;
+using ::testing::HasSubstr;
+
+namespace {
+
+TEST(SimPolicy, LayerOfName) {
+  EXPECT_EQ(layer_of_name("blk.12.ffn_up.weight"), 12);
+  EXPECT_EQ(layer_of_name("cache_v_l3"), 3);
+  EXPECT_EQ(layer_of_name("token_embd.weight"), -1);
+  EXPECT_EQ(layer_of_name("blk.x.attn_q.weight"), -1);
+}
+
+TEST(SimPolicy, LayersGoWhereThePolicySays) {
+  auto sim = make_sim(load_topology("2gpu-unequal").value());
+  // 24 GiB and 8 GiB GPUs: by memory, 3/4 of the offloaded layers on gpu0.
+  PlacementPolicy p;
+  auto all = layer_devices(devices_of(*sim), 8, p).value();
+  EXPECT_EQ(all, (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1}));
+  p.n_gpu_layers = 4;  // the last four layers, split 3:1
+  EXPECT_EQ(layer_devices(devices_of(*sim), 8, p).value(), (std::vector<int>{2, 2, 2, 2, 0, 0, 0, 1}));
+  p.tensor_split = {1, 1};
+  EXPECT_EQ(layer_devices(devices_of(*sim), 8, p).value(), (std::vector<int>{2, 2, 2, 2, 0, 0, 1, 1}));
+  p.layers_per_device = {1, 2};  // explicit counts win
+  EXPECT_EQ(layer_devices(devices_of(*sim), 8, p).value(), (std::vector<int>{2, 2, 2, 2, 2, 0, 1, 1}));
+  p.layers_per_device = {5, 5};
+  EXPECT_FALSE(layer_devices(devices_of(*sim), 8, p).ok());
+  p.layers_per_device = {1, 1, 1};
+  EXPECT_FALSE(layer_devices(devices_of(*sim), 8, p).ok());
+  p.layers_per_device.clear();
+  p.tensor_split = {0, 0};
+  EXPECT_FALSE(layer_devices(devices_of(*sim), 8, p).ok());
+  p.tensor_split = {-1, 2};
+  EXPECT_FALSE(layer_devices(devices_of(*sim), 8, p).ok());
+}
+
+// Three GPUs of 24, 8 and 8 GiB and 10 layers, all offloaded. Shares 3:1:1 (sum 5). Layer i sits at
+// (i + 0.5) / 10 * 5 = 0.25, 0.75, ..., 4.75 and goes to the first GPU whose cumulative share (3, 4, 5) is above it:
+// layers 0-5 (up to 2.75) on gpu0, 6-7 (3.25, 3.75) on gpu1, 8-9 (4.25, 4.75) on gpu2.
+TEST(SimPolicyArithmetic, DefaultSplitFollowsEachGpusMemory) {
+  auto sim = make_sim(topology({gpu("gpu0", 24 * GiB), gpu("gpu1", 8 * GiB), gpu("gpu2", 8 * GiB), wrapped_cpu()}));
+  EXPECT_EQ(layer_devices(devices_of(*sim), 10, PlacementPolicy{}).value(),
+            (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1, 2, 2}));
+}
+
+// n_gpu_layers 5 of 10: layers 0-4 stay on the CPU (device 3). A split 1,0,1 (sum 2) puts offloaded layer k at
+// (k + 0.5) / 5 * 2 = 0.2, 0.6, 1.0, 1.4, 1.8: below 1 -> gpu0 (layers 5, 6); gpu1's share is 0, so its cumulative
+// stays 1 and 1.0 is not below it; below 2 -> gpu2 (layers 7, 8, 9).
+TEST(SimPolicyArithmetic, PartialOffloadWithAZeroShare) {
+  auto sim = make_sim(topology({gpu("gpu0"), gpu("gpu1"), gpu("gpu2"), wrapped_cpu()}));
+  PlacementPolicy p;
+  p.n_gpu_layers = 5;
+  p.tensor_split = {1, 0, 1};
+  EXPECT_EQ(layer_devices(devices_of(*sim), 10, p).value(), (std::vector<int>{3, 3, 3, 3, 3, 0, 0, 2, 2, 2}));
+}
+
+// A split shorter than the GPU list gives the GPUs left out a share of 0; more layers than the model has means all.
+TEST(SimPolicyArithmetic, ShortSplitsAndTooManyLayers) {
+  auto sim = make_sim(topology({gpu("gpu0"), gpu("gpu1"), wrapped_cpu()}));
+  PlacementPolicy p;
+  p.n_gpu_layers = 99;
+  p.tensor_split = {1};
+  EXPECT_EQ(layer_devices(devices_of(*sim), 3, p).value(), (std::vector<int>{0, 0, 0}));
+  p.n_gpu_layers = 0;
+  EXPECT_EQ(layer_devices(devices_of(*sim), 3, p).value(), (std::vector<int>{2, 2, 2}));
+  p.tensor_split = {1, 1, 1};  // three entries for two GPUs
+  p.n_gpu_layers = 3;
+  auto r = layer_devices(devices_of(*sim), 3, p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("3 entries for 2 GPUs"));
+}
+
+// The explicit counts take the last layers, first GPU first: 2 and 1 of 6 layers -> layers 3, 4 on gpu0, 5 on gpu1.
+TEST(SimPolicyArithmetic, ExplicitCountsTakeTheLastLayers) {
+  auto sim = make_sim(topology({gpu("gpu0"), gpu("gpu1"), wrapped_cpu()}));
+  PlacementPolicy p;
+  p.layers_per_device = {2, 1};
+  EXPECT_EQ(layer_devices(devices_of(*sim), 6, p).value(), (std::vector<int>{2, 2, 2, 0, 0, 1}));
+}
+
+// The policy needs only the Device interface: on the real CPU alone (no GPU), every layer and weight stays on it.
+TEST(SimPolicy, PlacesOntoRealDevicesThroughTheDeviceInterface) {
+  Device* cpu = builtin_registry().device_by_name("CPU");
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(layer_devices({cpu}, 4, PlacementPolicy{}).value(), (std::vector<int>{0, 0, 0, 0}));
+  Context ctx{{.no_alloc = true}};
+  Tensor* w = ctx.new_tensor_1d(Type::kF32, 16);
+  set_name(*w, "blk.1.attn_q.weight");
+  auto placed = place_model({cpu}, {w}, {}, 4, PlacementPolicy{});
+  ASSERT_TRUE(placed.ok()) << placed.status().to_string();
+  EXPECT_EQ(placed.value().where.at(0).second, cpu->buffer_type());
+  EXPECT_EQ(placed.value().weight_bytes.at(0), 64u);
+  EXPECT_FALSE(layer_devices({}, 4, PlacementPolicy{}).ok());
+}
+
+// ---- the option table ----
+
+// One line per option: a command-line value and the same in a scenario file. Each must give the same policy as the
+// other, and differ from the default (so a reader that did nothing would fail).
+struct OptionCase {
+  const char* key;
+  std::vector<std::string> texts;  // command-line occurrences ("" for a switch)
+  const char* json;                // the scenario value
+};
+
+const std::vector<OptionCase>& option_cases() {
+  static const std::vector<OptionCase> cases = {
+      {"n_gpu_layers", {"7"}, "7"},
+      {"tensor_split", {"3,1"}, "[3, 1]"},
+      {"layers_per_device", {"2", "1"}, "[2, 1]"},
+      {"overrides", {"ffn_.*=cpu", "a=b=gpu0"}, R"([{"pattern": "ffn_.*", "target": "cpu"},
+                                                   {"pattern": "a=b", "target": "gpu0"}])"},
+      {"pins", {"attn_norm-0=gpu0"}, R"([{"tensor": "attn_norm-0", "device": "gpu0"}])"},
+      {"op_offload", {""}, "false"},
+      {"parallel", {""}, "true"},
+      {"max_split_inputs", {"12"}, "12"},
+      {"scheduler_devices", {"gpu0,cpu"}, R"(["gpu0", "cpu"])"},
+  };
+  return cases;
+}
+
+bool same_policy(const PlacementPolicy& a, const PlacementPolicy& b) {
+  auto ov = [](const PlacementPolicy& p) {
+    std::vector<std::string> v;
+    for (const auto& o : p.overrides) v.push_back(o.pattern + "\n" + o.target);
+    for (const auto& o : p.pins) v.push_back(o.tensor + "\n" + o.device);
+    return v;
+  };
+  return a.n_gpu_layers == b.n_gpu_layers && a.tensor_split == b.tensor_split &&
+         a.layers_per_device == b.layers_per_device && ov(a) == ov(b) && a.op_offload == b.op_offload &&
+         a.parallel == b.parallel && a.max_split_inputs == b.max_split_inputs &&
+         a.scheduler_devices == b.scheduler_devices && a.overrides.size() == b.overrides.size();
+}
+
+TEST(PolicyOptions, EveryOptionMeansTheSameOnTheCommandLineAndInAFile) {
+  ASSERT_EQ(option_cases().size(), policy_options().size()) << "a new option needs a line in option_cases()";
+  for (const PolicyOption& o : policy_options()) {
+    SCOPED_TRACE(o.key);
+    const OptionCase* c = nullptr;
+    for (const OptionCase& oc : option_cases()) c = o.key == oc.key ? &oc : c;
+    ASSERT_NE(c, nullptr);
+    PlacementPolicy from_cli;
+    for (const std::string& t : c->texts) ASSERT_TRUE(apply_policy_option(o.key, t, &from_cli).ok()) << t;
+    auto sc = parse_scenario(std::string(R"({"name": "x", "topology": "1gpu", "policy": {")") + o.key + "\": " + c->json + "}}",
+                             "case.json");
+    ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+    EXPECT_TRUE(same_policy(from_cli, sc.value().config.policy));
+    EXPECT_FALSE(same_policy(from_cli, PlacementPolicy{})) << "the case does not change the default";
+  }
+}
+
+// The command line spells a key with dashes, a list of pairs in the singular, a true-by-default switch negated.
+TEST(PolicyOptions, FlagsAreTheKeysSpelledWithDashes) {
+  for (const PolicyOption& o : policy_options()) {
+    std::string dashed = "--" + o.key;
+    for (char& ch : dashed) ch = ch == '_' ? '-' : ch;
+    const bool pairs = o.value.find('=') != std::string::npos;
+    const std::string expected = o.value.empty() && o.key == "op_offload" ? "--no-op-offload"
+                                 : pairs                                  ? dashed.substr(0, dashed.size() - 1)
+                                                                          : dashed;
+    EXPECT_NE(("," + o.flags + ",").find("," + expected + ","), std::string::npos) << o.key << ": " << o.flags;
+    EXPECT_FALSE(o.help.empty()) << o.key;
+  }
+}
+
+TEST(PolicyOptions, BadValuesNameTheFlagAndWhatWasExpected) {
+  PlacementPolicy p;
+  struct Bad {
+    const char* key;
+    const char* text;
+    const char* message;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"n_gpu_layers", "x", "--ngl x: expected a whole number"},
+           {"n_gpu_layers", "5 ", "--ngl 5 : expected a whole number"},
+           {"tensor_split", "3,,1", "--tensor-split 3,,1: expected numbers separated by commas"},
+           {"tensor_split", "nan", "--tensor-split nan: expected numbers"},
+           {"layers_per_device", "-1", "--layers-per-device -1: expected layer counts"},
+           {"overrides", "=cpu", "--override =cpu: expected REGEX=TARGET"},
+           {"pins", "attn_norm-0", "--pin attn_norm-0: expected TENSOR=DEVICE"},
+           {"max_split_inputs", "9", "--max-split-inputs 9: expected a whole number between 10 and 1000000"},
+           {"scheduler_devices", "gpu0,", "--scheduler-devices gpu0,: expected device names"},
+           {"no_such_option", "1", "no placement option named \"no_such_option\""},
+       }) {
+    const Status s = apply_policy_option(b.key, b.text, &p);
+    EXPECT_FALSE(s.ok()) << b.key << " " << b.text;
+    EXPECT_THAT(s.message(), HasSubstr(b.message));
+  }
+  auto sc = parse_scenario(R"({"name": "x", "topology": "1gpu", "policy": {"max_split_inputs": 9}})", "case.json");
+  ASSERT_FALSE(sc.ok());
+  EXPECT_THAT(sc.status().message(), HasSubstr("policy.max_split_inputs: expected a whole number between 10"));
+}
+
+}  // namespace
