@@ -16,7 +16,7 @@
 #include "tessera/alloc.h"
 #include "tessera/build.h"
 #include "tessera/sched.h"
-#include "tessera/harness/placement.h"
+#include "tessera/harness/allocate.h"
 #include "tessera/sim/simulator.h"
 #include "tessera/harness/topology.h"
 #include "tessera/builtin.h"
@@ -141,10 +141,10 @@ Forward70b forward_70b(int n_tokens) {
     where.emplace_back(w, w == m.tok_embd ? sim->device(static_cast<size_t>(n_gpu))->buffer_type()
                                           : buft_of(m.layer_of(w)));
   }
-  auto wb = place_tensors(where, BufferUsage::kWeights);
+  auto wb = allocate_tensors(where, BufferUsage::kWeights);
   where.clear();
   for (Tensor* kv : m.kv_cache) where.emplace_back(kv, buft_of(m.layer_of(kv)));
-  auto cb = place_tensors(where, BufferUsage::kAny);
+  auto cb = allocate_tensors(where, BufferUsage::kAny);
   if (!wb.ok() || !cb.ok()) {
     r.error = !wb.ok() ? wb.status().to_string() : cb.status().to_string();
     return r;

@@ -7,7 +7,7 @@
 #include <regex>
 #include <strings.h>
 
-#include "tessera/harness/placement.h"
+#include "tessera/harness/allocate.h"
 #include "tessera/sim/simulator.h"
 
 namespace tessera::harness {
@@ -177,9 +177,9 @@ Result<Placement> place_model(const std::vector<Device*>& devices, const std::ve
 
   std::vector<std::pair<Tensor*, BufferType*>> wl(p.where.begin(), p.where.begin() + static_cast<long>(n_weights));
   std::vector<std::pair<Tensor*, BufferType*>> cl(p.where.begin() + static_cast<long>(n_weights), p.where.end());
-  auto wb = place_tensors(wl, BufferUsage::kWeights);
+  auto wb = allocate_tensors(wl, BufferUsage::kWeights);
   if (!wb.ok()) return wb.status();
-  auto cb = place_tensors(cl, BufferUsage::kAny);
+  auto cb = allocate_tensors(cl, BufferUsage::kAny);
   if (!cb.ok()) return cb.status();
   for (auto* list : {&wb.value(), &cb.value()}) {
     for (auto& b : *list) p.buffers.push_back(std::move(b));

@@ -10,7 +10,7 @@
 #include "tessera/gallocr.h"
 #include "tessera/graph_copy.h"
 #include "tessera/harness/graph_data.h"
-#include "tessera/harness/placement.h"
+#include "tessera/harness/allocate.h"
 #include "tessera/harness/reference.h"
 
 namespace tessera::harness {
@@ -260,7 +260,7 @@ Result<std::vector<float>> cpu_reference(const SessionConfig& config, bool next)
     LoadedGraph first = std::move(r).value();
     std::vector<std::pair<Tensor*, BufferType*>> where;
     for (Tensor* w : first.weights) where.emplace_back(w, cpu::buffer_type());
-    auto placed = place_tensors(where, BufferUsage::kWeights);
+    auto placed = allocate_tensors(where, BufferUsage::kWeights);
     if (!placed.ok()) return placed.status();
     TS_RETURN_IF_ERROR(fill_all(fill_plan(first, first.weights), config.model_seed));
     LoadedGraph second;

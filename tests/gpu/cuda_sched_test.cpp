@@ -17,7 +17,7 @@
 #include "tessera/gallocr.h"
 #include "tessera/graph_copy.h"
 #include "tessera/sched.h"
-#include "tessera/harness/placement.h"
+#include "tessera/harness/allocate.h"
 #include "tessera/sim/simulator.h"
 #include "tessera/builtin.h"
 
@@ -115,11 +115,11 @@ TEST_P(CudaScheduler, LlamaLogitsEqualTheCpuOnlyRun) {
     if (m.layer_of(w) < 0 && w != m.tok_embd) b = cuda_buft;
     where.emplace_back(w, b);
   }
-  auto wb = harness::place_tensors(where, BufferUsage::kWeights);
+  auto wb = harness::allocate_tensors(where, BufferUsage::kWeights);
   ASSERT_TRUE(wb.ok()) << wb.status().to_string();
   where.clear();
   for (Tensor* kv : m.kv_cache) where.emplace_back(kv, buft_of_layer(m.layer_of(kv)));
-  auto cb = harness::place_tensors(where, BufferUsage::kAny);
+  auto cb = harness::allocate_tensors(where, BufferUsage::kAny);
   ASSERT_TRUE(cb.ok()) << cb.status().to_string();
   ASSERT_TRUE(fill_random(m, seed).ok());
 
@@ -198,11 +198,11 @@ TEST(CudaWrappedBySimulator, NoRaceOnRealStreamsAndCpuResults) {
       where.emplace_back(w, (layer >= 0 && layer < c.n_layer - 1) || (layer < 0 && w != m.tok_embd) ? gpu_buft
                                                                                                    : cpu_buft);
     }
-    auto wb = harness::place_tensors(where, BufferUsage::kWeights);
+    auto wb = harness::allocate_tensors(where, BufferUsage::kWeights);
     ASSERT_TRUE(wb.ok()) << wb.status().to_string();
     where.clear();
     for (Tensor* kv : m.kv_cache) where.emplace_back(kv, m.layer_of(kv) < c.n_layer - 1 ? gpu_buft : cpu_buft);
-    auto cb = harness::place_tensors(where, BufferUsage::kAny);
+    auto cb = harness::allocate_tensors(where, BufferUsage::kAny);
     ASSERT_TRUE(cb.ok()) << cb.status().to_string();
     ASSERT_TRUE(fill_random(m, seed).ok());
     SchedulerParams p;

@@ -16,7 +16,7 @@
 #include "tessera/gallocr.h"
 #include "tessera/graph_copy.h"
 #include "tessera/sched.h"
-#include "tessera/harness/placement.h"
+#include "tessera/harness/allocate.h"
 #include "tessera/harness/topology.h"
 
 using namespace tessera;
@@ -68,7 +68,7 @@ struct SimModel {
       if (m.layer_of(w) < 0 && w != m.tok_embd && n_gpu > 0) b = sim->device(static_cast<size_t>(n_gpu - 1))->buffer_type();
       where.emplace_back(w, b);
     }
-    auto wb = place_tensors(where, BufferUsage::kWeights);
+    auto wb = allocate_tensors(where, BufferUsage::kWeights);
     EXPECT_TRUE(wb.ok()) << wb.status().to_string();
     where.clear();
     // A device whose rules deny by default (the accelerator preset) cannot write the cache (SET_ROWS): the cache
@@ -79,7 +79,7 @@ struct SimModel {
                               !topo.devices[static_cast<size_t>(layer * n_gpu / gpu_layers)].default_allow;
       where.emplace_back(kv, restricted ? cpu_buft : device_of_layer(layer));
     }
-    auto cb = place_tensors(where, BufferUsage::kAny);
+    auto cb = allocate_tensors(where, BufferUsage::kAny);
     EXPECT_TRUE(cb.ok()) << cb.status().to_string();
     for (auto* list : {&wb.value(), &cb.value()}) {
       for (auto& b : *list) buffers.push_back(std::move(b));
@@ -329,7 +329,7 @@ struct SharedMemoryChain {
     EXPECT_TRUE(graph.build_forward(out).ok());
     std::vector<std::pair<Tensor*, BufferType*>> where;
     for (Tensor* wi : w) where.emplace_back(wi, sim->device(0)->buffer_type());
-    auto wb = place_tensors(where, BufferUsage::kWeights);
+    auto wb = allocate_tensors(where, BufferUsage::kWeights);
     EXPECT_TRUE(wb.ok()) << wb.status().to_string();
     weights = std::move(wb.value()[0]);
     for (size_t i = 0; i < w.size(); ++i) set_f32(*w[i], random_values(static_cast<size_t>(d * d), 100 + i));

@@ -16,7 +16,7 @@
 #include "tessera/gallocr.h"
 #include "tessera/graph_copy.h"
 #include "tessera/sched.h"
-#include "tessera/harness/placement.h"
+#include "tessera/harness/allocate.h"
 
 using namespace tessera;
 using namespace tessera::sim;
@@ -89,11 +89,11 @@ struct Offloaded {
       const bool gpu = layer >= 0 ? on_gpu(layer) : w != m.tok_embd;
       where.emplace_back(w, gpu ? gpu_buft : cpu_buft);
     }
-    auto wb = place_tensors(where, BufferUsage::kWeights);
+    auto wb = allocate_tensors(where, BufferUsage::kWeights);
     EXPECT_TRUE(wb.ok()) << wb.status().to_string();
     where.clear();
     for (Tensor* kv : m.kv_cache) where.emplace_back(kv, on_gpu(m.layer_of(kv)) ? gpu_buft : cpu_buft);
-    auto cb = place_tensors(where, BufferUsage::kAny);
+    auto cb = allocate_tensors(where, BufferUsage::kAny);
     EXPECT_TRUE(cb.ok()) << cb.status().to_string();
     for (auto* list : {&wb.value(), &cb.value()}) {
       for (auto& b : *list) buffers.push_back(std::move(b));

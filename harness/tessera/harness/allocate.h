@@ -1,5 +1,5 @@
-// Placing chosen tensors (weights, KV caches) into buffers of chosen types: the building block of placement
-// policies ("layers 0-15 on gpu0, the rest on the CPU").
+// Allocating chosen tensors (weights, KV caches) in buffers of chosen types: what follows a placement policy's
+// choice ("layers 0-15 on gpu0, the rest on the CPU"); the choice itself is the policy's (policy.h).
 #pragma once
 
 #include <memory>
@@ -15,7 +15,7 @@ namespace tessera::harness {
 // new buffer starts where the next tensor would pass the type's max_size), sets their usage, places the tensors and
 // then initialises views of placed tensors. Tensors already allocated are an error. On failure nothing stays
 // allocated and no tensor is left half-placed.
-Result<std::vector<std::unique_ptr<Buffer>>> place_tensors(const std::vector<std::pair<Tensor*, BufferType*>>& where,
+Result<std::vector<std::unique_ptr<Buffer>>> allocate_tensors(const std::vector<std::pair<Tensor*, BufferType*>>& where,
                                                            BufferUsage usage);
 
 }  // namespace tessera::harness

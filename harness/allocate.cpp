@@ -1,5 +1,6 @@
-// Placing chosen tensors into buffers of chosen types (see tessera/harness/placement.h).
-#include "tessera/harness/placement.h"
+// Allocating chosen tensors in buffers of chosen types (see tessera/harness/allocate.h): the allocation that follows
+// a placement policy's choice of buffer types.
+#include "tessera/harness/allocate.h"
 
 #include <algorithm>
 
@@ -13,17 +14,17 @@ size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 }  // namespace
 
-Result<std::vector<std::unique_ptr<Buffer>>> place_tensors(const std::vector<std::pair<Tensor*, BufferType*>>& where,
+Result<std::vector<std::unique_ptr<Buffer>>> allocate_tensors(const std::vector<std::pair<Tensor*, BufferType*>>& where,
                                                            BufferUsage usage) {
   // Group by buffer type, in order of first appearance.
   std::vector<BufferType*> types;
   std::vector<std::vector<Tensor*>> groups;
   for (const auto& [t, buft] : where) {
     if (t == nullptr || buft == nullptr) {
-      return TS_ERROR(StatusCode::kInvalidArgument, "place_tensors: null tensor or buffer type");
+      return TS_ERROR(StatusCode::kInvalidArgument, "allocate_tensors: null tensor or buffer type");
     }
     if (t->buffer != nullptr || t->data != nullptr) {
-      return TS_ERROR(StatusCode::kInvalidArgument, "place_tensors: %s is already allocated", describe(*t).c_str());
+      return TS_ERROR(StatusCode::kInvalidArgument, "allocate_tensors: %s is already allocated", describe(*t).c_str());
     }
     if (t->view_src != nullptr) continue;  // views follow their source below
     auto it = std::find(types.begin(), types.end(), buft);
@@ -60,7 +61,7 @@ Result<std::vector<std::unique_ptr<Buffer>>> place_tensors(const std::vector<std
       auto buf = buft.alloc_buffer(size);
       if (!buf.ok()) {
         undo();
-        return TS_ERROR(buf.status().code(), "place_tensors: %zu tensors (%zu bytes) in %s: %s", j - i, size,
+        return TS_ERROR(buf.status().code(), "allocate_tensors: %zu tensors (%zu bytes) in %s: %s", j - i, size,
                         buft.name(), buf.status().message().c_str());
       }
       std::unique_ptr<Buffer> b = std::move(buf).value();
