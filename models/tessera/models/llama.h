@@ -1,7 +1,8 @@
 // A llama-style decoder as a Tessera graph: one decoder step (a batch of n_tokens) over a KV cache of n_ctx slots of
 // which the first n_kv are attended to. Dense (SwiGLU FFN) or mixture-of-experts (router, TOP_K, MUL_MAT_ID),
-// attention as FLASH_ATTN_EXT or as MUL_MAT -> SOFT_MAX -> MUL_MAT. Used by the planner benchmark, the tests and (to
-// come) the `tessera` tool's placement policies, which select weights by their GGUF-style names and layer index.
+// attention as FLASH_ATTN_EXT or as MUL_MAT -> SOFT_MAX -> MUL_MAT. Used by the benchmarks, the tests and the harness's
+// sessions, whose placement policies select weights by their GGUF-style names and layer index. Built from the blocks
+// shared by the architectures (models/blocks.h); presets in models/presets.cpp, weights and inputs in llama_data.cpp.
 //
 // Three contexts, so a caller can place each part where it wants:
 //   weights_ctx  (no_alloc) the weights, named as in GGUF ("token_embd.weight", "blk.3.attn_q.weight", ...)

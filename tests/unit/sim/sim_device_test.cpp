@@ -1,6 +1,7 @@
-// Simulated devices (SPEC 13): memory capacity and accounting, host visibility, capabilities, op-support and offload
-// rules, the cost model and link pricing, injected faults, metadata-only mode, the checks a real device would fail on,
-// registration in a registry and determinism. Expected values are computed by hand from the configuration.
+// Simulated devices (SPEC 13): memory capacity and accounting, host visibility, capabilities, the kernels' limits on
+// op support (the op rules themselves: op_rules_test.cpp), the cost model and link pricing, injected faults,
+// metadata-only mode, the checks a real device would fail on, registration in a registry and determinism. Expected
+// values are computed by hand from the configuration.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -375,83 +376,7 @@ TEST(SimDevice, SupportsItsOwnBufferTypesButNotAForeignDevicesType) {
 }
 
 // =====================================================================================================================
-// 4. Op rules
-
-TEST(SimDevice, OpRuleDeniesByOp) {
-  Nodes n;
-  Tensor* mm = n.mul_mat_node(Type::kF32, 64, 32, 8);
-  Tensor* ad = n.add_node(64, 8);
-  auto plain = sim_with_rules({}, true);
-  EXPECT_TRUE(plain->device(0)->supports_op(*mm));
-  EXPECT_TRUE(plain->device(0)->supports_op(*ad));
-  auto sim = sim_with_rules({rule(false, {Op::kMulMat})}, true);
-  EXPECT_FALSE(sim->device(0)->supports_op(*mm));
-  EXPECT_TRUE(sim->device(0)->supports_op(*ad));
-}
-
-TEST(SimDevice, OpRuleAllowsOnlyQ4_0Weights) {
-  Nodes n;
-  Tensor* q4 = n.mul_mat_node(Type::kQ4_0, 64, 32, 8);
-  Tensor* q8 = n.mul_mat_node(Type::kQ8_0, 64, 32, 8);
-  Tensor* f32 = n.mul_mat_node(Type::kF32, 64, 32, 8);
-  Tensor* ad = n.add_node(64, 8);
-  OpRule only_q4 = rule(true, {Op::kMulMat});
-  only_q4.src0_types = {Type::kQ4_0};
-  auto sim = sim_with_rules({only_q4, rule(false, {Op::kMulMat})}, true);
-  EXPECT_TRUE(sim->device(0)->supports_op(*q4));
-  EXPECT_FALSE(sim->device(0)->supports_op(*q8));
-  EXPECT_FALSE(sim->device(0)->supports_op(*f32));
-  EXPECT_TRUE(sim->device(0)->supports_op(*ad)) << "no rule matches ADD: default allow";
-}
-
-TEST(SimDevice, OpRuleBatchLimits) {
-  Nodes n;
-  OpRule r = rule(true, {Op::kMulMat});
-  r.min_batch = 32;
-  r.max_batch = 64;
-  auto sim = sim_with_rules({r}, false);
-  Device& d = *sim->device(0);
-  EXPECT_FALSE(d.supports_op(*n.mul_mat_node(Type::kF32, 64, 16, 31)));
-  EXPECT_TRUE(d.supports_op(*n.mul_mat_node(Type::kF32, 64, 16, 32)));
-  EXPECT_TRUE(d.supports_op(*n.mul_mat_node(Type::kF32, 64, 16, 64)));
-  EXPECT_FALSE(d.supports_op(*n.mul_mat_node(Type::kF32, 64, 16, 65)));
-}
-
-TEST(SimDevice, OpRuleNe0Multiple) {
-  Nodes n;
-  OpRule r;
-  r.ne0_multiple = 32;
-  auto sim = sim_with_rules({r}, false);
-  Device& d = *sim->device(0);
-  EXPECT_TRUE(d.supports_op(*n.scale_node(64)));
-  EXPECT_FALSE(d.supports_op(*n.scale_node(48)));
-  // For MUL_MAT the rule looks at src[0]'s ne[0] (K), not the result's ne[0] (M).
-  EXPECT_TRUE(d.supports_op(*n.mul_mat_node(Type::kF32, 64, 48, 8)));
-  EXPECT_FALSE(d.supports_op(*n.mul_mat_node(Type::kF32, 48, 64, 8)));
-}
-
-TEST(SimDevice, FirstMatchingRuleWins) {
-  Nodes n;
-  Tensor* small = n.mul_mat_node(Type::kF32, 64, 16, 8);
-  Tensor* big = n.mul_mat_node(Type::kF32, 64, 16, 16);
-  OpRule deny_big = rule(false, {Op::kMulMat});
-  deny_big.min_batch = 16;
-  const OpRule allow_mm = rule(true, {Op::kMulMat});
-  auto a = sim_with_rules({deny_big, allow_mm}, false);
-  EXPECT_TRUE(a->device(0)->supports_op(*small));
-  EXPECT_FALSE(a->device(0)->supports_op(*big));
-  auto b = sim_with_rules({allow_mm, deny_big}, false);
-  EXPECT_TRUE(b->device(0)->supports_op(*small));
-  EXPECT_TRUE(b->device(0)->supports_op(*big));
-}
-
-TEST(SimDevice, DefaultDenyRejectsOpsNoRuleAllows) {
-  Nodes n;
-  auto sim = sim_with_rules({rule(true, {Op::kAdd})}, false);
-  EXPECT_TRUE(sim->device(0)->supports_op(*n.add_node(64, 4)));
-  EXPECT_FALSE(sim->device(0)->supports_op(*n.scale_node(64)));
-  EXPECT_FALSE(sim->device(0)->supports_op(*n.mul_mat_node(Type::kF32, 64, 16, 8)));
-}
+// 4. Op rules (the rules themselves and how a device consults them: op_rules_test.cpp)
 
 TEST(SimDevice, NeverClaimsAnOpTheCpuKernelsCannotCompute) {
   Nodes n;
@@ -471,60 +396,6 @@ TEST(SimDevice, NeverClaimsAnOpTheCpuKernelsCannotCompute) {
   auto w = make_sim(topology({wrapped_cpu()}));
   EXPECT_TRUE(w->device(0)->supports_op(*mm));
   EXPECT_FALSE(w->device(0)->supports_op(*bad));
-}
-
-TEST(SimDevice, RuleMatchesAndBatchSize) {
-  Nodes n;
-  Tensor* mm = n.mul_mat_node(Type::kF32, 64, 16, 8);
-  EXPECT_EQ(batch_size(*mm), 8);
-  // MUL_MAT_ID: as [64, 16, 4 experts], b [64, 2, 5 tokens], ids [2, 5]: result [16, 2, 5], batch = tokens.
-  Tensor* as = n.ctx.new_tensor_3d(Type::kF32, 64, 16, 4);
-  Tensor* b = n.ctx.new_tensor_3d(Type::kF32, 64, 2, 5);
-  Tensor* ids = n.ctx.new_tensor_2d(Type::kI32, 2, 5);
-  Tensor* mmid = mul_mat_id(n.ctx, as, b, ids);
-  ASSERT_NE(mmid, nullptr) << n.ctx.status().to_string();
-  ASSERT_EQ(mmid->ne[1], 2);
-  ASSERT_EQ(mmid->ne[2], 5);
-  EXPECT_EQ(batch_size(*mmid), 5);
-
-  EXPECT_TRUE(rule_matches(OpRule{}, *mm)) << "an empty rule matches everything";
-  EXPECT_TRUE(rule_matches(rule(true, {Op::kAdd, Op::kMulMat}), *mm));
-  EXPECT_FALSE(rule_matches(rule(true, {Op::kAdd}), *mm));
-  OpRule t;
-  t.src1_types = {Type::kF16};
-  EXPECT_FALSE(rule_matches(t, *mm));
-  t.src1_types = {Type::kF32};
-  EXPECT_TRUE(rule_matches(t, *mm));
-  t.dst_types = {Type::kI32};
-  EXPECT_FALSE(rule_matches(t, *mm));
-  OpRule s;
-  s.src1_types = {Type::kF32};
-  EXPECT_FALSE(rule_matches(s, *n.scale_node(64))) << "a type list for a missing source does not match";
-  OpRule b6;
-  b6.min_batch = 6;
-  EXPECT_FALSE(rule_matches(b6, *mmid));  // batch 5
-  b6.min_batch = 5;
-  EXPECT_TRUE(rule_matches(b6, *mmid));
-  b6.max_batch = 4;
-  EXPECT_FALSE(rule_matches(b6, *mmid));
-}
-
-TEST(SimDevice, OffloadOpRule) {
-  Nodes n;
-  Tensor* mm31 = n.mul_mat_node(Type::kF32, 64, 16, 31);
-  Tensor* mm32 = n.mul_mat_node(Type::kF32, 64, 16, 32);
-  Tensor* add32 = n.add_node(64, 32);
-  DeviceConfig off = gpu("off"), on = gpu("on"), any = gpu("any");
-  off.offload = {/*enabled=*/false, 1, {}};
-  on.offload = {/*enabled=*/true, 32, {Op::kMulMat}};
-  any.offload = {/*enabled=*/true, 32, {}};
-  auto sim = make_sim(topology({off, on, any}));
-  EXPECT_FALSE(sim->device(0)->offload_op(*mm32));
-  EXPECT_FALSE(sim->device(1)->offload_op(*mm31));
-  EXPECT_TRUE(sim->device(1)->offload_op(*mm32));
-  EXPECT_FALSE(sim->device(1)->offload_op(*add32)) << "ADD is not in the list";
-  EXPECT_TRUE(sim->device(2)->offload_op(*add32)) << "an empty list means any op";
-  EXPECT_FALSE(sim->device(2)->offload_op(*mm31));
 }
 
 // =====================================================================================================================

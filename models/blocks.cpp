@@ -1,0 +1,131 @@
+// The shared model blocks (see blocks.h).
+#include "blocks.h"
+
+#include "tessera/tensor.h"
+#include "tessera/types.h"
+
+namespace tessera::models::blocks {
+
+namespace {
+
+void fix_order(const GraphOrder& order, Tensor* t) {
+  if (order) order(t);
+}
+
+}  // namespace
+
+Tensor* named(Tensor* t, const char* what, int il) {
+  if (t == nullptr) return nullptr;
+  if (il >= 0) {
+    format_name(*t, "%s-%d", what, il);
+  } else {
+    set_name(*t, what);
+  }
+  return t;
+}
+
+Tensor* new_weight(Context& wctx, std::vector<Tensor*>& all, Type type, std::initializer_list<int64_t> ne,
+                   const char* name, int il) {
+  const std::vector<int64_t> v(ne);
+  Tensor* t = wctx.new_tensor(type, static_cast<int>(v.size()), v.data());
+  if (t == nullptr) return nullptr;
+  if (il >= 0) {
+    format_name(*t, "blk.%d.%s.weight", il, name);
+  } else {
+    format_name(*t, "%s.weight", name);
+  }
+  all.push_back(t);
+  return t;
+}
+
+Tensor* rms_norm_mul(Context& ctx, Tensor* x, Tensor* w, float eps, const char* what, int il) {
+  return named(mul(ctx, named(rms_norm(ctx, x, eps), "norm", il), w), what, il);
+}
+
+Tensor* attention_kv(Context& ctx, const AttentionShape& s, const KvCache& cache, const AttentionInputs& in,
+                     Tensor* q, Tensor* k, Tensor* v, int il, const GraphOrder& order) {
+  const int64_t hd = s.head_dim, T = s.n_tokens;
+  // Write the new rows into the cache, then read the first n_kv slots back through views of the SET_ROWS results
+  // (the views depend on the writes, so graph order has the writes first).
+  Tensor* k_set = set_rows(ctx, cache.k, reshape_2d(ctx, k, hd * s.n_head_kv, T), in.kv_idxs);
+  Tensor* v_set = set_rows(ctx, cache.v, v, in.kv_idxs);
+  if (k_set == nullptr || v_set == nullptr) return nullptr;
+  // Fix the order as llama.cpp does (Q, K, V and the cache writes first), rather than leave it to the depth-first
+  // walk from the logits, which would visit V's sources first because the attention reads V first.
+  fix_order(order, q);
+  fix_order(order, k_set);
+  fix_order(order, v_set);
+  const size_t row = cache.k->nb[1];                // one cache slot: all KV heads
+  const size_t head = row_size(cache.k->type, hd);  // one head inside a slot
+  Tensor* kv_k = named(view_3d(ctx, k_set, hd, s.n_kv, s.n_head_kv, row, head, 0), "k", il);
+  Tensor* kv_v = named(view_3d(ctx, v_set, hd, s.n_kv, s.n_head_kv, row, head, 0), "v", il);
+
+  Tensor* qp = permute(ctx, q, 0, 2, 1, 3);  // [hd, T, n_head]
+  if (s.flash_attn) {
+    Tensor* out = named(flash_attn_ext(ctx, qp, kv_k, kv_v, in.mask, s.kq_scale), "fattn", il);  // [hd, n_head, T]
+    return reshape_2d(ctx, out, hd * s.n_head, T);
+  }
+  Tensor* kq = named(mul_mat(ctx, kv_k, qp), "kq", il);  // [n_kv, T, n_head]
+  kq = named(soft_max(ctx, kq, in.mask, s.kq_scale), "kq_soft_max", il);
+  fix_order(order, kq);  // the scores before the copy of V, so the copy is not live while the scores are computed
+  Tensor* vt = named(cont(ctx, transpose(ctx, kv_v)), "v_cont", il);          // [n_kv, hd, n_head_kv]
+  Tensor* kqv = named(mul_mat(ctx, vt, kq), "kqv", il);                       // [hd, T, n_head]
+  kqv = named(cont(ctx, permute(ctx, kqv, 0, 2, 1, 3)), "kqv_merged", il);    // [hd, n_head, T]
+  return reshape_2d(ctx, kqv, hd * s.n_head, T);
+}
+
+Tensor* self_attention(Context& ctx, const AttentionShape& s, const RopeParams& r, const AttentionWeights& w,
+                       const KvCache& cache, const AttentionInputs& in, Tensor* cur, int il,
+                       const GraphOrder& order) {
+  const int64_t hd = s.head_dim, T = s.n_tokens;
+  Tensor* q = named(mul_mat(ctx, w.wq, cur), "Qcur", il);
+  Tensor* k = named(mul_mat(ctx, w.wk, cur), "Kcur", il);
+  Tensor* v = named(mul_mat(ctx, w.wv, cur), "Vcur", il);
+  q = named(rope(ctx, reshape_3d(ctx, q, hd, s.n_head, T), in.pos, r.n_rot, r.mode, r.freq_base), "Qcur_rope", il);
+  k = named(rope(ctx, reshape_3d(ctx, k, hd, s.n_head_kv, T), in.pos, r.n_rot, r.mode, r.freq_base), "Kcur_rope",
+            il);
+  Tensor* out = attention_kv(ctx, s, cache, in, q, k, v, il, order);
+  return named(mul_mat(ctx, w.wo, out), "attn_out", il);
+}
+
+Tensor* swiglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il) {
+  Tensor* gate = named(mul_mat(ctx, w.gate, cur), "ffn_gate", il);
+  Tensor* up = named(mul_mat(ctx, w.up, cur), "ffn_up", il);
+  Tensor* act = named(swiglu(ctx, gate, up), "ffn_swiglu", il);
+  return named(mul_mat(ctx, w.down, act), "ffn_out", il);
+}
+
+Tensor* moe_ffn(Context& ctx, const MoeParams& p, const MoeFfnWeights& w, Tensor* cur, int il) {
+  if (cur == nullptr) return nullptr;
+  // The token count comes from cur: a model's last layer may keep only the rows that produce logits.
+  const int64_t n_embd = cur->ne[0], T = cur->ne[1];
+  const int n_used = p.n_expert_used;
+  Tensor* logits = named(mul_mat(ctx, w.gate_inp, cur), "ffn_moe_logits", il);  // [n_expert, T]
+  Tensor* probs = named(soft_max(ctx, logits), "ffn_moe_probs", il);
+  Tensor* selected = named(top_k(ctx, probs, n_used), "ffn_moe_topk", il);  // i32 [n_used, T]
+  Tensor* weights = named(get_rows(ctx, reshape_3d(ctx, probs, 1, p.n_expert, T), selected), "ffn_moe_weights",
+                          il);  // [1, n_used, T]
+  if (p.norm_weights) {
+    Tensor* w2 = reshape_2d(ctx, weights, n_used, T);
+    Tensor* sum = named(sum_rows(ctx, w2), "ffn_moe_weights_sum", il);  // [1, T]
+    w2 = named(div(ctx, w2, sum), "ffn_moe_weights_norm", il);
+    weights = reshape_3d(ctx, w2, 1, n_used, T);
+  }
+  Tensor* x = reshape_3d(ctx, cur, n_embd, 1, T);
+  Tensor* up = named(mul_mat_id(ctx, w.up_exps, x, selected), "ffn_moe_up", il);        // [n_ff, n_used, T]
+  Tensor* gate = named(mul_mat_id(ctx, w.gate_exps, x, selected), "ffn_moe_gate", il);  // [n_ff, n_used, T]
+  Tensor* act = named(swiglu(ctx, gate, up), "ffn_moe_swiglu", il);
+  // [n_embd, n_used, T]
+  Tensor* experts = named(mul_mat_id(ctx, w.down_exps, act, selected), "ffn_moe_down", il);
+  experts = named(mul(ctx, experts, weights), "ffn_moe_weighted", il);
+  if (experts == nullptr) return nullptr;
+  // Sum over the used experts: views of expert e's rows, added up.
+  auto expert_view = [&](int e) {
+    return view_2d(ctx, experts, experts->ne[0], T, experts->nb[2], static_cast<size_t>(e) * experts->nb[1]);
+  };
+  Tensor* out = n_used == 1 ? cont(ctx, expert_view(0)) : expert_view(0);
+  for (int e = 1; e < n_used; ++e) out = add(ctx, out, expert_view(e));
+  return named(out, "ffn_moe_out", il);
+}
+
+}  // namespace tessera::models::blocks

@@ -1,0 +1,119 @@
+// Building blocks shared by the model architectures of tessera::models (internal to the target: not installed, not
+// part of the public headers). Each block is a function of explicit shapes, weights and inputs, never of one
+// architecture's config, so a new architecture composes them with its own hyperparameters. Intermediate tensors are
+// named like llama.cpp's callbacks ("norm-3", "Qcur-3", "kq-3", "ffn_moe_topk-3", ...; see named) so reports and
+// tensor-override patterns read the same whatever the architecture.
+//
+// Errors follow the builders' sticky context error: a block given a null tensor, or whose ops fail, returns null
+// and leaves the error in the context for the caller to check once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <vector>
+
+#include "tessera/build.h"
+#include "tessera/context.h"
+
+namespace tessera::models::blocks {
+
+// Names a tensor "<what>-<il>" (or "<what>" for il -1) and returns it; null passes through.
+Tensor* named(Tensor* t, const char* what, int il);
+
+// A new weight in `wctx` named as in GGUF: "blk.<il>.<name>.weight", or "<name>.weight" for il -1. It is also
+// appended to `all` (the model's list of weights, in creation order). Null when the context rejects the shape.
+Tensor* new_weight(Context& wctx, std::vector<Tensor*>& all, Type type, std::initializer_list<int64_t> ne,
+                   const char* name, int il);
+
+// Where a block fixes the graph order, as llama.cpp's builders call ggml_build_forward_expand: the hook adds the
+// tensor, and what it depends on, to the graph now, so it comes before whatever is added later. An empty hook leaves
+// the order to the depth-first walk from the outputs. Errors are the hook owner's to collect.
+using GraphOrder = std::function<void(Tensor*)>;
+
+// RMS_NORM of x ("norm-<il>") times the norm weight w ("<what>-<il>").
+Tensor* rms_norm_mul(Context& ctx, Tensor* x, Tensor* w, float eps, const char* what, int il);
+
+// ---- attention ----
+
+struct AttentionShape {
+  int64_t head_dim = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;  // < n_head: grouped-query attention
+  int64_t n_tokens = 0;   // the batch (every token attends: the output rows are selected after attention)
+  int64_t n_kv = 0;       // cache slots attended to (the first n_kv of the cache)
+  float kq_scale = 1.0f;  // the scores are kq * kq_scale + mask
+  bool flash_attn = true; // FLASH_ATTN_EXT, else MUL_MAT -> SOFT_MAX -> MUL_MAT
+};
+
+struct RopeParams {
+  int n_rot = 0;  // rotated dimensions of each head
+  RopeMode mode = RopeMode::kNormal;
+  float freq_base = 10000.0f;
+};
+
+// One layer's K and V caches: cache type [head_dim * n_head_kv, n_ctx].
+struct KvCache {
+  Tensor* k = nullptr;
+  Tensor* v = nullptr;
+};
+
+// The inputs every attention layer reads: pos i32 [n_tokens] (rope positions), kv_idxs i32 [n_tokens] (the cache
+// slots the new rows go to), mask [n_kv, n_tokens] (added to the scores).
+struct AttentionInputs {
+  Tensor* pos = nullptr;
+  Tensor* kv_idxs = nullptr;
+  Tensor* mask = nullptr;
+};
+
+struct AttentionWeights {
+  Tensor* wq = nullptr;  // [n_embd, head_dim * n_head]
+  Tensor* wk = nullptr;  // [n_embd, head_dim * n_head_kv]
+  Tensor* wv = nullptr;  // [n_embd, head_dim * n_head_kv]
+  Tensor* wo = nullptr;  // [head_dim * n_head, n_embd]
+};
+
+// Attention over the KV cache, from roped q [head_dim, n_head, T] and k [head_dim, n_head_kv, T] and from
+// v [head_dim * n_head_kv, T]: writes k and v into the cache slots kv_idxs (SET_ROWS), reads the first n_kv slots back
+// through views of those writes ("k-<il>", "v-<il>"), and returns the heads merged, [head_dim * n_head, T], before the
+// output projection. `order` is given Q and the two cache writes (first), and with the MUL_MAT path the softmax'd
+// scores (before V's transposed copy, so that copy is not live while the scores are computed).
+Tensor* attention_kv(Context& ctx, const AttentionShape& shape, const KvCache& cache, const AttentionInputs& in,
+                     Tensor* q, Tensor* k, Tensor* v, int il, const GraphOrder& order);
+
+// Self-attention of a layer: Q, K, V projections of cur [n_embd, T] ("Qcur", "Kcur", "Vcur"), rope of Q and K
+// ("Qcur_rope", "Kcur_rope"), attention_kv, and the output projection ("attn_out"): [n_embd, T].
+Tensor* self_attention(Context& ctx, const AttentionShape& shape, const RopeParams& rope_params,
+                       const AttentionWeights& w, const KvCache& cache, const AttentionInputs& in, Tensor* cur,
+                       int il, const GraphOrder& order);
+
+// ---- feed-forward ----
+
+struct DenseFfnWeights {
+  Tensor* gate = nullptr;  // [n_embd, n_ff]
+  Tensor* up = nullptr;    // [n_embd, n_ff]
+  Tensor* down = nullptr;  // [n_ff, n_embd]
+};
+
+// SwiGLU FFN: down(swiglu(gate(cur), up(cur))) ("ffn_gate", "ffn_up", "ffn_swiglu", "ffn_out"); cur [n_embd, T].
+Tensor* swiglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il);
+
+struct MoeParams {
+  int n_expert = 0;
+  int n_expert_used = 0;      // top-k
+  bool norm_weights = true;   // renormalise the selected experts' weights to sum 1 (Mixtral)
+};
+
+struct MoeFfnWeights {
+  Tensor* gate_inp = nullptr;   // the router, [n_embd, n_expert]
+  Tensor* gate_exps = nullptr;  // [n_embd, n_ff, n_expert]
+  Tensor* up_exps = nullptr;    // [n_embd, n_ff, n_expert]
+  Tensor* down_exps = nullptr;  // [n_ff, n_embd, n_expert]
+};
+
+// Mixture-of-experts SwiGLU FFN on cur [n_embd, T]: router logits and SOFT_MAX, TOP_K experts per token, their
+// weights (optionally renormalised), the experts' SwiGLU through MUL_MAT_ID, weighted and summed over the used
+// experts ("ffn_moe_*"). Returns [n_embd, T].
+Tensor* moe_ffn(Context& ctx, const MoeParams& p, const MoeFfnWeights& w, Tensor* cur, int il);
+
+}  // namespace tessera::models::blocks

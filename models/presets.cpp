@@ -1,0 +1,61 @@
+// The llama presets (see preset() in llama.h): small test models and the shapes of well-known checkpoints.
+#include <string>
+#include <vector>
+
+#include "tessera/models/llama.h"
+
+namespace tessera::models {
+
+std::vector<std::string> preset_names() { return {"tiny", "tiny-moe", "7b", "8x7b-moe", "70b"}; }
+
+Result<LlamaConfig> preset(const std::string& name) {
+  LlamaConfig c;
+  c.name = name;
+  if (name == "tiny" || name == "tiny-moe") {
+    c.n_layer = 2;
+    c.n_embd = 64;
+    c.n_ff = 128;
+    c.n_head = 4;
+    c.n_head_kv = 2;
+    c.n_ctx = 64;
+    c.n_tokens = 8;
+    c.n_vocab = 256;
+    if (name == "tiny-moe") {
+      c.n_expert = 4;
+      c.n_expert_used = 2;
+    }
+    return c;
+  }
+  c.n_ctx = 4096;
+  c.n_tokens = 512;
+  c.n_vocab = 32000;
+  if (name == "7b") {  // Llama-2-7B
+    c.n_layer = 32;
+    c.n_embd = 4096;
+    c.n_ff = 11008;
+    c.n_head = 32;
+    c.n_head_kv = 32;
+  } else if (name == "8x7b-moe") {  // Mixtral-8x7B
+    c.n_layer = 32;
+    c.n_embd = 4096;
+    c.n_ff = 14336;
+    c.n_head = 32;
+    c.n_head_kv = 8;
+    c.n_expert = 8;
+    c.n_expert_used = 2;
+    c.rope_base = 1000000.0f;
+  } else if (name == "70b") {  // Llama-2-70B
+    c.n_layer = 80;
+    c.n_embd = 8192;
+    c.n_ff = 28672;
+    c.n_head = 64;
+    c.n_head_kv = 8;
+  } else {
+    std::string known;
+    for (const std::string& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+    return Status(StatusCode::kNotFound, "unknown llama preset '" + name + "' (known: " + known + ")");
+  }
+  return c;
+}
+
+}  // namespace tessera::models
