@@ -21,7 +21,7 @@ class SimDevice;
 class SimBackend;
 class SimBuffer;
 
-// Cost model and rules (cost.cpp).
+// Cost model (cost_model.cpp) and op rules (op_rules.cpp).
 double op_time_us(const DeviceConfig& cfg, const Tensor& node);
 double op_flops(const Tensor& node);
 bool op_allowed_by_rules(const DeviceConfig& cfg, const Tensor& node);
