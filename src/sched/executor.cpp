@@ -1,4 +1,5 @@
-// Running the splits (SPEC 9.7): input copies with events, ordering across backends, the evaluation callback.
+// Running the splits: input copies with events, ordering across backends, the evaluation callback
+// (docs/scheduler.md, the paragraph on execution).
 #include "scheduler_impl.h"
 
 namespace tessera {
@@ -15,27 +16,12 @@ ComputeStatus compute_range(Backend& b, const Graph& g, size_t i0, size_t i1, st
 
 }  // namespace
 
+// Runs the splits of the current plan for the evaluation in slot `slot`: the graph inputs' per-slot copies first,
+// then per split, in order, its four steps.
 ComputeStatus Scheduler::Impl::execute() {
-  const Graph& g = *graph;
   last_error.clear();
   const int cur = slot;
-
-  // Pipelined user inputs: copy the user's values into this evaluation's slot, once no earlier evaluation that used
-  // the slot can still read it.
-  for (size_t k = 0; k < plan.graph_inputs.size(); ++k) {
-    Tensor* in = plan.graph_inputs[k];
-    const int32_t id = plan.graph_input_ids[k];
-    const int b = plan.backend(id);
-    Tensor* cpy = plan.copy_in_set(plan.copy_set(id, b), cur);
-    Status s;
-    if (Event* ev = event(b, cur)) {
-      ev->synchronize();
-    } else {
-      s = backends[static_cast<size_t>(b)]->synchronize();
-    }
-    if (s.ok()) s = tensor_copy(*in, *cpy);
-    if (!s.ok()) return fail(ComputeStatus::kFailed, "scheduler: " + s.message());
-  }
+  if (const ComputeStatus s = copy_graph_inputs(cur); s != ComputeStatus::kSuccess) return s;
 
   int prev_backend = -1;
   for (size_t si = 0; si < plan.splits.size(); ++si) {
@@ -58,79 +44,117 @@ ComputeStatus Scheduler::Impl::execute() {
     }
     // 2. inputs
     for (size_t k = 0; k < sp.inputs.size(); ++k) {
-      Tensor* in = sp.inputs[k];
-      Tensor* cpy = sp.input_copies[k][static_cast<size_t>(cur)];
-      const int ib = plan.backend(sp.input_ids[k]);
-      Backend& src_backend = *backends[static_cast<size_t>(ib)];
-      Status s;
-      if (in->op == Op::kNone && (in->flags & kFlagInput) != 0) {
-        // The user may overwrite an input as soon as the call returns: copy it now, after this slot is free. (A
-        // computed tensor flagged input is produced by an earlier split: it takes the ordered path below.) The host
-        // writes the copy: the earlier backend's work must be complete, not only ordered before this stream.
-        if (prev_event != nullptr) prev_event->synchronize();
-        if (slot_event != nullptr) {
-          slot_event->synchronize();
-        } else {
-          s = sb.synchronize();
-        }
-        if (s.ok()) s = tensor_copy(*in, *cpy);
-      } else {
-        if (slot_event != nullptr) {
-          slot_event->wait(sb);
-        } else {
-          s = sb.synchronize();
-        }
-        if (s.ok() && !sb.cpy_tensor_async(&src_backend, *in, *cpy)) {
-          // no native async copy: the host copies, so the producer must be done, and so must the previous user of
-          // this slot and the previous split (whose memory the copy may reuse)
-          s = src_backend.synchronize();
-          if (prev_event != nullptr) prev_event->synchronize();
-          if (slot_event != nullptr) {
-            slot_event->synchronize();
-          } else if (s.ok()) {
-            s = sb.synchronize();
-          }
-          if (s.ok()) s = tensor_copy(*in, *cpy);
-        }
-      }
-      if (!s.ok()) {
+      if (Status s = copy_split_input(sp, k, cur, sb, prev_event, slot_event); !s.ok()) {
         return fail(ComputeStatus::kFailed, format_message("scheduler: split %zu, copying input %s to %s: %s", si,
-                                                           describe(*in).c_str(), sb.name(), s.message().c_str()));
+                                                           describe(*sp.inputs[k]).c_str(), sb.name(),
+                                                           s.message().c_str()));
       }
     }
-    // 3. compute, in chunks when a callback observes nodes
-    std::string err;
-    if (!callback) {
-      const ComputeStatus s = compute_range(sb, g, sp.i_start, sp.i_end, &err);
-      if (s != ComputeStatus::kSuccess) {
-        return fail(s, format_message("scheduler: split %zu on %s: %s", si, sb.name(), err.c_str()));
-      }
-    } else {
-      size_t j0 = sp.i_start;
-      for (size_t j = sp.i_start; j < sp.i_end; ++j) {
-        Tensor* t = g.node(j);
-        const bool want = callback(t, true);
-        if (!want && j + 1 < sp.i_end) continue;
-        const ComputeStatus s = compute_range(sb, g, j0, j + 1, &err);
-        if (s != ComputeStatus::kSuccess) {
-          return fail(s, format_message("scheduler: split %zu on %s: %s", si, sb.name(), err.c_str()));
-        }
-        j0 = j + 1;
-        if (want) {
-          if (Status sync = sb.synchronize(); !sync.ok()) {
-            return fail(ComputeStatus::kFailed, format_message("scheduler: split %zu on %s: %s", si, sb.name(),
-                                                               sync.message().c_str()));
-          }
-          if (!callback(t, false)) {
-            return fail(ComputeStatus::kAborted,
-                        format_message("scheduler: the evaluation callback stopped at %s", describe(*t).c_str()));
-          }
-        }
-      }
-    }
+    // 3. compute
+    if (const ComputeStatus s = compute_split(si, sp, sb); s != ComputeStatus::kSuccess) return s;
     // 4. mark the end of this split for this slot
     if (slot_event != nullptr) slot_event->record(sb);
     prev_backend = sp.backend;
+  }
+  return ComputeStatus::kSuccess;
+}
+
+// Pipelined user inputs: copy the user's values into this evaluation's slot, once no earlier evaluation that used
+// the slot can still read it.
+ComputeStatus Scheduler::Impl::copy_graph_inputs(int cur) {
+  for (size_t k = 0; k < plan.graph_inputs.size(); ++k) {
+    Tensor* in = plan.graph_inputs[k];
+    const int32_t id = plan.graph_input_ids[k];
+    const int b = plan.backend(id);
+    Tensor* cpy = plan.copy_in_set(plan.copy_set(id, b), cur);
+    Status s;
+    if (Event* ev = event(b, cur)) {
+      ev->synchronize();
+    } else {
+      s = backends[static_cast<size_t>(b)]->synchronize();
+    }
+    if (s.ok()) s = tensor_copy(*in, *cpy);
+    if (!s.ok()) return fail(ComputeStatus::kFailed, "scheduler: " + s.message());
+  }
+  return ComputeStatus::kSuccess;
+}
+
+// Input k of split sp into its copy for slot cur on the split's backend sb, after what the copy must wait for:
+// prev_event, the previous split's (on another backend; null when none or when that backend has no events), and
+// slot_event, the last split of an earlier evaluation in this slot on sb (null when sb has no events: sb is
+// synchronized instead).
+Status Scheduler::Impl::copy_split_input(const sched::Split& sp, size_t k, int cur, Backend& sb, Event* prev_event,
+                                         Event* slot_event) {
+  Tensor* in = sp.inputs[k];
+  Tensor* cpy = sp.input_copies[k][static_cast<size_t>(cur)];
+  const int ib = plan.backend(sp.input_ids[k]);
+  Backend& src_backend = *backends[static_cast<size_t>(ib)];
+  Status s;
+  if (in->op == Op::kNone && (in->flags & kFlagInput) != 0) {
+    // The user may overwrite an input as soon as the call returns: copy it now, after this slot is free. (A
+    // computed tensor flagged input is produced by an earlier split: it takes the ordered path below.) The host
+    // writes the copy: the earlier backend's work must be complete, not only ordered before this stream.
+    if (prev_event != nullptr) prev_event->synchronize();
+    if (slot_event != nullptr) {
+      slot_event->synchronize();
+    } else {
+      s = sb.synchronize();
+    }
+    if (s.ok()) s = tensor_copy(*in, *cpy);
+  } else {
+    if (slot_event != nullptr) {
+      slot_event->wait(sb);
+    } else {
+      s = sb.synchronize();
+    }
+    if (s.ok() && !sb.cpy_tensor_async(&src_backend, *in, *cpy)) {
+      // no native async copy: the host copies, so the producer must be done, and so must the previous user of
+      // this slot and the previous split (whose memory the copy may reuse)
+      s = src_backend.synchronize();
+      if (prev_event != nullptr) prev_event->synchronize();
+      if (slot_event != nullptr) {
+        slot_event->synchronize();
+      } else if (s.ok()) {
+        s = sb.synchronize();
+      }
+      if (s.ok()) s = tensor_copy(*in, *cpy);
+    }
+  }
+  return s;
+}
+
+// Computes split si's nodes on sb: in one call, or with an evaluation callback in chunks up to each node it observes
+// (synchronized before the callback sees it; the callback returning false stops the evaluation).
+ComputeStatus Scheduler::Impl::compute_split(size_t si, const sched::Split& sp, Backend& sb) {
+  const Graph& g = *graph;
+  std::string err;
+  if (!callback) {
+    const ComputeStatus s = compute_range(sb, g, sp.i_start, sp.i_end, &err);
+    if (s != ComputeStatus::kSuccess) {
+      return fail(s, format_message("scheduler: split %zu on %s: %s", si, sb.name(), err.c_str()));
+    }
+    return ComputeStatus::kSuccess;
+  }
+  size_t j0 = sp.i_start;
+  for (size_t j = sp.i_start; j < sp.i_end; ++j) {
+    Tensor* t = g.node(j);
+    const bool want = callback(t, true);
+    if (!want && j + 1 < sp.i_end) continue;
+    const ComputeStatus s = compute_range(sb, g, j0, j + 1, &err);
+    if (s != ComputeStatus::kSuccess) {
+      return fail(s, format_message("scheduler: split %zu on %s: %s", si, sb.name(), err.c_str()));
+    }
+    j0 = j + 1;
+    if (want) {
+      if (Status sync = sb.synchronize(); !sync.ok()) {
+        return fail(ComputeStatus::kFailed, format_message("scheduler: split %zu on %s: %s", si, sb.name(),
+                                                           sync.message().c_str()));
+      }
+      if (!callback(t, false)) {
+        return fail(ComputeStatus::kAborted,
+                    format_message("scheduler: the evaluation callback stopped at %s", describe(*t).c_str()));
+      }
+    }
   }
   return ComputeStatus::kSuccess;
 }

@@ -1,4 +1,5 @@
-// Pass 5 (SPEC 9.5): cut the node list into splits, create per-slot copies of foreign sources, rewrite sources.
+// Pass 5: cut the node list into splits, create per-slot copies of foreign sources, rewrite sources
+// (docs/scheduler.md, the paragraphs on pass 5 and compute memory).
 #include <algorithm>
 #include <cstring>
 
@@ -59,28 +60,53 @@ Status make_copies(SchedPlan& plan, const BackendSet& bs, size_t first) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassOptions& opt) {
-  plan.index(g, bs);
-  if (bs.size() > static_cast<int>(SchedPlan::kMaxBackendsPerCopy)) {
-    return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: %d backends, at most %zu", bs.size(),
-                    SchedPlan::kMaxBackendsPerCopy);
+// Pass 5's walk over the nodes: the split being filled, and what the walk must remember about the copies it made.
+// add_node takes the nodes in order; each step of it decides one thing (docs/scheduler.md, the paragraph on pass 5).
+class SplitCutter {
+ public:
+  SplitCutter(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassOptions& opt)
+      : plan(plan), g(g), bs(bs), opt(opt), pipelined(opt.n_copies > 1), slot(static_cast<size_t>(opt.slot)),
+        copied_root(plan.scratch_flags()) {
+    if (pipelined) mark_written_inputs();
+    copied_root.assign(plan.n_ids(), 0);
   }
-  plan.recycle_splits();
-  plan.node_split.assign(g.n_nodes(), -1);
-  const size_t first_set = plan.n_copy_sets(), first_rewrite = plan.rewrites.size();
-  const bool pipelined = opt.n_copies > 1;
-  const size_t slot = static_cast<size_t>(opt.slot);
 
+  // Node i: into the current split or a new one, then its sources read through copies where they must.
+  Status add_node(size_t i) {
+    const auto id = static_cast<int32_t>(i);
+    if (plan.has(id, SchedPlan::kViewOp)) {
+      plan.node_split[i] = cur_split;
+      return Status::Ok();
+    }
+    const int nb = plan.backend(id);
+    const int n_src = plan.n_src(i);
+    if (needs_new_split(i, nb, n_src)) start_split(i, nb);
+    plan.node_split[i] = cur_split;
+    TS_RETURN_IF_ERROR(route_sources(i, nb, n_src));
+    drop_stale_copies(id);
+    return Status::Ok();
+  }
+
+  // Ends the last split at the end of the graph. A graph of views only still gets one split, which computes nothing,
+  // so that the planner gives the views their addresses.
+  void finish() {
+    if (cur != nullptr) {
+      cur->i_end = g.n_nodes();
+    } else if (g.n_nodes() > 0) {
+      const int b = plan.backend(0);
+      plan.new_split(b >= 0 ? b : bs.last(), 0, g.n_nodes());
+      plan.node_split.assign(g.n_nodes(), 0);
+    }
+  }
+
+ private:
   // Does source s need a copy to be read on backend b?
-  auto foreign = [&](int32_t s, int b) { return plan.backend(s) != b && !buffer_supported(plan, bs, s, b); };
+  bool foreign(int32_t s, int b) const { return plan.backend(s) != b && !buffer_supported(plan, bs, s, b); }
 
   // User inputs that a node writes in place (the destination of a CPY or SET_ROWS): they get no per-slot copies, or
   // the write would land in the input while later readers read the copy. By id; ids of tensors met later (copies)
   // are never written.
-  std::vector<uint8_t> written;
-  if (pipelined) {
+  void mark_written_inputs() {
     written.assign(g.n_nodes() + g.n_leafs(), 0);
     for (size_t i = 0; i < g.n_nodes(); ++i) {
       const auto id = static_cast<int32_t>(i);
@@ -90,67 +116,62 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
       }
     }
   }
-  auto is_written = [&](int32_t id) {
+  bool is_written(int32_t id) const {
     return static_cast<size_t>(id) < written.size() && written[static_cast<size_t>(id)] != 0;
-  };
-  // Roots of the tensors copied for split inputs so far (a flag per id; ids grow as copies are made).
-  std::vector<uint8_t>& copied_root = plan.scratch_flags();
-  copied_root.assign(plan.n_ids(), 0);
-  size_t n_copied_roots = 0;
-  auto mark_copied_root = [&](int32_t r) {
+  }
+
+  // Roots of the tensors copied for split inputs so far.
+  void mark_copied_root(int32_t r) {
     const auto k = static_cast<size_t>(r);
     if (k >= copied_root.size()) copied_root.resize(std::max(k + 1, plan.n_ids()), 0);
     n_copied_roots += copied_root[k] == 0 ? 1 : 0;
     copied_root[k] = 1;
-  };
-  auto is_copied_root = [&](int32_t r) {
+  }
+  bool is_copied_root(int32_t r) const {
     const auto k = static_cast<size_t>(r);
     return n_copied_roots != 0 && k < copied_root.size() && copied_root[k] != 0;
-  };
+  }
 
-  Split* cur = nullptr;
-  int cur_split = -1;
-  for (size_t i = 0; i < g.n_nodes(); ++i) {
+  // Whether node i (on backend nb) starts a new split: on a change of backend; on the same backend when a weight it
+  // reads must be copied (so the memory of the weights copied for the previous split can be reused), or when its new
+  // inputs would pass max_split_inputs.
+  bool needs_new_split(size_t i, int nb, int n_src) const {
+    if (cur == nullptr || nb != cur->backend) return true;
+    if (cur->inputs.empty()) return false;
     const auto id = static_cast<int32_t>(i);
-    if (plan.has(id, SchedPlan::kViewOp)) {
-      plan.node_split[i] = cur_split;
-      continue;
+    int new_inputs = 0;
+    for (int j = 0; j < n_src; ++j) {
+      const int32_t s = plan.src(i, j);
+      if (s < 0 || !foreign(s, nb)) continue;
+      // A weight on a backend this one cannot read: start a new split, so the memory of the weights copied for
+      // the previous split can be reused.
+      if (plan.has(s, SchedPlan::kIsWeight) && !is_auxiliary_source(plan.op(id), j)) return true;
+      bool repeated = false;  // a source read twice by the node is one input
+      for (int k = 0; k < j; ++k) repeated = repeated || plan.src(i, k) == s;
+      if (!repeated && plan.copy_set(s, nb) < 0) ++new_inputs;
     }
-    const int nb = plan.backend(id);
-    const int n_src = plan.n_src(i);
-    bool need_new = cur == nullptr || nb != cur->backend;
-    if (!need_new && !cur->inputs.empty()) {
-      int new_inputs = 0;
-      for (int j = 0; j < n_src; ++j) {
-        const int32_t s = plan.src(i, j);
-        if (s < 0 || !foreign(s, nb)) continue;
-        // A weight on a backend this one cannot read: start a new split, so the memory of the weights copied for
-        // the previous split can be reused.
-        if (plan.has(s, SchedPlan::kIsWeight) && !is_auxiliary_source(plan.op(id), j)) {
-          need_new = true;
-          break;
-        }
-        bool repeated = false;  // a source read twice by the node is one input
-        for (int k = 0; k < j; ++k) repeated = repeated || plan.src(i, k) == s;
-        if (!repeated && plan.copy_set(s, nb) < 0) ++new_inputs;
-      }
-      // Counted before adding: no split ever exceeds the limit.
-      if (static_cast<int>(cur->inputs.size()) + new_inputs > opt.max_split_inputs) need_new = true;
-    }
-    if (need_new) {
-      if (cur != nullptr) cur->i_end = i;
-      // The first split starts at node 0: views met before it belong to it (the planner initialises them there).
-      cur = &plan.new_split(nb, plan.splits.empty() ? 0 : i, i);
-      ++cur_split;
-      if (cur_split == 0) {
-        for (size_t k = 0; k < i; ++k) plan.node_split[k] = 0;
-      }
-    }
-    plan.node_split[i] = cur_split;
+    // Counted before adding: no split ever exceeds the limit.
+    return static_cast<int>(cur->inputs.size()) + new_inputs > opt.max_split_inputs;
+  }
 
-    // The node's Tensor is only written (a source rewritten), never read: its sources are in the plan
-    // (plan.user_tensor(s) is the pointer node->src[j] holds), and on a large graph each first read of a Tensor is a
-    // cache miss that stalls, where a store does not.
+  void start_split(size_t i, int nb) {
+    if (cur != nullptr) cur->i_end = i;
+    // The first split starts at node 0: views met before it belong to it (the planner initialises them there).
+    cur = &plan.new_split(nb, plan.splits.empty() ? 0 : i, i);
+    ++cur_split;
+    if (cur_split == 0) {
+      for (size_t k = 0; k < i; ++k) plan.node_split[k] = 0;
+    }
+  }
+
+  // Node i's sources that it cannot read where they are get a copy on its backend nb (an input of the current
+  // split, made once per tensor, backend and slot); with pipelining, user inputs are read through their per-slot
+  // copies. Each source read through a copy is recorded as a rewrite.
+  //
+  // The node's Tensor is only written (a source rewritten), never read: its sources are in the plan
+  // (plan.user_tensor(s) is the pointer node->src[j] holds), and on a large graph each first read of a Tensor is a
+  // cache miss that stalls, where a store does not.
+  Status route_sources(size_t i, int nb, int n_src) {
     for (int j = 0; j < n_src; ++j) {
       const int32_t s = plan.src(i, j);
       if (s < 0) continue;
@@ -184,12 +205,16 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
         }
         read_id = plan.copy_id_in_set(set, static_cast<int>(slot));
       }
-      // (the copy's Tensor, and so the rewrite itself, comes after the loop)
+      // (the copy's Tensor, and so the rewrite itself, comes after the walk)
       if (read_id >= 0) plan.rewrites.push_back({g.node(i), j, plan.user_tensor(s), i, read_id});
     }
-    // A node that writes into a tensor (CPY, SET_ROWS) makes the copies made so far of that tensor and its views
-    // stale: later readers on other backends get fresh copies (earlier splits keep theirs in input_copies). A graph
-    // input's own per-slot copies stay.
+    return Status::Ok();
+  }
+
+  // A node that writes into a tensor (CPY, SET_ROWS) makes the copies made so far of that tensor and its views
+  // stale: later readers on other backends get fresh copies (earlier splits keep theirs in input_copies). A graph
+  // input's own per-slot copies stay.
+  void drop_stale_copies(int32_t id) {
     if (plan.view_src(id) >= 0 && is_copied_root(plan.root(id))) {
       const int32_t r = plan.root(id);
       for (size_t set = 0; set < plan.n_copy_sets(); ++set) {
@@ -201,14 +226,36 @@ Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassO
       --n_copied_roots;
     }
   }
-  if (cur != nullptr) {
-    cur->i_end = g.n_nodes();
-  } else if (g.n_nodes() > 0) {
-    // Only views: one split that computes nothing, so that the planner still gives the views their addresses.
-    const int b = plan.backend(0);
-    plan.new_split(b >= 0 ? b : bs.last(), 0, g.n_nodes());
-    plan.node_split.assign(g.n_nodes(), 0);
+
+  SchedPlan& plan;
+  Graph& g;
+  const BackendSet& bs;
+  const PassOptions& opt;
+  const bool pipelined;
+  const size_t slot;
+  std::vector<uint8_t> written;      // per id: a user input written in place (mark_written_inputs; pipelined only)
+  // per id: a root of a tensor copied for a split input (the plan's scratch; ids grow as copies are made)
+  std::vector<uint8_t>& copied_root;
+  size_t n_copied_roots = 0;
+  Split* cur = nullptr;  // the split being filled
+  int cur_split = -1;
+};
+
+}  // namespace
+
+Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassOptions& opt) {
+  plan.index(g, bs);
+  if (bs.size() > static_cast<int>(SchedPlan::kMaxBackendsPerCopy)) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: %d backends, at most %zu", bs.size(),
+                    SchedPlan::kMaxBackendsPerCopy);
   }
+  plan.recycle_splits();
+  plan.node_split.assign(g.n_nodes(), -1);
+  const size_t first_set = plan.n_copy_sets(), first_rewrite = plan.rewrites.size();
+
+  SplitCutter cutter(plan, g, bs, opt);
+  for (size_t i = 0; i < g.n_nodes(); ++i) TS_RETURN_IF_ERROR(cutter.add_node(i));
+  cutter.finish();
 
   // The copies' Tensors, then the splits' lists of them and the source rewrites (the nodes' Tensors are only
   // written: a store that misses the cache does not stall).
