@@ -2,17 +2,15 @@
 //
 // Reading never trusts the file: every computed tensor is made by its op's building function (build.h) from the
 // already loaded sources and the decoded op_params, and the file's type, ne, nb, op_params, view_src and view_offs
-// must equal what the builder produced. Inside the parser a problem is thrown as a GraphProblem {JSON path, message}
-// and caught once in graph_from_json, together with anything nlohmann-json throws; nothing escapes the public
-// functions. The JSON helpers follow harness/topology.cpp (whose helpers are file-local).
+// must equal what the builder produced. Inside the parser a problem is thrown as a json_read::ParseProblem {JSON path,
+// message} and caught once in graph_from_json, together with anything nlohmann-json throws; nothing escapes the
+// public functions. The JSON reading helpers are json_read.h's, shared with the topology and scenario loaders.
 #include "tessera/harness/graph_io.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
@@ -31,14 +29,16 @@ namespace {
 
 using json = nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
-// Shared with the topology and scenario loaders (their parse-problem type differs, so only these are shared).
 using json_read::child;
-using json_read::DuplicateKeyFinder;
 using json_read::element;
-using json_read::line_column;
+using json_read::expect_object;
+using json_read::fail;
+using json_read::get_count;
+using json_read::invalid;
 using json_read::member;
 using json_read::quote;
-using json_read::syntax_detail;
+using json_read::required;
+using json_read::type_fail;
 
 constexpr const char* kFormatName = "tessera-graph";
 constexpr int64_t kMaxExtent = int64_t{1} << 62;  // bound on ne, element counts and view spans
@@ -142,86 +142,13 @@ std::string id_list(const std::vector<Tensor*>& tensors, const std::unordered_ma
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Parsing helpers (the approach of harness/topology.cpp)
+// Parsing helpers (the shared ones are json_read.h's)
 
-struct GraphProblem {
-  std::string path;
-  std::string message;
-};
-
-[[noreturn]] void fail(const std::string& path, std::string message) { throw GraphProblem{path, std::move(message)}; }
-
-std::string describe_json(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return v.get<bool>() ? "true" : "false";
-    case json::value_t::string: return "a string (" + quote(v.get_ref<const std::string&>()) + ")";
-    case json::value_t::number_integer: return "a number (" + std::to_string(v.get<int64_t>()) + ")";
-    case json::value_t::number_unsigned: return "a number (" + std::to_string(v.get<uint64_t>()) + ")";
-    case json::value_t::number_float: {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.17g", v.get<double>());
-      return std::string("a number (") + buf + ")";
-    }
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    default: return "a value of another kind";
-  }
-}
-
-[[noreturn]] void type_fail(const std::string& path, std::string_view expected, const json& got) {
-  fail(path, "expected " + std::string(expected) + ", got " + describe_json(got));
-}
-
-using Keys = std::initializer_list<const char*>;
-
-std::string key_list(Keys keys) {
-  std::string out;
-  for (const char* k : keys) out += (out.empty() ? "" : ", ") + std::string(k);
-  return out;
-}
-
-// The object at `path`, with no keys but `allowed` (typos must not pass silently).
-void expect_object(const json& v, const std::string& path, Keys allowed, std::string_view what) {
-  if (!v.is_object()) type_fail(path, what, v);
-  for (const auto& item : v.items()) {
-    bool known = false;
-    for (const char* k : allowed) known = known || item.key() == k;
-    if (!known) fail(path, "unknown key " + quote(item.key()) + " (expected one of: " + key_list(allowed) + ")");
-  }
-}
-
-const json& required(const json& obj, const std::string& path, const char* key, std::string_view what) {
-  const json* v = member(obj, key);
-  if (v == nullptr) fail(path, std::string("missing required key \"") + key + "\" (" + std::string(what) + ")");
-  return *v;
-}
-
+// A string without NUL characters: names and the other strings become C strings.
 std::string get_string(const json& v, const std::string& path, std::string_view what) {
-  if (!v.is_string()) type_fail(path, what, v);
-  std::string s = v.get<std::string>();
+  std::string s = json_read::get_string(v, path, what);
   if (s.find('\0') != std::string::npos) fail(path, "expected " + std::string(what) + " without NUL characters");
   return s;
-}
-
-// A whole number in [0, max].
-int64_t get_count(const json& v, const std::string& path, std::string_view what, uint64_t max) {
-  uint64_t u = 0;
-  if (v.is_number_unsigned()) {
-    u = v.get<uint64_t>();
-  } else if (v.is_number_integer()) {
-    const int64_t i = v.get<int64_t>();
-    if (i < 0) type_fail(path, what, v);
-    u = static_cast<uint64_t>(i);
-  } else if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (!(d >= 0 && d < 1.8e19 && std::floor(d) == d)) type_fail(path, what, v);
-    u = static_cast<uint64_t>(d);
-  } else {
-    type_fail(path, what, v);
-  }
-  if (u > max) type_fail(path, what, v);
-  return static_cast<int64_t>(u);
 }
 
 uint64_t get_u64(const json& v, const std::string& path, std::string_view what) {
@@ -244,21 +171,8 @@ int32_t get_int32(const json& v, const std::string& path) {
   type_fail(path, kWhat, v);
 }
 
-Status invalid(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
-
 // ---------------------------------------------------------------------------------------------------------------
 // Reading tensors
-
-std::string type_list() {
-  std::string out;
-  for (int i = 0; i < kTypeCount; ++i) out += (i ? ", " : "") + std::string(type_name(static_cast<Type>(i)));
-  return out;
-}
-std::string op_list() {
-  std::string out;
-  for (int i = 0; i < kOpCount; ++i) out += (i ? ", " : "") + std::string(op_name(static_cast<Op>(i)));
-  return out;
-}
 
 template <typename T, size_t N>
 std::string array_text(const T (&v)[N]) {
@@ -341,7 +255,9 @@ class GraphReader {
     {
       const std::string p = child(path, "type");
       const std::string t = get_string(required(v, path, "type", "the element type"), p, "a type name");
-      if (!type_from_name(t.c_str(), &s.type)) fail(p, "unknown type " + quote(t) + " (expected one of: " + type_list() + ")");
+      if (!type_from_name(t.c_str(), &s.type)) {
+        fail(p, "unknown type " + quote(t) + " (expected one of: " + json_read::type_names() + ")");
+      }
     }
     {
       const std::string p = child(path, "ne");
@@ -368,7 +284,9 @@ class GraphReader {
     {
       const std::string p = child(path, "op");
       const std::string o = get_string(required(v, path, "op", "the op, \"NONE\" for a leaf"), p, "an op name");
-      if (!op_from_name(o.c_str(), &s.op)) fail(p, "unknown op " + quote(o) + " (expected one of: " + op_list() + ")");
+      if (!op_from_name(o.c_str(), &s.op)) {
+        fail(p, "unknown op " + quote(o) + " (expected one of: " + json_read::op_names(true) + ")");
+      }
     }
     if (const json* x = member(v, "op_params")) {
       const std::string p = child(path, "op_params");
@@ -722,21 +640,11 @@ std::string graph_to_json(const Graph& graph) {
 
 Result<LoadedGraph> graph_from_json(std::string_view text, const std::string& source) {
   try {
-    DuplicateKeyFinder duplicates;
     json root;
-    try {
-      root = json::parse(text.begin(), text.end(), std::ref(duplicates));
-    } catch (const json::parse_error& e) {
-      return invalid(source + ":" + line_column(text, e.byte) + ": JSON syntax error: " + syntax_detail(e.what()));
-    }
-    if (duplicates.found()) {
-      const std::string where = duplicates.path().empty() ? "top level" : duplicates.path();
-      return invalid(source + ": " + where + ": duplicate key " + quote(duplicates.key()) +
-                     " (each key may appear once in an object)");
-    }
+    TS_RETURN_IF_ERROR(json_read::parse_json(text, source, &root, "graph"));
     return parse_graph(root);
-  } catch (const GraphProblem& p) {
-    return invalid(source + ": " + (p.path.empty() ? "" : p.path + ": ") + p.message);
+  } catch (const json_read::ParseProblem& p) {
+    return invalid(json_read::error_prefix(source, p.path) + p.message);
   } catch (const std::exception& e) {
     return invalid(source + ": cannot read the graph: " + e.what());
   } catch (...) {

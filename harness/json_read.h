@@ -178,8 +178,9 @@ inline const json& required(const json& obj, const std::string& path, const char
   return *v;
 }
 
-inline std::string get_string(const json& v, const std::string& path) {
-  if (!v.is_string()) type_fail(path, "a string", v);
+// `what` says what was expected in the error ("a string" unless a caller says more).
+inline std::string get_string(const json& v, const std::string& path, std::string_view what = "a string") {
+  if (!v.is_string()) type_fail(path, what, v);
   return v.get<std::string>();
 }
 
@@ -188,25 +189,37 @@ inline bool get_bool(const json& v, const std::string& path) {
   return v.get<bool>();
 }
 
+// A whole number in [0, max] (JSON numbers only); `what` says what was expected in every error.
+inline int64_t get_count(const json& v, const std::string& path, std::string_view what, int64_t max) {
+  uint64_t u = 0;
+  if (v.is_number_unsigned()) {
+    u = v.get<uint64_t>();
+  } else if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (i < 0) type_fail(path, what, v);
+    u = static_cast<uint64_t>(i);
+  } else if (v.is_number_float()) {
+    const double d = v.get<double>();
+    // 1.8e19 stays below 2^64, where the conversion would overflow.
+    if (!(d >= 0 && d < 1.8e19 && std::floor(d) == d)) type_fail(path, what, v);
+    u = static_cast<uint64_t>(d);
+  } else {
+    type_fail(path, what, v);
+  }
+  if (u > static_cast<uint64_t>(max)) type_fail(path, what, v);
+  return static_cast<int64_t>(u);
+}
+
 // A whole number >= 0 (JSON numbers only).
 inline int64_t get_count(const json& v, const std::string& path) {
   constexpr std::string_view kWhat = "a whole number >= 0";
-  if (v.is_number_unsigned()) {
-    const uint64_t u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) type_fail(path, "a whole number below 2^63", v);
-    return static_cast<int64_t>(u);
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(kMax)) {
+    type_fail(path, "a whole number below 2^63", v);
   }
-  if (v.is_number_integer()) {
-    const int64_t i = v.get<int64_t>();
-    if (i < 0) type_fail(path, kWhat, v);
-    return i;
-  }
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (!(d >= 0 && d < 9.2e18 && std::floor(d) == d)) type_fail(path, kWhat, v);
-    return static_cast<int64_t>(d);
-  }
-  type_fail(path, kWhat, v);
+  // A float counts only below 9.2e18, a round bound under 2^63.
+  if (v.is_number_float() && !(v.get<double>() < 9.2e18)) type_fail(path, kWhat, v);
+  return get_count(v, path, kWhat, kMax);
 }
 
 // A finite number; a whole number in [-1000000, 1000000] (counts and indices a user writes by hand).
@@ -274,14 +287,28 @@ inline double get_duration(const json& v, const std::string& path) {
 }
 inline double get_flops(const json& v, const std::string& path) { return get_quantity(v, path, kFlopsExpected, parse_flops); }
 
+// "f32, f16, ...": every type name, for messages.
+inline std::string type_names() {
+  std::string names;
+  for (int i = 0; i < kTypeCount; ++i) names += std::string(i > 0 ? ", " : "") + type_name(static_cast<Type>(i));
+  return names;
+}
+
+// "VIEW, RESHAPE, ...": every op name, for messages; NONE (a leaf) first when with_none.
+inline std::string op_names(bool with_none) {
+  std::string names;
+  for (int i = with_none ? 0 : 1; i < kOpCount; ++i) {
+    names += (names.empty() ? "" : ", ") + std::string(op_name(static_cast<Op>(i)));
+  }
+  return names;
+}
+
 inline Op get_op(const json& v, const std::string& path) {
   if (!v.is_string()) type_fail(path, "an op name such as \"MUL_MAT\"", v);
   const std::string& s = v.get_ref<const std::string&>();
   Op op = Op::kNone;
   if (!op_from_name(s.c_str(), &op) || op == Op::kNone || s.find('\0') != std::string::npos) {
-    std::string names;
-    for (int i = 1; i < kOpCount; ++i) names += std::string(i > 1 ? ", " : "") + op_name(static_cast<Op>(i));
-    fail(path, "expected an op name (one of: " + names + "), got " + quote(s));
+    fail(path, "expected an op name (one of: " + op_names(false) + "), got " + quote(s));
   }
   return op;
 }
@@ -291,9 +318,7 @@ inline Type get_type(const json& v, const std::string& path) {
   const std::string& s = v.get_ref<const std::string&>();
   Type t = Type::kF32;
   if (!type_from_name(s.c_str(), &t) || s.find('\0') != std::string::npos) {
-    std::string names;
-    for (int i = 0; i < kTypeCount; ++i) names += std::string(i > 0 ? ", " : "") + type_name(static_cast<Type>(i));
-    fail(path, "expected a type name (one of: " + names + "), got " + quote(s));
+    fail(path, "expected a type name (one of: " + type_names() + "), got " + quote(s));
   }
   return t;
 }
@@ -418,15 +443,17 @@ inline Result<std::string> read_text_file(const std::string& path, const std::st
   return text;
 }
 
-// Parses text into *root. Errors: a syntax error (source:line:column) or a duplicate key (source: path).
-inline Status parse_json(std::string_view text, const std::string& source, json* root) {
+// Parses text into *root. Errors: a syntax error (source:line:column), a duplicate key (source: path), or anything
+// else the JSON library throws ("source: cannot read the <content>: ...").
+inline Status parse_json(std::string_view text, const std::string& source, json* root,
+                         std::string_view content = "JSON") {
   DuplicateKeyFinder duplicates;
   try {
     *root = json::parse(text.begin(), text.end(), std::ref(duplicates));
   } catch (const json::parse_error& e) {
     return invalid(source + ":" + line_column(text, e.byte) + ": JSON syntax error: " + syntax_detail(e.what()));
   } catch (const std::exception& e) {
-    return invalid(source + ": cannot read the JSON: " + e.what());
+    return invalid(source + ": cannot read the " + std::string(content) + ": " + e.what());
   }
   if (duplicates.found()) {
     std::string where = duplicates.path().empty() ? "top level" : duplicates.path();

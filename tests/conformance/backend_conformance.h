@@ -11,6 +11,10 @@
 //   BackendOpConformance    one test per entry of the op catalogue (every op of docs/ops.md x every type combination
 //                           of its table), each computed on the backend and on a fresh CPU backend and compared.
 //
+// The tests are in one file per interface area (suite_buffers.cpp, suite_tensor_io.cpp, suite_events.cpp,
+// suite_compute.cpp, suite_supports_op.cpp, suite_device.cpp); the op catalogue in suite_op_catalogue.cpp; the shared
+// helpers and fixtures in backend_conformance.cpp (docs/testing.md).
+//
 // Every test draws fresh random inputs from a seeded std::mt19937; the seed is printed with every failure (and
 // recorded as the test property "seed"). Set TESSERA_CONFORMANCE_SEED=<n> to replay a failing run.
 #pragma once

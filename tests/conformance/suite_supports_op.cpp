@@ -1,0 +1,135 @@
+// The backend conformance suite, supports_op: how much of the op catalogue the backend claims, invalid nodes it
+// must refuse, and every claimed catalogue case against the CPU reference (BackendOpConformance).
+#include <iostream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "conformance/backend_conformance.h"
+#include "conformance/suite_util.h"
+#include "tessera/cpu.h"
+
+namespace tessera::conformance {
+
+TEST_P(BackendConformance, SupportsOpClaims) {
+  SCOPED_TRACE(trace());
+  const auto& catalogue = op_catalogue();
+  size_t claimed = 0;
+  std::map<std::string, std::pair<size_t, size_t>> per_op;  // op -> (claimed, total)
+  std::vector<std::string> unclaimed;
+  for (const OpCase& c : catalogue) {
+    auto inst = instantiate_case(c.build, buft());
+    ASSERT_TRUE(inst.ok()) << "catalogue case " << c.name << " does not build: " << inst.status().to_string();
+    EXPECT_EQ(inst->out->op, c.op) << c.name;
+    const bool ok = unclaimed_nodes(*backend_, *inst->graph).empty();
+    claimed += ok;
+    auto& po = per_op[op_name(c.op)];
+    po.first += ok;
+    po.second += 1;
+    if (!ok) unclaimed.push_back(c.name);
+  }
+  std::cout << "[ conformance ] " << factory().name << " claims " << claimed << " of " << catalogue.size()
+            << " catalogue cases\n";
+  for (const auto& [op, counts] : per_op) {
+    std::cout << "[ conformance ]   " << op << ": " << counts.first << "/" << counts.second << "\n";
+  }
+  RecordProperty("catalogue_size", static_cast<int>(catalogue.size()));
+  RecordProperty("claimed_cases", static_cast<int>(claimed));
+  if (factory().expect_full_op_support) {
+    EXPECT_EQ(claimed, catalogue.size()) << "unclaimed: " << join(unclaimed);
+  }
+}
+
+TEST_P(BackendConformance, SupportsOpRejectsInvalidNodes) {
+  SCOPED_TRACE(trace());
+  Context ctx(no_alloc());
+  auto leaf = [&](Type type, std::initializer_list<int64_t> ne) {
+    int64_t d[4] = {1, 1, 1, 1};
+    int n = 0;
+    for (int64_t x : ne) d[n++] = x;
+    return ctx.new_tensor(type, n, d);
+  };
+  auto node = [&](Op op, Type type, std::initializer_list<int64_t> ne, std::initializer_list<Tensor*> srcs) {
+    Tensor* t = leaf(type, ne);
+    if (!t) return t;
+    t->op = op;
+    int i = 0;
+    for (Tensor* s : srcs) t->src[i++] = s;
+    return t;
+  };
+  Tensor* w = leaf(Type::kF32, {64, 16});
+  Tensor* x = leaf(Type::kF32, {64, 4});
+  Tensor* x32 = leaf(Type::kF32, {32, 4});
+  Tensor* x48 = leaf(Type::kF32, {48, 4});
+  Tensor* ix = leaf(Type::kI32, {64, 4});
+  Tensor* q4 = leaf(Type::kQ4_0, {64, 4});
+  Tensor* fids = leaf(Type::kF32, {4});
+  Tensor* a3 = leaf(Type::kF32, {64, 4, 5});
+  Tensor* fpos = leaf(Type::kF32, {5});
+  Tensor* experts = leaf(Type::kF32, {64, 16, 4});
+  Tensor* tokens = leaf(Type::kF32, {64, 2, 5});
+  Tensor* fids2 = leaf(Type::kF32, {2, 5});
+
+  std::vector<std::pair<std::string, Tensor*>> invalid = {
+      {"MUL_MAT with an i32 src1", node(Op::kMulMat, Type::kF32, {16, 4}, {w, ix})},
+      {"MUL_MAT with a missing src0", node(Op::kMulMat, Type::kF32, {16, 4}, {nullptr, x})},
+      {"MUL_MAT with a missing src1", node(Op::kMulMat, Type::kF32, {16, 4}, {w, nullptr})},
+      {"MUL_MAT with K 64 vs 32", node(Op::kMulMat, Type::kF32, {16, 4}, {w, x32})},
+      {"ADD with a q4_0 src0", node(Op::kAdd, Type::kQ4_0, {64, 4}, {q4, x})},
+      {"ADD with a src1 that does not broadcast", node(Op::kAdd, Type::kF32, {64, 4}, {x, x48})},
+      {"ADD whose result type is not src0's", node(Op::kAdd, Type::kF16, {64, 4}, {x, x})},
+      {"MUL with a missing src1", node(Op::kMul, Type::kF32, {64, 4}, {x, nullptr})},
+      {"GET_ROWS with f32 ids", node(Op::kGetRows, Type::kF32, {16, 4}, {w, fids})},
+      {"GET_ROWS with a missing ids source", node(Op::kGetRows, Type::kF32, {16, 4}, {w, nullptr})},
+      {"ROPE with f32 positions", node(Op::kRope, Type::kF32, {64, 4, 5}, {a3, fpos})},
+      {"MUL_MAT_ID with f32 ids", node(Op::kMulMatId, Type::kF32, {16, 2, 5}, {experts, tokens, fids2})},
+      {"UNARY with an unknown UnaryOp", node(Op::kUnary, Type::kF32, {64, 4}, {x})},
+  };
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  for (auto& [why, t] : invalid) {
+    if (t->op == Op::kRope) {
+      set_op_param<int32_t>(*t, 0, 64);
+      set_op_param<int32_t>(*t, 1, static_cast<int32_t>(RopeMode::kNormal));
+      set_op_param<float>(*t, 2, 10000.0f);
+      set_op_param<float>(*t, 3, 1.0f);
+    }
+    if (t->op == Op::kUnary) set_op_param<int32_t>(*t, 0, 1000);
+    set_name(*t, "invalid_node");
+  }
+  // Placed in the backend's memory, so that the only reason to refuse is the node itself.
+  CONF_ASSIGN_BUFFER(buf, alloc_on(ctx, buft()));
+  for (auto& [why, t] : invalid) {
+    EXPECT_FALSE(backend_->supports_op(*t)) << "claims an invalid node: " << why << " (" << describe(*t) << ")";
+  }
+}
+
+TEST_P(BackendOpConformance, MatchesCpuReference) {
+  SCOPED_TRACE(trace());
+  const OpCase& c = op_case();
+  SCOPED_TRACE("case " + c.name);
+  auto be = instantiate_case(c.build, *backend_->default_buffer_type());
+  ASSERT_TRUE(be.ok()) << be.status().to_string();
+  const auto unclaimed = unclaimed_nodes(*backend_, *be->graph);
+  if (!unclaimed.empty()) {
+    ASSERT_FALSE(factory().expect_full_op_support) << "unclaimed nodes: " << join(unclaimed);
+    GTEST_SKIP() << "backend does not claim: " << join(unclaimed);
+  }
+  auto ref = instantiate_case(c.build, *cpu::buffer_type());
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  CONF_ASSERT_OK(fill_leafs_identically(*ref, *be, rng_));
+  // Inputs as written, to check afterwards that compute left them alone.
+  std::vector<std::vector<uint8_t>> inputs;
+  for (const auto& l : be->leafs) inputs.push_back(read_bytes(*l.tensor));
+
+  ASSERT_EQ(cpu_->graph_compute(*ref->graph), ComputeStatus::kSuccess) << "reference: " << cpu_->last_error();
+  ASSERT_EQ(backend_->graph_compute(*be->graph), ComputeStatus::kSuccess) << backend_->last_error();
+  EXPECT_TRUE(outputs_match(*ref->out, *be->out, nmse_tolerance(factory(), *be->out)));
+  for (size_t i = 0; i < be->leafs.size(); ++i) {
+    const Tensor* leaf = be->leafs[i].tensor;
+    if (be->out->view_src == leaf) continue;  // CPY / SET_ROWS write into their destination leaf
+    EXPECT_TRUE(BytesEqual(inputs[i], read_bytes(*leaf))) << "input " << describe(*leaf) << " modified by compute";
+  }
+}
+
+}  // namespace tessera::conformance
