@@ -1,4 +1,4 @@
-// Op-support rules, offload rules and the cost model of simulated devices (SPEC 13).
+// Op-support rules, offload rules and the cost model of simulated devices (docs/topology.md).
 #include <algorithm>
 
 #include "sim_impl.h"

@@ -28,8 +28,8 @@ struct Scheduler::Impl {
   std::unordered_map<const Tensor*, int> pins;  // user assignments
   sched::SchedPlan plan;
   Graph* graph = nullptr;      // the user graph of the current plan (sources rewritten until reset)
-  // What the planner sees (SPEC 9.5): node and leaf lists, no Graph (its duplicate check is not needed: the lists are
-  // built from an already deduplicated graph). Reused across splits.
+  // What the planner sees (docs/scheduler.md, 'Compute memory'): node and leaf lists, no Graph (its duplicate check is
+  // not needed: the lists are built from an already deduplicated graph). Reused across splits.
   std::vector<Tensor*> sched_nodes, sched_leafs;
   // Where each node's sources and each tensor's view source are in those lists (GraphNodes::Positions), so the
   // planner numbers them without pointer lookups; sched_pos is the position of each plan id (scratch).
@@ -82,7 +82,7 @@ struct Scheduler::Impl {
   ComputeStatus execute();
   // Waits for every backend; failures are kept in pending_error.
   void sync_all();
-  // sync_all, and with nothing allocated the slot rotation starts again at slot 0 (SPEC 9.6)
+  // sync_all; with nothing allocated the slot rotation restarts at 0 (docs/scheduler.md, 'Allocation and re-reserve')
   void sync_idle();
   ComputeStatus fail(ComputeStatus s, std::string msg) {
     last_error = std::move(msg);

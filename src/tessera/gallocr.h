@@ -1,7 +1,7 @@
-// The graph memory planner (SPEC 8): plans the intermediate tensors of a graph into one set of buffers per buffer
-// type, reusing the memory of tensors whose users are done, then places tensors at their planned addresses.
-// INPUT and OUTPUT tensors are placed for the whole graph (never freed, never computed over in place), so an input
-// set once survives any number of evaluations.
+// The graph memory planner (docs/planner.md): plans the intermediate tensors of a graph into one set of buffers per
+// buffer type, reusing the memory of tensors whose users are done, then places tensors at their planned addresses.
+// INPUT and OUTPUT tensors are placed for the whole graph (never freed, never computed over in place), so an input set
+// once survives any number of evaluations.
 #pragma once
 
 #include <memory>
@@ -105,10 +105,10 @@ class GraphAllocator {
   // in-flight input copies: one plan, n disjoint copies of the memory. reserve_size and buffer_size count all sets.
   void set_replicas(int buft_id, int n);
   int replicas(int buft_id) const { return replicas_.at(static_cast<size_t>(buft_id)); }
-  // How the plan places blocks (SPEC 8). The planning walk places them online, in allocation order; knowing every
-  // lifetime afterwards, the planner also places them offline (largest first). kBest (the default) keeps, per buffer
-  // type, whichever needs fewer bytes; kOnline and kOffline force one, so that tests and tools can see each on its
-  // own (kBest would hide a defect of the one that loses). Takes effect at the next plan.
+  // How the plan places blocks (docs/planner.md, 'Rules'). The planning walk places them online, in allocation order;
+  // knowing every lifetime afterwards, the planner also places them offline (largest first). kBest (the default) keeps,
+  // per buffer type, whichever needs fewer bytes; kOnline and kOffline force one, so that tests and tools can see each
+  // on its own (kBest would hide a defect of the one that loses). Takes effect at the next plan.
   enum class Placement { kBest, kOnline, kOffline };
   void set_placement(Placement p) { placement_ = p; }
   Placement placement() const { return placement_; }

@@ -1,4 +1,4 @@
-// Simulated devices (SPEC 13): memory capacity and accounting, host visibility, capabilities, op-support and offload
+// Simulated devices (docs/simulator.md): capacity and accounting, host visibility, capabilities, op-support and offload
 // rules, the cost model and link pricing, injected faults, metadata-only mode, the checks a real device would fail on,
 // registration in a registry and determinism. Expected values are computed by hand from the configuration.
 #include <gmock/gmock.h>

@@ -1,4 +1,4 @@
-// Configuration of simulated devices and topologies (SPEC 13, 14). Plain data: the topology loader fills it from a
+// Configuration of simulated devices and topologies (docs/topology.md). Plain data: the topology loader fills it from a
 // JSON file, tests fill it by hand, and the simulator (tessera/sim/simulator.h) builds devices from it.
 #pragma once
 
@@ -44,7 +44,7 @@ int64_t batch_size(const Tensor& op);
 // Whether rule matches op (all set fields hold).
 bool rule_matches(const OpRule& rule, const Tensor& op);
 
-// When the device asks for an op whose weights sit in host memory (SPEC 9.1 op_offload).
+// When the device asks for an op whose weights sit in host memory (the scheduler's op_offload).
 struct OffloadRule {
   bool enabled = false;
   int64_t min_batch = 32;  // batch_size(op) >= min_batch
@@ -106,7 +106,7 @@ struct TopologyConfig {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// Faults (SPEC 13): every fault must end in an error status or a correct result.
+// Faults (docs/simulator.md, 'Faults'): every fault must end in an error status or a correct result.
 struct FaultPlan {
   // Allocation faults count the allocations of every device of the simulator, 1-based; 0 disables.
   int64_t fail_alloc_nth = 0;

@@ -1,4 +1,4 @@
-// Placement policies (issue 6), in the terms users of local-inference runtimes know: how many layers go to the GPUs
+// Placement policies, in the terms users of local-inference runtimes know: how many layers go to the GPUs
 // (the last ones, like -ngl), how they are split across GPUs (proportions, like --tensor-split, or explicit counts),
 // tensor-override patterns (regular expression on tensor names -> device or buffer type, like -ot), op_offload,
 // parallel and max_split_inputs.
