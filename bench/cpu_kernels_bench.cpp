@@ -1,4 +1,4 @@
-// The optimised CPU kernels (issue 8) against this machine's limits, in one run:
+// The optimised CPU kernels against this machine's limits, in one run:
 //   ceilings: FMA peak (a register-only AVX-512/AVX2 kernel) and memory bandwidth (STREAM-like copy; also a read-only
 //   sum, the ceiling of a matrix x vector that only streams weights);
 //   f32 GEMM (1024^3 and 3072^3) as a fraction of FMA peak and against OpenBLAS sgemm (when built with it);
@@ -9,8 +9,8 @@
 // The *Paired benchmarks (GEMM, matrix x vector from DRAM, element-wise) time a ceiling pass (the FMA-peak kernel, or
 // a read or copy pass that moves as many bytes) right before every compute of the graph, and report the median of
 // the per-pair ratios: on a shared machine the cores and the bandwidth left to a process change within seconds, and
-// these are the ratios to hold against the targets (bench/RESULTS.md, issue 8). Their ceiling passes share the work
-// among the threads in chunks taken as they go (run_shared), as the kernels do.
+// these are the ratios to hold against the targets (bench/RESULTS.md, "CPU kernels against the machine's limits").
+// Their ceiling passes share the work among the threads in chunks taken as they go (run_shared), as the kernels do.
 // Threads: every multi-threaded number uses kThreads (the machine's 2 cores).
 #include <benchmark/benchmark.h>
 

@@ -1,4 +1,4 @@
-// CUDA backend benchmarks (issue 9), built only with the CUDA backend; each skips (SkipWithError) without a GPU.
+// CUDA backend benchmarks, built only with the CUDA backend; each skips (SkipWithError) without a GPU.
 //   BM_CudaMulMat/<type>/<N>     MUL_MAT of a 4096 x 4096 weight by N columns; counters: FLOP/s
 //   BM_CublasSgemm/<N>           raw cublasSgemm of the same shape (the ceiling for the f32 path)
 //   BM_CudaAdd/<n>               ADD of two f32 vectors; counter: bytes/s (read 2 + write 1) vs the device's bandwidth

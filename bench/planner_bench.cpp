@@ -1,4 +1,4 @@
-// The graph memory planner on llama-style graphs (issue 3): planned peak bytes vs the live-bytes lower bound
+// The graph memory planner on llama-style graphs: planned peak bytes vs the live-bytes lower bound
 // (efficiency = peak / bound) and planning time per node, for dense and mixture-of-experts models of 7B- and 70B-like
 // shapes at 1, 32 and 512 tokens over a KV cache of kNkv slots.
 //

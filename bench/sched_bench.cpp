@@ -1,5 +1,6 @@
-// The multi-backend scheduler on llama-style graphs with partial offload (issue 4): split time per node (passes 1-5),
-// reserve time per node (split + build of the planner's graph + plan), and compute memory with and without `parallel`.
+// The multi-backend scheduler on llama-style graphs with partial offload (bench/RESULTS.md, "Scheduler"): split time
+// per node (passes 1-5), reserve time per node (split + build of the planner's graph + plan), and compute memory with
+// and without `parallel`.
 //
 // Graphs: the "tiny" preset shapes (n_embd 64, 4 heads / 2 KV heads, ff 128, vocab 256) with more layers, MUL_MAT ->
 // SOFT_MAX -> MUL_MAT attention (no flash attention, so SOFT_MAX exists), 32 tokens over a 256-slot KV cache, from
@@ -412,8 +413,8 @@ void profile(int n_layer, int runs) {
     t_dense = std::min(t_dense, t2 - t1);
     t_supp = std::min(t_supp, t3 - t2);
   }
-  // The questions split_graph asks the backends (through a counting BackendSet), and a floor: the work any
-  // scheduler meeting SPEC 9 must do per split, timed alone. It reads every node's sources once, checking each
+  // The questions split_graph asks the backends (through a counting BackendSet), and a floor: the work any scheduler
+  // following docs/scheduler.md must do per split, timed alone. It reads every node's sources once, checking each
   // against the graph's recorded position. It reads every leaf's buffer and that buffer's usage. It asks supports_op
   // once per computed node, of the backend the node ends on (pass 4 must know that answer). Deciding, cutting splits
   // and making copies come on top. (It does not prefetch: where the Tensors outgrow the caches it bounds nothing.)
@@ -588,9 +589,10 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
 
-  // The memory target (issue 4): parallel <= serial + the per-slot copies that can really be in flight at once. Until
-  // the hazard detector can prove a tighter figure, the estimate allows every slot a full set of the largest split's
-  // input copies plus the graph inputs: serial + kParallelCopies * (largest split input bytes + graph input bytes).
+  // The memory target (bench/RESULTS.md, "Scheduler"): parallel <= serial + the per-slot copies that can really be in
+  // flight at once. Until the hazard detector can prove a tighter figure, the estimate allows every slot a full set of
+  // the largest split's input copies plus the graph inputs: serial + kParallelCopies * (largest split input bytes +
+  // graph input bytes).
   std::printf(
       "\n| layers | nodes | splits | split inputs | split_graph ns/node | split+teardown ns/node | reserve_size ns/node "
       "| reserve ns/node | compute bytes serial | compute bytes parallel | ratio | in-flight estimate | parallel / "

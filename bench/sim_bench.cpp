@@ -1,4 +1,4 @@
-// The simulator (issue 5): simulated commands per second in metadata-only mode (target >= 1,000,000/s), and planning
+// The simulator: simulated commands per second in metadata-only mode (target >= 1,000,000/s), and planning
 // plus simulating one forward pass of a 70B-like llama graph on the 8 x 80 GiB preset (target < 1 s).
 //
 //   tessera_bench_sim                       Google Benchmark suites

@@ -1,4 +1,4 @@
-// Fuzz target: the whole pipeline on simulated devices (SPEC 15). Bytes -> a small topology (0 to 3 simulated
+// Fuzz target: the whole pipeline on simulated devices (docs/fuzzing.md). Bytes -> a small topology (0 to 3 simulated
 // accelerators with op-support gaps, capacities, host-visible or not, events or not, then the wrapped CPU), a policy
 // (parallel, op_offload, max_split_inputs), a random valid graph (graph_gen) whose external leafs (weights) live in
 // one chosen buffer type -> Scheduler over the simulator's backends -> alloc_graph -> compute in memory-backed mode

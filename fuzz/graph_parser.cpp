@@ -1,4 +1,4 @@
-// Fuzz target: the serialized-graph parser (issue 6, docs/graph-format.md). Any text: graph_from_json returns a graph
+// Fuzz target: the serialized-graph parser (docs/graph-format.md). Any text: graph_from_json returns a graph
 // or an error naming the source; it never crashes, throws, leaks or hangs. An accepted graph is well formed (every
 // node's sources are in the graph or are leafs, the lists by role agree with the flags) and round-trips:
 // graph_to_json of it parses back to a graph that writes the same text.

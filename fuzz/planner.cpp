@@ -1,4 +1,4 @@
-// Fuzz target: the graph memory planner alone (SPEC 8, src/tessera/gallocr.h). Bytes -> a random valid graph
+// Fuzz target: the graph memory planner alone (docs/planner.md, src/tessera/gallocr.h). Bytes -> a random valid graph
 // (tests/support/graph_gen.h, desc_from_bytes) -> GraphAllocator on the CPU buffer type, then the independent
 // checker of tests/unit/planner_check.h: no two live tensors share bytes, every tensor of the graph has memory,
 // tensors with memory of their own (external leafs) are not moved. The first byte picks the sequence:

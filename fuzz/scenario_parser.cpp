@@ -1,4 +1,4 @@
-// Fuzz target: the scenario parser (SPEC 14, docs/scenarios.md). Any text: parse_scenario returns a scenario or an
+// Fuzz target: the scenario parser (docs/scenarios.md). Any text: parse_scenario returns a scenario or an
 // error naming the source; it never crashes, throws, leaks or hangs. An accepted scenario carries a valid topology
 // (inline or a preset) whose writer round-trips. Scenarios are not run here (a model may be large); end_to_end runs
 // the scheduler.

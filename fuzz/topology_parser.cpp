@@ -1,4 +1,4 @@
-// Fuzz target: the topology parser (SPEC 14, docs/topology.md). Any text: parse_topology returns a config or an
+// Fuzz target: the topology parser (docs/topology.md). Any text: parse_topology returns a config or an
 // error naming the source; it never crashes, throws, leaks or hangs. A config it accepts is valid, and its writer
 // round-trips: topology_to_json(config) parses back to a config that writes the same text.
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Simulated devices, buffer types, buffers, backends (streams) and events (SPEC 13).
+// Simulated devices, buffer types, buffers, backends (streams) and events (docs/simulator.md).
 #include <sys/mman.h>
 #include <unistd.h>
 

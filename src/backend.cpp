@@ -42,7 +42,7 @@ bool Guid::operator==(const Guid& o) const { return std::memcmp(bytes, o.bytes, 
 size_t BufferType::alloc_size(const Tensor& t) const { return nbytes(t); }
 
 namespace {
-// The valid dummy returned for zero-size allocations (SPEC 2): null base, every operation a no-op.
+// The valid dummy returned for zero-size allocations: null base, every operation a no-op (docs/interfaces.md).
 class ZeroSizeBuffer final : public Buffer {
  public:
   explicit ZeroSizeBuffer(BufferType* type) : Buffer(type, 0) {}

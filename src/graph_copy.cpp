@@ -1,4 +1,4 @@
-// Graph copy, backend comparison and the NMSE helper (SPEC 10).
+// Graph copy, backend comparison and the NMSE helper (docs/interfaces.md, 'Graph copy and backend comparison').
 #include "tessera/graph_copy.h"
 
 #include <cmath>

@@ -32,7 +32,7 @@ class CpuBuffer final : public HostBuffer {
   ~CpuBuffer() override { std::free(base()); }
 };
 
-// Host memory not owned (SPEC 2: freeing the buffer does not free the memory).
+// Host memory not owned (freeing the buffer does not free the memory: docs/interfaces.md, 'Buffers from host memory').
 class MappedBuffer final : public HostBuffer {
  public:
   MappedBuffer(BufferType* type, void* mem, size_t size) : HostBuffer(type, mem, size) {}

@@ -1,4 +1,4 @@
-// In-process A/B of two builds of the CPU backend's f32 GEMM schedule (issue 8).
+// In-process A/B of two builds of the CPU backend's f32 GEMM schedule.
 //
 // Across processes, a GEMM measured on this shared VM moves by several percent from one run to the next, as much as
 // the schedule changes worth trying. Here both variants run in one process on the backend's own thread pool,

@@ -1,4 +1,4 @@
-// In-process A/B of two builds of the AVX-512 VNNI block dots, streamed from DRAM by 2 threads (issue 8).
+// In-process A/B of two builds of the AVX-512 VNNI block dots, streamed from DRAM by 2 threads.
 //
 // Across processes, a matrix x vector measured on this shared VM moves by +-10 % from one run to the next, more than
 // most kernel changes. Here both variants run in one process, alternately, each pass paired with a read-only

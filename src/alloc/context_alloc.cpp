@@ -1,4 +1,4 @@
-// The linear tensor allocator and whole-context placement (SPEC 7).
+// The linear tensor allocator and whole-context placement (docs/interfaces.md, 'Placing tensors in buffers').
 #include <vector>
 
 #include "tessera/alloc.h"

@@ -1,5 +1,5 @@
-// The dynamic allocator of the graph planner (SPEC 8): plans offsets inside chunks of one buffer type. Nothing is
-// allocated here; the planner turns each chunk's high-water mark into a real buffer.
+// The dynamic allocator of the graph planner (docs/planner.md, 'Rules'): plans offsets inside chunks of one buffer
+// type. Nothing is allocated here; the planner turns each chunk's high-water mark into a real buffer.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Pass 1 (SPEC 9.1): pre-assign tensors whose memory, flags or weights decide their backend.
+// Pass 1 (docs/scheduler.md, 'Pass 1'): pre-assign tensors whose memory, flags or weights decide their backend.
 #include "plan.h"
 
 namespace tessera::sched {

@@ -1,4 +1,4 @@
-// Pass 2 (SPEC 9.2): grow assigned runs over unassigned neighbours, GPU-like backends first.
+// Pass 2 (docs/scheduler.md, 'Pass 2'): grow assigned runs over unassigned neighbours, GPU-like backends first.
 #include "plan.h"
 
 namespace tessera::sched {

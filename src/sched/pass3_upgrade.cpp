@@ -1,4 +1,5 @@
-// Pass 3 (SPEC 9.3): best fit for unassigned nodes, upgrade of assigned ones through a shared compute buffer type.
+// Pass 3 (docs/scheduler.md, 'Pass 3'): best fit for unassigned nodes, upgrade of assigned ones through a shared
+// compute buffer type.
 #include "plan.h"
 
 namespace tessera::sched {

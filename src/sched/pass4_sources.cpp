@@ -1,5 +1,5 @@
-// Pass 4 (SPEC 9.4): views take their source's backend, sources take their user's, the rest the first backend that
-// supports them; a node nothing supports is a scheduling error, never left unassigned.
+// Pass 4 (docs/scheduler.md, 'Pass 4'): views take their source's backend, sources take their user's, the rest the
+// first backend that supports them; a node nothing supports is a scheduling error, never left unassigned.
 #include <string>
 #include <unordered_map>
 

@@ -1,5 +1,6 @@
-// The scheduler's explicit plan and the five passes over it (SPEC 9.1-9.5). Each pass is a function in its own file,
-// taking the plan, the graph and the backends' capability queries, so each can be tested alone.
+// The scheduler's explicit plan and the five passes over it (docs/scheduler.md, 'Pass 1' to 'Pass 5'). Each pass is a
+// function in its own file, taking the plan, the graph and the backends' capability queries, so each can be tested
+// alone.
 #pragma once
 
 #include <array>
@@ -165,8 +166,8 @@ class SchedPlan {
   bool has(int32_t id, Fact f) const { return (facts_[static_cast<size_t>(id)] & f) != 0; }
   // The tensor's op, as read by index (the passes need it without touching the Tensor again).
   Op op(int32_t id) const { return op_[static_cast<size_t>(id)]; }
-  // The source that decides a node's backend in pass 1 (SPEC 9.1, rule 5): its first WEIGHTS source that is not an
-  // auxiliary one (ROPE frequency factors, FA sinks); -1 when none.
+  // The source that decides a node's backend in pass 1 (docs/scheduler.md, 'Pass 1', rule 5): its first WEIGHTS source
+  // that is not an auxiliary one (ROPE frequency factors, FA sinks); -1 when none.
   int32_t deciding_weight(int32_t id) const;
   // Non-view nodes, in order.
   const std::vector<int32_t>& compute_nodes() const { return compute_nodes_; }

@@ -1,4 +1,4 @@
-// The textual report of splits, inputs and nodes with causes (SPEC 9.8).
+// The textual report of splits, inputs and nodes with causes (docs/scheduler.md, 'Queries and the report').
 #include <sstream>
 
 #include "scheduler_impl.h"

@@ -1,4 +1,4 @@
-// Scheduler lifecycle: creation, split, reserve, allocation, reset, queries (SPEC 9.6, 9.8).
+// Scheduler lifecycle: creation, split, reserve, allocation, reset, queries (docs/scheduler.md).
 #include <cstdio>
 #include <cstring>
 
@@ -152,9 +152,9 @@ Status Scheduler::Impl::split(Graph& g, int slot_for_sources) {
   return Status::Ok();
 }
 
-// The graph the planner sees (SPEC 9.5): per split, a dependency node per input (keeping the source alive until it
-// is copied) and the input's copy, then the split's nodes; then, with pipelining, the graph inputs' copies as leafs;
-// then the original leafs.
+// The graph the planner sees (docs/scheduler.md, 'Compute memory'): per split, a dependency node per input (keeping the
+// source alive until it is copied) and the input's copy, then the split's nodes; then, with pipelining, the graph
+// inputs' copies as leafs; then the original leafs.
 //
 // Copies are ordinary tensors for the planner: placed when their split starts and freed after their last reader, so
 // their memory is reused within the evaluation. With pipelining they are planned in the copy region of their backend's

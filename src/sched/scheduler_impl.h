@@ -28,7 +28,7 @@ struct Scheduler::Impl {
   std::unordered_map<const Tensor*, int> pins;  // user assignments
   sched::SchedPlan plan;
   Graph* graph = nullptr;      // the user graph of the current plan (sources rewritten until reset)
-  // What the planner sees (docs/scheduler.md, compute memory): node and leaf lists, no Graph (its duplicate check is
+  // What the planner sees (docs/scheduler.md, 'Compute memory'): node and leaf lists, no Graph (its duplicate check is
   // not needed: the lists are built from an already deduplicated graph). Reused across splits.
   std::vector<Tensor*> sched_nodes, sched_leafs;
   // Where each node's sources and each tensor's view source are in those lists (GraphNodes::Positions), so the

@@ -1,4 +1,5 @@
-// Placing tensors in buffers (SPEC 7): the linear tensor allocator and whole-context placement.
+// Placing tensors in buffers (docs/interfaces.md, 'Placing tensors in buffers'): the linear tensor allocator and
+// whole-context placement.
 #pragma once
 
 #include <memory>

@@ -1,4 +1,4 @@
-// Backend interfaces (SPEC 2-6): buffer types, buffers, backends (streams), events, devices, registrations.
+// Backend interfaces (docs/interfaces.md): buffer types, buffers, backends (streams), events, devices, registrations.
 // Optional capabilities have defaults (return false / nullptr / Unsupported) rather than null function pointers.
 // Ownership: the caller owns buffers, backends and events (unique_ptr); a registration owns its devices, and a device
 // owns its buffer types.
@@ -81,7 +81,7 @@ class Buffer {
   virtual bool cpy_tensor(const Tensor& /*src*/, Tensor& /*dst*/) { return false; }
   virtual void clear(uint8_t value) = 0;
   virtual void reset() {}
-  // Multi-buffers wrap several parts (SPEC 2).
+  // Multi-buffers wrap several parts (docs/interfaces.md, 'Multi-buffers').
   virtual bool is_multi() const { return false; }
 
  private:
@@ -278,7 +278,7 @@ using SetNThreadsFn = void (*)(Backend* backend, int n_threads);
 using SetAbortCallbackFn = void (*)(Backend* backend, bool (*callback)(void* user), void* user);
 
 // ---------------------------------------------------------------------------------------------------------------
-// Free functions with bounds checks (SPEC 2). Errors name the tensor.
+// Free functions with bounds checks (docs/interfaces.md, 'Tensor I/O and copies'). Errors name the tensor.
 // Byte range [offset, offset + size) of t's nbytes; t must be allocated (in a buffer, directly or through view_src).
 Status tensor_set(Tensor& t, const void* data, size_t offset, size_t size);
 Status tensor_get(const Tensor& t, void* data, size_t offset, size_t size);

@@ -1,4 +1,4 @@
-// Graph-building functions, one per op (SPEC 1.3). Each checks shapes and types; on invalid input it records a clear
+// Graph-building functions, one per op (docs/ops.md). Each checks shapes and types; on invalid input it records a clear
 // error in the context and returns nullptr (see context.h). The exact semantics, which every backend implements and
 // every test oracle checks, are in docs/ops.md; the short form is repeated here.
 //

@@ -1,4 +1,5 @@
-// Graphs (SPEC 1.4): leafs and nodes in topological order, built by a depth-first walk over sources.
+// Graphs (docs/data-model.md, 'Graphs'): leafs and nodes in topological order, built by a depth-first walk over
+// sources.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +27,7 @@ class Graph {
   Status add_node(Tensor* t);
   Status add_leaf(Tensor* t);
 
-  // The sub-range [i0, i1) of the nodes, without leafs (SPEC 1.4). The view points at the same tensors.
+  // The sub-range [i0, i1) of the nodes, without leafs (what one split computes), over the same tensors.
   Graph view(size_t i0, size_t i1) const;
 
   size_t capacity() const { return capacity_; }

@@ -1,4 +1,4 @@
-// Graph copy and backend comparison (SPEC 10).
+// Graph copy and backend comparison (docs/interfaces.md, 'Graph copy and backend comparison').
 #pragma once
 
 #include <functional>

@@ -1,4 +1,4 @@
-// The op set (SPEC 1.3) and its metadata. Exact semantics of every op: docs/ops.md.
+// The op set and its metadata. Exact semantics of every op: docs/ops.md.
 #pragma once
 
 #include <cstdint>

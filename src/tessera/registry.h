@@ -1,7 +1,7 @@
-// Registry (SPEC 6): lists registrations and their devices; finds them by name or type; initialises backends.
-// Not a hidden global: a Registry is an ordinary object. builtin_registry() (tessera/builtin.h, target
-// tessera::backends) returns one holding the backends compiled in. Scoped registrations let a test or a scenario
-// add (simulated) devices for its own lifetime only.
+// Registry (docs/interfaces.md, 'Registrations and the registry'): lists registrations and their devices; finds them by
+// name or type; initialises backends. Not a hidden global: a Registry is an ordinary object. builtin_registry()
+// (tessera/builtin.h, target tessera::backends) returns one holding the backends compiled in. Scoped registrations let
+// a test or a scenario add (simulated) devices for its own lifetime only.
 #pragma once
 
 #include <memory>

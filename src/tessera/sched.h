@@ -1,6 +1,6 @@
-// The multi-backend scheduler (SPEC 9): assigns every node of a graph to one of several backends (five passes),
-// cuts the graph into splits, copies tensors between backends (optionally through several in-flight slots guarded
-// by events), plans compute memory with the graph allocator, and runs the splits.
+// The multi-backend scheduler (docs/scheduler.md): assigns every node of a graph to one of several backends (five
+// passes), cuts the graph into splits, copies tensors between backends (optionally through several in-flight slots
+// guarded by events), plans compute memory with the graph allocator, and runs the splits.
 #pragma once
 
 #include <functional>

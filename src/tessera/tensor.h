@@ -1,4 +1,4 @@
-// Tensors (SPEC 1.2): plain structs that live in a Context arena; graphs link them by pointer.
+// Tensors (docs/data-model.md, 'Tensors'): plain structs that live in a Context arena; graphs link them by pointer.
 #pragma once
 
 #include <cstddef>

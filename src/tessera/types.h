@@ -1,4 +1,4 @@
-// Element types, their traits and exact reference conversions (SPEC 1.1).
+// Element types, their traits and exact reference conversions (docs/data-model.md, 'Types').
 #pragma once
 
 #include <cstddef>

@@ -6,7 +6,7 @@
 //   TESSERA_INSTANTIATE_BACKEND_CONFORMANCE(Cuda, my_cuda_factory());
 //
 // (at global scope; the macro opens the namespace itself). Two suites are instantiated:
-//   BackendConformance      one test per property of SPEC 2-7 and 10 (buffers, tensor I/O, async I/O, events,
+//   BackendConformance      one test per rule of docs/interfaces.md (buffers, tensor I/O, async I/O, events,
 //                           copies, graph compute, supports_op honesty, graph copy/compare, device properties);
 //   BackendOpConformance    one test per entry of the op catalogue (every op of docs/ops.md x every type combination
 //                           of its table), each computed on the backend and on a fresh CPU backend and compared.
@@ -66,8 +66,8 @@ struct BackendFactory {
   // Optional per-node override of the tolerance (e.g. a GPU matmul that rounds src1 to f16); nullopt = defaults.
   std::function<std::optional<double>(const Tensor& node)> nmse_override;
 
-  // The backend claims every entry of the op catalogue (true for the CPU backend: SPEC 11 requires a reference
-  // kernel for every op and type).
+  // The backend claims every entry of the op catalogue (true for the CPU backend, which has a reference kernel for
+  // every op and type).
   bool expect_full_op_support = false;
 };
 

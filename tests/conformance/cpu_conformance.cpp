@@ -1,7 +1,7 @@
-// The backend conformance suite instantiated for the CPU backend: with its default kernels at the default thread
-// count and at three threads (the thread pool must not change results, ARCHITECTURE.md "Determinism"), and with the
-// optimised kernels at every SIMD level (SPEC 11: the conformance suite passes with them). The reference side of
-// every comparison is a fresh CPU backend running the reference kernels.
+// The backend conformance suite instantiated for the CPU backend: with its default kernels at the default thread count
+// and at three threads (the thread pool must not change results, ARCHITECTURE.md "Determinism"), and with the optimised
+// kernels at every SIMD level (they must pass the conformance suite too). The reference side of every comparison is a
+// fresh CPU backend running the reference kernels.
 #include <string>
 
 #include "conformance/backend_conformance.h"
@@ -26,7 +26,7 @@ tessera::conformance::BackendFactory cpu_factory(const char* name, int n_threads
     params.kernels = kernels;
     return tessera::cpu::make_backend(params);
   };
-  f.expect_full_op_support = true;  // SPEC 11: a reference kernel for every op and type
+  f.expect_full_op_support = true;  // a reference kernel for every op and type
   // The optimised kernels quantize the activations of a quantized matrix x vector (quantized_activation_nmse).
   // The default kernels (kAuto) are the reference kernels unless TESSERA_CPU_ISA selects optimised ones.
   f.nmse_override = tessera::conformance::quantized_activation_nmse;

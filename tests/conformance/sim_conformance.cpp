@@ -1,7 +1,7 @@
-// The backend conformance suite instantiated for simulated devices (SPEC 13): a pure simulated GPU (memory-backed:
-// its memory is not host-visible, so every value goes through the interface, and computation runs the CPU reference
-// kernels lazily on the virtual clock) in plain and adversarial mode, and the real CPU device wrapped by the
-// simulator. Each factory keeps one simulator for the whole process (devices must outlive their backends).
+// The backend conformance suite instantiated for simulated devices (docs/simulator.md): a pure simulated GPU
+// (memory-backed: its memory is not host-visible, so every value goes through the interface, and computation runs the
+// CPU reference kernels lazily on the virtual clock) in plain and adversarial mode, and the real CPU device wrapped by
+// the simulator. Each factory keeps one simulator for the whole process (devices must outlive their backends).
 #include <string>
 
 #include "conformance/backend_conformance.h"

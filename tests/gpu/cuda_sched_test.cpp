@@ -1,4 +1,4 @@
-// The scheduler with a real CUDA backend (issue 9): llama-style graphs (models/tessera/models/llama.h: dense and MoE, flash
+// The scheduler with a real CUDA backend: llama-style graphs (models/tessera/models/llama.h: dense and MoE, flash
 // attention or MUL_MAT + SOFT_MAX, one token or a batch) over [CUDA, CPU] and [CUDA, simulated GPU, CPU], with and
 // without `parallel`, give the CPU-only logits. Layers are spread over the devices (the last layer and the token
 // embedding stay on the CPU), so the graph has several splits and cross-device copies in both directions. Also the
@@ -151,8 +151,8 @@ TEST_P(CudaScheduler, LlamaLogitsEqualTheCpuOnlyRun) {
   EXPECT_GT(on_cuda, 0);
 }
 
-// The simulator's wrapped real device (SPEC 13) over CUDA0, with the wrapped CPU: the scheduler's event flow with
-// `parallel` and several evaluations in flight, on real CUDA streams, is checked by the hazard detector (no race)
+// The simulator's wrapped real device (docs/simulator.md) over CUDA0, with the wrapped CPU: the scheduler's event flow
+// with `parallel` and several evaluations in flight, on real CUDA streams, is checked by the hazard detector (no race)
 // and the logits equal the CPU-only run.
 TEST(CudaWrappedBySimulator, NoRaceOnRealStreamsAndCpuResults) {
   TESSERA_REQUIRE_GPU(1);

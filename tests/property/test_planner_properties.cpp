@@ -1,4 +1,4 @@
-// Property tests of the graph memory planner (SPEC 8, issue 3) over random valid graphs (tests/support/graph_gen.h).
+// Property tests of the graph memory planner (docs/planner.md) over random valid graphs (tests/support/graph_gen.h).
 // A failure prints RapidCheck's seed (rerun with RC_PARAMS="reproduce=...") and the shrunk GraphDesc, a value that
 // can be pasted into a regression test; the message carries a dump of the built graph.
 #include <gtest/gtest.h>
@@ -55,12 +55,12 @@ BuiltGraph build_ok(const GraphDesc& desc, bool output_views = kOutputViews) {
 
 const Tensor* root_of(const Tensor* t) { return t->view_src != nullptr ? t->view_src : t; }
 
-// Tessera's planner keeps INPUT tensors for the whole graph (never freed, never computed over in place: an input
-// set once survives several evaluations; src/tessera/gallocr.h). SPEC 8 and issue 3 only ask that they exist before
-// the first node; this makes the checks below hold the planner to its stronger promise.
+// Tessera's planner keeps INPUT tensors for the whole graph (never freed, never computed over in place: an input set
+// once survives several evaluations; src/tessera/gallocr.h). The least a planner must do is give them memory before the
+// first node; this makes the checks below hold the planner to its stronger promise.
 constexpr bool kInputsLiveToEnd = true;
 
-// ---- an independent liveness and reuse check (SPEC 8), written from the spec, not from the planner ----
+// ---- an independent liveness and reuse check (docs/planner.md), written from the rules, not from the planner ----
 // Every tensor whose memory the planner owns is live from its definition (leafs and INPUT tensors: before the first
 // node) to its last use (a use of a view is a use of its source; OUTPUT tensors, the sources of OUTPUT views and,
 // with kInputsLiveToEnd, INPUT tensors: to the end). Two such tensors may share bytes only when one is dead before
@@ -248,8 +248,8 @@ RC_GTEST_PROP(PlannerProperties, EachPlacementOnItsOwnNeverOverlaps, (const Grap
   if (std::string why = overlap_check(*g.graph, ga); !why.empty()) fail(g, why);
 }
 
-// (2) INPUT and OUTPUT tensors are never reused while live; a node shares bytes with a source only in place as SPEC 8
-// allows; tensors with memory of their own are left alone.
+// (2) INPUT and OUTPUT tensors are never reused while live; a node shares bytes with a source only in place as
+// docs/planner.md allows; tensors with memory of their own are left alone.
 RC_GTEST_PROP(PlannerProperties, ReuseOnlyInPlaceAndNeverOfLiveInputsOrOutputs, (const GraphDesc& desc)) {
   BuiltGraph g = build_ok(desc);
   const std::vector<void*> before = external_data(g);
@@ -422,8 +422,8 @@ RC_GTEST_PROP(PlannerProperties, SeveralBufferTypesWithChunksNeverOverlap, (cons
   expect_same_outputs(g, priv);
 }
 
-// A view flagged OUTPUT is an output like any other (SPEC 8: "OUTPUT tensors are never freed"): the bytes it reads
-// (its source's) stay live to the end, nothing is placed over them, and they hold the computed values afterwards.
+// A view flagged OUTPUT is an output like any other (docs/planner.md: OUTPUT tensors are never freed): the bytes it
+// reads (its source's) stay live to the end, nothing is placed over them, and they hold the computed values afterwards.
 RC_GTEST_PROP(PlannerProperties, OutputViewsKeepTheirSourceAlive, (const GraphDesc& desc)) {
   BuiltGraph planned = build_ok(desc, true);
   RC_PRE(std::any_of(planned.outputs.begin(), planned.outputs.end(),
@@ -442,11 +442,11 @@ RC_GTEST_PROP(PlannerProperties, OutputViewsKeepTheirSourceAlive, (const GraphDe
   expect_same_outputs(planned, priv);
 }
 
-// (4c) A plan is reused for a graph only when every source is the same node or leaf as at plan time (SPEC 8;
-// SPEC 9.9: the anchor decided reuse by position only). The same description with one source rewired to another
-// earlier node of the same layout has the same counts, sizes and positions, but other lifetimes: after reserving
-// the original, alloc_graph of the rewired graph must re-plan (or fit), overlap nothing live and compute like
-// private memory. Kills tests/mutation/defect-reuse-by-position-not-identity.
+// (4c) A plan is reused for a graph only when every source is the same node or leaf as at plan time (docs/planner.md;
+// the anchor decided reuse by position only). The same description with one source rewired to another earlier node of
+// the same layout has the same counts, sizes and positions, but other lifetimes: after reserving the original,
+// alloc_graph of the rewired graph must re-plan (or fit), overlap nothing live and compute like private memory. Kills
+// tests/mutation/defect-reuse-by-position-not-identity.
 RC_GTEST_PROP(PlannerProperties, RewiredSourceAfterReserveIsReplannedOrFits, (const GraphDesc& desc)) {
   BuiltGraph orig = build_ok(desc);
   BuiltGraph rewired = build_ok(desc);
@@ -500,7 +500,7 @@ RC_GTEST_PROP(PlannerProperties, RewiredSourceAfterReserveIsReplannedOrFits, (co
 
 // (6b) Chunks after a re-plan: a buffer type with a small max size (several chunks), reserved for one graph, then
 // given another graph: alloc_graph re-plans, and every chunk whose planned size grew must grow, even when the total
-// did not (SPEC 8; SPEC 9.9: the anchor decided on the total size only and missed a chunk that grew). Every tensor
+// did not (docs/planner.md; the anchor decided on the total size only and missed a chunk that grew). Every tensor
 // lies inside its chunk, nothing live overlaps, and the outputs equal private memory. Kills
 // tests/mutation/defect-grow-decided-on-total-size.
 RC_GTEST_PROP(PlannerProperties, AnotherGraphAfterReserveGrowsEveryChunkItNeeds, (const GraphDesc& first,

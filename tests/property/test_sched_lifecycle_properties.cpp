@@ -3,9 +3,9 @@
 // between an asynchronous simulated GPU (with events) and the wrapped CPU, a random simulator seed, adversarial or
 // not, random pins. They kill mutants of tests/mutation (docs/testing.md, "Mutation testing"):
 //
-//   ReserveKeepsThePinsAndPlansOnce       reserve wiping the user's pins; a re-reserve every evaluation (SPEC 9.9)
+//   ReserveKeepsThePinsAndPlansOnce       reserve wiping the user's pins; a re-reserve every evaluation
 //   ReplanWhileWorkIsInFlightIsRaceFree   re-reserving (alloc_graph or reserve) without synchronizing first: the old
-//                                         compute buffers are freed while the GPU still uses them (SPEC 9.6, 9.9)
+//                                         compute buffers are freed while the GPU still uses them
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -93,9 +93,9 @@ void expect_no_race(Session& s) {
 
 }  // namespace
 
-// reserve(measure graph) keeps the user's manual assignments (SPEC 9.6), and evaluating the graph it was reserved
-// for (any number of times) needs no further re-plan: the anchor wiped the pins at reserve, which forced a re-reserve
-// at every evaluation.
+// reserve(measure graph) keeps the user's manual assignments (docs/scheduler.md), and evaluating the graph it was
+// reserved for (any number of times) needs no further re-plan: the anchor wiped the pins at reserve, which forced a
+// re-reserve at every evaluation.
 RC_GTEST_PROP(SchedLifecycleProperties, ReserveKeepsThePinsAndPlansOnce, ()) {
   const auto seed = *rc::gen::inRange<uint64_t>(1, 1000000);
   const bool adversarial = *rc::gen::arbitrary<bool>();
@@ -127,10 +127,11 @@ RC_GTEST_PROP(SchedLifecycleProperties, ReserveKeepsThePinsAndPlansOnce, ()) {
   expect_reference_outputs(*s);
 }
 
-// A placement change while an evaluation is still in flight on the asynchronous GPU: the token embedding pinned to
-// the GPU (which then needs a copy of the embedding table) grows the GPU's compute plan, so the next alloc_graph (or an explicit reserve) re-plans and replaces the GPU's
-// compute buffers. Every backend must be synchronized first (SPEC 9.6): the hazard detector sees the old buffer freed
-// (a host write of all of it) while the GPU's queued work still reads and writes it, otherwise.
+// A placement change while an evaluation is still in flight on the asynchronous GPU: the token embedding pinned to the
+// GPU (which then needs a copy of the embedding table) grows the GPU's compute plan, so the next alloc_graph (or an
+// explicit reserve) re-plans and replaces the GPU's compute buffers. Every backend must be synchronized first
+// (docs/scheduler.md): the hazard detector sees the old buffer freed (a host write of all of it) while the GPU's queued
+// work still reads and writes it, otherwise.
 RC_GTEST_PROP(SchedLifecycleProperties, ReplanWhileWorkIsInFlightIsRaceFree, ()) {
   const auto seed = *rc::gen::inRange<uint64_t>(1, 1000000);
   const bool adversarial = *rc::gen::arbitrary<bool>();
@@ -164,7 +165,7 @@ RC_GTEST_PROP(SchedLifecycleProperties, ReplanWhileWorkIsInFlightIsRaceFree, ())
 }
 
 // With parallel, the copy slot rotates at each allocation (0, 1, 2, 3, 0, ...), and a synchronize with nothing
-// allocated (after reset) starts the rotation again at slot 0 (SPEC 9.6). Every evaluation is still correct.
+// allocated (after reset) starts the rotation again at slot 0 (docs/scheduler.md). Every evaluation is still correct.
 RC_GTEST_PROP(SchedLifecycleProperties, SlotsRotatePerAllocationAndRestartWhenIdle, ()) {
   const auto seed = *rc::gen::inRange<uint64_t>(1, 1000000);
   const int first = *rc::gen::inRange(1, 7);

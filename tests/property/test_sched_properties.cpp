@@ -1,4 +1,4 @@
-// Property tests of the scheduler on simulated topologies (SPEC 15, issue 7): random valid graphs
+// Property tests of the scheduler on simulated topologies (docs/testing.md): random valid graphs
 // (tests/support/graph_gen.h), random topologies (1-6 devices: simulated GPUs with op-support gaps, capacities, host
 // visibility, capabilities; the wrapped CPU last), random policies (parallel, op_offload, max_split_inputs), weights
 // placed in chosen buffer types and user pins. Every case runs through harness::Session in graph mode, exactly as
@@ -348,10 +348,10 @@ const Tensor* root(const Tensor* t) {
   return t;
 }
 
-// A weight placed where nothing can run the node that writes into it (a SET_ROWS or CPY destination in the memory of
-// a device that refuses the op) is an impossible placement; the scheduler must say so (SPEC 9: an error naming the
-// tensor, its buffer and the op). Checked here independently: some node writes into a pre-allocated tensor whose
-// buffer type no backend supporting the op can use.
+// A weight placed where nothing can run the node that writes into it (a SET_ROWS or CPY destination in the memory of a
+// device that refuses the op) is an impossible placement; the scheduler must say so (an error naming the tensor, its
+// buffer and the op: docs/scheduler.md, 'Pass 1'). Checked here independently: some node writes into a pre-allocated
+// tensor whose buffer type no backend supporting the op can use.
 bool impossible_placement(const Ran& r) {
   if (r.session == nullptr || r.status.code() != StatusCode::kUnsupported) return false;
   Session& s = *r.session;
@@ -384,7 +384,7 @@ bool expect_success(const char* property, const Ran& r) {
   fail_case(property, r, "the case failed: " + r.status.to_string());
 }
 
-// ---- the properties (SPEC 15) ----
+// ---- the properties (docs/testing.md) ----
 
 RC_GTEST_PROP(SchedProperties, EveryNodeRunsOnABackendThatSupportsIt, ()) {
   const Case c = *gen_case();

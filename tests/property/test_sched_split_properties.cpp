@@ -1,7 +1,7 @@
-// Split-input limit on a wide fan-in (SPEC 9.5, 9.9 "split-input overflow"): the random graphs of
-// test_sched_properties.cpp are too small to fill a split with inputs, so this property builds its own graph, where
-// every GPU layer needs two new tensors computed on the CPU: a node adds two inputs at once. The anchor checked the
-// count only when a split was already full (and had fixed arrays), so a split could end one over the limit. Kills
+// Split-input limit on a wide fan-in (docs/scheduler.md, 'Pass 5'; the anchor's split-input overflow): the random
+// graphs of test_sched_properties.cpp are too small to fill a split with inputs, so this property builds its own graph,
+// where every GPU layer needs two new tensors computed on the CPU: a node adds two inputs at once. The anchor checked
+// the count only when a split was already full (and had fixed arrays), so a split could end one over the limit. Kills
 // tests/mutation/defect-split-inputs-checked-only-when-full, defect-split-inputs-fixed-cap-30 and
 // own-pass5-input-counted-off-by-one (docs/testing.md, "Mutation testing").
 #include <gtest/gtest.h>

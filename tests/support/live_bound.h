@@ -1,4 +1,5 @@
-// The live-bytes lower bound of a graph (issue 3), computed from the graph alone, without the planner's code.
+// The live-bytes lower bound of a graph (what the planner's peak is measured against), computed from the graph alone,
+// without the planner's code.
 //
 //   size_t live_bytes_lower_bound(graph, alignment, alloc_size, is_planned = unallocated, inputs_to_end = false)
 //   size_t live_bytes_lower_bound(graph, buffer_type, is_planned = unallocated, inputs_to_end = false)

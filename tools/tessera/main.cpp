@@ -1,4 +1,4 @@
-// The `tessera` tool (SPEC 16): plan, run, trace, dot, repro, fit and topologies over simulated topologies.
+// The `tessera` tool (docs/scenarios.md): plan, run, trace, dot, repro, fit and topologies over simulated topologies.
 // With no arguments it runs the built-in default (the tiny model on the 1gpu preset) and prints a summary.
 // Exit codes: 0 ok; 1 an expectation failed (a scenario expectation, a race, outputs that do not match the CPU
 // reference, a placement that does not fit or cannot be scheduled); 2 usage or input error.

@@ -1,5 +1,5 @@
-// The CPU backend (SPEC 11): host and mapped buffer types (64-byte alignment), one CPU device described from the OS,
-// a backend with a thread count and an abort callback, graph plans, and the registration.
+// The CPU backend (docs/interfaces.md, 'The CPU backend'): host and mapped buffer types (64-byte alignment), one CPU
+// device described from the OS, a backend with a thread count and an abort callback, graph plans, and the registration.
 #pragma once
 
 #include <memory>

@@ -1,7 +1,7 @@
-// The CUDA backend (SPEC 12): one device per visible GPU ("CUDA0", "CUDA1", ...), a device-memory buffer type with
+// The CUDA backend: one device per visible GPU ("CUDA0", "CUDA1", ...), a device-memory buffer type with
 // accounting and a maximum allocation size, a pinned host buffer type, one stream per backend, events, async
 // set/get, device-to-device and peer copies through cpy_tensor_async, offload_op with a batch threshold, an honest
-// supports_op, and kernels for every op of SPEC 1.3 (cuBLAS for float matmul). See docs/cuda.md.
+// supports_op, and kernels for every op of docs/ops.md (cuBLAS for float matmul). See docs/cuda.md.
 //
 // With no GPU or no driver the registration exists and has zero devices; unavailable_reason() says why. Nothing in
 // this header needs a GPU to be called.

@@ -1,4 +1,4 @@
-// Serialized graphs (SPEC 14, issue 6): any Graph written as JSON and read back without trusting the file. Used by
+// Serialized graphs (docs/graph-format.md): any Graph written as JSON and read back without trusting the file. Used by
 // scenario files, `tessera repro`, the property tests and the fuzzers to write out a graph (a counterexample) and
 // replay it. The format and its validation rules: docs/graph-format.md.
 //

@@ -1,4 +1,4 @@
-// Scenario files (SPEC 14): a topology (a preset's name or inline), a model, a placement policy, the simulator's
+// Scenario files: a topology (a preset's name or inline), a model, a placement policy, the simulator's
 // options and expectations; `tessera repro FILE` runs one and checks its expectations. Format: docs/scenarios.md.
 #pragma once
 

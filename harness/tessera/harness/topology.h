@@ -1,4 +1,4 @@
-// Topology files (SPEC 14): JSON <-> TopologyConfig, the presets shipped with the project, and the unit parsers
+// Topology files: JSON <-> TopologyConfig, the presets shipped with the project, and the unit parsers
 // ("8 GiB", "900 GB/s", "5 us", "50 TFLOP/s") the scenario loader and the CLI share. The format is documented in
 // docs/topology.md. Every error names the source (file name or "<preset NAME>"), the location (line:column for
 // syntax errors, the JSON path such as devices[1].memory otherwise) and what was expected; no input crashes.

@@ -1,4 +1,4 @@
-// The hazard detector (SPEC 13): happens-before over the host thread and every stream with vector clocks, and
+// The hazard detector (docs/simulator.md): happens-before over the host thread and every stream with vector clocks, and
 // per-buffer shadow byte ranges. Two accesses to overlapping bytes, at least one a write, that happens-before does not
 // order, are a race. It works from the order of API calls (who submitted what after which synchronisation), never from
 // wall time, so it works the same for simulated and wrapped real devices.

@@ -1,4 +1,4 @@
-// The deterministic simulator (SPEC 13): simulated devices built from a topology, each backend a stream with a
+// Deterministic simulator (docs/simulator.md): simulated devices built from a topology, each backend a stream with a
 // command queue, one virtual clock, one seed for every choice, the hazard detector, the fault plan and the timeline.
 //
 // How time and data work:

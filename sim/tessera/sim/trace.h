@@ -1,4 +1,4 @@
-// The simulated timeline (SPEC 13): every command with its start and end in virtual time, per track (the host thread
+// Simulated timeline (docs/simulator.md): every command with start and end in virtual time, per track (the host thread
 // and each stream); exported as Chrome trace event JSON (opens in Perfetto / chrome://tracing) and summarised as
 // per-device busy time, copy volume and makespan.
 #pragma once

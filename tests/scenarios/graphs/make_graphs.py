@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the hand-designed graphs of the SPEC 9.9 scenarios (tests/scenarios/*.json name them with "graph").
+"""Writes the hand-designed graphs of the anchor-defect scenarios (tests/scenarios/*.json name them with "graph").
 
 Run from anywhere: python3 tests/scenarios/graphs/make_graphs.py. The output is deterministic; the files are
 committed, so the scenarios do not need Python.
@@ -49,7 +49,7 @@ def fan_in_40():
     # Forty per-layer inputs computed on the CPU (from CPU weights), then forty layers on the GPU, layer i adding
     # per-layer input i: the GPU's first split would need 41 inputs (40 + the hidden state), over the cap of 30.
     n, d, tok = 40, 64, 4
-    g = G("SPEC 9.9 split-input fan-in: 40 per-layer inputs produced on the CPU feed 40 GPU layers")
+    g = G("Split-input fan-in: 40 per-layer inputs produced on the CPU feed 40 GPU layers")
     x = g.t("inp", [d, tok], flags=["input"], role="input")
     pl = [g.t("per_layer_proj.%d" % i, [d, d], role="weight") for i in range(n)]
     w = [g.t("blk.%d.ffn.weight" % i, [d, d], role="weight") for i in range(n)]
@@ -65,7 +65,7 @@ def fan_in_40():
 def fa_sinks():
     # Layer 0 on the CPU, layer 1 on the GPU; layer 1's attention has a tiny sinks weight kept on the CPU.
     d, dh, heads, n_kv = 32, 16, 2, 4
-    g = G("SPEC 9.9 tiny auxiliary weight: FLASH_ATTN_EXT whose sinks weight [2] is on the CPU, between a CPU layer "
+    g = G("Tiny auxiliary weight: FLASH_ATTN_EXT whose sinks weight [2] is on the CPU, between a CPU layer "
           "and a GPU layer")
     x = g.t("inp", [d, 1], flags=["input"], role="input")
     kvx = g.t("kv_inp", [d, n_kv], flags=["input"], role="input")
@@ -92,7 +92,7 @@ def chunk_growth(order, name, what):
     # buffer comes in chunks. Both keep a 2 KiB and a 4 KiB product live at once; the first graph computes the small
     # one first, the next graph the large one first. Chunk 0 then holds the small one in the first plan and the large
     # one in the next plan: chunk 0 grows, chunk 1 shrinks by as much, and the total stays the same.
-    g = G("SPEC 9.9 chunk growth: %s (the next graph grows chunk 0 of the compute buffer, not the total)" % what)
+    g = G("Chunk growth: %s (the next graph grows chunk 0 of the compute buffer, not the total)" % what)
     x = g.t("inp", [1, 1], flags=["input"], role="input")
     w = {"small": g.t("blk.0.small.weight", [1, 512], role="weight"),
          "large": g.t("blk.0.large.weight", [1, 1024], role="weight")}

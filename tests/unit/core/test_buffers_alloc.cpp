@@ -1,4 +1,4 @@
-// Buffers, tensor I/O bounds, the linear tensor allocator and context placement (SPEC 2, 7).
+// Buffers, tensor I/O bounds, the linear tensor allocator and context placement (docs/interfaces.md).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// graph_copy, compare_graph_backend, the NMSE helper and the f32 read/write helpers (SPEC 10).
+// graph_copy, compare_graph_backend, the NMSE helper and the f32 read/write helpers (docs/interfaces.md).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

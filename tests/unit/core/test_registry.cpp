@@ -1,5 +1,5 @@
-// The registry: lookups, init_best, extension functions, run-time and scoped registration (SPEC 6), and the CPU
-// device's properties (SPEC 5, 11).
+// Registry (docs/interfaces.md): lookups, init_best, extension functions, run-time and scoped registration, and the CPU
+// device's properties.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The scheduler over simulated topologies (issue 5, integration): the outputs equal the CPU reference; with
+// The scheduler over simulated topologies (integration): the outputs equal the CPU reference; with
 // `parallel` and adversarial seeds the hazard detector finds no race in the scheduler's event flow across 200 seeds;
 // a simulator that drops one of the scheduler's event waits is reported as a race; the same seed gives the same
 // trace and results.
@@ -291,7 +291,7 @@ TEST(SimIntegration, ParallelAdversarialSeedsHaveNoRaceInTheSchedulersEventFlow)
 
 // An integrated GPU that computes in host memory and shares the CPU's compute buffer type, and cannot do RMS_NORM:
 // the graph alternates igpu / cpu splits that have no inputs (no copies: both read the shared buffer), so the
-// scheduler must make the CPU wait for the igpu's event before each CPU split (SPEC 9.7).
+// scheduler must make the CPU wait for the igpu's event before each CPU split (docs/scheduler.md, 'Execution').
 struct SharedMemoryChain {
   std::unique_ptr<Simulator> sim;
   std::vector<std::unique_ptr<Backend>> backends;

@@ -1,4 +1,4 @@
-// Scenario files and placement policies (issue 6): every category of malformed scenario is rejected with a message
+// Scenario files, placement policies (docs/scenarios.md): every kind of malformed scenario is rejected with a message
 // naming the file, the location and what was expected; the runner reports met and failed expectations; policies place
 // layers where the user asked.
 #include <gmock/gmock.h>
@@ -192,7 +192,7 @@ TEST(SimScenarioRun, AnInjectedFaultEndsInACleanError) {
   EXPECT_THAT(out.error, HasSubstr("MUL_MAT"));
 }
 
-// ---- lifecycle steps, scheduler devices, inputs per split (issue 10) ----
+// ---- lifecycle steps, scheduler devices, inputs per split ----
 
 TEST(SimScenarioParse, StepsSchedulerDevicesAndSplitInputsAreRead) {
   auto s = parse_scenario(R"({"name": "x", "topology": "2gpu-unequal",
@@ -510,7 +510,7 @@ TEST(SimScenarioRun, SeveralSeedsMustAllPassAndAFailureNamesItsSeed) {
               AllOf(HasSubstr("run.seeds"), HasSubstr("1 to 1000")));
 }
 
-// ---- A next graph over the same weights (issue 10: the chunk-growth scenario) ----
+// ---- A next graph over the same weights (the chunk-growth scenario) ----
 
 namespace {
 

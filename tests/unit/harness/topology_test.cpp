@@ -1,4 +1,4 @@
-// Topology files (SPEC 14): the unit parsers, every preset, the JSON round trip, and malformed input of every kind
+// Topology files: the unit parsers, every preset, the JSON round trip, and malformed input of every kind
 // rejected with a message that names the file, the location and what was expected (docs/topology.md).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

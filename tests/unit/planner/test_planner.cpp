@@ -1,4 +1,4 @@
-// The graph memory planner (SPEC 8): liveness, in-place reuse, inputs/outputs, external tensors, reserve/alloc
+// The graph memory planner (docs/planner.md): liveness, in-place reuse, inputs/outputs, external tensors, reserve/alloc
 // compatibility, chunking, failures. Overlaps are judged by planner_check.h, which does not use the planner's code.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -238,7 +238,7 @@ TEST(Planner, InPlaceOnlyForASingleUseSourceWithTheSameLayout) {
 }
 
 // A node computed in place of a view at offset 0 takes over the whole block of the view's root, and frees all of it
-// when it dies (SPEC 9.9: the anchor recorded only the node's own size, so the tail of the block was never freed).
+// when it dies (an anchor defect: it recorded only the node's own size, so the tail of the block was never freed).
 // Each placement is checked on its own: kBest would hide a leak in the online walk behind the offline placement,
 // which sizes blocks from their lifetimes. The expected peaks are worked out by hand below.
 TEST(Planner, InPlaceOfASmallerViewFreesTheWholeBlockOfItsRoot) {

@@ -1,4 +1,4 @@
-// Shared fixture for the unit tests of scheduler passes 1-4 (SPEC 9.1-9.4): a GoogleMock BackendSet whose
+// Shared fixture for the unit tests of scheduler passes 1-4 (docs/scheduler.md): a GoogleMock BackendSet whose
 // supports_op / supports_buft / offload_op are scripted per test, fake buffer types with host memory behind them (so
 // tensors can really be placed with the TensorAllocator and views initialised with view_init), and helpers to build
 // small graphs and to assert a tensor's backend AND cause in one go.

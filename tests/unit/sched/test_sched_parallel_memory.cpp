@@ -1,4 +1,4 @@
-// The scheduler's `parallel` mode (issue 4): compute memory stays the serial plan plus the per-slot copies that can be
+// The scheduler's `parallel` mode: compute memory stays the serial plan plus the per-slot copies that can be
 // in flight at once (it does not grow with the number of splits), and pipelined evaluations of a llama-style graph
 // with partial offload have no race in the simulator's hazard detector under adversarial seeds, with the CPU
 // reference's results, evaluation after evaluation with changed inputs.

@@ -1,4 +1,4 @@
-// Scheduler pass 1, pre-assignment (SPEC 9.1): dst, view_src, the scheduling error, input, weight, offload (and its
+// Pass 1, pre-assignment (docs/scheduler.md): dst, view_src, the scheduling error, input, weight, offload (and its
 // anchor defects), auxiliary weights, user pins, compute buffers.
 #include <cstdint>
 #include <map>
@@ -277,7 +277,7 @@ TEST_F(SchedPass1, OffloadGoesToTheHighestPriorityBackendThatSupportsAndWantsThe
   EXPECT_TRUE(Assigned(r, kCpu, Cause::kWeight));
 }
 
-// Anchor defect (SPEC 9.9): offload to a backend that wants the op but cannot run it.
+// Anchor defect (docs/scheduler.md): offload to a backend that wants the op but cannot run it.
 TEST_F(SchedPass1, OffloadRequiresSupportsOp) {
   offload(kGpu0, Op::kMulMat);
   refuse(kGpu0, Op::kMulMat);
@@ -295,7 +295,7 @@ TEST_F(SchedPass1, OffloadRequiresSupportsOp) {
   EXPECT_TRUE(Assigned(z, kCpu, Cause::kWeight));    // only GPU0 wants it, and it refuses it: stays on the CPU
 }
 
-// Anchor defect (SPEC 9.9): offload from a weight buffer that is not host memory, though it is a CPU buffer type.
+// Anchor defect (docs/scheduler.md): offload from a weight buffer that is not host memory, though a CPU buffer type.
 TEST_F(SchedPass1, NoOffloadFromANonHostWeightBufferOfTheCpu) {
   offload(kGpu0, Op::kMulMat);
   offload(kGpu1, Op::kMulMat);

@@ -1,4 +1,4 @@
-// Scheduler pass 2, expansion (SPEC 9.2): four sweeps over the nodes (forward / backward carrying only non-last
+// Pass 2, expansion (docs/scheduler.md): four sweeps over the nodes (forward / backward carrying only non-last
 // backends, a node on the last backend clearing the current one; then forward / backward carrying any backend);
 // unsupported nodes stay unassigned while the current backend is kept; view ops are skipped.
 #include <cstdio>

@@ -1,4 +1,4 @@
-// Scheduler pass 3 (SPEC 9.3): best fit for unassigned nodes (the supporting backend where most sources are assigned
+// Pass 3 (docs/scheduler.md): best fit for unassigned nodes (the supporting backend where most sources are assigned
 // and in a buffer type it can use; ties to the higher priority) and upgrade of assigned nodes to a higher-priority
 // backend sharing the same compute buffer type, only when it supports the op and every source's buffer type; user
 // pins never move.

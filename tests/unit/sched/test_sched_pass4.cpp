@@ -1,4 +1,4 @@
-// Scheduler pass 4 (SPEC 9.4): unassigned views take their view source's backend, unassigned sources the node's
+// Pass 4 (docs/scheduler.md): unassigned views take their view source's backend, unassigned sources the node's
 // backend (views among them their view source's), a node still unassigned the first backend that supports it; a
 // node no backend supports, or a pinned / INPUT node on a backend that refuses it, is a scheduling error (a status,
 // never an abort, never a silently unassigned node). Ends with passes 1-4 together.
@@ -94,7 +94,7 @@ TEST_F(SchedPass4, ViewOfAnUnassignedLeafGoesWithItsSource) {
   plan.set(n, kGpu1, Cause::kBest);
   ASSERT_TRUE(run().ok());
   EXPECT_TRUE(Assigned(v, kGpu1, Cause::kViewOfSrc));
-  // SPEC 9.4 does not say which rule names the view source here; only that it ends with the view's backend.
+  // Only where the view source ends is checked (with the view), not which of pass 4's causes names it.
   EXPECT_EQ(plan.backend_of(x), kGpu1);
   EXPECT_NE(plan.cause_of(x), Cause::kUnassigned);
   EXPECT_TRUE(FullyAssigned());
@@ -124,7 +124,7 @@ TEST_F(SchedPass4, PinnedNodeOnABackendThatRefusesItIsASchedulingError) {
   ExpectSchedulingError(s, {"pinned_norm", "GPU0", "RMS_NORM"});
 }
 
-// The anchor's defect (SPEC 9.9): nodes left unassigned when the CPU's support check says no.
+// The anchor's defect (docs/scheduler.md): nodes left unassigned when the CPU's support check says no.
 TEST_F(SchedPass4, InputNodeOnALastBackendThatRefusesItIsASchedulingError) {
   refuse(kCpu, Op::kGetRows);
   Tensor* table = tensor("table");

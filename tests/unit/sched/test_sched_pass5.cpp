@@ -1,4 +1,4 @@
-// Pass 5 of the scheduler (SPEC 9.5): splits and copies, with real data flowing through a restricted GPU-like backend
+// Pass 5 (docs/scheduler.md): splits and copies, with real data flowing through a restricted GPU-like backend
 // (non-host buffer type backed by host memory) and the CPU, compared with the CPU-only result (bit-identical: the
 // same reference kernels run everywhere).
 #include <gmock/gmock.h>

@@ -1,4 +1,4 @@
-// The scheduler's lifecycle (SPEC 9.5-9.8): reserve / alloc / compute / reset sequences, user pins, dry runs, slot
+// The scheduler's lifecycle (docs/scheduler.md): reserve / alloc / compute / reset sequences, user pins, dry runs, slot
 // rotation, allocation failures, explain and report, and execution over 2-3 backends with events, always with real
 // data compared with the CPU-only result (bit-identical: the same reference kernels run everywhere).
 #include <gmock/gmock.h>

@@ -1,4 +1,4 @@
-// The hazard detector (SPEC 13): the tracker alone on hand-written access sequences, then through simulated
+// The hazard detector (docs/simulator.md): the tracker alone on hand-written access sequences, then through simulated
 // backends: sequences that must be flagged (missing wait before a copy, missing synchronize before a read-back,
 // another stream reusing a range, a free while work is in flight) and the same sequences made correct with event
 // chains or synchronisation, which must not be.

@@ -1,4 +1,4 @@
-// The simulated timeline (SPEC 13): Chrome trace JSON that parses back with the expected tracks and events (names
+// Simulated timeline (docs/simulator.md): Chrome trace JSON that parses back with the expected tracks and events (names
 // escaped, always valid), and the summary: busy time as the union of intervals per device, bytes, makespan.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-// Optimised CPU kernels (SPEC 11): SIMD inner loops chosen at run time among AVX-512, AVX2 and a portable path
-// (kernel_table.h), behind the same per-node interface as the reference kernels. The backend runs a node here when
-// supports() accepts it and falls back to the reference kernels otherwise.
+// Optimised CPU kernels (docs/architecture.md, 'CPU kernel dispatch'): SIMD inner loops chosen at run time among
+// AVX-512, AVX2 and a portable path (kernel_table.h), behind the same per-node interface as the reference kernels. The
+// backend runs a node here when supports() accepts it and falls back to the reference kernels otherwise.
 //
 // Threads: every one of the nth threads calls compute() for the node; a kernel with phases (e.g. quantise the
 // activations, then multiply) makes them meet at Params::sync(). Work is split in fixed units, which the threads take
@@ -57,7 +57,7 @@ struct Params {
 //   A chunk is a share of what is left (at least min_chunk units), so chunks shrink towards the end and the threads
 //   finish close together; early chunks are long runs of consecutive units (one memory stream each).
 //   The share is 1 / (share_div * threads) of what is left: 8 by default; the matrix x vector paths take 2 (fewer,
-//   longer chunks: measured faster when the weights stream from DRAM, see bench/RESULTS.md, issue 8, session 13),
+//   longer chunks: measured faster when the weights stream from DRAM: bench/RESULTS.md, CPU kernels, session 13),
 //   the shared-b GEMM's rows of a panel 1 (halving claims, session 14).
 // - Without: each thread takes its static share (ref::partition) in one chunk.
 // Which thread computes a unit never changes a result: every unit is computed by the same sequence of operations.

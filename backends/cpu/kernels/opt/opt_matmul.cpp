@@ -27,9 +27,9 @@ constexpr int64_t kMvMinClaim = 4;  // units: the smallest chunk a thread takes 
 constexpr int64_t kMvShareDiv = 2;  // a chunk is 1 / (2 * threads) of what is left (Units)
 // The shared-b schedule's claims of rows of a: a 1 / (kGemmShareDiv * threads) share of what is left, at least
 // kGemmMinClaimRows (opt::Units). With 2 threads a panel's rows go as 1/2, 1/4, 1/8, ... down to 64 rows: long runs
-// first, a short tail. Measured against 256-row chunks (share 1/16): 1.01-1.05 at 1024^3, 1.05 at 3072^3; finer
-// chunks of 64 rows throughout: 0.94 (bench/RESULTS.md, issue 8, session 14). The macros let bench/tools/gemm_ab.sh
-// build a variant; nothing else sets them.
+// first, a short tail. Measured against 256-row chunks (share 1/16): 1.01-1.05 at 1024^3, 1.05 at 3072^3; finer chunks
+// of 64 rows throughout: 0.94 (bench/RESULTS.md, CPU kernels, session 14). The macros let bench/tools/gemm_ab.sh build
+// a variant; nothing else sets them.
 #ifndef TESSERA_GEMM_MIN_CLAIM_ROWS
 #define TESSERA_GEMM_MIN_CLAIM_ROWS 64
 #endif
