@@ -1,5 +1,5 @@
-// The backend conformance suite (ARCHITECTURE.md: "one interface, one shared test suite instantiated for every
-// driver", after IREE's HAL CTS). Every backend -- CPU, simulated, wrapped, CUDA -- instantiates it with a
+// The backend conformance suite (docs/interfaces.md: one interface, one shared test suite instantiated for every
+// backend, after IREE's HAL CTS). Every backend -- CPU, simulated, wrapped, CUDA -- instantiates it with a
 // BackendFactory:
 //
 //   #include "conformance/backend_conformance.h"
