@@ -334,11 +334,18 @@ int backend_from_buffer(SchedPlan& plan, const BackendSet& bs, const BufferType*
 }
 
 Status split_graph(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassOptions& opt) {
+  PlanVerifier verify;  // (its checks compile to nothing without TESSERA_CHECK_INVARIANTS)
   TS_RETURN_IF_ERROR(pass1_preassign(plan, g, bs, opt));
+  verify.assert_after(1, plan, g, bs, opt);
   pass2_expand(plan, g, bs);
+  verify.assert_after(2, plan, g, bs, opt);
   pass3_upgrade(plan, g, bs);
+  verify.assert_after(3, plan, g, bs, opt);
   TS_RETURN_IF_ERROR(pass4_sources(plan, g, bs));
-  return pass5_splits(plan, g, bs, opt);
+  verify.assert_after(4, plan, g, bs, opt);
+  TS_RETURN_IF_ERROR(pass5_splits(plan, g, bs, opt));
+  verify.assert_after(5, plan, g, bs, opt);
+  return Status::Ok();
 }
 
 void restore_sources(SchedPlan& plan) {
