@@ -315,6 +315,8 @@ void SimDevice::memory(size_t* free, size_t* total) const {
 BackendReg* SimDevice::reg() const { return sim_->reg.get(); }
 
 Status SimDevice::reserve_memory(size_t size) {
+  TS_DEBUG_ASSERT(stats.memory_used <= cfg_.memory, "simulated memory: device %s uses %zu bytes of its %zu (seed %llu)",
+                  cfg_.name.c_str(), stats.memory_used, cfg_.memory, static_cast<unsigned long long>(sim_->opt.seed));
   const size_t free = cfg_.memory - std::min(stats.memory_used, cfg_.memory);
   if (size > free) {
     return TS_ERROR(StatusCode::kAllocFailed, "%s: out of memory: asked %s, free %s of %s", cfg_.name.c_str(),
@@ -325,7 +327,12 @@ Status SimDevice::reserve_memory(size_t size) {
   return Status::Ok();
 }
 
-void SimDevice::release_memory(size_t size) { stats.memory_used -= std::min(size, stats.memory_used); }
+void SimDevice::release_memory(size_t size) {
+  TS_DEBUG_ASSERT(size <= stats.memory_used, "simulated memory: device %s releases %zu bytes, more than the %zu it "
+                  "uses (seed %llu)", cfg_.name.c_str(), size, stats.memory_used,
+                  static_cast<unsigned long long>(sim_->opt.seed));
+  stats.memory_used -= std::min(size, stats.memory_used);
+}
 
 Result<std::unique_ptr<Backend>> SimDevice::init_backend(const std::string& params) {
   std::unique_ptr<Backend> inner;
@@ -401,6 +408,10 @@ double SimBackend::begin(const CommandDesc& description) {
 
 double SimBackend::end(double start, double duration_us) {
   const double e = start + std::max(duration_us, kMinDurationUs);
+  TS_DEBUG_ASSERT(e >= ready_, "simulator clock: the last end of stream %s went back from %g us to %g us in %s "
+                  "(seed %llu)", name_.c_str(), ready_, e,
+                  dev_->sim()->hz.describe_command(dev_->sim()->hz.current_command()).c_str(),
+                  static_cast<unsigned long long>(dev_->sim()->opt.seed));
   ready_ = e;
   return e;
 }

@@ -42,6 +42,7 @@ struct Simulator::Impl {
     double end;
     uint64_t seq;
     std::function<void()> apply;
+    uint64_t command;  // the hazard tracker's id of the command (names it when an invariant check fails)
   };
   struct Later {
     bool operator()(const Pending& a, const Pending& b) const {
@@ -51,6 +52,9 @@ struct Simulator::Impl {
   std::priority_queue<Pending, std::vector<Pending>, Later> pending;
   uint64_t seq = 0;
   uint64_t n_commands = 0;
+  // The end of the last command run_until applied. Builds with TESSERA_CHECK_INVARIANTS check that those ends never
+  // go down (the queue is applied in end-time order) and that the host's time never goes back before it.
+  double applied_until = 0;
 
   std::vector<SimBackend*> streams;  // live backends
   std::map<uintptr_t, size_t> reserved;  // address ranges without bytes (metadata-only buffers)

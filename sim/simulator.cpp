@@ -87,7 +87,15 @@ std::string format_bytes(size_t n) {
 // ---- Impl ----
 
 void Simulator::Impl::run_until(double t) {
+  TS_DEBUG_ASSERT(now >= applied_until, "simulator clock: host time %g us went back before %g us, the end of a command "
+                  "already applied (seed %llu)", now, applied_until, static_cast<unsigned long long>(opt.seed));
   while (!pending.empty() && pending.top().end <= t) {
+    // (flush applies commands early, out of this order, and is left out of it)
+    TS_DEBUG_ASSERT(pending.top().end >= applied_until, "simulator queue: %s, ending at %g us, is applied after a "
+                    "command ending at %g us: pending commands are applied out of end-time order (seed %llu)",
+                    hz.describe_command(pending.top().command).c_str(), pending.top().end, applied_until,
+                    static_cast<unsigned long long>(opt.seed));
+    if constexpr (kCheckInvariants) applied_until = pending.top().end;
     // Move the command out before applying: applying may push nothing, but keep the queue consistent anyway.
     std::function<void()> apply = std::move(const_cast<Pending&>(pending.top()).apply);
     pending.pop();
@@ -116,8 +124,11 @@ double Simulator::Impl::jitter() {
 
 void Simulator::Impl::push(double end, std::function<void()> apply) {
   ++n_commands;
+  TS_DEBUG_ASSERT(end >= now, "simulator clock: %s ends at %g us, before the host submitted it at %g us (seed %llu)",
+                  hz.describe_command(hz.current_command()).c_str(), end, now,
+                  static_cast<unsigned long long>(opt.seed));
   if (opt.mode == MemoryMode::kMetadata || !apply) return;
-  pending.push({end, seq++, std::move(apply)});
+  pending.push({end, seq++, std::move(apply), hz.current_command()});
 }
 
 int Simulator::Impl::add_track(const std::string& name, int device) {

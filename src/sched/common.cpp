@@ -334,11 +334,20 @@ int backend_from_buffer(SchedPlan& plan, const BackendSet& bs, const BufferType*
 }
 
 Status split_graph(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassOptions& opt) {
+  PlanVerifier verify;  // (its checks compile to nothing without TESSERA_CHECK_INVARIANTS)
   TS_RETURN_IF_ERROR(pass1_preassign(plan, g, bs, opt));
+  verify.assert_after(1, plan, g, bs, opt);
   pass2_expand(plan, g, bs);
+  verify.assert_after(2, plan, g, bs, opt);
   pass3_upgrade(plan, g, bs);
+  verify.assert_after(3, plan, g, bs, opt);
   TS_RETURN_IF_ERROR(pass4_sources(plan, g, bs));
-  return pass5_splits(plan, g, bs, opt);
+  verify.assert_after(4, plan, g, bs, opt);
+  // (without the checks, the code is exactly the one without the verifier: the status is returned in place)
+  if constexpr (!kCheckInvariants) return pass5_splits(plan, g, bs, opt);
+  Status s = pass5_splits(plan, g, bs, opt);
+  if (s.ok()) verify.assert_after(5, plan, g, bs, opt);
+  return s;
 }
 
 void restore_sources(SchedPlan& plan) {

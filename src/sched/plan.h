@@ -182,6 +182,13 @@ class SchedPlan {
   bool offloads(const BackendSet& bs, int32_t id, int b) {
     return memo(offload_memo_, id, b, [&] { return bs.offload_op(b, *tensors_[static_cast<size_t>(id)]); });
   }
+  // What supports(bs, id, b) answered so far, without asking: 1 yes, 0 no, -1 not asked (backends from 16 on are
+  // never memoised). The plan verifier reads it, so that checking a plan asks no backend a new question.
+  int supports_answer(int32_t id, int b) const {
+    if (b < 0 || b >= 16) return -1;
+    const uint32_t bits = op_memo_[static_cast<size_t>(id)];
+    return (bits >> b & 1u) == 0 ? -1 : static_cast<int>(bits >> (b + 16) & 1u);
+  }
 
   // ---- pass 5 ----
   std::vector<Split> splits;
@@ -268,6 +275,8 @@ class SchedPlan {
   }
   bool is_copy(const Tensor* t) const { return is_copy_id(id_of(t)); }
   bool is_copy_id(int32_t id) const { return id >= 0 && copy_origin_[static_cast<size_t>(id)] >= 0; }
+  // The id of the tensor copy `id` copies, -1 when it is not a copy.
+  int32_t copy_origin(int32_t id) const { return copy_origin_[static_cast<size_t>(id)]; }
   static constexpr size_t kMaxBackendsPerCopy = 16;
 
  private:
@@ -378,9 +387,33 @@ void pass3_upgrade(SchedPlan& plan, const Graph& g, const BackendSet& bs);
 Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs);
 // Cuts splits, creates copies (in plan.copy_ctx) and rewrites node sources to the copies of opt.slot.
 Status pass5_splits(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassOptions& opt);
-// Passes 1-5.
+// Passes 1-5; in builds with TESSERA_CHECK_INVARIANTS each pass is followed by the PlanVerifier.
 Status split_graph(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassOptions& opt);
 // Undoes pass 5's source rewrites.
 void restore_sources(SchedPlan& plan);
+
+// What each pass guarantees (docs/scheduler.md, "Invariants checked in debug builds"), checked on the plan it left
+// (verify.cpp). check(p, ...) returns the first broken invariant after pass p, naming it and the tensor (or split,
+// copy set, rewrite) that breaks it, or "" when all hold. Call it after every pass of one split, in order: from pass
+// 2 on it also compares every assignment with the previous call's (a pass may only make the changes it is for: pins
+// never move, pass 2 only assigns unassigned nodes, ...). Linear in the plan; it never asks supports_op (it reads the
+// answers the passes memoised).
+class PlanVerifier {
+ public:
+  std::string check(int pass, const SchedPlan& plan, const Graph& g, const BackendSet& bs, const PassOptions& opt);
+  // check(), aborting on a violation (TS_ASSERT); nothing in builds without TESSERA_CHECK_INVARIANTS.
+  void assert_after(int pass, const SchedPlan& plan, const Graph& g, const BackendSet& bs, const PassOptions& opt) {
+    if constexpr (kCheckInvariants) {
+      const std::string broken = check(pass, plan, g, bs, opt);
+      TS_ASSERT(broken.empty(), "scheduler plan verifier: %s", broken.c_str());
+    }
+  }
+
+ private:
+  // The assignments after the previous pass (by id).
+  std::vector<int8_t> backend_;
+  std::vector<Cause> cause_;
+  int last_pass_ = 0;
+};
 
 }  // namespace tessera::sched

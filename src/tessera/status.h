@@ -82,4 +82,25 @@ class [[nodiscard]] Result {
     if (!(cond)) ::tessera::assert_fail(__FILE__, __LINE__, #cond, ::tessera::format_message("" __VA_ARGS__)); \
   } while (0)
 
+// Invariant checks that cost more than a comparison (the scheduler's plan verifier after each pass, the simulator's
+// clock, queue and memory checks) are compiled in when TESSERA_CHECK_INVARIANTS is 1: by default in builds without
+// NDEBUG (Debug) and in sanitizer builds (CMake defines it there from TESSERA_SANITIZE); the CMake option of the same
+// name forces it on or off. Release builds do not evaluate them.
+#ifndef TESSERA_CHECK_INVARIANTS
+#ifdef NDEBUG
+#define TESSERA_CHECK_INVARIANTS 0
+#else
+#define TESSERA_CHECK_INVARIANTS 1
+#endif
+#endif
+inline constexpr bool kCheckInvariants = TESSERA_CHECK_INVARIANTS != 0;
+
+// TS_ASSERT in builds with TESSERA_CHECK_INVARIANTS, nothing otherwise (the condition and message are still compiled,
+// so they cannot rot, but never evaluated). The message names the invariant and what breaks it (tensor, device,
+// command; in the simulator the seed).
+#define TS_DEBUG_ASSERT(cond, ...)                                              \
+  do {                                                                          \
+    if constexpr (::tessera::kCheckInvariants) TS_ASSERT(cond, __VA_ARGS__);    \
+  } while (0)
+
 }  // namespace tessera

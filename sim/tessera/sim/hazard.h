@@ -84,6 +84,7 @@ class HazardTracker {
   uint64_t begin_command(int agent, const CommandDesc& desc);
   uint64_t begin_command(int agent, std::string description);  // free text (tests, rare commands)
   std::string describe_command(uint64_t command) const;
+  uint64_t current_command() const { return current_; }  // the last command begun (0: none)
 
   // Checks an access of the current command against earlier accesses to the same bytes, records races, then records
   // it. buffer: an id from new_buffer. size 0 is ignored.
