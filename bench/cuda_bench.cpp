@@ -17,7 +17,7 @@
 #include "tessera/alloc.h"
 #include "tessera/build.h"
 #include "tessera/cuda.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 #include "tessera/graph_copy.h"
 
 using namespace tessera;
@@ -131,8 +131,8 @@ void BM_CudaLlamaLayer(benchmark::State& state) {
   auto cb = alloc_ctx_tensors(*m.cache_ctx, *buft);
   if (!wb.ok() || !cb.ok()) return state.SkipWithError("weights or cache do not fit");
   (void)models::fill_random(m, 1);
-  GraphAllocator galloc(buft);
-  if (!galloc.alloc_graph(*m.graph).ok()) return state.SkipWithError("compute memory does not fit");
+  GraphPlanner planner(buft);
+  if (!planner.alloc_graph(*m.graph).ok()) return state.SkipWithError("compute memory does not fit");
   (void)models::set_inputs(m, models::default_inputs(c, 1));
   for (auto _ : state) {
     if (gpu->graph_compute(*m.graph) != ComputeStatus::kSuccess) return state.SkipWithError(gpu->last_error().c_str());

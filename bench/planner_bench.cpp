@@ -3,11 +3,11 @@
 // shapes at 1, 32 and 512 tokens over a KV cache of kNkv slots.
 //
 // Weights and KV cache are metadata-only but count as externally allocated: each gets a placeholder buffer of a
-// buffer type without memory, so the planner leaves them alone. Timing is of GraphAllocator::reserve_size (a dry run:
+// buffer type without memory, so the planner leaves them alone. Timing is of GraphPlanner::reserve_size (a dry run:
 // liveness + dynamic allocator, nothing allocated).
 //
 // After the benchmarks a markdown table of all cases is printed (for bench/RESULTS.md). --explain runs no benchmark:
-// for every case it prints what an offline greedy-by-size placement of the same blocks would need, and the moment
+// for every case it prints what an offline greedy-by-size packing of the same blocks would need, and the moment
 // the plan reaches its peak (the tensor that set it, the blocks allocated so far, the memory map and its holes).
 #include <benchmark/benchmark.h>
 
@@ -23,7 +23,7 @@
 #include "tessera/models/llama.h"
 #include "support/live_bound.h"
 #include "tessera/cpu.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 
 using namespace tessera;
 using namespace tessera::models;
@@ -126,8 +126,8 @@ void BM_Planner(benchmark::State& state, Case c) {
   const LlamaConfig cfg = config_of(c);
   LlamaGraph m = build_metadata_only(cfg);
   const Graph& g = *m.graph;
-  GraphAllocator galloc(cpu::buffer_type());
-  Result<std::vector<size_t>> sizes = galloc.reserve_size(g);
+  GraphPlanner planner(cpu::buffer_type());
+  Result<std::vector<size_t>> sizes = planner.reserve_size(g);
   if (!sizes.ok()) {
     state.SkipWithError(sizes.status().to_string().c_str());
     return;
@@ -139,7 +139,7 @@ void BM_Planner(benchmark::State& state, Case c) {
   size_t iterations = 0;
   const double t0 = thread_cpu_ns();
   for (auto _ : state) {
-    Result<std::vector<size_t>> r = galloc.reserve_size(g);
+    Result<std::vector<size_t>> r = planner.reserve_size(g);
     benchmark::DoNotOptimize(r);
     ++iterations;
   }
@@ -191,7 +191,7 @@ struct Block {
   size_t offset, size;
 };
 
-std::vector<Block> planned_blocks(const Graph& g, const GraphAllocator& galloc) {
+std::vector<Block> planned_blocks(const Graph& g, const GraphPlanner& planner) {
   std::unordered_map<const Tensor*, long> last_use;
   auto root = [](const Tensor* t) { return t->view_src != nullptr ? t->view_src : t; };
   for (size_t i = 0; i < g.n_nodes(); ++i) {
@@ -209,10 +209,10 @@ std::vector<Block> planned_blocks(const Graph& g, const GraphAllocator& galloc) 
     if (t->flags & (kFlagOutput | kFlagInput)) last = end;  // the planner keeps outputs and inputs to the end
     blocks.push_back({t, def, last, p.offset, p.size});
   };
-  for (size_t i = 0; i < g.n_leafs(); ++i) add(g.leaf(i), -1, galloc.planned_leaf(i));
+  for (size_t i = 0; i < g.n_leafs(); ++i) add(g.leaf(i), -1, planner.planned_leaf(i));
   for (size_t i = 0; i < g.n_nodes(); ++i) {
     const Tensor* n = g.node(i);
-    add(n, (n->flags & kFlagInput) ? -1 : static_cast<long>(i), galloc.planned_node(i));
+    add(n, (n->flags & kFlagInput) ? -1 : static_cast<long>(i), planner.planned_node(i));
   }
   return blocks;
 }
@@ -321,12 +321,12 @@ void print_peak_map(std::vector<Block> blocks) {
 
 void explain_peak(const Graph& g) {
   PlanOnlyBufferType type;
-  GraphAllocator galloc(&type);
-  if (Status s = galloc.reserve(g); !s.ok()) {
+  GraphPlanner planner(&type);
+  if (Status s = planner.reserve(g); !s.ok()) {
     std::printf("reserve: %s\n", s.to_string().c_str());
     return;
   }
-  const std::vector<Block> blocks = planned_blocks(g, galloc);
+  const std::vector<Block> blocks = planned_blocks(g, planner);
   size_t n_chains = 0;
   const size_t gbs = greedy_by_size_peak(blocks, &n_chains);
   std::printf("offline greedy-by-size over the same %zu blocks (%zu after in-place chains): %.2f MiB\n", blocks.size(),
@@ -338,8 +338,8 @@ void explain(const Case& c) {
   const LlamaConfig cfg = config_of(c);
   LlamaGraph m = build_metadata_only(cfg);
   const Graph& g = *m.graph;
-  GraphAllocator galloc(cpu::buffer_type());
-  Result<std::vector<size_t>> sizes = galloc.reserve_size(g);
+  GraphPlanner planner(cpu::buffer_type());
+  Result<std::vector<size_t>> sizes = planner.reserve_size(g);
   if (!sizes.ok()) return;
   const size_t peak = (*sizes)[0];
   const size_t bound = support::live_bytes_lower_bound(g, *cpu::buffer_type());

@@ -37,7 +37,7 @@
 #include "../src/sched/plan.h"
 #include "tessera/models/llama.h"
 #include "tessera/cpu.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 #include "tessera/sched.h"
 #include "support/sched_doubles.h"
 
@@ -474,7 +474,7 @@ void profile(int n_layer, int runs) {
   benchmark::DoNotOptimize(sink);
   // The planner alone on the user's graph (one buffer type): its positions as hints (each checked against the
   // pointer), taken as exact (no source pointer read), or absent (every source looked up).
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   const GraphNodes hinted(g);
   const GraphNodes::Positions* hp = hinted.positions();
   const GraphNodes exact(g.nodes(), g.leafs(), {hp->src, hp->node_view_src, hp->leaf_view_src, true});

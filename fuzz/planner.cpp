@@ -1,5 +1,5 @@
-// Fuzz target: the graph memory planner alone (docs/planner.md, src/tessera/gallocr.h). Bytes -> a random valid graph
-// (tests/support/graph_gen.h, desc_from_bytes) -> GraphAllocator on the CPU buffer type, then the independent
+// Fuzz target: the graph memory planner alone (docs/planner.md, src/tessera/planner.h). Bytes -> a random valid graph
+// (tests/support/graph_gen.h, desc_from_bytes) -> GraphPlanner on the CPU buffer type, then the independent
 // checker of tests/unit/planner_check.h: no two live tensors share bytes, every tensor of the graph has memory,
 // tensors with memory of their own (external leafs) are not moved. The first byte picks the sequence:
 //   bit 0: alloc_graph directly, or reserve with the graph first and then alloc_graph of the same description with
@@ -17,7 +17,7 @@
 #include "support/graph_gen.h"
 #include "support/host_buffer_type.h"
 #include "tessera/cpu.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 #include "support/planner_check.h"
 
 namespace {
@@ -29,7 +29,7 @@ struct SmallHostType final : support::TestBufferType {
 };
 
 template <typename Detail>
-void check_placed(const graphgen::BuiltGraph& g, const GraphAllocator& ga, const std::vector<void*>& external_data,
+void check_placed(const graphgen::BuiltGraph& g, const GraphPlanner& ga, const std::vector<void*>& external_data,
                   Detail detail) {
   for (const Tensor* t : g.graph->leafs()) {
     FUZZ_CHECK(t->view_src != nullptr || t->data != nullptr, std::string("leaf '") + t->name + "' has no memory\n" +
@@ -70,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return os.str();
   };
   FUZZ_CHECK(big.ok(), "graph_gen built an invalid graph (generator bug): " + big.status.to_string());
-  GraphAllocator ga(buft);
+  GraphPlanner ga(buft);
   if ((mode & 1) == 0) {
     const auto before = external_data(big);
     const Status s = ga.alloc_graph(*big.graph);

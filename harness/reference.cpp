@@ -3,7 +3,7 @@
 
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 #include "tessera/graph_copy.h"
 
 namespace tessera::harness {
@@ -16,9 +16,9 @@ Result<std::vector<float>> cpu_reference_logits(const models::LlamaConfig& confi
   if (!wb.ok()) return wb.status();
   auto cb = alloc_ctx_tensors(*m.cache_ctx, *cpu::buffer_type());
   if (!cb.ok()) return cb.status();
-  GraphAllocator galloc(cpu::buffer_type());
+  GraphPlanner planner(cpu::buffer_type());
   TS_RETURN_IF_ERROR(models::fill_random(m, seed));
-  TS_RETURN_IF_ERROR(galloc.alloc_graph(*m.graph));
+  TS_RETURN_IF_ERROR(planner.alloc_graph(*m.graph));
   TS_RETURN_IF_ERROR(models::set_inputs(m, models::default_inputs(config, seed)));
   auto backend = cpu::make_backend();
   if (backend->graph_compute(*m.graph) != ComputeStatus::kSuccess) {

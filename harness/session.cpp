@@ -7,7 +7,7 @@
 
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 #include "tessera/graph_copy.h"
 #include "tessera/harness/graph_data.h"
 #include "tessera/harness/allocate.h"
@@ -273,8 +273,8 @@ Result<std::vector<float>> cpu_reference(const SessionConfig& config, bool next)
     const std::vector<Tensor*> outputs = graph_outputs(lg);
     const auto inputs = fill_plan(lg, input_leafs(lg));
     if (next) TS_RETURN_IF_ERROR(share_weights(second, first, config.next_graph->source));
-    GraphAllocator galloc(cpu::buffer_type());
-    TS_RETURN_IF_ERROR(galloc.alloc_graph(*lg.graph));
+    GraphPlanner planner(cpu::buffer_type());
+    TS_RETURN_IF_ERROR(planner.alloc_graph(*lg.graph));
     TS_RETURN_IF_ERROR(fill_all(inputs, config.model_seed));
     auto backend = cpu::make_backend();
     if (backend->graph_compute(*lg.graph) != ComputeStatus::kSuccess) {

@@ -1,6 +1,6 @@
 // The graph planner's dense numbering of a graph's tensors (internal to src/alloc), and the planner's per-tensor
-// scratch that lives with it. GraphAllocator keeps one GraphIndex and rebuilds it in place for every plan and every
-// compatibility check, so its arrays (and the scratch of make_plan and place_offline) keep their memory from call to
+// scratch that lives with it. GraphPlanner keeps one GraphIndex and rebuilds it in place for every plan and every
+// compatibility check, so its arrays (and the scratch of make_plan and pack_offline) keep their memory from call to
 // call (docs/planner.md, "Graphs without a Graph").
 #pragma once
 
@@ -12,7 +12,7 @@
 
 #include "dyn_allocator.h"
 #include "tensor_id_map.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 
 namespace tessera {
 
@@ -28,10 +28,10 @@ struct PlanInfo {
   int buft = -1;
   BlockAddress addr;
   size_t size = 0;  // bytes of the block it holds
-  int block = -1;   // lifetime record of that block (for the offline placement)
+  int block = -1;   // lifetime record of that block (for the offline packing)
 };
 
-// place_offline's working memory, kept from call to call (GraphIndex::offline).
+// pack_offline's working memory, kept from call to call (GraphIndex::offline).
 struct OfflineScratch {
   struct Placed {  // a placed block, as a time bucket lists it
     long start, end;
@@ -61,14 +61,14 @@ struct OfflineScratch {
 struct GraphIndex {
   detail::TensorIdMap ids;
   bool map_pending = false;  // the nodes and leafs are not in `ids` yet
-  size_t lookups = 0;        // pointer lookups of the last build (GraphAllocator::index_lookups)
+  size_t lookups = 0;        // pointer lookups of the last build (GraphPlanner::index_lookups)
   std::vector<Tensor*> tensors;
   std::vector<int32_t> src;   // n_nodes * kMaxSrc, -1: none
   std::vector<uint8_t> nsrc;  // per node: one past its last source slot in use (the walks stop there)
   std::vector<int32_t> vsrc;  // per id, -1: not a view
   size_t n_nodes = 0, n_leafs = 0;
   std::vector<PlanInfo> info;  // make_plan's records, per id (kept here so its memory is reused)
-  OfflineScratch offline;      // likewise place_offline's
+  OfflineScratch offline;      // likewise pack_offline's
   // With checking on, the first exact position that does not hold its pointer (empty when all do).
   std::string exact_error;
 

@@ -1,6 +1,6 @@
-// The graph planner's plan: GraphAllocator::make_plan and its steps. A plan says where every tensor the planner owns
+// The graph planner's plan: GraphPlanner::make_plan and its steps. A plan says where every tensor the planner owns
 // lives (buffer type, chunk, offset) and how large each chunk must be; the rules it follows are docs/planner.md's
-// ("Rules", "Before the walk", "Placement cost"). make_plan runs the steps of PlanWalk in order, as the scheduler runs
+// ("Rules", "Before the walk", "Packing cost"). make_plan runs the steps of PlanWalk in order, as the scheduler runs
 // its passes: each step decides one thing and hands the next what it needs.
 #include <algorithm>
 #include <cstddef>
@@ -27,22 +27,22 @@ constexpr size_t kAhead = 16;
 Status check_arguments(const std::vector<BufferType*>& bufts, GraphNodes graph, std::span<const int> node_ids,
                        std::span<const int> leaf_ids) {
   const size_t n_bufts = bufts.size();
-  if (n_bufts == 0) return Status(StatusCode::kInvalidArgument, "graph allocator: no buffer types");
+  if (n_bufts == 0) return Status(StatusCode::kInvalidArgument, "planner: no buffer types");
   for (BufferType* b : bufts) {
-    if (b == nullptr) return Status(StatusCode::kInvalidArgument, "graph allocator: null buffer type");
+    if (b == nullptr) return Status(StatusCode::kInvalidArgument, "planner: null buffer type");
   }
   if (!node_ids.empty() && node_ids.size() != graph.n_nodes()) {
-    return TS_ERROR(StatusCode::kInvalidArgument, "graph allocator: %zu node buffer ids for %zu nodes",
+    return TS_ERROR(StatusCode::kInvalidArgument, "planner: %zu node buffer ids for %zu nodes",
                     node_ids.size(), graph.n_nodes());
   }
   if (!leaf_ids.empty() && leaf_ids.size() != graph.n_leafs()) {
-    return TS_ERROR(StatusCode::kInvalidArgument, "graph allocator: %zu leaf buffer ids for %zu leafs",
+    return TS_ERROR(StatusCode::kInvalidArgument, "planner: %zu leaf buffer ids for %zu leafs",
                     leaf_ids.size(), graph.n_leafs());
   }
   for (std::span<const int> ids : {node_ids, leaf_ids}) {
     for (int id : ids) {
       if (id < 0 || static_cast<size_t>(id) >= n_bufts) {
-        return TS_ERROR(StatusCode::kInvalidArgument, "graph allocator: buffer type id %d out of range [0, %zu)", id,
+        return TS_ERROR(StatusCode::kInvalidArgument, "planner: buffer type id %d out of range [0, %zu)", id,
                         n_bufts);
       }
     }
@@ -56,8 +56,8 @@ Status check_arguments(const std::vector<BufferType*>& bufts, GraphNodes graph, 
 // dense id (GraphIndex) and its record in `info`. Blocks are placed online, as the walk allocates and frees, by one
 // DynamicAllocator per buffer type; each block's lifetime is recorded on a clock that ticks at every allocation and
 // free, so that the last step can place the same blocks again knowing all of them.
-struct GraphAllocator::PlanWalk {
-  PlanWalk(const GraphAllocator& ga, GraphIndex& ix, std::span<const int> node_ids, std::span<const int> leaf_ids,
+struct GraphPlanner::PlanWalk {
+  PlanWalk(const GraphPlanner& ga, GraphIndex& ix, std::span<const int> node_ids, std::span<const int> leaf_ids,
            Plan* plan)
       : ga(ga), ix(ix), info(ix.info), node_ids(node_ids), leaf_ids(leaf_ids), plan(plan), n_bufts(ga.bufts_.size()),
         n_nodes(static_cast<int32_t>(ix.n_nodes)), n_leafs(static_cast<int32_t>(ix.n_leafs)),
@@ -129,7 +129,7 @@ struct GraphAllocator::PlanWalk {
   }
 
   // Leafs and outside sources keep the block they got in steps 1 and 2 (a block only moves on to a user that computes
-  // in place of it), so their placement is recorded now; blocks allocated so far exist from the start (walk_start).
+  // in place of it), so their offsets are recorded now; blocks allocated so far exist from the start (walk_start).
   void record_placed_before_walk() {
     plan->leafs.assign(static_cast<size_t>(n_leafs), PlannedTensor{});
     for (int32_t i = 0; i < n_leafs; ++i) plan->leafs[static_cast<size_t>(i)] = planned(n_nodes + i);
@@ -190,29 +190,29 @@ struct GraphAllocator::PlanWalk {
   }
 
   // Step 4. The walk placed blocks online, in allocation order. Knowing every lifetime now, place them again largest
-  // first (offline, place_offline); per buffer type keep whichever placement needs fewer bytes, or the one
-  // set_placement forces (kOffline: always the offline one; kOnline: never computed).
-  void choose_placement() {
+  // first (offline, pack_offline); per buffer type keep whichever packing needs fewer bytes, or the one
+  // set_packing forces (kOffline: always the offline one; kOnline: never computed).
+  void choose_packing() {
     plan->chunk_sizes.assign(n_bufts, {});
     for (size_t b = 0; b < n_bufts; ++b) {
       for (int c = 0; c < dyn[b].n_chunks(); ++c) plan->chunk_sizes[b].push_back(dyn[b].chunk_size(c));
     }
-    for (size_t b = 0; b < n_bufts && ga.placement_ != Placement::kOnline; ++b) {
-      if (ga.placement_ == Placement::kBest && online_is_smallest(b)) continue;
+    for (size_t b = 0; b < n_bufts && ga.packing_ != Packing::kOnline; ++b) {
+      if (ga.packing_ == Packing::kBest && online_is_smallest(b)) continue;
       std::vector<BlockAddress> addr;
       std::vector<size_t> sizes;
-      place_offline(blocks, static_cast<int>(b), dyn[b].chunk_limit(), walk_start, &addr, &sizes, ix.offline);
+      pack_offline(blocks, static_cast<int>(b), dyn[b].chunk_limit(), walk_start, &addr, &sizes, ix.offline);
       size_t online = 0, offline = 0;
       for (size_t c : plan->chunk_sizes[b]) online += c;
       for (size_t c : sizes) offline += c;
-      if (ga.placement_ == Placement::kBest && offline >= online) continue;
+      if (ga.packing_ == Packing::kBest && offline >= online) continue;
       apply_offline(b, addr, std::move(sizes));
     }
   }
 
  private:
-  // The bytes live at the busiest moment (`peak`, kept as the walk allocates and frees) bound every placement from
-  // below: where the online placement of buffer type b needs no more (one chunk of exactly that size), the offline
+  // The bytes live at the busiest moment (`peak`, kept as the walk allocates and frees) bound every packing from
+  // below: where the online packing of buffer type b needs no more (one chunk of exactly that size), the offline
   // one cannot win and need not be computed.
   bool online_is_smallest(size_t b) const {
     return plan->chunk_sizes[b].size() <= 1 && (plan->chunk_sizes[b].empty() || plan->chunk_sizes[b][0] <= peak[b]);
@@ -241,7 +241,7 @@ struct GraphAllocator::PlanWalk {
     const size_t need = ga.bufts_[static_cast<size_t>(b)]->alloc_size(*t);
     Result<BlockAddress> addr = dyn[static_cast<size_t>(b)].alloc(need);
     if (!addr.ok()) {
-      error = TS_ERROR(StatusCode::kAllocFailed, "graph allocator: tensor %s in buffer type %s: %s",
+      error = TS_ERROR(StatusCode::kAllocFailed, "planner: tensor %s in buffer type %s: %s",
                        describe(*t).c_str(), ga.bufts_[static_cast<size_t>(b)]->name(),
                        addr.status().message().c_str());
       return;
@@ -315,7 +315,7 @@ struct GraphAllocator::PlanWalk {
     if (ti.released) {
       if (error.ok()) {
         error = TS_ERROR(StatusCode::kInvalidArgument,
-                         "graph allocator: %s is read before it is computed (a node that reads it comes earlier in "
+                         "planner: %s is read before it is computed (a node that reads it comes earlier in "
                          "the node list); nodes must be in dependency order",
                          describe(*tensor(t)).c_str());
       }
@@ -359,7 +359,7 @@ struct GraphAllocator::PlanWalk {
   PlanInfo& rec(int32_t id) { return info[static_cast<size_t>(id)]; }
   const PlanInfo& rec(int32_t id) const { return info[static_cast<size_t>(id)]; }
 
-  const GraphAllocator& ga;
+  const GraphPlanner& ga;
   GraphIndex& ix;
   std::vector<PlanInfo>& info;  // per id (ix.info)
   std::span<const int> node_ids, leaf_ids;  // buffer type id per node / leaf; empty: 0 for all
@@ -367,7 +367,7 @@ struct GraphAllocator::PlanWalk {
   const size_t n_bufts;
   const int32_t n_nodes, n_leafs, n_known;  // ids from n_known on: tensors outside the graph
   const bool far;                           // prefetch (detail::tensors_far)
-  std::vector<DynamicAllocator> dyn;        // the online placement, per buffer type
+  std::vector<DynamicAllocator> dyn;        // the online packing, per buffer type
   std::vector<Lifetime> blocks;             // one per block allocated, in allocation order
   long clock = 0;                           // ticks at every allocation and free
   long walk_start = 0;                      // blocks allocated before this exist from the start
@@ -378,12 +378,12 @@ struct GraphAllocator::PlanWalk {
 
 // Plans graph into *plan, which is valid only when this returns Ok (a failure leaves it partly written). node_ids and
 // leaf_ids give each node's and leaf's buffer type id (empty: 0 for all).
-Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
+Status GraphPlanner::make_plan(GraphNodes graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
                                  Plan* plan) const {
   TS_RETURN_IF_ERROR(check_arguments(bufts_, graph, node_ids, leaf_ids));
   GraphIndex& ix = index_of(graph);
   if (!ix.exact_error.empty()) {
-    return TS_ERROR(StatusCode::kFailed, "graph allocator: internal: an exact position is wrong: %s",
+    return TS_ERROR(StatusCode::kFailed, "planner: internal: an exact position is wrong: %s",
                     ix.exact_error.c_str());
   }
   PlanWalk walk(*this, ix, node_ids, leaf_ids, plan);
@@ -392,7 +392,7 @@ Status GraphAllocator::make_plan(GraphNodes graph, std::span<const int> node_ids
   TS_RETURN_IF_ERROR(walk.place_outside_sources());
   walk.record_placed_before_walk();
   TS_RETURN_IF_ERROR(walk.walk_nodes());
-  walk.choose_placement();
+  walk.choose_packing();
   plan->valid = true;
   return Status::Ok();
 }

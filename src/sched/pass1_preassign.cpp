@@ -26,7 +26,7 @@ int backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, const Pa
       *error = scheduling_error(*plan.tensor(id), *plan.tensor(id)->buffer);
       return kError;
     }
-    *cause = Cause::kDst;
+    *cause = Cause::kHasBuffer;
     return b;
   }
   // 2. a view whose source has a buffer
@@ -36,7 +36,7 @@ int backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, const Pa
       *error = scheduling_error(*plan.tensor(id), *plan.tensor(vsrc)->buffer);
       return kError;
     }
-    *cause = Cause::kViewSrc;
+    *cause = Cause::kViewSourceHasBuffer;
     return b;
   }
   // 4. graph inputs start on the CPU
@@ -54,7 +54,7 @@ int backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, const Pa
   if (b == last && opt.op_offload && plan.has(s, SchedPlan::kHostBuffer)) {
     for (int o = 0; o < last; ++o) {
       if (plan.offloads(bs, id, o) && plan.supports(bs, id, o)) {
-        *cause = Cause::kOffload;
+        *cause = Cause::kOpOffload;
         return o;
       }
     }

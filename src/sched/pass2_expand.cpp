@@ -17,7 +17,7 @@ void sweep(SchedPlan& plan, const BackendSet& bs, It begin, It end, bool only_no
     if (b >= 0) {
       cur = (only_non_last && b == last) ? -1 : b;
     } else if (cur >= 0 && plan.supports(bs, id, cur)) {
-      plan.set_id(id, cur, Cause::kExpand);
+      plan.set_id(id, cur, Cause::kExpanded);
     }
   }
 }

@@ -27,8 +27,8 @@ void pass3_upgrade(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
           best_count = count;
         }
       }
-      if (best >= 0) plan.set_id(id, best, Cause::kBest);
-    } else if (cur > 0 && plan.cause(id) != Cause::kUser) {
+      if (best >= 0) plan.set_id(id, best, Cause::kMostSources);
+    } else if (cur > 0 && plan.cause(id) != Cause::kPinned) {
       for (int c = 0; c < cur; ++c) {
         if (bs.compute_buft(c) != bs.compute_buft(cur) || !plan.supports(bs, id, c)) continue;
         bool all = true;
@@ -37,7 +37,7 @@ void pass3_upgrade(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
           all = s < 0 || buffer_supported(plan, bs, s, c);
         }
         if (all) {
-          plan.set_id(id, c, Cause::kUpgrade);
+          plan.set_id(id, c, Cause::kUpgraded);
           break;
         }
       }

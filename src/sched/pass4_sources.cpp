@@ -39,7 +39,7 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
           if (b < 0) return no_backend(*plan.tensor(id));
           plan.set_id(v, b, Cause::kFallback);
         }
-        plan.set_id(id, b, Cause::kViewOfSrc);
+        plan.set_id(id, b, Cause::kViewOfSource);
       } else {
         const int b = first_supporting(plan, bs, id);
         if (b < 0) return no_backend(*plan.tensor(id));
@@ -52,10 +52,10 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
       if (s < 0 || plan.backend(s) >= 0) continue;
       const int32_t v = plan.view_src(s);
       if (v >= 0) {
-        if (plan.backend(v) < 0) plan.set_id(v, nb, Cause::kUser4);
-        plan.set_id(s, plan.backend(v), Cause::kViewOfSrc);
+        if (plan.backend(v) < 0) plan.set_id(v, nb, Cause::kConsumer);
+        plan.set_id(s, plan.backend(v), Cause::kViewOfSource);
       } else {
-        plan.set_id(s, nb, Cause::kUser4);
+        plan.set_id(s, nb, Cause::kConsumer);
       }
     }
   }
@@ -84,12 +84,12 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
     const Tensor& root_t = *plan.tensor(root);
     const std::vector<int32_t>& ws = writers[r];
     const int rb = plan.backend(root);
-    const bool root_pinned = plan.cause(root) == Cause::kUser;
+    const bool root_pinned = plan.cause(root) == Cause::kPinned;
     auto fits = [&](int b) {
       if (root_pinned && b != rb) return false;
       if (root_t.op != Op::kNone && !plan.supports(bs, root, b)) return false;
       for (const int32_t w : ws) {
-        if (plan.cause(w) == Cause::kUser && plan.backend(w) != b) return false;
+        if (plan.cause(w) == Cause::kPinned && plan.backend(w) != b) return false;
         if (!plan.supports(bs, w, b)) return false;
       }
       return true;
@@ -116,12 +116,12 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
       plan.set_id(root, target, plan.cause(root));
       for (int32_t v = 0; v < n; ++v) {
         if (plan.has(v, SchedPlan::kViewOp) && plan.view_src(v) >= 0 && plan.root(v) == root) {
-          plan.set_id(v, target, Cause::kViewOfSrc);
+          plan.set_id(v, target, Cause::kViewOfSource);
         }
       }
     }
     for (const int32_t w : ws) {
-      if (plan.backend(w) != target) plan.set_id(w, target, Cause::kViewOfSrc);
+      if (plan.backend(w) != target) plan.set_id(w, target, Cause::kViewOfSource);
     }
   }
   // Every computed node must run where it is supported (a pin or an INPUT flag can ask for the impossible).

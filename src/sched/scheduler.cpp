@@ -22,17 +22,17 @@ void dep_name(Tensor& dep, const char* input) {
 const char* cause_name(Cause cause) {
   switch (cause) {
     case Cause::kUnassigned: return "unassigned";
-    case Cause::kUser: return "user";
-    case Cause::kDst: return "1.dst";
-    case Cause::kViewSrc: return "1.vsrc";
+    case Cause::kPinned: return "user";
+    case Cause::kHasBuffer: return "1.dst";
+    case Cause::kViewSourceHasBuffer: return "1.vsrc";
     case Cause::kInput: return "1.inp";
     case Cause::kWeight: return "1.wgt";
-    case Cause::kOffload: return "1.off";
-    case Cause::kExpand: return "2.exp";
-    case Cause::kBest: return "3.best";
-    case Cause::kUpgrade: return "3.upg";
-    case Cause::kViewOfSrc: return "4.vsrc";
-    case Cause::kUser4: return "4.cur";
+    case Cause::kOpOffload: return "1.off";
+    case Cause::kExpanded: return "2.exp";
+    case Cause::kMostSources: return "3.best";
+    case Cause::kUpgraded: return "3.upg";
+    case Cause::kViewOfSource: return "4.vsrc";
+    case Cause::kConsumer: return "4.cur";
     case Cause::kFallback: return "4.fallback";
     case Cause::kCopy: return "copy";
     case Cause::kCount: break;
@@ -92,13 +92,13 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::vector<Backend*> backe
     // one copy region per compute buffer type, same type, planned like ordinary compute memory
     for (size_t u = 0; u < impl->n_unique; ++u) impl->unique_bufts.push_back(impl->unique_bufts[u]);
   }
-  impl->galloc = std::make_unique<GraphAllocator>(impl->unique_bufts);
+  impl->planner = std::make_unique<GraphPlanner>(impl->unique_bufts);
   for (size_t u = 0; u < impl->n_unique && impl->n_copies > 1; ++u) {
-    impl->galloc->set_replicas(impl->region_id(static_cast<int>(u)), impl->n_copies);
+    impl->planner->set_replicas(impl->region_id(static_cast<int>(u)), impl->n_copies);
   }
-  GraphAllocator* galloc = impl->galloc.get();
+  GraphPlanner* planner = impl->planner.get();
   impl->set = std::make_unique<sched::BackendList>(impl->backends, impl->bufts,
-                                                   [galloc](const Buffer* b) { return galloc->owns(b); });
+                                                   [planner](const Buffer* b) { return planner->owns(b); });
   impl->events.resize(backends.size());
   for (size_t i = 0; i < backends.size(); ++i) {
     for (int c = 0; c < impl->n_copies; ++c) impl->events[i].push_back(backends[i]->device()->event_new());
@@ -116,7 +116,7 @@ void Scheduler::Impl::reset_plan() {
   if (graph != nullptr && placed) {
     for (const auto* list : {&graph->nodes(), &graph->leafs()}) {
       for (Tensor* t : *list) {
-        if (galloc->owns(tensor_buffer(*t))) {
+        if (planner->owns(tensor_buffer(*t))) {
           t->buffer = nullptr;
           t->data = nullptr;
         }
@@ -135,7 +135,7 @@ void Scheduler::Impl::reset_plan() {
 Status Scheduler::Impl::split(Graph& g, int slot_for_sources) {
   reset_plan();
   plan.copy_ctx = std::make_unique<Context>(ContextParams{.no_alloc = true});
-  for (const auto& [t, b] : pins) plan.set(t, b, Cause::kUser);
+  for (const auto& [t, b] : pins) plan.set(t, b, Cause::kPinned);
   sched::PassOptions opt;
   opt.op_offload = params.op_offload;
   opt.max_split_inputs = params.max_split_inputs;
@@ -308,12 +308,12 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
   if (moved(prev_node_backends, before_nodes) || moved(prev_leaf_backends, before_leafs)) {
     why = "a node or leaf moved to a backend with another buffer type";
   } else {
-    why = galloc->needs_replan(sched_graph());
+    why = planner->needs_replan(sched_graph());
   }
   if (!why.empty()) {
     sync_all();  // nothing may still use the buffers a re-reserve replaces
     if (params.debug_reserve) std::fprintf(stderr, "tessera scheduler: re-reserve: %s\n", why.c_str());
-    Status s = galloc->reserve_n(sched_graph(), node_ids, leaf_ids);
+    Status s = planner->reserve_n(sched_graph(), node_ids, leaf_ids);
     ++reserves;
     if (!s.ok()) {
       reset_plan();
@@ -321,7 +321,7 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
     }
   }
   placed = true;  // (a failed allocation may have placed some tensors too)
-  Status s = galloc->alloc_graph(sched_graph(), slot);  // this slot's replica of the copy regions
+  Status s = planner->alloc_graph(sched_graph(), slot);  // this slot's replica of the copy regions
   if (!s.ok()) {
     reset_plan();
     return Status(StatusCode::kAllocFailed, "scheduler: " + s.message());
@@ -338,7 +338,7 @@ Status Scheduler::reserve(Graph& measure_graph) {
   m.sync_idle();
   Status s = m.split(measure_graph, 0);
   if (s.ok()) {
-    s = m.galloc->reserve_n(m.sched_graph(), m.node_ids, m.leaf_ids);
+    s = m.planner->reserve_n(m.sched_graph(), m.node_ids, m.leaf_ids);
     ++m.reserves;
     m.record_backends();
   }
@@ -350,7 +350,7 @@ Result<std::vector<size_t>> Scheduler::reserve_size(Graph& graph) {
   Impl& m = *impl_;
   m.sync_idle();
   TS_RETURN_IF_ERROR(m.split(graph, 0));
-  Result<std::vector<size_t>> sizes = m.galloc->reserve_size(m.sched_graph(), m.node_ids, m.leaf_ids);
+  Result<std::vector<size_t>> sizes = m.planner->reserve_size(m.sched_graph(), m.node_ids, m.leaf_ids);
   m.reset_plan();
   if (!sizes.ok()) return sizes.status();
   std::vector<size_t> per_backend(m.backends.size());
@@ -426,7 +426,7 @@ Status Scheduler::set_tensor_backend(Tensor* t, Backend* backend) {
                     backend != nullptr ? backend->name() : "(null)");
   }
   impl_->pins[t] = b;
-  if (impl_->split_done) impl_->plan.set(t, b, Cause::kUser);
+  if (impl_->split_done) impl_->plan.set(t, b, Cause::kPinned);
   return Status::Ok();
 }
 
@@ -453,13 +453,13 @@ int Scheduler::n_splits() const { return static_cast<int>(impl_->plan.splits.siz
 int Scheduler::n_copies() const { return impl_->n_copies; }
 int Scheduler::current_slot() const { return impl_->slot; }
 int Scheduler::reserve_count() const { return impl_->reserves; }
-size_t Scheduler::planner_index_lookups() const { return impl_->galloc->index_lookups(); }
+size_t Scheduler::planner_index_lookups() const { return impl_->planner->index_lookups(); }
 size_t Scheduler::buffer_size(int backend) const {
   if (backend < 0 || backend >= n_backends()) return 0;
   const Impl& m = *impl_;
   const int u = m.buft_id[static_cast<size_t>(backend)];
-  size_t total = m.galloc->buffer_size(u);
-  if (m.n_copies > 1) total += m.galloc->buffer_size(m.region_id(u));  // all slots' copy regions
+  size_t total = m.planner->buffer_size(u);
+  if (m.n_copies > 1) total += m.planner->buffer_size(m.region_id(u));  // all slots' copy regions
   return total;
 }
 void Scheduler::set_eval_callback(EvalCallback callback) { impl_->callback = std::move(callback); }
@@ -483,7 +483,7 @@ TensorExplain Scheduler::explain(const Tensor* t) const {
     auto it = m.pins.find(t);
     if (it != m.pins.end()) {
       e.backend = it->second;
-      e.cause = Cause::kUser;
+      e.cause = Cause::kPinned;
     }
   }
   if (e.backend >= 0) e.backend_name = m.backends[static_cast<size_t>(e.backend)]->name();

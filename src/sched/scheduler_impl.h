@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "plan.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 #include "tessera/sched.h"
 
 namespace tessera {
@@ -19,7 +19,7 @@ struct Scheduler::Impl {
   std::vector<BufferType*> unique_bufts;  // the planner's buffer type ids: compute memory, then (parallel) copy regions
   size_t n_unique = 0;                    // compute-memory ids: [0, n_unique)
   // With parallel: the planner id of the in-flight copy region of compute id u is n_unique + u, replicated once per
-  // slot (GraphAllocator::set_replicas), so every slot has its own disjoint copy memory under one plan.
+  // slot (GraphPlanner::set_replicas), so every slot has its own disjoint copy memory under one plan.
   int region_id(int u) const { return n_copies > 1 ? static_cast<int>(n_unique) + u : u; }
   std::unique_ptr<sched::BackendList> set;
   SchedulerParams params;
@@ -57,7 +57,7 @@ struct Scheduler::Impl {
   std::vector<int> node_ids, leaf_ids;                // buffer type id per node/leaf of sched_graph
   std::vector<int> node_backends, leaf_backends;            // backend per node/leaf of sched_graph
   std::vector<int> prev_node_backends, prev_leaf_backends;  // for the re-reserve rule
-  std::unique_ptr<GraphAllocator> galloc;
+  std::unique_ptr<GraphPlanner> planner;
 
   bool split_done = false;
   bool allocated = false;

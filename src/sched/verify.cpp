@@ -16,17 +16,17 @@ namespace {
 int pass_setting(Cause c) {
   switch (c) {
     case Cause::kUnassigned:
-    case Cause::kUser: return 0;
-    case Cause::kDst:
-    case Cause::kViewSrc:
+    case Cause::kPinned: return 0;
+    case Cause::kHasBuffer:
+    case Cause::kViewSourceHasBuffer:
     case Cause::kInput:
     case Cause::kWeight:
-    case Cause::kOffload: return 1;
-    case Cause::kExpand: return 2;
-    case Cause::kBest:
-    case Cause::kUpgrade: return 3;
-    case Cause::kViewOfSrc:
-    case Cause::kUser4:
+    case Cause::kOpOffload: return 1;
+    case Cause::kExpanded: return 2;
+    case Cause::kMostSources:
+    case Cause::kUpgraded: return 3;
+    case Cause::kViewOfSource:
+    case Cause::kConsumer:
     case Cause::kFallback: return 4;
     case Cause::kCopy: return 5;
     case Cause::kCount: break;
@@ -121,14 +121,14 @@ std::string Verify::pass1() const {
     }
     const int supported = plan_.supports_answer(id, b);
     switch (c) {
-      case Cause::kDst: {
+      case Cause::kHasBuffer: {
         const BufferType* buft = plan_.fixed_buft(id);
         VERIFY(v < 0 && buft != nullptr && plan_.can_use(bs_, buft, b) && supported != 0,
                "1.dst: a tensor with memory runs on a backend that can use it and its op", "%s is %s, buffer type %s",
                who(id).c_str(), assignment(b, c).c_str(), buft != nullptr ? buft->name() : "(none)");
         break;
       }
-      case Cause::kViewSrc: {
+      case Cause::kViewSourceHasBuffer: {
         const BufferType* buft = v >= 0 ? plan_.fixed_buft(v) : nullptr;
         VERIFY(buft != nullptr && plan_.can_use(bs_, buft, b) && supported != 0,
                "1.vsrc: a view of memory runs on a backend that can use that memory and its op",
@@ -142,7 +142,7 @@ std::string Verify::pass1() const {
                plan_.has(id, SchedPlan::kInputFlag) ? "" : " without the INPUT flag");
         break;
       case Cause::kWeight:
-      case Cause::kOffload: {
+      case Cause::kOpOffload: {
         const int32_t w = plan_.deciding_weight(id);
         const BufferType* buft = w >= 0 ? plan_.fixed_buft(w) : nullptr;
         if (c == Cause::kWeight) {
@@ -159,13 +159,13 @@ std::string Verify::pass1() const {
       }
       default: break;
     }
-    if (id >= n_graph || c == Cause::kUser) continue;
+    if (id >= n_graph || c == Cause::kPinned) continue;
     // the rules that always assign (or fail the pass), in pass 1's order
     if (v < 0 && plan_.fixed_buft(id) != nullptr) {
-      VERIFY(c == Cause::kDst, "1.dst: every tensor with memory is assigned by it", "%s (buffer type %s) is %s",
+      VERIFY(c == Cause::kHasBuffer, "1.dst: every tensor with memory is assigned by it", "%s (buffer type %s) is %s",
              who(id).c_str(), plan_.fixed_buft(id)->name(), assignment(b, c).c_str());
     } else if (v >= 0 && plan_.fixed_buft(v) != nullptr) {
-      VERIFY(c == Cause::kViewSrc, "1.vsrc: every view of memory is assigned by it", "%s (view of %s) is %s",
+      VERIFY(c == Cause::kViewSourceHasBuffer, "1.vsrc: every view of memory is assigned by it", "%s (view of %s) is %s",
              who(id).c_str(), who(v).c_str(), assignment(b, c).c_str());
     } else if (plan_.has(id, SchedPlan::kInputFlag)) {
       VERIFY(c == Cause::kInput, "1.inp: every graph input without memory starts on the last backend", "%s is %s",
@@ -192,19 +192,19 @@ std::string Verify::changes(const std::vector<int8_t>& backend, const std::vecto
     if (b0 == b1 && c0 == c1) continue;
     const std::string what = format_message("%s went from %s to %s", who(id).c_str(), assignment(b0, c0).c_str(),
                                             assignment(b1, c1).c_str());
-    VERIFY(c0 != Cause::kUser, "a pin never moves", "%s", what.c_str());
+    VERIFY(c0 != Cause::kPinned, "a pin never moves", "%s", what.c_str());
     const bool computed = static_cast<size_t>(id) < plan_.n_nodes() && !plan_.has(id, SchedPlan::kViewOp);
     const bool supported = b1 >= 0 && plan_.supports_answer(id, b1) != 0;
     switch (pass_) {
       case 2:
-        VERIFY(c0 == Cause::kUnassigned && c1 == Cause::kExpand && computed && supported,
+        VERIFY(c0 == Cause::kUnassigned && c1 == Cause::kExpanded && computed && supported,
                "2.exp: pass 2 only assigns unassigned computed nodes, to a backend that supports them", "%s",
                what.c_str());
         break;
       case 3:
         VERIFY(computed && supported &&
-                   ((c0 == Cause::kUnassigned && c1 == Cause::kBest) ||
-                    (c0 != Cause::kUnassigned && c1 == Cause::kUpgrade && b1 < b0 &&
+                   ((c0 == Cause::kUnassigned && c1 == Cause::kMostSources) ||
+                    (c0 != Cause::kUnassigned && c1 == Cause::kUpgraded && b1 < b0 &&
                      bs_.compute_buft(b1) == bs_.compute_buft(b0))),
                "3.best / 3.upg: pass 3 assigns unassigned nodes, or moves a node up to a backend sharing its compute "
                "buffer type",
@@ -216,7 +216,7 @@ std::string Verify::changes(const std::vector<int8_t>& backend, const std::vecto
         } else {
           const bool view_of_written = static_cast<size_t>(id) < plan_.n_nodes() && plan_.has(id, SchedPlan::kViewOp) &&
                                        plan_.view_src(id) >= 0 && written[static_cast<size_t>(plan_.root(id))] != 0;
-          VERIFY((written[k] != 0 && c1 == c0) || (c1 == Cause::kViewOfSrc && (is_writer(id) || view_of_written)),
+          VERIFY((written[k] != 0 && c1 == c0) || (c1 == Cause::kViewOfSource && (is_writer(id) || view_of_written)),
                  "pass 4 moves an assigned tensor only to put the writers of a destination and the destination "
                  "(with its views) on one backend",
                  "%s", what.c_str());
@@ -259,7 +259,7 @@ std::string Verify::pass4() const {
       VERIFY(b == plan_.backend(r), "a node that writes into a tensor runs where that tensor lives",
              "%s is %s, its destination %s is %s", who(id).c_str(), assignment(b, plan_.cause(id)).c_str(),
              who(r).c_str(), assignment(plan_.backend(r), plan_.cause(r)).c_str());
-    } else if (v >= 0 && plan_.has(id, SchedPlan::kViewOp) && plan_.cause(id) == Cause::kViewOfSrc) {
+    } else if (v >= 0 && plan_.has(id, SchedPlan::kViewOp) && plan_.cause(id) == Cause::kViewOfSource) {
       VERIFY(b == plan_.backend(v), "4.vsrc: a view placed by pass 4 is on its source's backend",
              "%s is %s, its source %s is %s", who(id).c_str(), assignment(b, plan_.cause(id)).c_str(), who(v).c_str(),
              assignment(plan_.backend(v), plan_.cause(v)).c_str());

@@ -13,22 +13,23 @@
 
 namespace tessera {
 
-// Which rule decided a tensor's backend. Always recorded; see explain().
+// Which rule assigned a tensor to its backend (always recorded; see explain()); cause_name() prints the short code
+// shown in reports and scenarios.
 enum class Cause : uint8_t {
-  kUnassigned = 0,
-  kUser,       // pinned with set_tensor_backend
-  kDst,        // pass 1: the tensor has a buffer
-  kViewSrc,    // pass 1: its view source has a buffer
-  kInput,      // pass 1: flagged INPUT -> the last backend
-  kWeight,     // pass 1: the backend of its first weight
-  kOffload,    // pass 1: a higher-priority backend takes an op whose weight is in host memory
-  kExpand,     // pass 2: grown from a neighbouring node's backend
-  kBest,       // pass 3: the backend where most sources already are
-  kUpgrade,    // pass 3: moved to a higher-priority backend sharing the compute buffer type
-  kViewOfSrc,  // pass 4: a view takes its source's backend
-  kUser4,      // pass 4: a source takes the backend of the node that uses it
-  kFallback,   // pass 4: the first backend that supports the op
-  kCopy,       // a copy made by the scheduler
+  kUnassigned = 0,       // "unassigned"
+  kPinned,               // "user": pinned with set_tensor_backend
+  kHasBuffer,            // "1.dst": pass 1, the tensor has a buffer
+  kViewSourceHasBuffer,  // "1.vsrc": pass 1, its view source has a buffer
+  kInput,                // "1.inp": pass 1, flagged INPUT -> the last backend
+  kWeight,               // "1.wgt": pass 1, the backend of its first weight
+  kOpOffload,            // "1.off": pass 1, a higher-priority backend takes an op whose weight is in host memory
+  kExpanded,             // "2.exp": pass 2, grown from a neighbouring node's backend
+  kMostSources,          // "3.best": pass 3, the backend where most sources already are
+  kUpgraded,             // "3.upg": pass 3, moved to a higher-priority backend sharing the compute buffer type
+  kViewOfSource,         // "4.vsrc": pass 4, a view takes its source's backend
+  kConsumer,             // "4.cur": pass 4, a source takes the backend of the node that uses it
+  kFallback,             // "4.fallback": pass 4, the first backend that supports the op
+  kCopy,                 // "copy": a copy made by the scheduler
   kCount
 };
 const char* cause_name(Cause cause);

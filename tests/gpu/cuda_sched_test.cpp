@@ -14,7 +14,7 @@
 #include "tessera/models/llama.h"
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 #include "tessera/graph_copy.h"
 #include "tessera/sched.h"
 #include "tessera/harness/allocate.h"

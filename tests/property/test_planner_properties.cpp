@@ -16,7 +16,7 @@
 #include "support/live_bound.h"
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 #include "tessera/graph_copy.h"
 #include "support/host_buffer_type.h"
 #include "support/planner_check.h"
@@ -56,7 +56,7 @@ BuiltGraph build_ok(const GraphDesc& desc, bool output_views = kOutputViews) {
 const Tensor* root_of(const Tensor* t) { return t->view_src != nullptr ? t->view_src : t; }
 
 // Tessera's planner keeps INPUT tensors for the whole graph (never freed, never computed over in place: an input set
-// once survives several evaluations; src/tessera/gallocr.h). The least a planner must do is give them memory before the
+// once survives several evaluations; src/tessera/planner.h). The least a planner must do is give them memory before the
 // first node; this makes the checks below hold the planner to its stronger promise.
 constexpr bool kInputsLiveToEnd = true;
 
@@ -168,7 +168,7 @@ std::string check_reuse(const Graph& g, const std::function<bool(const Buffer*)>
   return {};
 }
 
-std::string overlap_check(const Graph& g, const GraphAllocator& ga) {
+std::string overlap_check(const Graph& g, const GraphPlanner& ga) {
   return check::find_overlap(g, [&](const Tensor* t) { return ga.owns(tensor_buffer(*t)); });
 }
 
@@ -213,36 +213,36 @@ std::vector<void*> external_data(const BuiltGraph& g) {
 // (1) No two simultaneously live tensors overlap (the shared independent checker of tests/unit/planner_check.h).
 RC_GTEST_PROP(PlannerProperties, LiveTensorsNeverOverlap, (const GraphDesc& desc)) {
   BuiltGraph g = build_ok(desc);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   Status s = ga.alloc_graph(*g.graph);
   if (!s.ok()) fail(g, "alloc_graph failed: " + s.to_string());
   RC_TAG(g.graph->n_nodes() < 10 ? "< 10 nodes" : g.graph->n_nodes() < 30 ? "10-29 nodes" : ">= 30 nodes");
   if (std::string why = overlap_check(*g.graph, ga); !why.empty()) fail(g, why);
 }
 
-// (1b) The same for the online and the offline placement each on its own (GraphAllocator::set_placement): the
+// (1b) The same for the online and the offline packing each on its own (GraphPlanner::set_packing): the
 // default keeps the smaller of the two, which would hide a defect of the one that loses. The default's total is the
 // smaller of the two totals.
-RC_GTEST_PROP(PlannerProperties, EachPlacementOnItsOwnNeverOverlaps, (const GraphDesc& desc)) {
+RC_GTEST_PROP(PlannerProperties, EachPackingOnItsOwnNeverOverlaps, (const GraphDesc& desc)) {
   BuiltGraph g = build_ok(desc);
-  using P = GraphAllocator::Placement;
+  using P = GraphPlanner::Packing;
   size_t total[3] = {0, 0, 0};
   for (P p : {P::kOnline, P::kOffline, P::kBest}) {
-    GraphAllocator probe(cpu::buffer_type());
-    probe.set_placement(p);
+    GraphPlanner probe(cpu::buffer_type());
+    probe.set_packing(p);
     auto size = probe.reserve_size(*g.graph);
     if (!size.ok()) fail(g, "reserve_size failed: " + size.status().to_string());
     total[static_cast<int>(p)] = (*size)[0];
   }
   if (total[static_cast<int>(P::kBest)] != std::min(total[static_cast<int>(P::kOnline)],
                                                     total[static_cast<int>(P::kOffline)])) {
-    fail(g, "the default placement is not the smaller of online (" + std::to_string(total[1]) + " bytes) and offline (" +
+    fail(g, "the default packing is not the smaller of online (" + std::to_string(total[1]) + " bytes) and offline (" +
                 std::to_string(total[2]) + " bytes): " + std::to_string(total[0]));
   }
   const P p = *rc::gen::element(P::kOnline, P::kOffline);
   RC_TAG(p == P::kOnline ? "online" : "offline");
-  GraphAllocator ga(cpu::buffer_type());
-  ga.set_placement(p);
+  GraphPlanner ga(cpu::buffer_type());
+  ga.set_packing(p);
   Status s = ga.alloc_graph(*g.graph);
   if (!s.ok()) fail(g, "alloc_graph failed: " + s.to_string());
   if (std::string why = overlap_check(*g.graph, ga); !why.empty()) fail(g, why);
@@ -253,7 +253,7 @@ RC_GTEST_PROP(PlannerProperties, EachPlacementOnItsOwnNeverOverlaps, (const Grap
 RC_GTEST_PROP(PlannerProperties, ReuseOnlyInPlaceAndNeverOfLiveInputsOrOutputs, (const GraphDesc& desc)) {
   BuiltGraph g = build_ok(desc);
   const std::vector<void*> before = external_data(g);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   Status s = ga.alloc_graph(*g.graph);
   if (!s.ok()) fail(g, "alloc_graph failed: " + s.to_string());
   if (external_data(g) != before) fail(g, "the planner moved a tensor that had memory of its own");
@@ -270,7 +270,7 @@ RC_GTEST_PROP(PlannerProperties, ReuseOnlyInPlaceAndNeverOfLiveInputsOrOutputs, 
 RC_GTEST_PROP(PlannerProperties, PlannedGraphComputesLikePrivateMemory, (const GraphDesc& desc)) {
   BuiltGraph planned = build_ok(desc);
   BuiltGraph priv = build_ok(desc);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   Status s = ga.alloc_graph(*planned.graph);
   if (!s.ok()) fail(planned, "alloc_graph failed: " + s.to_string());
   auto own = alloc_ctx_tensors(*priv.ctx, *cpu::buffer_type());
@@ -293,7 +293,7 @@ RC_GTEST_PROP(PlannerProperties, ReserveThenSmallerBatchNeedsNoReplan, (const Gr
     fail(small, "generator bug: the structure depends on the token count");
   }
   RC_TAG(small_tokens == tokens ? "same tokens" : "fewer tokens");
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   Status s = ga.reserve(*big.graph);
   if (!s.ok()) fail(big, "reserve failed: " + s.to_string());
   const size_t reserved = ga.buffer_size(0);
@@ -331,7 +331,7 @@ RC_GTEST_PROP(PlannerProperties, LargerBatchAfterReserveIsReplannedOrFits, (cons
   BuiltGraph small = build_ok(desc);
   BuiltGraph big = build_ok(graphgen::with_tokens(desc, big_tokens));
   BuiltGraph ref = build_ok(graphgen::with_tokens(desc, big_tokens));
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   Status s = ga.reserve(*small.graph);
   if (!s.ok()) fail(small, "reserve failed: " + s.to_string());
   const std::string why = ga.needs_replan(*big.graph);
@@ -356,7 +356,7 @@ RC_GTEST_PROP(PlannerProperties, PlannedPeakIsAtLeastTheLiveBytesBound, (const G
   BuiltGraph g = build_ok(desc);
   BufferType* buft = cpu::buffer_type();
   const size_t bound = support::live_bytes_lower_bound(*g.graph, *buft, support::unallocated, kInputsLiveToEnd);
-  GraphAllocator ga(buft);
+  GraphPlanner ga(buft);
   auto sizes = ga.reserve_size(*g.graph);
   if (!sizes.ok()) fail(g, "reserve_size failed: " + sizes.status().to_string());
   const size_t peak = (*sizes)[0];
@@ -365,7 +365,7 @@ RC_GTEST_PROP(PlannerProperties, PlannedPeakIsAtLeastTheLiveBytesBound, (const G
                 std::to_string(bound));
   }
   RC_TAG(peak == bound ? "peak == bound" : peak * 10 <= bound * 11 ? "peak <= 1.1 bound" : "peak > 1.1 bound");
-  // The bound computed after placement (planned = in the planner's buffers) is the same.
+  // The bound computed after alloc_graph (planned = in the planner's buffers) is the same.
   Status s = ga.alloc_graph(*g.graph);
   if (!s.ok()) fail(g, "alloc_graph failed: " + s.to_string());
   if (ga.buffer_size(0) != peak) fail(g, "reserve_size and the reserved buffer size differ");
@@ -373,7 +373,7 @@ RC_GTEST_PROP(PlannerProperties, PlannedPeakIsAtLeastTheLiveBytesBound, (const G
       *g.graph, *buft, [&](const Tensor& t) { return ga.owns(t.buffer); }, kInputsLiveToEnd);
   if (after != bound) {
     fail(g, "the bound differs before (" + std::to_string(bound) + ") and after (" + std::to_string(after) +
-                ") placement");
+                ") alloc_graph");
   }
 }
 
@@ -392,7 +392,7 @@ RC_GTEST_PROP(PlannerProperties, SeveralBufferTypesWithChunksNeverOverlap, (cons
   const size_t max_size = (largest + 31) / 32 * 32 * static_cast<size_t>(factor);
   SmallHostType small(max_size);
   BufferType* bufts[2] = {cpu::buffer_type(), &small};
-  GraphAllocator ga({bufts[0], bufts[1]});
+  GraphPlanner ga({bufts[0], bufts[1]});
   Status s = ga.reserve_n(graph, node_ids, leaf_ids);
   if (!s.ok()) fail(g, "reserve_n failed: " + s.to_string());
   s = ga.alloc_graph(*g.graph);
@@ -429,7 +429,7 @@ RC_GTEST_PROP(PlannerProperties, OutputViewsKeepTheirSourceAlive, (const GraphDe
   RC_PRE(std::any_of(planned.outputs.begin(), planned.outputs.end(),
                      [](const Tensor* t) { return t->view_src != nullptr; }));
   BuiltGraph priv = build_ok(desc, true);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   Status s = ga.alloc_graph(*planned.graph);
   if (!s.ok()) fail(planned, "alloc_graph failed: " + s.to_string());
   if (std::string why = check_reuse(*planned.graph, [&](const Buffer* b) { return ga.owns(b); }); !why.empty()) {
@@ -480,7 +480,7 @@ RC_GTEST_PROP(PlannerProperties, RewiredSourceAfterReserveIsReplannedOrFits, (co
   const Rewire r = *rc::gen::elementOf(candidates);
   for (BuiltGraph* b : {&rewired, &ref}) b->graph->node(r.i)->src[r.j] = b->graph->node(r.k);
 
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   Status s = ga.reserve(*orig.graph);
   if (!s.ok()) fail(orig, "reserve failed: " + s.to_string());
   s = ga.alloc_graph(*rewired.graph);
@@ -514,7 +514,7 @@ RC_GTEST_PROP(PlannerProperties, AnotherGraphAfterReserveGrowsEveryChunkItNeeds,
   }
   const size_t max_size = (largest + 31) / 32 * 32 * static_cast<size_t>(*rc::gen::inRange(1, 3));
   SmallHostType small(max_size);
-  GraphAllocator ga(&small);
+  GraphPlanner ga(&small);
   Status s = ga.reserve(*a.graph);
   if (!s.ok()) fail(a, "reserve failed: " + s.to_string());
   s = ga.alloc_graph(*b.graph);

@@ -115,7 +115,7 @@ RC_GTEST_PROP(SchedLifecycleProperties, ReserveKeepsThePinsAndPlansOnce, ()) {
 
   for (const auto& [node, device] : {std::pair{to_gpu, std::string("gpu0")}, std::pair{to_cpu, std::string("cpu")}}) {
     const TensorExplain e = s->sched().explain(s->find_tensor(node));
-    if (e.backend_name != device || e.cause != Cause::kUser) {
+    if (e.backend_name != device || e.cause != Cause::kPinned) {
       RC_FAIL(node + " is on " + e.backend_name + " (" + cause_name(e.cause) + "), pinned to " + device);
     }
   }

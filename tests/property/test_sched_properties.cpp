@@ -410,7 +410,7 @@ RC_GTEST_PROP(SchedProperties, PinnedAndPreallocatedTensorsKeepTheirBackend, ())
   for (const TensorPin& pin : r.prep.config.policy.pins) {
     const Tensor* t = s.find_tensor(pin.tensor);
     const TensorExplain e = s.sched().explain(t);
-    if (e.backend_name != pin.device || e.cause != Cause::kUser) {
+    if (e.backend_name != pin.device || e.cause != Cause::kPinned) {
       fail_case("PinnedAndPreallocatedTensorsKeepTheirBackend", r,
                 pin.tensor + " was pinned to " + pin.device + " but runs on " + e.backend_name + " (cause " +
                     cause_name(e.cause) + ")");

@@ -9,7 +9,7 @@
 #include "tessera/models/llama.h"
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 #include "tessera/graph_copy.h"
 
 using namespace tessera;
@@ -35,7 +35,7 @@ std::map<Op, int> op_counts(const Graph& g) {
 struct CpuModel {
   LlamaGraph m;
   std::unique_ptr<Buffer> weights, cache;
-  std::unique_ptr<GraphAllocator> galloc;
+  std::unique_ptr<GraphPlanner> planner;
 };
 
 CpuModel make_cpu_model(const LlamaConfig& c, uint64_t seed) {
@@ -51,8 +51,8 @@ CpuModel make_cpu_model(const LlamaConfig& c, uint64_t seed) {
   cm.cache = std::move(cb).value();
   Status s = fill_random(cm.m, seed);
   EXPECT_TRUE(s.ok()) << s.to_string();
-  cm.galloc = std::make_unique<GraphAllocator>(cpu::buffer_type());
-  s = cm.galloc->alloc_graph(*cm.m.graph);
+  cm.planner = std::make_unique<GraphPlanner>(cpu::buffer_type());
+  s = cm.planner->alloc_graph(*cm.m.graph);
   EXPECT_TRUE(s.ok()) << s.to_string();
   s = set_inputs(cm.m, default_inputs(c, seed));
   EXPECT_TRUE(s.ok()) << s.to_string();

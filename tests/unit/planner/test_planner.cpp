@@ -10,7 +10,7 @@
 #include "tessera/alloc.h"
 #include "tessera/build.h"
 #include "tessera/cpu.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 #include "tessera/graph_copy.h"
 
 using namespace tessera;
@@ -20,7 +20,7 @@ namespace {
 
 using support::TestBufferType;
 
-std::string overlap(const Graph& g, const GraphAllocator& ga) {
+std::string overlap(const Graph& g, const GraphPlanner& ga) {
   return check::find_overlap(g, [&](const Tensor* t) { return ga.owns(tensor_buffer(*t)); });
 }
 
@@ -83,7 +83,7 @@ TEST(Planner, ReusesMemoryWithoutOverlapAndLeavesExternalTensorsAlone) {
   Mlp m(4);
   std::vector<void*> weight_data;
   for (size_t i = 0; i < m.wctx.tensor_count(); ++i) weight_data.push_back(m.wctx.tensor(i)->data);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.alloc_graph(m.graph).ok());
   EXPECT_EQ(overlap(m.graph, ga), "");
   for (size_t i = 0; i < m.wctx.tensor_count(); ++i) EXPECT_EQ(m.wctx.tensor(i)->data, weight_data[i]);
@@ -100,12 +100,12 @@ TEST(Planner, ReusesMemoryWithoutOverlapAndLeavesExternalTensorsAlone) {
 // position is stale) and planned exactly as in a graph built with it.
 TEST(Planner, APositionIsUsedOnlyWhenItHoldsTheSourcePointer) {
   Mlp m(4);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.reserve(m.graph).ok());
   EXPECT_EQ(ga.index_lookups(), 0u);
   const size_t planned = ga.buffer_size(0);
 
-  GraphAllocator lists(cpu::buffer_type());
+  GraphPlanner lists(cpu::buffer_type());
   ASSERT_TRUE(lists.reserve(GraphNodes(m.graph.nodes(), m.graph.leafs())).ok());
   size_t refs = 0;
   for (const Tensor* n : m.graph.nodes()) {
@@ -125,10 +125,10 @@ TEST(Planner, APositionIsUsedOnlyWhenItHoldsTheSourcePointer) {
   ASSERT_NE(down2, nullptr);
   ASSERT_NE(act0, nullptr);
   down2->src[1] = act0;
-  GraphAllocator stale(cpu::buffer_type());
+  GraphPlanner stale(cpu::buffer_type());
   ASSERT_TRUE(stale.reserve(m.graph).ok());
   EXPECT_GT(stale.index_lookups(), 0u);
-  GraphAllocator looked_up(cpu::buffer_type());  // the same lists, every source looked up by pointer
+  GraphPlanner looked_up(cpu::buffer_type());  // the same lists, every source looked up by pointer
   ASSERT_TRUE(looked_up.reserve(GraphNodes(m.graph.nodes(), m.graph.leafs())).ok());
   // act.0 now lives until the last layer: more memory than before, as much as the lookup-only plan
   EXPECT_GT(stale.buffer_size(0), planned);
@@ -143,7 +143,7 @@ TEST(Planner, APositionIsUsedOnlyWhenItHoldsTheSourcePointer) {
 // node), instead of numbering the tensors wrongly.
 TEST(Planner, ExactPositionsAreTakenAsTheyAreAndCheckedOnRequest) {
   Mlp m(4);
-  GraphAllocator hinted(cpu::buffer_type());
+  GraphPlanner hinted(cpu::buffer_type());
   ASSERT_TRUE(hinted.reserve(m.graph).ok());
   const GraphNodes graph_nodes(m.graph);
   const GraphNodes::Positions* p = graph_nodes.positions();
@@ -153,7 +153,7 @@ TEST(Planner, ExactPositionsAreTakenAsTheyAreAndCheckedOnRequest) {
   const std::vector<int32_t> lvs(p->leaf_view_src.begin(), p->leaf_view_src.end());
   auto exact = [&]() { return GraphNodes(m.graph.nodes(), m.graph.leafs(), {src, nvs, lvs, true}); };
   for (bool check : {false, true}) {
-    GraphAllocator ga(cpu::buffer_type());
+    GraphPlanner ga(cpu::buffer_type());
     ga.set_check_positions(check);
     ASSERT_TRUE(ga.reserve(exact()).ok());
     EXPECT_EQ(ga.index_lookups(), 0u);
@@ -172,7 +172,7 @@ TEST(Planner, ExactPositionsAreTakenAsTheyAreAndCheckedOnRequest) {
       ++unknown;
     }
   }
-  GraphAllocator with_unknown(cpu::buffer_type());
+  GraphPlanner with_unknown(cpu::buffer_type());
   with_unknown.set_check_positions(true);
   ASSERT_TRUE(with_unknown.reserve(exact()).ok());
   EXPECT_EQ(with_unknown.index_lookups(), m.graph.n_nodes() + m.graph.n_leafs() + unknown);
@@ -188,14 +188,14 @@ TEST(Planner, ExactPositionsAreTakenAsTheyAreAndCheckedOnRequest) {
   }
   ASSERT_NE(act0, nullptr);
   m.graph.node(down2)->src[1] = act0;
-  GraphAllocator checked(cpu::buffer_type());
+  GraphPlanner checked(cpu::buffer_type());
   checked.set_check_positions(true);
   const Status s = checked.reserve(exact());
   EXPECT_EQ(s.code(), StatusCode::kFailed);
   EXPECT_NE(s.message().find("down.2"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("source 1"), std::string::npos) << s.message();
   // The same lists as hints: the stale position is looked up, and the plan is right.
-  GraphAllocator as_hints(cpu::buffer_type());
+  GraphPlanner as_hints(cpu::buffer_type());
   ASSERT_TRUE(as_hints.reserve(GraphNodes(m.graph.nodes(), m.graph.leafs(), {src, nvs, lvs, false})).ok());
   EXPECT_GT(as_hints.index_lookups(), 0u);
 }
@@ -205,7 +205,7 @@ TEST(Planner, PlannedGraphComputesLikeOneWithPrivateMemory) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     auto backend = cpu::make_backend({.n_threads = 2});
     Mlp planned(5), priv(5);
-    GraphAllocator ga(cpu::buffer_type());
+    GraphPlanner ga(cpu::buffer_type());
     ASSERT_TRUE(ga.alloc_graph(planned.graph).ok());
     auto own = alloc_ctx_tensors(priv.ctx, *cpu::buffer_type());  // every tensor its own memory
     ASSERT_TRUE(own.ok());
@@ -228,7 +228,7 @@ TEST(Planner, InPlaceOnlyForASingleUseSourceWithTheSameLayout) {
   set_output(*d);
   Graph g;
   ASSERT_TRUE(g.build_forward(d).ok());
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.alloc_graph(g).ok());
   EXPECT_NE(a->data, x->data);
   EXPECT_EQ(b->data, a->data);
@@ -239,12 +239,12 @@ TEST(Planner, InPlaceOnlyForASingleUseSourceWithTheSameLayout) {
 
 // A node computed in place of a view at offset 0 takes over the whole block of the view's root, and frees all of it
 // when it dies (an anchor defect: it recorded only the node's own size, so the tail of the block was never freed).
-// Each placement is checked on its own: kBest would hide a leak in the online walk behind the offline placement,
+// Each packing is checked on its own: kBest would hide a leak in the online walk behind the offline packing,
 // which sizes blocks from their lifetimes. The expected peaks are worked out by hand below.
 TEST(Planner, InPlaceOfASmallerViewFreesTheWholeBlockOfItsRoot) {
-  for (auto placement : {GraphAllocator::Placement::kOnline, GraphAllocator::Placement::kOffline,
-                         GraphAllocator::Placement::kBest}) {
-    SCOPED_TRACE(static_cast<int>(placement));
+  for (auto packing : {GraphPlanner::Packing::kOnline, GraphPlanner::Packing::kOffline,
+                         GraphPlanner::Packing::kBest}) {
+    SCOPED_TRACE(static_cast<int>(packing));
     Context ctx({.no_alloc = true});
     Tensor* x = ctx.new_tensor_1d(Type::kF32, 256);  // 1 KiB, INPUT: lives throughout
     set_input(*x);
@@ -257,8 +257,8 @@ TEST(Planner, InPlaceOfASmallerViewFreesTheWholeBlockOfItsRoot) {
     ASSERT_TRUE(ctx.ok()) << ctx.status().message();
     Graph g;
     ASSERT_TRUE(g.build_forward(c).ok());
-    GraphAllocator ga(cpu::buffer_type());
-    ga.set_placement(placement);
+    GraphPlanner ga(cpu::buffer_type());
+    ga.set_packing(packing);
     const size_t align = cpu::buffer_type()->alignment();
     const size_t small = (4 + align - 1) / align * align;
     auto sizes = ga.reserve_size(g);
@@ -283,7 +283,7 @@ TEST(Planner, OutputsAreNeverReusedAndInputsExistBeforeTheFirstNode) {
   Tensor* e = scale(ctx, c, 3.0f);
   Graph g;
   ASSERT_TRUE(g.build_forward(e).ok());
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.alloc_graph(g).ok());
   EXPECT_NE(b->data, a->data);
   for (Tensor* t : {b, c, e}) EXPECT_NE(t->data, a->data) << t->name;  // (x may hand its block to a: last use)
@@ -303,7 +303,7 @@ TEST(Planner, ViewsKeepTheirSourceAliveUntilTheirLastUse) {
   set_output(*d);
   Graph g;
   ASSERT_TRUE(g.build_forward(d).ok());
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.alloc_graph(g).ok());
   EXPECT_EQ(v->data, static_cast<char*>(a->data) + a->nb[1]);
   EXPECT_EQ(overlap(g, ga), "");
@@ -311,7 +311,7 @@ TEST(Planner, ViewsKeepTheirSourceAliveUntilTheirLastUse) {
 
 TEST(Planner, ReserveThenSmallerGraphNeedsNoReplan) {
   Mlp big(64), small(8);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.reserve(big.graph).ok());
   const size_t reserved = ga.buffer_size(0);
   EXPECT_EQ(ga.needs_replan(small.graph), "");
@@ -328,7 +328,7 @@ TEST(Planner, ReserveThenSmallerGraphNeedsNoReplan) {
 
 TEST(Planner, LargerGraphReplansWithOneTypeAndAsksForReserveWithSeveral) {
   Mlp small(8), big(64);
-  GraphAllocator one(cpu::buffer_type());
+  GraphPlanner one(cpu::buffer_type());
   ASSERT_TRUE(one.reserve(small.graph).ok());
   EXPECT_THAT(one.needs_replan(big.graph), HasSubstr("needs"));
   ASSERT_TRUE(one.alloc_graph(big.graph).ok());
@@ -336,7 +336,7 @@ TEST(Planner, LargerGraphReplansWithOneTypeAndAsksForReserveWithSeveral) {
   EXPECT_EQ(overlap(big.graph, one), "");
 
   TestBufferType other("Other");
-  GraphAllocator two({cpu::buffer_type(), &other});
+  GraphPlanner two({cpu::buffer_type(), &other});
   std::vector<int> node_ids(small.graph.n_nodes(), 0), leaf_ids(small.graph.n_leafs(), 1);
   ASSERT_TRUE(two.reserve_n(small.graph, node_ids, leaf_ids).ok());
   Status s = two.alloc_graph(big.graph);
@@ -364,7 +364,7 @@ TEST(Planner, SameCountsButDifferentWiringIsIncompatible) {
   build(c1, g1, false);
   build(c2, g2, true);
   ASSERT_EQ(g1.n_nodes(), g2.n_nodes());
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.reserve(g1).ok());
   EXPECT_THAT(ga.needs_replan(g2), HasSubstr("not the node/leaf it was at plan time"));
   ASSERT_TRUE(ga.alloc_graph(g2).ok());
@@ -374,7 +374,7 @@ TEST(Planner, SameCountsButDifferentWiringIsIncompatible) {
 
 TEST(Planner, ExternalAllocationChangeIsIncompatible) {
   Mlp a(4), b(4);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.reserve(a.graph).ok());
   EXPECT_EQ(ga.needs_replan(b.graph), "");
   auto xb = cpu::buffer_type()->alloc_buffer(nbytes(*b.x));  // the user places b's input themselves
@@ -402,7 +402,7 @@ TEST(Planner, ChunkGrowthIsNoticedEvenWhenTheTotalDoesNotChange) {
   Graph a, b;
   build(ca, a, 64, 16);  // x: 256 bytes (chunk 0 full), y: 64 (chunk 1), sums in chunk 1
   build(cb, b, 32, 48);  // x: 128 (chunk 0), y: 192 (does not fit beside x: chunk 1), sums in chunk 0
-  GraphAllocator ga(&bt);
+  GraphPlanner ga(&bt);
   ASSERT_TRUE(ga.reserve(a).ok());
   ASSERT_EQ(ga.n_chunks(0), 2);
   const size_t chunk1_before = ga.chunk_buffer(0, 1)->size();
@@ -423,7 +423,7 @@ TEST(Planner, TensorAboveMaxSizeIsAnErrorNamingIt) {
   Tensor* y = scale(ctx, x, 1.0f);
   Graph g;
   ASSERT_TRUE(g.build_forward(y).ok());
-  GraphAllocator ga(&bt);
+  GraphPlanner ga(&bt);
   Status s = ga.reserve(g);
   EXPECT_EQ(s.code(), StatusCode::kAllocFailed);
   EXPECT_THAT(s.message(), HasSubstr("huge_activation"));
@@ -436,7 +436,7 @@ TEST(Planner, AllocationFailuresAreStatusesAndLeakNothing) {
   {
     TestBufferType probe("Flaky", 2048);
     Mlp m(8);  // activations of 1-2 KiB: more than one 2 KiB chunk
-    GraphAllocator ga(&probe);
+    GraphPlanner ga(&probe);
     ASSERT_TRUE(ga.reserve(m.graph).ok());
     n_chunks = ga.n_chunks(0);
   }
@@ -447,7 +447,7 @@ TEST(Planner, AllocationFailuresAreStatusesAndLeakNothing) {
     bt.fail_at = fail_at;
     {
       Mlp m(8);
-      GraphAllocator ga(&bt);
+      GraphPlanner ga(&bt);
       Status s = ga.reserve(m.graph);
       EXPECT_EQ(s.code(), StatusCode::kAllocFailed);
       EXPECT_THAT(s.message(), HasSubstr("injected failure"));
@@ -464,7 +464,7 @@ TEST(Planner, AllocationFailuresAreStatusesAndLeakNothing) {
 
 TEST(Planner, ReserveSizeIsADryRun) {
   Mlp m(32);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   auto sizes = ga.reserve_size(m.graph);
   ASSERT_TRUE(sizes.ok());
   ASSERT_EQ(sizes->size(), 1u);
@@ -478,7 +478,7 @@ TEST(Planner, ReserveSizeIsADryRun) {
 TEST(Planner, SeveralBufferTypesAndBadIds) {
   Mlp m(4);
   TestBufferType other("Other");
-  GraphAllocator ga({cpu::buffer_type(), &other});
+  GraphPlanner ga({cpu::buffer_type(), &other});
   std::vector<int> node_ids(m.graph.n_nodes()), leaf_ids(m.graph.n_leafs(), 0);
   for (size_t i = 0; i < node_ids.size(); ++i) node_ids[i] = static_cast<int>(i % 2);
   ASSERT_TRUE(ga.reserve_n(m.graph, node_ids, leaf_ids).ok());
@@ -499,7 +499,7 @@ TEST(Planner, SeveralBufferTypesAndBadIds) {
 TEST(Planner, ReservingTheSameGraphTwiceThenComputing) {
   auto backend = cpu::make_backend({.n_threads = 1});
   Mlp m(6), ref(6);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.reserve(m.graph).ok());
   ASSERT_TRUE(ga.alloc_graph(m.graph).ok());
   ASSERT_TRUE(ga.reserve(m.graph).ok());  // tensors already placed by this planner are not "external"
@@ -552,7 +552,7 @@ TEST(Planner, ScriptedAllocationFailuresOnEveryChunk) {
   {
     NiceMock<MockBufferType> probe;
     ON_CALL(probe, do_alloc_buffer(_)).WillByDefault([&](size_t n) { return probe.real(n); });
-    GraphAllocator ga(&probe);
+    GraphPlanner ga(&probe);
     ASSERT_TRUE(ga.reserve(m.graph).ok());
     chunks = static_cast<size_t>(ga.n_chunks(0));
   }
@@ -568,7 +568,7 @@ TEST(Planner, ScriptedAllocationFailuresOnEveryChunk) {
         .InSequence(seq)
         .WillOnce(::testing::Return(::testing::ByMove(
             Result<std::unique_ptr<Buffer>>(Status(StatusCode::kAllocFailed, "scripted out of memory")))));
-    GraphAllocator ga(&bt);
+    GraphPlanner ga(&bt);
     Status s = ga.reserve(m.graph);
     EXPECT_EQ(s.code(), StatusCode::kAllocFailed);
     EXPECT_THAT(s.message(), HasSubstr("scripted out of memory"));
@@ -612,12 +612,12 @@ struct OutsideSource {
 // and placing the same graph again keeps every tensor where it is. Worked out by hand: x (pinned) 1 KiB, copy 1 KiB,
 // s one alignment unit, then c in the block copy left: 2 KiB + s.
 TEST(Planner, ASourceReplacedByATensorOutsideTheGraphIsPlacedWithItsUserAndFreedAfterIt) {
-  for (auto placement : {GraphAllocator::Placement::kOnline, GraphAllocator::Placement::kOffline,
-                         GraphAllocator::Placement::kBest}) {
-    SCOPED_TRACE(static_cast<int>(placement));
+  for (auto packing : {GraphPlanner::Packing::kOnline, GraphPlanner::Packing::kOffline,
+                         GraphPlanner::Packing::kBest}) {
+    SCOPED_TRACE(static_cast<int>(packing));
     OutsideSource o;
-    GraphAllocator ga(cpu::buffer_type());
-    ga.set_placement(placement);
+    GraphPlanner ga(cpu::buffer_type());
+    ga.set_packing(packing);
     const size_t align = cpu::buffer_type()->alignment();
     auto sizes = ga.reserve_size(o.graph);
     ASSERT_TRUE(sizes.ok()) << sizes.status().to_string();
@@ -638,7 +638,7 @@ TEST(Planner, ASourceReplacedByATensorOutsideTheGraphIsPlacedWithItsUserAndFreed
 }
 
 // A user computing in place of an outside source takes over its block; the source must still be placed there (it
-// was left unplaced when its placement was recorded only after the in-place step), and the graph computes the values
+// was left unplaced when its offset was recorded only after the in-place step), and the graph computes the values
 // written into it.
 TEST(Planner, AnOutsideSourceWhoseUserComputesInPlaceOfItIsPlaced) {
   Context ctx({.no_alloc = true});
@@ -654,7 +654,7 @@ TEST(Planner, AnOutsideSourceWhoseUserComputesInPlaceOfItIsPlaced) {
   Tensor* copy = cctx.new_tensor_1d(Type::kF32, 64);
   set_name(*copy, "x_copy");
   a->src[0] = copy;
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.alloc_graph(g).ok());
   ASSERT_NE(copy->data, nullptr);
   EXPECT_TRUE(ga.owns(copy->buffer));
@@ -679,9 +679,9 @@ TEST(Planner, AnOutsideSourceWhoseUserComputesInPlaceOfItIsPlaced) {
 // first user may share its bytes. Here `a` dies (in place into b) before the copy's user d runs; a block freed by the
 // walk must not go to the copy.
 TEST(Planner, AnOutsideSourceIsLiveFromTheStartLikeALeaf) {
-  for (auto placement : {GraphAllocator::Placement::kOnline, GraphAllocator::Placement::kOffline,
-                         GraphAllocator::Placement::kBest}) {
-    SCOPED_TRACE(static_cast<int>(placement));
+  for (auto packing : {GraphPlanner::Packing::kOnline, GraphPlanner::Packing::kOffline,
+                         GraphPlanner::Packing::kBest}) {
+    SCOPED_TRACE(static_cast<int>(packing));
     Context ctx({.no_alloc = true});
     Tensor* x = ctx.new_tensor_1d(Type::kF32, 64);
     set_input(*x);
@@ -697,8 +697,8 @@ TEST(Planner, AnOutsideSourceIsLiveFromTheStartLikeALeaf) {
     Tensor* copy = cctx.new_tensor_1d(Type::kF32, 64);
     set_name(*copy, "y_copy");
     d->src[0] = copy;
-    GraphAllocator ga(cpu::buffer_type());
-    ga.set_placement(placement);
+    GraphPlanner ga(cpu::buffer_type());
+    ga.set_packing(packing);
     ASSERT_TRUE(ga.alloc_graph(g).ok());
     EXPECT_NE(copy->data, a->data);
     EXPECT_EQ(overlap(g, ga), "");
@@ -720,7 +720,7 @@ TEST(Planner, AnOutsideSourceIsLiveFromTheStartLikeALeaf) {
 
 TEST(Planner, AnOutsideSourceThatBecameExternalSincePlanningIsIncompatible) {
   OutsideSource o;
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.reserve(o.graph).ok());
   auto own = alloc_ctx_tensors(o.cctx, *cpu::buffer_type());  // the caller places the copy itself
   ASSERT_TRUE(own.ok());
@@ -754,7 +754,7 @@ TEST(Planner, AnOutsideViewOfACallersTensorStaysInTheCallersBuffer) {
   Context vctx({.no_alloc = true});
   Tensor* row = view_1d(vctx, table, 64, 2 * table->nb[1]);
   a->src[0] = row;
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   auto sizes = ga.reserve_size(g);
   ASSERT_TRUE(sizes.ok());
   EXPECT_EQ((*sizes)[0], 2 * 256u);  // x and a (c in place of a): nothing for row or table
@@ -791,7 +791,7 @@ TEST(Planner, ATensorNoLongerExternalSincePlanningIsIncompatible) {
   std::unique_ptr<Buffer> wbuf;
   build(c1, w1, placed, &wbuf);
   build(c2, w2, unplaced, nullptr);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.reserve(placed).ok());
   EXPECT_THAT(ga.needs_replan(unplaced), HasSubstr("w"));
   EXPECT_THAT(ga.needs_replan(unplaced), HasSubstr("is no longer externally allocated since the plan"));
@@ -817,7 +817,7 @@ TEST(Planner, ANodeThatChangedBetweenViewAndNotIsIncompatible) {
   build(c2, without, false);
   ASSERT_EQ(with_view.n_nodes(), without.n_nodes());
   ASSERT_EQ(with_view.n_leafs(), without.n_leafs());
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.reserve(with_view).ok());
   const std::string why = ga.needs_replan(without);
   EXPECT_THAT(why, HasSubstr("flat"));
@@ -829,25 +829,25 @@ TEST(Planner, ANodeThatChangedBetweenViewAndNotIsIncompatible) {
 
 TEST(Planner, NeedsReplanWithoutAPlanSaysReserveFirst) {
   Mlp m(4);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   EXPECT_EQ(ga.needs_replan(m.graph), "no plan (reserve first)");
   ASSERT_TRUE(ga.reserve(m.graph).ok());
   EXPECT_EQ(ga.needs_replan(m.graph), "");
   TestBufferType tiny("Tiny", 64);  // a failed reserve drops the plan
-  GraphAllocator small(&tiny);
+  GraphPlanner small(&tiny);
   EXPECT_FALSE(small.reserve(m.graph).ok());
   EXPECT_EQ(small.needs_replan(m.graph), "no plan (reserve first)");
 }
 
 TEST(Planner, NoBufferTypesANullTypeOrAWrongLeafIdCountAreInvalidArguments) {
   Mlp m(4);
-  GraphAllocator none(std::vector<BufferType*>{});
+  GraphPlanner none(std::vector<BufferType*>{});
   Status s = none.reserve(m.graph);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("no buffer types"));
   EXPECT_FALSE(none.has_plan());
 
-  GraphAllocator null_type(static_cast<BufferType*>(nullptr));
+  GraphPlanner null_type(static_cast<BufferType*>(nullptr));
   s = null_type.alloc_graph(m.graph);  // one type: alloc_graph plans by itself, and fails the same way
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("null buffer type"));
@@ -857,7 +857,7 @@ TEST(Planner, NoBufferTypesANullTypeOrAWrongLeafIdCountAreInvalidArguments) {
   for (Tensor* n : m.graph.nodes()) EXPECT_EQ(n->buffer, nullptr);
 
   TestBufferType other("Other");
-  GraphAllocator two({cpu::buffer_type(), &other});
+  GraphPlanner two({cpu::buffer_type(), &other});
   std::vector<int> node_ids(m.graph.n_nodes(), 0), leaf_ids(m.graph.n_leafs() + 1, 1);
   s = two.reserve_n(m.graph, node_ids, leaf_ids);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
@@ -870,12 +870,12 @@ TEST(Planner, SetReplicasIgnoresAnUnknownTypeIdOrACountBelowOne) {
   Mlp m(4);
   TestBufferType other("Other");
   std::vector<int> node_ids(m.graph.n_nodes(), 1), leaf_ids(m.graph.n_leafs(), 0);
-  GraphAllocator plain({cpu::buffer_type(), &other});
+  GraphPlanner plain({cpu::buffer_type(), &other});
   auto single = plain.reserve_size(m.graph, node_ids, leaf_ids);
   ASSERT_TRUE(single.ok());
   ASSERT_GT((*single)[1], 0u);
 
-  GraphAllocator ga({cpu::buffer_type(), &other});
+  GraphPlanner ga({cpu::buffer_type(), &other});
   ga.set_replicas(1, 3);
   ga.set_replicas(2, 4);   // no buffer type id 2
   ga.set_replicas(-1, 4);  // nor -1
@@ -895,7 +895,7 @@ TEST(Planner, SetReplicasIgnoresAnUnknownTypeIdOrACountBelowOne) {
 // other replica's buffers) to the same chunk and offset in that replica's buffers, and back again.
 TEST(Planner, PlacingAnotherReplicaMovesTensorsToTheSameOffsetsInItsBuffers) {
   Mlp m(4);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ga.set_replicas(0, 2);
   ASSERT_TRUE(ga.reserve(m.graph).ok());
   ASSERT_NE(ga.chunk_buffer(0, 0, 0), ga.chunk_buffer(0, 0, 1));
@@ -947,7 +947,7 @@ TEST(Planner, AViewFollowsItsRootIntoAnotherReplica) {
   set_output(*c);
   Graph g;
   ASSERT_TRUE(g.build_forward(c).ok());
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ga.set_replicas(0, 2);
   ASSERT_TRUE(ga.reserve(g).ok());
   for (int replica : {0, 1, 0}) {
@@ -965,7 +965,7 @@ TEST(Planner, AViewFollowsItsRootIntoAnotherReplica) {
 // buffer, and tensors placed by the earlier alloc_graph move to their new offsets in it.
 TEST(Planner, AReplanInsideTheReservedBufferMovesPlacedTensorsWithinIt) {
   Mlp big(64), small(8);
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   ASSERT_TRUE(ga.reserve(big.graph).ok());
   ASSERT_EQ(ga.n_chunks(0), 1);
   const Buffer* buffer = ga.chunk_buffer(0, 0);
@@ -1005,7 +1005,7 @@ TEST(Planner, ATensorTheBufferRefusesFailsThePlacementWithItsStatus) {
     TestBufferType bt("Refusing");
     bt.refuse_tensor = refused;
     {
-      GraphAllocator ga(&bt);
+      GraphPlanner ga(&bt);
       ASSERT_TRUE(ga.reserve(o.graph).ok());
       Status s = ga.alloc_graph(o.graph);
       EXPECT_EQ(s.code(), StatusCode::kUnsupported);
@@ -1037,12 +1037,12 @@ TEST(Planner, ANodeReadBeforeItIsComputedIsAnErrorNamingIt) {
   ASSERT_TRUE(ctx.ok());
   {  // in order: fine
     std::vector<Tensor*> nodes{a, b, c}, leafs{x};
-    GraphAllocator ga(cpu::buffer_type());
+    GraphPlanner ga(cpu::buffer_type());
     EXPECT_TRUE(ga.reserve(GraphNodes(nodes, leafs)).ok());
   }
   // b reads a, but a is listed after b
   std::vector<Tensor*> nodes{b, a, c}, leafs{x};
-  GraphAllocator ga(cpu::buffer_type());
+  GraphPlanner ga(cpu::buffer_type());
   const Status s = ga.reserve(GraphNodes(nodes, leafs));
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);

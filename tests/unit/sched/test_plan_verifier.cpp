@@ -126,7 +126,7 @@ TEST_F(PlanVerifierTest, Pass1InputOffTheLastBackend) {
 TEST_F(PlanVerifierTest, Pass1TensorWithMemoryOnABackendThatCannotUseIt) {
   decoder_graph();
   run_passes(1);
-  plan.set(w1, kCpu, Cause::kDst);  // w1 is in GPU1's memory
+  plan.set(w1, kCpu, Cause::kHasBuffer);  // w1 is in GPU1's memory
   const std::string v = fresh(1);
   EXPECT_THAT(v, HasSubstr("1.dst: a tensor with memory runs on a backend that can use it"));
   EXPECT_THAT(v, HasSubstr("'w1'"));
@@ -156,10 +156,10 @@ TEST_F(PlanVerifierTest, Pass1WeightCauseOnABackendThatCannotUseTheWeight) {
 
 TEST_F(PlanVerifierTest, APinNeverMoves) {
   decoder_graph();
-  plan.set(h, kGpu0, Cause::kUser);
+  plan.set(h, kGpu0, Cause::kPinned);
   run_passes(2);
   pass3_upgrade(plan, graph, bs);
-  plan.set(h, kGpu1, Cause::kUpgrade);
+  plan.set(h, kGpu1, Cause::kUpgraded);
   const std::string v = verifier.check(3, plan, graph, bs, opt);
   EXPECT_THAT(v, HasSubstr("a pin never moves"));
   EXPECT_THAT(v, HasSubstr("'h'"));
@@ -170,7 +170,7 @@ TEST_F(PlanVerifierTest, Pass2ChangesAnAssignedNode) {
   decoder_graph();
   run_passes(1);
   pass2_expand(plan, graph, bs);
-  plan.set(f, kGpu1, Cause::kExpand);  // pass 1 put it on the CPU (its weight)
+  plan.set(f, kGpu1, Cause::kExpanded);  // pass 1 put it on the CPU (its weight)
   const std::string v = verifier.check(2, plan, graph, bs, opt);
   EXPECT_THAT(v, HasSubstr("2.exp: pass 2 only assigns unassigned computed nodes"));
   EXPECT_THAT(v, HasSubstr("'f'"));
@@ -181,7 +181,7 @@ TEST_F(PlanVerifierTest, Pass3UpgradesAcrossComputeBufferTypes) {
   run_passes(2);
   pass3_upgrade(plan, graph, bs);
   ASSERT_EQ(plan.backend_of(p), kCpu);
-  plan.set(p, kGpu0, Cause::kUpgrade);  // GPU0 computes in another buffer type than the CPU
+  plan.set(p, kGpu0, Cause::kUpgraded);  // GPU0 computes in another buffer type than the CPU
   const std::string v = verifier.check(3, plan, graph, bs, opt);
   EXPECT_THAT(v, HasSubstr("3.best / 3.upg"));
   EXPECT_THAT(v, HasSubstr("'p'"));
@@ -211,7 +211,7 @@ TEST_F(PlanVerifierTest, Pass4SourceWithoutABackend) {
 TEST_F(PlanVerifierTest, Pass4NodeOnABackendThatRefusesIt) {
   decoder_graph();
   run_passes(4);
-  plan.set(p, kGpu1, Cause::kExpand);  // GPU1 refuses SOFT_MAX
+  plan.set(p, kGpu1, Cause::kExpanded);  // GPU1 refuses SOFT_MAX
   const std::string v = fresh(4);
   EXPECT_THAT(v, HasSubstr("every computed node runs on a backend that supports it"));
   EXPECT_THAT(v, HasSubstr("'p'"));
@@ -220,8 +220,8 @@ TEST_F(PlanVerifierTest, Pass4NodeOnABackendThatRefusesIt) {
 TEST_F(PlanVerifierTest, Pass4ViewAwayFromItsSource) {
   decoder_graph();
   run_passes(4);
-  ASSERT_EQ(plan.cause_of(r), Cause::kViewOfSrc);
-  plan.set(r, kCpu, Cause::kViewOfSrc);  // q is on GPU1
+  ASSERT_EQ(plan.cause_of(r), Cause::kViewOfSource);
+  plan.set(r, kCpu, Cause::kViewOfSource);  // q is on GPU1
   const std::string v = fresh(4);
   EXPECT_THAT(v, HasSubstr("4.vsrc: a view placed by pass 4 is on its source's backend"));
   EXPECT_THAT(v, HasSubstr("'r'"));
@@ -235,7 +235,7 @@ TEST_F(PlanVerifierTest, Pass4WriterAwayFromItsDestination) {
   build(named(scale(ctx, c1, 1.0f), "out"));
   run_passes(4);
   ASSERT_EQ(plan.backend_of(c1), plan.backend_of(cache));
-  plan.set(c1, plan.backend_of(cache) == kGpu0 ? kGpu1 : kGpu0, Cause::kViewOfSrc);
+  plan.set(c1, plan.backend_of(cache) == kGpu0 ? kGpu1 : kGpu0, Cause::kViewOfSource);
   const std::string v = fresh(4);
   EXPECT_THAT(v, HasSubstr("a node that writes into a tensor runs where that tensor lives"));
   EXPECT_THAT(v, HasSubstr("'c1'"));
@@ -278,7 +278,7 @@ TEST_F(PlanVerifierTest, Pass5NodeOffItsSplitsBackend) {
   decoder_graph();
   run_passes(5);
   ASSERT_EQ(plan.backend_of(out), kCpu);
-  plan.set(out, kGpu0, Cause::kExpand);
+  plan.set(out, kGpu0, Cause::kExpanded);
   const std::string v = fresh(5);
   EXPECT_THAT(v, HasSubstr("a split's computed nodes run on its backend"));
   EXPECT_THAT(v, HasSubstr("'out'"));
@@ -349,7 +349,7 @@ TEST_F(PlanVerifierTest, Pass5ChangesAnAssignment) {
   run_passes(4);
   plan.copy_ctx = std::make_unique<Context>(ContextParams{.no_alloc = true});
   ASSERT_TRUE(pass5_splits(plan, graph, bs, opt).ok());
-  plan.set(w2, kGpu0, Cause::kDst);
+  plan.set(w2, kGpu0, Cause::kHasBuffer);
   const std::string v = verifier.check(5, plan, graph, bs, opt);
   EXPECT_THAT(v, HasSubstr("pass 5 changes no assignment"));
   EXPECT_THAT(v, HasSubstr("'w2'"));

@@ -13,7 +13,7 @@
 #include "unit/sim/sim_fixture.h"
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 #include "tessera/graph_copy.h"
 #include "tessera/sched.h"
 #include "tessera/harness/allocate.h"
@@ -55,8 +55,8 @@ std::vector<std::vector<float>> cpu_reference(const LlamaConfig& c, uint64_t mod
   auto wb = alloc_ctx_tensors(*m.weights_ctx, *cpu::buffer_type()).value();
   auto cb = alloc_ctx_tensors(*m.cache_ctx, *cpu::buffer_type()).value();
   EXPECT_TRUE(fill_random(m, model_seed).ok());
-  GraphAllocator galloc(cpu::buffer_type());
-  EXPECT_TRUE(galloc.alloc_graph(*m.graph).ok());
+  GraphPlanner planner(cpu::buffer_type());
+  EXPECT_TRUE(planner.alloc_graph(*m.graph).ok());
   auto backend = cpu::make_backend({.n_threads = 1});
   std::vector<std::vector<float>> out;
   for (int e = 0; e < n_eval; ++e) {

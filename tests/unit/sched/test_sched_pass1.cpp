@@ -28,8 +28,8 @@ TEST_F(SchedPass1, DstLeafTakesTheBackendOfItsBufferType) {
   Tensor* out = named(add(ctx, s, c), "out");
   build(out);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(a, kGpu1, Cause::kDst));
-  EXPECT_TRUE(Assigned(b, kCpu, Cause::kDst));
+  EXPECT_TRUE(Assigned(a, kGpu1, Cause::kHasBuffer));
+  EXPECT_TRUE(Assigned(b, kCpu, Cause::kHasBuffer));
   // no buffer, no flag, no weight: left for the later passes (a buffer of usage ANY is not a weight)
   EXPECT_TRUE(Unassigned(c));
   EXPECT_TRUE(Unassigned(s));
@@ -45,9 +45,9 @@ TEST_F(SchedPass1, DstIsTheHighestPriorityBackendSupportingTheBufferTypeAndTheOp
   place(cpu_buft, {x, n1, n2});  // nodes pre-allocated by the user
   build(n2);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(x, kGpu1, Cause::kDst));
-  EXPECT_TRUE(Assigned(n1, kGpu1, Cause::kDst));
-  EXPECT_TRUE(Assigned(n2, kCpu, Cause::kDst));  // GPU1 can use the buffer but not run the op
+  EXPECT_TRUE(Assigned(x, kGpu1, Cause::kHasBuffer));
+  EXPECT_TRUE(Assigned(n1, kGpu1, Cause::kHasBuffer));
+  EXPECT_TRUE(Assigned(n2, kCpu, Cause::kHasBuffer));  // GPU1 can use the buffer but not run the op
 }
 
 TEST_F(SchedPass1, DstComesBeforeTheInputFlagAndWeights) {
@@ -60,9 +60,9 @@ TEST_F(SchedPass1, DstComesBeforeTheInputFlagAndWeights) {
   place(cpu_buft, {y});
   build(y);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(in, kGpu0, Cause::kDst));  // not the last backend: its memory is on GPU0
-  EXPECT_TRUE(Assigned(w, kGpu1, Cause::kDst));   // a weight leaf is placed by its own buffer
-  EXPECT_TRUE(Assigned(y, kCpu, Cause::kDst));    // its own buffer, not its weight, decides
+  EXPECT_TRUE(Assigned(in, kGpu0, Cause::kHasBuffer));  // not the last backend: its memory is on GPU0
+  EXPECT_TRUE(Assigned(w, kGpu1, Cause::kHasBuffer));   // a weight leaf is placed by its own buffer
+  EXPECT_TRUE(Assigned(y, kCpu, Cause::kHasBuffer));    // its own buffer, not its weight, decides
 }
 
 // ---- 2. view_src ----
@@ -81,11 +81,11 @@ TEST_F(SchedPass1, ViewsAndViewsOfViewsTakeTheirSourcesBufferBackend) {
   ASSERT_EQ(v4->buffer, kv->buffer);
   build(out);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(kv, kGpu1, Cause::kDst));
-  EXPECT_TRUE(Assigned(v1, kGpu1, Cause::kViewSrc));
-  EXPECT_TRUE(Assigned(v2, kGpu1, Cause::kViewSrc));
-  EXPECT_TRUE(Assigned(v3, kGpu1, Cause::kViewSrc));
-  EXPECT_TRUE(Assigned(v4, kGpu1, Cause::kViewSrc));
+  EXPECT_TRUE(Assigned(kv, kGpu1, Cause::kHasBuffer));
+  EXPECT_TRUE(Assigned(v1, kGpu1, Cause::kViewSourceHasBuffer));
+  EXPECT_TRUE(Assigned(v2, kGpu1, Cause::kViewSourceHasBuffer));
+  EXPECT_TRUE(Assigned(v3, kGpu1, Cause::kViewSourceHasBuffer));
+  EXPECT_TRUE(Assigned(v4, kGpu1, Cause::kViewSourceHasBuffer));
   EXPECT_TRUE(Unassigned(out));
 }
 
@@ -101,9 +101,9 @@ TEST_F(SchedPass1, ViewSrcIsTheHighestPriorityBackendSupportingTheBufferTypeAndT
   Tensor* out = named(add(ctx, store, x), "out");
   build({out, look});
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(cache, kGpu1, Cause::kDst));
-  EXPECT_TRUE(Assigned(store, kCpu, Cause::kViewSrc));  // GPU1 can use the memory but refuses CPY
-  EXPECT_TRUE(Assigned(look, kGpu1, Cause::kViewSrc));
+  EXPECT_TRUE(Assigned(cache, kGpu1, Cause::kHasBuffer));
+  EXPECT_TRUE(Assigned(store, kCpu, Cause::kViewSourceHasBuffer));  // GPU1 can use the memory but refuses CPY
+  EXPECT_TRUE(Assigned(look, kGpu1, Cause::kViewSourceHasBuffer));
   EXPECT_TRUE(Unassigned(x));
 }
 
@@ -180,8 +180,8 @@ TEST_F(SchedPass1, LastBackendIsTheCpuWhateverTheNumberOfBackends) {
   build({y, z});
   ASSERT_TRUE(run().ok());
   EXPECT_TRUE(Assigned(in, 1, Cause::kInput));
-  EXPECT_TRUE(Assigned(w, 1, Cause::kDst));
-  EXPECT_TRUE(Assigned(y, 0, Cause::kOffload));
+  EXPECT_TRUE(Assigned(w, 1, Cause::kHasBuffer));
+  EXPECT_TRUE(Assigned(y, 0, Cause::kOpOffload));
   EXPECT_TRUE(Assigned(z, 1, Cause::kWeight));
 }
 
@@ -195,7 +195,7 @@ TEST_F(SchedPass1, WeightDecidesTheBackendOfTheOpUsingIt) {
   Tensor* y = named(mul_mat(ctx, w, x), "y");
   build(y);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(w, kGpu1, Cause::kDst));
+  EXPECT_TRUE(Assigned(w, kGpu1, Cause::kHasBuffer));
   EXPECT_TRUE(Assigned(y, kGpu1, Cause::kWeight));
   EXPECT_TRUE(Unassigned(x));
 }
@@ -214,7 +214,7 @@ TEST_F(SchedPass1, FirstWeightsSourceDecides) {
   ASSERT_TRUE(run().ok());
   EXPECT_TRUE(Assigned(s, kGpu1, Cause::kWeight));
   EXPECT_TRUE(Assigned(t, kGpu0, Cause::kWeight));
-  EXPECT_TRUE(Assigned(act, kGpu0, Cause::kDst));
+  EXPECT_TRUE(Assigned(act, kGpu0, Cause::kHasBuffer));
   EXPECT_TRUE(Assigned(u, kGpu1, Cause::kWeight));  // the first WEIGHTS source, not the first source with a buffer
 }
 
@@ -226,7 +226,7 @@ TEST_F(SchedPass1, WeightSeenThroughAView) {
   Tensor* y = named(mul_mat(ctx, wv, x), "y");
   build(y);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(wv, kGpu1, Cause::kViewSrc));
+  EXPECT_TRUE(Assigned(wv, kGpu1, Cause::kViewSourceHasBuffer));
   EXPECT_TRUE(Assigned(y, kGpu1, Cause::kWeight));
 }
 
@@ -239,7 +239,7 @@ TEST_F(SchedPass1, WeightInHostMemoryAHigherBackendCanUseIsNotAnOffload) {
   Tensor* y = named(mul_mat(ctx, w, x), "y");
   build(y);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(w, kGpu1, Cause::kDst));
+  EXPECT_TRUE(Assigned(w, kGpu1, Cause::kHasBuffer));
   EXPECT_TRUE(Assigned(y, kGpu1, Cause::kWeight));
 }
 
@@ -252,8 +252,8 @@ TEST_F(SchedPass1, WeightNoBackendCanRunWithLeavesTheOpUnassigned) {
   Tensor* y = named(mul_mat(ctx, w, x), "y");
   build(y);
   ASSERT_TRUE(run().ok());  // only a tensor's own (or its view source's) memory can make an error
-  EXPECT_TRUE(Assigned(w, kGpu1, Cause::kDst));
-  EXPECT_TRUE(Assigned(x, kGpu0, Cause::kDst));
+  EXPECT_TRUE(Assigned(w, kGpu1, Cause::kHasBuffer));
+  EXPECT_TRUE(Assigned(x, kGpu0, Cause::kHasBuffer));
   EXPECT_TRUE(Unassigned(y));
 }
 
@@ -271,9 +271,9 @@ TEST_F(SchedPass1, OffloadGoesToTheHighestPriorityBackendThatSupportsAndWantsThe
   Tensor* r = named(add(ctx, w, x), "r");  // nobody wants to offload ADD
   build({y, z, r});
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(w, kCpu, Cause::kDst));
-  EXPECT_TRUE(Assigned(y, kGpu1, Cause::kOffload));
-  EXPECT_TRUE(Assigned(z, kGpu0, Cause::kOffload));
+  EXPECT_TRUE(Assigned(w, kCpu, Cause::kHasBuffer));
+  EXPECT_TRUE(Assigned(y, kGpu1, Cause::kOpOffload));
+  EXPECT_TRUE(Assigned(z, kGpu0, Cause::kOpOffload));
   EXPECT_TRUE(Assigned(r, kCpu, Cause::kWeight));
 }
 
@@ -291,7 +291,7 @@ TEST_F(SchedPass1, OffloadRequiresSupportsOp) {
   Tensor* z = named(mul(ctx, x, w), "z");
   build({y, z});
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(y, kGpu1, Cause::kOffload));  // GPU0 wants it but refuses it: the next one
+  EXPECT_TRUE(Assigned(y, kGpu1, Cause::kOpOffload));  // GPU0 wants it but refuses it: the next one
   EXPECT_TRUE(Assigned(z, kCpu, Cause::kWeight));    // only GPU0 wants it, and it refuses it: stays on the CPU
 }
 
@@ -305,7 +305,7 @@ TEST_F(SchedPass1, NoOffloadFromANonHostWeightBufferOfTheCpu) {
   Tensor* y = named(mul_mat(ctx, w, x), "y");
   build(y);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(w, kCpu, Cause::kDst));
+  EXPECT_TRUE(Assigned(w, kCpu, Cause::kHasBuffer));
   EXPECT_TRUE(Assigned(y, kCpu, Cause::kWeight));
 }
 
@@ -317,8 +317,8 @@ TEST_F(SchedPass1, OffloadFromAnyHostBufferTypeOfTheLastBackend) {
   Tensor* y = named(mul_mat(ctx, w, x), "y");
   build(y);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(w, kCpu, Cause::kDst));
-  EXPECT_TRUE(Assigned(y, kGpu0, Cause::kOffload));
+  EXPECT_TRUE(Assigned(w, kCpu, Cause::kHasBuffer));
+  EXPECT_TRUE(Assigned(y, kGpu0, Cause::kOpOffload));
 }
 
 TEST_F(SchedPass1, NoOffloadWhenOpOffloadIsOff) {
@@ -355,10 +355,10 @@ TEST_F(SchedPass1, RopeFrequencyFactorsDoNotDecide) {
   Tensor* m = named(mul(ctx, ctx.new_tensor_2d(Type::kF32, 4, 2), ff), "m");
   build({r, m});
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(ff, kCpu, Cause::kDst));
+  EXPECT_TRUE(Assigned(ff, kCpu, Cause::kHasBuffer));
   EXPECT_TRUE(Assigned(pos, kCpu, Cause::kInput));
   EXPECT_TRUE(Unassigned(r));
-  EXPECT_TRUE(Assigned(m, kGpu0, Cause::kOffload));
+  EXPECT_TRUE(Assigned(m, kGpu0, Cause::kOpOffload));
 }
 
 TEST_F(SchedPass1, FlashAttentionSinksDoNotDecide) {
@@ -376,7 +376,7 @@ TEST_F(SchedPass1, FlashAttentionSinksDoNotDecide) {
   no_offload.op_offload = false;
   build(fa);
   ASSERT_TRUE(run(no_offload).ok());
-  EXPECT_TRUE(Assigned(sinks, kCpu, Cause::kDst));
+  EXPECT_TRUE(Assigned(sinks, kCpu, Cause::kHasBuffer));
   EXPECT_TRUE(Unassigned(fa));  // not CPU [weight]
   plan = SchedPlan{};
   ASSERT_TRUE(run().ok());
@@ -395,15 +395,15 @@ TEST_F(SchedPass1, UserPinsAreKept) {
   refuse(kGpu1, Op::kRmsNorm);
   place(gpu1_buft, {bad});  // would be a scheduling error, but the user decided
   build(bad);
-  plan.set(in, kGpu1, Cause::kUser);
-  plan.set(w, kCpu, Cause::kUser);
-  plan.set(y, kGpu0, Cause::kUser);
-  plan.set(bad, kCpu, Cause::kUser);
+  plan.set(in, kGpu1, Cause::kPinned);
+  plan.set(w, kCpu, Cause::kPinned);
+  plan.set(y, kGpu0, Cause::kPinned);
+  plan.set(bad, kCpu, Cause::kPinned);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(in, kGpu1, Cause::kUser));
-  EXPECT_TRUE(Assigned(w, kCpu, Cause::kUser));
-  EXPECT_TRUE(Assigned(y, kGpu0, Cause::kUser));
-  EXPECT_TRUE(Assigned(bad, kCpu, Cause::kUser));
+  EXPECT_TRUE(Assigned(in, kGpu1, Cause::kPinned));
+  EXPECT_TRUE(Assigned(w, kCpu, Cause::kPinned));
+  EXPECT_TRUE(Assigned(y, kGpu0, Cause::kPinned));
+  EXPECT_TRUE(Assigned(bad, kCpu, Cause::kPinned));
 }
 
 // ---- compute buffers count as "no buffer" ----
@@ -543,14 +543,14 @@ TEST_P(SchedPass1Questions, EveryCapabilityQuestionIsAskedAtMostOncePerSplit) {
   Tensor* h7 = named(scale(ctx, h6, 2.0f), "h7");       // GPU1 refuses SCALE
   Tensor* out = named(mul(ctx, h7, w_out), "out");
   build(out);
-  plan.set(h4, kGpu0, Cause::kUser);
+  plan.set(h4, kGpu0, Cause::kPinned);
   ASSERT_TRUE(run().ok());
   pass2_expand(plan, graph, bs);
   pass3_upgrade(plan, graph, bs);
   ASSERT_TRUE(pass4_sources(plan, graph, bs).ok());
-  EXPECT_TRUE(Assigned(h1, kGpu1, Cause::kOffload));
+  EXPECT_TRUE(Assigned(h1, kGpu1, Cause::kOpOffload));
   EXPECT_TRUE(Assigned(h2, kGpu0, Cause::kWeight));
-  EXPECT_TRUE(Assigned(h4, kGpu0, Cause::kUser));
+  EXPECT_TRUE(Assigned(h4, kGpu0, Cause::kPinned));
   EXPECT_TRUE(Assigned(h6, kGpu1, Cause::kWeight));
   EXPECT_NE(plan.backend_of(h3), kGpu0);
   EXPECT_NE(plan.backend_of(h3), kGpu1);

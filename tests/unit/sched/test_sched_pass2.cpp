@@ -32,11 +32,11 @@ TEST_F(SchedPass2, GpuRunGrowsForwardThenBackwardOverTheChain) {
   auto n = chain(6);
   plan.set(n[2], kGpu1, Cause::kWeight);
   run();
-  EXPECT_TRUE(Assigned(n[0], kGpu1, Cause::kExpand));  // sweep 2 (backward)
-  EXPECT_TRUE(Assigned(n[1], kGpu1, Cause::kExpand));
+  EXPECT_TRUE(Assigned(n[0], kGpu1, Cause::kExpanded));  // sweep 2 (backward)
+  EXPECT_TRUE(Assigned(n[1], kGpu1, Cause::kExpanded));
   EXPECT_TRUE(Assigned(n[2], kGpu1, Cause::kWeight));  // assigned nodes are never changed
-  EXPECT_TRUE(Assigned(n[3], kGpu1, Cause::kExpand));  // sweep 1 (forward)
-  EXPECT_TRUE(Assigned(n[5], kGpu1, Cause::kExpand));
+  EXPECT_TRUE(Assigned(n[3], kGpu1, Cause::kExpanded));  // sweep 1 (forward)
+  EXPECT_TRUE(Assigned(n[5], kGpu1, Cause::kExpanded));
   EXPECT_TRUE(Unassigned(x));  // leafs are not expanded into
 }
 
@@ -45,13 +45,13 @@ TEST_F(SchedPass2, NodeOnTheLastBackendClearsCurrentInTheNonLastSweeps) {
   plan.set(n[1], kGpu0, Cause::kWeight);
   plan.set(n[3], kCpu, Cause::kWeight);
   run();
-  EXPECT_TRUE(Assigned(n[0], kGpu0, Cause::kExpand));
-  EXPECT_TRUE(Assigned(n[2], kGpu0, Cause::kExpand));
+  EXPECT_TRUE(Assigned(n[0], kGpu0, Cause::kExpanded));
+  EXPECT_TRUE(Assigned(n[2], kGpu0, Cause::kExpanded));
   EXPECT_TRUE(Assigned(n[3], kCpu, Cause::kWeight));
   // GPU0 does not jump over the CPU node; the CPU takes the rest in sweep 3
-  EXPECT_TRUE(Assigned(n[4], kCpu, Cause::kExpand));
-  EXPECT_TRUE(Assigned(n[5], kCpu, Cause::kExpand));
-  EXPECT_TRUE(Assigned(n[6], kCpu, Cause::kExpand));
+  EXPECT_TRUE(Assigned(n[4], kCpu, Cause::kExpanded));
+  EXPECT_TRUE(Assigned(n[5], kCpu, Cause::kExpanded));
+  EXPECT_TRUE(Assigned(n[6], kCpu, Cause::kExpanded));
 }
 
 TEST_F(SchedPass2, GpuRunsGrowTowardsCpuNodesFromBothSides) {
@@ -60,10 +60,10 @@ TEST_F(SchedPass2, GpuRunsGrowTowardsCpuNodesFromBothSides) {
   plan.set(n[3], kGpu0, Cause::kWeight);
   plan.set(n[5], kCpu, Cause::kWeight);
   run();
-  EXPECT_TRUE(Assigned(n[1], kGpu0, Cause::kExpand));  // backward non-last sweep, before any CPU sweep
-  EXPECT_TRUE(Assigned(n[2], kGpu0, Cause::kExpand));
-  EXPECT_TRUE(Assigned(n[4], kGpu0, Cause::kExpand));  // forward non-last sweep
-  EXPECT_TRUE(Assigned(n[6], kCpu, Cause::kExpand));   // only what no GPU run reaches
+  EXPECT_TRUE(Assigned(n[1], kGpu0, Cause::kExpanded));  // backward non-last sweep, before any CPU sweep
+  EXPECT_TRUE(Assigned(n[2], kGpu0, Cause::kExpanded));
+  EXPECT_TRUE(Assigned(n[4], kGpu0, Cause::kExpanded));  // forward non-last sweep
+  EXPECT_TRUE(Assigned(n[6], kCpu, Cause::kExpanded));   // only what no GPU run reaches
 }
 
 TEST_F(SchedPass2, BackwardNonLastSweepBeatsAnEarlierCpuNode) {
@@ -71,7 +71,7 @@ TEST_F(SchedPass2, BackwardNonLastSweepBeatsAnEarlierCpuNode) {
   plan.set(n[0], kCpu, Cause::kInput);
   plan.set(n[4], kGpu1, Cause::kWeight);
   run();
-  for (int i = 1; i <= 3; ++i) EXPECT_TRUE(Assigned(n[i], kGpu1, Cause::kExpand));
+  for (int i = 1; i <= 3; ++i) EXPECT_TRUE(Assigned(n[i], kGpu1, Cause::kExpanded));
 }
 
 TEST_F(SchedPass2, UnsupportedNodeStaysUnassignedAndCurrentIsKept) {
@@ -84,9 +84,9 @@ TEST_F(SchedPass2, UnsupportedNodeStaysUnassignedAndCurrentIsKept) {
   refuse_tensor(kGpu1, n[1]);  // GPU1 would not get it anyway: the current backend is GPU0
   run();
   EXPECT_TRUE(Unassigned(n[1]));  // GPU0 refuses it; expansion never picks another backend
-  EXPECT_TRUE(Assigned(n[2], kGpu0, Cause::kExpand));  // GPU0 is still current after the refused node
-  EXPECT_TRUE(Assigned(n[3], kGpu0, Cause::kExpand));
-  EXPECT_TRUE(Assigned(n[4], kGpu0, Cause::kExpand));
+  EXPECT_TRUE(Assigned(n[2], kGpu0, Cause::kExpanded));  // GPU0 is still current after the refused node
+  EXPECT_TRUE(Assigned(n[3], kGpu0, Cause::kExpanded));
+  EXPECT_TRUE(Assigned(n[4], kGpu0, Cause::kExpanded));
   EXPECT_TRUE(Unassigned(n[5]));  // GPU0 (forward) and GPU1 (backward) both refuse it
 }
 
@@ -96,21 +96,21 @@ TEST_F(SchedPass2, ExpansionOnlyUsesTheCurrentBackend) {
   refuse_tensor(kGpu1, n[1]);  // GPU0 and the CPU could run it, but neither is current
   run();
   EXPECT_TRUE(Unassigned(n[1]));
-  EXPECT_TRUE(Assigned(n[2], kGpu1, Cause::kExpand));
+  EXPECT_TRUE(Assigned(n[2], kGpu1, Cause::kExpanded));
 }
 
 TEST_F(SchedPass2, ForwardAnyBackendSweepCarriesTheCpu) {
   auto n = chain(4);
   plan.set(n[0], kCpu, Cause::kInput);
   run();
-  for (int i = 1; i <= 3; ++i) EXPECT_TRUE(Assigned(n[i], kCpu, Cause::kExpand));
+  for (int i = 1; i <= 3; ++i) EXPECT_TRUE(Assigned(n[i], kCpu, Cause::kExpanded));
 }
 
 TEST_F(SchedPass2, BackwardAnyBackendSweepCarriesTheCpu) {
   auto n = chain(4);
   plan.set(n[3], kCpu, Cause::kWeight);
   run();
-  for (int i = 0; i <= 2; ++i) EXPECT_TRUE(Assigned(n[i], kCpu, Cause::kExpand));
+  for (int i = 0; i <= 2; ++i) EXPECT_TRUE(Assigned(n[i], kCpu, Cause::kExpanded));
 }
 
 TEST_F(SchedPass2, AnyBackendSweepsGiveTheCpuWhatTheGpusRefuse) {
@@ -121,8 +121,8 @@ TEST_F(SchedPass2, AnyBackendSweepsGiveTheCpuWhatTheGpusRefuse) {
   refuse_tensor(kGpu1, n[3]);
   plan.set(n[4], kGpu1, Cause::kWeight);
   run();
-  EXPECT_TRUE(Assigned(n[1], kCpu, Cause::kExpand));  // sweep 4 (backward from the CPU node)
-  EXPECT_TRUE(Assigned(n[3], kCpu, Cause::kExpand));  // sweep 3 (forward from the CPU node)
+  EXPECT_TRUE(Assigned(n[1], kCpu, Cause::kExpanded));  // sweep 4 (backward from the CPU node)
+  EXPECT_TRUE(Assigned(n[3], kCpu, Cause::kExpanded));  // sweep 3 (forward from the CPU node)
 }
 
 TEST_F(SchedPass2, AnyBackendSweepKeepsCurrentOverANodeTheCpuRefuses) {
@@ -133,8 +133,8 @@ TEST_F(SchedPass2, AnyBackendSweepKeepsCurrentOverANodeTheCpuRefuses) {
   refuse_tensor(kGpu1, n[1]);
   run();
   EXPECT_TRUE(Unassigned(n[1]));
-  EXPECT_TRUE(Assigned(n[2], kCpu, Cause::kExpand));
-  EXPECT_TRUE(Assigned(n[3], kCpu, Cause::kExpand));
+  EXPECT_TRUE(Assigned(n[2], kCpu, Cause::kExpanded));
+  EXPECT_TRUE(Assigned(n[3], kCpu, Cause::kExpanded));
 }
 
 TEST_F(SchedPass2, ViewOpsAreSkipped) {
@@ -148,25 +148,25 @@ TEST_F(SchedPass2, ViewOpsAreSkipped) {
   build(n2);
   ASSERT_EQ(graph.nodes(), (std::vector<Tensor*>{n0, v, n1, cv, n2}));
   plan.set(n0, kGpu0, Cause::kWeight);
-  plan.set(c, kCpu, Cause::kDst);
-  plan.set(cv, kCpu, Cause::kViewSrc);  // an assigned view on the CPU does not clear the current backend
+  plan.set(c, kCpu, Cause::kHasBuffer);
+  plan.set(cv, kCpu, Cause::kViewSourceHasBuffer);  // an assigned view on the CPU does not clear the current backend
   run();
   EXPECT_TRUE(Unassigned(v));  // views are never expanded into (pass 4 gives them their source's backend)
-  EXPECT_TRUE(Assigned(n1, kGpu0, Cause::kExpand));
-  EXPECT_TRUE(Assigned(cv, kCpu, Cause::kViewSrc));
-  EXPECT_TRUE(Assigned(n2, kGpu0, Cause::kExpand));
+  EXPECT_TRUE(Assigned(n1, kGpu0, Cause::kExpanded));
+  EXPECT_TRUE(Assigned(cv, kCpu, Cause::kViewSourceHasBuffer));
+  EXPECT_TRUE(Assigned(n2, kGpu0, Cause::kExpanded));
 }
 
 TEST_F(SchedPass2, UserPinsAndOtherCausesAreNotChanged) {
   auto n = chain(4);
   plan.set(n[0], kGpu0, Cause::kWeight);
-  plan.set(n[1], kCpu, Cause::kUser);
-  plan.set(n[2], kGpu1, Cause::kOffload);
+  plan.set(n[1], kCpu, Cause::kPinned);
+  plan.set(n[2], kGpu1, Cause::kOpOffload);
   run();
   EXPECT_TRUE(Assigned(n[0], kGpu0, Cause::kWeight));
-  EXPECT_TRUE(Assigned(n[1], kCpu, Cause::kUser));
-  EXPECT_TRUE(Assigned(n[2], kGpu1, Cause::kOffload));
-  EXPECT_TRUE(Assigned(n[3], kGpu1, Cause::kExpand));
+  EXPECT_TRUE(Assigned(n[1], kCpu, Cause::kPinned));
+  EXPECT_TRUE(Assigned(n[2], kGpu1, Cause::kOpOffload));
+  EXPECT_TRUE(Assigned(n[3], kGpu1, Cause::kExpanded));
 }
 
 TEST_F(SchedPass2, NothingAssignedNothingExpanded) {

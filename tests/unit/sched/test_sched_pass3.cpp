@@ -25,11 +25,11 @@ TEST_F(SchedPass3, BestFitGoesWhereMostSourcesAre) {
   weights(gpu1_buft, {ff});
   Tensor* r = named(rope(ctx, a, pos, 8, RopeMode::kNormal, 10000.0f, 1.0f, ff), "r");
   build(r);
-  plan.set(a, kCpu, Cause::kDst);
+  plan.set(a, kCpu, Cause::kHasBuffer);
   plan.set(pos, kCpu, Cause::kInput);  // no buffer: counts through the CPU's compute buffer type
-  plan.set(ff, kGpu1, Cause::kDst);
+  plan.set(ff, kGpu1, Cause::kHasBuffer);
   run();
-  EXPECT_TRUE(Assigned(r, kCpu, Cause::kBest));  // 2 sources on the CPU beat 1 on GPU1 and 0 on GPU0
+  EXPECT_TRUE(Assigned(r, kCpu, Cause::kMostSources));  // 2 sources on the CPU beat 1 on GPU1 and 0 on GPU0
 }
 
 TEST_F(SchedPass3, BestFitTieGoesToTheHigherPriority) {
@@ -39,10 +39,10 @@ TEST_F(SchedPass3, BestFitTieGoesToTheHigherPriority) {
   place(cpu_buft, {b});
   Tensor* n = named(add(ctx, a, b), "n");
   build(n);
-  plan.set(a, kGpu1, Cause::kDst);
-  plan.set(b, kCpu, Cause::kDst);
+  plan.set(a, kGpu1, Cause::kHasBuffer);
+  plan.set(b, kCpu, Cause::kHasBuffer);
   run();
-  EXPECT_TRUE(Assigned(n, kGpu1, Cause::kBest));  // 1 vs 1: GPU1 before the CPU; GPU0 (0) is not a tie
+  EXPECT_TRUE(Assigned(n, kGpu1, Cause::kMostSources));  // 1 vs 1: GPU1 before the CPU; GPU0 (0) is not a tie
 }
 
 TEST_F(SchedPass3, WithoutAssignedSourcesTheFirstSupportingBackendWins) {
@@ -53,8 +53,8 @@ TEST_F(SchedPass3, WithoutAssignedSourcesTheFirstSupportingBackendWins) {
   refuse(kGpu0, Op::kMul);
   build({n, m});
   run();
-  EXPECT_TRUE(Assigned(n, kGpu0, Cause::kBest));
-  EXPECT_TRUE(Assigned(m, kGpu1, Cause::kBest));  // only backends supporting the op compete
+  EXPECT_TRUE(Assigned(n, kGpu0, Cause::kMostSources));
+  EXPECT_TRUE(Assigned(m, kGpu1, Cause::kMostSources));  // only backends supporting the op compete
 }
 
 TEST_F(SchedPass3, SourcesCountOnlyWhenAssignedAndInABufferTypeTheBackendCanUse) {
@@ -68,12 +68,12 @@ TEST_F(SchedPass3, SourcesCountOnlyWhenAssignedAndInABufferTypeTheBackendCanUse)
   place(cpu_buft, {c, d});
   Tensor* m = named(add(ctx, c, d), "m");
   build({n, m});
-  plan.set(b, kGpu1, Cause::kUser4);
-  plan.set(c, kCpu, Cause::kDst);
-  plan.set(d, kCpu, Cause::kDst);
+  plan.set(b, kGpu1, Cause::kConsumer);
+  plan.set(c, kCpu, Cause::kHasBuffer);
+  plan.set(d, kCpu, Cause::kHasBuffer);
   run();
-  EXPECT_TRUE(Assigned(n, kGpu1, Cause::kBest));  // GPU1: 1 (b), GPU0: 0
-  EXPECT_TRUE(Assigned(m, kGpu1, Cause::kBest));  // GPU1: 2 and CPU: 2 (both can use CPU_buf); GPU0: 0
+  EXPECT_TRUE(Assigned(n, kGpu1, Cause::kMostSources));  // GPU1: 1 (b), GPU0: 0
+  EXPECT_TRUE(Assigned(m, kGpu1, Cause::kMostSources));  // GPU1: 2 and CPU: 2 (both can use CPU_buf); GPU0: 0
 }
 
 TEST_F(SchedPass3, ViewSourceCountsThroughItsViewSrcAndViewsAreSkipped) {
@@ -86,7 +86,7 @@ TEST_F(SchedPass3, ViewSourceCountsThroughItsViewSrcAndViewsAreSkipped) {
   plan.set(n0, kGpu1, Cause::kWeight);
   run();
   EXPECT_TRUE(Unassigned(v));                     // a view op: left for pass 4
-  EXPECT_TRUE(Assigned(n, kGpu1, Cause::kBest));  // v counts for GPU1 through n0's backend
+  EXPECT_TRUE(Assigned(n, kGpu1, Cause::kMostSources));  // v counts for GPU1 through n0's backend
 }
 
 TEST_F(SchedPass3, BestFitSeesTheDecisionsOfEarlierNodes) {
@@ -96,11 +96,11 @@ TEST_F(SchedPass3, BestFitSeesTheDecisionsOfEarlierNodes) {
   Tensor* n1 = named(add(ctx, a, b), "n1");
   Tensor* n2 = named(add(ctx, c, n1), "n2");
   build(n2);
-  plan.set(a, kGpu1, Cause::kUser4);
-  plan.set(b, kGpu1, Cause::kUser4);
+  plan.set(a, kGpu1, Cause::kConsumer);
+  plan.set(b, kGpu1, Cause::kConsumer);
   run();
-  EXPECT_TRUE(Assigned(n1, kGpu1, Cause::kBest));
-  EXPECT_TRUE(Assigned(n2, kGpu1, Cause::kBest));  // n1 now counts; otherwise GPU0 by priority
+  EXPECT_TRUE(Assigned(n1, kGpu1, Cause::kMostSources));
+  EXPECT_TRUE(Assigned(n2, kGpu1, Cause::kMostSources));  // n1 now counts; otherwise GPU0 by priority
 }
 
 TEST_F(SchedPass3, NodeNoBackendSupportsStaysUnassigned) {
@@ -123,13 +123,13 @@ TEST_F(SchedPass3, UpgradeToAHigherBackendSharingTheComputeBufferType) {
   Tensor* n = named(scale(ctx, x, 1.0f), "n");
   Tensor* m = named(add(ctx, x, y), "m");
   build({n, m});
-  plan.set(x, kGpu1, Cause::kUser4);  // no buffer: GPU1's compute type, which is GPU0's
-  plan.set(y, kGpu0, Cause::kDst);
-  plan.set(n, kGpu1, Cause::kExpand);
-  plan.set(m, kGpu1, Cause::kBest);
+  plan.set(x, kGpu1, Cause::kConsumer);  // no buffer: GPU1's compute type, which is GPU0's
+  plan.set(y, kGpu0, Cause::kHasBuffer);
+  plan.set(n, kGpu1, Cause::kExpanded);
+  plan.set(m, kGpu1, Cause::kMostSources);
   run();
-  EXPECT_TRUE(Assigned(n, kGpu0, Cause::kUpgrade));
-  EXPECT_TRUE(Assigned(m, kGpu0, Cause::kUpgrade));
+  EXPECT_TRUE(Assigned(n, kGpu0, Cause::kUpgraded));
+  EXPECT_TRUE(Assigned(m, kGpu0, Cause::kUpgraded));
 }
 
 TEST_F(SchedPass3, NoUpgradeWithoutASharedComputeBufferType) {
@@ -137,10 +137,10 @@ TEST_F(SchedPass3, NoUpgradeWithoutASharedComputeBufferType) {
   Tensor* x = tensor("x");
   Tensor* n = named(scale(ctx, x, 1.0f), "n");
   build(n);
-  plan.set(x, kGpu1, Cause::kUser4);
-  plan.set(n, kGpu1, Cause::kExpand);
+  plan.set(x, kGpu1, Cause::kConsumer);
+  plan.set(n, kGpu1, Cause::kExpanded);
   run();
-  EXPECT_TRUE(Assigned(n, kGpu1, Cause::kExpand));
+  EXPECT_TRUE(Assigned(n, kGpu1, Cause::kExpanded));
 }
 
 TEST_F(SchedPass3, NoUpgradeWhenTheHigherBackendRefusesTheOp) {
@@ -149,10 +149,10 @@ TEST_F(SchedPass3, NoUpgradeWhenTheHigherBackendRefusesTheOp) {
   Tensor* x = tensor("x");
   Tensor* n = named(scale(ctx, x, 1.0f), "n");
   build(n);
-  plan.set(x, kGpu1, Cause::kUser4);
-  plan.set(n, kGpu1, Cause::kExpand);
+  plan.set(x, kGpu1, Cause::kConsumer);
+  plan.set(n, kGpu1, Cause::kExpanded);
   run();
-  EXPECT_TRUE(Assigned(n, kGpu1, Cause::kExpand));
+  EXPECT_TRUE(Assigned(n, kGpu1, Cause::kExpanded));
 }
 
 TEST_F(SchedPass3, NoUpgradeWhenASourceIsInABufferTypeTheHigherBackendCannotUse) {
@@ -163,13 +163,13 @@ TEST_F(SchedPass3, NoUpgradeWhenASourceIsInABufferTypeTheHigherBackendCannotUse)
   Tensor* y = named(mul_mat(ctx, w, x), "y");
   Tensor* z = named(scale(ctx, y, 1.0f), "z");
   build(z);
-  plan.set(w, kGpu1, Cause::kDst);
-  plan.set(x, kGpu1, Cause::kUser4);
+  plan.set(w, kGpu1, Cause::kHasBuffer);
+  plan.set(x, kGpu1, Cause::kConsumer);
   plan.set(y, kGpu1, Cause::kWeight);
-  plan.set(z, kGpu1, Cause::kExpand);
+  plan.set(z, kGpu1, Cause::kExpanded);
   run();
   EXPECT_TRUE(Assigned(y, kGpu1, Cause::kWeight));   // w's buffer type is not GPU0's
-  EXPECT_TRUE(Assigned(z, kGpu0, Cause::kUpgrade));  // y lives in GPU1's compute type, shared with GPU0
+  EXPECT_TRUE(Assigned(z, kGpu0, Cause::kUpgraded));  // y lives in GPU1's compute type, shared with GPU0
 }
 
 TEST_F(SchedPass3, UserPinsAreNotUpgraded) {
@@ -177,10 +177,10 @@ TEST_F(SchedPass3, UserPinsAreNotUpgraded) {
   Tensor* x = tensor("x");
   Tensor* n = named(scale(ctx, x, 1.0f), "n");
   build(n);
-  plan.set(x, kGpu1, Cause::kUser4);
-  plan.set(n, kGpu1, Cause::kUser);
+  plan.set(x, kGpu1, Cause::kConsumer);
+  plan.set(n, kGpu1, Cause::kPinned);
   run();
-  EXPECT_TRUE(Assigned(n, kGpu1, Cause::kUser));
+  EXPECT_TRUE(Assigned(n, kGpu1, Cause::kPinned));
 }
 
 TEST_F(SchedPass3, UpgradeTakesTheHighestPriorityCandidate) {
@@ -194,11 +194,11 @@ TEST_F(SchedPass3, UpgradeTakesTheHighestPriorityCandidate) {
   Tensor* n2 = named(add(ctx, n1, x), "n2");
   build(n2);
   plan.set(x, kCpu, Cause::kInput);
-  plan.set(n1, kCpu, Cause::kExpand);
-  plan.set(n2, kCpu, Cause::kExpand);
+  plan.set(n1, kCpu, Cause::kExpanded);
+  plan.set(n2, kCpu, Cause::kExpanded);
   run();
-  EXPECT_TRUE(Assigned(n1, kGpu1, Cause::kUpgrade));  // GPU0 refuses SCALE
-  EXPECT_TRUE(Assigned(n2, kGpu0, Cause::kUpgrade));
+  EXPECT_TRUE(Assigned(n1, kGpu1, Cause::kUpgraded));  // GPU0 refuses SCALE
+  EXPECT_TRUE(Assigned(n2, kGpu0, Cause::kUpgraded));
 }
 
 TEST_F(SchedPass3, AssignedViewsAreNeverUpgraded) {
@@ -206,10 +206,10 @@ TEST_F(SchedPass3, AssignedViewsAreNeverUpgraded) {
   Tensor* x = tensor("x");
   Tensor* v = named(reshape_1d(ctx, x, 64), "v");
   build(v);
-  plan.set(x, kGpu1, Cause::kUser4);
-  plan.set(v, kGpu1, Cause::kViewSrc);
+  plan.set(x, kGpu1, Cause::kConsumer);
+  plan.set(v, kGpu1, Cause::kViewSourceHasBuffer);
   run();
-  EXPECT_TRUE(Assigned(v, kGpu1, Cause::kViewSrc));
+  EXPECT_TRUE(Assigned(v, kGpu1, Cause::kViewSourceHasBuffer));
 }
 
 }  // namespace

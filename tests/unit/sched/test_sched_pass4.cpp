@@ -21,14 +21,14 @@ TEST_F(SchedPass4, UnassignedViewsTakeTheirViewSrcsBackend) {
   Tensor* v2 = named(transpose(ctx, v1), "v2");  // a view of a view
   Tensor* n1 = named(cont(ctx, v2), "n1");
   build(n1);
-  plan.set(n0, kGpu1, Cause::kExpand);
-  plan.set(n1, kGpu0, Cause::kBest);
+  plan.set(n0, kGpu1, Cause::kExpanded);
+  plan.set(n1, kGpu0, Cause::kMostSources);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(v1, kGpu1, Cause::kViewOfSrc));
-  EXPECT_TRUE(Assigned(v2, kGpu1, Cause::kViewOfSrc));  // its view_src's, not its consumer's
-  EXPECT_TRUE(Assigned(x, kGpu1, Cause::kUser4));
-  EXPECT_TRUE(Assigned(n0, kGpu1, Cause::kExpand));
-  EXPECT_TRUE(Assigned(n1, kGpu0, Cause::kBest));
+  EXPECT_TRUE(Assigned(v1, kGpu1, Cause::kViewOfSource));
+  EXPECT_TRUE(Assigned(v2, kGpu1, Cause::kViewOfSource));  // its view_src's, not its consumer's
+  EXPECT_TRUE(Assigned(x, kGpu1, Cause::kConsumer));
+  EXPECT_TRUE(Assigned(n0, kGpu1, Cause::kExpanded));
+  EXPECT_TRUE(Assigned(n1, kGpu0, Cause::kMostSources));
   EXPECT_TRUE(FullyAssigned());
 }
 
@@ -40,11 +40,11 @@ TEST_F(SchedPass4, UnassignedSourcesTakeTheNodesBackend) {
   Tensor* m = named(mul(ctx, n, c), "m");
   build(m);
   plan.set(c, kCpu, Cause::kInput);
-  plan.set(n, kGpu0, Cause::kBest);
-  plan.set(m, kGpu1, Cause::kExpand);
+  plan.set(n, kGpu0, Cause::kMostSources);
+  plan.set(m, kGpu1, Cause::kExpanded);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(a, kGpu0, Cause::kUser4));
-  EXPECT_TRUE(Assigned(b, kGpu0, Cause::kUser4));
+  EXPECT_TRUE(Assigned(a, kGpu0, Cause::kConsumer));
+  EXPECT_TRUE(Assigned(b, kGpu0, Cause::kConsumer));
   EXPECT_TRUE(Assigned(c, kCpu, Cause::kInput));  // assigned sources keep their backend
   EXPECT_TRUE(FullyAssigned());
 }
@@ -65,13 +65,13 @@ TEST_F(SchedPass4, UnassignedViewSourcesTakeTheirViewSrcsBackend) {
   ASSERT_TRUE(graph.add_node(n1).ok());
   ASSERT_TRUE(graph.add_node(n2).ok());
   plan.set(x, kGpu1, Cause::kInput);
-  plan.set(n0, kGpu1, Cause::kExpand);
-  plan.set(n1, kGpu0, Cause::kBest);
-  plan.set(n2, kGpu0, Cause::kBest);
+  plan.set(n0, kGpu1, Cause::kExpanded);
+  plan.set(n1, kGpu0, Cause::kMostSources);
+  plan.set(n2, kGpu0, Cause::kMostSources);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(v, kGpu1, Cause::kViewOfSrc));   // with n0, not with n1 on GPU0
-  EXPECT_TRUE(Assigned(y, kGpu0, Cause::kUser4));       // the view's source takes the node's backend
-  EXPECT_TRUE(Assigned(vy, kGpu0, Cause::kViewOfSrc));  // and the view follows it
+  EXPECT_TRUE(Assigned(v, kGpu1, Cause::kViewOfSource));   // with n0, not with n1 on GPU0
+  EXPECT_TRUE(Assigned(y, kGpu0, Cause::kConsumer));       // the view's source takes the node's backend
+  EXPECT_TRUE(Assigned(vy, kGpu0, Cause::kViewOfSource));  // and the view follows it
 }
 
 TEST_F(SchedPass4, UnassignedNodeFallsBackToTheFirstSupportingBackend) {
@@ -81,7 +81,7 @@ TEST_F(SchedPass4, UnassignedNodeFallsBackToTheFirstSupportingBackend) {
   build(p);
   ASSERT_TRUE(run().ok());
   EXPECT_TRUE(Assigned(p, kGpu1, Cause::kFallback));
-  EXPECT_TRUE(Assigned(x, kGpu1, Cause::kUser4));  // sources follow the node's final backend
+  EXPECT_TRUE(Assigned(x, kGpu1, Cause::kConsumer));  // sources follow the node's final backend
   EXPECT_TRUE(FullyAssigned());
 }
 
@@ -91,9 +91,9 @@ TEST_F(SchedPass4, ViewOfAnUnassignedLeafGoesWithItsSource) {
   Tensor* v = named(reshape_1d(ctx, x, 64), "v");
   Tensor* n = named(scale(ctx, v, 1.0f), "n");
   build(n);
-  plan.set(n, kGpu1, Cause::kBest);
+  plan.set(n, kGpu1, Cause::kMostSources);
   ASSERT_TRUE(run().ok());
-  EXPECT_TRUE(Assigned(v, kGpu1, Cause::kViewOfSrc));
+  EXPECT_TRUE(Assigned(v, kGpu1, Cause::kViewOfSource));
   // Only where the view source ends is checked (with the view), not which of pass 4's causes names it.
   EXPECT_EQ(plan.backend_of(x), kGpu1);
   EXPECT_NE(plan.cause_of(x), Cause::kUnassigned);
@@ -107,8 +107,8 @@ TEST_F(SchedPass4, NodeNoBackendSupportsIsASchedulingError) {
   Tensor* p = named(soft_max(ctx, h), "probs");
   Tensor* out = named(scale(ctx, p, 1.0f), "out");
   build(out);
-  plan.set(h, kGpu0, Cause::kBest);
-  plan.set(out, kGpu0, Cause::kBest);
+  plan.set(h, kGpu0, Cause::kMostSources);
+  plan.set(out, kGpu0, Cause::kMostSources);
   const Status s = run();
   ExpectSchedulingError(s, {"SOFT_MAX", "probs"});
   EXPECT_NE(plan.backend_of(p), kGpu0);  // never silently put somewhere it cannot run
@@ -119,7 +119,7 @@ TEST_F(SchedPass4, PinnedNodeOnABackendThatRefusesItIsASchedulingError) {
   Tensor* x = tensor("x");
   Tensor* n = named(rms_norm(ctx, x, 1e-5f), "pinned_norm");
   build(n);
-  plan.set(n, kGpu0, Cause::kUser);
+  plan.set(n, kGpu0, Cause::kPinned);
   const Status s = run();
   ExpectSchedulingError(s, {"pinned_norm", "GPU0", "RMS_NORM"});
 }
@@ -155,15 +155,15 @@ TEST_F(SchedPass4, EveryWriterOfADestinationRunsWhereItLives) {
   Tensor* c2 = named(set_rows(ctx, c1, rows, ids), "c2");
   Tensor* out = named(scale(ctx, c2, 1.0f), "out");
   build(out);
-  plan.set(a, kGpu0, Cause::kBest);
-  plan.set(c1, kGpu0, Cause::kExpand);  // the destination is first met here: it would go to GPU0
-  plan.set(c2, kCpu, Cause::kBest);     // GPU0 refuses SET_ROWS
-  plan.set(out, kCpu, Cause::kExpand);
+  plan.set(a, kGpu0, Cause::kMostSources);
+  plan.set(c1, kGpu0, Cause::kExpanded);  // the destination is first met here: it would go to GPU0
+  plan.set(c2, kCpu, Cause::kMostSources);     // GPU0 refuses SET_ROWS
+  plan.set(out, kCpu, Cause::kExpanded);
   ASSERT_TRUE(run().ok());
   EXPECT_EQ(plan.backend_of(cache), kCpu);
   EXPECT_EQ(plan.backend_of(c1), kCpu);
   EXPECT_EQ(plan.backend_of(c2), kCpu);
-  EXPECT_TRUE(Assigned(a, kGpu0, Cause::kBest));  // the writer's source stays: pass 5 copies it
+  EXPECT_TRUE(Assigned(a, kGpu0, Cause::kMostSources));  // the writer's source stays: pass 5 copies it
   EXPECT_TRUE(FullyAssigned());
 }
 
@@ -177,8 +177,8 @@ TEST_F(SchedPass4, WritersThatNeedADestinationOnTwoBackendsAreASchedulingError) 
   Tensor* rows = tensor("rows", 8, 2);
   Tensor* c2 = named(set_rows(ctx, c1, rows, ids), "c2");
   build(c2);
-  plan.set(c1, kGpu0, Cause::kUser);  // pinned where the other writer cannot run
-  plan.set(c2, kCpu, Cause::kBest);
+  plan.set(c1, kGpu0, Cause::kPinned);  // pinned where the other writer cannot run
+  plan.set(c2, kCpu, Cause::kMostSources);
   const Status s = run();
   ExpectSchedulingError(s, {"cache", "c1 on GPU0", "c2 on CPU"});
 }
@@ -206,15 +206,15 @@ TEST_F(SchedPass4, AfterPasses1To4EveryNodeAndSourceIsAssigned) {
   ASSERT_TRUE(run().ok());
   EXPECT_TRUE(FullyAssigned());
   EXPECT_TRUE(Assigned(x, kCpu, Cause::kInput));
-  EXPECT_TRUE(Assigned(w1, kGpu1, Cause::kDst));
-  EXPECT_TRUE(Assigned(w2, kCpu, Cause::kDst));
-  EXPECT_TRUE(Assigned(h, kGpu1, Cause::kExpand));  // the GPU run grows backwards over it
+  EXPECT_TRUE(Assigned(w1, kGpu1, Cause::kHasBuffer));
+  EXPECT_TRUE(Assigned(w2, kCpu, Cause::kHasBuffer));
+  EXPECT_TRUE(Assigned(h, kGpu1, Cause::kExpanded));  // the GPU run grows backwards over it
   EXPECT_TRUE(Assigned(q, kGpu1, Cause::kWeight));
-  EXPECT_TRUE(Assigned(r, kGpu1, Cause::kViewOfSrc));
-  EXPECT_TRUE(Assigned(p, kCpu, Cause::kExpand));  // GPU1 refuses it: the CPU, from the backward sweep
-  EXPECT_TRUE(Assigned(pr, kCpu, Cause::kViewOfSrc));
+  EXPECT_TRUE(Assigned(r, kGpu1, Cause::kViewOfSource));
+  EXPECT_TRUE(Assigned(p, kCpu, Cause::kExpanded));  // GPU1 refuses it: the CPU, from the backward sweep
+  EXPECT_TRUE(Assigned(pr, kCpu, Cause::kViewOfSource));
   EXPECT_TRUE(Assigned(f, kCpu, Cause::kWeight));
-  EXPECT_TRUE(Assigned(out, kCpu, Cause::kExpand));
+  EXPECT_TRUE(Assigned(out, kCpu, Cause::kExpanded));
 }
 
 TEST_F(SchedPass4, SplitGraphReportsTheSchedulingErrorOfPass4) {

@@ -99,7 +99,7 @@ TEST_P(SchedPass5Modes, WeightOnUnusableBufferStartsASplitWhenTheSplitHasInputs)
   ASSERT_TRUE(s->alloc_graph(n.graph).ok()) << s->last_error();
   ASSERT_EQ(s->n_splits(), 3) << s->report();
   for (int k = 0; k < 3; ++k) EXPECT_EQ(s->splits()[static_cast<size_t>(k)].backend, 0) << "split " << k;
-  EXPECT_EQ(s->explain(find_node(n.graph, "n2")).cause, Cause::kOffload);
+  EXPECT_EQ(s->explain(find_node(n.graph, "n2")).cause, Cause::kOpOffload);
   // split 0 has an input (x), so n2's host weight starts split 1; split 1 has an input (wc), so n3 starts split 2
   EXPECT_THAT(split_nodes(*s, n.graph, 0), ElementsAre("n1"));
   EXPECT_THAT(split_inputs(*s, 0), ElementsAre("x"));

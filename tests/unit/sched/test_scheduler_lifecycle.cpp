@@ -119,13 +119,13 @@ TEST_P(SchedulerLifecycleModes, UserPinsSurviveReserveWithoutReReserve) {
   ASSERT_TRUE(s->reserve(n.graph).ok()) << s->last_error();
   // the anchor wiped the pins in reserve, so every following evaluation saw changed assignments and re-reserved
   EXPECT_EQ(s->get_tensor_backend(ffn1), rig.cpu.get()) << "reserve keeps the user's pins";
-  EXPECT_EQ(s->explain(ffn1).cause, Cause::kUser);
+  EXPECT_EQ(s->explain(ffn1).cause, Cause::kPinned);
   const int reserves = s->reserve_count();
   for (unsigned eval = 0; eval < 5; ++eval) {
     SCOPED_TRACE("evaluation " + std::to_string(eval));
     ASSERT_TRUE(s->alloc_graph(n.graph).ok()) << s->last_error();
     EXPECT_EQ(s->explain(ffn1).backend, 1);
-    EXPECT_EQ(s->explain(ffn1).cause, Cause::kUser);
+    EXPECT_EQ(s->explain(ffn1).cause, Cause::kPinned);
     EXPECT_EQ(s->explain(res2).backend, 1);
     expect_readable(*s, n.graph);
     set_compute_compare(*s, n, build, 4, 20 + eval);
@@ -169,7 +169,7 @@ TEST_P(SchedulerLifecycleModes, ResetClearsPinsAndRestoresSources) {
   Tensor* q1 = find_node(n.graph, "q.1");
   ASSERT_TRUE(s->set_tensor_backend(q1, rig.cpu.get()).ok());
   ASSERT_TRUE(s->alloc_graph(n.graph).ok()) << s->last_error();
-  EXPECT_EQ(s->explain(q1).cause, Cause::kUser);
+  EXPECT_EQ(s->explain(q1).cause, Cause::kPinned);
   EXPECT_EQ(s->explain(q1).backend, 1);
   bool reads_copy = false;
   for (Tensor* node : n.graph.nodes()) {
@@ -364,7 +364,7 @@ TEST_P(SchedulerLifecycleModes, ComputeOnAnUnallocatedGraphAllocatesIt) {
     SCOPED_TRACE("evaluation " + std::to_string(eval));
     set_compute_compare(*s, m, build, 11, 40 + eval);  // no alloc_graph: compute allocates (again, once computed)
   }
-  EXPECT_EQ(s->explain(m.inputs[0]).cause, Cause::kDst) << "the input's buffer decides";
+  EXPECT_EQ(s->explain(m.inputs[0]).cause, Cause::kHasBuffer) << "the input's buffer decides";
   EXPECT_EQ(s->reserve_count(), 1);
 }
 
@@ -540,7 +540,7 @@ TEST(SchedulerLifecycle, ExplainNodesLeafsAndCopies) {
   Tensor* outside = n.ctx.new_tensor_1d(Type::kF32, 4);
   // before any split: a pin is explained as such
   ASSERT_TRUE(s->set_tensor_backend(find_node(n.graph, "out"), rig.gpu.get()).ok());
-  EXPECT_EQ(s->explain(find_node(n.graph, "out")).cause, Cause::kUser);
+  EXPECT_EQ(s->explain(find_node(n.graph, "out")).cause, Cause::kPinned);
   EXPECT_EQ(s->explain(find_node(n.graph, "out")).backend_name, "GPU0");
   ASSERT_TRUE(s->alloc_graph(n.graph).ok()) << s->last_error();
 
@@ -550,8 +550,8 @@ TEST(SchedulerLifecycle, ExplainNodesLeafsAndCopies) {
     Cause cause;
     int split;
   };
-  for (const Want& w : {Want{"c", 1, Cause::kBest, 0}, Want{"g1", 0, Cause::kWeight, 1}, Want{"s", 1, Cause::kBest, 2},
-                        Want{"g2", 0, Cause::kExpand, 3}, Want{"out", 0, Cause::kUser, 3}}) {
+  for (const Want& w : {Want{"c", 1, Cause::kMostSources, 0}, Want{"g1", 0, Cause::kWeight, 1}, Want{"s", 1, Cause::kMostSources, 2},
+                        Want{"g2", 0, Cause::kExpanded, 3}, Want{"out", 0, Cause::kPinned, 3}}) {
     const TensorExplain e = s->explain(find_node(n.graph, w.name));
     EXPECT_EQ(e.backend, w.backend) << w.name;
     EXPECT_EQ(e.backend_name, w.backend == 0 ? "GPU0" : "CPU") << w.name;
@@ -562,7 +562,7 @@ TEST(SchedulerLifecycle, ExplainNodesLeafsAndCopies) {
   // leafs: the weight (its buffer decides), the input
   const TensorExplain ew = s->explain(n.weights[0].first);
   EXPECT_EQ(ew.backend, 0);
-  EXPECT_EQ(ew.cause, Cause::kDst);
+  EXPECT_EQ(ew.cause, Cause::kHasBuffer);
   EXPECT_EQ(ew.split, -1);
   EXPECT_FALSE(ew.is_copy);
   const TensorExplain ex = s->explain(n.inputs[0]);

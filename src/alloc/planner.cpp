@@ -1,25 +1,25 @@
-// The graph memory planner, GraphAllocator: construction, its buffers (grown to a plan's chunk sizes), reserve, the
-// compatibility check of a graph with the last plan, and the placement of tensors at their planned addresses. The
-// plan itself is made in plan_walk.cpp (the walk) and offline_placement.cpp; the tensors' numbering is graph_index.h's
+// The graph memory planner, GraphPlanner: construction, its buffers (grown to a plan's chunk sizes), reserve, the
+// compatibility check of a graph with the last plan, and giving tensors their planned addresses. The
+// plan itself is made in plan_walk.cpp (the walk) and offline_packing.cpp; the tensors' numbering is graph_index.h's
 // (docs/planner.md).
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "graph_index.h"
-#include "tessera/gallocr.h"
+#include "tessera/planner.h"
 
 namespace tessera {
 
-size_t GraphAllocator::index_lookups() const { return index_ != nullptr ? index_->lookups : 0; }
+size_t GraphPlanner::index_lookups() const { return index_ != nullptr ? index_->lookups : 0; }
 
-GraphIndex& GraphAllocator::index_of(GraphNodes graph) const {
+GraphIndex& GraphPlanner::index_of(GraphNodes graph) const {
   if (index_ == nullptr) index_ = std::make_unique<GraphIndex>();
   index_->build(graph, check_positions_);
   return *index_;
 }
 
-GraphAllocator::GraphAllocator(BufferType* buft) : GraphAllocator(std::vector<BufferType*>{buft}) {}
+GraphPlanner::GraphPlanner(BufferType* buft) : GraphPlanner(std::vector<BufferType*>{buft}) {}
 
 namespace {
 
@@ -36,26 +36,26 @@ bool check_positions_default() {
 
 }  // namespace
 
-GraphAllocator::GraphAllocator(std::vector<BufferType*> bufts)
+GraphPlanner::GraphPlanner(std::vector<BufferType*> bufts)
     : bufts_(std::move(bufts)), replicas_(bufts_.size(), 1), buffers_(bufts_.size()),
       check_positions_(check_positions_default()) {
   for (auto& sets : buffers_) sets.resize(1);
 }
 
-void GraphAllocator::set_replicas(int buft_id, int n) {
+void GraphPlanner::set_replicas(int buft_id, int n) {
   const size_t id = static_cast<size_t>(buft_id);
   if (id >= replicas_.size() || n < 1) return;
   replicas_[id] = n;
   buffers_[id].resize(static_cast<size_t>(n));
 }
 
-GraphAllocator::~GraphAllocator() = default;
+GraphPlanner::~GraphPlanner() = default;
 
-bool GraphAllocator::is_external(const Tensor* t) const {
+bool GraphPlanner::is_external(const Tensor* t) const {
   return t->view_src == nullptr && (t->data != nullptr || t->buffer != nullptr) && !owns(tensor_buffer(*t));
 }
 
-bool GraphAllocator::owns(const Buffer* buffer) const {
+bool GraphPlanner::owns(const Buffer* buffer) const {
   if (buffer == nullptr) return false;
   for (const auto& sets : buffers_) {
     for (const auto& list : sets) {
@@ -67,7 +67,7 @@ bool GraphAllocator::owns(const Buffer* buffer) const {
   return false;
 }
 
-size_t GraphAllocator::buffer_size(int buft_id) const {
+size_t GraphPlanner::buffer_size(int buft_id) const {
   size_t total = 0;
   for (const auto& list : buffers_.at(static_cast<size_t>(buft_id))) {
     for (const auto& b : list) total += b->size();
@@ -75,11 +75,11 @@ size_t GraphAllocator::buffer_size(int buft_id) const {
   return total;
 }
 
-int GraphAllocator::n_chunks(int buft_id) const {
+int GraphPlanner::n_chunks(int buft_id) const {
   return static_cast<int>(buffers_.at(static_cast<size_t>(buft_id)).front().size());
 }
 
-Buffer* GraphAllocator::chunk_buffer(int buft_id, int chunk, int replica) const {
+Buffer* GraphPlanner::chunk_buffer(int buft_id, int chunk, int replica) const {
   const auto& sets = buffers_.at(static_cast<size_t>(buft_id));
   return sets.at(static_cast<size_t>(replica) % sets.size()).at(static_cast<size_t>(chunk)).get();
 }
@@ -87,7 +87,7 @@ Buffer* GraphAllocator::chunk_buffer(int buft_id, int chunk, int replica) const 
 // Which node or leaf a source is. Reading another INPUT leaf changes no lifetime (INPUT leafs are placed first and
 // never freed), so those compare equal whatever their position: a scheduler rotating through per-slot input copies
 // keeps its plan.
-GraphAllocator::SrcRef GraphAllocator::src_ref(const GraphIndex& index, const Tensor* s, int32_t id) {
+GraphPlanner::SrcRef GraphPlanner::src_ref(const GraphIndex& index, const Tensor* s, int32_t id) {
   if (id < 0 || static_cast<size_t>(id) >= index.n_nodes + index.n_leafs) return {SrcRef::kOther, -1};
   if (static_cast<size_t>(id) < index.n_nodes) return {SrcRef::kNode, id};
   if ((s->flags & kFlagInput) != 0) return {SrcRef::kInputLeaf, -1};
@@ -97,7 +97,7 @@ GraphAllocator::SrcRef GraphAllocator::src_ref(const GraphIndex& index, const Te
 // ---------------------------------------------------------------------------------------------------------------
 // Buffers and reserve
 
-Status GraphAllocator::grow_buffers(const Plan& plan) {
+Status GraphPlanner::grow_buffers(const Plan& plan) {
   for (size_t b = 0; b < bufts_.size(); ++b) {
     for (auto& list : buffers_[b]) {
       for (size_t c = 0; c < plan.chunk_sizes[b].size(); ++c) {
@@ -105,7 +105,7 @@ Status GraphAllocator::grow_buffers(const Plan& plan) {
         if (c < list.size() && list[c]->size() >= need) continue;  // buffers grow, never shrink
         Result<std::unique_ptr<Buffer>> buf = bufts_[b]->alloc_buffer(need);
         if (!buf.ok()) {
-          return TS_ERROR(StatusCode::kAllocFailed, "graph allocator: buffer type %s, chunk %zu (%zu bytes): %s",
+          return TS_ERROR(StatusCode::kAllocFailed, "planner: buffer type %s, chunk %zu (%zu bytes): %s",
                           bufts_[b]->name(), c, need, buf.status().message().c_str());
         }
         (*buf)->set_usage(BufferUsage::kCompute);
@@ -120,9 +120,9 @@ Status GraphAllocator::grow_buffers(const Plan& plan) {
   return Status::Ok();
 }
 
-Status GraphAllocator::reserve(GraphNodes graph) { return reserve_n(graph, {}, {}); }
+Status GraphPlanner::reserve(GraphNodes graph) { return reserve_n(graph, {}, {}); }
 
-Status GraphAllocator::reserve_n(GraphNodes graph, std::span<const int> node_buft_ids,
+Status GraphPlanner::reserve_n(GraphNodes graph, std::span<const int> node_buft_ids,
                                  std::span<const int> leaf_buft_ids) {
   Status s = make_plan(graph, node_buft_ids, leaf_buft_ids, &spare_);
   if (s.ok()) s = grow_buffers(spare_);
@@ -136,7 +136,7 @@ Status GraphAllocator::reserve_n(GraphNodes graph, std::span<const int> node_buf
   return Status::Ok();
 }
 
-Result<std::vector<size_t>> GraphAllocator::reserve_size(GraphNodes graph, std::span<const int> node_buft_ids,
+Result<std::vector<size_t>> GraphPlanner::reserve_size(GraphNodes graph, std::span<const int> node_buft_ids,
                                                          std::span<const int> leaf_buft_ids) const {
   Status s = make_plan(graph, node_buft_ids, leaf_buft_ids, &spare_);
   spare_.valid = false;
@@ -150,9 +150,9 @@ Result<std::vector<size_t>> GraphAllocator::reserve_size(GraphNodes graph, std::
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Compatibility and placement
+// Compatibility and addresses
 
-std::string GraphAllocator::needs_replan(GraphNodes graph) const {
+std::string GraphPlanner::needs_replan(GraphNodes graph) const {
   if (!plan_.valid) return "no plan (reserve first)";
   if (graph.n_nodes() != plan_.nodes.size() || graph.n_leafs() != plan_.leafs.size()) {
     return format_message("the graph has %zu nodes and %zu leafs, the plan %zu and %zu", graph.n_nodes(),
@@ -199,7 +199,7 @@ std::string GraphAllocator::needs_replan(GraphNodes graph) const {
   return {};
 }
 
-Status GraphAllocator::place_tensor(Tensor& t, const PlannedTensor& p, int replica) {
+Status GraphPlanner::place_tensor(Tensor& t, const PlannedTensor& p, int replica) {
   if (p.external) return Status::Ok();
   if (t.view_src != nullptr) {
     if (t.buffer != nullptr && !owns(t.buffer)) return Status::Ok();
@@ -218,7 +218,7 @@ Status GraphAllocator::place_tensor(Tensor& t, const PlannedTensor& p, int repli
   return tensor_alloc(*buf, t, addr);
 }
 
-Status GraphAllocator::place(GraphNodes graph, int replica) {
+Status GraphPlanner::place(GraphNodes graph, int replica) {
   for (size_t i = 0; i < graph.n_leafs(); ++i) {
     TS_RETURN_IF_ERROR(place_tensor(*graph.leaf(i), plan_.leafs[i], replica));
   }
@@ -237,10 +237,10 @@ Status GraphAllocator::place(GraphNodes graph, int replica) {
   return Status::Ok();
 }
 
-Status GraphAllocator::alloc_graph(GraphNodes graph, int replica) {
+Status GraphPlanner::alloc_graph(GraphNodes graph, int replica) {
   if (std::string why = needs_replan(graph); !why.empty()) {
     if (bufts_.size() != 1) {
-      return TS_ERROR(StatusCode::kUnsupported, "graph allocator: reserve needed: %s", why.c_str());
+      return TS_ERROR(StatusCode::kUnsupported, "planner: reserve needed: %s", why.c_str());
     }
     TS_RETURN_IF_ERROR(reserve(graph));
     ++replans_;

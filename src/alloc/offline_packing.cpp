@@ -1,6 +1,6 @@
-// The offline placement of the graph planner: GraphAllocator::place_offline places again, knowing every lifetime,
-// the blocks the planning walk placed online; make_plan keeps whichever placement needs fewer bytes
-// (docs/planner.md, "Rules": Placement; "Placement cost").
+// The offline packing of the graph planner: GraphPlanner::pack_offline places again, knowing every lifetime,
+// the blocks the planning walk placed online; make_plan keeps whichever packing needs fewer bytes
+// (docs/planner.md, "Rules": Packing; "Packing cost").
 #include <algorithm>
 #include <tuple>
 
@@ -11,10 +11,10 @@ namespace tessera {
 // Greedy by size: blocks of buffer type b, largest first (ties: earlier start), each at the lowest-waste gap among
 // the already placed blocks whose lifetimes overlap its own, in the first chunk where it fits. Blocks that exist from
 // the start to the end (placed before the walk and never freed) are stacked at the bottom first: they overlap
-// everything. Placed blocks are indexed by time bucket, so each placement only looks at blocks live around the same
+// everything. Placed blocks are indexed by time bucket, so each block's search only looks at blocks live around the same
 // time; a bucket holds what the query needs of each block (lifetime and bytes), and a block spanning several buckets
 // counts in the first of them that the query visits.
-void GraphAllocator::place_offline(const std::vector<Lifetime>& blocks, int b, size_t limit, long walk_start,
+void GraphPlanner::pack_offline(const std::vector<Lifetime>& blocks, int b, size_t limit, long walk_start,
                                    std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes,
                                    OfflineScratch& scratch) {
   addr->assign(blocks.size(), BlockAddress{});

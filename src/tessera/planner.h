@@ -71,15 +71,15 @@ struct PlannedTensor {
   int block = -1;         // the planner's lifetime record of the block (internal)
 };
 
-class GraphAllocator {
+class GraphPlanner {
  public:
   // One buffer type; every node and leaf uses it.
-  explicit GraphAllocator(BufferType* buft);
+  explicit GraphPlanner(BufferType* buft);
   // Several buffer types; reserve_n says which one each node and leaf uses.
-  explicit GraphAllocator(std::vector<BufferType*> bufts);
-  ~GraphAllocator();
-  GraphAllocator(const GraphAllocator&) = delete;
-  GraphAllocator& operator=(const GraphAllocator&) = delete;
+  explicit GraphPlanner(std::vector<BufferType*> bufts);
+  ~GraphPlanner();
+  GraphPlanner(const GraphPlanner&) = delete;
+  GraphPlanner& operator=(const GraphPlanner&) = delete;
 
   // Plans with a measure graph (usually the worst case) and grows the buffers to the planned chunk sizes (never
   // shrinks them). Errors: a buffer type id out of range, a tensor above a type's max size, an allocation failure
@@ -105,14 +105,14 @@ class GraphAllocator {
   // in-flight input copies: one plan, n disjoint copies of the memory. reserve_size and buffer_size count all sets.
   void set_replicas(int buft_id, int n);
   int replicas(int buft_id) const { return replicas_.at(static_cast<size_t>(buft_id)); }
-  // How the plan places blocks (docs/planner.md, "Rules": Placement). The planning walk places them online, in
-  // allocation order; knowing every lifetime afterwards, the planner also places them offline (largest first). kBest
-  // (the default) keeps, per buffer type, whichever needs fewer bytes; kOnline and kOffline force one, so that tests
-  // and tools can see each on its own (kBest would hide a defect of the one that loses). Takes effect at the next
-  // plan.
-  enum class Placement { kBest, kOnline, kOffline };
-  void set_placement(Placement p) { placement_ = p; }
-  Placement placement() const { return placement_; }
+  // How the plan packs blocks into the buffers (docs/planner.md, "Rules": Packing). The planning walk packs them
+  // online, in allocation order; knowing every lifetime afterwards, the planner also packs them offline (largest
+  // first). kBest (the default) keeps, per buffer type, whichever needs fewer bytes; kOnline and kOffline force one, so
+  // that tests and tools can see each on its own (kBest would hide a defect of the one that loses). Takes effect at
+  // the next plan.
+  enum class Packing { kBest, kOnline, kOffline };
+  void set_packing(Packing p) { packing_ = p; }
+  Packing packing() const { return packing_; }
   // Why the graph cannot be placed with the last plan, or an empty string when it can: node or leaf counts differ,
   // a tensor needs more bytes than planned (so a chunk would have to grow), the graph's structure differs (a source
   // is a different node or leaf than at plan time), or a tensor's external allocation changed.
@@ -170,7 +170,7 @@ class GraphAllocator {
     long start;
     long end;
   };
-  static void place_offline(const std::vector<Lifetime>& blocks, int buft, size_t limit, long walk_start,
+  static void pack_offline(const std::vector<Lifetime>& blocks, int buft, size_t limit, long walk_start,
                             std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes,
                             OfflineScratch& scratch);
   Status make_plan(GraphNodes graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
@@ -187,7 +187,7 @@ class GraphAllocator {
   std::vector<std::vector<std::vector<std::unique_ptr<Buffer>>>> buffers_;
   Plan plan_;
   int replans_ = 0;
-  Placement placement_ = Placement::kBest;
+  Packing packing_ = Packing::kBest;
   bool check_positions_ = false;                // check exact positions (GraphNodes::Positions::exact)
   mutable std::unique_ptr<GraphIndex> index_;  // scratch, reused across calls
   mutable Plan spare_;                          // the plan under construction (its memory reused across calls)
