@@ -24,6 +24,7 @@
 namespace tessera::harness {
 
 constexpr int kGraphFormatVersion = 1;
+inline constexpr const char* kGraphFormatName = "tessera-graph";  // the "format" key
 
 // The graph as JSON (format "tessera-graph", version 1). Deterministic: the same graph structure gives the same text,
 // so graph_to_json(graph_from_json(graph_to_json(g)).graph) == graph_to_json(g).
