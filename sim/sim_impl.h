@@ -140,7 +140,7 @@ class SimBuffer final : public Buffer {
 // The buffer of this simulator holding t, or nullptr.
 SimBuffer* sim_buffer_of(const Simulator::Impl* sim, const Tensor& t);
 
-// Whether a fault plan's device name names this device (names match without regard to case).
+// Device names (topologies, fault plans, links) match without regard to case.
 inline bool same_name(const std::string& a, const std::string& b) { return strcasecmp(a.c_str(), b.c_str()) == 0; }
 
 class SimDevice final : public Device {

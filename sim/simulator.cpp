@@ -11,8 +11,6 @@ namespace tessera::sim {
 
 namespace {
 
-bool same_name(const std::string& a, const std::string& b) { return strcasecmp(a.c_str(), b.c_str()) == 0; }
-
 class SimRegistration final : public BackendReg {
  public:
   explicit SimRegistration(Simulator::Impl* sim) : sim_(sim) {}
