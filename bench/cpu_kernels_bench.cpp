@@ -269,7 +269,9 @@ void BM_Gemm_F32(benchmark::State& state) {
   const int64_t n = state.range(0);
   time_graph(
       state, cpu::best_kernels(),
-      [n](Context& ctx) { return mul_mat(ctx, ctx.new_tensor_2d(Type::kF32, n, n), ctx.new_tensor_2d(Type::kF32, n, n)); },
+      [n](Context& ctx) {
+        return mul_mat(ctx, ctx.new_tensor_2d(Type::kF32, n, n), ctx.new_tensor_2d(Type::kF32, n, n));
+      },
       2.0 * n * n * n, 0, false);
 }
 BENCHMARK(BM_Gemm_F32)->Arg(1024)->Arg(3072)->UseManualTime()->MinTime(2.0)->Unit(benchmark::kMillisecond);
@@ -286,7 +288,8 @@ void BM_Gemm_F32_OpenBLAS(benchmark::State& state) {
   // Same product as MUL_MAT: C[n][m] = sum_k B[n][k] A[m][k] (both operands K-contiguous).
   auto gemm = [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(n), static_cast<int>(n),
-                1.0f, b.data(), static_cast<int>(n), a.data(), static_cast<int>(n), 0.0f, c.data(), static_cast<int>(n));
+                1.0f, b.data(), static_cast<int>(n), a.data(), static_cast<int>(n), 0.0f, c.data(),
+                static_cast<int>(n));
   };
   gemm();
   double best = 1e30;
@@ -312,8 +315,8 @@ void BM_MatVec(benchmark::State& state) {
   const double bytes = static_cast<double>(row_size(w, K)) * M;
   time_graph(
       state, cpu::best_kernels(),
-      [&](Context& ctx) { return mul_mat(ctx, ctx.new_tensor_2d(w, K, M), ctx.new_tensor_2d(Type::kF32, K, 1)); }, 2.0 * K * M,
-      bytes, true);
+      [&](Context& ctx) { return mul_mat(ctx, ctx.new_tensor_2d(w, K, M), ctx.new_tensor_2d(Type::kF32, K, 1)); },
+      2.0 * K * M, bytes, true);
   state.SetLabel(type_name(w));
 }
 BENCHMARK(BM_MatVec)
@@ -346,8 +349,8 @@ void BM_MatVecStream(benchmark::State& state) {
   const double one = static_cast<double>(row_size(w, K)) * M;
   const int n = static_cast<int>(std::ceil(384.0 * (1 << 20) / one));
   time_graph(
-      state, cpu::best_kernels(), [&](Context& ctx) { return stream_graph(ctx, w, K, M, n); }, 2.0 * K * M * n,
-      one * n, true);
+      state, cpu::best_kernels(), [&](Context& ctx) { return stream_graph(ctx, w, K, M, n); }, 2.0 * K * M * n, one * n,
+      true);
   state.SetLabel(std::string(type_name(w)) + " x" + std::to_string(n));
 }
 BENCHMARK(BM_MatVecStream)
@@ -368,7 +371,7 @@ BENCHMARK(BM_MatVecStream)
 struct CeilingPass {
   explicit CeilingPass(double bytes, bool copy)
       : floats(static_cast<size_t>(copy ? bytes / 8 : bytes / 4)), a(floats, 1.0f), b(copy ? floats : 0, 0.0f) {}
-  double run() {  // seconds
+  double run() {                                // seconds
     constexpr size_t kChunk = size_t{1} << 18;  // floats: 1 MiB
     return run_shared(kThreads, floats, kChunk, [&](size_t lo, size_t hi) {
       if (b.empty()) {
@@ -423,7 +426,8 @@ void time_graph_paired(benchmark::State& state, Bench& b, double graph_work, dou
 // Paired with a read-only pass (copy = false) or a STREAM copy (copy = true) that moves as many bytes.
 void time_graph_paired_bw(benchmark::State& state, Bench& b, double bytes, bool copy) {
   CeilingPass pass(bytes, copy);
-  time_graph_paired(state, b, bytes, bytes, [&] { return pass.run(); }, "GBps");
+  time_graph_paired(
+      state, b, bytes, bytes, [&] { return pass.run(); }, "GBps");
   benchmark::DoNotOptimize(pass.b.data());
 }
 
@@ -449,8 +453,8 @@ BENCHMARK(BM_MatVecPaired)
     ->Iterations(40)
     ->Unit(benchmark::kMillisecond);
 
-// BM_Gemm_F32 paired with a pass of the FMA-peak kernel shared by the threads (about 5 ms): the fraction of the peak that
-// the machine gives this process at the same moment.
+// BM_Gemm_F32 paired with a pass of the FMA-peak kernel shared by the threads (about 5 ms): the fraction of the peak
+// that the machine gives this process at the same moment.
 void BM_GemmPaired(benchmark::State& state) {
 #if defined(__x86_64__)
   if (cpu::best_kernels() != cpu::CpuKernels::kAvx512) {
@@ -468,9 +472,8 @@ void BM_GemmPaired(benchmark::State& state) {
   std::atomic<float> sink{0};
   constexpr size_t kChunk = 100'000;  // iterations, about a quarter of a millisecond
   auto peak_pass = [&] {
-    return run_shared(kThreads, static_cast<size_t>(iters) * kThreads, kChunk, [&](size_t lo, size_t hi) {
-      sink.store(fma_loop_avx512(static_cast<int64_t>(hi - lo)));
-    });
+    return run_shared(kThreads, static_cast<size_t>(iters) * kThreads, kChunk,
+                      [&](size_t lo, size_t hi) { sink.store(fma_loop_avx512(static_cast<int64_t>(hi - lo))); });
   };
   time_graph_paired(state, b, 2.0 * n * n * n, 2.0 * 16 * 16 * static_cast<double>(iters) * kThreads, peak_pass,
                     "GFLOPS");
@@ -583,7 +586,6 @@ void BM_ElementwisePaired(benchmark::State& state) {
   state.SetLabel(kEwNames[which]);
 }
 BENCHMARK(BM_ElementwisePaired)->DenseRange(0, 6)->UseManualTime()->Iterations(40)->Unit(benchmark::kMillisecond);
-
 
 // ---- one llama-style layer ----
 

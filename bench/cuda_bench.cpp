@@ -65,8 +65,8 @@ void BM_CudaMulMat(benchmark::State& state) {
   for (auto _ : state) {
     if (gpu->graph_compute(g) != ComputeStatus::kSuccess) return state.SkipWithError(gpu->last_error().c_str());
   }
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k),
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * static_cast<double>(m * n * k), benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(type_name(type));
 }
 
@@ -91,8 +91,8 @@ void BM_CublasSgemm(benchmark::State& state) {
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * m * n * static_cast<double>(k),
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * m * n * static_cast<double>(k), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_CudaAdd(benchmark::State& state) {

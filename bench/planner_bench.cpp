@@ -155,8 +155,15 @@ void BM_Planner(benchmark::State& state, Case c) {
   const bool first = !g_rows.count(c.label());
   if (first) g_order.push_back(c.label());
   const double best_ns = first ? ns_per_node : std::min(ns_per_node, g_rows[c.label()].ns_per_node);
-  g_rows[c.label()] = Row{cfg.name, c.flash_attn ? "FA" : "MUL_MAT+SOFT_MAX", c.tokens, cfg.n_layer, g.n_nodes(),
-                    static_cast<double>(peak) / kMiB, static_cast<double>(bound) / kMiB, efficiency, best_ns};
+  g_rows[c.label()] = Row{cfg.name,
+                          c.flash_attn ? "FA" : "MUL_MAT+SOFT_MAX",
+                          c.tokens,
+                          cfg.n_layer,
+                          g.n_nodes(),
+                          static_cast<double>(peak) / kMiB,
+                          static_cast<double>(bound) / kMiB,
+                          efficiency,
+                          best_ns};
 }
 
 // ---- --explain: the moment the plan reaches its peak ----
@@ -275,9 +282,8 @@ size_t greedy_by_size_peak(const std::vector<Block>& blocks, size_t* n_chains) {
 // The block that sets the peak (the highest end; the earliest if several), the blocks allocated up to its step, and
 // the memory map at that step with its holes.
 void print_peak_map(std::vector<Block> blocks) {
-  std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) {
-    return a.offset != b.offset ? a.offset < b.offset : a.def < b.def;
-  });
+  std::sort(blocks.begin(), blocks.end(),
+            [](const Block& a, const Block& b) { return a.offset != b.offset ? a.offset < b.offset : a.def < b.def; });
   const Block* top = nullptr;
   for (const Block& b : blocks) {
     if (top == nullptr || b.offset + b.size > top->offset + top->size ||
@@ -313,8 +319,8 @@ void print_peak_map(std::vector<Block> blocks) {
   size_t cursor = 0;
   for (const Block* b : live) {
     if (b->offset > cursor) std::printf("    %9.2f %9.2f   -- hole --\n", cursor / kMiB, (b->offset - cursor) / kMiB);
-    std::printf("    %9.2f %9.2f   %-48s %ld..%ld\n", b->offset / kMiB, b->size / kMiB, describe(*b->t).c_str(),
-                b->def, b->last);
+    std::printf("    %9.2f %9.2f   %-48s %ld..%ld\n", b->offset / kMiB, b->size / kMiB, describe(*b->t).c_str(), b->def,
+                b->last);
     cursor = std::max(cursor, b->offset + b->size);
   }
 }

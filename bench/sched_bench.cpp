@@ -448,7 +448,7 @@ void profile(int n_layer, int runs) {
         int32_t v = -1;
         if (t.src[j] != nullptr) {
           const int64_t p = Graph::position_to_id(pos[j], g.n_nodes(), g.n_leafs());
-          const Tensor* at = p < 0 ? nullptr
+          const Tensor* at = p < 0                                  ? nullptr
                              : static_cast<size_t>(p) < g.n_nodes() ? g.node(static_cast<size_t>(p))
                                                                     : g.leafs()[static_cast<size_t>(p) - g.n_nodes()];
           v = at == t.src[j] ? static_cast<int32_t>(p) : -2;
@@ -492,14 +492,16 @@ void profile(int n_layer, int runs) {
   }
   std::printf("    planner reserve_size (ns/node): positions as hints %.1f, exact %.1f, none %.1f\n", t_plan[0] / n,
               t_plan[1] / n, t_plan[2] / n);
-  std::printf("    one walk (ns/node): node+sources backend via unordered_map %.1f, via dense ids %.1f; "
-              "supports_op x %d backends %.1f\n",
-              t_map / n, t_dense / n, set.size(), t_supp / n);
+  std::printf(
+      "    one walk (ns/node): node+sources backend via unordered_map %.1f, via dense ids %.1f; "
+      "supports_op x %d backends %.1f\n",
+      t_map / n, t_dense / n, set.size(), t_supp / n);
   std::printf("    questions per split (per node): supports_op %zu (%.2f), offload_op %zu, supports_buft %zu\n",
               counting.op, static_cast<double>(counting.op) / n, counting.offload, counting.buft);
-  std::printf("    floor (ns/node): sources read and checked + leaf buffers %.1f, supports_op once per computed node "
-              "%.1f, total %.1f\n",
-              f_read / n, f_ask / n, (f_read + f_ask) / n);
+  std::printf(
+      "    floor (ns/node): sources read and checked + leaf buffers %.1f, supports_op once per computed node "
+      "%.1f, total %.1f\n",
+      f_read / n, f_ask / n, (f_read + f_ask) / n);
 }
 
 // ---- --report: the scheduler's splits for a small model (to check the setup) ----
@@ -594,7 +596,8 @@ int main(int argc, char** argv) {
   // the largest split's input copies plus the graph inputs: serial + kParallelCopies * (largest split input bytes +
   // graph input bytes).
   std::printf(
-      "\n| layers | nodes | splits | split inputs | split_graph ns/node | split+teardown ns/node | reserve_size ns/node "
+      "\n| layers | nodes | splits | split inputs | split_graph ns/node | split+teardown ns/node | reserve_size "
+      "ns/node "
       "| reserve ns/node | compute bytes serial | compute bytes parallel | ratio | in-flight estimate | parallel / "
       "estimate |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");

@@ -138,8 +138,8 @@ Forward70b forward_70b(int n_tokens) {
   };
   std::vector<std::pair<Tensor*, BufferType*>> where;
   for (Tensor* w : m.weights) {
-    where.emplace_back(w, w == m.tok_embd ? sim->device(static_cast<size_t>(n_gpu))->buffer_type()
-                                          : buft_of(m.layer_of(w)));
+    where.emplace_back(
+        w, w == m.tok_embd ? sim->device(static_cast<size_t>(n_gpu))->buffer_type() : buft_of(m.layer_of(w)));
   }
   auto wb = allocate_tensors(where, BufferUsage::kWeights);
   where.clear();
@@ -206,9 +206,10 @@ int print_forward_70b() {
     std::printf("70b forward, %d tokens, 8x80gb preset, metadata-only:\n", tokens);
     std::printf("  build graph %.1f ms, place weights %.1f ms, schedule+plan+allocate %.1f ms, simulate %.1f ms\n",
                 r.build_ms, r.place_ms, r.schedule_ms, r.simulate_ms);
-    std::printf("  planning plus simulating: %.1f ms (target < 1000 ms); %d splits, %zu simulated commands, makespan "
-                "%.3f ms\n",
-                r.schedule_ms + r.simulate_ms, r.splits, r.commands, r.makespan_us / 1000.0);
+    std::printf(
+        "  planning plus simulating: %.1f ms (target < 1000 ms); %d splits, %zu simulated commands, makespan "
+        "%.3f ms\n",
+        r.schedule_ms + r.simulate_ms, r.splits, r.commands, r.makespan_us / 1000.0);
     std::printf("  peak memory per device (GiB):");
     for (size_t p : r.peak) std::printf(" %.2f", static_cast<double>(p) / static_cast<double>(GiB));
     std::printf("\n");

@@ -36,7 +36,7 @@ namespace {
 
 using namespace tessera;
 
-constexpr size_t kMaxSteps = 24;    // small graphs: the fuzzer's speed matters more than their size
+constexpr size_t kMaxSteps = 24;  // small graphs: the fuzzer's speed matters more than their size
 constexpr double kMaxNmse = 1e-3;
 
 struct Setup {
@@ -45,15 +45,15 @@ struct Setup {
   bool parallel = false;
   bool op_offload = true;
   int max_split_inputs = 30;
-  int weight_device = 0;    // device whose buffer type holds the external leafs
-  bool weight_host = false; // its host buffer type (pinned host memory) when it has one
+  int weight_device = 0;     // device whose buffer type holds the external leafs
+  bool weight_host = false;  // its host buffer type (pinned host memory) when it has one
 };
 
 sim::DeviceConfig decode_accelerator(fuzz::ByteReader& in, int index) {
-  static const Op kDeniable[] = {Op::kMulMat, Op::kMulMatId, Op::kFlashAttnExt, Op::kSoftMax, Op::kRope,
-                                 Op::kGetRows, Op::kSetRows, Op::kArgsort,     Op::kTopK,    Op::kGlu,
-                                 Op::kRmsNorm, Op::kNorm,    Op::kAdd,         Op::kMul,     Op::kCpy,
-                                 Op::kCont,    Op::kUnary,   Op::kScale,       Op::kSumRows, Op::kDiv};
+  static const Op kDeniable[] = {Op::kMulMat,  Op::kMulMatId, Op::kFlashAttnExt, Op::kSoftMax, Op::kRope,
+                                 Op::kGetRows, Op::kSetRows,  Op::kArgsort,      Op::kTopK,    Op::kGlu,
+                                 Op::kRmsNorm, Op::kNorm,     Op::kAdd,          Op::kMul,     Op::kCpy,
+                                 Op::kCont,    Op::kUnary,    Op::kScale,        Op::kSumRows, Op::kDiv};
   static const size_t kMemory[] = {1 * sim::GiB, 64 * sim::MiB, 1 * sim::MiB, 64 * sim::KiB};
   static const size_t kAlignment[] = {256, 64, 32, 128};
   static const int64_t kBatch[] = {1, 2, 4, 32};
@@ -117,8 +117,9 @@ std::string describe(const Setup& s, const graphgen::GraphDesc& desc, const grap
   }
   os << "\npolicy: parallel " << s.parallel << ", op_offload " << s.op_offload << ", max_split_inputs "
      << s.max_split_inputs << ", weights on device " << s.weight_device << (s.weight_host ? " (host type)" : "")
-     << ", sim seed " << s.options.seed << (s.options.adversarial ? " adversarial" : "") << "\n" << desc
-     << "\n--- graph ---\n" << g.dump();
+     << ", sim seed " << s.options.seed << (s.options.adversarial ? " adversarial" : "") << "\n"
+     << desc << "\n--- graph ---\n"
+     << g.dump();
   return os.str();
 }
 
@@ -226,10 +227,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(e.backend >= 0 && e.backend < sched->n_backends(),
                  std::string("node '") + n->name + "' has no backend\n" + context());
       if (op_is_view(n->op)) continue;
-      FUZZ_CHECK(sched->backend(e.backend)->supports_op(*n), std::string("node '") + n->name + "' (" +
-                                                                  op_name(n->op) + ") is on " + e.backend_name +
-                                                                  ", which does not support it\n" + sched->report() +
-                                                                  context());
+      FUZZ_CHECK(sched->backend(e.backend)->supports_op(*n),
+                 std::string("node '") + n->name + "' (" + op_name(n->op) + ") is on " + e.backend_name +
+                     ", which does not support it\n" + sched->report() + context());
     }
     // Splits are contiguous and end at the last node; the nodes before the first split are views (they compute
     // nothing and belong to it).
@@ -265,16 +265,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const Tensor* out = g.outputs[i];
       if (skip.count(out) != 0 || (out->view_src != nullptr && skip.count(out->view_src) != 0)) continue;
       auto got = tensor_to_f32(*out);
-      FUZZ_CHECK(got.ok(), "reading an output failed: " + got.status().to_string() + "\n" + sched->report() + context());
+      FUZZ_CHECK(got.ok(),
+                 "reading an output failed: " + got.status().to_string() + "\n" + sched->report() + context());
       FUZZ_CHECK(got->size() == want[i].size(), "an output has another size than the reference");
       double err = 0, norm = 0;
       for (size_t k = 0; k < got->size(); ++k) {
         const double w = want[i][k];
         const double v = (*got)[k];
         if (!std::isfinite(w)) continue;
-        FUZZ_CHECK(std::isfinite(v), std::string("output '") + out->name + "' element " + std::to_string(k) +
-                                         " is " + std::to_string(v) + ", the reference " + std::to_string(w) +
-                                         "\n" + sched->report() + context());
+        FUZZ_CHECK(std::isfinite(v), std::string("output '") + out->name + "' element " + std::to_string(k) + " is " +
+                                         std::to_string(v) + ", the reference " + std::to_string(w) + "\n" +
+                                         sched->report() + context());
         err += (v - w) * (v - w);
         norm += w * w;
       }

@@ -57,7 +57,7 @@ inline std::string_view as_text(const uint8_t* data, size_t size) {
 
 }  // namespace tessera::fuzz
 
-#define FUZZ_CHECK(cond, what)                                           \
-  do {                                                                   \
-    if (!(cond)) ::tessera::fuzz::fail(__FILE__, __LINE__, (what));      \
+#define FUZZ_CHECK(cond, what)                                      \
+  do {                                                              \
+    if (!(cond)) ::tessera::fuzz::fail(__FILE__, __LINE__, (what)); \
   } while (0)

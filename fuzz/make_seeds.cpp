@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
     int n_tokens, n_outputs, n_expert;
     bool flash_attn;
   };
-  const Variant variants[] = {{"llama-1tok-fa", 1, 0, 0, true}, {"llama-4tok-noflash", 4, 1, 0, false},
-                              {"llama-moe-2tok", 2, 0, 4, true}};
+  const Variant variants[] = {
+      {"llama-1tok-fa", 1, 0, 0, true}, {"llama-4tok-noflash", 4, 1, 0, false}, {"llama-moe-2tok", 2, 0, 4, true}};
   for (const Variant& v : variants) {
     models::LlamaConfig c;
     c.n_layer = 1;

@@ -32,8 +32,8 @@ template <typename Detail>
 void check_placed(const graphgen::BuiltGraph& g, const GraphPlanner& ga, const std::vector<void*>& external_data,
                   Detail detail) {
   for (const Tensor* t : g.graph->leafs()) {
-    FUZZ_CHECK(t->view_src != nullptr || t->data != nullptr, std::string("leaf '") + t->name + "' has no memory\n" +
-                                                                 detail(g));
+    FUZZ_CHECK(t->view_src != nullptr || t->data != nullptr,
+               std::string("leaf '") + t->name + "' has no memory\n" + detail(g));
   }
   for (const Tensor* t : g.graph->nodes()) {
     FUZZ_CHECK(t->data != nullptr, std::string("node '") + t->name + "' has no memory\n" + detail(g));

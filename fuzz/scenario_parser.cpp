@@ -35,6 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string written = harness::topology_to_json(scenario.config.topology);
   auto reparsed = harness::parse_topology(written, "written.json");
   FUZZ_CHECK(reparsed.ok(), "the scenario's topology does not round-trip: " + reparsed.status().to_string());
-  FUZZ_CHECK(harness::topology_to_json(*reparsed) == written, "the scenario's topology writes differently when re-read");
+  FUZZ_CHECK(harness::topology_to_json(*reparsed) == written,
+             "the scenario's topology writes differently when re-read");
   return 0;
 }

@@ -15,7 +15,7 @@ size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 }  // namespace
 
 Result<std::vector<std::unique_ptr<Buffer>>> allocate_tensors(const std::vector<std::pair<Tensor*, BufferType*>>& where,
-                                                           BufferUsage usage) {
+                                                              BufferUsage usage) {
   // Group by buffer type, in order of first appearance.
   std::vector<BufferType*> types;
   std::vector<std::vector<Tensor*>> groups;

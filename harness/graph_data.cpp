@@ -60,8 +60,7 @@ std::vector<LeafData> infer_leaf_data(const Graph& graph, const std::vector<Tens
         use(n->src[1], LeafFill::kPositions, 1);
         use(n->src[2], LeafFill::kPositive, 1);
         break;
-      default:
-        break;
+      default: break;
     }
   }
   return out;
@@ -98,7 +97,8 @@ Status fill_leaf(const LeafData& leaf, uint64_t seed, uint64_t key) {
         for (size_t i = 0; i < ne0 && row * ne0 + i < n; ++i) {
           uint32_t id = static_cast<uint32_t>(rng() % bound);
           if (row_ids.size() < bound) {
-            while (std::find(row_ids.begin(), row_ids.end(), id) != row_ids.end()) id = static_cast<uint32_t>(rng() % bound);
+            while (std::find(row_ids.begin(), row_ids.end(), id) != row_ids.end())
+              id = static_cast<uint32_t>(rng() % bound);
           }
           row_ids.push_back(id);
           v[row * ne0 + i] = static_cast<float>(id);

@@ -128,20 +128,23 @@ class GraphReader {
       fail(path, "expected the id of a tensor of this file (0.." + std::to_string(n_tensors_ - 1) + "), got " +
                      std::to_string(id) + " (no such tensor)");
     }
-    if (id == self) fail(path, "expected the id of an earlier tensor, got " + std::to_string(id) + " (the tensor itself: a cycle)");
+    if (id == self)
+      fail(path, "expected the id of an earlier tensor, got " + std::to_string(id) + " (the tensor itself: a cycle)");
     if (id > self) {
-      fail(path, "expected the id of an earlier tensor (< " + std::to_string(self) + "; sources come before their users), got " +
-                     std::to_string(id) + " (a forward reference)");
+      fail(path, "expected the id of an earlier tensor (< " + std::to_string(self) +
+                     "; sources come before their users), got " + std::to_string(id) + " (a forward reference)");
     }
     return out_.tensors[id];
   }
 
   TensorSpec parse(const json& v, const std::string& path, size_t index) {
-    expect_object(v, path, {"id", "name", "type", "ne", "nb", "op", "op_params", "src", "view_src", "view_offs", "flags", "role"},
-                  "a tensor object {\"id\": ..., \"type\": ..., \"ne\": [...], \"op\": ...}");
+    expect_object(
+        v, path, {"id", "name", "type", "ne", "nb", "op", "op_params", "src", "view_src", "view_offs", "flags", "role"},
+        "a tensor object {\"id\": ..., \"type\": ..., \"ne\": [...], \"op\": ...}");
     TensorSpec s;
-    const int64_t id = get_count(required(v, path, "id", "the tensor's id, its index in \"tensors\""), child(path, "id"),
-                                 "a tensor id (a whole number >= 0)", std::numeric_limits<int64_t>::max());
+    const int64_t id =
+        get_count(required(v, path, "id", "the tensor's id, its index in \"tensors\""), child(path, "id"),
+                  "a tensor id (a whole number >= 0)", std::numeric_limits<int64_t>::max());
     if (static_cast<uint64_t>(id) != index) {
       fail(child(path, "id"), "expected " + std::to_string(index) + " (tensors are listed in id order, from 0), got " +
                                   std::to_string(id));
@@ -179,7 +182,8 @@ class GraphReader {
     if (const json* x = member(v, "nb")) {
       const std::string p = child(path, "nb");
       if (!x->is_array() || x->size() != static_cast<size_t>(kMaxDims)) type_fail(p, "an array of 4 byte strides", *x);
-      for (size_t i = 0; i < x->size(); ++i) s.nb[i] = get_u64((*x)[i], element(p, i), "a byte stride (a whole number >= 0)");
+      for (size_t i = 0; i < x->size(); ++i)
+        s.nb[i] = get_u64((*x)[i], element(p, i), "a byte stride (a whole number >= 0)");
       s.has_nb = true;
     }
     {
@@ -228,10 +232,14 @@ class GraphReader {
       if (!x->is_array()) type_fail(p, "an array of flag names (\"input\", \"output\", \"param\")", *x);
       for (size_t i = 0; i < x->size(); ++i) {
         const std::string f = get_string((*x)[i], element(p, i), "a flag name (\"input\", \"output\" or \"param\")");
-        if (f == "input") s.flags |= kFlagInput;
-        else if (f == "output") s.flags |= kFlagOutput;
-        else if (f == "param") s.flags |= kFlagParam;
-        else fail(element(p, i), "unknown flag " + quote(f) + " (expected one of: input, output, param)");
+        if (f == "input")
+          s.flags |= kFlagInput;
+        else if (f == "output")
+          s.flags |= kFlagOutput;
+        else if (f == "param")
+          s.flags |= kFlagParam;
+        else
+          fail(element(p, i), "unknown flag " + quote(f) + " (expected one of: input, output, param)");
       }
     }
     if (const json* x = member(v, "role")) {
@@ -244,20 +252,22 @@ class GraphReader {
     Context& ctx = *out_.ctx;
     if (s.n_src > 0) fail(child(path, "src"), "expected no sources for a leaf (op NONE)");
     if (s.view_src != nullptr) {
-      fail(child(path, "view_src"), "expected no view_src for a leaf (op NONE; views are made by VIEW, RESHAPE, PERMUTE, "
-                                    "TRANSPOSE, CPY and SET_ROWS)");
+      fail(child(path, "view_src"),
+           "expected no view_src for a leaf (op NONE; views are made by VIEW, RESHAPE, PERMUTE, "
+           "TRANSPOSE, CPY and SET_ROWS)");
     }
     for (int i = 0; i < kMaxOpParams; ++i) {
-      if (s.params[i] != 0) fail(element(child(path, "op_params"), i), "expected 0 for a leaf (op NONE has no parameters)");
+      if (s.params[i] != 0)
+        fail(element(child(path, "op_params"), i), "expected 0 for a leaf (op NONE has no parameters)");
     }
     Tensor* t = ctx.new_tensor(s.type, kMaxDims, s.ne);
     if (t == nullptr) fail(path, "not a valid leaf: " + ctx.status().message());
     if (s.has_nb) {
       for (int i = 0; i < kMaxDims; ++i) {
         if (s.nb[i] != t->nb[i]) {
-          fail(child(path, "nb"), "expected " + array_text(t->nb) + " (the contiguous strides of a " + type_name(s.type) +
-                                      " " + array_text(s.ne) + " leaf; non-contiguous leafs are not supported), got " +
-                                      array_text(s.nb));
+          fail(child(path, "nb"), "expected " + array_text(t->nb) + " (the contiguous strides of a " +
+                                      type_name(s.type) + " " + array_text(s.ne) +
+                                      " leaf; non-contiguous leafs are not supported), got " + array_text(s.nb));
         }
       }
     }
@@ -352,19 +362,21 @@ class GraphReader {
     const std::string op = op_name(s.op);
     Tensor* t = call_builder(s, path);
     if (t == nullptr) {
-      fail(path, "expected sources and op_params that " + op + " accepts: " +
-                     (ctx.ok() ? std::string("the builder failed") : ctx.status().message()));
+      fail(path, "expected sources and op_params that " + op +
+                     " accepts: " + (ctx.ok() ? std::string("the builder failed") : ctx.status().message()));
     }
     const std::string because = " (what " + op + " gives for these sources and op_params)";
     if (t->type != s.type) {
       fail(child(path, "type"), std::string("expected ") + type_name(t->type) + because + ", got " + type_name(s.type));
     }
     for (int i = 0; i < kMaxDims; ++i) {
-      if (t->ne[i] != s.ne[i]) fail(child(path, "ne"), "expected " + array_text(t->ne) + because + ", got " + array_text(s.ne));
+      if (t->ne[i] != s.ne[i])
+        fail(child(path, "ne"), "expected " + array_text(t->ne) + because + ", got " + array_text(s.ne));
     }
     if (s.has_nb) {
       for (int i = 0; i < kMaxDims; ++i) {
-        if (t->nb[i] != s.nb[i]) fail(child(path, "nb"), "expected " + array_text(t->nb) + because + ", got " + array_text(s.nb));
+        if (t->nb[i] != s.nb[i])
+          fail(child(path, "nb"), "expected " + array_text(t->nb) + because + ", got " + array_text(s.nb));
       }
     }
     for (int i = 0; i < kMaxOpParams; ++i) {
@@ -384,10 +396,12 @@ class GraphReader {
                                         ", got " + id_text(s.view_src));
     }
     if (t->view_src != nullptr && s.has_view_offs && t->view_offs != s.view_offs) {
-      fail(child(path, "view_offs"), "expected " + std::to_string(t->view_offs) + because + ", got " +
-                                         std::to_string(s.view_offs));
+      fail(child(path, "view_offs"),
+           "expected " + std::to_string(t->view_offs) + because + ", got " + std::to_string(s.view_offs));
     }
-    if (!s.role.empty()) fail(child(path, "role"), "expected no role for a computed tensor (roles \"input\" and \"weight\" are for leafs)");
+    if (!s.role.empty())
+      fail(child(path, "role"),
+           "expected no role for a computed tensor (roles \"input\" and \"weight\" are for leafs)");
     return t;
   }
 
@@ -432,7 +446,8 @@ std::vector<Tensor*> parse_list(const json& v, const std::string& path, const Lo
       fail(p, "expected a leaf (op NONE, not flagged param), tensor " + std::to_string(id) + " is " +
                   (t->op == Op::kNone ? "a param (a node)" : std::string("computed by ") + op_name(t->op)));
     }
-    if (!leafs && is_leaf) fail(p, "expected a node (a computed tensor or a param), tensor " + std::to_string(id) + " is a leaf");
+    if (!leafs && is_leaf)
+      fail(p, "expected a node (a computed tensor or a param), tensor " + std::to_string(id) + " is a leaf");
     (leafs ? leaf_pos : node_pos)[id] = static_cast<int64_t>(i);
     out.push_back(t);
   }
@@ -444,7 +459,8 @@ LoadedGraph parse_graph(const json& root) {
                 "a JSON object {\"format\": \"tessera-graph\", \"version\": 1, \"tensors\": [...], \"leafs\": [...], "
                 "\"nodes\": [...]} at the top level");
   const std::string format = get_string(required(root, "", "format", "\"tessera-graph\""), "format", "a string");
-  if (format != kGraphFormatName) fail("format", std::string("expected \"") + kGraphFormatName + "\", got " + quote(format));
+  if (format != kGraphFormatName)
+    fail("format", std::string("expected \"") + kGraphFormatName + "\", got " + quote(format));
   const json& version = required(root, "", "version", "the format version, 1");
   if (!version.is_number_integer() || version.get<int64_t>() != kGraphFormatVersion) {
     type_fail("version", "1 (the only version of the format)", version);
@@ -462,8 +478,9 @@ LoadedGraph parse_graph(const json& root) {
   const json* leafs = member(root, "leafs");
   const json* nodes = member(root, "nodes");
   if ((leafs == nullptr) != (nodes == nullptr)) {
-    fail(leafs == nullptr ? "leafs" : "nodes", "expected both \"leafs\" and \"nodes\", or neither (then the graph holds "
-                                                "every tensor in id order)");
+    fail(leafs == nullptr ? "leafs" : "nodes",
+         "expected both \"leafs\" and \"nodes\", or neither (then the graph holds "
+         "every tensor in id order)");
   }
   const size_t n = g.tensors.size();
   if (leafs == nullptr) {
@@ -544,6 +561,5 @@ Result<LoadedGraph> load_graph_file(const std::string& path) {
   if (!text.ok()) return text.status();
   return graph_from_json(text.value(), path);
 }
-
 
 }  // namespace tessera::harness

@@ -138,10 +138,12 @@ Status save_graph_file(const Graph& graph, const std::string& path) {
   const std::string text = graph_to_json(graph);
   errno = 0;
   FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return Status(StatusCode::kInvalidArgument, path + ": cannot create the graph file: " + std::strerror(errno));
+  if (f == nullptr)
+    return Status(StatusCode::kInvalidArgument, path + ": cannot create the graph file: " + std::strerror(errno));
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   const int err = errno;
-  if (std::fclose(f) != 0 || !ok) return Status(StatusCode::kInvalidArgument, path + ": cannot write the graph file: " + std::strerror(err));
+  if (std::fclose(f) != 0 || !ok)
+    return Status(StatusCode::kInvalidArgument, path + ": cannot write the graph file: " + std::strerror(err));
   return Status::Ok();
 }
 

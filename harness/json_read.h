@@ -34,8 +34,10 @@ using json = nlohmann::json;
 // Small text helpers
 
 inline std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -94,7 +96,9 @@ struct ParseProblem {
   std::string message;
 };
 
-[[noreturn]] inline void fail(const std::string& path, std::string message) { throw ParseProblem{path, std::move(message)}; }
+[[noreturn]] inline void fail(const std::string& path, std::string message) {
+  throw ParseProblem{path, std::move(message)};
+}
 
 inline std::string child(const std::string& path, std::string_view key) {
   return path.empty() ? std::string(key) : path + "." + std::string(key);
@@ -255,11 +259,13 @@ inline size_t get_size(const json& v, const std::string& path) {
   }
   if (v.is_number_float()) {
     const double d = v.get<double>();
-    if (!(d >= 0)) fail(path, "expected " + std::string(kSizeExpected) + ", got " + describe(v) + " (it cannot be negative)");
+    if (!(d >= 0))
+      fail(path, "expected " + std::string(kSizeExpected) + ", got " + describe(v) + " (it cannot be negative)");
     if (!(d < 18446744073709551616.0)) {
       fail(path, "expected " + std::string(kSizeExpected) + ", got " + describe(v) + " (too large for 64 bits)");
     }
-    if (std::floor(d) != d) fail(path, "expected " + std::string(kSizeExpected) + ", got " + describe(v) + " (not whole bytes)");
+    if (std::floor(d) != d)
+      fail(path, "expected " + std::string(kSizeExpected) + ", got " + describe(v) + " (not whole bytes)");
     return static_cast<size_t>(d);
   }
   type_fail(path, kSizeExpected, v);
@@ -275,17 +281,22 @@ inline double get_quantity(const json& v, const std::string& path, std::string_v
   }
   if (v.is_number()) {
     const double d = v.get<double>();
-    if (!(d >= 0) || !std::isfinite(d)) fail(path, "expected " + std::string(expected) + ", got " + describe(v) + " (it cannot be negative)");
+    if (!(d >= 0) || !std::isfinite(d))
+      fail(path, "expected " + std::string(expected) + ", got " + describe(v) + " (it cannot be negative)");
     return d;
   }
   type_fail(path, expected, v);
 }
 
-inline double get_rate(const json& v, const std::string& path) { return get_quantity(v, path, kRateExpected, parse_rate); }
+inline double get_rate(const json& v, const std::string& path) {
+  return get_quantity(v, path, kRateExpected, parse_rate);
+}
 inline double get_duration(const json& v, const std::string& path) {
   return get_quantity(v, path, kDurationExpected, parse_duration_us);
 }
-inline double get_flops(const json& v, const std::string& path) { return get_quantity(v, path, kFlopsExpected, parse_flops); }
+inline double get_flops(const json& v, const std::string& path) {
+  return get_quantity(v, path, kFlopsExpected, parse_flops);
+}
 
 // "f32, f16, ...": every type name, for messages.
 inline std::string type_names() {
@@ -410,7 +421,6 @@ inline std::string syntax_detail(const std::string& what) {
 
 inline Status invalid(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
 
-
 // Text files larger than this are refused (a device such as /dev/zero would otherwise be read forever).
 constexpr size_t kMaxTextFileBytes = size_t{256} << 20;
 
@@ -418,7 +428,8 @@ constexpr size_t kMaxTextFileBytes = size_t{256} << 20;
 // A missing file is kNotFound; a directory, a file over kMaxTextFileBytes or a read error kInvalidArgument.
 inline Result<std::string> read_text_file(const std::string& path, const std::string& what) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return invalid(path + ": cannot read the " + what + ": it is a directory");
+  if (std::filesystem::is_directory(path, ec))
+    return invalid(path + ": cannot read the " + what + ": it is a directory");
   errno = 0;
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {

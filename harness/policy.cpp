@@ -72,7 +72,8 @@ std::vector<Device*> devices_of(const Simulator& simulator) {
   return d;
 }
 
-Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int n_layer, const PlacementPolicy& policy) {
+Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int n_layer,
+                                       const PlacementPolicy& policy) {
   if (devices.empty()) return TS_ERROR(StatusCode::kInvalidArgument, "policy: no devices to place onto");
   const int cpu = static_cast<int>(devices.size()) - 1;
   const std::vector<int> gpus = gpu_indices(devices);
@@ -143,8 +144,8 @@ Result<Placement> place_model(const std::vector<Device*>& devices, const std::ve
   p.layer_device = std::move(ld).value();
   const int cpu = static_cast<int>(devices.size()) - 1;
   const std::vector<int> gpus = gpu_indices(devices);
-  const bool head_on_gpu = !gpus.empty() && (policy.n_gpu_layers < 0 || policy.n_gpu_layers > n_layer) &&
-                           policy.layers_per_device.empty();
+  const bool head_on_gpu =
+      !gpus.empty() && (policy.n_gpu_layers < 0 || policy.n_gpu_layers > n_layer) && policy.layers_per_device.empty();
   const int head_device = head_on_gpu ? (n_layer > 0 ? p.layer_device.back() : gpus.back()) : cpu;
 
   std::vector<std::pair<std::regex, BufferType*>> rules;
@@ -157,8 +158,10 @@ Result<Placement> place_model(const std::vector<Device*>& devices, const std::ve
     try {
       rules.emplace_back(std::regex(o.pattern, std::regex::ECMAScript), b);
     } catch (const std::regex_error& e) {
-      return TS_ERROR(StatusCode::kInvalidArgument, "policy: override pattern \"%s\" is not a valid regular "
-                      "expression: %s", o.pattern.c_str(), e.what());
+      return TS_ERROR(StatusCode::kInvalidArgument,
+                      "policy: override pattern \"%s\" is not a valid regular "
+                      "expression: %s",
+                      o.pattern.c_str(), e.what());
     }
   }
   auto device_buft = [&](int d) { return devices[static_cast<size_t>(d)]->buffer_type(); };

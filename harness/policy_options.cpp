@@ -177,7 +177,8 @@ const std::vector<Entry>& entries() {
        },
        [](const json& v, const std::string& path, PlacementPolicy* p) {
          const int n = get_int(v, path);
-         if (n < kMinSplitInputs) fail(path, "expected a whole number between 10 and 1000000 (one node can bring 10 inputs)");
+         if (n < kMinSplitInputs)
+           fail(path, "expected a whole number between 10 and 1000000 (one node can bring 10 inputs)");
          p->max_split_inputs = n;
        }},
       {{"scheduler_devices", "--scheduler-devices", "A,B,...",
@@ -190,8 +191,8 @@ const std::vector<Entry>& entries() {
          return Status::Ok();
        },
        [](const json& v, const std::string& path, PlacementPolicy* p) {
-         p->scheduler_devices = get_list<std::string>(v, path, "device names",
-                                                      [](const json& e, const std::string& ep) { return get_string(e, ep); });
+         p->scheduler_devices = get_list<std::string>(
+             v, path, "device names", [](const json& e, const std::string& ep) { return get_string(e, ep); });
          if (p->scheduler_devices.empty()) fail(path, "expected at least one device name");
        }},
   };
@@ -221,7 +222,8 @@ void read_policy_json(const json& v, const std::string& path, PlacementPolicy* p
   for (const Entry& e : entries()) keys.push_back(e.option.key.c_str());
   json_read::expect_object(v, path, keys, "a policy object");
   for (const Entry& e : entries()) {
-    if (const json* x = json_read::member(v, e.option.key.c_str())) e.json(*x, json_read::child(path, e.option.key), policy);
+    if (const json* x = json_read::member(v, e.option.key.c_str()))
+      e.json(*x, json_read::child(path, e.option.key), policy);
   }
 }
 

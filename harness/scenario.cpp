@@ -19,8 +19,8 @@ using namespace json_read;
 
 void parse_model(const json& v, const std::string& path, models::LlamaConfig* c) {
   expect_object(v, path,
-                {"preset", "n_layer", "n_embd", "n_ff", "n_head", "n_head_kv", "n_ctx", "n_kv", "n_tokens",
-                 "n_outputs", "n_vocab", "weight_type", "kv_type", "flash_attn", "n_expert", "n_expert_used"},
+                {"preset", "n_layer", "n_embd", "n_ff", "n_head", "n_head_kv", "n_ctx", "n_kv", "n_tokens", "n_outputs",
+                 "n_vocab", "weight_type", "kv_type", "flash_attn", "n_expert", "n_expert_used"},
                 "a model object");
   const std::string preset = member(v, "preset") ? get_string(v["preset"], child(path, "preset")) : "tiny";
   auto p = models::preset(preset);
@@ -31,7 +31,8 @@ void parse_model(const json& v, const std::string& path, models::LlamaConfig* c)
   }
   *c = p.value();
   auto count = [&](const char* key, auto* field) {
-    if (const json* x = member(v, key)) *field = static_cast<std::remove_pointer_t<decltype(field)>>(get_count(*x, child(path, key)));
+    if (const json* x = member(v, key))
+      *field = static_cast<std::remove_pointer_t<decltype(field)>>(get_count(*x, child(path, key)));
   };
   count("n_layer", &c->n_layer);
   count("n_embd", &c->n_embd);
@@ -102,15 +103,16 @@ void parse_run(const json& v, const std::string& path, Scenario* s) {
   if (const json* x = member(v, "faults")) {
     const std::string fp = child(path, "faults");
     expect_object(*x, fp,
-                  {"fail_alloc_nth", "fail_alloc_device", "fail_alloc_above", "fail_compute_ops",
-                   "fail_compute_device", "slow_copy_factor", "slow_event", "hide_free", "drop_event_wait_nth"},
+                  {"fail_alloc_nth", "fail_alloc_device", "fail_alloc_above", "fail_compute_ops", "fail_compute_device",
+                   "slow_copy_factor", "slow_event", "hide_free", "drop_event_wait_nth"},
                   "a faults object");
     FaultPlan& f = o.faults;
     if (const json* y = member(*x, "fail_alloc_nth")) f.fail_alloc_nth = get_count(*y, child(fp, "fail_alloc_nth"));
     if (const json* y = member(*x, "fail_alloc_device")) {
       f.fail_alloc_device = get_string(*y, child(fp, "fail_alloc_device"));
     }
-    if (const json* y = member(*x, "fail_alloc_above")) f.fail_alloc_above = get_size(*y, child(fp, "fail_alloc_above"));
+    if (const json* y = member(*x, "fail_alloc_above"))
+      f.fail_alloc_above = get_size(*y, child(fp, "fail_alloc_above"));
     if (const json* y = member(*x, "fail_compute_ops")) {
       f.fail_compute_ops = get_list<Op>(*y, child(fp, "fail_compute_ops"), "op names", get_op);
     }
@@ -140,21 +142,25 @@ void parse_expect(const json& v, const std::string& path, Expectations* e) {
     e->scheduling_ok = s == "ok";
   }
   if (const json* x = member(v, "error_contains")) e->error_contains = get_string(*x, child(path, "error_contains"));
-  if (const json* x = member(v, "max_splits")) e->max_splits = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "max_splits")), 1 << 30));
+  if (const json* x = member(v, "max_splits"))
+    e->max_splits = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "max_splits")), 1 << 30));
   if (const json* x = member(v, "max_split_inputs")) {
     e->max_split_inputs = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "max_split_inputs")), 1 << 30));
   }
-  if (const json* x = member(v, "min_splits")) e->min_splits = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "min_splits")), 1 << 30));
-  if (const json* x = member(v, "max_reserves")) e->max_reserves = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "max_reserves")), 1 << 30));
+  if (const json* x = member(v, "min_splits"))
+    e->min_splits = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "min_splits")), 1 << 30));
+  if (const json* x = member(v, "max_reserves"))
+    e->max_reserves = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "max_reserves")), 1 << 30));
   if (const json* x = member(v, "nodes")) {
-    e->nodes = get_list<Expectations::NodeOn>(*x, child(path, "nodes"), "{\"node\": name, \"device\": name} objects",
-                                              [](const json& n, const std::string& np) {
-                                                expect_object(n, np, {"node", "device"}, "a node expectation");
-                                                Expectations::NodeOn o;
-                                                o.node = get_string(required(n, np, "node", "a tensor name"), child(np, "node"));
-                                                o.device = get_string(required(n, np, "device", "a device name"), child(np, "device"));
-                                                return o;
-                                              });
+    e->nodes = get_list<Expectations::NodeOn>(
+        *x, child(path, "nodes"), "{\"node\": name, \"device\": name} objects",
+        [](const json& n, const std::string& np) {
+          expect_object(n, np, {"node", "device"}, "a node expectation");
+          Expectations::NodeOn o;
+          o.node = get_string(required(n, np, "node", "a tensor name"), child(np, "node"));
+          o.device = get_string(required(n, np, "device", "a device name"), child(np, "device"));
+          return o;
+        });
   }
   if (const json* x = member(v, "peak_memory")) {
     const std::string pp = child(path, "peak_memory");
@@ -299,10 +305,12 @@ ScenarioOutcome run_once(const Scenario& sc, const Registry* real_devices) {
   if (session) {
     out.report = session->summary_table() + session->splits_table();
     const int splits = session->sched().n_splits();
-    if (e.max_splits) check(format_message("at most %d splits", *e.max_splits), splits <= *e.max_splits,
-                            format_message("%d splits", splits));
-    if (e.min_splits) check(format_message("at least %d splits", *e.min_splits), splits >= *e.min_splits,
-                            format_message("%d splits", splits));
+    if (e.max_splits)
+      check(format_message("at most %d splits", *e.max_splits), splits <= *e.max_splits,
+            format_message("%d splits", splits));
+    if (e.min_splits)
+      check(format_message("at least %d splits", *e.min_splits), splits >= *e.min_splits,
+            format_message("%d splits", splits));
     if (e.max_split_inputs) {
       size_t most = 0, where = 0;
       const std::vector<Scheduler::SplitView> views = session->sched().splits();
@@ -313,8 +321,7 @@ ScenarioOutcome run_once(const Scenario& sc, const Registry* real_devices) {
         }
       }
       check(format_message("at most %d inputs per split", *e.max_split_inputs),
-            most <= static_cast<size_t>(*e.max_split_inputs),
-            format_message("at most %zu (split %zu)", most, where));
+            most <= static_cast<size_t>(*e.max_split_inputs), format_message("at most %zu (split %zu)", most, where));
     }
     if (e.max_reserves) {
       const int rc = session->sched().reserve_count();
@@ -351,9 +358,9 @@ ScenarioOutcome run_once(const Scenario& sc, const Registry* real_devices) {
     const bool good = stats && stats->checked && !stats->nan_mismatch && stats->nmse <= e.max_nmse;
     check(format_message("outputs match the CPU reference (NMSE <= %g)", e.max_nmse), good,
           !stats ? "not computed"
-                 : !stats->checked ? "not checked (metadata-only mode has no values)"
-                                   : format_message("NMSE %.3g%s", stats->nmse,
-                                                    stats->nan_mismatch ? ", NaN/Inf mismatch" : ""));
+          : !stats->checked
+              ? "not checked (metadata-only mode has no values)"
+              : format_message("NMSE %.3g%s", stats->nmse, stats->nan_mismatch ? ", NaN/Inf mismatch" : ""));
   }
   out.passed = true;
   for (const auto& r : out.results) out.passed = out.passed && r.ok;
@@ -370,7 +377,8 @@ ScenarioOutcome run_scenario(const Scenario& sc, const Registry* real_devices) {
     one.config.sim.seed = sc.config.sim.seed + static_cast<uint64_t>(k);
     out = run_once(one, real_devices);
     if (!out.passed) {
-      for (auto& r : out.results) r.detail += format_message(" (seed %llu)", static_cast<unsigned long long>(one.config.sim.seed));
+      for (auto& r : out.results)
+        r.detail += format_message(" (seed %llu)", static_cast<unsigned long long>(one.config.sim.seed));
       out.results.push_back({format_message("every one of %d seeds passes", sc.seeds), false,
                              format_message("seed %llu fails (%d passed before it)",
                                             static_cast<unsigned long long>(one.config.sim.seed), k)});

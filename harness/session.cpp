@@ -106,8 +106,8 @@ Status share_weights(LoadedGraph& next, const LoadedGraph& first, const std::str
                       source.c_str(), w->name);
     }
     if (match->type != w->type || !same_shape(*match, *w)) {
-      return TS_ERROR(StatusCode::kInvalidArgument, "%s: weight \"%s\" is %s, the first graph's is %s",
-                      source.c_str(), w->name, describe(*w).c_str(), describe(*match).c_str());
+      return TS_ERROR(StatusCode::kInvalidArgument, "%s: weight \"%s\" is %s, the first graph's is %s", source.c_str(),
+                      w->name, describe(*w).c_str(), describe(*match).c_str());
     }
     to_first.emplace(w, match);
   }
@@ -176,7 +176,8 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config, co
     s->model_ = std::move(model).value();
     s->graph_ = s->current_ = s->model_.graph.get();
     s->outputs_ = {s->model_.logits};
-    auto placed = place_model(devices_of(*s->sim_), s->model_.weights, s->model_.kv_cache, config.model.n_layer, config.policy);
+    auto placed =
+        place_model(devices_of(*s->sim_), s->model_.weights, s->model_.kv_cache, config.model.n_layer, config.policy);
     if (!placed.ok()) return placed.status();
     s->placement_ = std::move(placed).value();
     if (backed) TS_RETURN_IF_ERROR(models::fill_random(s->model_, config.model_seed));
@@ -213,8 +214,8 @@ Status Session::apply_pins() {
       if (pin.device == sched_->backend(i)->name()) target = sched_->backend(i);
     }
     if (target == nullptr) {
-      return TS_ERROR(StatusCode::kInvalidArgument, "policy: pin of \"%s\": no device named \"%s\"",
-                      pin.tensor.c_str(), pin.device.c_str());
+      return TS_ERROR(StatusCode::kInvalidArgument, "policy: pin of \"%s\": no device named \"%s\"", pin.tensor.c_str(),
+                      pin.device.c_str());
     }
     TS_RETURN_IF_ERROR(sched_->set_tensor_backend(t, target));
   }
@@ -223,9 +224,7 @@ Status Session::apply_pins() {
 
 Status Session::plan() { return sched_->alloc_graph(*graph_); }
 
-int Session::backend_of_device(size_t device) const {
-  return sched_->backend_index(backends_[device].get());
-}
+int Session::backend_of_device(size_t device) const { return sched_->backend_index(backends_[device].get()); }
 
 Status Session::set_inputs() {
   if (!config_.graph) return models::set_inputs(model_, models::default_inputs(config_.model, config_.model_seed));
@@ -287,9 +286,7 @@ Result<std::vector<float>> cpu_reference(const SessionConfig& config, bool next)
 
 }  // namespace
 
-Result<std::vector<float>> Session::read_outputs() const {
-  return concat_outputs(outputs());
-}
+Result<std::vector<float>> Session::read_outputs() const { return concat_outputs(outputs()); }
 
 Result<std::vector<float>> Session::reference_outputs() const {
   if (config_.sim.mode != MemoryMode::kBacked) {
@@ -399,9 +396,8 @@ std::string Session::summary_table() const {
                                  "compute", "peak", "capacity");
   for (const DeviceMemory& m : memory()) {
     s += format_message("%-10s %6d %12s %12s %12s %12s %12s\n", m.device.c_str(), m.layers,
-                        format_bytes(m.weights).c_str(), format_bytes(m.cache).c_str(),
-                        format_bytes(m.compute).c_str(), format_bytes(m.peak).c_str(),
-                        format_bytes(m.capacity).c_str());
+                        format_bytes(m.weights).c_str(), format_bytes(m.cache).c_str(), format_bytes(m.compute).c_str(),
+                        format_bytes(m.peak).c_str(), format_bytes(m.capacity).c_str());
   }
   return s;
 }

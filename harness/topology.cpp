@@ -65,14 +65,15 @@ void parse_caps(const json& v, const std::string& path, DeviceCaps* caps) {
   if (const json* x = member(v, "async")) caps->async = get_bool(*x, child(path, "async"));
   if (const json* x = member(v, "events")) caps->events = get_bool(*x, child(path, "events"));
   if (const json* x = member(v, "host_buffer")) caps->host_buffer = get_bool(*x, child(path, "host_buffer"));
-  if (const json* x = member(v, "from_host_ptr")) caps->buffer_from_host_ptr = get_bool(*x, child(path, "from_host_ptr"));
+  if (const json* x = member(v, "from_host_ptr"))
+    caps->buffer_from_host_ptr = get_bool(*x, child(path, "from_host_ptr"));
 }
 
 OpRule parse_rule(const json& v, const std::string& path) {
-  expect_object(v, path,
-                {"allow", "deny", "src0_types", "src1_types", "dst_types", "min_batch", "max_batch", "ne0_multiple",
-                 "note"},
-                "an op rule object such as {\"deny\": [\"FLASH_ATTN_EXT\"]}");
+  expect_object(
+      v, path,
+      {"allow", "deny", "src0_types", "src1_types", "dst_types", "min_batch", "max_batch", "ne0_multiple", "note"},
+      "an op rule object such as {\"deny\": [\"FLASH_ATTN_EXT\"]}");
   const json* allow = member(v, "allow");
   const json* deny = member(v, "deny");
   if ((allow == nullptr) == (deny == nullptr)) {
@@ -83,7 +84,8 @@ OpRule parse_rule(const json& v, const std::string& path) {
   const std::string op_path = child(path, rule.allow ? "allow" : "deny");
   rule.ops = get_list<Op>(rule.allow ? *allow : *deny, op_path, "op names such as [\"MUL_MAT\"]", get_op);
   auto types = [&](const char* key, std::vector<Type>* out) {
-    if (const json* x = member(v, key)) *out = get_list<Type>(*x, child(path, key), "type names such as [\"q4_0\"]", get_type);
+    if (const json* x = member(v, key))
+      *out = get_list<Type>(*x, child(path, key), "type names such as [\"q4_0\"]", get_type);
   };
   types("src0_types", &rule.src0_types);
   types("src1_types", &rule.src1_types);
@@ -117,11 +119,13 @@ void parse_offload(const json& v, const std::string& path, OffloadRule* o) {
   o->enabled = true;  // present: on unless it says otherwise
   if (const json* x = member(v, "enabled")) o->enabled = get_bool(*x, child(path, "enabled"));
   if (const json* x = member(v, "min_batch")) o->min_batch = get_count(*x, child(path, "min_batch"));
-  if (const json* x = member(v, "ops")) o->ops = get_list<Op>(*x, child(path, "ops"), "op names such as [\"MUL_MAT\"]", get_op);
+  if (const json* x = member(v, "ops"))
+    o->ops = get_list<Op>(*x, child(path, "ops"), "op names such as [\"MUL_MAT\"]", get_op);
 }
 
 CostModel::Override parse_override(const json& v, const std::string& path) {
-  expect_object(v, path, {"op", "overhead", "flops", "fixed"}, "an override object such as {\"op\": \"SOFT_MAX\", \"fixed\": \"3 us\"}");
+  expect_object(v, path, {"op", "overhead", "flops", "fixed"},
+                "an override object such as {\"op\": \"SOFT_MAX\", \"fixed\": \"3 us\"}");
   CostModel::Override o;
   o.op = get_op(required(v, path, "op", "the op name this override prices"), child(path, "op"));
   if (const json* x = member(v, "overhead")) o.overhead_us = get_duration(*x, child(path, "overhead"));
@@ -133,7 +137,8 @@ CostModel::Override parse_override(const json& v, const std::string& path) {
 void parse_cost(const json& v, const std::string& path, CostModel* c) {
   expect_object(v, path, {"launch_overhead", "flops_f32", "flops_f16", "flops_quant", "bandwidth", "overrides"},
                 "a cost model object");
-  if (const json* x = member(v, "launch_overhead")) c->launch_overhead_us = get_duration(*x, child(path, "launch_overhead"));
+  if (const json* x = member(v, "launch_overhead"))
+    c->launch_overhead_us = get_duration(*x, child(path, "launch_overhead"));
   if (const json* x = member(v, "flops_f32")) c->flops_f32 = get_flops(*x, child(path, "flops_f32"));
   if (const json* x = member(v, "flops_f16")) c->flops_f16 = get_flops(*x, child(path, "flops_f16"));
   if (const json* x = member(v, "flops_quant")) c->flops_quant = get_flops(*x, child(path, "flops_quant"));
@@ -187,7 +192,8 @@ TopologyConfig parse_root(const json& root) {
   TopologyConfig t;
   t.name = get_string(required(root, "", "name", "the topology's name"), "name");
   if (const json* x = member(root, "description")) t.description = get_string(*x, "description");
-  if (const json* x = member(root, "devices")) t.devices = get_list<DeviceConfig>(*x, "devices", "device objects", parse_device);
+  if (const json* x = member(root, "devices"))
+    t.devices = get_list<DeviceConfig>(*x, "devices", "device objects", parse_device);
   if (const json* x = member(root, "links")) t.links = get_list<LinkConfig>(*x, "links", "link objects", parse_link);
   return t;
 }
@@ -200,23 +206,28 @@ bool non_negative_finite(double v) { return v >= 0 && std::isfinite(v); }
 
 Status validate_cost(const CostModel& c, const std::string& path) {
   if (!non_negative_finite(c.launch_overhead_us)) {
-    return invalid(child(path, "launch_overhead") + ": expected a duration >= 0, got " + number_text(c.launch_overhead_us) + " us");
+    return invalid(child(path, "launch_overhead") + ": expected a duration >= 0, got " +
+                   number_text(c.launch_overhead_us) + " us");
   }
   const std::pair<const char*, double> flops[] = {
       {"flops_f32", c.flops_f32}, {"flops_f16", c.flops_f16}, {"flops_quant", c.flops_quant}};
   for (const auto& [key, v] : flops) {
-    if (!positive_finite(v)) return invalid(child(path, key) + ": expected a compute rate > 0, got " + number_text(v) + " FLOP/s");
+    if (!positive_finite(v))
+      return invalid(child(path, key) + ": expected a compute rate > 0, got " + number_text(v) + " FLOP/s");
   }
   if (!positive_finite(c.mem_bandwidth)) {
-    return invalid(child(path, "bandwidth") + ": expected a bandwidth > 0, got " + number_text(c.mem_bandwidth) + " B/s");
+    return invalid(child(path, "bandwidth") + ": expected a bandwidth > 0, got " + number_text(c.mem_bandwidth) +
+                   " B/s");
   }
   for (size_t i = 0; i < c.overrides.size(); ++i) {
     const CostModel::Override& o = c.overrides[i];
     const std::string p = element(child(path, "overrides"), i);
     const int op = static_cast<int>(o.op);
     if (op <= 0 || op >= kOpCount) return invalid(child(p, "op") + ": expected an op");
-    if (std::isnan(o.overhead_us) || std::isinf(o.overhead_us)) return invalid(child(p, "overhead") + ": expected a finite duration");
-    if (std::isnan(o.fixed_us) || std::isinf(o.fixed_us)) return invalid(child(p, "fixed") + ": expected a finite duration");
+    if (std::isnan(o.overhead_us) || std::isinf(o.overhead_us))
+      return invalid(child(p, "overhead") + ": expected a finite duration");
+    if (std::isnan(o.fixed_us) || std::isinf(o.fixed_us))
+      return invalid(child(p, "fixed") + ": expected a finite duration");
     if (std::isnan(o.flops) || std::isinf(o.flops) || o.flops == 0) {
       return invalid(child(p, "flops") + ": expected a compute rate > 0, got " + number_text(o.flops) + " FLOP/s");
     }
@@ -226,14 +237,16 @@ Status validate_cost(const CostModel& c, const std::string& path) {
 
 Status validate_device(const DeviceConfig& d, const std::string& path) {
   if (d.name.empty()) return invalid(child(path, "name") + ": expected a non-empty device name");
-  if (iequal(d.name, "host")) return invalid(child(path, "name") + ": \"host\" is reserved for link endpoints (host memory)");
+  if (iequal(d.name, "host"))
+    return invalid(child(path, "name") + ": \"host\" is reserved for link endpoints (host memory)");
   if (d.memory == 0) return invalid(child(path, "memory") + ": expected a memory size > 0");
   if (!is_power_of_two(d.alignment)) {
     return invalid(child(path, "alignment") + ": expected a power of two, got " + std::to_string(d.alignment));
   }
   if (d.max_alloc == 0) return invalid(child(path, "max_alloc") + ": expected a size > 0");
   const int type = static_cast<int>(d.type);
-  if (type < 0 || type > static_cast<int>(DeviceType::kAccel)) return invalid(child(path, "type") + ": expected a device type");
+  if (type < 0 || type > static_cast<int>(DeviceType::kAccel))
+    return invalid(child(path, "type") + ": expected a device type");
   for (size_t i = 0; i < d.op_rules.size(); ++i) {
     const OpRule& r = d.op_rules[i];
     const std::string p = element(child(child(path, "ops"), "rules"), i);
@@ -241,16 +254,19 @@ Status validate_device(const DeviceConfig& d, const std::string& path) {
       return invalid(p + ": expected min_batch, max_batch and ne0_multiple >= 0");
     }
     if (r.max_batch > 0 && r.min_batch > r.max_batch) {
-      return invalid(p + ": min_batch " + std::to_string(r.min_batch) + " is above max_batch " + std::to_string(r.max_batch));
+      return invalid(p + ": min_batch " + std::to_string(r.min_batch) + " is above max_batch " +
+                     std::to_string(r.max_batch));
     }
     for (Op op : r.ops) {
       if (static_cast<int>(op) <= 0 || static_cast<int>(op) >= kOpCount) return invalid(p + ": expected op names");
     }
   }
-  if (d.offload.min_batch < 0) return invalid(child(child(path, "offload"), "min_batch") + ": expected a whole number >= 0");
+  if (d.offload.min_batch < 0)
+    return invalid(child(child(path, "offload"), "min_batch") + ": expected a whole number >= 0");
   TS_RETURN_IF_ERROR(validate_cost(d.cost, child(path, "cost")));
   if (!positive_finite(d.host_bandwidth)) {
-    return invalid(child(child(path, "host_link"), "bandwidth") + ": expected a bandwidth > 0, got " + number_text(d.host_bandwidth) + " B/s");
+    return invalid(child(child(path, "host_link"), "bandwidth") + ": expected a bandwidth > 0, got " +
+                   number_text(d.host_bandwidth) + " B/s");
   }
   if (!non_negative_finite(d.host_latency_us)) {
     return invalid(child(child(path, "host_link"), "latency") + ": expected a duration >= 0");
@@ -303,7 +319,8 @@ ojson device_json(const DeviceConfig& d) {
     rules.push_back(std::move(rule));
   }
   o["ops"] = ojson{{"default", d.default_allow ? "allow" : "deny"}, {"rules", std::move(rules)}};
-  o["offload"] = ojson{{"enabled", d.offload.enabled}, {"min_batch", d.offload.min_batch}, {"ops", op_list(d.offload.ops)}};
+  o["offload"] =
+      ojson{{"enabled", d.offload.enabled}, {"min_batch", d.offload.min_batch}, {"ops", op_list(d.offload.ops)}};
   ojson cost;
   cost["launch_overhead"] = format_duration_us(d.cost.launch_overhead_us);
   cost["flops_f32"] = format_flops(d.cost.flops_f32);
@@ -321,7 +338,8 @@ ojson device_json(const DeviceConfig& d) {
   }
   cost["overrides"] = std::move(overrides);
   o["cost"] = std::move(cost);
-  o["host_link"] = ojson{{"bandwidth", format_rate(d.host_bandwidth)}, {"latency", format_duration_us(d.host_latency_us)}};
+  o["host_link"] =
+      ojson{{"bandwidth", format_rate(d.host_bandwidth)}, {"latency", format_duration_us(d.host_latency_us)}};
   return o;
 }
 
@@ -373,12 +391,16 @@ Status validate_topology(const TopologyConfig& t) {
     }
     const bool last = i + 1 == t.devices.size();
     if (!last && t.devices[i].type == DeviceType::kCpu) {
-      return invalid(child(path, "type") + ": only the last device may be of type \"cpu\" (the scheduler's last "
-                                           "backend is the CPU); move " + quote(t.devices[i].name) + " to the end");
+      return invalid(child(path, "type") +
+                     ": only the last device may be of type \"cpu\" (the scheduler's last "
+                     "backend is the CPU); move " +
+                     quote(t.devices[i].name) + " to the end");
     }
     if (last && t.devices[i].type != DeviceType::kCpu) {
-      return invalid(child(path, "type") + ": expected \"cpu\": the last device must be the CPU (the scheduler's last "
-                                           "backend), got \"" + device_type_key(t.devices[i].type) + "\"");
+      return invalid(child(path, "type") +
+                     ": expected \"cpu\": the last device must be the CPU (the scheduler's last "
+                     "backend), got \"" +
+                     device_type_key(t.devices[i].type) + "\"");
     }
   }
   auto known = [&](const std::string& name) {
@@ -424,7 +446,9 @@ std::string topology_to_json(const TopologyConfig& t) {
     root["devices"] = std::move(devices);
     ojson links = ojson::array();
     for (const LinkConfig& l : t.links) {
-      links.push_back(ojson{{"a", l.a}, {"b", l.b}, {"bandwidth", format_rate(l.bandwidth)},
+      links.push_back(ojson{{"a", l.a},
+                            {"b", l.b},
+                            {"bandwidth", format_rate(l.bandwidth)},
                             {"latency", format_duration_us(l.latency_us)}});
     }
     root["links"] = std::move(links);
@@ -469,13 +493,13 @@ Result<TopologyConfig> load_topology_file(const std::string& path) {
 Result<TopologyConfig> load_topology(const std::string& name_or_path) {
   if (topology_preset_text(name_or_path) != nullptr) return topology_preset(name_or_path);
   std::error_code ec;
-  const bool looks_like_path = name_or_path.find('/') != std::string::npos ||
-                               (name_or_path.size() > 5 && name_or_path.ends_with(".json"));
+  const bool looks_like_path =
+      name_or_path.find('/') != std::string::npos || (name_or_path.size() > 5 && name_or_path.ends_with(".json"));
   if (!looks_like_path && !std::filesystem::exists(name_or_path, ec)) {
     std::string names;
     for (const std::string& n : topology_preset_names()) names += (names.empty() ? "" : ", ") + n;
-    return Status(StatusCode::kNotFound, "no topology preset or file named " + quote(name_or_path) +
-                                             " (presets: " + names + ")");
+    return Status(StatusCode::kNotFound,
+                  "no topology preset or file named " + quote(name_or_path) + " (presets: " + names + ")");
   }
   return load_topology_file(name_or_path);
 }

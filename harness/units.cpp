@@ -23,16 +23,34 @@ struct Unit {
 
 // Byte units; sizes use them alone, rates with "/s".
 const Unit kByteUnits[] = {
-    {"B", 1},         {"KB", 1e3},        {"kB", 1e3},           {"MB", 1e6},
-    {"GB", 1e9},      {"TB", 1e12},       {"PB", 1e15},          {"KiB", 1024.0},
-    {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"PiB", 1125899906842624.0},
+    {"B", 1},
+    {"KB", 1e3},
+    {"kB", 1e3},
+    {"MB", 1e6},
+    {"GB", 1e9},
+    {"TB", 1e12},
+    {"PB", 1e15},
+    {"KiB", 1024.0},
+    {"MiB", 1048576.0},
+    {"GiB", 1073741824.0},
+    {"TiB", 1099511627776.0},
+    {"PiB", 1125899906842624.0},
 };
 constexpr const char* kByteUnitList = "B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB";
 
 const Unit kRateUnits[] = {
-    {"B/s", 1},           {"KB/s", 1e3},           {"kB/s", 1e3},           {"MB/s", 1e6},
-    {"GB/s", 1e9},        {"TB/s", 1e12},          {"PB/s", 1e15},          {"KiB/s", 1024.0},
-    {"MiB/s", 1048576.0}, {"GiB/s", 1073741824.0}, {"TiB/s", 1099511627776.0}, {"PiB/s", 1125899906842624.0},
+    {"B/s", 1},
+    {"KB/s", 1e3},
+    {"kB/s", 1e3},
+    {"MB/s", 1e6},
+    {"GB/s", 1e9},
+    {"TB/s", 1e12},
+    {"PB/s", 1e15},
+    {"KiB/s", 1024.0},
+    {"MiB/s", 1048576.0},
+    {"GiB/s", 1073741824.0},
+    {"TiB/s", 1099511627776.0},
+    {"PiB/s", 1125899906842624.0},
 };
 
 const Unit kDurationUnits[] = {
@@ -40,8 +58,8 @@ const Unit kDurationUnits[] = {
 };
 
 const Unit kFlopUnits[] = {
-    {"FLOP/s", 1},     {"KFLOP/s", 1e3},  {"MFLOP/s", 1e6},  {"GFLOP/s", 1e9},  {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15},
-    {"FLOPS", 1},      {"KFLOPS", 1e3},   {"MFLOPS", 1e6},   {"GFLOPS", 1e9},   {"TFLOPS", 1e12},  {"PFLOPS", 1e15},
+    {"FLOP/s", 1}, {"KFLOP/s", 1e3}, {"MFLOP/s", 1e6}, {"GFLOP/s", 1e9}, {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15},
+    {"FLOPS", 1},  {"KFLOPS", 1e3},  {"MFLOPS", 1e6},  {"GFLOPS", 1e9},  {"TFLOPS", 1e12},  {"PFLOPS", 1e15},
 };
 
 template <size_t N>
@@ -75,8 +93,9 @@ Result<double> parse_quantity(std::string_view text, const Unit (&units)[N], std
   if (!unit_text.empty()) {
     const Unit* u = find_unit(units, unit_text);
     if (u == nullptr) {
-      return unit_error(expected, text,
-                        "unknown unit " + quote(unit_text) + "; units: " + std::string(unit_list) + ", case as written");
+      return unit_error(
+          expected, text,
+          "unknown unit " + quote(unit_text) + "; units: " + std::string(unit_list) + ", case as written");
     }
     out = u->divide ? v / u->scale : v * u->scale;
   }
@@ -151,7 +170,8 @@ Result<size_t> parse_size(std::string_view text) {
 }
 
 Result<double> parse_rate(std::string_view text) {
-  return parse_quantity(text, kRateUnits, kRateExpected, "B/s, KB/s, MB/s, GB/s, TB/s, PB/s, KiB/s, MiB/s, GiB/s, TiB/s, PiB/s");
+  return parse_quantity(text, kRateUnits, kRateExpected,
+                        "B/s, KB/s, MB/s, GB/s, TB/s, PB/s, KiB/s, MiB/s, GiB/s, TiB/s, PiB/s");
 }
 
 Result<double> parse_duration_us(std::string_view text) {
@@ -166,7 +186,7 @@ std::string format_size(size_t bytes) {
   if (bytes == 0) return "0 B";
   const std::pair<const char*, uint64_t> units[] = {
       {"TiB", uint64_t{1} << 40}, {"GiB", uint64_t{1} << 30}, {"MiB", uint64_t{1} << 20}, {"KiB", uint64_t{1} << 10},
-      {"TB", 1000000000000ull},  {"GB", 1000000000ull},       {"MB", 1000000ull},        {"KB", 1000ull}};
+      {"TB", 1000000000000ull},   {"GB", 1000000000ull},      {"MB", 1000000ull},         {"KB", 1000ull}};
   for (const auto& [name, scale] : units) {
     if (bytes % scale == 0) return std::to_string(bytes / scale) + " " + name;
   }
@@ -175,8 +195,8 @@ std::string format_size(size_t bytes) {
 
 std::string format_rate(double bytes_per_s) {
   // A whole number of a binary unit reads better as that ("25 GiB/s"); anything else in decimal units.
-  for (const auto& [name, scale] : {std::pair<const char*, double>{"TiB/s", 1099511627776.0}, {"GiB/s", 1073741824.0},
-                                    {"MiB/s", 1048576.0}}) {
+  for (const auto& [name, scale] :
+       {std::pair<const char*, double>{"TiB/s", 1099511627776.0}, {"GiB/s", 1073741824.0}, {"MiB/s", 1048576.0}}) {
     const double q = bytes_per_s / scale;
     if (std::isfinite(q) && q >= 1 && q < 1e15 && std::floor(q) == q && std::fmod(bytes_per_s, 1e9) != 0) {
       return number_text(q) + " " + name;

@@ -42,8 +42,8 @@ Tensor* rms_norm_mul(Context& ctx, Tensor* x, Tensor* w, float eps, const char* 
   return named(mul(ctx, named(rms_norm(ctx, x, eps), "norm", il), w), what, il);
 }
 
-Tensor* attention_kv(Context& ctx, const AttentionShape& s, const KvCache& cache, const AttentionInputs& in,
-                     Tensor* q, Tensor* k, Tensor* v, int il, const GraphOrder& order) {
+Tensor* attention_kv(Context& ctx, const AttentionShape& s, const KvCache& cache, const AttentionInputs& in, Tensor* q,
+                     Tensor* k, Tensor* v, int il, const GraphOrder& order) {
   const int64_t hd = s.head_dim, T = s.n_tokens;
   // Write the new rows into the cache, then read the first n_kv slots back through views of the SET_ROWS results
   // (the views depend on the writes, so graph order has the writes first).
@@ -68,22 +68,20 @@ Tensor* attention_kv(Context& ctx, const AttentionShape& s, const KvCache& cache
   Tensor* kq = named(mul_mat(ctx, kv_k, qp), "kq", il);  // [n_kv, T, n_head]
   kq = named(soft_max(ctx, kq, in.mask, s.kq_scale), "kq_soft_max", il);
   fix_order(order, kq);  // the scores before the copy of V, so the copy is not live while the scores are computed
-  Tensor* vt = named(cont(ctx, transpose(ctx, kv_v)), "v_cont", il);          // [n_kv, hd, n_head_kv]
-  Tensor* kqv = named(mul_mat(ctx, vt, kq), "kqv", il);                       // [hd, T, n_head]
-  kqv = named(cont(ctx, permute(ctx, kqv, 0, 2, 1, 3)), "kqv_merged", il);    // [hd, n_head, T]
+  Tensor* vt = named(cont(ctx, transpose(ctx, kv_v)), "v_cont", il);        // [n_kv, hd, n_head_kv]
+  Tensor* kqv = named(mul_mat(ctx, vt, kq), "kqv", il);                     // [hd, T, n_head]
+  kqv = named(cont(ctx, permute(ctx, kqv, 0, 2, 1, 3)), "kqv_merged", il);  // [hd, n_head, T]
   return reshape_2d(ctx, kqv, hd * s.n_head, T);
 }
 
 Tensor* self_attention(Context& ctx, const AttentionShape& s, const RopeParams& r, const AttentionWeights& w,
-                       const KvCache& cache, const AttentionInputs& in, Tensor* cur, int il,
-                       const GraphOrder& order) {
+                       const KvCache& cache, const AttentionInputs& in, Tensor* cur, int il, const GraphOrder& order) {
   const int64_t hd = s.head_dim, T = s.n_tokens;
   Tensor* q = named(mul_mat(ctx, w.wq, cur), "Qcur", il);
   Tensor* k = named(mul_mat(ctx, w.wk, cur), "Kcur", il);
   Tensor* v = named(mul_mat(ctx, w.wv, cur), "Vcur", il);
   q = named(rope(ctx, reshape_3d(ctx, q, hd, s.n_head, T), in.pos, r.n_rot, r.mode, r.freq_base), "Qcur_rope", il);
-  k = named(rope(ctx, reshape_3d(ctx, k, hd, s.n_head_kv, T), in.pos, r.n_rot, r.mode, r.freq_base), "Kcur_rope",
-            il);
+  k = named(rope(ctx, reshape_3d(ctx, k, hd, s.n_head_kv, T), in.pos, r.n_rot, r.mode, r.freq_base), "Kcur_rope", il);
   Tensor* out = attention_kv(ctx, s, cache, in, q, k, v, il, order);
   return named(mul_mat(ctx, w.wo, out), "attn_out", il);
 }

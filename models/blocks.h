@@ -39,11 +39,11 @@ Tensor* rms_norm_mul(Context& ctx, Tensor* x, Tensor* w, float eps, const char* 
 struct AttentionShape {
   int64_t head_dim = 0;
   int64_t n_head = 0;
-  int64_t n_head_kv = 0;  // < n_head: grouped-query attention
-  int64_t n_tokens = 0;   // the batch (every token attends: the output rows are selected after attention)
-  int64_t n_kv = 0;       // cache slots attended to (the first n_kv of the cache)
-  float kq_scale = 1.0f;  // the scores are kq * kq_scale + mask
-  bool flash_attn = true; // FLASH_ATTN_EXT, else MUL_MAT -> SOFT_MAX -> MUL_MAT
+  int64_t n_head_kv = 0;   // < n_head: grouped-query attention
+  int64_t n_tokens = 0;    // the batch (every token attends: the output rows are selected after attention)
+  int64_t n_kv = 0;        // cache slots attended to (the first n_kv of the cache)
+  float kq_scale = 1.0f;   // the scores are kq * kq_scale + mask
+  bool flash_attn = true;  // FLASH_ATTN_EXT, else MUL_MAT -> SOFT_MAX -> MUL_MAT
 };
 
 struct RopeParams {
@@ -84,8 +84,8 @@ Tensor* attention_kv(Context& ctx, const AttentionShape& shape, const KvCache& c
 // Self-attention of a layer: Q, K, V projections of cur [n_embd, T] ("Qcur", "Kcur", "Vcur"), rope of Q and K
 // ("Qcur_rope", "Kcur_rope"), attention_kv, and the output projection ("attn_out"): [n_embd, T].
 Tensor* self_attention(Context& ctx, const AttentionShape& shape, const RopeParams& rope_params,
-                       const AttentionWeights& w, const KvCache& cache, const AttentionInputs& in, Tensor* cur,
-                       int il, const GraphOrder& order);
+                       const AttentionWeights& w, const KvCache& cache, const AttentionInputs& in, Tensor* cur, int il,
+                       const GraphOrder& order);
 
 // ---- feed-forward ----
 
@@ -100,8 +100,8 @@ Tensor* swiglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il);
 
 struct MoeParams {
   int n_expert = 0;
-  int n_expert_used = 0;      // top-k
-  bool norm_weights = true;   // renormalise the selected experts' weights to sum 1 (Mixtral)
+  int n_expert_used = 0;     // top-k
+  bool norm_weights = true;  // renormalise the selected experts' weights to sum 1 (Mixtral)
 };
 
 struct MoeFfnWeights {

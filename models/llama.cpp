@@ -136,8 +136,12 @@ class Builder {
 
 Status validate(const LlamaConfig& c) {
   if (c.n_layer < 1) return invalid("n_layer must be >= 1");
-  for (auto [v, what] : {std::pair{c.n_embd, "n_embd"}, {c.n_ff, "n_ff"}, {c.n_head, "n_head"},
-                         {c.n_head_kv, "n_head_kv"}, {c.n_ctx, "n_ctx"}, {c.n_tokens, "n_tokens"},
+  for (auto [v, what] : {std::pair{c.n_embd, "n_embd"},
+                         {c.n_ff, "n_ff"},
+                         {c.n_head, "n_head"},
+                         {c.n_head_kv, "n_head_kv"},
+                         {c.n_ctx, "n_ctx"},
+                         {c.n_tokens, "n_tokens"},
                          {c.n_vocab, "n_vocab"}}) {
     if (v < 1) return invalid(format_message("%s must be >= 1, got %lld", what, static_cast<long long>(v)));
   }
@@ -195,8 +199,8 @@ Result<LlamaGraph> build_llama(const LlamaConfig& config) {
   m.ctx = std::make_unique<Context>(ContextParams{.no_alloc = true});
   // Generous: a MoE layer has ~30 + 2 * n_expert_used nodes.
   const size_t per_layer = 64 + 4 * static_cast<size_t>(config.n_expert_used);
-  m.graph = std::make_unique<Graph>(std::max<size_t>(Graph::kDefaultCapacity,
-                                                     (static_cast<size_t>(config.n_layer) + 2) * per_layer));
+  m.graph = std::make_unique<Graph>(
+      std::max<size_t>(Graph::kDefaultCapacity, (static_cast<size_t>(config.n_layer) + 2) * per_layer));
 
   Builder b(config, m);
   b.create_weights();

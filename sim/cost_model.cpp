@@ -24,10 +24,8 @@ double op_flops(const Tensor& node) {
     case Op::kSoftMax:
     case Op::kRmsNorm:
     case Op::kNorm:
-    case Op::kRope:
-      return 5.0 * static_cast<double>(nelements(node));
-    default:
-      return static_cast<double>(nelements(node));
+    case Op::kRope: return 5.0 * static_cast<double>(nelements(node));
+    default: return static_cast<double>(nelements(node));
   }
 }
 

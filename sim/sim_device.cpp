@@ -13,8 +13,8 @@ namespace tessera::sim {
 
 namespace {
 
-constexpr Guid kSimGuid = {{0x74, 0x65, 0x73, 0x73, 0x65, 0x72, 0x61, 0x2d, 0x73, 0x69, 0x6d, 0x00, 0x00, 0x00, 0x00,
-                            0x01}};
+constexpr Guid kSimGuid = {
+    {0x74, 0x65, 0x73, 0x73, 0x65, 0x72, 0x61, 0x2d, 0x73, 0x69, 0x6d, 0x00, 0x00, 0x00, 0x00, 0x01}};
 // Durations are at least this long, so that a command always ends after it starts (ordering by end time then
 // respects every dependency).
 constexpr double kMinDurationUs = 1e-3;
@@ -63,10 +63,11 @@ SimDevice::SimDevice(Simulator::Impl* sim, int index, DeviceConfig cfg, Device* 
       real_(real),
       main_(this, SimBufferType::Kind::kMain, cfg_.name),
       mapped_(this, SimBufferType::Kind::kMapped, cfg_.name + "_Mapped") {
-  if (cfg_.caps.host_buffer) host_ = std::make_unique<SimBufferType>(this, SimBufferType::Kind::kHost, cfg_.name + "_Host");
-  description_ = cfg_.description.empty()
-                     ? format_message("simulated %s (%s)", device_type_name(cfg_.type), format_bytes(cfg_.memory).c_str())
-                     : cfg_.description;
+  if (cfg_.caps.host_buffer)
+    host_ = std::make_unique<SimBufferType>(this, SimBufferType::Kind::kHost, cfg_.name + "_Host");
+  description_ = cfg_.description.empty() ? format_message("simulated %s (%s)", device_type_name(cfg_.type),
+                                                           format_bytes(cfg_.memory).c_str())
+                                          : cfg_.description;
   if (!cfg_.wraps.empty()) description_ += format_message(" [wraps %s]", cfg_.wraps.c_str());
   stats.memory_total = cfg_.memory;
 }
@@ -94,9 +95,10 @@ Status SimDevice::reserve_memory(size_t size) {
 }
 
 void SimDevice::release_memory(size_t size) {
-  TS_DEBUG_ASSERT(size <= stats.memory_used, "simulated memory: device %s releases %zu bytes, more than the %zu it "
-                  "uses (seed %llu)", cfg_.name.c_str(), size, stats.memory_used,
-                  static_cast<unsigned long long>(sim_->opt.seed));
+  TS_DEBUG_ASSERT(size <= stats.memory_used,
+                  "simulated memory: device %s releases %zu bytes, more than the %zu it "
+                  "uses (seed %llu)",
+                  cfg_.name.c_str(), size, stats.memory_used, static_cast<unsigned long long>(sim_->opt.seed));
   stats.memory_used -= std::min(size, stats.memory_used);
 }
 
@@ -121,7 +123,8 @@ Result<std::unique_ptr<Buffer>> SimDevice::buffer_from_host_ptr(void* ptr, size_
     return TS_ERROR(StatusCode::kInvalidArgument, "%s: buffer_from_host_ptr needs memory (got %p, %zu bytes)",
                     cfg_.name.c_str(), ptr, size);
   }
-  return std::unique_ptr<Buffer>(std::make_unique<SimBuffer>(&mapped_, size, SimBuffer::Memory::kExternal, ptr, nullptr));
+  return std::unique_ptr<Buffer>(
+      std::make_unique<SimBuffer>(&mapped_, size, SimBuffer::Memory::kExternal, ptr, nullptr));
 }
 
 bool SimDevice::supports_op(const Tensor& op) const {
@@ -174,9 +177,10 @@ double SimBackend::begin(const CommandDesc& description) {
 
 double SimBackend::end(double start, double duration_us) {
   const double e = start + std::max(duration_us, kMinDurationUs);
-  TS_DEBUG_ASSERT(e >= ready_, "simulator clock: the last end of stream %s went back from %g us to %g us in %s "
-                  "(seed %llu)", name_.c_str(), ready_, e,
-                  dev_->sim()->hz.describe_command(dev_->sim()->hz.current_command()).c_str(),
+  TS_DEBUG_ASSERT(e >= ready_,
+                  "simulator clock: the last end of stream %s went back from %g us to %g us in %s "
+                  "(seed %llu)",
+                  name_.c_str(), ready_, e, dev_->sim()->hz.describe_command(dev_->sim()->hz.current_command()).c_str(),
                   static_cast<unsigned long long>(dev_->sim()->opt.seed));
   ready_ = e;
   return e;
@@ -296,8 +300,8 @@ ComputeStatus SimBackend::graph_compute_async(Graph& graph) {
       if (t == nullptr || is_empty(*t)) continue;
       Buffer* b = tensor_buffer(*t);
       if (b == nullptr || t->data == nullptr) {
-        set_last_error(format_message("%s: %s of %s is not allocated", name_.c_str(), describe(*t).c_str(),
-                                      describe(*n).c_str()));
+        set_last_error(
+            format_message("%s: %s of %s is not allocated", name_.c_str(), describe(*t).c_str(), describe(*n).c_str()));
         return ComputeStatus::kFailed;
       }
       if (!dev_->supports_buft(*b->type())) {
@@ -326,7 +330,8 @@ ComputeStatus SimBackend::graph_compute_async(Graph& graph) {
     if (!is_compute_node(*n)) continue;
     for (const Tensor* src : n->src) {
       if (src == nullptr || is_empty(*src)) continue;
-      if (SimBuffer* b = sim_buffer_of(&s, *src)) s.hz.access(b->hazard_id(), b->offset_of(*src), nbytes(*src), false, src->name);
+      if (SimBuffer* b = sim_buffer_of(&s, *src))
+        s.hz.access(b->hazard_id(), b->offset_of(*src), nbytes(*src), false, src->name);
     }
     if (SimBuffer* b = sim_buffer_of(&s, *n)) s.hz.access(b->hazard_id(), b->offset_of(*n), nbytes(*n), true, n->name);
   }
@@ -375,8 +380,10 @@ ComputeStatus SimBackend::graph_compute_async(Graph& graph) {
 SimBackend* SimEvent::as_sim(Backend& backend, const char* what) {
   auto* b = dynamic_cast<SimBackend*>(&backend);
   if (b == nullptr || b->sim_device()->sim() != dev_->sim()) {
-    dev_->sim()->errors.push_back(format_message("event of %s: %s on backend %s, which is not a stream of this "
-                                                 "simulator (ignored)", dev_->name(), what, backend.name()));
+    dev_->sim()->errors.push_back(
+        format_message("event of %s: %s on backend %s, which is not a stream of this "
+                       "simulator (ignored)",
+                       dev_->name(), what, backend.name()));
     return nullptr;
   }
   return b;

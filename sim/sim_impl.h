@@ -46,9 +46,7 @@ struct Simulator::Impl {
     uint64_t command;  // the hazard tracker's id of the command (names it when an invariant check fails)
   };
   struct Later {
-    bool operator()(const Pending& a, const Pending& b) const {
-      return a.end != b.end ? a.end > b.end : a.seq > b.seq;
-    }
+    bool operator()(const Pending& a, const Pending& b) const { return a.end != b.end ? a.end > b.end : a.seq > b.seq; }
   };
   std::priority_queue<Pending, std::vector<Pending>, Later> pending;
   uint64_t seq = 0;
@@ -57,12 +55,12 @@ struct Simulator::Impl {
   // go down (the queue is applied in end-time order) and that the host's time never goes back before it.
   double applied_until = 0;
 
-  std::vector<SimBackend*> streams;  // live backends
+  std::vector<SimBackend*> streams;      // live backends
   std::map<uintptr_t, size_t> reserved;  // address ranges without bytes (metadata-only buffers)
   bool is_reserved(const void* p) const;
   std::vector<std::string> errors;
-  int64_t n_allocs = 0;    // allocation attempts (for the fault plan)
-  uint64_t n_buffers = 0;  // buffers made (for their names)
+  int64_t n_allocs = 0;       // allocation attempts (for the fault plan)
+  uint64_t n_buffers = 0;     // buffers made (for their names)
   int64_t n_event_waits = 0;  // event waits (for the fault plan)
   Trace trace;
 
@@ -203,7 +201,9 @@ class SimBackend final : public Backend {
   int agent() const { return agent_; }
   int track() const { return track_; }
   double ready() const { return ready_; }
-  void wait_until(double t) { if (t > ready_) ready_ = t; }
+  void wait_until(double t) {
+    if (t > ready_) ready_ = t;
+  }
   SimDevice* sim_device() const { return dev_; }
 
  private:

@@ -1,5 +1,6 @@
-// The memory of simulated devices: buffer types and buffers (docs/simulator.md, "What a simulated device promises"). Memory-backed buffers are
-// real host allocations (mmap), filled with a byte that reads as NaN; metadata-only buffers have no bytes.
+// The memory of simulated devices: buffer types and buffers (docs/simulator.md, "What a simulated device promises").
+// Memory-backed buffers are real host allocations (mmap), filled with a byte that reads as NaN; metadata-only buffers
+// have no bytes.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -142,7 +143,8 @@ SimBuffer::~SimBuffer() {
 }
 
 size_t SimBuffer::offset_of(const Tensor& t) const {
-  return static_cast<size_t>(static_cast<const char*>(t.data) - static_cast<char*>(const_cast<SimBuffer*>(this)->base()));
+  return static_cast<size_t>(static_cast<const char*>(t.data) -
+                             static_cast<char*>(const_cast<SimBuffer*>(this)->base()));
 }
 
 void SimBuffer::write_bytes(const Tensor& t, size_t offset, const void* data, size_t size) {

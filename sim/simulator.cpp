@@ -53,8 +53,8 @@ Status check_topology(const TopologyConfig& t) {
       bool known = same_name(*end, "host");
       for (const DeviceConfig& d : t.devices) known = known || same_name(d.name, *end);
       if (!known) {
-        return TS_ERROR(StatusCode::kInvalidArgument, "topology %s: link %s-%s names unknown device %s",
-                        t.name.c_str(), l.a.c_str(), l.b.c_str(), end->c_str());
+        return TS_ERROR(StatusCode::kInvalidArgument, "topology %s: link %s-%s names unknown device %s", t.name.c_str(),
+                        l.a.c_str(), l.b.c_str(), end->c_str());
       }
     }
     if (!(l.bandwidth > 0) || !(l.latency_us >= 0)) {
@@ -85,11 +85,14 @@ std::string format_bytes(size_t n) {
 // ---- Impl ----
 
 void Simulator::Impl::run_until(double t) {
-  TS_DEBUG_ASSERT(now >= applied_until, "simulator clock: host time %g us went back before %g us, the end of a command "
-                  "already applied (seed %llu)", now, applied_until, static_cast<unsigned long long>(opt.seed));
+  TS_DEBUG_ASSERT(now >= applied_until,
+                  "simulator clock: host time %g us went back before %g us, the end of a command "
+                  "already applied (seed %llu)",
+                  now, applied_until, static_cast<unsigned long long>(opt.seed));
   while (!pending.empty() && pending.top().end <= t) {
     // (flush applies commands early, out of this order, and is left out of it)
-    TS_DEBUG_ASSERT(pending.top().end >= applied_until, "simulator queue: %s, ending at %g us, is applied after a "
+    TS_DEBUG_ASSERT(pending.top().end >= applied_until,
+                    "simulator queue: %s, ending at %g us, is applied after a "
                     "command ending at %g us: pending commands are applied out of end-time order (seed %llu)",
                     hz.describe_command(pending.top().command).c_str(), pending.top().end, applied_until,
                     static_cast<unsigned long long>(opt.seed));

@@ -94,7 +94,9 @@ void append_number(std::string* out, double v) {
   out->append(buf, r.ptr);
 }
 
-bool valid_track(const Trace& trace, int track) { return track >= 0 && static_cast<size_t>(track) < trace.tracks.size(); }
+bool valid_track(const Trace& trace, int track) {
+  return track >= 0 && static_cast<size_t>(track) < trace.tracks.size();
+}
 
 }  // namespace
 
@@ -212,8 +214,8 @@ std::string format_summary(const TraceSummary& summary) {
   for (const DeviceSummary& d : summary.devices) {
     const double busy_pct = summary.makespan_us > 0 ? 100.0 * d.busy_us / summary.makespan_us : 0.0;
     std::snprintf(line, sizeof line, "%-*.*s %14.3f %14.3f %12s %12s %9zu  (%.1f%% busy)\n", w, w, d.name.c_str(),
-                  d.busy_us, d.compute_us, human_bytes(d.copy_bytes_in).c_str(),
-                  human_bytes(d.copy_bytes_out).c_str(), d.n_commands, busy_pct);
+                  d.busy_us, d.compute_us, human_bytes(d.copy_bytes_in).c_str(), human_bytes(d.copy_bytes_out).c_str(),
+                  d.n_commands, busy_pct);
     out += line;
   }
   std::snprintf(line, sizeof line, "makespan: %.3f us, copy volume: %s, events: %zu\n", summary.makespan_us,

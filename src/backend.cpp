@@ -210,7 +210,8 @@ Status check_range(const Tensor& t, const char* what, size_t offset, size_t size
 Status tensor_set(Tensor& t, const void* data, size_t offset, size_t size) {
   TS_RETURN_IF_ERROR(check_range(t, "tensor_set", offset, size));
   if (size == 0) return Status::Ok();
-  if (data == nullptr) return TS_ERROR(StatusCode::kInvalidArgument, "tensor_set: null data for %s", describe(t).c_str());
+  if (data == nullptr)
+    return TS_ERROR(StatusCode::kInvalidArgument, "tensor_set: null data for %s", describe(t).c_str());
   tensor_buffer(t)->set_tensor(t, data, offset, size);
   return Status::Ok();
 }
@@ -218,7 +219,8 @@ Status tensor_set(Tensor& t, const void* data, size_t offset, size_t size) {
 Status tensor_get(const Tensor& t, void* data, size_t offset, size_t size) {
   TS_RETURN_IF_ERROR(check_range(t, "tensor_get", offset, size));
   if (size == 0) return Status::Ok();
-  if (data == nullptr) return TS_ERROR(StatusCode::kInvalidArgument, "tensor_get: null data for %s", describe(t).c_str());
+  if (data == nullptr)
+    return TS_ERROR(StatusCode::kInvalidArgument, "tensor_get: null data for %s", describe(t).c_str());
   tensor_buffer(t)->get_tensor(t, data, offset, size);
   return Status::Ok();
 }

@@ -48,8 +48,8 @@ const char* set_name(TypeSet set) {
 }
 bool check_type(Context& ctx, Op op, const char* role, const Tensor* t, TypeSet set) {
   if (type_in(t->type, set)) return true;
-  bad(ctx, op, format_message("%s %s has type %s, expected %s", role, describe(*t).c_str(), type_name(t->type),
-                              set_name(set)));
+  bad(ctx, op,
+      format_message("%s %s has type %s, expected %s", role, describe(*t).c_str(), type_name(t->type), set_name(set)));
   return false;
 }
 
@@ -68,8 +68,11 @@ Tensor* make_view(Context& ctx, Op op, Tensor* a, const int64_t ne[4], const siz
   if (r == nullptr) return nullptr;
   r->op = op;
   r->src[0] = a;
-  format_name(*r, "%.50s (%s)", a->name, op == Op::kView ? "view" : op == Op::kReshape ? "reshaped"
-                                                             : op == Op::kPermute ? "permuted" : "transposed");
+  format_name(*r, "%.50s (%s)", a->name,
+              op == Op::kView      ? "view"
+              : op == Op::kReshape ? "reshaped"
+              : op == Op::kPermute ? "permuted"
+                                   : "transposed");
   return r;
 }
 
@@ -91,8 +94,7 @@ Tensor* view_4d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, 
   }
   return r;
 }
-Tensor* view_3d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2,
-                size_t offset) {
+Tensor* view_3d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset) {
   if (a == nullptr) return nullptr;
   return view_4d(ctx, a, ne0, ne1, ne2, 1, nb1, nb2, nb2 * static_cast<size_t>(ne2), offset);
 }
@@ -110,15 +112,15 @@ Tensor* reshape_4d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne
   if (a == nullptr) return nullptr;
   if (!is_contiguous(*a)) return bad(ctx, Op::kReshape, describe(*a) + " is not contiguous");
   if (ne0 < 0 || ne1 < 0 || ne2 < 0 || ne3 < 0 || ne0 * ne1 * ne2 * ne3 != nelements(*a)) {
-    return bad(ctx, Op::kReshape, format_message("cannot reshape %s (%lld elements) to [%lld, %lld, %lld, %lld]",
-                                                 describe(*a).c_str(), static_cast<long long>(nelements(*a)),
-                                                 static_cast<long long>(ne0), static_cast<long long>(ne1),
-                                                 static_cast<long long>(ne2), static_cast<long long>(ne3)));
+    return bad(ctx, Op::kReshape,
+               format_message("cannot reshape %s (%lld elements) to [%lld, %lld, %lld, %lld]", describe(*a).c_str(),
+                              static_cast<long long>(nelements(*a)), static_cast<long long>(ne0),
+                              static_cast<long long>(ne1), static_cast<long long>(ne2), static_cast<long long>(ne3)));
   }
   const TypeTraits& tt = type_traits(a->type);
   if (ne0 % tt.block_size != 0) {
-    return bad(ctx, Op::kReshape, format_message("ne0 %lld is not a multiple of the %s block size",
-                                                 static_cast<long long>(ne0), tt.name));
+    return bad(ctx, Op::kReshape,
+               format_message("ne0 %lld is not a multiple of the %s block size", static_cast<long long>(ne0), tt.name));
   }
   const int64_t ne[4] = {ne0, ne1, ne2, ne3};
   size_t nb[4];
@@ -140,8 +142,8 @@ Tensor* permute(Context& ctx, Tensor* a, int axis0, int axis1, int axis2, int ax
   bool seen[4] = {false, false, false, false};
   for (int ax : axes) {
     if (ax < 0 || ax > 3 || seen[ax]) {
-      return bad(ctx, Op::kPermute, format_message("axes (%d, %d, %d, %d) are not a permutation of 0..3", axis0, axis1,
-                                                   axis2, axis3));
+      return bad(ctx, Op::kPermute,
+                 format_message("axes (%d, %d, %d, %d) are not a permutation of 0..3", axis0, axis1, axis2, axis3));
     }
     seen[ax] = true;
   }
@@ -292,8 +294,9 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale) {
     if (!check_type(ctx, Op::kSoftMax, "mask", mask, TypeSet::kMask)) return nullptr;
     if (mask->ne[0] != a->ne[0] || mask->ne[1] < a->ne[1] || mask->ne[2] <= 0 || mask->ne[3] <= 0 ||
         a->ne[2] % mask->ne[2] != 0 || a->ne[3] % mask->ne[3] != 0) {
-      return bad(ctx, Op::kSoftMax, "mask " + dims(mask) + " does not fit scores " + dims(a) +
-                                        " (need equal ne0, ne1 >= scores', dims 2,3 dividing the scores')");
+      return bad(ctx, Op::kSoftMax,
+                 "mask " + dims(mask) + " does not fit scores " + dims(a) +
+                     " (need equal ne0, ne1 >= scores', dims 2,3 dividing the scores')");
     }
   }
   Tensor* r = mask != nullptr ? make(ctx, Op::kSoftMax, a->type, a->ne, {a, mask})
@@ -316,12 +319,14 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* pos, int n_dims, RopeMode mode, fl
     return bad(ctx, Op::kRope, format_message("invalid mode %d", static_cast<int>(mode)));
   }
   if (n_dims <= 0 || n_dims % 2 != 0 || n_dims > a->ne[0]) {
-    return bad(ctx, Op::kRope, format_message("n_dims %d must be even, positive and <= head_dim %lld", n_dims,
-                                              static_cast<long long>(a->ne[0])));
+    return bad(ctx, Op::kRope,
+               format_message("n_dims %d must be even, positive and <= head_dim %lld", n_dims,
+                              static_cast<long long>(a->ne[0])));
   }
   if (nelements(*pos) != a->ne[2] || pos->ne[0] != a->ne[2]) {
-    return bad(ctx, Op::kRope, "positions " + dims(pos) + " must be a vector of ne2 = " +
-                                   std::to_string(a->ne[2]) + " entries for " + dims(a));
+    return bad(ctx, Op::kRope,
+               "positions " + dims(pos) + " must be a vector of ne2 = " + std::to_string(a->ne[2]) + " entries for " +
+                   dims(a));
   }
   if (!(freq_base > 0.0f) || !std::isfinite(freq_base) || !std::isfinite(freq_scale)) {
     return bad(ctx, Op::kRope, "freq_base must be positive and finite, freq_scale finite");
@@ -329,8 +334,9 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* pos, int n_dims, RopeMode mode, fl
   if (freq_factors != nullptr) {
     if (!check_type(ctx, Op::kRope, "freq_factors", freq_factors, TypeSet::kF32)) return nullptr;
     if (freq_factors->ne[0] < n_dims / 2) {
-      return bad(ctx, Op::kRope, format_message("freq_factors needs >= %d entries, has %lld", n_dims / 2,
-                                                static_cast<long long>(freq_factors->ne[0])));
+      return bad(ctx, Op::kRope,
+                 format_message("freq_factors needs >= %d entries, has %lld", n_dims / 2,
+                                static_cast<long long>(freq_factors->ne[0])));
     }
   }
   Tensor* r = freq_factors != nullptr ? make(ctx, Op::kRope, a->type, a->ne, {a, pos, freq_factors})
@@ -371,8 +377,8 @@ Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids) {
     return nullptr;
   }
   if (as->ne[3] != 1 || b->ne[3] != 1 || ids->ne[2] != 1 || ids->ne[3] != 1) {
-    return bad(ctx, Op::kMulMatId, "experts must be 3-D, src1 3-D and ids 2-D: " + dims(as) + ", " + dims(b) + ", " +
-                                       dims(ids));
+    return bad(ctx, Op::kMulMatId,
+               "experts must be 3-D, src1 3-D and ids 2-D: " + dims(as) + ", " + dims(b) + ", " + dims(ids));
   }
   if (as->ne[0] != b->ne[0]) {
     return bad(ctx, Op::kMulMatId, "inner dimensions differ: experts " + dims(as) + ", src1 " + dims(b));
@@ -440,8 +446,8 @@ Tensor* top_k(Context& ctx, Tensor* a, int k) {
   if (a == nullptr) return nullptr;
   if (!check_type(ctx, Op::kTopK, "src0", a, TypeSet::kFloat)) return nullptr;
   if (k < 1 || k > a->ne[0]) {
-    return bad(ctx, Op::kTopK, format_message("k = %d must be in [1, ne0 = %lld]", k,
-                                              static_cast<long long>(a->ne[0])));
+    return bad(ctx, Op::kTopK,
+               format_message("k = %d must be in [1, ne0 = %lld]", k, static_cast<long long>(a->ne[0])));
   }
   const int64_t ne[4] = {k, a->ne[1], a->ne[2], a->ne[3]};
   Tensor* r = make(ctx, Op::kTopK, Type::kI32, ne, {a});
@@ -464,8 +470,9 @@ Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* ma
     return bad(ctx, kOp, "k " + dims(k) + " and v " + dims(v) + " must share n_kv, kv heads and batch");
   }
   if (k->ne[2] == 0 || q->ne[2] % k->ne[2] != 0) {
-    return bad(ctx, kOp, "q heads (" + std::to_string(q->ne[2]) + ") must be a multiple of kv heads (" +
-                             std::to_string(k->ne[2]) + ")");
+    return bad(
+        ctx, kOp,
+        "q heads (" + std::to_string(q->ne[2]) + ") must be a multiple of kv heads (" + std::to_string(k->ne[2]) + ")");
   }
   if (k->ne[3] != q->ne[3]) return bad(ctx, kOp, "batch of q " + dims(q) + " and k " + dims(k) + " differ");
   if (mask != nullptr) {
@@ -477,8 +484,8 @@ Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* ma
   if (sinks != nullptr) {
     if (!check_type(ctx, kOp, "sinks", sinks, TypeSet::kF32)) return nullptr;
     if (sinks->ne[0] != q->ne[2] || nelements(*sinks) != q->ne[2]) {
-      return bad(ctx, kOp, "sinks " + dims(sinks) + " must have one entry per q head (" + std::to_string(q->ne[2]) +
-                               ")");
+      return bad(ctx, kOp,
+                 "sinks " + dims(sinks) + " must have one entry per q head (" + std::to_string(q->ne[2]) + ")");
     }
   }
   if (!std::isfinite(scale)) return bad(ctx, kOp, "scale must be finite");

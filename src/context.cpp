@@ -33,8 +33,8 @@ void* Context::alloc_host(size_t size) {
 }
 
 Tensor* Context::new_tensor(Type type, int n, const int64_t* ne) {
-  if (!type_is_valid(type)) return fail(TS_ERROR(StatusCode::kInvalidArgument, "new_tensor: invalid type %d",
-                                                 static_cast<int>(type)));
+  if (!type_is_valid(type))
+    return fail(TS_ERROR(StatusCode::kInvalidArgument, "new_tensor: invalid type %d", static_cast<int>(type)));
   if (n < 1 || n > kMaxDims) {
     return fail(TS_ERROR(StatusCode::kInvalidArgument, "new_tensor: n_dims must be 1..4, got %d", n));
   }
@@ -49,8 +49,8 @@ Tensor* Context::new_tensor(Type type, int n, const int64_t* ne) {
   }
   if (shape[0] % tt.block_size != 0) {
     return fail(TS_ERROR(StatusCode::kInvalidArgument,
-                         "new_tensor: %s row length ne0 = %lld is not a multiple of the block size %lld",
-                         tt.name, static_cast<long long>(shape[0]), static_cast<long long>(tt.block_size)));
+                         "new_tensor: %s row length ne0 = %lld is not a multiple of the block size %lld", tt.name,
+                         static_cast<long long>(shape[0]), static_cast<long long>(tt.block_size)));
   }
   // strides, with overflow checks (a fuzzer can ask for absurd shapes)
   size_t nb[kMaxDims];
@@ -123,9 +123,8 @@ Tensor* Context::new_view(Tensor* src, Type type, const int64_t ne[4], const siz
   }
   const size_t span = nbytes(probe);
   if (offset > nbytes(*src) || span > nbytes(*src) - offset) {
-    return fail(TS_ERROR(StatusCode::kOutOfRange,
-                         "view of %s: bytes [%zu, %zu) exceed the source's %zu bytes", describe(*src).c_str(),
-                         offset, offset + span, nbytes(*src)));
+    return fail(TS_ERROR(StatusCode::kOutOfRange, "view of %s: bytes [%zu, %zu) exceed the source's %zu bytes",
+                         describe(*src).c_str(), offset, offset + span, nbytes(*src)));
   }
   Tensor& t = add_tensor();
   t = probe;

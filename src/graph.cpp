@@ -66,7 +66,7 @@ Graph Graph::view(size_t i0, size_t i1) const {
   auto local = [&](int32_t p) {  // a node inside the range keeps its place; anything else is not in the view
     if (p == kNoPos) return kNoPos;
     return p >= 0 && static_cast<size_t>(p) >= i0 && static_cast<size_t>(p) < i1 ? static_cast<int32_t>(p - i0)
-                                                                                  : kPosUnknown;
+                                                                                 : kPosUnknown;
   };
   for (size_t i = i0; i < i1; ++i) {
     for (int j = 0; j < kMaxSrc; ++j) g.src_pos_.push_back(local(src_pos_[i * kMaxSrc + j]));

@@ -39,7 +39,7 @@ fp16_t fp32_to_fp16(float f) {
   const uint32_t abs = x & 0x7fffffffu;
   if (abs > 0x7f800000u) return {static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu))};  // NaN stays NaN
   if (abs == 0x7f800000u) return {static_cast<uint16_t>(sign | 0x7c00u)};
-  const int32_t e = static_cast<int32_t>(abs >> 23) - 127;  // unbiased exponent
+  const int32_t e = static_cast<int32_t>(abs >> 23) - 127;      // unbiased exponent
   if (e >= 16) return {static_cast<uint16_t>(sign | 0x7c00u)};  // overflow -> inf
   if (e >= -14) {
     // normal half: keep 10 mantissa bits, round to nearest even on the 13 dropped bits

@@ -18,8 +18,8 @@ namespace tessera::cpu {
 
 namespace {
 
-constexpr Guid kCpuGuid = {{0x74, 0x65, 0x73, 0x73, 0x65, 0x72, 0x61, 0x2d, 0x63, 0x70, 0x75, 0x00, 0x00, 0x00, 0x00,
-                            0x01}};
+constexpr Guid kCpuGuid = {
+    {0x74, 0x65, 0x73, 0x73, 0x65, 0x72, 0x61, 0x2d, 0x63, 0x70, 0x75, 0x00, 0x00, 0x00, 0x00, 0x01}};
 
 size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -81,8 +81,8 @@ class MappedBufferType final : public BufferType {
 
 Status check_node(const Tensor& node, bool require_host_buffers) {
   if (!ref::supports(node)) {
-    return TS_ERROR(StatusCode::kUnsupported, "op %s is not supported by the CPU backend for %s",
-                    op_name(node.op), describe(node).c_str());
+    return TS_ERROR(StatusCode::kUnsupported, "op %s is not supported by the CPU backend for %s", op_name(node.op),
+                    describe(node).c_str());
   }
   if (node.data == nullptr) return TS_ERROR(StatusCode::kFailed, "%s is not allocated", describe(node).c_str());
   for (const Tensor* s : node.src) {
@@ -97,7 +97,6 @@ Status check_node(const Tensor& node, bool require_host_buffers) {
   }
   return Status::Ok();
 }
-
 
 // The node loop shared by the backend and compute_graph_host_memory.
 template <typename ComputeFn>
@@ -120,7 +119,6 @@ ComputeStatus run_graph(Graph& graph, bool require_host_buffers, bool (*abort_cb
   }
   return ComputeStatus::kSuccess;
 }
-
 
 // Growable 64-byte-aligned scratch memory for the optimised kernels; reused from node to node and run to run.
 class WorkBuffer {
@@ -152,9 +150,12 @@ CpuKernels resolve_kernels(CpuKernels k) {
     k = CpuKernels::kReference;
     if (const char* env = std::getenv("TESSERA_CPU_ISA")) {
       const std::string v = env;
-      if (v == "portable") k = CpuKernels::kPortable;
-      else if (v == "avx2") k = CpuKernels::kAvx2;
-      else if (v == "avx512") k = CpuKernels::kAvx512;
+      if (v == "portable")
+        k = CpuKernels::kPortable;
+      else if (v == "avx2")
+        k = CpuKernels::kAvx2;
+      else if (v == "avx512")
+        k = CpuKernels::kAvx512;
     }
   }
   if (k != CpuKernels::kReference && static_cast<int>(k) > static_cast<int>(best_kernels())) return best_kernels();
@@ -219,8 +220,9 @@ class CpuBackend final : public Backend {
  private:
   ComputeStatus compute_with(Graph& graph, WorkBuffer& work) {
     std::string err;
-    const ComputeStatus s = run_graph(graph, /*require_host_buffers=*/true, abort_cb_, abort_user_,
-                                      [&](const Tensor& n) { return compute_node(n, work); }, &err);
+    const ComputeStatus s = run_graph(
+        graph, /*require_host_buffers=*/true, abort_cb_, abort_user_,
+        [&](const Tensor& n) { return compute_node(n, work); }, &err);
     set_last_error(std::move(err));
     return s;
   }
@@ -273,8 +275,8 @@ class CpuBackend final : public Backend {
   Device* device_;
   int n_threads_ = 1;
   CpuKernels kernels_ = CpuKernels::kReference;
-  const opt::KernelTable* table_ = nullptr;  // null: reference kernels only
-  WorkBuffer work_;                          // for graph_compute_async (plans have their own)
+  const opt::KernelTable* table_ = nullptr;        // null: reference kernels only
+  WorkBuffer work_;                                // for graph_compute_async (plans have their own)
   opt::ClaimCounter claims_[opt::kClaimCounters];  // the running node's work-unit counters (opt::Units)
   bool (*abort_cb_)(void*) = nullptr;
   void* abort_user_ = nullptr;
@@ -438,8 +440,12 @@ void set_abort_callback(Backend& backend, bool (*callback)(void*), void* user) {
 
 ComputeStatus compute_graph_host_memory(Graph& graph, std::string* error) {
   std::string err;
-  const ComputeStatus s = run_graph(graph, /*require_host_buffers=*/false, nullptr, nullptr,
-                                    [](const Tensor& n) { return ref::compute(n, {0, 1}); }, &err);
+  const ComputeStatus s = run_graph(
+      graph, /*require_host_buffers=*/false, nullptr, nullptr,
+      [](const Tensor& n) {
+        return ref::compute(n, {0, 1});
+      },
+      &err);
   if (error != nullptr) *error = std::move(err);
   return s;
 }

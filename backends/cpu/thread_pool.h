@@ -39,7 +39,7 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable start_cv_;
   const std::function<void(int)>* job_ = nullptr;  // stable while a worker taking part in the run runs it
-  int job_threads_ = 0;  // threads taking part in the current job (including the caller)
+  int job_threads_ = 0;                            // threads taking part in the current job (including the caller)
   // (run number << 16) | thread count of the run: a worker reads both in one load, so a worker that is not part of
   // a run never mistakes a later run's thread count for its own.
   std::atomic<uint64_t> generation_{0};

@@ -20,8 +20,8 @@ namespace tessera::cuda {
 
 namespace {
 
-constexpr Guid kCudaGuid = {{0x74, 0x65, 0x73, 0x73, 0x65, 0x72, 0x61, 0x2d, 0x63, 0x75, 0x64, 0x61, 0x00, 0x00,
-                             0x00, 0x01}};
+constexpr Guid kCudaGuid = {
+    {0x74, 0x65, 0x73, 0x73, 0x65, 0x72, 0x61, 0x2d, 0x63, 0x75, 0x64, 0x61, 0x00, 0x00, 0x00, 0x01}};
 
 std::string cuda_error_text(cudaError_t e) {
   return format_message("%s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
@@ -64,8 +64,8 @@ class CudaBuffer final : public Buffer {
   }
   void set_tensor(Tensor& t, const void* data, size_t offset, size_t size) override {
     cudaSetDevice(dev_);
-    cudaError_t e = cudaMemcpyAsync(static_cast<char*>(t.data) + offset, data, size, cudaMemcpyHostToDevice,
-                                    cudaStreamPerThread);
+    cudaError_t e =
+        cudaMemcpyAsync(static_cast<char*>(t.data) + offset, data, size, cudaMemcpyHostToDevice, cudaStreamPerThread);
     if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamPerThread);
     report(e, "set_tensor", &t);
   }
@@ -183,8 +183,7 @@ CudaBackend* as_cuda_backend(Backend* b);
 class CudaBackend final : public Backend {
  public:
   CudaBackend(CudaDevice* dev, int index, int64_t offload_min_batch)
-      : device_(dev), index_(index), offload_min_batch_(offload_min_batch),
-        name_(format_message("CUDA%d", index)) {}
+      : device_(dev), index_(index), offload_min_batch_(offload_min_batch), name_(format_message("CUDA%d", index)) {}
   ~CudaBackend() override {
     cudaSetDevice(index_);
     if (stream_ != nullptr) report(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", nullptr);
@@ -260,9 +259,8 @@ class CudaBackend final : public Backend {
     }
     cudaSetDevice(index_);
     if (e == cudaSuccess) {
-      e = sbk->index_ == index_
-              ? cudaMemcpyAsync(dst.data, src.data, n, cudaMemcpyDeviceToDevice, stream_)
-              : cudaMemcpyPeerAsync(dst.data, index_, src.data, sbk->index_, n, stream_);
+      e = sbk->index_ == index_ ? cudaMemcpyAsync(dst.data, src.data, n, cudaMemcpyDeviceToDevice, stream_)
+                                : cudaMemcpyPeerAsync(dst.data, index_, src.data, sbk->index_, n, stream_);
     }
     if (sbk != this) {
       if (e == cudaSuccess) e = cudaEventRecord(copy_event_, stream_);
@@ -306,8 +304,8 @@ class CudaBackend final : public Backend {
       const bool is_index_op = node->op == Op::kGetRows || node->op == Op::kSetRows || node->op == Op::kMulMatId;
       if (is_empty(*node) && !is_index_op) continue;
       if (!supports_node(*node)) {
-        set_last_error(format_message("CUDA%d: node %zu: op %s is not supported by the CUDA backend for %s", index_,
-                                      i, op_name(node->op), describe(*node).c_str()));
+        set_last_error(format_message("CUDA%d: node %zu: op %s is not supported by the CUDA backend for %s", index_, i,
+                                      op_name(node->op), describe(*node).c_str()));
         return ComputeStatus::kFailed;
       }
       Status s = check_allocated(*node);
@@ -334,8 +332,8 @@ class CudaBackend final : public Backend {
       }
       const kernels::IndexError err = *index_error_;
       if (err.flag != 0) {
-        const Tensor* node = err.node >= 0 && static_cast<size_t>(err.node) < graph.n_nodes() ? graph.node(err.node)
-                                                                                              : nullptr;
+        const Tensor* node =
+            err.node >= 0 && static_cast<size_t>(err.node) < graph.n_nodes() ? graph.node(err.node) : nullptr;
         set_last_error(format_message("CUDA%d: node %d: %s: id %d is out of range [0, %d)", index_, err.node,
                                       node ? describe(*node).c_str() : "?", err.value, err.limit));
         return ComputeStatus::kFailed;
@@ -430,10 +428,13 @@ class CudaEvent final : public Event {
 class CudaDevice final : public Device {
  public:
   CudaDevice(BackendReg* reg, int index, const cudaDeviceProp& prop)
-      : reg_(reg), index_(index), name_(format_message("CUDA%d", index)),
-        description_(format_message("%s (sm_%d%d, %d SMs)", prop.name, prop.major, prop.minor,
-                                    prop.multiProcessorCount)),
-        buft_(this, index, prop.totalGlobalMem), host_buft_(this, index) {}
+      : reg_(reg),
+        index_(index),
+        name_(format_message("CUDA%d", index)),
+        description_(
+            format_message("%s (sm_%d%d, %d SMs)", prop.name, prop.major, prop.minor, prop.multiProcessorCount)),
+        buft_(this, index, prop.totalGlobalMem),
+        host_buft_(this, index) {}
 
   const char* name() const override { return name_.c_str(); }
   const char* description() const override { return description_.c_str(); }

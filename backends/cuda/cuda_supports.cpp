@@ -9,11 +9,11 @@ namespace tessera::cuda {
 
 namespace {
 
-constexpr int64_t kMaxGridY = 65535;         // matvec / MUL_MAT_ID rows
-constexpr int64_t kMaxRows = INT_MAX;        // one block per row
-constexpr int64_t kMaxFlashDv = 512;         // 128 threads x 4 output values
-constexpr int64_t kMaxFlashD = 8192;         // q row in shared memory (32 KiB) + the score tile
-constexpr int64_t kMatvecMaxN = 8;           // must match kernels::kMatvecMaxN
+constexpr int64_t kMaxGridY = 65535;   // matvec / MUL_MAT_ID rows
+constexpr int64_t kMaxRows = INT_MAX;  // one block per row
+constexpr int64_t kMaxFlashDv = 512;   // 128 threads x 4 output values
+constexpr int64_t kMaxFlashD = 8192;   // q row in shared memory (32 KiB) + the score tile
+constexpr int64_t kMatvecMaxN = 8;     // must match kernels::kMatvecMaxN
 
 bool type_known(Type t) { return static_cast<int>(t) >= 0 && static_cast<int>(t) < kTypeCount; }
 bool is_quant(Type t) { return t == Type::kQ8_0 || t == Type::kQ4_0; }
@@ -23,8 +23,10 @@ bool is_any(Type t) { return is_weight(t) || t == Type::kI32; }
 
 size_t unit_size(Type t) {
   switch (t) {
-    case Type::kF32: case Type::kI32: return 4;
-    case Type::kF16: case Type::kBF16: return 2;
+    case Type::kF32:
+    case Type::kI32: return 4;
+    case Type::kF16:
+    case Type::kBF16: return 2;
     case Type::kQ8_0: return sizeof(BlockQ8_0);
     case Type::kQ4_0: return sizeof(BlockQ4_0);
     default: return 0;

@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
   }
   using RunFn = tessera::Status (*)(const Tensor&, const opt::Params&);
   const RunFn run[2] = {&opt::run_mul_mat, &opt::run_mul_mat_b};
-  const size_t work_bytes = std::max(opt::work_size_mul_mat(*c, *table, nth), opt::work_size_mul_mat_b(*c, *table, nth));
+  const size_t work_bytes =
+      std::max(opt::work_size_mul_mat(*c, *table, nth), opt::work_size_mul_mat_b(*c, *table, nth));
   void* work = std::aligned_alloc(64, (work_bytes + 63) / 64 * 64);
   tessera::cpu::ThreadPool pool;
   opt::ClaimCounter claims[opt::kClaimCounters];
@@ -126,9 +127,10 @@ int main(int argc, char** argv) {
   peak();
   const double peak_flops = 512.0 * static_cast<double>(peak_iters);
   const ab::Medians m = ab::run(iters, flops, peak_flops, pass, peak);
-  std::printf("gemm %d^3, %d threads, %d iterations: GFLOPS median A %.1f  B %.1f  peak %.1f | ratio median A %.3f  "
-              "B %.3f  B/A %.3f\n",
-              n, nth, iters, m.rate[0] * 1e-9, m.rate[1] * 1e-9, m.rate[2] * 1e-9, m.ratio[0], m.ratio[1], m.ratio[2]);
+  std::printf(
+      "gemm %d^3, %d threads, %d iterations: GFLOPS median A %.1f  B %.1f  peak %.1f | ratio median A %.3f  "
+      "B %.3f  B/A %.3f\n",
+      n, nth, iters, m.rate[0] * 1e-9, m.rate[1] * 1e-9, m.rate[2] * 1e-9, m.ratio[0], m.ratio[1], m.ratio[2]);
   std::free(work);
   return 0;
 }

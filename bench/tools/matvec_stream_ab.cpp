@@ -112,9 +112,11 @@ int main(int argc, char** argv) {
     const uint8_t* x = w[static_cast<size_t>(m)] + static_cast<size_t>(u0 * kUnitRows) * row;
     const int64_t n = (u1 - u0) * kUnitRows;
     if (q4) {
-      t->dot_rows_q4_0_q8_0(reinterpret_cast<const BlockQ4_0*>(x), row, n, y.data(), kBlocks, out.data() + u0 * kUnitRows);
+      t->dot_rows_q4_0_q8_0(reinterpret_cast<const BlockQ4_0*>(x), row, n, y.data(), kBlocks,
+                            out.data() + u0 * kUnitRows);
     } else {
-      t->dot_rows_q8_0_q8_0(reinterpret_cast<const BlockQ8_0*>(x), row, n, y.data(), kBlocks, out.data() + u0 * kUnitRows);
+      t->dot_rows_q8_0_q8_0(reinterpret_cast<const BlockQ8_0*>(x), row, n, y.data(), kBlocks,
+                            out.data() + u0 * kUnitRows);
     }
   };
   // One pass of variant v over all matrices; seconds. The threads claim units with the backend's own opt::Units
@@ -161,9 +163,10 @@ int main(int argc, char** argv) {
   ceiling();
   const double bytes = static_cast<double>(mat) * kMatrices;
   const ab::Medians m = ab::run(iters, bytes, bytes, pass, ceiling);
-  std::printf("%s x%d, %s, %d iterations: GB/s median A %.1f  B %.1f  ceiling %.1f | ratio median A %.3f  B %.3f  "
-              "B/A %.3f\n",
-              q4 ? "q4_0" : "q8_0", kMatrices, per_matrix ? "per matrix" : "all matrices at once", iters,
-              m.rate[0] * 1e-9, m.rate[1] * 1e-9, m.rate[2] * 1e-9, m.ratio[0], m.ratio[1], m.ratio[2]);
+  std::printf(
+      "%s x%d, %s, %d iterations: GB/s median A %.1f  B %.1f  ceiling %.1f | ratio median A %.3f  B %.3f  "
+      "B/A %.3f\n",
+      q4 ? "q4_0" : "q8_0", kMatrices, per_matrix ? "per matrix" : "all matrices at once", iters, m.rate[0] * 1e-9,
+      m.rate[1] * 1e-9, m.rate[2] * 1e-9, m.ratio[0], m.ratio[1], m.ratio[2]);
   return 0;
 }

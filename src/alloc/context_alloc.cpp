@@ -22,8 +22,8 @@ Status TensorAllocator::alloc(Tensor& t) {
   if (offset_ > buffer_.size() || size > buffer_.size() - offset_) {
     return TS_ERROR(StatusCode::kAllocFailed,
                     "tensor allocator: %s needs %zu bytes but buffer %s has %zu of %zu bytes left", describe(t).c_str(),
-                    size, buffer_.type()->name(), buffer_.size() - (offset_ > buffer_.size() ? buffer_.size() : offset_),
-                    buffer_.size());
+                    size, buffer_.type()->name(),
+                    buffer_.size() - (offset_ > buffer_.size() ? buffer_.size() : offset_), buffer_.size());
   }
   TS_RETURN_IF_ERROR(tensor_alloc(buffer_, t, static_cast<char*>(buffer_.base()) + offset_));
   offset_ = align_up(offset_ + size, alignment_);

@@ -129,8 +129,9 @@ void GraphIndex::build_checked(const GraphNodes::Positions* pos) {
     int32_t* out = &src[i * kMaxSrc];
     for (int j = 0; j < kMaxSrc; ++j) {
       Tensor* s = t->src[j];
-      out[j] = s == nullptr ? -1 : pos != nullptr ? resolve(s, pos->src[i * kMaxSrc + static_cast<size_t>(j)])
-                                                  : intern(s);
+      out[j] = s == nullptr     ? -1
+               : pos != nullptr ? resolve(s, pos->src[i * kMaxSrc + static_cast<size_t>(j)])
+                                : intern(s);
     }
     int used = kMaxSrc;
     while (used > 0 && out[used - 1] < 0) --used;

@@ -11,12 +11,12 @@ namespace tessera {
 // Greedy by size: blocks of buffer type b, largest first (ties: earlier start), each at the lowest-waste gap among
 // the already placed blocks whose lifetimes overlap its own, in the first chunk where it fits. Blocks that exist from
 // the start to the end (placed before the walk and never freed) are stacked at the bottom first: they overlap
-// everything. Placed blocks are indexed by time bucket, so each block's search only looks at blocks live around the same
-// time; a bucket holds what the query needs of each block (lifetime and bytes), and a block spanning several buckets
-// counts in the first of them that the query visits.
+// everything. Placed blocks are indexed by time bucket, so each block's search only looks at blocks live around the
+// same time; a bucket holds what the query needs of each block (lifetime and bytes), and a block spanning several
+// buckets counts in the first of them that the query visits.
 void GraphPlanner::pack_offline(const std::vector<Lifetime>& blocks, int b, size_t limit, long walk_start,
-                                   std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes,
-                                   OfflineScratch& scratch) {
+                                std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes,
+                                OfflineScratch& scratch) {
   addr->assign(blocks.size(), BlockAddress{});
   chunk_sizes->clear();
   // The order: lifelong blocks first, in allocation order, then the others by size, largest first, ties by start.

@@ -32,18 +32,17 @@ Status check_arguments(const std::vector<BufferType*>& bufts, GraphNodes graph, 
     if (b == nullptr) return Status(StatusCode::kInvalidArgument, "planner: null buffer type");
   }
   if (!node_ids.empty() && node_ids.size() != graph.n_nodes()) {
-    return TS_ERROR(StatusCode::kInvalidArgument, "planner: %zu node buffer ids for %zu nodes",
-                    node_ids.size(), graph.n_nodes());
+    return TS_ERROR(StatusCode::kInvalidArgument, "planner: %zu node buffer ids for %zu nodes", node_ids.size(),
+                    graph.n_nodes());
   }
   if (!leaf_ids.empty() && leaf_ids.size() != graph.n_leafs()) {
-    return TS_ERROR(StatusCode::kInvalidArgument, "planner: %zu leaf buffer ids for %zu leafs",
-                    leaf_ids.size(), graph.n_leafs());
+    return TS_ERROR(StatusCode::kInvalidArgument, "planner: %zu leaf buffer ids for %zu leafs", leaf_ids.size(),
+                    graph.n_leafs());
   }
   for (std::span<const int> ids : {node_ids, leaf_ids}) {
     for (int id : ids) {
       if (id < 0 || static_cast<size_t>(id) >= n_bufts) {
-        return TS_ERROR(StatusCode::kInvalidArgument, "planner: buffer type id %d out of range [0, %zu)", id,
-                        n_bufts);
+        return TS_ERROR(StatusCode::kInvalidArgument, "planner: buffer type id %d out of range [0, %zu)", id, n_bufts);
       }
     }
   }
@@ -59,9 +58,18 @@ Status check_arguments(const std::vector<BufferType*>& bufts, GraphNodes graph, 
 struct GraphPlanner::PlanWalk {
   PlanWalk(const GraphPlanner& ga, GraphIndex& ix, std::span<const int> node_ids, std::span<const int> leaf_ids,
            Plan* plan)
-      : ga(ga), ix(ix), info(ix.info), node_ids(node_ids), leaf_ids(leaf_ids), plan(plan), n_bufts(ga.bufts_.size()),
-        n_nodes(static_cast<int32_t>(ix.n_nodes)), n_leafs(static_cast<int32_t>(ix.n_leafs)),
-        n_known(n_nodes + n_leafs), far(detail::tensors_far(ix.tensors.size())), live(n_bufts, 0),
+      : ga(ga),
+        ix(ix),
+        info(ix.info),
+        node_ids(node_ids),
+        leaf_ids(leaf_ids),
+        plan(plan),
+        n_bufts(ga.bufts_.size()),
+        n_nodes(static_cast<int32_t>(ix.n_nodes)),
+        n_leafs(static_cast<int32_t>(ix.n_leafs)),
+        n_known(n_nodes + n_leafs),
+        far(detail::tensors_far(ix.tensors.size())),
+        live(n_bufts, 0),
         peak(n_bufts, 0) {
     dyn.reserve(n_bufts);
     for (BufferType* b : ga.bufts_) dyn.emplace_back(b->alignment(), b->max_size());
@@ -241,9 +249,8 @@ struct GraphPlanner::PlanWalk {
     const size_t need = ga.bufts_[static_cast<size_t>(b)]->alloc_size(*t);
     Result<BlockAddress> addr = dyn[static_cast<size_t>(b)].alloc(need);
     if (!addr.ok()) {
-      error = TS_ERROR(StatusCode::kAllocFailed, "planner: tensor %s in buffer type %s: %s",
-                       describe(*t).c_str(), ga.bufts_[static_cast<size_t>(b)]->name(),
-                       addr.status().message().c_str());
+      error = TS_ERROR(StatusCode::kAllocFailed, "planner: tensor %s in buffer type %s: %s", describe(*t).c_str(),
+                       ga.bufts_[static_cast<size_t>(b)]->name(), addr.status().message().c_str());
       return;
     }
     in.allocated = true;
@@ -361,7 +368,7 @@ struct GraphPlanner::PlanWalk {
 
   const GraphPlanner& ga;
   GraphIndex& ix;
-  std::vector<PlanInfo>& info;  // per id (ix.info)
+  std::vector<PlanInfo>& info;              // per id (ix.info)
   std::span<const int> node_ids, leaf_ids;  // buffer type id per node / leaf; empty: 0 for all
   Plan* plan;
   const size_t n_bufts;
@@ -379,12 +386,11 @@ struct GraphPlanner::PlanWalk {
 // Plans graph into *plan, which is valid only when this returns Ok (a failure leaves it partly written). node_ids and
 // leaf_ids give each node's and leaf's buffer type id (empty: 0 for all).
 Status GraphPlanner::make_plan(GraphNodes graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
-                                 Plan* plan) const {
+                               Plan* plan) const {
   TS_RETURN_IF_ERROR(check_arguments(bufts_, graph, node_ids, leaf_ids));
   GraphIndex& ix = index_of(graph);
   if (!ix.exact_error.empty()) {
-    return TS_ERROR(StatusCode::kFailed, "planner: internal: an exact position is wrong: %s",
-                    ix.exact_error.c_str());
+    return TS_ERROR(StatusCode::kFailed, "planner: internal: an exact position is wrong: %s", ix.exact_error.c_str());
   }
   PlanWalk walk(*this, ix, node_ids, leaf_ids, plan);
   walk.record_tensors();

@@ -37,7 +37,9 @@ bool check_positions_default() {
 }  // namespace
 
 GraphPlanner::GraphPlanner(std::vector<BufferType*> bufts)
-    : bufts_(std::move(bufts)), replicas_(bufts_.size(), 1), buffers_(bufts_.size()),
+    : bufts_(std::move(bufts)),
+      replicas_(bufts_.size(), 1),
+      buffers_(bufts_.size()),
       check_positions_(check_positions_default()) {
   for (auto& sets : buffers_) sets.resize(1);
 }
@@ -123,7 +125,7 @@ Status GraphPlanner::grow_buffers(const Plan& plan) {
 Status GraphPlanner::reserve(GraphNodes graph) { return reserve_n(graph, {}, {}); }
 
 Status GraphPlanner::reserve_n(GraphNodes graph, std::span<const int> node_buft_ids,
-                                 std::span<const int> leaf_buft_ids) {
+                               std::span<const int> leaf_buft_ids) {
   Status s = make_plan(graph, node_buft_ids, leaf_buft_ids, &spare_);
   if (s.ok()) s = grow_buffers(spare_);
   if (!s.ok()) {
@@ -137,7 +139,7 @@ Status GraphPlanner::reserve_n(GraphNodes graph, std::span<const int> node_buft_
 }
 
 Result<std::vector<size_t>> GraphPlanner::reserve_size(GraphNodes graph, std::span<const int> node_buft_ids,
-                                                         std::span<const int> leaf_buft_ids) const {
+                                                       std::span<const int> leaf_buft_ids) const {
   Status s = make_plan(graph, node_buft_ids, leaf_buft_ids, &spare_);
   spare_.valid = false;
   TS_RETURN_IF_ERROR(s);

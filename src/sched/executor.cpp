@@ -45,9 +45,9 @@ ComputeStatus Scheduler::Impl::execute() {
     // 2. inputs
     for (size_t k = 0; k < sp.inputs.size(); ++k) {
       if (Status s = copy_split_input(sp, k, cur, sb, prev_event, slot_event); !s.ok()) {
-        return fail(ComputeStatus::kFailed, format_message("scheduler: split %zu, copying input %s to %s: %s", si,
-                                                           describe(*sp.inputs[k]).c_str(), sb.name(),
-                                                           s.message().c_str()));
+        return fail(ComputeStatus::kFailed,
+                    format_message("scheduler: split %zu, copying input %s to %s: %s", si,
+                                   describe(*sp.inputs[k]).c_str(), sb.name(), s.message().c_str()));
       }
     }
     // 3. compute
@@ -147,8 +147,8 @@ ComputeStatus Scheduler::Impl::compute_split(size_t si, const sched::Split& sp, 
     j0 = j + 1;
     if (want) {
       if (Status sync = sb.synchronize(); !sync.ok()) {
-        return fail(ComputeStatus::kFailed, format_message("scheduler: split %zu on %s: %s", si, sb.name(),
-                                                           sync.message().c_str()));
+        return fail(ComputeStatus::kFailed,
+                    format_message("scheduler: split %zu on %s: %s", si, sb.name(), sync.message().c_str()));
       }
       if (!callback(t, false)) {
         return fail(ComputeStatus::kAborted,

@@ -16,8 +16,8 @@ constexpr int kError = -2;
 
 // The backend for one tensor (by id), or -1 (with the cause in *cause), or kError (with the error in *error). `last`
 // is bs.last(). (No Result: this runs once per tensor, and the error is the exception.)
-int backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, const PassOptions& opt, int last,
-                     Cause* cause, Status* error) {
+int backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, const PassOptions& opt, int last, Cause* cause,
+                     Status* error) {
   const int32_t vsrc = plan.view_src(id);
   // 1. the tensor has a buffer (not one of the scheduler's own compute buffers)
   if (vsrc < 0 && plan.fixed_buft(id) != nullptr) {

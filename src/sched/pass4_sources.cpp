@@ -130,7 +130,8 @@ Status pass4_sources(SchedPlan& plan, const Graph& g, const BackendSet& bs) {
     const int b = plan.backend(id);
     if (!plan.supports(bs, id, b)) {
       const Tensor& node = *plan.tensor(id);
-      return TS_ERROR(StatusCode::kUnsupported, "scheduling error: %s is assigned to %s (%s), which does not support op %s",
+      return TS_ERROR(StatusCode::kUnsupported,
+                      "scheduling error: %s is assigned to %s (%s), which does not support op %s",
                       describe(node).c_str(), bs.name(b), cause_name(plan.cause(id)), op_name(node.op));
     }
   }

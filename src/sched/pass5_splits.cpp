@@ -65,7 +65,12 @@ Status make_copies(SchedPlan& plan, const BackendSet& bs, size_t first) {
 class SplitCutter {
  public:
   SplitCutter(SchedPlan& plan, Graph& g, const BackendSet& bs, const PassOptions& opt)
-      : plan(plan), g(g), bs(bs), opt(opt), pipelined(opt.n_copies > 1), slot(static_cast<size_t>(opt.slot)),
+      : plan(plan),
+        g(g),
+        bs(bs),
+        opt(opt),
+        pipelined(opt.n_copies > 1),
+        slot(static_cast<size_t>(opt.slot)),
         copied_root(plan.scratch_flags()) {
     if (pipelined) mark_written_inputs();
     copied_root.assign(plan.n_ids(), 0);
@@ -184,8 +189,8 @@ class SplitCutter {
       // an earlier evaluation still reads the previous values.
       int32_t read_id = -1;  // the copy to read instead, if any
       // (Leafs only: a computed tensor flagged input is produced by its node, not written by the user.)
-      if (pipelined && plan.has(s, SchedPlan::kNoneOp) && plan.has(s, SchedPlan::kInputFlag) &&
-          !plan.is_copy_id(s) && !is_written(s)) {
+      if (pipelined && plan.has(s, SchedPlan::kNoneOp) && plan.has(s, SchedPlan::kInputFlag) && !plan.is_copy_id(s) &&
+          !is_written(s)) {
         int32_t set = plan.copy_set(s, sb);
         if (set < 0) {
           set = plan.add_copy_set(s, sb, opt.n_copies, true);
@@ -233,7 +238,7 @@ class SplitCutter {
   const PassOptions& opt;
   const bool pipelined;
   const size_t slot;
-  std::vector<uint8_t> written;      // per id: a user input written in place (mark_written_inputs; pipelined only)
+  std::vector<uint8_t> written;  // per id: a user input written in place (mark_written_inputs; pipelined only)
   // per id: a root of a tensor copied for a split input (the plan's scratch; ids grow as copies are made)
   std::vector<uint8_t>& copied_root;
   size_t n_copied_roots = 0;

@@ -147,8 +147,8 @@ inline void SchedPlan::read_fact(const BackendSet& bs, size_t i, const Tensor& t
 // question not asked here is asked when a pass needs it. Only on graphs whose Tensors outgrow the caches (the
 // prefetch threshold): below it a pass reads a Tensor from the cache, and guessing here costs more than it saves
 // (bench/RESULTS.md, session 19: without it the split is about 6 ns/node faster at 1k nodes, about the same at 10k,
-// far slower from 30k). `likely` carries, from node to node, the backend that the last node with a deciding weight will probably run
-// on (computed nodes between weights mostly stay there: pass 2).
+// far slower from 30k). `likely` carries, from node to node, the backend that the last node with a deciding weight will
+// probably run on (computed nodes between weights mostly stay there: pass 2).
 // - a tensor in a buffer (a weight, a cache) or a view of one: supports_op of the backends that can use the buffer
 //   type, in priority order up to the first yes (pass 1's question);
 // - a computed node: supports_op of the likely backend, and of every backend when that one says no (passes 2-4);

@@ -71,8 +71,8 @@ struct Assignment {
 
 struct Split {
   int backend = -1;
-  size_t i_start = 0, i_end = 0;  // node range of the user's graph
-  std::vector<Tensor*> inputs;    // tensors (as the user's graph has them) copied into this split's backend
+  size_t i_start = 0, i_end = 0;   // node range of the user's graph
+  std::vector<Tensor*> inputs;     // tensors (as the user's graph has them) copied into this split's backend
   std::vector<int32_t> input_ids;  // their ids in the plan
   // The per-slot copies of each input (same order). Usually plan.copy(input, backend, slot), shared with earlier
   // splits on this backend; a fresh set when the input was written in place since those copies were made.
@@ -157,11 +157,11 @@ class SchedPlan {
     return b < 16 ? (buft_users(bs, buft) >> b & 1u) != 0 : bs.supports_buft(b, *buft);
   }
   enum Fact : uint8_t {
-    kIsWeight = 1,      // in a buffer whose usage is WEIGHTS
-    kHostBuffer = 2,    // its buffer (or its view source's) is host memory
-    kInputFlag = 4,     // flagged INPUT
-    kViewOp = 8,        // a view op (never computed)
-    kNoneOp = 16,       // op NONE
+    kIsWeight = 1,    // in a buffer whose usage is WEIGHTS
+    kHostBuffer = 2,  // its buffer (or its view source's) is host memory
+    kInputFlag = 4,   // flagged INPUT
+    kViewOp = 8,      // a view op (never computed)
+    kNoneOp = 16,     // op NONE
   };
   bool has(int32_t id, Fact f) const { return (facts_[static_cast<size_t>(id)] & f) != 0; }
   // The tensor's op, as read by index (the passes need it without touching the Tensor again).
@@ -217,8 +217,8 @@ class SchedPlan {
     sp.i_end = i_end;
     return sp;
   }
-  std::vector<int> node_split;  // split of each node of the user's graph (-1 for views before the first split)
-  std::vector<Tensor*> graph_inputs;  // user INPUT tensors with per-slot copies on their own backend (parallel)
+  std::vector<int> node_split;           // split of each node of the user's graph (-1 for views before the first split)
+  std::vector<Tensor*> graph_inputs;     // user INPUT tensors with per-slot copies on their own backend (parallel)
   std::vector<int32_t> graph_input_ids;  // their ids
   struct Rewrite {
     Tensor* node;
@@ -298,7 +298,8 @@ class SchedPlan {
   int32_t resolve(const Tensor* t, int32_t pos) {
     const int64_t id = Graph::position_to_id(pos, n_nodes_, n_leafs_);
     // (a graph's nodes and leafs are never null, so a null t never matches)
-    if (id >= 0 && tensors_[static_cast<size_t>(id)] == t) [[likely]] return static_cast<int32_t>(id);
+    if (id >= 0 && tensors_[static_cast<size_t>(id)] == t) [[likely]]
+      return static_cast<int32_t>(id);
     return resolve_slow(t);
   }
   [[gnu::noinline]] int32_t resolve_slow(const Tensor* t);  // null (-1), or not at its position: by pointer

@@ -197,8 +197,8 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
       // view source while other views of that source are still to be read. The view itself, walked later, keeps
       // its source alive past the copy.
       const int32_t in_id = sp.input_ids[k];
-      const bool later_in_split = in_id >= 0 && static_cast<size_t>(in_id) >= sp.i_start &&
-                                  static_cast<size_t>(in_id) < sp.i_end;
+      const bool later_in_split =
+          in_id >= 0 && static_cast<size_t>(in_id) >= sp.i_start && static_cast<size_t>(in_id) < sp.i_end;
       if (!later_in_split) {
         // a view of the input as dependency node: "used" here, so the planner keeps the source until the copy
         Tensor* dep = plan.copy_ctx->new_view(in, in->type, in->ne, in->nb, 0);
@@ -212,8 +212,8 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
         add_sched_node(dep, dep_id, in_id, bid_of(in_backend), in_backend);
       }
       // the copy is placed when its split starts, and freed after its last reader
-      add_sched_node(sp.input_copies[k][static_cast<size_t>(s_slot)], plan.copy_id_in_set(sp.input_sets[k], s_slot),
-                     -1, region_id(buft_id[static_cast<size_t>(sp.backend)]), sp.backend);
+      add_sched_node(sp.input_copies[k][static_cast<size_t>(s_slot)], plan.copy_id_in_set(sp.input_sets[k], s_slot), -1,
+                     region_id(buft_id[static_cast<size_t>(sp.backend)]), sp.backend);
     }
     for (size_t i = sp.i_start; i < sp.i_end; ++i) {
       const int b = plan.backend(static_cast<int32_t>(i));
@@ -320,7 +320,7 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
       return Status(StatusCode::kAllocFailed, "scheduler: " + s.message());
     }
   }
-  placed = true;  // (a failed allocation may have placed some tensors too)
+  placed = true;                                         // (a failed allocation may have placed some tensors too)
   Status s = planner->alloc_graph(sched_graph(), slot);  // this slot's replica of the copy regions
   if (!s.ok()) {
     reset_plan();

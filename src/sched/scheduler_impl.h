@@ -14,8 +14,8 @@ namespace tessera {
 
 struct Scheduler::Impl {
   std::vector<Backend*> backends;
-  std::vector<BufferType*> bufts;       // per backend
-  std::vector<int> buft_id;             // per backend: index into unique_bufts
+  std::vector<BufferType*> bufts;         // per backend
+  std::vector<int> buft_id;               // per backend: index into unique_bufts
   std::vector<BufferType*> unique_bufts;  // the planner's buffer type ids: compute memory, then (parallel) copy regions
   size_t n_unique = 0;                    // compute-memory ids: [0, n_unique)
   // With parallel: the planner id of the in-flight copy region of compute id u is n_unique + u, replicated once per
@@ -27,7 +27,7 @@ struct Scheduler::Impl {
 
   std::unordered_map<const Tensor*, int> pins;  // user assignments
   sched::SchedPlan plan;
-  Graph* graph = nullptr;      // the user graph of the current plan (sources rewritten until reset)
+  Graph* graph = nullptr;  // the user graph of the current plan (sources rewritten until reset)
   // What the planner sees (docs/scheduler.md, 'Compute memory'): node and leaf lists, no Graph (its duplicate check is
   // not needed: the lists are built from an already deduplicated graph). Reused across splits.
   std::vector<Tensor*> sched_nodes, sched_leafs;
@@ -54,14 +54,14 @@ struct Scheduler::Impl {
     leaf_ids.push_back(buft);
     leaf_backends.push_back(backend);
   }
-  std::vector<int> node_ids, leaf_ids;                // buffer type id per node/leaf of sched_graph
+  std::vector<int> node_ids, leaf_ids;                      // buffer type id per node/leaf of sched_graph
   std::vector<int> node_backends, leaf_backends;            // backend per node/leaf of sched_graph
   std::vector<int> prev_node_backends, prev_leaf_backends;  // for the re-reserve rule
   std::unique_ptr<GraphPlanner> planner;
 
   bool split_done = false;
   bool allocated = false;
-  bool placed = false;  // the planner may have placed tensors of `graph` (an allocation ran, even a failed one)
+  bool placed = false;    // the planner may have placed tensors of `graph` (an allocation ran, even a failed one)
   bool computed = false;  // the allocation was used by a compute already
   int slot = 0;           // slot of the current allocation
   int next_slot = 0;
@@ -82,8 +82,7 @@ struct Scheduler::Impl {
   ComputeStatus execute();
   // execute's steps (executor.cpp)
   ComputeStatus copy_graph_inputs(int cur);
-  Status copy_split_input(const sched::Split& sp, size_t k, int cur, Backend& sb, Event* prev_event,
-                          Event* slot_event);
+  Status copy_split_input(const sched::Split& sp, size_t k, int cur, Backend& sb, Event* prev_event, Event* slot_event);
   ComputeStatus compute_split(size_t si, const sched::Split& sp, Backend& sb);
   // Waits for every backend; failures are kept in pending_error.
   void sync_all();

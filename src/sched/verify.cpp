@@ -35,9 +35,9 @@ int pass_setting(Cause c) {
 }
 
 // A broken invariant: the verifier's functions return its message ("" when every invariant holds).
-#define VERIFY(cond, invariant, ...)                                                 \
-  do {                                                                               \
-    if (!(cond)) return violation(invariant, format_message(__VA_ARGS__));            \
+#define VERIFY(cond, invariant, ...)                                       \
+  do {                                                                     \
+    if (!(cond)) return violation(invariant, format_message(__VA_ARGS__)); \
   } while (0)
 
 class Verify {
@@ -66,15 +66,12 @@ class Verify {
     if (b >= bs_.size()) return format_message("backend %d (of %d)", b, bs_.size());
     return bs_.name(b);
   }
-  std::string assignment(int b, Cause c) const {
-    return format_message("%s [%s]", on(b).c_str(), cause_name(c));
-  }
+  std::string assignment(int b, Cause c) const { return format_message("%s [%s]", on(b).c_str(), cause_name(c)); }
   // A tensor backend b reads without a copy: on b, or in memory b can use.
   bool readable(int32_t id, int b) const { return plan_.backend(id) == b || buffer_supported(plan_, bs_, id, b); }
   bool is_writer(int32_t id) const {  // a node writing into its view source (CPY, SET_ROWS), which pass 4 places
-    return static_cast<size_t>(id) < plan_.n_nodes() && plan_.view_src(id) >= 0 &&
-           !plan_.has(id, SchedPlan::kViewOp) && !plan_.has(id, SchedPlan::kNoneOp) &&
-           plan_.fixed_buft(plan_.root(id)) == nullptr;
+    return static_cast<size_t>(id) < plan_.n_nodes() && plan_.view_src(id) >= 0 && !plan_.has(id, SchedPlan::kViewOp) &&
+           !plan_.has(id, SchedPlan::kNoneOp) && plan_.fixed_buft(plan_.root(id)) == nullptr;
   }
 
   int pass_;
@@ -87,8 +84,8 @@ class Verify {
 // After every pass: assignments are well-formed, and each cause comes from a pass that has run.
 std::string Verify::common() const {
   VERIFY(plan_.n_nodes() == g_.n_nodes() && plan_.n_leafs() == g_.n_leafs(), "the plan indexes the graph",
-         "the plan has %zu nodes and %zu leafs, the graph %zu and %zu", plan_.n_nodes(), plan_.n_leafs(),
-         g_.n_nodes(), g_.n_leafs());
+         "the plan has %zu nodes and %zu leafs, the graph %zu and %zu", plan_.n_nodes(), plan_.n_leafs(), g_.n_nodes(),
+         g_.n_leafs());
   const int n_backends = bs_.size();
   for (int32_t id = 0, n = static_cast<int32_t>(plan_.n_ids()); id < n; ++id) {
     const int b = plan_.backend(id);
@@ -150,10 +147,11 @@ std::string Verify::pass1() const {
                  "1.wgt: a node runs where its deciding weight's memory can be used", "%s is %s, deciding weight %s",
                  who(id).c_str(), assignment(b, c).c_str(), w >= 0 ? who(w).c_str() : "none");
         } else {
-          VERIFY(opt_.op_offload && w >= 0 && plan_.has(w, SchedPlan::kHostBuffer) && b < last && supported != 0,
-                 "1.off: only an op whose deciding weight is in host memory is offloaded, to a backend that supports it",
-                 "%s is %s, deciding weight %s%s", who(id).c_str(), assignment(b, c).c_str(),
-                 w >= 0 ? who(w).c_str() : "none", opt_.op_offload ? "" : ", op_offload off");
+          VERIFY(
+              opt_.op_offload && w >= 0 && plan_.has(w, SchedPlan::kHostBuffer) && b < last && supported != 0,
+              "1.off: only an op whose deciding weight is in host memory is offloaded, to a backend that supports it",
+              "%s is %s, deciding weight %s%s", who(id).c_str(), assignment(b, c).c_str(),
+              w >= 0 ? who(w).c_str() : "none", opt_.op_offload ? "" : ", op_offload off");
         }
         break;
       }
@@ -165,8 +163,8 @@ std::string Verify::pass1() const {
       VERIFY(c == Cause::kHasBuffer, "1.dst: every tensor with memory is assigned by it", "%s (buffer type %s) is %s",
              who(id).c_str(), plan_.fixed_buft(id)->name(), assignment(b, c).c_str());
     } else if (v >= 0 && plan_.fixed_buft(v) != nullptr) {
-      VERIFY(c == Cause::kViewSourceHasBuffer, "1.vsrc: every view of memory is assigned by it", "%s (view of %s) is %s",
-             who(id).c_str(), who(v).c_str(), assignment(b, c).c_str());
+      VERIFY(c == Cause::kViewSourceHasBuffer, "1.vsrc: every view of memory is assigned by it",
+             "%s (view of %s) is %s", who(id).c_str(), who(v).c_str(), assignment(b, c).c_str());
     } else if (plan_.has(id, SchedPlan::kInputFlag)) {
       VERIFY(c == Cause::kInput, "1.inp: every graph input without memory starts on the last backend", "%s is %s",
              who(id).c_str(), assignment(b, c).c_str());
@@ -222,8 +220,7 @@ std::string Verify::changes(const std::vector<int8_t>& backend, const std::vecto
                  "%s", what.c_str());
         }
         break;
-      default:
-        VERIFY(false, "pass 5 changes no assignment", "%s", what.c_str());
+      default: VERIFY(false, "pass 5 changes no assignment", "%s", what.c_str());
     }
   }
   if (pass_ == 5) {  // what it adds are copies
@@ -317,8 +314,8 @@ std::string Verify::pass5() const {
       const SchedPlan::CopySetKey& key = plan_.copy_set_key(set);
       VERIFY(key.id == id && key.backend == sp.backend && !key.graph_input,
              "each split input's copies are its copies on the split's backend",
-             "split %zu on %s input %s reads set %d: copies of %s on %s%s", k, on(sp.backend).c_str(),
-             who(id).c_str(), set, who(key.id).c_str(), on(key.backend).c_str(), key.graph_input ? " (graph input)" : "");
+             "split %zu on %s input %s reads set %d: copies of %s on %s%s", k, on(sp.backend).c_str(), who(id).c_str(),
+             set, who(key.id).c_str(), on(key.backend).c_str(), key.graph_input ? " (graph input)" : "");
       for (size_t c = 0; c < n_copies; ++c) {
         VERIFY(sp.input_copies[q][c] != nullptr && sp.input_copies[q][c] == plan_.copy_in_set(set, static_cast<int>(c)),
                "each split input's copy exists, one per slot", "split %zu input %s slot %zu", k, who(id).c_str(), c);
@@ -345,9 +342,10 @@ std::string Verify::pass5() const {
              "every copy exists, one per slot", "set %d (of %s on %s) slot %zu: copy id %d", set, who(key.id).c_str(),
              on(key.backend).c_str(), c, cid);
       VERIFY(plan_.backend(cid) == key.backend && plan_.copy_origin(cid) == key.id,
-             "a copy is on its set's backend and copies its set's tensor", "copy %s is %s and copies %s; set %d is %s on %s",
-             who(cid).c_str(), assignment(plan_.backend(cid), plan_.cause(cid)).c_str(),
-             who(plan_.copy_origin(cid)).c_str(), set, who(key.id).c_str(), on(key.backend).c_str());
+             "a copy is on its set's backend and copies its set's tensor",
+             "copy %s is %s and copies %s; set %d is %s on %s", who(cid).c_str(),
+             assignment(plan_.backend(cid), plan_.cause(cid)).c_str(), who(plan_.copy_origin(cid)).c_str(), set,
+             who(key.id).c_str(), on(key.backend).c_str());
     }
   }
 
@@ -387,9 +385,8 @@ std::string Verify::pass5() const {
     VERIFY((rewritten[i] >> w.src & 1u) == 0, "a source is rewritten once", "node %s source %d", who(node).c_str(),
            w.src);
     rewritten[i] = static_cast<uint16_t>(rewritten[i] | 1u << w.src);
-    VERIFY(readable(rep, plan_.backend(node)), "a node reads a copy its backend can read",
-           "node %s (%s) reads %s (%s)", who(node).c_str(), on(plan_.backend(node)).c_str(), who(rep).c_str(),
-           on(plan_.backend(rep)).c_str());
+    VERIFY(readable(rep, plan_.backend(node)), "a node reads a copy its backend can read", "node %s (%s) reads %s (%s)",
+           who(node).c_str(), on(plan_.backend(node)).c_str(), who(rep).c_str(), on(plan_.backend(rep)).c_str());
   }
   for (size_t i = 0; i < n; ++i) {
     const auto node = static_cast<int32_t>(i);

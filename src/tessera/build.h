@@ -15,8 +15,7 @@ namespace tessera {
 // Strides nb1..nb3 in bytes; offset in bytes from a's first byte. The span must lie inside a's memory span.
 Tensor* view_1d(Context& ctx, Tensor* a, int64_t ne0, size_t offset);
 Tensor* view_2d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset);
-Tensor* view_3d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2,
-                size_t offset);
+Tensor* view_3d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
 Tensor* view_4d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2,
                 size_t nb3, size_t offset);
 // a must be contiguous; element counts must match.

@@ -79,7 +79,7 @@ class Graph {
   std::vector<Tensor*> nodes_;
   std::vector<Tensor*> leafs_;
   std::unordered_map<const Tensor*, int32_t> pos_;  // every visited tensor; kPosUnknown while on the walk's stack
-  std::vector<int32_t> src_pos_;                     // kMaxSrc per node
+  std::vector<int32_t> src_pos_;                    // kMaxSrc per node
   std::vector<int32_t> node_vsrc_pos_, leaf_vsrc_pos_;
 };
 

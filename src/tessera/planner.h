@@ -31,17 +31,18 @@ struct OfflineScratch;
 class GraphNodes {
  public:
   struct Positions {
-    std::span<const int32_t> src;             // kMaxSrc per node
-    std::span<const int32_t> node_view_src;   // per node
-    std::span<const int32_t> leaf_view_src;   // per leaf
+    std::span<const int32_t> src;            // kMaxSrc per node
+    std::span<const int32_t> node_view_src;  // per node
+    std::span<const int32_t> leaf_view_src;  // per leaf
     bool exact = false;
     bool valid(size_t n_nodes, size_t n_leafs) const {
       return src.size() == n_nodes * kMaxSrc && node_view_src.size() == n_nodes && leaf_view_src.size() == n_leafs;
     }
   };
   GraphNodes(const Graph& g)  // NOLINT(google-explicit-constructor)
-      : nodes_(g.nodes()), leafs_(g.leafs()), pos_{g.all_src_positions(), g.node_view_src_positions(),
-                                                    g.leaf_view_src_positions(), false} {}
+      : nodes_(g.nodes()),
+        leafs_(g.leafs()),
+        pos_{g.all_src_positions(), g.node_view_src_positions(), g.leaf_view_src_positions(), false} {}
   GraphNodes(std::span<Tensor* const> nodes, std::span<Tensor* const> leafs) : nodes_(nodes), leafs_(leafs) {}
   GraphNodes(std::span<Tensor* const> nodes, std::span<Tensor* const> leafs, Positions pos)
       : nodes_(nodes), leafs_(leafs), pos_(pos) {}
@@ -63,12 +64,12 @@ class GraphNodes {
 // Where the plan put one tensor.
 struct PlannedTensor {
   int buft_id = -1;
-  int chunk = -1;       // -1: not placed by the planner (external, view, or never allocated)
+  int chunk = -1;  // -1: not placed by the planner (external, view, or never allocated)
   size_t offset = 0;
-  size_t size = 0;      // bytes of the block it owns (>= what it needs)
+  size_t size = 0;        // bytes of the block it owns (>= what it needs)
   bool external = false;  // had data or a buffer of its own at plan time
   bool is_view = false;
-  int block = -1;         // the planner's lifetime record of the block (internal)
+  int block = -1;  // the planner's lifetime record of the block (internal)
 };
 
 class GraphPlanner {
@@ -171,10 +172,8 @@ class GraphPlanner {
     long end;
   };
   static void pack_offline(const std::vector<Lifetime>& blocks, int buft, size_t limit, long walk_start,
-                            std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes,
-                            OfflineScratch& scratch);
-  Status make_plan(GraphNodes graph, std::span<const int> node_ids, std::span<const int> leaf_ids,
-                   Plan* plan) const;
+                           std::vector<BlockAddress>* addr, std::vector<size_t>* chunk_sizes, OfflineScratch& scratch);
+  Status make_plan(GraphNodes graph, std::span<const int> node_ids, std::span<const int> leaf_ids, Plan* plan) const;
   // The dense index of a graph (tensor ids, source ids), rebuilt in place for every plan and check.
   GraphIndex& index_of(GraphNodes graph) const;
   Status grow_buffers(const Plan& plan);
@@ -188,9 +187,9 @@ class GraphPlanner {
   Plan plan_;
   int replans_ = 0;
   Packing packing_ = Packing::kBest;
-  bool check_positions_ = false;                // check exact positions (GraphNodes::Positions::exact)
+  bool check_positions_ = false;               // check exact positions (GraphNodes::Positions::exact)
   mutable std::unique_ptr<GraphIndex> index_;  // scratch, reused across calls
-  mutable Plan spare_;                          // the plan under construction (its memory reused across calls)
+  mutable Plan spare_;                         // the plan under construction (its memory reused across calls)
 };
 
 }  // namespace tessera

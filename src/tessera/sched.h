@@ -37,20 +37,20 @@ const char* cause_name(Cause cause);
 struct SchedulerParams {
   // Buffer type for each backend's compute memory (empty: each backend's default). Each backend must support it.
   std::vector<BufferType*> bufts;
-  bool parallel = false;        // pipeline parallelism: kParallelCopies in-flight copies of every cross-backend input
-  bool op_offload = true;       // a higher-priority backend may take an op whose weight is in the last backend's host memory
-  int max_split_inputs = 30;    // inputs per split (>= 10, the most one node can bring)
-  bool debug_reserve = false;   // report every re-reserve and its reason on stderr
+  bool parallel = false;   // pipeline parallelism: kParallelCopies in-flight copies of every cross-backend input
+  bool op_offload = true;  // a higher-priority backend may take an op whose weight is in the last backend's host memory
+  int max_split_inputs = 30;   // inputs per split (>= 10, the most one node can bring)
+  bool debug_reserve = false;  // report every re-reserve and its reason on stderr
 };
 
 constexpr int kParallelCopies = 4;
 
 struct TensorExplain {
-  int backend = -1;           // index in the scheduler's backend list, -1 when unassigned
+  int backend = -1;  // index in the scheduler's backend list, -1 when unassigned
   std::string backend_name;
   Cause cause = Cause::kUnassigned;
-  int split = -1;             // split of a node (-1 for leafs and tensors outside the graph)
-  bool is_copy = false;       // a copy made by the scheduler
+  int split = -1;        // split of a node (-1 for leafs and tensors outside the graph)
+  bool is_copy = false;  // a copy made by the scheduler
 };
 
 // Called for each node with ask = true ("do you want to observe it?"); after computing up to an observed node the

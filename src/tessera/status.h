@@ -46,9 +46,9 @@ std::string format_message(const char* fmt, ...) __attribute__((format(printf, 1
 #define TS_ERROR(code, ...) ::tessera::Status((code), ::tessera::format_message(__VA_ARGS__))
 
 // Propagate a non-ok Status.
-#define TS_RETURN_IF_ERROR(expr)         \
-  do {                                   \
-    ::tessera::Status ts_status_ = (expr); \
+#define TS_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::tessera::Status ts_status_ = (expr);   \
     if (!ts_status_.ok()) return ts_status_; \
   } while (0)
 
@@ -56,7 +56,7 @@ std::string format_message(const char* fmt, ...) __attribute__((format(printf, 1
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (status_.ok()) status_ = Status(StatusCode::kFailed, "Result constructed from an ok Status without a value");
   }
@@ -77,8 +77,8 @@ class [[nodiscard]] Result {
 // Internal invariant check (never used for user input): prints file, line and message, then aborts.
 [[noreturn]] void assert_fail(const char* file, int line, const char* cond, const std::string& msg);
 
-#define TS_ASSERT(cond, ...)                                                          \
-  do {                                                                                \
+#define TS_ASSERT(cond, ...)                                                                                   \
+  do {                                                                                                         \
     if (!(cond)) ::tessera::assert_fail(__FILE__, __LINE__, #cond, ::tessera::format_message("" __VA_ARGS__)); \
   } while (0)
 
@@ -98,9 +98,9 @@ inline constexpr bool kCheckInvariants = TESSERA_CHECK_INVARIANTS != 0;
 // TS_ASSERT in builds with TESSERA_CHECK_INVARIANTS, nothing otherwise (the condition and message are still compiled,
 // so they cannot rot, but never evaluated). The message names the invariant and what breaks it (tensor, device,
 // command; in the simulator the seed).
-#define TS_DEBUG_ASSERT(cond, ...)                                              \
-  do {                                                                          \
-    if constexpr (::tessera::kCheckInvariants) TS_ASSERT(cond, __VA_ARGS__);    \
+#define TS_DEBUG_ASSERT(cond, ...)                                           \
+  do {                                                                       \
+    if constexpr (::tessera::kCheckInvariants) TS_ASSERT(cond, __VA_ARGS__); \
   } while (0)
 
 }  // namespace tessera

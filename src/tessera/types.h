@@ -12,8 +12,12 @@ constexpr int kTypeCount = static_cast<int>(Type::kCount);
 constexpr int64_t kQK = 32;  // values per quantization block (q8_0 and q4_0)
 
 // Storage of one IEEE half / bfloat16 value (raw bits).
-struct fp16_t { uint16_t bits; };
-struct bf16_t { uint16_t bits; };
+struct fp16_t {
+  uint16_t bits;
+};
+struct bf16_t {
+  uint16_t bits;
+};
 
 // q8_0: one f16 scale d, 32 signed bytes; value = q * d.
 struct BlockQ8_0 {
@@ -36,11 +40,11 @@ using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 
 struct TypeTraits {
   const char* name;
-  int64_t block_size;   // values per block (1 for plain types)
-  size_t type_size;     // bytes per block
+  int64_t block_size;  // values per block (1 for plain types)
+  size_t type_size;    // bytes per block
   bool is_quantized;
-  bool is_float;        // f32, f16, bf16 (element-addressable floating point)
-  ToFloatFn to_float;   // null for i32
+  bool is_float;       // f32, f16, bf16 (element-addressable floating point)
+  ToFloatFn to_float;  // null for i32
   FromFloatFn from_float;
 };
 

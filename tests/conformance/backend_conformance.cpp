@@ -211,7 +211,8 @@ std::vector<uint8_t> read_bytes(const Tensor& t) {
     return ::testing::AssertionFailure() << "shape/type differ: " << describe(expected) << " vs " << describe(actual);
   }
   auto e = tensor_to_f32(expected);
-  if (!e.ok()) return ::testing::AssertionFailure() << "reading " << describe(expected) << ": " << e.status().to_string();
+  if (!e.ok())
+    return ::testing::AssertionFailure() << "reading " << describe(expected) << ": " << e.status().to_string();
   auto a = tensor_to_f32(actual);
   if (!a.ok()) return ::testing::AssertionFailure() << "reading " << describe(actual) << ": " << a.status().to_string();
   const std::vector<float>& ev = e.value();
@@ -241,8 +242,8 @@ std::vector<uint8_t> read_bytes(const Tensor& t) {
     size_t worst = 0;
     double wd = -1.0;
     for (size_t i = 0; i < ev.size(); ++i) {
-      const double d = std::isfinite(av[i]) ? std::fabs(double(ev[i]) - double(av[i]))
-                                            : std::numeric_limits<double>::infinity();
+      const double d =
+          std::isfinite(av[i]) ? std::fabs(double(ev[i]) - double(av[i])) : std::numeric_limits<double>::infinity();
       if (d > wd) wd = d, worst = i;
     }
     return ::testing::AssertionFailure() << describe(actual) << ": NMSE " << r.nmse << " > tolerance " << tol
@@ -332,19 +333,19 @@ Tensor* build_llama_block(CaseBuilder& b) {
   Tensor* mask = b.custom(Type::kF32, {n_tok, n_tok}, causal_mask(0));
 
   Tensor* h = mul(ctx, rms_norm(ctx, x, 1e-5f), attn_norm);
-  Tensor* q = mul_mat(ctx, wq, h);                                    // [d, n_tok]
-  Tensor* k = mul_mat(ctx, wk, h);                                    // [d, n_tok]
-  Tensor* v = mul_mat(ctx, wv, h);                                    // [d, n_tok]
-  Tensor* kq = mul_mat(ctx, k, q);                                    // [n_kv, n_q]
+  Tensor* q = mul_mat(ctx, wq, h);  // [d, n_tok]
+  Tensor* k = mul_mat(ctx, wk, h);  // [d, n_tok]
+  Tensor* v = mul_mat(ctx, wv, h);  // [d, n_tok]
+  Tensor* kq = mul_mat(ctx, k, q);  // [n_kv, n_q]
   kq = soft_max(ctx, kq, mask, 1.0f / std::sqrt(float(d)));
-  Tensor* vt = cont(ctx, transpose(ctx, v));                          // [n_tok, d]
-  Tensor* attn = mul_mat(ctx, vt, kq);                                // [d, n_q]
+  Tensor* vt = cont(ctx, transpose(ctx, v));  // [n_tok, d]
+  Tensor* attn = mul_mat(ctx, vt, kq);        // [d, n_q]
   Tensor* x2 = add(ctx, x, mul_mat(ctx, wo, attn));
   Tensor* h2 = mul(ctx, rms_norm(ctx, x2, 1e-5f), ffn_norm);
-  Tensor* g = silu(ctx, mul_mat(ctx, w_gate, h2));                    // [ff, n_tok]
+  Tensor* g = silu(ctx, mul_mat(ctx, w_gate, h2));  // [ff, n_tok]
   Tensor* u = mul_mat(ctx, w_up, h2);
   Tensor* x3 = add(ctx, x2, mul_mat(ctx, w_down, mul(ctx, g, u)));
-  Tensor* logits = mul_mat(ctx, w_out, x3);                           // [n_vocab, n_tok]
+  Tensor* logits = mul_mat(ctx, w_out, x3);  // [n_vocab, n_tok]
   Tensor* probs = soft_max(ctx, logits);
   if (probs) set_name(*probs, "probs");
   return probs;
@@ -378,8 +379,8 @@ bool ConformanceBase::init(const BackendFactory& factory, std::string* skip_reas
 
 std::string ConformanceBase::trace() const {
   std::ostringstream os;
-  os << "backend " << (factory_ ? factory_->name : "?") << ", seed " << seed_ << " (replay: TESSERA_CONFORMANCE_SEED="
-     << seed_ << ")";
+  os << "backend " << (factory_ ? factory_->name : "?") << ", seed " << seed_
+     << " (replay: TESSERA_CONFORMANCE_SEED=" << seed_ << ")";
   return os.str();
 }
 
@@ -396,6 +397,5 @@ void BackendOpConformance::SetUp() {
   if (!init(std::get<0>(GetParam()), &reason)) GTEST_SKIP() << reason;
   ASSERT_NE(cpu_, nullptr) << "cpu::make_backend() returned null";
 }
-
 
 }  // namespace tessera::conformance

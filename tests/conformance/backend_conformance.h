@@ -219,13 +219,13 @@ struct OpParamName {
 };
 
 // Instantiates both suites for one or more BackendFactory values. Use at global scope.
-#define TESSERA_INSTANTIATE_BACKEND_CONFORMANCE(prefix, ...)                                                 \
-  namespace tessera::conformance {                                                                           \
-  INSTANTIATE_TEST_SUITE_P(prefix, BackendConformance, ::testing::Values(__VA_ARGS__), FactoryName());      \
-  INSTANTIATE_TEST_SUITE_P(prefix, BackendOpConformance,                                                     \
+#define TESSERA_INSTANTIATE_BACKEND_CONFORMANCE(prefix, ...)                                                        \
+  namespace tessera::conformance {                                                                                  \
+  INSTANTIATE_TEST_SUITE_P(prefix, BackendConformance, ::testing::Values(__VA_ARGS__), FactoryName());              \
+  INSTANTIATE_TEST_SUITE_P(prefix, BackendOpConformance,                                                            \
                            ::testing::Combine(::testing::Values(__VA_ARGS__), ::testing::ValuesIn(op_catalogue())), \
-                           OpParamName());                                                                   \
-  }                                                                                                          \
+                           OpParamName());                                                                          \
+  }                                                                                                                 \
   static_assert(true, "")
 
 }  // namespace tessera::conformance

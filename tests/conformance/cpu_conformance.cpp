@@ -1,7 +1,7 @@
 // The backend conformance suite instantiated for the CPU backend: with its default kernels at the default thread count
-// and at three threads (the thread pool must not change results, docs/architecture.md, "CPU kernel dispatch": Determinism), and with the optimised
-// kernels at every SIMD level (they must pass the conformance suite too). The reference side of every comparison is a
-// fresh CPU backend running the reference kernels.
+// and at three threads (the thread pool must not change results, docs/architecture.md, "CPU kernel dispatch":
+// Determinism), and with the optimised kernels at every SIMD level (they must pass the conformance suite too). The
+// reference side of every comparison is a fresh CPU backend running the reference kernels.
 #include <string>
 
 #include "conformance/backend_conformance.h"

@@ -72,11 +72,11 @@ Tensor* build_copy_graph(CaseBuilder& b) {
   Tensor* bias = b.input(Type::kF32, 16);
   if (!x) return nullptr;
   Tensor* x_rows = view_2d(ctx, x, 64, 4, x->nb[1], 2 * x->nb[1]);  // view of a leaf
-  Tensor* y = mul_mat(ctx, w, x_rows);                                 // [16, 4]
+  Tensor* y = mul_mat(ctx, w, x_rows);                              // [16, 4]
   Tensor* z = silu(ctx, add(ctx, y, bias));
-  Tensor* zt = transpose(ctx, z);                                      // view of a node
-  Tensor* c = cont(ctx, zt);                                           // [4, 16]
-  Tensor* r = reshape_2d(ctx, c, 16, 4);                               // view of a node
+  Tensor* zt = transpose(ctx, z);         // view of a node
+  Tensor* c = cont(ctx, zt);              // [4, 16]
+  Tensor* r = reshape_2d(ctx, c, 16, 4);  // view of a node
   Tensor* out = mul(ctx, r, y);
   if (out) set_name(*out, "copy_graph_out");
   return out;

@@ -121,7 +121,8 @@ std::vector<OpCase> make_catalogue() {
   const std::pair<const char*, GluOp> glus[] = {{"swiglu", GluOp::kSwiglu}, {"geglu", GluOp::kGeglu}};
   for (Type t : kFloatTypes) {
     const std::string s = tn(t);
-    add_case(Op::kScale, "scale_" + s, [t](CaseBuilder& b) { return scale(b.ctx(), b.input(t, 64, 4, 3), 0.75f, 0.25f); });
+    add_case(Op::kScale, "scale_" + s,
+             [t](CaseBuilder& b) { return scale(b.ctx(), b.input(t, 64, 4, 3), 0.75f, 0.25f); });
     for (const auto& [name, u] : unaries) {
       add_case(Op::kUnary, std::string("unary_") + name + "_" + s,
                [t, u = u](CaseBuilder& b) { return unary(b.ctx(), b.input(t, 64, 4, 3), u); });
@@ -138,7 +139,8 @@ std::vector<OpCase> make_catalogue() {
     }
 
     // ---- reductions / norms ----
-    add_case(Op::kRmsNorm, "rms_norm_" + s, [t](CaseBuilder& b) { return rms_norm(b.ctx(), b.input(t, 64, 4, 3), 1e-5f); });
+    add_case(Op::kRmsNorm, "rms_norm_" + s,
+             [t](CaseBuilder& b) { return rms_norm(b.ctx(), b.input(t, 64, 4, 3), 1e-5f); });
     add_case(Op::kNorm, "norm_" + s, [t](CaseBuilder& b) { return norm(b.ctx(), b.input(t, 64, 4, 3), 1e-5f); });
     add_case(Op::kSumRows, "sum_rows_" + s, [t](CaseBuilder& b) { return sum_rows(b.ctx(), b.input(t, 64, 4, 3)); });
     add_case(Op::kSoftMax, "soft_max_" + s,
@@ -157,9 +159,8 @@ std::vector<OpCase> make_catalogue() {
     // ---- positional ----
     for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
       const std::string m = mode == RopeMode::kNormal ? "normal" : "neox";
-      add_case(Op::kRope, "rope_" + m + "_" + s, [t, mode](CaseBuilder& b) {
-        return rope(b.ctx(), b.input(t, 64, 4, 5), b.indices(100, 5), 64, mode);
-      });
+      add_case(Op::kRope, "rope_" + m + "_" + s,
+               [t, mode](CaseBuilder& b) { return rope(b.ctx(), b.input(t, 64, 4, 5), b.indices(100, 5), 64, mode); });
       // Partial rotation (dims >= n_dims copied), other base/scale, frequency factors.
       add_case(Op::kRope, "rope_" + m + "_partial_ff_" + s, [t, mode](CaseBuilder& b) {
         return rope(b.ctx(), b.input(t, 64, 4, 5), b.indices(100, 5), 32, mode, 500000.0f, 0.5f,
@@ -182,14 +183,12 @@ std::vector<OpCase> make_catalogue() {
     add_case(Op::kMulMat, "mul_mat_bcast_" + s + "_f32", [ta](CaseBuilder& b) {
       return mul_mat(b.ctx(), b.input(ta, 64, 16, 2, 1), b.input(Type::kF32, 64, 5, 4, 2));
     });
-    add_case(Op::kMulMat, "mul_mat_vec_" + s + "_f32", [ta](CaseBuilder& b) {
-      return mul_mat(b.ctx(), b.input(ta, 128, 16), b.input(Type::kF32, 128, 1));
-    });
+    add_case(Op::kMulMat, "mul_mat_vec_" + s + "_f32",
+             [ta](CaseBuilder& b) { return mul_mat(b.ctx(), b.input(ta, 128, 16), b.input(Type::kF32, 128, 1)); });
     // K of 9 blocks of 32: long enough for the grouped block dots of SIMD kernels (8 q4_0 / 4 q8_0 blocks per step),
     // with a remainder
-    add_case(Op::kMulMat, "mul_mat_vec_k288_" + s + "_f32", [ta](CaseBuilder& b) {
-      return mul_mat(b.ctx(), b.input(ta, 288, 16), b.input(Type::kF32, 288, 2));
-    });
+    add_case(Op::kMulMat, "mul_mat_vec_k288_" + s + "_f32",
+             [ta](CaseBuilder& b) { return mul_mat(b.ctx(), b.input(ta, 288, 16), b.input(Type::kF32, 288, 2)); });
     for (int64_t b1 : {int64_t{1}, int64_t{2}}) {
       add_case(Op::kMulMatId, "mul_mat_id_b" + std::to_string(b1) + "_" + s + "_f32", [ta, b1](CaseBuilder& b) {
         return mul_mat_id(b.ctx(), b.input(ta, 64, 16, 4), b.input(Type::kF32, 64, b1, 5), b.indices(4, 2, 5));

@@ -140,9 +140,9 @@ TEST_P(BackendConformance, ViewsReadWriteThroughSource) {
     Tensor* a = ctx.new_tensor_2d(type, 64, 6);
     ASSERT_NE(a, nullptr);
     set_name(*a, "view_source");
-    Tensor* rows = view_2d(ctx, a, 64, 2, a->nb[1], 3 * a->nb[1]);            // rows 3..4, contiguous
-    Tensor* halves = view_2d(ctx, a, 32, 6, a->nb[1], row_size(type, 32));    // second half of every row
-    Tensor* vv = view_1d(ctx, rows, 64, rows->nb[1]);                         // a view of a view: row 4
+    Tensor* rows = view_2d(ctx, a, 64, 2, a->nb[1], 3 * a->nb[1]);          // rows 3..4, contiguous
+    Tensor* halves = view_2d(ctx, a, 32, 6, a->nb[1], row_size(type, 32));  // second half of every row
+    Tensor* vv = view_1d(ctx, rows, 64, rows->nb[1]);                       // a view of a view: row 4
     ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
     set_name(*rows, "view_rows");
     CONF_ASSIGN_BUFFER(buf, alloc_on(ctx, buft()));
@@ -393,7 +393,7 @@ TEST_P(BackendConformance, CopyMismatchedLayoutFails) {
   Tensor* other_shape = ctx.new_tensor_2d(Type::kF32, 64, 16);  // same element count
   Tensor* bigger = ctx.new_tensor_2d(Type::kF32, 32, 33);
   Tensor* square = ctx.new_tensor_2d(Type::kF32, 32, 32);
-  Tensor* transposed = transpose(ctx, square);                  // same type and ne as a, other strides
+  Tensor* transposed = transpose(ctx, square);  // same type and ne as a, other strides
   Tensor* host_other = hctx.new_tensor_2d(Type::kF32, 64, 16);
   ASSERT_TRUE(ctx.ok() && hctx.ok());
   set_name(*a, "layout_src");

@@ -26,13 +26,13 @@ ContextParams no_alloc();
 Result<std::unique_ptr<Buffer>> alloc_on(Context& ctx, BufferType& buft);
 
 // Allocates expr (a Result<std::unique_ptr<Buffer>>) into a new variable var, or fails the test.
-#define CONF_ASSIGN_BUFFER(var, expr)                                              \
-  std::unique_ptr<Buffer> var;                                                     \
-  {                                                                                \
-    auto conf_r_ = (expr);                                                         \
-    ASSERT_TRUE(conf_r_.ok()) << #expr << ": " << conf_r_.status().to_string();    \
-    var = std::move(conf_r_.value());                                              \
-    ASSERT_NE(var, nullptr);                                                       \
+#define CONF_ASSIGN_BUFFER(var, expr)                                           \
+  std::unique_ptr<Buffer> var;                                                  \
+  {                                                                             \
+    auto conf_r_ = (expr);                                                      \
+    ASSERT_TRUE(conf_r_.ok()) << #expr << ": " << conf_r_.status().to_string(); \
+    var = std::move(conf_r_.value());                                           \
+    ASSERT_NE(var, nullptr);                                                    \
   }
 
 // Names of the nodes of g the backend does not claim (views included: a backend must accept them).

@@ -371,8 +371,7 @@ TEST_F(CudaBackendTest, LongRowsSoftmaxNormsSort) {
   expect_matches_cpu([](CaseBuilder& b) { return rms_norm(b.ctx(), b.input(Type::kF32, 4096, 6), 1e-5f); }, 1e-6);
   expect_matches_cpu([](CaseBuilder& b) { return norm(b.ctx(), b.input(Type::kBF16, 3000, 2), 1e-5f); }, 1e-4);
   expect_matches_cpu([](CaseBuilder& b) { return top_k(b.ctx(), b.input(Type::kF32, 1000, 4), 40); }, 0);
-  expect_matches_cpu([](CaseBuilder& b) { return argsort(b.ctx(), b.input(Type::kF16, 777, 2), SortOrder::kAsc); },
-                     0);
+  expect_matches_cpu([](CaseBuilder& b) { return argsort(b.ctx(), b.input(Type::kF16, 777, 2), SortOrder::kAsc); }, 0);
   expect_matches_cpu(
       [](CaseBuilder& b) {
         return rope(b.ctx(), b.input(Type::kF32, 128, 8, 64), b.custom(Type::kI32, {64}, int_values(0, 30000)), 128,

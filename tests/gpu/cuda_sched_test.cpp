@@ -195,8 +195,8 @@ TEST(CudaWrappedBySimulator, NoRaceOnRealStreamsAndCpuResults) {
     std::vector<std::pair<Tensor*, BufferType*>> where;
     for (Tensor* w : m.weights) {
       const int layer = m.layer_of(w);
-      where.emplace_back(w, (layer >= 0 && layer < c.n_layer - 1) || (layer < 0 && w != m.tok_embd) ? gpu_buft
-                                                                                                   : cpu_buft);
+      where.emplace_back(w,
+                         (layer >= 0 && layer < c.n_layer - 1) || (layer < 0 && w != m.tok_embd) ? gpu_buft : cpu_buft);
     }
     auto wb = harness::allocate_tensors(where, BufferUsage::kWeights);
     ASSERT_TRUE(wb.ok()) << wb.status().to_string();

@@ -34,11 +34,10 @@ inline std::unique_ptr<Backend> backend_or_reason(std::string* reason, int devic
 }  // namespace tessera::cuda::testing
 
 // In a test body: skips the test when there is no GPU.
-#define TESSERA_REQUIRE_GPU(min_devices)                                                                 \
-  do {                                                                                                   \
-    if (::tessera::cuda::device_count() < (min_devices)) {                                               \
-      if ((min_devices) <= 1) GTEST_SKIP() << ::tessera::cuda::testing::no_gpu_reason();                 \
-      GTEST_SKIP() << "needs " << (min_devices) << " CUDA devices, " << ::tessera::cuda::device_count() \
-                   << " visible";                                                                        \
-    }                                                                                                    \
+#define TESSERA_REQUIRE_GPU(min_devices)                                                                               \
+  do {                                                                                                                 \
+    if (::tessera::cuda::device_count() < (min_devices)) {                                                             \
+      if ((min_devices) <= 1) GTEST_SKIP() << ::tessera::cuda::testing::no_gpu_reason();                               \
+      GTEST_SKIP() << "needs " << (min_devices) << " CUDA devices, " << ::tessera::cuda::device_count() << " visible"; \
+    }                                                                                                                  \
   } while (0)

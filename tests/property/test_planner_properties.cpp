@@ -37,9 +37,7 @@ Backend& cpu_backend() {
   return *backend;
 }
 
-[[noreturn]] void fail(const BuiltGraph& g, const std::string& what) {
-  RC_FAIL(what + "\n--- graph ---\n" + g.dump());
-}
+[[noreturn]] void fail(const BuiltGraph& g, const std::string& what) { RC_FAIL(what + "\n--- graph ---\n" + g.dump()); }
 
 // Whether the graphs of properties (1)-(6) may flag views OUTPUT. The planner currently frees (and hands in place
 // to a later node) the source of a view flagged OUTPUT, so the output read after compute is overwritten; property
@@ -104,8 +102,8 @@ std::string check_reuse(const Graph& g, const std::function<bool(const Buffer*)>
   }
   auto name = [&](const Tensor* t) {
     const Life& l = life[t];
-    std::string s = std::string("'") + t->name + "' (live " + (l.def < 0 ? std::string("from the start") :
-                                                               "from step " + std::to_string(l.def));
+    std::string s = std::string("'") + t->name + "' (live " +
+                    (l.def < 0 ? std::string("from the start") : "from step " + std::to_string(l.def));
     s += l.last == kEnd ? " to the end" : " to step " + std::to_string(l.last);
     if (t->flags & kFlagInput) s += ", INPUT";
     if (t->flags & kFlagOutput) s += ", OUTPUT";
@@ -195,8 +193,8 @@ void expect_same_outputs(const BuiltGraph& got, const BuiltGraph& want) {
       size_t k = 0;
       while (k < a->size() && std::memcmp(&(*a)[k], &(*b)[k], sizeof(float)) == 0) ++k;
       std::ostringstream os;
-      os << "output '" << got.outputs[i]->name << "' differs from the one computed with private memory at element "
-         << k << ": " << (k < a->size() ? (*a)[k] : 0.0f) << " vs " << (k < b->size() ? (*b)[k] : 0.0f);
+      os << "output '" << got.outputs[i]->name << "' differs from the one computed with private memory at element " << k
+         << ": " << (k < a->size() ? (*a)[k] : 0.0f) << " vs " << (k < b->size() ? (*b)[k] : 0.0f);
       fail(got, os.str());
     }
   }
@@ -234,8 +232,8 @@ RC_GTEST_PROP(PlannerProperties, EachPackingOnItsOwnNeverOverlaps, (const GraphD
     if (!size.ok()) fail(g, "reserve_size failed: " + size.status().to_string());
     total[static_cast<int>(p)] = (*size)[0];
   }
-  if (total[static_cast<int>(P::kBest)] != std::min(total[static_cast<int>(P::kOnline)],
-                                                    total[static_cast<int>(P::kOffline)])) {
+  if (total[static_cast<int>(P::kBest)] !=
+      std::min(total[static_cast<int>(P::kOnline)], total[static_cast<int>(P::kOffline)])) {
     fail(g, "the default packing is not the smaller of online (" + std::to_string(total[1]) + " bytes) and offline (" +
                 std::to_string(total[2]) + " bytes): " + std::to_string(total[0]));
   }
@@ -339,8 +337,8 @@ RC_GTEST_PROP(PlannerProperties, LargerBatchAfterReserveIsReplannedOrFits, (cons
   s = ga.alloc_graph(*big.graph);
   if (!s.ok()) fail(big, "alloc_graph failed: " + s.to_string());
   if (ga.replan_count() != (why.empty() ? 0 : 1)) {
-    fail(big, "needs_replan said '" + why + "' but alloc_graph re-planned " + std::to_string(ga.replan_count()) +
-                  " times");
+    fail(big,
+         "needs_replan said '" + why + "' but alloc_graph re-planned " + std::to_string(ga.replan_count()) + " times");
   }
   if (std::string o = overlap_check(*big.graph, ga); !o.empty()) fail(big, o);
   if (std::string o = check_reuse(*big.graph, [&](const Buffer* b) { return ga.owns(b); }); !o.empty()) fail(big, o);
@@ -468,8 +466,7 @@ RC_GTEST_PROP(PlannerProperties, RewiredSourceAfterReserveIsReplannedOrFits, (co
       for (size_t k = 0; k < i; ++k) {
         const Tensor* n = g.node(k);
         // not the tensor node i writes into (a SET_ROWS reading its own destination is order-dependent)
-        if (n != s && n != g.node(i)->view_src && n->view_src == nullptr && !op_is_view(n->op) &&
-            same_layout(*n, *s)) {
+        if (n != s && n != g.node(i)->view_src && n->view_src == nullptr && !op_is_view(n->op) && same_layout(*n, *s)) {
           candidates.push_back({i, j, k});
         }
       }
@@ -485,8 +482,8 @@ RC_GTEST_PROP(PlannerProperties, RewiredSourceAfterReserveIsReplannedOrFits, (co
   if (!s.ok()) fail(orig, "reserve failed: " + s.to_string());
   s = ga.alloc_graph(*rewired.graph);
   if (!s.ok()) fail(rewired, "alloc_graph failed: " + s.to_string());
-  const std::string what = std::string("after rewiring source ") + std::to_string(r.j) + " of '" +
-                           g.node(r.i)->name + "' to '" + g.node(r.k)->name + "': ";
+  const std::string what = std::string("after rewiring source ") + std::to_string(r.j) + " of '" + g.node(r.i)->name +
+                           "' to '" + g.node(r.k)->name + "': ";
   if (std::string o = overlap_check(*rewired.graph, ga); !o.empty()) fail(rewired, what + o);
   if (std::string o = check_reuse(*rewired.graph, [&](const Buffer* b) { return ga.owns(b); }); !o.empty()) {
     fail(rewired, what + o);
@@ -503,8 +500,8 @@ RC_GTEST_PROP(PlannerProperties, RewiredSourceAfterReserveIsReplannedOrFits, (co
 // did not (docs/planner.md; the anchor decided on the total size only and missed a chunk that grew). Every tensor
 // lies inside its chunk, nothing live overlaps, and the outputs equal private memory. Kills
 // tests/mutation/defect-grow-decided-on-total-size.
-RC_GTEST_PROP(PlannerProperties, AnotherGraphAfterReserveGrowsEveryChunkItNeeds, (const GraphDesc& first,
-                                                                                const GraphDesc& second)) {
+RC_GTEST_PROP(PlannerProperties, AnotherGraphAfterReserveGrowsEveryChunkItNeeds,
+              (const GraphDesc& first, const GraphDesc& second)) {
   BuiltGraph a = build_ok(first);
   BuiltGraph b = build_ok(second);
   size_t largest = 32;

@@ -154,7 +154,7 @@ RC_GTEST_PROP(SchedLifecycleProperties, ReplanWhileWorkIsInFlightIsRaceFree, ())
   }
   Status planned = s->plan();  // alloc_graph: re-reserves when the pin moved a node to another buffer type
   if (!planned.ok()) RC_FAIL("alloc_graph: " + planned.message());
-  RC_ASSERT(sched.reserve_count() > reserves_before);  // the case re-planned, as intended,
+  RC_ASSERT(sched.reserve_count() > reserves_before);    // the case re-planned, as intended,
   RC_ASSERT(sched.buffer_size(0) > gpu_compute_before);  // and replaced the GPU's compute buffer
   RC_ASSERT(s->set_inputs().ok());
   RC_ASSERT(sched.graph_compute_async(s->graph()) == ComputeStatus::kSuccess);

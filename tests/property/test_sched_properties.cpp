@@ -41,26 +41,26 @@ namespace {
 // ---- the generated case ----
 
 // Ops a simulated device may refuse (bit i of a deny mask refers to kDenyable[i]).
-constexpr Op kDenyable[] = {Op::kSoftMax, Op::kRope,    Op::kMulMat, Op::kMulMatId, Op::kGetRows,      Op::kSetRows,
-                            Op::kArgsort, Op::kTopK,    Op::kRmsNorm, Op::kNorm,    Op::kFlashAttnExt, Op::kAdd,
-                            Op::kMul,     Op::kCpy,     Op::kCont,   Op::kGlu,      Op::kUnary,        Op::kScale,
-                            Op::kSumRows, Op::kDiv,     Op::kDup};
+constexpr Op kDenyable[] = {Op::kSoftMax, Op::kRope, Op::kMulMat,  Op::kMulMatId, Op::kGetRows,      Op::kSetRows,
+                            Op::kArgsort, Op::kTopK, Op::kRmsNorm, Op::kNorm,     Op::kFlashAttnExt, Op::kAdd,
+                            Op::kMul,     Op::kCpy,  Op::kCont,    Op::kGlu,      Op::kUnary,        Op::kScale,
+                            Op::kSumRows, Op::kDiv,  Op::kDup};
 constexpr int kNumDenyable = sizeof kDenyable / sizeof kDenyable[0];
 
 struct DeviceSpec {
-  uint32_t deny = 0;       // op-support gaps
+  uint32_t deny = 0;  // op-support gaps
   bool host_visible = false;
   bool async = true;
   bool events = true;
   bool host_buffer = false;
-  bool offload = false;    // offload_op for MUL_MAT / MUL_MAT_ID from a batch of 4
-  uint8_t memory = 3;      // 0: 64 KiB (allocations may fail), 1: 256 KiB, else 64 MiB
+  bool offload = false;  // offload_op for MUL_MAT / MUL_MAT_ID from a batch of 4
+  uint8_t memory = 3;    // 0: 64 KiB (allocations may fail), 1: 256 KiB, else 64 MiB
 };
 
 struct Case {
   GraphDesc graph;
-  std::vector<DeviceSpec> devices;   // the simulated ones; the wrapped CPU comes last
-  std::vector<uint8_t> placement;    // weight i goes to buffer type placement[i % size] (modulo the choices)
+  std::vector<DeviceSpec> devices;  // the simulated ones; the wrapped CPU comes last
+  std::vector<uint8_t> placement;   // weight i goes to buffer type placement[i % size] (modulo the choices)
   std::vector<std::pair<uint8_t, uint8_t>> pins;  // (node, device) picks
   bool parallel = false;
   bool op_offload = true;
@@ -72,28 +72,29 @@ struct Case {
 rc::Gen<DeviceSpec> gen_device() {
   return rc::gen::build<DeviceSpec>(
       // Mostly a few gaps; shrinks towards none.
-      rc::gen::set(&DeviceSpec::deny, rc::gen::map(rc::gen::pair(rc::gen::arbitrary<uint32_t>(),
-                                                                   rc::gen::arbitrary<uint32_t>()),
-                                                   [](std::pair<uint32_t, uint32_t> p) { return p.first & p.second; })),
+      rc::gen::set(&DeviceSpec::deny,
+                   rc::gen::map(rc::gen::pair(rc::gen::arbitrary<uint32_t>(), rc::gen::arbitrary<uint32_t>()),
+                                [](std::pair<uint32_t, uint32_t> p) { return p.first & p.second; })),
       rc::gen::set(&DeviceSpec::host_visible, rc::gen::map(rc::gen::inRange(0, 4), [](int i) { return i == 0; })),
       rc::gen::set(&DeviceSpec::async, rc::gen::map(rc::gen::inRange(0, 4), [](int i) { return i != 0; })),
       rc::gen::set(&DeviceSpec::events, rc::gen::map(rc::gen::inRange(0, 4), [](int i) { return i != 0; })),
       rc::gen::set(&DeviceSpec::host_buffer, rc::gen::arbitrary<bool>()),
       rc::gen::set(&DeviceSpec::offload, rc::gen::arbitrary<bool>()),
       rc::gen::set(&DeviceSpec::memory, rc::gen::map(rc::gen::inRange(0, 10), [](int i) {
-                     return static_cast<uint8_t>(i == 0 ? 0 : i == 1 ? 1 : 2);
-                   })));
+        return static_cast<uint8_t>(i == 0 ? 0 : i == 1 ? 1 : 2);
+      })));
 }
 
 rc::Gen<Case> gen_case(int max_steps = 24) {
   return rc::gen::build<Case>(
       rc::gen::set(&Case::graph, graphgen::gen_graph_desc(max_steps)),
-      rc::gen::set(&Case::devices, rc::gen::container<std::vector<DeviceSpec>>(
-                                       *rc::gen::inRange<size_t>(0, 6), gen_device())),
+      rc::gen::set(&Case::devices,
+                   rc::gen::container<std::vector<DeviceSpec>>(*rc::gen::inRange<size_t>(0, 6), gen_device())),
       rc::gen::set(&Case::placement, rc::gen::container<std::vector<uint8_t>>(*rc::gen::inRange<size_t>(0, 8),
-                                                                               rc::gen::arbitrary<uint8_t>())),
-      rc::gen::set(&Case::pins, rc::gen::container<std::vector<std::pair<uint8_t, uint8_t>>>(
-                                    *rc::gen::inRange<size_t>(0, 3), rc::gen::arbitrary<std::pair<uint8_t, uint8_t>>())),
+                                                                              rc::gen::arbitrary<uint8_t>())),
+      rc::gen::set(&Case::pins,
+                   rc::gen::container<std::vector<std::pair<uint8_t, uint8_t>>>(
+                       *rc::gen::inRange<size_t>(0, 3), rc::gen::arbitrary<std::pair<uint8_t, uint8_t>>())),
       rc::gen::set(&Case::parallel, rc::gen::arbitrary<bool>()),
       rc::gen::set(&Case::op_offload, rc::gen::arbitrary<bool>()),
       rc::gen::set(&Case::max_split_inputs, rc::gen::inRange(10, 40)),
@@ -288,8 +289,9 @@ std::string write_scenario(const std::string& property, const Prepared& p, const
          ", \"device\": " + json_string(c.policy.pins[i].device) + "}";
   }
   s += "]},\n";
-  s += "  \"run\": {\"seed\": " + std::to_string(c.sim.seed) + ", \"adversarial\": " +
-       (c.sim.adversarial ? "true" : "false") + ", \"model_seed\": " + std::to_string(c.model_seed) + "},\n";
+  s += "  \"run\": {\"seed\": " + std::to_string(c.sim.seed) +
+       ", \"adversarial\": " + (c.sim.adversarial ? "true" : "false") +
+       ", \"model_seed\": " + std::to_string(c.model_seed) + "},\n";
   s += "  \"expect\": {\"scheduling\": \"ok\", \"no_race\": true, \"outputs_match_reference\": true, "
        "\"max_nmse\": 1e-5}\n}\n";
   std::error_code ec;
@@ -307,7 +309,7 @@ std::string write_scenario(const std::string& property, const Prepared& p, const
 struct Ran {
   Prepared prep;
   std::unique_ptr<Session> session;
-  Status status;           // creation, planning or running
+  Status status;  // creation, planning or running
   std::optional<RunStats> stats;
 };
 
@@ -396,8 +398,9 @@ RC_GTEST_PROP(SchedProperties, EveryNodeRunsOnABackendThatSupportsIt, ()) {
     const TensorExplain e = s.sched().explain(n);
     if (e.backend < 0) fail_case("EveryNodeRunsOnABackendThatSupportsIt", r, std::string(n->name) + " has no backend");
     if (!s.sched().backend(e.backend)->supports_op(*n)) {
-      fail_case("EveryNodeRunsOnABackendThatSupportsIt", r,
-                std::string(n->name) + " (" + op_name(n->op) + ") on " + e.backend_name + ", which does not support it");
+      fail_case(
+          "EveryNodeRunsOnABackendThatSupportsIt", r,
+          std::string(n->name) + " (" + op_name(n->op) + ") on " + e.backend_name + ", which does not support it");
     }
   }
 }
@@ -549,9 +552,9 @@ RC_GTEST_PROP(SchedProperties, NoRaceInTheSchedulersOwnEventFlow, ()) {
 // crash, leak (run under ASan) or report an error other than running out of memory.
 
 struct LifeModel {
-  bool allocated = false;      // alloc_graph succeeded and nothing since invalidated it
-  bool inputs_written = false;  // set_inputs after that alloc
-  bool computed = false;        // some compute ran (it may have changed what SET_ROWS / CPY write into weights)
+  bool allocated = false;           // alloc_graph succeeded and nothing since invalidated it
+  bool inputs_written = false;      // set_inputs after that alloc
+  bool computed = false;            // some compute ran (it may have changed what SET_ROWS / CPY write into weights)
   std::map<std::string, int> pins;  // node -> backend index
 };
 
@@ -622,8 +625,8 @@ struct Compute : LifeCommand {
     if (m.allocated && m.inputs_written && (!m.computed || !sys.writes_weights)) {
       auto got = s.read_outputs();
       if (!got.ok()) RC_FAIL("read_outputs: " + got.status().to_string());
-      const NmseResult n = nmse(sys.reference.data(), got.value().data(),
-                                std::min(sys.reference.size(), got.value().size()));
+      const NmseResult n =
+          nmse(sys.reference.data(), got.value().data(), std::min(sys.reference.size(), got.value().size()));
       RC_ASSERT(got.value().size() == sys.reference.size());
       RC_ASSERT(!n.nan_mismatch);
       RC_ASSERT(n.nmse <= 1e-5);

@@ -59,7 +59,8 @@ std::string fan_in_graph(int layers) {
   int h = x;
   for (int i = 0; i < layers; ++i) {
     const int m = add("ffn-" + std::to_string(i), {d, tok}, "MUL_MAT", {w[static_cast<size_t>(i)], h}, "");
-    const int c = add("c-" + std::to_string(i), {d, tok}, "ADD", {a[static_cast<size_t>(i)], b[static_cast<size_t>(i)]}, "");
+    const int c =
+        add("c-" + std::to_string(i), {d, tok}, "ADD", {a[static_cast<size_t>(i)], b[static_cast<size_t>(i)]}, "");
     h = add("l_out-" + std::to_string(i), {d, tok}, "ADD", {m, c}, i == layers - 1 ? ",\"flags\":[\"output\"]" : "");
   }
   std::string out = "{\"format\":\"tessera-graph\",\"version\":1,\"tensors\":[";
@@ -82,7 +83,8 @@ RC_GTEST_PROP(SchedSplitProperties, NodesAddingSeveralInputsNeverOverflowTheLimi
       {"name": "gpu0", "type": "gpu", "memory": "1 GiB"},
       {"name": "cpu", "type": "cpu", "wraps": "CPU", "host_visible": true, "memory": "8 GiB",
        "caps": {"async": false, "events": false}}]},
-    "graph": )") + fan_in_graph(layers) + R"(,
+    "graph": )") + fan_in_graph(layers) +
+                               R"(,
     "policy": {"n_gpu_layers": -1, "op_offload": false}
   })";
   Result<Scenario> sc = parse_scenario(scenario, "fan-in (test)");
@@ -109,6 +111,7 @@ RC_GTEST_PROP(SchedSplitProperties, NodesAddingSeveralInputsNeverOverflowTheLimi
   // The case is meant to reach the limit: 1 + 2 x layers inputs in all.
   RC_CLASSIFY(1 + 2 * layers > limit, "limit reached");
   RC_ASSERT(r->checked);
-  if (!(r->nmse <= 1e-4) || r->nan_mismatch) RC_FAIL("outputs differ from the CPU reference: NMSE " + std::to_string(r->nmse));
+  if (!(r->nmse <= 1e-4) || r->nan_mismatch)
+    RC_FAIL("outputs differ from the CPU reference: NMSE " + std::to_string(r->nmse));
   RC_ASSERT(r->races == 0u);
 }

@@ -75,8 +75,9 @@ enum class StepKind : uint8_t {
 };
 
 inline const char* step_kind_name(StepKind k) {
-  static const char* const names[] = {"Unary", "Scale",  "Binary",  "Norm", "SumRows", "Glu",  "SoftMax",  "Rope",
-                                      "MulMat", "MulMatId", "GetRows", "SetRows", "Sort", "Copy", "View", "Attention"};
+  static const char* const names[] = {"Unary",   "Scale", "Binary", "Norm",     "SumRows", "Glu",
+                                      "SoftMax", "Rope",  "MulMat", "MulMatId", "GetRows", "SetRows",
+                                      "Sort",    "Copy",  "View",   "Attention"};
   const auto i = static_cast<size_t>(k);
   return i < static_cast<size_t>(StepKind::kCount) ? names[i] : "?";
 }
@@ -96,9 +97,9 @@ struct Step {
 };
 
 struct GraphDesc {
-  int tokens = 1;      // T, the token / batch dimension
-  int width = 32;      // E, the row width of the first input [E, T] and of fresh inputs
-  uint32_t seed = 0;   // data
+  int tokens = 1;     // T, the token / batch dimension
+  int width = 32;     // E, the row width of the first input [E, T] and of fresh inputs
+  uint32_t seed = 0;  // data
   std::vector<Step> steps;
 };
 
@@ -186,20 +187,20 @@ struct SplitMix64 {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   }
-  // Uniform in [lo, hi] (hi only by rounding) from the top 24 bits of one draw. (std::uniform_real_distribution goes through
-  // std::generate_canonical, which computes two long-double logarithms per value: a fifth of the end-to-end fuzzer's
-  // time.)
+  // Uniform in [lo, hi] (hi only by rounding) from the top 24 bits of one draw. (std::uniform_real_distribution goes
+  // through std::generate_canonical, which computes two long-double logarithms per value: a fifth of the end-to-end
+  // fuzzer's time.)
   float uniform(float lo, float hi) { return lo + (hi - lo) * (static_cast<float>((*this)() >> 40) * 0x1p-24f); }
 };
 
 struct BuiltGraph {
-  std::unique_ptr<Context> ctx;      // nodes and planned leafs (no_alloc)
-  std::unique_ptr<Context> wctx;     // external leafs (no_alloc, allocated in `weights`)
-  std::unique_ptr<Buffer> weights;   // buffer of the external leafs (null when none)
+  std::unique_ptr<Context> ctx;     // nodes and planned leafs (no_alloc)
+  std::unique_ptr<Context> wctx;    // external leafs (no_alloc, allocated in `weights`)
+  std::unique_ptr<Buffer> weights;  // buffer of the external leafs (null when none)
   std::unique_ptr<Graph> graph;
-  std::vector<Fill> fills;           // every leaf the builder made, with the data it gets
-  std::vector<Tensor*> outputs;      // tensors of the graph flagged OUTPUT, in pool order (views included)
-  std::vector<Tensor*> externals;    // leafs pre-allocated in `weights`
+  std::vector<Fill> fills;         // every leaf the builder made, with the data it gets
+  std::vector<Tensor*> outputs;    // tensors of the graph flagged OUTPUT, in pool order (views included)
+  std::vector<Tensor*> externals;  // leafs pre-allocated in `weights`
   uint32_t seed = 0;
   int tokens = 0;
   Status status;
@@ -257,9 +258,9 @@ struct BuiltGraph {
     for (size_t i = 0; i < graph->n_leafs(); ++i) ref[graph->leaf(i)] = "leaf " + std::to_string(i);
     for (size_t i = 0; i < graph->n_nodes(); ++i) ref[graph->node(i)] = "node " + std::to_string(i);
     auto line = [&](const Tensor* t) {
-      os << ref[t] << ": " << t->name << " = " << op_name(t->op) << " " << type_name(t->type) << "[" << t->ne[0]
-         << "," << t->ne[1] << "," << t->ne[2] << "," << t->ne[3] << "] nb[" << t->nb[0] << "," << t->nb[1] << ","
-         << t->nb[2] << "," << t->nb[3] << "]";
+      os << ref[t] << ": " << t->name << " = " << op_name(t->op) << " " << type_name(t->type) << "[" << t->ne[0] << ","
+         << t->ne[1] << "," << t->ne[2] << "," << t->ne[3] << "] nb[" << t->nb[0] << "," << t->nb[1] << "," << t->nb[2]
+         << "," << t->nb[3] << "]";
       bool first = true;
       for (const Tensor* s : t->src) {
         if (s == nullptr) continue;
@@ -568,8 +569,8 @@ class Builder {
           });
         }
         if (s.p % 3 == 1 || (s.p % 3 == 2 && m < 0)) {
-          m = fresh_leaf((s.q & 1) ? Type::kF16 : Type::kF32, {ad[0], ad[1], C(1), C(1)}, FillKind::kFloat, {},
-                         s.leaf, "mask");
+          m = fresh_leaf((s.q & 1) ? Type::kF16 : Type::kF32, {ad[0], ad[1], C(1), C(1)}, FillKind::kFloat, {}, s.leaf,
+                         "mask");
           if (m < 0) return;
         }
         use(a);
@@ -636,8 +637,7 @@ class Builder {
         // a: the activation ([K, N] reshaped to [K, 1, N], or [K, U, N] with U <= 4 experts used per token);
         // p % 4: experts - 2; p >> 2: expert weight type; q: experts used, ids from a router (q & 16), rows M (q >> 5)
         int x = pick(s.a, [&](const Val& y) {
-          return y.t->type == Type::kF32 && !y.d[0].t && one(y.d[3]) &&
-                 (one(y.d[2]) || (!y.d[1].t && y.d[1].c <= 4));
+          return y.t->type == Type::kF32 && !y.d[0].t && one(y.d[3]) && (one(y.d[2]) || (!y.d[1].t && y.d[1].c <= 4));
         });
         if (x < 0) x = fresh_input();
         if (x < 0) return;
@@ -684,8 +684,8 @@ class Builder {
         if (ids < 0) return;
         static const int64_t ms[] = {8, 16, 32};
         const SDim M = C(ms[(s.q >> 5) % 3]);
-        const int as = fresh_leaf(weight_type(s.p >> 2, K), {K, M, C(n_expert), C(1)}, FillKind::kFloat, {}, s.leaf,
-                                  "experts");
+        const int as =
+            fresh_leaf(weight_type(s.p >> 2, K), {K, M, C(n_expert), C(1)}, FillKind::kFloat, {}, s.leaf, "experts");
         if (as < 0) return;
         use(as);
         use(b);
@@ -740,8 +740,8 @@ class Builder {
         }
         if (dst < 0) {
           const SDim R = rd[1].t ? C(rd[1].c * kMaxTokens + s.q % 4) : C(rd[1].c + s.q % 8);
-          dst = fresh_leaf(weight_type(s.p >> 1, rd[0]), {rd[0], R, rd[2], rd[3]}, FillKind::kFloat, {}, s.leaf,
-                           "cache");
+          dst =
+              fresh_leaf(weight_type(s.p >> 1, rd[0]), {rd[0], R, rd[2], rd[3]}, FillKind::kFloat, {}, s.leaf, "cache");
         }
         if (dst < 0) return;
         const int ids =
@@ -796,8 +796,8 @@ class Builder {
           const int64_t extra = s.q % 8;
           const SDim len = n.t ? C(n.c * kMaxTokens + extra) : C(n.c + extra);
           const Type ty = i32 ? Type::kI32 : float_type(s.q >> 3);
-          const int cache = fresh_leaf(ty, {len, C(1), C(1), C(1)}, FillKind::kFloat, {}, s.leaf == 3 ? 0 : s.leaf,
-                                       "flat_cache");
+          const int cache =
+              fresh_leaf(ty, {len, C(1), C(1), C(1)}, FillKind::kFloat, {}, s.leaf == 3 ? 0 : s.leaf, "flat_cache");
           if (cache < 0) return;
           const int64_t off = (s.q >> 4) % (extra + 1);
           use(cache);
@@ -810,14 +810,9 @@ class Builder {
         }
         break;
       }
-      case StepKind::kView:
-        r = view_step(s);
-        break;
-      case StepKind::kAttention:
-        r = attention_step(s);
-        break;
-      case StepKind::kCount:
-        return;
+      case StepKind::kView: r = view_step(s); break;
+      case StepKind::kAttention: r = attention_step(s); break;
+      case StepKind::kCount: return;
     }
     mark(r, s);
   }
@@ -929,9 +924,7 @@ class Builder {
   // fresh (type p >> 5, n_kv = T when q & 1 else 1 + (q >> 1) % 16, Dv by q >> 1); q & 8: mask (q & 16: f16);
   // q & 32: sinks.
   int attention_step(const Step& s) {
-    int qi = pick(s.a, [](const Val& y) {
-      return y.t->type == Type::kF32 && !y.d[0].t && !y.d[2].t && !y.d[3].t;
-    });
+    int qi = pick(s.a, [](const Val& y) { return y.t->type == Type::kF32 && !y.d[0].t && !y.d[2].t && !y.d[3].t; });
     if (qi < 0) qi = fresh_leaf(Type::kF32, {C(16), SDim{1, true}, C(2), C(1)}, FillKind::kFloat, {}, 3, "q");
     if (qi < 0) return -1;
     const Dims qd = v(qi).d;
@@ -1034,8 +1027,8 @@ inline rc::Gen<Step> gen_step() {
                               rc::gen::set(&Step::leaf, rc::gen::cast<uint8_t>(rc::gen::inRange<int>(0, 4))),
                               // mark: 3/16 OUTPUT, 1/16 INPUT; shrinks towards no mark
                               rc::gen::set(&Step::mark, rc::gen::map(rc::gen::inRange<int>(0, 16), [](int x) {
-                                             return static_cast<uint8_t>(x < 12 ? 0 : x == 12 ? 4 : 5);
-                                           })));
+                                return static_cast<uint8_t>(x < 12 ? 0 : x == 12 ? 4 : 5);
+                              })));
 }
 
 // Descriptions of up to max_steps steps (at RapidCheck's full size; fewer for small sizes). With the default, graphs
@@ -1045,11 +1038,12 @@ inline rc::Gen<GraphDesc> gen_graph_desc(int max_steps = 40) {
   return rc::gen::build<GraphDesc>(
       rc::gen::set(&GraphDesc::tokens, rc::gen::inRange<int>(1, kMaxTokens + 1)),
       rc::gen::set(&GraphDesc::width, rc::gen::map(rc::gen::inRange<int>(0, 4),
-                                                   [](int i) { return std::array<int, 4>{32, 16, 64, 8}[i]; })),
+                                                   [](int i) {
+                                                     return std::array<int, 4>{32, 16, 64, 8}[i];
+                                                   })),
       rc::gen::set(&GraphDesc::seed, rc::gen::arbitrary<uint32_t>()),
-      rc::gen::set(&GraphDesc::steps,
-                   rc::gen::scale(steps_scale, rc::gen::container<std::vector<Step>>(
-                                                   rc::gen::scale(1.0 / steps_scale, gen_step())))));
+      rc::gen::set(&GraphDesc::steps, rc::gen::scale(steps_scale, rc::gen::container<std::vector<Step>>(
+                                                                      rc::gen::scale(1.0 / steps_scale, gen_step())))));
 }
 #endif
 

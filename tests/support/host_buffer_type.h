@@ -18,7 +18,7 @@ class TestBufferType : public BufferType {
   int fail_at = -1;  // the allocation index (0-based) that fails
   int allocations = 0;
   int live = 0;
-  size_t max;  // the max allocation size; tests may change it
+  size_t max;                 // the max allocation size; tests may change it
   std::string refuse_tensor;  // buffers refuse to hold the tensor of this name ("refusing to hold <name>")
   const char* name() const override { return name_; }
   size_t alignment() const override { return 32; }

@@ -41,8 +41,8 @@ inline bool unallocated(const Tensor& t) { return t.data == nullptr && t.buffer 
 
 struct LiveProfile {
   size_t peak = 0;
-  long peak_step = -1;            // -1: before the first node
-  std::vector<size_t> live;       // live[0]: before the first node; live[i + 1]: while node i is computed
+  long peak_step = -1;       // -1: before the first node
+  std::vector<size_t> live;  // live[0]: before the first node; live[i + 1]: while node i is computed
 };
 
 inline LiveProfile live_bytes_profile(const Graph& g, size_t alignment, const TensorSizeFn& alloc_size,

@@ -26,8 +26,8 @@ class RestrictedBufferType final : public BufferType {
   bool is_host() const override { return false; }
   Device* device() const override;
   size_t max_size_ = SIZE_MAX;
-  int live = 0;         // buffers of this type alive now
-  int allocs = 0;       // buffers allocated so far
+  int live = 0;             // buffers of this type alive now
+  int allocs = 0;           // buffers allocated so far
   bool fail_alloc = false;  // every allocation fails like an out-of-memory device
 
  protected:
@@ -108,9 +108,7 @@ class RestrictedDevice final : public Device {
   BackendReg* reg() const override { return nullptr; }
   Result<std::unique_ptr<Backend>> init_backend(const std::string& = {}) override;
   BufferType* buffer_type() override { return &buft_; }
-  bool supports_op(const Tensor& t) const override {
-    return refused.count(t.op) == 0 && cpu::device()->supports_op(t);
-  }
+  bool supports_op(const Tensor& t) const override { return refused.count(t.op) == 0 && cpu::device()->supports_op(t); }
   bool supports_buft(const BufferType& b) const override { return &b == &buft_ || extra_bufts.count(&b) != 0; }
   bool offload_op(const Tensor& t) const override { return offload && offload(t); }
   std::unique_ptr<Event> event_new() override {
@@ -153,8 +151,8 @@ class RestrictedBackend final : public Backend {
           if (t == nullptr) continue;
           const Buffer* b = tensor_buffer(*t);
           if (b != nullptr && !dev_->supports_buft(*b->type())) {
-            set_last_error(std::string(name()) + " cannot read " + describe(*t) + " (buffer type " +
-                           b->type()->name() + ") for " + describe(*n));
+            set_last_error(std::string(name()) + " cannot read " + describe(*t) + " (buffer type " + b->type()->name() +
+                           ") for " + describe(*n));
             return ComputeStatus::kFailed;
           }
         }

@@ -32,9 +32,9 @@ struct Options {
   std::string topology = "1gpu";
   std::string model = "tiny";
   std::string graph;  // a serialized graph file instead of the model
-  int layers = 0;      // 0: the preset's
-  int tokens = 0;      // 0: the preset's
-  int ctx = 0;         // 0: the preset's
+  int layers = 0;     // 0: the preset's
+  int tokens = 0;     // 0: the preset's
+  int ctx = 0;        // 0: the preset's
   bool no_flash_attn = false;
   // The placement options (tessera/harness/policy_options.h), as given: each occurrence's text by option key ("" for a
   // switch), applied in order by make_config.
@@ -58,11 +58,13 @@ void add_common(CLI::App* app, Options* o) {
   for (const PolicyOption& po : policy_options()) {
     std::vector<std::string>* texts = &o->policy[po.key];
     if (po.value.empty()) {
-      app->add_flag_callback(po.flags, [texts] { texts->push_back(""); }, po.help);
+      app->add_flag_callback(
+          po.flags, [texts] { texts->push_back(""); }, po.help);
     } else if (po.repeatable) {
       app->add_option(po.flags, *texts, po.help + " (repeatable)")->type_name(po.value)->allow_extra_args(false);
     } else {  // given twice, the last one wins
-      app->add_option_function<std::string>(po.flags, [texts](const std::string& t) { *texts = {t}; }, po.help)
+      app->add_option_function<std::string>(
+             po.flags, [texts](const std::string& t) { *texts = {t}; }, po.help)
           ->type_name(po.value)
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     }
@@ -107,8 +109,13 @@ Result<SessionConfig> make_config(const Options& o) {
 ojson memory_json(Session& s) {
   ojson devs = ojson::array();
   for (const DeviceMemory& m : s.memory()) {
-    devs.push_back({{"device", m.device}, {"layers", m.layers}, {"weights", m.weights}, {"kv_cache", m.cache},
-                    {"compute", m.compute}, {"peak", m.peak}, {"capacity", m.capacity}});
+    devs.push_back({{"device", m.device},
+                    {"layers", m.layers},
+                    {"weights", m.weights},
+                    {"kv_cache", m.cache},
+                    {"compute", m.compute},
+                    {"peak", m.peak},
+                    {"capacity", m.capacity}});
   }
   return devs;
 }
@@ -118,8 +125,10 @@ ojson splits_json(Session& s) {
   for (const auto& sp : s.sched().splits()) {
     ojson inputs = ojson::array();
     for (const Tensor* in : sp.inputs) inputs.push_back({{"name", in->name}, {"bytes", nbytes(*in)}});
-    out.push_back({{"backend", s.sched().backend(sp.backend)->name()}, {"first_node", sp.i_start},
-                   {"end_node", sp.i_end}, {"inputs", inputs}});
+    out.push_back({{"backend", s.sched().backend(sp.backend)->name()},
+                   {"first_node", sp.i_start},
+                   {"end_node", sp.i_end},
+                   {"inputs", inputs}});
   }
   return out;
 }
@@ -176,8 +185,11 @@ int cmd_plan(const Options& o, const std::vector<std::string>& explain, bool all
   auto s = planned_session(o, &code);
   if (!s) return code;
   if (o.json) {
-    ojson j = {{"topology", s->config().topology.name}, {"model", workload_name(s->config())},
-               {"splits", s->sched().n_splits()}, {"devices", memory_json(*s)}, {"split_list", splits_json(*s)}};
+    ojson j = {{"topology", s->config().topology.name},
+               {"model", workload_name(s->config())},
+               {"splits", s->sched().n_splits()},
+               {"devices", memory_json(*s)},
+               {"split_list", splits_json(*s)}};
     ojson ex = ojson::array();
     for (const std::string& name : explain) ex.push_back(s->explain(name));
     j["explain"] = ex;
@@ -217,20 +229,25 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
   }
   const TraceSummary sum = summarize(s->sim().trace());
   if (o.json) {
-    ojson j = {{"topology", s->config().topology.name}, {"model", workload_name(s->config())},
-               {"splits", s->sched().n_splits()}, {"devices", memory_json(*s)},
-               {"makespan_us", sum.makespan_us}, {"copy_bytes", sum.copy_bytes}, {"races", st.races},
-               {"numerics_checked", st.checked}, {"nmse", st.nmse}, {"numerics_ok", numerics_ok}};
+    ojson j = {{"topology", s->config().topology.name},
+               {"model", workload_name(s->config())},
+               {"splits", s->sched().n_splits()},
+               {"devices", memory_json(*s)},
+               {"makespan_us", sum.makespan_us},
+               {"copy_bytes", sum.copy_bytes},
+               {"races", st.races},
+               {"numerics_checked", st.checked},
+               {"nmse", st.nmse},
+               {"numerics_ok", numerics_ok}};
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("%s\n\n%s\n", headline(*s).c_str(), s->summary_table().c_str());
-    std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", s->sched().n_splits(),
-                sum.makespan_us / 1000.0, format_bytes(sum.copy_bytes).c_str());
+    std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", s->sched().n_splits(), sum.makespan_us / 1000.0,
+                format_bytes(sum.copy_bytes).c_str());
     std::printf("%s", format_summary(sum).c_str());
     if (st.checked) {
-      std::printf("numerics: %s vs the CPU reference: NMSE %.3g%s -> %s\n",
-                  s->config().graph ? "outputs" : "logits", st.nmse,
-                  st.nan_mismatch ? " (NaN/Inf mismatch)" : "", numerics_ok ? "ok" : "MISMATCH");
+      std::printf("numerics: %s vs the CPU reference: NMSE %.3g%s -> %s\n", s->config().graph ? "outputs" : "logits",
+                  st.nmse, st.nan_mismatch ? " (NaN/Inf mismatch)" : "", numerics_ok ? "ok" : "MISMATCH");
     } else {
       std::printf("numerics: not checked (metadata-only mode has no values)\n");
     }
@@ -350,7 +367,7 @@ int cmd_fit(Options o) {
   }
   if (o.json) {
     ojson j = {{"topology", cfg.topology.name}, {"model", workload_name(cfg)}, {"n_layer", n_layer},
-               {"layers_per_device", counts}, {"cpu_layers", remaining}, {"devices", memory_json(*s.value())}};
+               {"layers_per_device", counts},   {"cpu_layers", remaining},     {"devices", memory_json(*s.value())}};
     std::cout << j.dump(2) << "\n";
     return kOk;
   }
@@ -396,9 +413,10 @@ int cmd_topologies(const std::string& show, bool json) {
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera: plan, run and explain tensor-graph placements on simulated multi-device topologies"};
-  app.footer("With no subcommand: runs the tiny model on the 1gpu preset and prints a summary.\n"
-             "Exit codes: 0 ok, 1 an expectation failed (scenario, race, numerics, does not fit), 2 usage or input "
-             "error.");
+  app.footer(
+      "With no subcommand: runs the tiny model on the 1gpu preset and prints a summary.\n"
+      "Exit codes: 0 ok, 1 an expectation failed (scenario, race, numerics, does not fit), 2 usage or input "
+      "error.");
   Options o;
   std::vector<std::string> explain;
   bool all_splits = false;

@@ -13,9 +13,9 @@
 namespace tessera::cuda::kernels {
 
 constexpr int32_t kTF32 = 0, kTF16 = 1, kTBF16 = 2, kTI32 = 3, kTQ8 = 4, kTQ4 = 5;
-constexpr int kQ = 32;            // values per quantized block
-constexpr int kQ8Bytes = 34;      // f16 scale + 32 int8
-constexpr int kQ4Bytes = 18;      // f16 scale + 16 bytes of nibbles
+constexpr int kQ = 32;        // values per quantized block
+constexpr int kQ8Bytes = 34;  // f16 scale + 32 int8
+constexpr int kQ4Bytes = 18;  // f16 scale + 16 bytes of nibbles
 
 __host__ __device__ inline bool is_quant_t(int32_t t) { return t == kTQ8 || t == kTQ4; }
 
@@ -174,8 +174,7 @@ __device__ inline void row_coords(const int64_t ne[4], int64_t r, int64_t* i1, i
 }
 
 // Flat element index (ne0 fastest) -> coordinates.
-__device__ inline void flat_coords(const int64_t ne[4], int64_t f, int64_t* i0, int64_t* i1, int64_t* i2,
-                                   int64_t* i3) {
+__device__ inline void flat_coords(const int64_t ne[4], int64_t f, int64_t* i0, int64_t* i1, int64_t* i2, int64_t* i3) {
   *i0 = f % ne[0];
   f /= ne[0];
   *i1 = f % ne[1];

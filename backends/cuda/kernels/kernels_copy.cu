@@ -134,8 +134,10 @@ __global__ void set_rows_kernel(TensorDesc dst, TensorDesc rows, TensorDesc ids,
 
 int unit_bytes(int32_t type) {
   switch (type) {
-    case kTF32: case kTI32: return 4;
-    case kTF16: case kTBF16: return 2;
+    case kTF32:
+    case kTI32: return 4;
+    case kTF16:
+    case kTBF16: return 2;
     case kTQ8: return kQ8Bytes;
     case kTQ4: return kQ4Bytes;
     default: return 0;
@@ -185,9 +187,8 @@ Status launch_to_f32(const TensorDesc& src, float* dst, cudaStream_t stream) {
 Status launch_get_rows(const Tensor& node, LaunchContext& ctx) {
   const int64_t n = nelements(node);
   if (n == 0) return Status::Ok();
-  get_rows_kernel<<<grid_for(n, kThreads), kThreads, 0, ctx.stream>>>(desc_of(*node.src[0]), desc_of(*node.src[1]),
-                                                                      desc_of(node), n, ctx.index_error,
-                                                                      ctx.node_index);
+  get_rows_kernel<<<grid_for(n, kThreads), kThreads, 0, ctx.stream>>>(
+      desc_of(*node.src[0]), desc_of(*node.src[1]), desc_of(node), n, ctx.index_error, ctx.node_index);
   return cuda_status(cudaGetLastError(), "GET_ROWS kernel launch", node);
 }
 

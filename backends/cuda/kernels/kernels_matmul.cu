@@ -19,8 +19,8 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 
 // Dot product of weight row (m, a2, a3) of `a` with row (n, i2, i3) of the f32 tensor `b`, by one warp.
-__device__ inline float warp_dot(const TensorDesc& a, int64_t m, int64_t a2, int64_t a3, const TensorDesc& b,
-                                 int64_t n, int64_t i2, int64_t i3) {
+__device__ inline float warp_dot(const TensorDesc& a, int64_t m, int64_t a2, int64_t a3, const TensorDesc& b, int64_t n,
+                                 int64_t i2, int64_t i3) {
   const int lane = threadIdx.x % 32;
   const int64_t K = a.ne[0];
   float acc = 0.0f;
@@ -30,7 +30,8 @@ __device__ inline float warp_dot(const TensorDesc& a, int64_t m, int64_t a2, int
       const float d = f16_bits_to_f32(load_u16(p));
       float s = 0.0f;
       if (a.type == kTQ8) {
-        for (int q = 0; q < kQ; ++q) s += static_cast<float>(static_cast<int8_t>(p[2 + q])) * load_f32(b, blk * kQ + q, n, i2, i3);
+        for (int q = 0; q < kQ; ++q)
+          s += static_cast<float>(static_cast<int8_t>(p[2 + q])) * load_f32(b, blk * kQ + q, n, i2, i3);
       } else {
         for (int q = 0; q < kQ / 2; ++q) {
           const uint8_t byte = static_cast<uint8_t>(p[2 + q]);
@@ -88,8 +89,8 @@ __global__ void flash_attn_kernel(TensorDesc q, TensorDesc k, TensorDesc v, Tens
                                   TensorDesc sinks, bool has_sinks, TensorDesc out, float scale, int64_t group) {
   extern __shared__ float smem[];
   const int64_t D = q.ne[0], Dv = v.ne[0], n_kv = k.ne[1];
-  float* qs = smem;       // D
-  float* sc = smem + D;   // kFaThreads scores
+  float* qs = smem;      // D
+  float* sc = smem + D;  // kFaThreads scores
   int64_t h, i, b;
   row_coords(out.ne, blockIdx.x, &h, &i, &b);
   const int64_t hk = h / group;
@@ -280,8 +281,7 @@ Status launch_mul_mat(const Tensor& node, LaunchContext& ctx) {
       } else {
         s = cublasSgemm(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(M), static_cast<int>(N),
                         static_cast<int>(K), &one, static_cast<const float*>(a_ptr) + a_off, static_cast<int>(lda),
-                        static_cast<const float*>(b_ptr) + b_off, static_cast<int>(K), &zero, c,
-                        static_cast<int>(ldc));
+                        static_cast<const float*>(b_ptr) + b_off, static_cast<int>(K), &zero, c, static_cast<int>(ldc));
       }
       TS_RETURN_IF_ERROR(cublas_status(s, node));
     }
@@ -293,11 +293,11 @@ Status launch_mul_mat_id(const Tensor& node, LaunchContext& ctx) {
   const Tensor& as = *node.src[0];
   const int64_t rows = node.ne[1] * node.ne[2];
   if (rows == 0 || as.ne[1] == 0) return Status::Ok();
-  if (rows > 65535) return TS_ERROR(StatusCode::kUnsupported, "MUL_MAT_ID grid too large for %s", describe(node).c_str());
+  if (rows > 65535)
+    return TS_ERROR(StatusCode::kUnsupported, "MUL_MAT_ID grid too large for %s", describe(node).c_str());
   const dim3 grid(static_cast<unsigned>((as.ne[1] + kWarpsPerBlock - 1) / kWarpsPerBlock), static_cast<unsigned>(rows));
-  mul_mat_id_kernel<<<grid, 32 * kWarpsPerBlock, 0, ctx.stream>>>(desc_of(as), desc_of(*node.src[1]),
-                                                                  desc_of(*node.src[2]), desc_of(node),
-                                                                  ctx.index_error, ctx.node_index);
+  mul_mat_id_kernel<<<grid, 32 * kWarpsPerBlock, 0, ctx.stream>>>(
+      desc_of(as), desc_of(*node.src[1]), desc_of(*node.src[2]), desc_of(node), ctx.index_error, ctx.node_index);
   return cuda_status(cudaGetLastError(), "MUL_MAT_ID kernel launch", node);
 }
 

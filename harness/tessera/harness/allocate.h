@@ -16,6 +16,6 @@ namespace tessera::harness {
 // then initialises views of placed tensors. Tensors already allocated are an error. On failure nothing stays
 // allocated and no tensor is left half-placed.
 Result<std::vector<std::unique_ptr<Buffer>>> allocate_tensors(const std::vector<std::pair<Tensor*, BufferType*>>& where,
-                                                           BufferUsage usage);
+                                                              BufferUsage usage);
 
 }  // namespace tessera::harness

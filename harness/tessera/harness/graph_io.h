@@ -31,12 +31,12 @@ inline constexpr const char* kGraphFormatName = "tessera-graph";  // the "format
 std::string graph_to_json(const Graph& graph);
 
 struct LoadedGraph {
-  std::unique_ptr<Context> ctx;    // no_alloc context holding every tensor
-  std::unique_ptr<Graph> graph;    // leafs and nodes in the written order
-  std::vector<Tensor*> tensors;    // by id
-  std::vector<Tensor*> weights;    // tensors with op NONE that are not flagged input, in id order
-  std::vector<Tensor*> inputs;     // flagged input, in id order
-  std::vector<Tensor*> outputs;    // flagged output, in id order
+  std::unique_ptr<Context> ctx;  // no_alloc context holding every tensor
+  std::unique_ptr<Graph> graph;  // leafs and nodes in the written order
+  std::vector<Tensor*> tensors;  // by id
+  std::vector<Tensor*> weights;  // tensors with op NONE that are not flagged input, in id order
+  std::vector<Tensor*> inputs;   // flagged input, in id order
+  std::vector<Tensor*> outputs;  // flagged output, in id order
   // The first tensor (in id order) with that name, or nullptr.
   Tensor* by_name(const std::string& name) const;
 };

@@ -21,8 +21,6 @@ class Simulator;
 
 namespace tessera::harness {
 
-
-
 struct TensorOverride {
   std::string pattern;  // ECMAScript regular expression, searched in the tensor's name
   std::string target;   // a device name ("cpu", "gpu1": its main memory) or a buffer type name ("gpu0_Host")

@@ -50,7 +50,7 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
 Result<Scenario> load_scenario_file(const std::string& path);
 
 struct ExpectationResult {
-  std::string what;    // "max_splits <= 12"
+  std::string what;  // "max_splits <= 12"
   bool ok = false;
   std::string detail;  // what was found
 };

@@ -1,6 +1,7 @@
 // One simulated placement experiment: a topology, a model (a llama-style builder, or any serialized graph), a
-// placement policy and simulator options, assembled into a simulator, backends, placed weights and a scheduler. The `tessera` tool and the scenario runner both drive it:
-// plan (split + allocate), run (compute, check against the CPU reference), and report.
+// placement policy and simulator options, assembled into a simulator, backends, placed weights and a scheduler. The
+// `tessera` tool and the scenario runner both drive it: plan (split + allocate), run (compute, check against the CPU
+// reference), and report.
 #pragma once
 
 #include <memory>
@@ -50,8 +51,8 @@ struct RunStats {
   double makespan_us = 0;
   size_t races = 0;
   std::vector<std::string> errors;
-  bool checked = false;   // numerics compared (memory-backed mode only)
-  double nmse = 0;        // outputs (the logits of a model) vs the CPU reference
+  bool checked = false;  // numerics compared (memory-backed mode only)
+  double nmse = 0;       // outputs (the logits of a model) vs the CPU reference
   bool nan_mismatch = false;
 };
 
@@ -101,10 +102,10 @@ class Session {
   const Tensor* find_tensor(const std::string& name) const;
 
   // Readable reports with a stable ordering.
-  std::string summary_table() const;   // devices: layers, weights, cache, compute, peak / capacity
-  std::string splits_table() const;    // split, backend, nodes, inputs (with their source backend and size)
+  std::string summary_table() const;  // devices: layers, weights, cache, compute, peak / capacity
+  std::string splits_table() const;   // split, backend, nodes, inputs (with their source backend and size)
   std::string explain(const std::string& tensor_name) const;  // backend, cause, split, copy
-  std::string dot() const;             // Graphviz of the splits, nodes coloured by backend
+  std::string dot() const;                                    // Graphviz of the splits, nodes coloured by backend
 
  private:
   Session() = default;
@@ -113,7 +114,7 @@ class Session {
   std::vector<std::unique_ptr<Backend>> backends_;
   Status apply_pins();
   Result<RunStats> finish_run(bool check_numerics);  // synchronize, timeline and race counts, numerics
-  int backend_of_device(size_t device) const;         // the scheduler's backend index of a device, -1 if left out
+  int backend_of_device(size_t device) const;        // the scheduler's backend index of a device, -1 if left out
 
   models::LlamaGraph model_;  // model mode
   LoadedGraph loaded_;        // graph mode

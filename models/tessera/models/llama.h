@@ -32,13 +32,13 @@ struct LlamaConfig {
   std::string name = "custom";
   int n_layer = 1;
   int64_t n_embd = 64;
-  int64_t n_ff = 128;      // FFN hidden size (per expert for MoE)
+  int64_t n_ff = 128;  // FFN hidden size (per expert for MoE)
   int64_t n_head = 4;
-  int64_t n_head_kv = 4;   // < n_head: grouped-query attention (n_head % n_head_kv == 0)
-  int64_t n_ctx = 64;      // KV cache length (slots)
-  int64_t n_kv = 0;        // cache slots attended to (the first n_kv); 0 = n_ctx
-  int64_t n_tokens = 1;    // tokens in the batch
-  int64_t n_outputs = 0;   // tokens that produce logits (the last layer keeps only those rows); 0 = n_tokens
+  int64_t n_head_kv = 4;  // < n_head: grouped-query attention (n_head % n_head_kv == 0)
+  int64_t n_ctx = 64;     // KV cache length (slots)
+  int64_t n_kv = 0;       // cache slots attended to (the first n_kv); 0 = n_ctx
+  int64_t n_tokens = 1;   // tokens in the batch
+  int64_t n_outputs = 0;  // tokens that produce logits (the last layer keeps only those rows); 0 = n_tokens
   int64_t n_vocab = 256;
   Type weight_type = Type::kQ4_0;  // the large matrices (norms are f32, the MoE router f32)
   Type kv_type = Type::kF16;
@@ -68,15 +68,15 @@ std::vector<std::string> preset_names();
 
 // The weights of one layer (null where the variant has none: dense vs MoE).
 struct LlamaLayer {
-  Tensor* attn_norm = nullptr;  // f32 [n_embd]
-  Tensor* wq = nullptr;         // [n_embd, n_embd]
-  Tensor* wk = nullptr;         // [n_embd, n_embd_kv]
-  Tensor* wv = nullptr;         // [n_embd, n_embd_kv]
-  Tensor* wo = nullptr;         // [n_embd, n_embd]
-  Tensor* ffn_norm = nullptr;   // f32 [n_embd]
-  Tensor* ffn_gate = nullptr;   // dense: [n_embd, n_ff]
-  Tensor* ffn_up = nullptr;     // dense: [n_embd, n_ff]
-  Tensor* ffn_down = nullptr;   // dense: [n_ff, n_embd]
+  Tensor* attn_norm = nullptr;      // f32 [n_embd]
+  Tensor* wq = nullptr;             // [n_embd, n_embd]
+  Tensor* wk = nullptr;             // [n_embd, n_embd_kv]
+  Tensor* wv = nullptr;             // [n_embd, n_embd_kv]
+  Tensor* wo = nullptr;             // [n_embd, n_embd]
+  Tensor* ffn_norm = nullptr;       // f32 [n_embd]
+  Tensor* ffn_gate = nullptr;       // dense: [n_embd, n_ff]
+  Tensor* ffn_up = nullptr;         // dense: [n_embd, n_ff]
+  Tensor* ffn_down = nullptr;       // dense: [n_ff, n_embd]
   Tensor* ffn_gate_inp = nullptr;   // MoE router, f32 [n_embd, n_expert]
   Tensor* ffn_gate_exps = nullptr;  // MoE: [n_embd, n_ff, n_expert]
   Tensor* ffn_up_exps = nullptr;    // MoE: [n_embd, n_ff, n_expert]

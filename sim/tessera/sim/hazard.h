@@ -36,16 +36,16 @@ class VectorClock {
 };
 
 struct RaceAccess {
-  uint64_t command = 0;      // command id (see HazardTracker::begin_command)
-  std::string description;   // the command, e.g. "gpu0/s0 #12 compute (MUL_MAT blk.0.attn_q ...)"
-  std::string agent;         // "host" or the stream's name
-  std::string tensor;        // tensor name ("" when unknown)
+  uint64_t command = 0;     // command id (see HazardTracker::begin_command)
+  std::string description;  // the command, e.g. "gpu0/s0 #12 compute (MUL_MAT blk.0.attn_q ...)"
+  std::string agent;        // "host" or the stream's name
+  std::string tensor;       // tensor name ("" when unknown)
   bool write = false;
 };
 
 struct Race {
-  RaceAccess first;   // the earlier access (in API order)
-  RaceAccess second;  // the access that found the race
+  RaceAccess first;    // the earlier access (in API order)
+  RaceAccess second;   // the access that found the race
   std::string buffer;  // buffer name
   size_t offset = 0;   // overlapping byte range within the buffer
   size_t size = 0;
@@ -55,11 +55,11 @@ struct Race {
 
 // What a command is, kept compact (formatted only when a race is reported): "<verb> <a> -> <b> (<bytes>), <n> nodes".
 struct CommandDesc {
-  const char* verb = "";     // a string with static storage: "compute", "copy", "set", ...
-  const char* a = nullptr;   // first tensor (or buffer) name, copied
-  const char* b = nullptr;   // second name (copies), copied
+  const char* verb = "";    // a string with static storage: "compute", "copy", "set", ...
+  const char* a = nullptr;  // first tensor (or buffer) name, copied
+  const char* b = nullptr;  // second name (copies), copied
   size_t bytes = 0;
-  size_t nodes = 0;          // computes: number of nodes
+  size_t nodes = 0;  // computes: number of nodes
 };
 
 class HazardTracker {
@@ -117,7 +117,7 @@ class HazardTracker {
   };
   struct CommandInfo {
     int32_t agent;
-    uint32_t a, b;       // interned names
+    uint32_t a, b;  // interned names
     const char* verb;
     uint64_t bytes;
     uint64_t nodes;
@@ -135,12 +135,12 @@ class HazardTracker {
   void split_at(std::map<size_t, Segment>& segs, size_t at);
 
   std::vector<Agent> agents_;
-  std::vector<CommandInfo> commands_;  // index = command id - 1
+  std::vector<CommandInfo> commands_;                    // index = command id - 1
   std::unordered_map<uint64_t, std::string> free_text_;  // descriptions given as text
   uint64_t current_ = 0;
   std::unordered_map<uint64_t, BufferShadow> buffers_;
   uint64_t next_buffer_ = 1;
-  std::deque<std::string> names_{""};                     // stable storage for the views below
+  std::deque<std::string> names_{""};  // stable storage for the views below
   std::unordered_map<std::string_view, uint32_t> name_ids_;
   std::vector<Race> races_;
   std::set<std::pair<uint64_t, uint64_t>> reported_;  // command pairs already reported

@@ -16,18 +16,18 @@ enum class TraceKind : uint8_t {
   kSet,          // host -> device
   kGet,          // device -> host
   kMemset,
-  kWait,         // a stream or the host waiting for an event / a stream
+  kWait,  // a stream or the host waiting for an event / a stream
   kCount
 };
 const char* trace_kind_name(TraceKind kind);
 
 struct TraceEvent {
   TraceKind kind = TraceKind::kCompute;
-  int track = 0;         // index into Trace::tracks
-  std::string name;      // e.g. "MUL_MAT blk.0.attn_q" or "copy x -> gpu1"
-  double start_us = 0;   // virtual time, microseconds
-  double end_us = 0;     // >= start_us
-  size_t bytes = 0;      // bytes moved (copies, set, get, memset) or touched (compute)
+  int track = 0;        // index into Trace::tracks
+  std::string name;     // e.g. "MUL_MAT blk.0.attn_q" or "copy x -> gpu1"
+  double start_us = 0;  // virtual time, microseconds
+  double end_us = 0;    // >= start_us
+  size_t bytes = 0;     // bytes moved (copies, set, get, memset) or touched (compute)
 };
 
 struct TraceTrack {
@@ -38,7 +38,7 @@ struct TraceTrack {
 struct Trace {
   std::vector<std::string> devices;  // device names
   std::vector<TraceTrack> tracks;
-  std::vector<TraceEvent> events;    // in submission order
+  std::vector<TraceEvent> events;  // in submission order
 };
 
 // Chrome trace event format ("traceEvents" with complete events "ph":"X", microsecond timestamps, one tid per track,
@@ -47,8 +47,8 @@ std::string chrome_trace_json(const Trace& trace);
 
 struct DeviceSummary {
   std::string name;
-  double busy_us = 0;       // union of the intervals of its tracks' compute/copy/set/get/memset events
-  double compute_us = 0;    // sum of compute event durations
+  double busy_us = 0;         // union of the intervals of its tracks' compute/copy/set/get/memset events
+  double compute_us = 0;      // sum of compute event durations
   size_t copy_bytes_in = 0;   // bytes of copies and sets landing on the device
   size_t copy_bytes_out = 0;  // bytes of gets leaving it (and copies whose source is it, when known: not tracked)
   size_t n_commands = 0;
@@ -56,8 +56,8 @@ struct DeviceSummary {
 
 struct TraceSummary {
   std::vector<DeviceSummary> devices;
-  double makespan_us = 0;   // latest end - earliest start over all events (0 when there are none)
-  size_t copy_bytes = 0;    // all copy/set/get bytes
+  double makespan_us = 0;  // latest end - earliest start over all events (0 when there are none)
+  size_t copy_bytes = 0;   // all copy/set/get bytes
   size_t n_events = 0;
 };
 

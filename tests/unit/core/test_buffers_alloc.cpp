@@ -123,7 +123,7 @@ TEST(TensorAllocator, PacksAlignedAndNeverOverflows) {
   auto buf = bt.alloc_buffer(100);
   ASSERT_TRUE(buf.ok());
   Context ctx({.no_alloc = true});
-  Tensor* a = ctx.new_tensor_1d(Type::kF32, 5);  // 20 bytes -> next at 32
+  Tensor* a = ctx.new_tensor_1d(Type::kF32, 5);   // 20 bytes -> next at 32
   Tensor* b = ctx.new_tensor_1d(Type::kF32, 10);  // 40 bytes at 32 -> next at 96
   Tensor* c = ctx.new_tensor_1d(Type::kF32, 2);   // 8 bytes at 96: does not fit in 100
   set_name(*c, "too_big");

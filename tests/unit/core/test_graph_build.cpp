@@ -87,8 +87,8 @@ TEST(Tensor, InvalidCreationIsAClearError) {
 TEST(Views, AliasTheRootWithAccumulatedOffset) {
   Context ctx({.no_alloc = true});
   Tensor* a = ctx.new_tensor_2d(Type::kF32, 8, 4);
-  Tensor* v1 = view_1d(ctx, a, 16, 32);      // rows 1..2
-  Tensor* v2 = view_1d(ctx, v1, 4, 8);       // 2 floats into v1
+  Tensor* v1 = view_1d(ctx, a, 16, 32);  // rows 1..2
+  Tensor* v2 = view_1d(ctx, v1, 4, 8);   // 2 floats into v1
   ASSERT_NE(v2, nullptr);
   EXPECT_EQ(v1->view_src, a);
   EXPECT_EQ(v2->view_src, a);  // the root, never a view
@@ -179,7 +179,7 @@ TEST(Build, TypeRulesOfTheOpTable) {
 
 TEST(Build, ResultShapesAndParams) {
   Context ctx({.no_alloc = true});
-  Tensor* a = ctx.new_tensor_4d(Type::kF16, 32, 5, 2, 1);   // weight, broadcast over batch 4
+  Tensor* a = ctx.new_tensor_4d(Type::kF16, 32, 5, 2, 1);  // weight, broadcast over batch 4
   Tensor* b = ctx.new_tensor_4d(Type::kF32, 32, 3, 4, 1);
   Tensor* mm = mul_mat(ctx, a, b);
   ASSERT_NE(mm, nullptr);

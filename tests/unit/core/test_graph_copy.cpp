@@ -85,7 +85,7 @@ TEST(CompareGraphBackend, VisitsEveryComputedNodeAndStopsOnRequest) {
   auto b2 = cpu::make_backend({.n_threads = 2});
   Context ctx({.no_alloc = true});
   Tensor* x = ctx.new_tensor_2d(Type::kF32, 16, 3);
-  Tensor* r = reshape_1d(ctx, x, 48);                 // a view: skipped
+  Tensor* r = reshape_1d(ctx, x, 48);  // a view: skipped
   Tensor* out = soft_max(ctx, silu(ctx, scale(ctx, reshape_2d(ctx, r, 16, 3), 2.0f)));
   Graph g;
   ASSERT_TRUE(g.build_forward(out).ok());

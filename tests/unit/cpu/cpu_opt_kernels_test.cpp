@@ -132,8 +132,7 @@ class Case {
 class OptKernels : public ::testing::Test {
  protected:
   uint32_t seed = optest::fresh_seed();
-  testing::ScopedTrace trace{__FILE__, __LINE__,
-                             "random seed: rerun with TESSERA_OP_SEED=" + std::to_string(seed)};
+  testing::ScopedTrace trace{__FILE__, __LINE__, "random seed: rerun with TESSERA_OP_SEED=" + std::to_string(seed)};
 };
 
 bool is_quant(Type t) { return t == Type::kQ8_0 || t == Type::kQ4_0; }
@@ -185,9 +184,9 @@ TEST_F(OptKernels, MulMatSharedPanelsOfB) {
     Type w;
     int64_t K, M, N, A2, B2;
   };
-  for (const Dims& d : {Dims{Type::kF32, 600, 70, 60, 1, 1}, Dims{Type::kF32, 40, 40, 1600, 1, 1},
-                        Dims{Type::kF32, 700, 600, 40, 1, 1}, Dims{Type::kF16, 300, 100, 80, 2, 4},
-                        Dims{Type::kQ4_0, 640, 70, 50, 1, 1}}) {
+  for (const Dims& d :
+       {Dims{Type::kF32, 600, 70, 60, 1, 1}, Dims{Type::kF32, 40, 40, 1600, 1, 1}, Dims{Type::kF32, 700, 600, 40, 1, 1},
+        Dims{Type::kF16, 300, 100, 80, 2, 4}, Dims{Type::kQ4_0, 640, 70, 50, 1, 1}}) {
     SCOPED_TRACE(std::string(optest::tname(d.w)) + " K=" + std::to_string(d.K) + " M=" + std::to_string(d.M) +
                  " N=" + std::to_string(d.N) + " batches=" + std::to_string(d.B2));
     ASSERT_GE(d.K * d.M * d.N, int64_t{1} << 21) << "below the shared-b schedule's threshold";
@@ -362,11 +361,12 @@ TEST_F(OptKernels, BinaryWithBroadcast) {
       if (bcast == 1) bne = {1, ane[1], 1, ane[3]};
       if (bcast == 2) bne = {n0 / 3, 1, 2, 1};
       Tensor* a = c.rand_input(Type::kF32, ane);
-      Tensor* b = op == Op::kDiv ? c.input(Type::kF32, bne, [&] {
-        std::vector<float> v = c.rand_floats(optest::numel(bne), 0.5f, 2.0f);
-        for (float& x : v) x = c.rand_int(0, 1) ? x : -x;
-        return v;
-      }())
+      Tensor* b = op == Op::kDiv ? c.input(Type::kF32, bne,
+                                           [&] {
+                                             std::vector<float> v = c.rand_floats(optest::numel(bne), 0.5f, 2.0f);
+                                             for (float& x : v) x = c.rand_int(0, 1) ? x : -x;
+                                             return v;
+                                           }())
                                  : c.rand_input(Type::kF32, bne);
       Tensor* r = op == Op::kAdd ? add(c.ctx, a, b) : op == Op::kMul ? mul(c.ctx, a, b) : div(c.ctx, a, b);
       c.check(r, 1e-6);

@@ -338,8 +338,8 @@ inline void expect_exact(const HT& ref, const HT& out, const std::string& what =
 // Quantized output check. x: the f32 values (exact, as double) that were quantized, flat, whole blocks; bytes: what
 // the kernel stored. Per docs/types.h:
 //   q8_0: d = amax/127 stored as f16 (|d16 - d| <= 2^-11 d, plus 2^-23 d for the f32 division); q = round(x/d) in
-//         [-127, 127]. |x - q d16| <= |x - q d| + |q| |d - d16| <= d/2 + (|x|/d + 1/2) d 2^-11 = d/2 + (|x| + d/2) 2^-11.
-//         (The same bound holds when the kernel rounds x/d16 instead: error <= d16/2 <= d/2 + d 2^-12.)
+//         [-127, 127]. |x - q d16| <= |x - q d| + |q| |d - d16| <= d/2 + (|x|/d + 1/2) d 2^-11 = d/2 + (|x| + d/2)
+//         2^-11. (The same bound holds when the kernel rounds x/d16 instead: error <= d16/2 <= d/2 + d 2^-12.)
 //   q4_0: d = max/-8 (max = signed value of largest magnitude), q = clamp(round(x/d) + 8, 0, 15), value (q-8) d16.
 //         x/d lies in [-8, 8]; without clamping |x - (q-8)d| <= |d|/2; clamped (x/d >= 7.5) the error is
 //         (x/d - 7)|d| <= |d|. With the f16 scale: + (|x| + |d|) 2^-11.
@@ -483,7 +483,8 @@ class OpCase {
   Tensor* input(Type type, Shape ne, const std::vector<float>& vals, HT* exact = nullptr) {
     Tensor* t = ctx.new_tensor(type, 4, ne.data());
     if (t == nullptr) {
-      ADD_FAILURE() << "new_tensor(" << tname(type) << ", " << shape_str(ne) << ") failed: " << ctx.status().to_string();
+      ADD_FAILURE() << "new_tensor(" << tname(type) << ", " << shape_str(ne)
+                    << ") failed: " << ctx.status().to_string();
       return nullptr;
     }
     EXPECT_EQ(static_cast<int64_t>(vals.size()), numel(ne));

@@ -73,7 +73,8 @@ TEST(CpuBackend, AbortCallbackStopsBetweenNodes) {
   struct State {
     int* calls;
   } st{&calls};
-  cpu::set_abort_callback(*b, [](void* u) { return ++*static_cast<State*>(u)->calls >= 3; }, &st);
+  cpu::set_abort_callback(
+      *b, [](void* u) { return ++*static_cast<State*>(u)->calls >= 3; }, &st);
   EXPECT_EQ(b->graph_compute(m.graph), ComputeStatus::kAborted);
   EXPECT_THAT(b->last_error(), HasSubstr("abort"));
   EXPECT_EQ(calls, 3);

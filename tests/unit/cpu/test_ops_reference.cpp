@@ -25,7 +25,11 @@ const Misuse kMisuses[] = {
     {"quantized_ne0_not_multiple_of_32", [](Context& c) { return c.new_tensor_2d(Q8, 33, 2); }},
     {"q4_0_ne0_16", [](Context& c) { return c.new_tensor_1d(Q4, 16); }},
     {"negative_ne", [](Context& c) { return c.new_tensor_2d(F32, 4, -1); }},
-    {"n_dims_5", [](Context& c) { const int64_t ne[5] = {1, 1, 1, 1, 1}; return c.new_tensor(F32, 5, ne); }},
+    {"n_dims_5",
+     [](Context& c) {
+       const int64_t ne[5] = {1, 1, 1, 1, 1};
+       return c.new_tensor(F32, 5, ne);
+     }},
     // element-wise
     {"add_not_broadcastable", [](Context& c) { return add(c, T(c, F32, 4, 3), T(c, F32, 3, 3)); }},
     {"mul_b_larger_than_a", [](Context& c) { return mul(c, T(c, F32, 4, 1), T(c, F32, 4, 2)); }},
@@ -57,12 +61,9 @@ const Misuse kMisuses[] = {
      [](Context& c) { return mul_mat_id(c, T(c, Q8, 32, 4, 3), T(c, F32, 32, 3, 2), T(c, I32, 2, 2)); }},
     // indexing
     {"get_rows_ids_not_i32", [](Context& c) { return get_rows(c, T(c, F32, 8, 4), T(c, F32, 3)); }},
-    {"set_rows_dst_i32",
-     [](Context& c) { return set_rows(c, T(c, I32, 8, 4), T(c, F32, 8, 2), T(c, I32, 2)); }},
-    {"set_rows_rows_not_f32",
-     [](Context& c) { return set_rows(c, T(c, F16, 8, 4), T(c, F16, 8, 2), T(c, I32, 2)); }},
-    {"set_rows_ne0_mismatch",
-     [](Context& c) { return set_rows(c, T(c, F16, 8, 4), T(c, F32, 7, 2), T(c, I32, 2)); }},
+    {"set_rows_dst_i32", [](Context& c) { return set_rows(c, T(c, I32, 8, 4), T(c, F32, 8, 2), T(c, I32, 2)); }},
+    {"set_rows_rows_not_f32", [](Context& c) { return set_rows(c, T(c, F16, 8, 4), T(c, F16, 8, 2), T(c, I32, 2)); }},
+    {"set_rows_ne0_mismatch", [](Context& c) { return set_rows(c, T(c, F16, 8, 4), T(c, F32, 7, 2), T(c, I32, 2)); }},
     {"argsort_i32", [](Context& c) { return argsort(c, T(c, I32, 8), SortOrder::kAsc); }},
     {"top_k_k_above_ne0", [](Context& c) { return top_k(c, T(c, F32, 8, 2), 9); }},
     // attention
@@ -140,18 +141,31 @@ TEST(OpBuildValid, EveryOpBuilds) {
   Tensor* w = T(ctx, Q4, 64, 5);
   Tensor* ids = T(ctx, I32, 3, 2);
   Tensor* pos = T(ctx, I32, 2);
-  const std::vector<Tensor*> outs = {
-      add(ctx, a, h), mul(ctx, h, a), div(ctx, a, T(ctx, F32, 64)), scale(ctx, a, 2.0f, 1.0f),
-      unary(ctx, h, UnaryOp::kRelu), glu(ctx, a, nullptr, GluOp::kGeglu, true), glu(ctx, a, a, GluOp::kSwiglu),
-      rms_norm(ctx, a, 1e-6f), norm(ctx, h, 1e-6f), sum_rows(ctx, a), soft_max(ctx, a, T(ctx, F16, 64, 6), 0.5f),
-      rope(ctx, reshape_3d(ctx, T(ctx, F32, 64, 4), 16, 8, 2), pos, 16, RopeMode::kNeox),
-      mul_mat(ctx, w, a), mul_mat_id(ctx, T(ctx, Q8, 64, 5, 4), T(ctx, F32, 64, 1, 2), ids),
-      get_rows(ctx, w, T(ctx, I32, 3)), set_rows(ctx, T(ctx, Q8, 64, 4), T(ctx, F32, 64, 2), T(ctx, I32, 2)),
-      argsort(ctx, a, SortOrder::kDesc), top_k(ctx, a, 3),
-      flash_attn_ext(ctx, T(ctx, F32, 64, 2, 4), T(ctx, Q8, 64, 7, 2), T(ctx, F16, 32, 7, 2), T(ctx, F16, 7, 2),
-                     0.125f, T(ctx, F32, 4)),
-      cpy(ctx, a, T(ctx, Q8, 512)), cont(ctx, transpose(ctx, a)), dup(ctx, w),
-      view_2d(ctx, a, 8, 3, a->nb[1], 4), permute(ctx, w, 0, 2, 1, 3)};
+  const std::vector<Tensor*> outs = {add(ctx, a, h),
+                                     mul(ctx, h, a),
+                                     div(ctx, a, T(ctx, F32, 64)),
+                                     scale(ctx, a, 2.0f, 1.0f),
+                                     unary(ctx, h, UnaryOp::kRelu),
+                                     glu(ctx, a, nullptr, GluOp::kGeglu, true),
+                                     glu(ctx, a, a, GluOp::kSwiglu),
+                                     rms_norm(ctx, a, 1e-6f),
+                                     norm(ctx, h, 1e-6f),
+                                     sum_rows(ctx, a),
+                                     soft_max(ctx, a, T(ctx, F16, 64, 6), 0.5f),
+                                     rope(ctx, reshape_3d(ctx, T(ctx, F32, 64, 4), 16, 8, 2), pos, 16, RopeMode::kNeox),
+                                     mul_mat(ctx, w, a),
+                                     mul_mat_id(ctx, T(ctx, Q8, 64, 5, 4), T(ctx, F32, 64, 1, 2), ids),
+                                     get_rows(ctx, w, T(ctx, I32, 3)),
+                                     set_rows(ctx, T(ctx, Q8, 64, 4), T(ctx, F32, 64, 2), T(ctx, I32, 2)),
+                                     argsort(ctx, a, SortOrder::kDesc),
+                                     top_k(ctx, a, 3),
+                                     flash_attn_ext(ctx, T(ctx, F32, 64, 2, 4), T(ctx, Q8, 64, 7, 2),
+                                                    T(ctx, F16, 32, 7, 2), T(ctx, F16, 7, 2), 0.125f, T(ctx, F32, 4)),
+                                     cpy(ctx, a, T(ctx, Q8, 512)),
+                                     cont(ctx, transpose(ctx, a)),
+                                     dup(ctx, w),
+                                     view_2d(ctx, a, 8, 3, a->nb[1], 4),
+                                     permute(ctx, w, 0, 2, 1, 3)};
   for (size_t i = 0; i < outs.size(); ++i) EXPECT_NE(outs[i], nullptr) << "build " << i;
   EXPECT_TRUE(ctx.ok()) << ctx.status().to_string();
 }

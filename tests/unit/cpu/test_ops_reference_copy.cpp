@@ -18,8 +18,10 @@ TEST_P(OpRefCpy, FlatOrderConversion) {
     Shape a, b;
     int src;  // 0: contiguous a; 1: a transposed (non-quantized) / permuted with axis0 = 0 (quantized)
   };
-  std::vector<Cfg> cfgs = {{{64, 3, 2, 1}, {32, 4, 3, 1}, 0}, {{32, 1, 1, 1}, {32, 1, 1, 1}, 0},
-                           {{96, 2, 1, 1}, {64, 3, 1, 1}, 0}, {{64, 3, 2, 1}, {32, 12, 1, 1}, 1}};
+  std::vector<Cfg> cfgs = {{{64, 3, 2, 1}, {32, 4, 3, 1}, 0},
+                           {{32, 1, 1, 1}, {32, 1, 1, 1}, 0},
+                           {{96, 2, 1, 1}, {64, 3, 1, 1}, 0},
+                           {{64, 3, 2, 1}, {32, 12, 1, 1}, 1}};
   if (!is_quant(ta) && !is_quant(tb)) {
     cfgs.push_back({{7, 5, 1, 1}, {35, 1, 1, 1}, 0});
     cfgs.push_back({{1, 1, 1, 1}, {1, 1, 1, 1}, 0});
@@ -76,8 +78,11 @@ struct PermCase {
 std::vector<PermCase> perm_cases(Type t) {
   if (is_quant(t))  // quantized: dim 0 stays in place
     return {{{64, 3, 5, 2}, {0, 2, 1, 3}}, {{32, 3, 2, 4}, {0, 3, 1, 2}}, {{96, 2, 3, 1}, {0, 1, 3, 2}}};
-  return {{{7, 5, 3, 2}, {1, 0, 2, 3}}, {{7, 5, 3, 2}, {2, 0, 3, 1}}, {{33, 4, 1, 3}, {3, 2, 1, 0}},
-          {{1, 6, 5, 1}, {0, 2, 1, 3}}, {{64, 3, 5, 2}, {0, 2, 1, 3}}};
+  return {{{7, 5, 3, 2}, {1, 0, 2, 3}},
+          {{7, 5, 3, 2}, {2, 0, 3, 1}},
+          {{33, 4, 1, 3}, {3, 2, 1, 0}},
+          {{1, 6, 5, 1}, {0, 2, 1, 3}},
+          {{64, 3, 5, 2}, {0, 2, 1, 3}}};
 }
 
 TEST_P(OpRefAnyType, ContOfPermutedAndTransposed) {
@@ -144,22 +149,39 @@ TEST_P(OpRefAnyType, ViewOpsThroughCont) {
   const int64_t o1 = q ? 96 : 5, o3 = q ? 32 : 7, w = q ? 32 : 17;
   const std::vector<V> views = {
       {"view_1d", [&](Context& ctx, Tensor* r) { return view_1d(ctx, r, w, B(o1)); },
-       [&](const HT& R) { return strided(R, {w, 1, 1, 1}, {1, 0, 0, 0}, o1); }},
+       [&](const HT& R) {
+         return strided(R, {w, 1, 1, 1}, {1, 0, 0, 0}, o1);
+       }},
       {"view_2d", [&](Context& ctx, Tensor* r) { return view_2d(ctx, r, w, 3, B(128), B(64 + o3)); },
-       [&](const HT& R) { return strided(R, {w, 3, 1, 1}, {1, 128, 0, 0}, 64 + o3); }},
+       [&](const HT& R) {
+         return strided(R, {w, 3, 1, 1}, {1, 128, 0, 0}, 64 + o3);
+       }},
       {"view_3d", [&](Context& ctx, Tensor* r) { return view_3d(ctx, r, w, 2, 2, B(64), B(192), B(o3)); },
-       [&](const HT& R) { return strided(R, {w, 2, 2, 1}, {1, 64, 192, 0}, o3); }},
+       [&](const HT& R) {
+         return strided(R, {w, 2, 2, 1}, {1, 64, 192, 0}, o3);
+       }},
       {"view_4d", [&](Context& ctx, Tensor* r) { return view_4d(ctx, r, 32, 2, 2, 2, B(64), B(128), B(256), B(32)); },
-       [&](const HT& R) { return strided(R, {32, 2, 2, 2}, {1, 64, 128, 256}, 32); }},
+       [&](const HT& R) {
+         return strided(R, {32, 2, 2, 2}, {1, 64, 128, 256}, 32);
+       }},
       {"reshape_1d", [&](Context& ctx, Tensor* r) { return reshape_1d(ctx, r, 512); },
-       [&](const HT& R) { return reshaped(R, {512, 1, 1, 1}); }},
+       [&](const HT& R) {
+         return reshaped(R, {512, 1, 1, 1});
+       }},
       {"reshape_2d", [&](Context& ctx, Tensor* r) { return reshape_2d(ctx, r, 128, 4); },
-       [&](const HT& R) { return reshaped(R, {128, 4, 1, 1}); }},
+       [&](const HT& R) {
+         return reshaped(R, {128, 4, 1, 1});
+       }},
       {"reshape_3d", [&](Context& ctx, Tensor* r) { return reshape_3d(ctx, r, 32, 8, 2); },
-       [&](const HT& R) { return reshaped(R, {32, 8, 2, 1}); }},
+       [&](const HT& R) {
+         return reshaped(R, {32, 8, 2, 1});
+       }},
       {"reshape_4d", [&](Context& ctx, Tensor* r) { return reshape_4d(ctx, r, 32, 2, 4, 2); },
-       [&](const HT& R) { return reshaped(R, {32, 2, 4, 2}); }},
-      {"permute", [&](Context& ctx, Tensor* r) { return q ? permute(ctx, r, 0, 3, 1, 2) : permute(ctx, r, 3, 1, 0, 2); },
+       [&](const HT& R) {
+         return reshaped(R, {32, 2, 4, 2});
+       }},
+      {"permute",
+       [&](Context& ctx, Tensor* r) { return q ? permute(ctx, r, 0, 3, 1, 2) : permute(ctx, r, 3, 1, 0, 2); },
        [&](const HT& R) { return q ? permute(R, 0, 3, 1, 2) : permute(R, 3, 1, 0, 2); }},
       {"permute of view_2d",
        [&](Context& ctx, Tensor* r) {
@@ -177,7 +199,9 @@ TEST_P(OpRefAnyType, ViewOpsThroughCont) {
                    [&](const HT& R) { return transpose(R); }});
     all.push_back({"transpose of view_2d",
                    [&](Context& ctx, Tensor* r) { return transpose(ctx, view_2d(ctx, r, 9, 5, B(64), B(3))); },
-                   [&](const HT& R) { return transpose(strided(R, {9, 5, 1, 1}, {1, 64, 0, 0}, 3)); }});
+                   [&](const HT& R) {
+                     return transpose(strided(R, {9, 5, 1, 1}, {1, 64, 0, 0}, 3));
+                   }});
   }
   for (const V& v : all) {
     SCOPED_TRACE(v.name);

@@ -51,8 +51,8 @@ TEST_P(OpRefBinary, BroadcastOddShapes) {
     Shape a, b;
   };
   const Shapes cases[] = {
-      {{1, 1, 1, 1}, {1, 1, 1, 1}},  {{7, 3, 2, 1}, {7, 3, 2, 1}},  {{33, 5, 3, 2}, {33, 1, 3, 1}},
-      {{96, 4, 2, 3}, {1, 4, 1, 3}}, {{7, 6, 4, 2}, {7, 2, 2, 1}},  {{33, 2, 1, 1}, {1, 1, 1, 1}},
+      {{1, 1, 1, 1}, {1, 1, 1, 1}},  {{7, 3, 2, 1}, {7, 3, 2, 1}}, {{33, 5, 3, 2}, {33, 1, 3, 1}},
+      {{96, 4, 2, 3}, {1, 4, 1, 3}}, {{7, 6, 4, 2}, {7, 2, 2, 1}}, {{33, 2, 1, 1}, {1, 1, 1, 1}},
   };
   for (const Shapes& s : cases) {
     SCOPED_TRACE("a " + shape_str(s.a) + " b " + shape_str(s.b));
@@ -94,8 +94,8 @@ std::vector<BinaryParam> binary_params() {
 }
 INSTANTIATE_TEST_SUITE_P(AllFloatPairs, OpRefBinary, testing::ValuesIn(binary_params()),
                          [](const testing::TestParamInfo<BinaryParam>& i) {
-                           return std::string(op_str(std::get<0>(i.param))) + "_" + tname(std::get<1>(i.param)) +
-                                  "_" + tname(std::get<2>(i.param));
+                           return std::string(op_str(std::get<0>(i.param))) + "_" + tname(std::get<1>(i.param)) + "_" +
+                                  tname(std::get<2>(i.param));
                          });
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -158,7 +158,6 @@ const char* unary_str(UnaryOp op) {
     default: return "neg";
   }
 }
-
 
 TEST_P(OpRefUnary, OddShapesAndPermutedSource) {
   const auto [uop, t] = GetParam();
@@ -354,9 +353,8 @@ INSTANTIATE_TEST_SUITE_P(BothNormsAllFloat, OpRefNorm, testing::ValuesIn(norm_pa
 // ---- SUM_ROWS ----
 HT oracle_sum_rows(const HT& A) {
   HT ref({1, A.ne[1], A.ne[2], A.ne[3]});
-  for_each_index(A.ne, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-    ref.at(0, i1, i2, i3) += A.at(i0, i1, i2, i3);
-  });
+  for_each_index(
+      A.ne, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) { ref.at(0, i1, i2, i3) += A.at(i0, i1, i2, i3); });
   return ref;
 }
 
@@ -477,7 +475,9 @@ INSTANTIATE_TEST_SUITE_P(AllFloatAllMasks, OpRefSoftMax, testing::ValuesIn(softm
                          [](const testing::TestParamInfo<SoftMaxParam>& i) {
                            const MaskKind m = std::get<1>(i.param);
                            return std::string(tname(std::get<0>(i.param))) + "_mask_" +
-                                  (m == MaskKind::kNone ? "none" : m == MaskKind::kF32 ? "f32" : "f16");
+                                  (m == MaskKind::kNone  ? "none"
+                                   : m == MaskKind::kF32 ? "f32"
+                                                         : "f16");
                          });
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ TEST_P(OpRefGetRows, BatchedIdsExact) {
     SCOPED_TRACE("permuted source (rows strided)");
     OpCase c;
     HT R;
-    Tensor* root = c.rand_input(t, {64, 3, 5, 1}, &R);  // -> a [64, 5 rows, 3]
+    Tensor* root = c.rand_input(t, {64, 3, 5, 1}, &R);    // -> a [64, 5 rows, 3]
     const std::vector<int32_t> ids = {4, 0, 4, 2, 1, 3};  // [2, 3]
     Tensor* out = get_rows(c.ctx, permute(c.ctx, root, 0, 2, 1, 3), c.ids_input({2, 3, 1, 1}, ids));
     TS_EXPECT_COMPUTE_OK(c, out);

@@ -30,8 +30,8 @@ TEST_P(OpRefWeight, MulMatBatchBroadcast) {
   struct Cfg {
     int64_t K, M, N, A2, A3, B2, B3;
   };
-  std::vector<Cfg> cfgs = {{64, 7, 5, 2, 1, 6, 2}, {96, 1, 1, 1, 1, 1, 1}, {32, 33, 3, 3, 2, 3, 2},
-                           {64, 4, 9, 1, 1, 4, 1}};
+  std::vector<Cfg> cfgs = {
+      {64, 7, 5, 2, 1, 6, 2}, {96, 1, 1, 1, 1, 1, 1}, {32, 33, 3, 3, 2, 3, 2}, {64, 4, 9, 1, 1, 4, 1}};
   if (!is_quant(ta)) cfgs.push_back({33, 3, 2, 1, 1, 1, 1}), cfgs.push_back({1, 5, 7, 2, 1, 2, 3});
   for (const Cfg& g : cfgs) {
     SCOPED_TRACE("K=" + std::to_string(g.K) + " M=" + std::to_string(g.M) + " N=" + std::to_string(g.N) +
@@ -57,7 +57,7 @@ TEST_P(OpRefWeight, MulMatNonContiguous) {
     SCOPED_TRACE("a permuted, b transposed");
     OpCase c;
     HT Ar, Br;
-    Tensor* aroot = c.rand_input(ta, {K, 2, M, 1}, &Ar);       // -> a [K, M, 2]
+    Tensor* aroot = c.rand_input(ta, {K, 2, M, 1}, &Ar);          // -> a [K, M, 2]
     Tensor* broot = c.rand_input(Type::kF32, {N, K, 2, 1}, &Br);  // -> b [K, N, 2]
     Tensor* out = mul_mat(c.ctx, permute(c.ctx, aroot, 0, 2, 1, 3), transpose(c.ctx, broot));
     TS_EXPECT_COMPUTE_OK(c, out);

@@ -425,7 +425,8 @@ TEST_F(SimGraphIoMalformed, WrongShapeOrTypeVersusSources) {
   expect_rejected([&](ojson& j) { j["tensors"][mm]["type"] = "f16"; }, {at(mm) + ".type", "expected f32", "got f16"});
   // sources of the wrong type or shape: the builder's complaint, with the path of the tensor
   const size_t x = find("x");
-  expect_rejected([&](ojson& j) { j["tensors"][x]["type"] = "i32"; }, {"tensors[", "expected sources and op_params", "ADD"});
+  expect_rejected([&](ojson& j) { j["tensors"][x]["type"] = "i32"; },
+                  {"tensors[", "expected sources and op_params", "ADD"});
   const size_t add = find("ADD");
   expect_rejected([&](ojson& j) { j["tensors"][add]["src"][1] = find("w"); },
                   {at(add), "expected sources and op_params that ADD accepts"});
@@ -433,18 +434,23 @@ TEST_F(SimGraphIoMalformed, WrongShapeOrTypeVersusSources) {
 
 TEST_F(SimGraphIoMalformed, ViewOutsideItsSource) {
   const size_t v = find("VIEW");
-  expect_rejected([&](ojson& j) { j["tensors"][v]["op_params"] = {4096, 0}; },
-                  {at(v), "expected sources and op_params that VIEW accepts", "exceed"});
+  expect_rejected(
+      [&](ojson& j) {
+        j["tensors"][v]["op_params"] = {4096, 0};
+      },
+      {at(v), "expected sources and op_params that VIEW accepts", "exceed"});
   expect_rejected([&](ojson& j) { j["tensors"][v]["op_params"] = {0, 1}; }, {at(v), "exceed"});
   expect_rejected([&](ojson& j) { j["tensors"][v]["nb"][1] = 100000; }, {at(v), "exceed"});
   expect_rejected([&](ojson& j) { j["tensors"][v]["nb"][1] = uint64_t{1} << 62; }, {at(v) + ".nb", "overflows"});
   expect_rejected([&](ojson& j) { j["tensors"][v]["view_offs"] = 8; }, {at(v) + ".view_offs", "expected 128", "got 8"});
   expect_rejected([&](ojson& j) { j["tensors"][v].erase("nb"); }, {at(v), "missing required key \"nb\""});
   const size_t w = find("w");
-  expect_rejected([&](ojson& j) { j["tensors"][v]["view_src"] = w; }, {at(v) + ".view_src", "expected 0", "got " + std::to_string(w)});
+  expect_rejected([&](ojson& j) { j["tensors"][v]["view_src"] = w; },
+                  {at(v) + ".view_src", "expected 0", "got " + std::to_string(w)});
   const size_t mm = find("MUL_MAT");
   expect_rejected([&](ojson& j) { j["tensors"][mm]["view_src"] = w; }, {at(mm) + ".view_src", "expected no view_src"});
-  expect_rejected([&](ojson& j) { j["tensors"][w]["view_src"] = 0; }, {at(w) + ".view_src", "expected no view_src for a leaf"});
+  expect_rejected([&](ojson& j) { j["tensors"][w]["view_src"] = 0; },
+                  {at(w) + ".view_src", "expected no view_src for a leaf"});
 }
 
 TEST_F(SimGraphIoMalformed, CyclesForwardAndDanglingIds) {
@@ -459,33 +465,41 @@ TEST_F(SimGraphIoMalformed, CyclesForwardAndDanglingIds) {
   expect_rejected([&](ojson& j) { j["nodes"].push_back(j["nodes"][0]); }, {"nodes[", "each tensor once"});
   expect_rejected([&](ojson& j) { j["leafs"].push_back(mm); }, {"leafs[", "expected a leaf", "MUL_MAT"});
   expect_rejected([&](ojson& j) { j["nodes"].push_back(find("w")); }, {"nodes[", "each tensor once", "already leafs["});
-  expect_rejected([&](ojson& j) {
-    const size_t w = find("w");
-    ojson kept = ojson::array();
-    for (const ojson& id : j["leafs"]) {
-      if (id != w) kept.push_back(id);
-    }
-    j["leafs"] = kept;
-    j["nodes"].push_back(w);
-  }, {"nodes[", "expected a node", "is a leaf"});
+  expect_rejected(
+      [&](ojson& j) {
+        const size_t w = find("w");
+        ojson kept = ojson::array();
+        for (const ojson& id : j["leafs"]) {
+          if (id != w) kept.push_back(id);
+        }
+        j["leafs"] = kept;
+        j["nodes"].push_back(w);
+      },
+      {"nodes[", "expected a node", "is a leaf"});
   // nodes out of topological order
-  expect_rejected([&](ojson& j) {
-    ojson& n = j["nodes"];
-    std::swap(n[0], n[n.size() - 1]);
-  }, {"nodes[", "topological order", "a later node"});
+  expect_rejected(
+      [&](ojson& j) {
+        ojson& n = j["nodes"];
+        std::swap(n[0], n[n.size() - 1]);
+      },
+      {"nodes[", "topological order", "a later node"});
   expect_rejected([&](ojson& j) { j.erase("nodes"); }, {"leafs", "expected both \"leafs\" and \"nodes\""});
   expect_rejected([&](ojson& j) { j["tensors"][3]["id"] = 4; }, {"tensors[3].id", "expected 3", "got 4"});
 }
 
 TEST_F(SimGraphIoMalformed, SourceCounts) {
   const size_t add = find("ADD");
-  expect_rejected([&](ojson& j) { j["tensors"][add]["src"].push_back(0); }, {at(add) + ".src", "at most 2 sources for ADD", "got 3"});
-  expect_rejected([&](ojson& j) {
-    ojson s = ojson::array();
-    for (int i = 0; i < kMaxSrc + 1; ++i) s.push_back(0);
-    j["tensors"][add]["src"] = s;
-  }, {at(add) + ".src", "at most 2 sources"});
-  expect_rejected([&](ojson& j) { j["tensors"][add]["src"] = {0}; }, {at(add) + ".src", "2 required sources for ADD", "src[1] is missing"});
+  expect_rejected([&](ojson& j) { j["tensors"][add]["src"].push_back(0); },
+                  {at(add) + ".src", "at most 2 sources for ADD", "got 3"});
+  expect_rejected(
+      [&](ojson& j) {
+        ojson s = ojson::array();
+        for (int i = 0; i < kMaxSrc + 1; ++i) s.push_back(0);
+        j["tensors"][add]["src"] = s;
+      },
+      {at(add) + ".src", "at most 2 sources"});
+  expect_rejected([&](ojson& j) { j["tensors"][add]["src"] = {0}; },
+                  {at(add) + ".src", "2 required sources for ADD", "src[1] is missing"});
   expect_rejected([&](ojson& j) { j["tensors"][add]["src"][0] = nullptr; }, {at(add) + ".src", "src[0] is null"});
   expect_rejected([&](ojson& j) { j["tensors"][add].erase("src"); }, {at(add) + ".src", "required sources"});
   const size_t w = find("w");
@@ -497,14 +511,18 @@ TEST_F(SimGraphIoMalformed, BadShapesAndStrides) {
   expect_rejected([&](ojson& j) { j["tensors"][x]["ne"][1] = -8; }, {at(x) + ".ne[1]", "expected an element count"});
   expect_rejected([&](ojson& j) { j["tensors"][x]["ne"][1] = 1.5; }, {at(x) + ".ne[1]", "expected an element count"});
   expect_rejected([&](ojson& j) { j["tensors"][x]["ne"][1] = uint64_t{1} << 63; }, {at(x) + ".ne[1]", "2^62"});
-  expect_rejected([&](ojson& j) { j["tensors"][x]["ne"] = {int64_t{1} << 40, int64_t{1} << 40, 1, 1}; },
-                  {at(x) + ".ne", "overflows"});
+  expect_rejected(
+      [&](ojson& j) {
+        j["tensors"][x]["ne"] = {int64_t{1} << 40, int64_t{1} << 40, 1, 1};
+      },
+      {at(x) + ".ne", "overflows"});
   expect_rejected([&](ojson& j) { j["tensors"][x]["ne"] = {1, 2, 3, 4, 5}; }, {at(x) + ".ne", "an array of 1 to 4"});
   expect_rejected([&](ojson& j) { j["tensors"][x]["ne"] = ojson::array(); }, {at(x) + ".ne", "an array of 1 to 4"});
   const size_t w = find("w");
   expect_rejected([&](ojson& j) { j["tensors"][w]["ne"][0] = 48; }, {at(w), "block size"});
   // nb inconsistent with type/ne
-  expect_rejected([&](ojson& j) { j["tensors"][x]["nb"][1] = 512; }, {at(x) + ".nb", "non-contiguous leafs are not supported"});
+  expect_rejected([&](ojson& j) { j["tensors"][x]["nb"][1] = 512; },
+                  {at(x) + ".nb", "non-contiguous leafs are not supported"});
   const size_t mm = find("MUL_MAT");
   expect_rejected([&](ojson& j) { j["tensors"][mm]["nb"][1] = 4; }, {at(mm) + ".nb", "expected [4, 128, 2048, 2048]"});
   expect_rejected([&](ojson& j) { j["tensors"][mm]["nb"] = {4, 128}; }, {at(mm) + ".nb", "an array of 4 byte strides"});
@@ -516,15 +534,21 @@ TEST_F(SimGraphIoMalformed, BadShapesAndStrides) {
 
 TEST_F(SimGraphIoMalformed, UnknownNamesKeysAndFlags) {
   const size_t mm = find("MUL_MAT");
-  expect_rejected([&](ojson& j) { j["tensors"][mm]["op"] = "MATMUL"; }, {at(mm) + ".op", "unknown op \"MATMUL\"", "MUL_MAT"});
-  expect_rejected([&](ojson& j) { j["tensors"][mm]["op"] = std::string("ADD\0x", 5); }, {at(mm) + ".op", "without NUL"});
-  expect_rejected([&](ojson& j) { j["tensors"][mm]["type"] = "f64"; }, {at(mm) + ".type", "unknown type \"f64\"", "q4_0"});
-  expect_rejected([&](ojson& j) { j["tensors"][mm]["shape"] = {1}; }, {at(mm), "unknown key \"shape\"", "expected one of"});
-  expect_rejected([&](ojson& j) { j["tensors"][mm]["flags"] = {"outptu"}; }, {at(mm) + ".flags[0]", "unknown flag", "output"});
+  expect_rejected([&](ojson& j) { j["tensors"][mm]["op"] = "MATMUL"; },
+                  {at(mm) + ".op", "unknown op \"MATMUL\"", "MUL_MAT"});
+  expect_rejected([&](ojson& j) { j["tensors"][mm]["op"] = std::string("ADD\0x", 5); },
+                  {at(mm) + ".op", "without NUL"});
+  expect_rejected([&](ojson& j) { j["tensors"][mm]["type"] = "f64"; },
+                  {at(mm) + ".type", "unknown type \"f64\"", "q4_0"});
+  expect_rejected([&](ojson& j) { j["tensors"][mm]["shape"] = {1}; },
+                  {at(mm), "unknown key \"shape\"", "expected one of"});
+  expect_rejected([&](ojson& j) { j["tensors"][mm]["flags"] = {"outptu"}; },
+                  {at(mm) + ".flags[0]", "unknown flag", "output"});
   expect_rejected([&](ojson& j) { j["tensors"][mm]["role"] = "weight"; }, {at(mm) + ".role", "expected no role"});
   const size_t x = find("x");
   expect_rejected([&](ojson& j) { j["tensors"][x]["role"] = "weight"; }, {at(x) + ".role", "expected \"input\""});
-  expect_rejected([&](ojson& j) { j["tensors"][x]["name"] = std::string(64, 'n'); }, {at(x) + ".name", "at most 63 bytes"});
+  expect_rejected([&](ojson& j) { j["tensors"][x]["name"] = std::string(64, 'n'); },
+                  {at(x) + ".name", "at most 63 bytes"});
   expect_rejected([&](ojson& j) { j["format"] = "ggml"; }, {"format", "expected \"tessera-graph\""});
   expect_rejected([&](ojson& j) { j["version"] = 2; }, {"version", "expected 1"});
   expect_rejected([&](ojson& j) { j.erase("tensors"); }, {"missing required key \"tensors\""});
@@ -535,23 +559,30 @@ TEST_F(SimGraphIoMalformed, UnknownNamesKeysAndFlags) {
 
 TEST_F(SimGraphIoMalformed, OpParams) {
   const size_t glu_i = find("GLU");  // the two-source GEGLU: op_params [1]
-  expect_rejected([&](ojson& j) { j["tensors"][glu_i]["op_params"] = {0, 2}; },
-                  {at(glu_i) + ".op_params", "expected [0, 1]", "got [0, 2]"});
-  expect_rejected([&](ojson& j) {
-    ojson p = ojson::array();
-    for (int i = 0; i < 17; ++i) p.push_back(1);
-    j["tensors"][glu_i]["op_params"] = p;
-  }, {at(glu_i) + ".op_params", "at most 16 int32 values"});
+  expect_rejected(
+      [&](ojson& j) {
+        j["tensors"][glu_i]["op_params"] = {0, 2};
+      },
+      {at(glu_i) + ".op_params", "expected [0, 1]", "got [0, 2]"});
+  expect_rejected(
+      [&](ojson& j) {
+        ojson p = ojson::array();
+        for (int i = 0; i < 17; ++i) p.push_back(1);
+        j["tensors"][glu_i]["op_params"] = p;
+      },
+      {at(glu_i) + ".op_params", "at most 16 int32 values"});
   expect_rejected([&](ojson& j) { j["tensors"][glu_i]["op_params"] = {5, 1}; }, {at(glu_i), "invalid glu op 5"});
   expect_rejected([&](ojson& j) { j["tensors"][glu_i]["op_params"] = {int64_t{1} << 32}; },
                   {at(glu_i) + ".op_params[0]", "int32"});
-  expect_rejected([&](ojson& j) { j["tensors"][glu_i]["op_params"].push_back(7); }, {at(glu_i) + ".op_params", "expected [1, 1]", "got [1, 7]"});
+  expect_rejected([&](ojson& j) { j["tensors"][glu_i]["op_params"].push_back(7); },
+                  {at(glu_i) + ".op_params", "expected [1, 1]", "got [1, 7]"});
   const size_t tk = find("TOP_K");
   expect_rejected([&](ojson& j) { j["tensors"][tk]["op_params"] = {1000}; }, {at(tk), "TOP_K", "k = 1000"});
   const size_t pm = find("PERMUTE");
   expect_rejected([&](ojson& j) { j["tensors"][pm]["op_params"] = {0, 0, 1, 3}; }, {at(pm), "not a permutation"});
   const size_t w = find("w");
-  expect_rejected([&](ojson& j) { j["tensors"][w]["op_params"] = {1}; }, {at(w) + ".op_params[0]", "expected 0 for a leaf"});
+  expect_rejected([&](ojson& j) { j["tensors"][w]["op_params"] = {1}; },
+                  {at(w) + ".op_params[0]", "expected 0 for a leaf"});
 }
 
 TEST_F(SimGraphIoMalformed, SyntaxAndDuplicates) {
@@ -604,8 +635,25 @@ TEST(SimGraphIo, NoCrashSweep) {
     if (digit && !(text[i - 1] >= '0' && text[i - 1] <= '9') && text[i - 1] != '-') numbers.push_back(i);
   }
   ASSERT_FALSE(numbers.empty());
-  const char* edges[] = {"0", "1", "2", "3", "7", "-1", "64", "1000", "2147483648", "4294967295", "4611686018427387904",
-                         "18446744073709551615", "1e30", "0.5", "null", "\"x\"", "[]", "{}", "999999"};
+  const char* edges[] = {"0",
+                         "1",
+                         "2",
+                         "3",
+                         "7",
+                         "-1",
+                         "64",
+                         "1000",
+                         "2147483648",
+                         "4294967295",
+                         "4611686018427387904",
+                         "18446744073709551615",
+                         "1e30",
+                         "0.5",
+                         "null",
+                         "\"x\"",
+                         "[]",
+                         "{}",
+                         "999999"};
   int accepted = 0;
   for (int i = 0; i < 500; ++i) {
     std::string t = text;

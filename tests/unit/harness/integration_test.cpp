@@ -65,7 +65,8 @@ struct SimModel {
     std::vector<std::pair<Tensor*, BufferType*>> where;
     for (Tensor* w : m.weights) {
       BufferType* b = device_of_layer(m.layer_of(w));
-      if (m.layer_of(w) < 0 && w != m.tok_embd && n_gpu > 0) b = sim->device(static_cast<size_t>(n_gpu - 1))->buffer_type();
+      if (m.layer_of(w) < 0 && w != m.tok_embd && n_gpu > 0)
+        b = sim->device(static_cast<size_t>(n_gpu - 1))->buffer_type();
       where.emplace_back(w, b);
     }
     auto wb = allocate_tensors(where, BufferUsage::kWeights);
@@ -203,7 +204,7 @@ TEST(SimIntegration, AFailureInTheLastSplitOfAnAsynchronousGpuFailsThatEvaluatio
   ASSERT_EQ(sched->n_splits(), 0);
   EXPECT_EQ(sched->graph_compute(g), ComputeStatus::kFailed);
   EXPECT_THAT(sched->last_error(), HasSubstr("out of range"));
-  ASSERT_EQ(sched->n_splits(), 1);  // one split, on gpu0: nothing ran there after the failing kernel
+  ASSERT_EQ(sched->n_splits(), 1);         // one split, on gpu0: nothing ran there after the failing kernel
   EXPECT_TRUE(sched->synchronize().ok());  // reported once
   const int32_t good[2] = {3, 1};
   ASSERT_TRUE(tensor_set(*ids, good, 0, sizeof(good)).ok());
@@ -236,7 +237,8 @@ TEST(SimIntegration, PinsMovingAWholeGraphToAnotherBufferTypeReReserve) {
   const std::vector<float> xv = random_values(64, 7);
   for (int where : {0, 1, 0}) {
     SCOPED_TRACE(where == 0 ? "on gpu0" : "on the cpu");
-    for (Tensor* t : {x, a, b}) ASSERT_TRUE(sched->set_tensor_backend(t, backends[static_cast<size_t>(where)].get()).ok());
+    for (Tensor* t : {x, a, b})
+      ASSERT_TRUE(sched->set_tensor_backend(t, backends[static_cast<size_t>(where)].get()).ok());
     const int reserves = sched->reserve_count();
     ASSERT_TRUE(sched->alloc_graph(g).ok()) << sched->last_error();
     EXPECT_EQ(sched->reserve_count(), reserves + 1);

@@ -50,7 +50,8 @@ TEST(SimScenarioParse, EveryFieldIsRead) {
     "expect": {"scheduling": "ok", "max_splits": 9, "min_splits": 2, "nodes": [{"node": "l_out-0", "device": "cpu"}],
                "peak_memory": {"gpu0": "2 GiB"}, "no_race": true, "outputs_match_reference": true, "max_nmse": 0.001,
                "max_reserves": 1}
-  })", "all.json");
+  })",
+                          "all.json");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   const Scenario& sc = s.value();
   EXPECT_EQ(sc.config.model.n_layer, 6);
@@ -185,7 +186,8 @@ TEST(SimScenarioRun, MetAndFailedExpectationsAreReported) {
 TEST(SimScenarioRun, AnInjectedFaultEndsInACleanError) {
   auto s = parse_scenario(R"({"name": "x", "topology": "1gpu",
     "run": {"faults": {"fail_compute_ops": ["MUL_MAT"], "fail_compute_device": "gpu0"}},
-    "expect": {"scheduling": "error", "error_contains": "injected fault"}})", "fault.json");
+    "expect": {"scheduling": "error", "error_contains": "injected fault"}})",
+                          "fault.json");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   const ScenarioOutcome out = run_scenario(s.value(), &builtin_registry());
   EXPECT_TRUE(out.passed) << out.error;
@@ -197,7 +199,8 @@ TEST(SimScenarioRun, AnInjectedFaultEndsInACleanError) {
 TEST(SimScenarioParse, StepsSchedulerDevicesAndSplitInputsAreRead) {
   auto s = parse_scenario(R"({"name": "x", "topology": "2gpu-unequal",
     "policy": {"scheduler_devices": ["gpu1", "cpu"]},
-    "run": {"steps": ["reserve", "alloc", "compute", "compute"]}, "expect": {"max_split_inputs": 7}})", "s.json");
+    "run": {"steps": ["reserve", "alloc", "compute", "compute"]}, "expect": {"max_split_inputs": 7}})",
+                          "s.json");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   using St = Session::Step;
   EXPECT_EQ(s->steps, (std::vector<St>{St::kReserve, St::kAlloc, St::kCompute, St::kCompute}));
@@ -318,9 +321,9 @@ TEST(SimScenarioGraph, AnInlineGraphIsRead) {
 
 TEST(SimScenarioGraph, AGraphFileIsFoundNextToTheScenario) {
   write_temp("tessera-graph-next.json", tiny_graph_json(false));
-  const std::string scenario = write_temp(
-      "tessera-scenario-next.json",
-      R"({"name": "g", "topology": "2gpu-unequal", "graph": "tessera-graph-next.json",
+  const std::string scenario =
+      write_temp("tessera-scenario-next.json",
+                 R"({"name": "g", "topology": "2gpu-unequal", "graph": "tessera-graph-next.json",
           "policy": {"pins": [{"tensor": "kq_soft_max-0", "device": "cpu"}]},
           "expect": {"outputs_match_reference": true, "no_race": true,
                      "nodes": [{"node": "kq_soft_max-0", "device": "cpu"}]}})");
@@ -466,7 +469,8 @@ TEST(SimSessionGraph, ACopyIsNotReusedAfterItsSourceWasWrittenInPlace) {
   auto topo = parse_topology(R"({"name": "t", "devices": [
       {"name": "gpu0", "type": "gpu", "memory": "1 MiB", "ops": {"rules": [{"deny": ["SCALE"]}]}},
       {"name": "cpu", "type": "cpu", "wraps": "CPU", "host_visible": true, "memory": "64 MiB",
-       "caps": {"async": false, "events": false}}]})", "t.json");
+       "caps": {"async": false, "events": false}}]})",
+                             "t.json");
   ASSERT_TRUE(topo.ok()) << topo.status().to_string();
   c.topology = topo.value();
   c.graph = GraphSource{graph_to_json(g), "stale-copy"};
@@ -492,7 +496,8 @@ TEST(SimSessionGraph, ACopyIsNotReusedAfterItsSourceWasWrittenInPlace) {
 TEST(SimScenarioRun, SeveralSeedsMustAllPassAndAFailureNamesItsSeed) {
   auto s = parse_scenario(R"({"name": "s", "topology": "1gpu", "model": {"preset": "tiny", "n_layer": 1},
                               "run": {"seed": 40, "seeds": 3, "adversarial": true},
-                              "expect": {"no_race": true, "outputs_match_reference": true}})", "s.json");
+                              "expect": {"no_race": true, "outputs_match_reference": true}})",
+                          "s.json");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(s.value().seeds, 3);
   ScenarioOutcome out = run_scenario(s.value(), &builtin_registry());
@@ -518,12 +523,16 @@ namespace {
 std::string small_graph(const char* w_name, int rows, bool extra) {
   std::string t = R"({"format": "tessera-graph", "version": 1, "tensors": [
     {"id": 0, "name": "x", "type": "f32", "ne": [4, 1], "op": "NONE", "flags": ["input"]},
-    {"id": 1, "name": ")" + std::string(w_name) + R"(", "type": "f32", "ne": [4, )" + std::to_string(rows) + R"(], "op": "NONE"},
-    {"id": 2, "name": "y", "type": "f32", "ne": [)" + std::to_string(rows) + R"(, 1], "op": "MUL_MAT", "src": [1, 0])";
+    {"id": 1, "name": ")" +
+                  std::string(w_name) + R"(", "type": "f32", "ne": [4, )" + std::to_string(rows) + R"(], "op": "NONE"},
+    {"id": 2, "name": "y", "type": "f32", "ne": [)" +
+                  std::to_string(rows) + R"(, 1], "op": "MUL_MAT", "src": [1, 0])";
   if (extra) {
     t += R"(},
-    {"id": 3, "name": "blk.0.b", "type": "f32", "ne": [)" + std::to_string(rows) + R"(, 1], "op": "NONE"},
-    {"id": 4, "name": "z", "type": "f32", "ne": [)" + std::to_string(rows) + R"(, 1], "op": "ADD", "src": [2, 3])";
+    {"id": 3, "name": "blk.0.b", "type": "f32", "ne": [)" +
+         std::to_string(rows) + R"(, 1], "op": "NONE"},
+    {"id": 4, "name": "z", "type": "f32", "ne": [)" +
+         std::to_string(rows) + R"(, 1], "op": "ADD", "src": [2, 3])";
   }
   return t + ", \"flags\": [\"output\"]}]}";
 }
@@ -550,7 +559,7 @@ TEST(SimScenarioParse, ANextGraphAndItsStepsAreRead) {
 }
 
 TEST(SimSessionNextGraph, TheNextGraphComputesWithTheFirstGraphsWeights) {
-  SessionConfig c = graph_config(small_graph("blk.0.w", 8, true), "1gpu");  // y = w·x, z = y + b
+  SessionConfig c = graph_config(small_graph("blk.0.w", 8, true), "1gpu");    // y = w·x, z = y + b
   c.next_graph = GraphSource{small_graph("blk.0.w", 8, false), "next.json"};  // y = w·x only
   c.policy.n_gpu_layers = 1;
   {

@@ -52,7 +52,8 @@ void expect_same_device(const DeviceConfig& a, const DeviceConfig& b) {
   EXPECT_EQ(a.caps.buffer_from_host_ptr, b.caps.buffer_from_host_ptr);
   EXPECT_EQ(a.default_allow, b.default_allow);
   ASSERT_EQ(a.op_rules.size(), b.op_rules.size());
-  for (size_t i = 0; i < a.op_rules.size(); ++i) expect_same_rule(a.op_rules[i], b.op_rules[i], "rule " + std::to_string(i));
+  for (size_t i = 0; i < a.op_rules.size(); ++i)
+    expect_same_rule(a.op_rules[i], b.op_rules[i], "rule " + std::to_string(i));
   EXPECT_EQ(a.offload.enabled, b.offload.enabled);
   EXPECT_EQ(a.offload.min_batch, b.offload.min_batch);
   EXPECT_EQ(a.offload.ops, b.offload.ops);
@@ -111,12 +112,20 @@ const char* const kRequiredPresets[] = {"1gpu", "2gpu-unequal", "gpu-no-fa", "ac
 // Unit parsers
 
 TEST(SimTopologyUnits, SizesInDecimalAndBinaryUnits) {
-  const std::pair<const char*, size_t> cases[] = {
-      {"8 GiB", 8 * GiB},           {"512 MiB", 512 * MiB},       {"1.5 GB", 1500000000},
-      {"4096", 4096},               {"1.5 GiB", 3 * GiB / 2},     {"  2KB ", 2000},
-      {"2kB", 2000},                {"0", 0},                     {"64 B", 64},
-      {"1 TiB", size_t{1} << 40},   {"3 TB", 3000000000000ull},   {"0.5 KiB", 512},
-      {"16383 PiB", 16383ull << 50}, {"18446744073709551615", 18446744073709551615ull}};
+  const std::pair<const char*, size_t> cases[] = {{"8 GiB", 8 * GiB},
+                                                  {"512 MiB", 512 * MiB},
+                                                  {"1.5 GB", 1500000000},
+                                                  {"4096", 4096},
+                                                  {"1.5 GiB", 3 * GiB / 2},
+                                                  {"  2KB ", 2000},
+                                                  {"2kB", 2000},
+                                                  {"0", 0},
+                                                  {"64 B", 64},
+                                                  {"1 TiB", size_t{1} << 40},
+                                                  {"3 TB", 3000000000000ull},
+                                                  {"0.5 KiB", 512},
+                                                  {"16383 PiB", 16383ull << 50},
+                                                  {"18446744073709551615", 18446744073709551615ull}};
   for (const auto& [text, bytes] : cases) {
     Result<size_t> r = parse_size(text);
     ASSERT_TRUE(r.ok()) << text << ": " << r.status().message();
@@ -125,14 +134,19 @@ TEST(SimTopologyUnits, SizesInDecimalAndBinaryUnits) {
 }
 
 TEST(SimTopologyUnits, BadSizesSayWhatWasExpected) {
-  const std::pair<const char*, const char*> cases[] = {
-      {"eight", "expected a size such as"},   {"-5 GiB", "cannot be negative"},
-      {"8 gib", "unknown unit \"gib\""},      {"8 GiBs", "unknown unit"},
-      {"1.3 B", "not a whole number of bytes"}, {"18446744073709551616", "too large"},
-      {"16384 PiB", "too large"},             {"99999999999999999999999999 GiB", "too large"},
-      {"", "expected a size"},                {"1.2.3 GB", "unknown unit"},
-      {"nan GB", "expected a size"},          {"GiB", "expected a size"},
-      {"1e9", "unknown unit"}};
+  const std::pair<const char*, const char*> cases[] = {{"eight", "expected a size such as"},
+                                                       {"-5 GiB", "cannot be negative"},
+                                                       {"8 gib", "unknown unit \"gib\""},
+                                                       {"8 GiBs", "unknown unit"},
+                                                       {"1.3 B", "not a whole number of bytes"},
+                                                       {"18446744073709551616", "too large"},
+                                                       {"16384 PiB", "too large"},
+                                                       {"99999999999999999999999999 GiB", "too large"},
+                                                       {"", "expected a size"},
+                                                       {"1.2.3 GB", "unknown unit"},
+                                                       {"nan GB", "expected a size"},
+                                                       {"GiB", "expected a size"},
+                                                       {"1e9", "unknown unit"}};
   for (const auto& [text, want] : cases) {
     Result<size_t> r = parse_size(text);
     ASSERT_FALSE(r.ok()) << text;
@@ -295,7 +309,8 @@ TEST(SimTopologyPresets, LoadByNameFromAnyDirectoryAndUnknownNames) {
 
 TEST(SimTopologyPresets, PresetErrorsNameThePreset) {
   // A preset is parsed like a file; its source in messages is "<preset NAME>".
-  EXPECT_THAT(error_of(R"({"name": "x"})", "<preset x>"), HasSubstr("<preset x>: devices: expected at least one device"));
+  EXPECT_THAT(error_of(R"({"name": "x"})", "<preset x>"),
+              HasSubstr("<preset x>: devices: expected at least one device"));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -347,8 +362,7 @@ TEST(SimTopologyRoundTrip, EveryFieldSurvives) {
   a.cost.flops_f16 = 3e14;
   a.cost.flops_quant = 123456789.125;
   a.cost.mem_bandwidth = 3.35e12;
-  a.cost.overrides = {CostModel::Override{Op::kSoftMax, -1, -1, 3.0},
-                      CostModel::Override{Op::kMulMat, 7.5, 2e14, -1}};
+  a.cost.overrides = {CostModel::Override{Op::kSoftMax, -1, -1, 3.0}, CostModel::Override{Op::kMulMat, 7.5, 2e14, -1}};
   a.host_bandwidth = 25 * 1073741824.0 + 0.5;
   a.host_latency_us = 12.25;
   DeviceConfig gpu;
@@ -373,7 +387,8 @@ TEST(SimTopologyRoundTrip, EveryFieldSurvives) {
 }
 
 TEST(SimTopologyFormat, OmittedFieldsTakeTheDefaultsOfConfigH) {
-  Result<TopologyConfig> r = parse_topology(R"({"name": "t", "devices": [{"name": "d"}, {"name": "c", "type": "cpu"}]})", "t.json");
+  Result<TopologyConfig> r =
+      parse_topology(R"({"name": "t", "devices": [{"name": "d"}, {"name": "c", "type": "cpu"}]})", "t.json");
   ASSERT_TRUE(r.ok()) << r.status().message();
   DeviceConfig want;
   want.name = "d";
@@ -446,7 +461,8 @@ TEST(SimTopologyErrors, SyntaxErrorsGiveLineAndColumn) {
 TEST(SimTopologyErrors, WrongJsonTypes) {
   EXPECT_THAT(error_of("[1, 2]"), HasSubstr("topo.json: expected a JSON object"));
   EXPECT_THAT(error_of("[1, 2]"), HasSubstr("got an array"));
-  EXPECT_THAT(error_of(R"({"name": 5, "devices": []})"), HasSubstr("topo.json: name: expected a string, got a number (5)"));
+  EXPECT_THAT(error_of(R"({"name": 5, "devices": []})"),
+              HasSubstr("topo.json: name: expected a string, got a number (5)"));
   EXPECT_THAT(error_of(R"({"name": "t", "devices": {}})"),
               HasSubstr("topo.json: devices: expected a list of device objects, got an object"));
   EXPECT_THAT(error_of(R"({"name": "t", "devices": ["gpu0"]})"),
@@ -465,20 +481,24 @@ TEST(SimTopologyErrors, WrongJsonTypes) {
               HasSubstr("devices[0].ops.rules[0].min_batch: expected a whole number >= 0"));
   EXPECT_THAT(error_of(with_gpu(R"("ops": {"default": "maybe"})")),
               HasSubstr("devices[0].ops.default: expected \"allow\" or \"deny\", got a string (\"maybe\")"));
-  EXPECT_THAT(error_of(R"({"name": "t", "devices": [{"name": "x", "type": "tpu"}]})"),
-              HasSubstr("devices[0].type: expected a device type (\"cpu\", \"gpu\", \"igpu\" or \"accel\"), got \"tpu\""));
+  EXPECT_THAT(
+      error_of(R"({"name": "t", "devices": [{"name": "x", "type": "tpu"}]})"),
+      HasSubstr("devices[0].type: expected a device type (\"cpu\", \"gpu\", \"igpu\" or \"accel\"), got \"tpu\""));
   EXPECT_THAT(error_of(with_gpu("", R"(, "links": [{"a": "gpu0", "b": null}])")),
               HasSubstr("links[0].b: expected a string, got null"));
 }
 
 TEST(SimTopologyErrors, UnknownKeysAreRejectedWithTheKnownOnes) {
   const std::string msg = error_of(with_gpu(R"("memroy": "8 GiB")"));
-  EXPECT_THAT(msg, HasSubstr("topo.json: devices[0]: unknown key \"memroy\" (expected one of: name, description, type"));
+  EXPECT_THAT(msg,
+              HasSubstr("topo.json: devices[0]: unknown key \"memroy\" (expected one of: name, description, type"));
   EXPECT_THAT(msg, HasSubstr("did you mean \"memory\"?"));
   EXPECT_THAT(error_of(R"({"name": "t", "device": []})"), HasSubstr("topo.json: unknown key \"device\""));
   EXPECT_THAT(error_of(R"({"name": "t", "device": []})"), HasSubstr("did you mean \"devices\"?"));
-  EXPECT_THAT(error_of(with_gpu(R"("caps": {"asynch": true})")),
-              HasSubstr("devices[0].caps: unknown key \"asynch\" (expected one of: async, events, host_buffer, from_host_ptr)"));
+  EXPECT_THAT(
+      error_of(with_gpu(R"("caps": {"asynch": true})")),
+      HasSubstr(
+          "devices[0].caps: unknown key \"asynch\" (expected one of: async, events, host_buffer, from_host_ptr)"));
   EXPECT_THAT(error_of(with_gpu(R"("cost": {"overrides": [{"op": "ADD", "fixd": "1 us"}]})")),
               HasSubstr("devices[0].cost.overrides[0]: unknown key \"fixd\""));
   EXPECT_THAT(error_of(with_gpu("", R"(, "links": [{"a": "gpu0", "b": "host", "latncy": "1 us"}])")),
@@ -490,7 +510,8 @@ TEST(SimTopologyErrors, UnknownKeysAreRejectedWithTheKnownOnes) {
 TEST(SimTopologyErrors, DuplicateKeysAreRejected) {
   EXPECT_THAT(error_of(with_gpu(R"("memory": "1 GiB", "memory": "2 GiB")")),
               HasSubstr("topo.json: devices[0]: duplicate key \"memory\""));
-  EXPECT_THAT(error_of(R"({"name": "a", "name": "b", "devices": []})"), HasSubstr("topo.json: top level: duplicate key \"name\""));
+  EXPECT_THAT(error_of(R"({"name": "a", "name": "b", "devices": []})"),
+              HasSubstr("topo.json: top level: duplicate key \"name\""));
   EXPECT_THAT(error_of(with_gpu(R"("ops": {"rules": [{"allow": []}, {"deny": [], "note": "x", "note": "y"}]})")),
               HasSubstr("topo.json: devices[0].ops.rules[1]: duplicate key \"note\""));
 }
@@ -538,8 +559,9 @@ TEST(SimTopologyErrors, SemanticRules) {
   EXPECT_THAT(error_of(R"({"name": "t", "devices": [{"type": "cpu"}]})"),
               HasSubstr("topo.json: devices[0]: missing required key \"name\""));
   EXPECT_THAT(error_of(R"({"name": "t"})"), HasSubstr("topo.json: devices: expected at least one device"));
-  EXPECT_THAT(error_of(R"({"name": "t", "devices": [{"name": "gpu0"}, {"name": "GPU0"}, {"name": "c", "type": "cpu"}]})"),
-              HasSubstr("topo.json: devices[1].name: duplicate device name \"GPU0\" (devices[0] is \"gpu0\""));
+  EXPECT_THAT(
+      error_of(R"({"name": "t", "devices": [{"name": "gpu0"}, {"name": "GPU0"}, {"name": "c", "type": "cpu"}]})"),
+      HasSubstr("topo.json: devices[1].name: duplicate device name \"GPU0\" (devices[0] is \"gpu0\""));
   EXPECT_THAT(error_of(R"({"name": "t", "devices": [{"name": "c", "type": "cpu"}, {"name": "gpu0"}]})"),
               HasSubstr("topo.json: devices[0].type: only the last device may be of type \"cpu\""));
   EXPECT_THAT(error_of(R"({"name": "t", "devices": [{"name": "gpu0"}]})"),
@@ -549,7 +571,8 @@ TEST(SimTopologyErrors, SemanticRules) {
   EXPECT_THAT(error_of(with_gpu(R"("alignment": 0)")), HasSubstr("devices[0].alignment: expected a power of two"));
   EXPECT_THAT(error_of(with_gpu(R"("memory": "0 GiB")")), HasSubstr("devices[0].memory: expected a memory size > 0"));
   EXPECT_THAT(error_of(with_gpu(R"("max_alloc": 0)")), HasSubstr("devices[0].max_alloc: expected a size > 0"));
-  EXPECT_THAT(error_of(with_gpu(R"("cost": {"bandwidth": 0})")), HasSubstr("devices[0].cost.bandwidth: expected a bandwidth > 0"));
+  EXPECT_THAT(error_of(with_gpu(R"("cost": {"bandwidth": 0})")),
+              HasSubstr("devices[0].cost.bandwidth: expected a bandwidth > 0"));
   EXPECT_THAT(error_of(with_gpu(R"("ops": {"rules": [{"allow": [], "deny": []}]})")),
               HasSubstr("devices[0].ops.rules[0]: a rule needs exactly one of \"allow\" or \"deny\""));
   EXPECT_THAT(error_of(with_gpu(R"("ops": {"rules": [{"note": "x"}]})")), HasSubstr("exactly one of"));
@@ -559,7 +582,8 @@ TEST(SimTopologyErrors, SemanticRules) {
               HasSubstr("devices[0].cost.overrides[0]: missing required key \"op\""));
   EXPECT_THAT(error_of(R"({"name": "t", "devices": [{"name": "host"}, {"name": "c", "type": "cpu"}]})"),
               HasSubstr("devices[0].name: \"host\" is reserved"));
-  EXPECT_THAT(error_of(R"({"name": "", "devices": [{"name": "c", "type": "cpu"}]})"), HasSubstr("topo.json: name: expected a non-empty"));
+  EXPECT_THAT(error_of(R"({"name": "", "devices": [{"name": "c", "type": "cpu"}]})"),
+              HasSubstr("topo.json: name: expected a non-empty"));
 }
 
 TEST(SimTopologyErrors, BadLinks) {
@@ -571,23 +595,27 @@ TEST(SimTopologyErrors, BadLinks) {
               HasSubstr("topo.json: links[1]: a second link between \"cpu\" and \"gpu0\" (links[0]"));
   EXPECT_THAT(error_of(with_gpu("", R"(, "links": [{"a": "gpu0", "b": "host", "bandwidth": "0 GB/s"}])")),
               HasSubstr("topo.json: links[0].bandwidth: expected a bandwidth > 0"));
-  EXPECT_THAT(error_of(with_gpu("", R"(, "links": [{"b": "host"}])")), HasSubstr("links[0]: missing required key \"a\""));
+  EXPECT_THAT(error_of(with_gpu("", R"(, "links": [{"b": "host"}])")),
+              HasSubstr("links[0]: missing required key \"a\""));
 }
 
 TEST(SimTopologyErrors, FilesNameThePathAndTheReason) {
   Result<TopologyConfig> missing = load_topology_file("/nonexistent-dir/topo.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent-dir/topo.json: cannot open the topology file: No such file"));
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("/nonexistent-dir/topo.json: cannot open the topology file: No such file"));
   Result<TopologyConfig> via_load = load_topology("/nonexistent-dir/topo.json");
   ASSERT_FALSE(via_load.ok());
   EXPECT_THAT(via_load.status().message(), HasSubstr("/nonexistent-dir/topo.json: cannot open"));
 
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tessera_topo_" + std::to_string(getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tessera_topo_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   Result<TopologyConfig> directory = load_topology_file(dir.string());
   ASSERT_FALSE(directory.ok());
-  EXPECT_THAT(directory.status().message(), HasSubstr(dir.string() + ": cannot read the topology file: it is a directory"));
+  EXPECT_THAT(directory.status().message(),
+              HasSubstr(dir.string() + ": cannot read the topology file: it is a directory"));
 
   const std::string good = (dir / "good.json").string(), bad = (dir / "bad.json").string();
   std::ofstream(good) << topology_preset_text("1gpu");

@@ -287,8 +287,8 @@ TEST(LlamaBuilder, CacheRowsAreWritten) {
   const size_t first_new = static_cast<size_t>(c.kv_len() - c.n_tokens);
   for (size_t slot = 0; slot < static_cast<size_t>(c.n_ctx); ++slot) {
     const bool written = slot >= first_new && slot < first_new + static_cast<size_t>(c.n_tokens);
-    const bool same = std::equal(before->begin() + slot * row, before->begin() + (slot + 1) * row,
-                                 after->begin() + slot * row);
+    const bool same =
+        std::equal(before->begin() + slot * row, before->begin() + (slot + 1) * row, after->begin() + slot * row);
     EXPECT_EQ(same, !written) << "slot " << slot;
   }
 }

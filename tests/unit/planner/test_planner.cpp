@@ -222,9 +222,9 @@ TEST(Planner, InPlaceOnlyForASingleUseSourceWithTheSameLayout) {
   Tensor* x = ctx.new_tensor_1d(Type::kF32, 64);
   set_input(*x);
   Tensor* a = scale(ctx, x, 2.0f);  // x used twice (by a and c): a cannot take x's memory
-  Tensor* b = silu(ctx, a);          // a used once: b takes a's memory
-  Tensor* c = add(ctx, b, x);        // b used once, same layout: c takes b's memory
-  Tensor* d = sum_rows(ctx, c);      // different layout, not in place
+  Tensor* b = silu(ctx, a);         // a used once: b takes a's memory
+  Tensor* c = add(ctx, b, x);       // b used once, same layout: c takes b's memory
+  Tensor* d = sum_rows(ctx, c);     // different layout, not in place
   set_output(*d);
   Graph g;
   ASSERT_TRUE(g.build_forward(d).ok());
@@ -242,17 +242,16 @@ TEST(Planner, InPlaceOnlyForASingleUseSourceWithTheSameLayout) {
 // Each packing is checked on its own: kBest would hide a leak in the online walk behind the offline packing,
 // which sizes blocks from their lifetimes. The expected peaks are worked out by hand below.
 TEST(Planner, InPlaceOfASmallerViewFreesTheWholeBlockOfItsRoot) {
-  for (auto packing : {GraphPlanner::Packing::kOnline, GraphPlanner::Packing::kOffline,
-                         GraphPlanner::Packing::kBest}) {
+  for (auto packing : {GraphPlanner::Packing::kOnline, GraphPlanner::Packing::kOffline, GraphPlanner::Packing::kBest}) {
     SCOPED_TRACE(static_cast<int>(packing));
     Context ctx({.no_alloc = true});
     Tensor* x = ctx.new_tensor_1d(Type::kF32, 256);  // 1 KiB, INPUT: lives throughout
     set_input(*x);
-    Tensor* a = scale(ctx, x, 2.0f);                 // 1 KiB block
-    Tensor* v = view_1d(ctx, a, 64, 0);              // its first 256 bytes; a has no other user
-    Tensor* n = scale(ctx, v, 3.0f);                 // in place of v: takes a's whole 1 KiB block
-    Tensor* m = sum_rows(ctx, n);                    // 4 bytes; n dies here and its block is free again
-    Tensor* c = add(ctx, x, m);                      // 1 KiB: fits exactly where a's block was
+    Tensor* a = scale(ctx, x, 2.0f);     // 1 KiB block
+    Tensor* v = view_1d(ctx, a, 64, 0);  // its first 256 bytes; a has no other user
+    Tensor* n = scale(ctx, v, 3.0f);     // in place of v: takes a's whole 1 KiB block
+    Tensor* m = sum_rows(ctx, n);        // 4 bytes; n dies here and its block is free again
+    Tensor* c = add(ctx, x, m);          // 1 KiB: fits exactly where a's block was
     set_output(*c);
     ASSERT_TRUE(ctx.ok()) << ctx.status().message();
     Graph g;
@@ -275,10 +274,10 @@ TEST(Planner, OutputsAreNeverReusedAndInputsExistBeforeTheFirstNode) {
   Context ctx({.no_alloc = true});
   Tensor* x = ctx.new_tensor_1d(Type::kF32, 64);
   Tensor* a = scale(ctx, x, 2.0f);
-  set_output(*a);                   // an intermediate result the caller wants to read afterwards
-  Tensor* b = silu(ctx, a);         // a has one use and the same layout, but is an OUTPUT: no in place
+  set_output(*a);            // an intermediate result the caller wants to read afterwards
+  Tensor* b = silu(ctx, a);  // a has one use and the same layout, but is an OUTPUT: no in place
   Tensor* late = ctx.new_tensor_1d(Type::kF32, 64);
-  set_input(*late);                 // an input used only at the end
+  set_input(*late);  // an input used only at the end
   Tensor* c = add(ctx, b, late);
   Tensor* e = scale(ctx, c, 3.0f);
   Graph g;
@@ -297,7 +296,7 @@ TEST(Planner, ViewsKeepTheirSourceAliveUntilTheirLastUse) {
   set_input(*x);
   Tensor* a = scale(ctx, x, 2.0f);
   Tensor* v = view_1d(ctx, a, 16, a->nb[1]);  // row 1 of a
-  Tensor* b = silu(ctx, x);                    // must not take a's memory while v is pending
+  Tensor* b = silu(ctx, x);                   // must not take a's memory while v is pending
   Tensor* c = add(ctx, ctx.new_tensor_1d(Type::kF32, 16), v);
   Tensor* d = add(ctx, view_1d(ctx, b, 16, 0), c);
   set_output(*d);
@@ -612,8 +611,7 @@ struct OutsideSource {
 // and placing the same graph again keeps every tensor where it is. Worked out by hand: x (pinned) 1 KiB, copy 1 KiB,
 // s one alignment unit, then c in the block copy left: 2 KiB + s.
 TEST(Planner, ASourceReplacedByATensorOutsideTheGraphIsPlacedWithItsUserAndFreedAfterIt) {
-  for (auto packing : {GraphPlanner::Packing::kOnline, GraphPlanner::Packing::kOffline,
-                         GraphPlanner::Packing::kBest}) {
+  for (auto packing : {GraphPlanner::Packing::kOnline, GraphPlanner::Packing::kOffline, GraphPlanner::Packing::kBest}) {
     SCOPED_TRACE(static_cast<int>(packing));
     OutsideSource o;
     GraphPlanner ga(cpu::buffer_type());
@@ -679,8 +677,7 @@ TEST(Planner, AnOutsideSourceWhoseUserComputesInPlaceOfItIsPlaced) {
 // first user may share its bytes. Here `a` dies (in place into b) before the copy's user d runs; a block freed by the
 // walk must not go to the copy.
 TEST(Planner, AnOutsideSourceIsLiveFromTheStartLikeALeaf) {
-  for (auto packing : {GraphPlanner::Packing::kOnline, GraphPlanner::Packing::kOffline,
-                         GraphPlanner::Packing::kBest}) {
+  for (auto packing : {GraphPlanner::Packing::kOnline, GraphPlanner::Packing::kOffline, GraphPlanner::Packing::kBest}) {
     SCOPED_TRACE(static_cast<int>(packing));
     Context ctx({.no_alloc = true});
     Tensor* x = ctx.new_tensor_1d(Type::kF32, 64);

@@ -229,9 +229,8 @@ inline void expect_inputs_foreign(const Scheduler& s, int max_inputs) {
       EXPECT_FALSE(e.is_copy) << in->name;
       const Buffer* b = tensor_buffer(*in);
       ASSERT_NE(b, nullptr) << in->name << " is not placed";
-      EXPECT_FALSE(sb->supports_buft(*b->type()))
-          << "input " << in->name << " of split " << k << " is in " << b->type()->name() << ", usable by "
-          << sb->name();
+      EXPECT_FALSE(sb->supports_buft(*b->type())) << "input " << in->name << " of split " << k << " is in "
+                                                  << b->type()->name() << ", usable by " << sb->name();
       EXPECT_TRUE(seen.insert({in, sp.backend}).second)
           << in->name << " is an input of two splits on " << sb->name() << " (the copy must be reused)";
     }
@@ -274,7 +273,8 @@ inline std::vector<Tensor*> layer_stack(Net& n, const std::vector<BufferType*>& 
     Tensor* w2 = n.weight("blk." + std::to_string(l) + ".w2", d, d, b, Type::kQ8_0);
     Tensor* nr = Net::named(rms_norm(c, h, 1e-5f), "norm." + std::to_string(l));
     Tensor* q = Net::named(mul_mat(c, w1, reshape_2d(c, nr, d, tokens)), "q." + std::to_string(l));
-    Tensor* r = Net::named(rope(c, reshape_3d(c, q, d, 1, tokens), pos, static_cast<int>(d)), "rope." + std::to_string(l));
+    Tensor* r =
+        Net::named(rope(c, reshape_3d(c, q, d, 1, tokens), pos, static_cast<int>(d)), "rope." + std::to_string(l));
     Tensor* p = Net::named(soft_max(c, reshape_2d(c, r, d, tokens), nullptr, 0.5f), "sm." + std::to_string(l));
     Tensor* f = Net::named(silu(c, mul_mat(c, w2, p)), "ffn." + std::to_string(l));
     h = Net::named(add(c, h, reshape_3d(c, f, d, 1, tokens)), "res." + std::to_string(l));

@@ -5,7 +5,8 @@
 //
 // Default topology: backends [GPU0, GPU1, CPU] (the last is the CPU fallback), each with its own compute buffer type
 // (GPU0_buf, GPU1_buf: not host; CPU_buf: host). Each GPU supports only its own compute buffer type, the CPU also
-// CPU_REPACK_buf (not host) and PINNED_buf (host); every backend supports every op until a test says otherwise (refuse(), allow_buft(), offload, share_gpu0_compute_buft(), ...).
+// CPU_REPACK_buf (not host) and PINNED_buf (host); every backend supports every op until a test says otherwise
+// (refuse(), allow_buft(), offload, share_gpu0_compute_buft(), ...).
 #pragma once
 
 #include <gmock/gmock.h>
@@ -174,9 +175,9 @@ class SchedPassFixture : public ::testing::Test {
     const int b = plan.backend_of(t);
     const Cause c = plan.cause_of(t);
     if (b == backend && c == cause) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << (t != nullptr ? t->name : "(null)") << ": expected "
-                                         << bname(backend) << " [" << cause_name(cause) << "], got " << bname(b)
-                                         << " [" << cause_name(c) << "]";
+    return ::testing::AssertionFailure() << (t != nullptr ? t->name : "(null)") << ": expected " << bname(backend)
+                                         << " [" << cause_name(cause) << "], got " << bname(b) << " [" << cause_name(c)
+                                         << "]";
   }
   ::testing::AssertionResult Unassigned(const Tensor* t) const { return Assigned(t, -1, Cause::kUnassigned); }
   std::string bname(int b) const { return b >= 0 && b < n_backends() ? names[static_cast<size_t>(b)] : "none"; }
@@ -187,8 +188,8 @@ class SchedPassFixture : public ::testing::Test {
     for (const Tensor* n : graph.nodes()) {
       if (plan.backend_of(n) < 0) return ::testing::AssertionFailure() << "node " << n->name << " unassigned";
       if (!op_is_view(n->op) && n->op != Op::kNone && !bs.supports_op(plan.backend_of(n), *n)) {
-        return ::testing::AssertionFailure() << "node " << n->name << " on " << bname(plan.backend_of(n))
-                                             << " which refuses " << op_name(n->op);
+        return ::testing::AssertionFailure()
+               << "node " << n->name << " on " << bname(plan.backend_of(n)) << " which refuses " << op_name(n->op);
       }
       for (const Tensor* s : n->src) {
         if (s != nullptr && plan.backend_of(s) < 0) {
@@ -211,7 +212,8 @@ class SchedPassFixture : public ::testing::Test {
 
   std::vector<std::string> names{"GPU0", "GPU1", "CPU"};
   std::vector<BufferType*> compute{&gpu0_buft, &gpu1_buft, &cpu_buft};
-  std::vector<std::set<const BufferType*>> usable_bufts{{&gpu0_buft}, {&gpu1_buft}, {&cpu_buft, &cpu_repack_buft, &pinned_buft}};
+  std::vector<std::set<const BufferType*>> usable_bufts{
+      {&gpu0_buft}, {&gpu1_buft}, {&cpu_buft, &cpu_repack_buft, &pinned_buft}};
   std::vector<std::set<Op>> refused_ops{{}, {}, {}};
   std::vector<std::set<const Tensor*>> refused_tensors{{}, {}, {}};
   std::vector<std::set<Op>> offload_ops{{}, {}, {}};

@@ -71,8 +71,8 @@ TEST_F(SchedPass1, ViewsAndViewsOfViewsTakeTheirSourcesBufferBackend) {
   Tensor* kv = tensor("kv");
   // views created before their source is allocated: view_init gives them the buffer
   Tensor* v1 = named(view_2d(ctx, kv, 8, 4, kv->nb[1], 0), "v1");
-  Tensor* v2 = named(reshape_1d(ctx, v1, 32), "v2");       // view of a view
-  Tensor* v3 = named(reshape_2d(ctx, v2, 4, 8), "v3");     // view of a view of a view
+  Tensor* v2 = named(reshape_1d(ctx, v1, 32), "v2");    // view of a view
+  Tensor* v3 = named(reshape_2d(ctx, v2, 4, 8), "v3");  // view of a view of a view
   Tensor* v4 = named(transpose(ctx, v3), "v4");
   Tensor* out = named(cont(ctx, v4), "out");
   place(gpu1_buft, {kv});
@@ -96,7 +96,7 @@ TEST_F(SchedPass1, ViewSrcIsTheHighestPriorityBackendSupportingTheBufferTypeAndT
   Tensor* cache = tensor("cache");
   place(cpu_buft, {cache});
   // created after the allocation: the views already carry the buffer
-  Tensor* store = named(cpy(ctx, x, cache), "store");       // CPY: a computing op whose result is a view of cache
+  Tensor* store = named(cpy(ctx, x, cache), "store");  // CPY: a computing op whose result is a view of cache
   Tensor* look = named(view_1d(ctx, cache, 16, 0), "look");
   Tensor* out = named(add(ctx, store, x), "out");
   build({out, look});
@@ -292,7 +292,7 @@ TEST_F(SchedPass1, OffloadRequiresSupportsOp) {
   build({y, z});
   ASSERT_TRUE(run().ok());
   EXPECT_TRUE(Assigned(y, kGpu1, Cause::kOpOffload));  // GPU0 wants it but refuses it: the next one
-  EXPECT_TRUE(Assigned(z, kCpu, Cause::kWeight));    // only GPU0 wants it, and it refuses it: stays on the CPU
+  EXPECT_TRUE(Assigned(z, kCpu, Cause::kWeight));      // only GPU0 wants it, and it refuses it: stays on the CPU
 }
 
 // Anchor defect (docs/scheduler.md): offload from a weight buffer that is not host memory, though a CPU buffer type.
@@ -443,7 +443,6 @@ TEST_F(SchedPass1, EverythingElseStaysUnassigned) {
   for (const Tensor* t : {a, b, s, v, out}) EXPECT_TRUE(Unassigned(t));
 }
 
-
 // ---- numbering: the graph's recorded positions are checked against the pointers ----
 
 // The plan numbers sources by the positions the graph recorded when it was built; a source replaced by hand since
@@ -533,14 +532,14 @@ TEST_P(SchedPass1Questions, EveryCapabilityQuestionIsAskedAtMostOncePerSplit) {
   weights(gpu1_buft, {w_gpu1});
   place(gpu1_buft, {cache});
   Tensor* x = input("x");
-  Tensor* h1 = named(mul_mat(ctx, w_cpu, x), "h1");     // offloaded to GPU1
-  Tensor* h2 = named(mul(ctx, h1, w_gpu0), "h2");       // GPU0 by its weight
-  Tensor* h3 = named(soft_max(ctx, h2), "h3");          // refused by both GPUs: the CPU
+  Tensor* h1 = named(mul_mat(ctx, w_cpu, x), "h1");  // offloaded to GPU1
+  Tensor* h2 = named(mul(ctx, h1, w_gpu0), "h2");    // GPU0 by its weight
+  Tensor* h3 = named(soft_max(ctx, h2), "h3");       // refused by both GPUs: the CPU
   Tensor* h4 = named(scale(ctx, h3, 0.5f), "h4");
   Tensor* kv = named(view_2d(ctx, cache, 8, 4, cache->nb[1], 0), "kv");
   Tensor* h5 = named(mul_mat(ctx, kv, h4), "h5");
-  Tensor* h6 = named(add(ctx, h5, w_gpu1), "h6");       // GPU1 by its weight
-  Tensor* h7 = named(scale(ctx, h6, 2.0f), "h7");       // GPU1 refuses SCALE
+  Tensor* h6 = named(add(ctx, h5, w_gpu1), "h6");  // GPU1 by its weight
+  Tensor* h7 = named(scale(ctx, h6, 2.0f), "h7");  // GPU1 refuses SCALE
   Tensor* out = named(mul(ctx, h7, w_out), "out");
   build(out);
   plan.set(h4, kGpu0, Cause::kPinned);

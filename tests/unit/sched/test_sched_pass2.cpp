@@ -34,7 +34,7 @@ TEST_F(SchedPass2, GpuRunGrowsForwardThenBackwardOverTheChain) {
   run();
   EXPECT_TRUE(Assigned(n[0], kGpu1, Cause::kExpanded));  // sweep 2 (backward)
   EXPECT_TRUE(Assigned(n[1], kGpu1, Cause::kExpanded));
-  EXPECT_TRUE(Assigned(n[2], kGpu1, Cause::kWeight));  // assigned nodes are never changed
+  EXPECT_TRUE(Assigned(n[2], kGpu1, Cause::kWeight));    // assigned nodes are never changed
   EXPECT_TRUE(Assigned(n[3], kGpu1, Cause::kExpanded));  // sweep 1 (forward)
   EXPECT_TRUE(Assigned(n[5], kGpu1, Cause::kExpanded));
   EXPECT_TRUE(Unassigned(x));  // leafs are not expanded into
@@ -83,7 +83,7 @@ TEST_F(SchedPass2, UnsupportedNodeStaysUnassignedAndCurrentIsKept) {
   refuse_tensor(kGpu0, n[5]);
   refuse_tensor(kGpu1, n[1]);  // GPU1 would not get it anyway: the current backend is GPU0
   run();
-  EXPECT_TRUE(Unassigned(n[1]));  // GPU0 refuses it; expansion never picks another backend
+  EXPECT_TRUE(Unassigned(n[1]));                         // GPU0 refuses it; expansion never picks another backend
   EXPECT_TRUE(Assigned(n[2], kGpu0, Cause::kExpanded));  // GPU0 is still current after the refused node
   EXPECT_TRUE(Assigned(n[3], kGpu0, Cause::kExpanded));
   EXPECT_TRUE(Assigned(n[4], kGpu0, Cause::kExpanded));

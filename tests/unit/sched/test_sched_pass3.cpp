@@ -85,7 +85,7 @@ TEST_F(SchedPass3, ViewSourceCountsThroughItsViewSrcAndViewsAreSkipped) {
   build(n);
   plan.set(n0, kGpu1, Cause::kWeight);
   run();
-  EXPECT_TRUE(Unassigned(v));                     // a view op: left for pass 4
+  EXPECT_TRUE(Unassigned(v));                            // a view op: left for pass 4
   EXPECT_TRUE(Assigned(n, kGpu1, Cause::kMostSources));  // v counts for GPU1 through n0's backend
 }
 
@@ -168,7 +168,7 @@ TEST_F(SchedPass3, NoUpgradeWhenASourceIsInABufferTypeTheHigherBackendCannotUse)
   plan.set(y, kGpu1, Cause::kWeight);
   plan.set(z, kGpu1, Cause::kExpanded);
   run();
-  EXPECT_TRUE(Assigned(y, kGpu1, Cause::kWeight));   // w's buffer type is not GPU0's
+  EXPECT_TRUE(Assigned(y, kGpu1, Cause::kWeight));    // w's buffer type is not GPU0's
   EXPECT_TRUE(Assigned(z, kGpu0, Cause::kUpgraded));  // y lives in GPU1's compute type, shared with GPU0
 }
 

@@ -156,8 +156,8 @@ TEST_F(SchedPass4, EveryWriterOfADestinationRunsWhereItLives) {
   Tensor* out = named(scale(ctx, c2, 1.0f), "out");
   build(out);
   plan.set(a, kGpu0, Cause::kMostSources);
-  plan.set(c1, kGpu0, Cause::kExpanded);  // the destination is first met here: it would go to GPU0
-  plan.set(c2, kCpu, Cause::kMostSources);     // GPU0 refuses SET_ROWS
+  plan.set(c1, kGpu0, Cause::kExpanded);    // the destination is first met here: it would go to GPU0
+  plan.set(c2, kCpu, Cause::kMostSources);  // GPU0 refuses SET_ROWS
   plan.set(out, kCpu, Cause::kExpanded);
   ASSERT_TRUE(run().ok());
   EXPECT_EQ(plan.backend_of(cache), kCpu);

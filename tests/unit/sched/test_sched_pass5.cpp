@@ -233,13 +233,14 @@ TEST_P(SchedPass5Limit, NoSplitExceedsTheLimitAndSplitsOnlyWhenTheNextNodeWouldO
       const Tensor* first = n.graph.node(splits[k].i_start);
       int brought = 0;
       for (const Tensor* src : user_sources[splits[k].i_start]) {
-        if (src != nullptr && std::find(splits[k].inputs.begin(), splits[k].inputs.end(), src) != splits[k].inputs.end()) {
+        if (src != nullptr &&
+            std::find(splits[k].inputs.begin(), splits[k].inputs.end(), src) != splits[k].inputs.end()) {
           ++brought;
         }
       }
       EXPECT_GT(static_cast<int>(splits[k - 1].inputs.size()) + brought, max_inputs)
-          << "split " << k << " starts at " << first->name << " although its " << brought
-          << " new inputs fit in split " << k - 1 << " (" << splits[k - 1].inputs.size() << " inputs)";
+          << "split " << k << " starts at " << first->name << " although its " << brought << " new inputs fit in split "
+          << k - 1 << " (" << splits[k - 1].inputs.size() << " inputs)";
     }
   }
   EXPECT_EQ(gpu_inputs.size(), static_cast<size_t>(n_cpu) + 1) << "x and every CPU tensor, each copied once";
@@ -270,8 +271,8 @@ TEST(SchedPass5, SplitsOfAnEarlierGraphLeaveNothingBehind) {
   auto names = [](const Scheduler& s) {
     std::vector<std::string> out;
     for (const auto& sp : s.splits()) {
-      std::string line = std::to_string(sp.backend) + " [" + std::to_string(sp.i_start) + ", " +
-                         std::to_string(sp.i_end) + "):";
+      std::string line =
+          std::to_string(sp.backend) + " [" + std::to_string(sp.i_start) + ", " + std::to_string(sp.i_end) + "):";
       for (const Tensor* t : sp.inputs) line += std::string(" ") + t->name;
       out.push_back(line);
     }
@@ -342,7 +343,7 @@ TEST(SchedPass5, NodeBringingSeveralInputsToANearlyFullSplitStartsANewOne) {
     }
     Tensor* h = Net::named(mul_mat(c, n.weight("wg", 16, 16, rig.gbuf()), n.input("x", 16, 4)), "h0");  // +1: x
     for (int l = 0; l < 8; l += 2) h = Net::named(add(c, h, mul(c, cs[l], cs[l + 1])), "h." + std::to_string(l));  // +8
-    Tensor* fa = Net::named(flash_attn_ext(c, cs[8], cs[9], cs[10], nullptr, 0.5f), "fa");  // +3
+    Tensor* fa = Net::named(flash_attn_ext(c, cs[8], cs[9], cs[10], nullptr, 0.5f), "fa");                         // +3
     roots.push_back(n.output(add(c, h, reshape_3d(c, fa, 16, 4, 1)), "out"));
     return roots;
   };

@@ -303,9 +303,9 @@ TEST(SchedulerExecErrors, WeightInABufferNoBackendCanUseIsAnErrorNotACrash) {
   ASSERT_TRUE(sched.ok());
   Status s = (*sched)->alloc_graph(m.graph);
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr("'blk."));  // names the tensor,
+  EXPECT_THAT(s.message(), HasSubstr("'blk."));                 // names the tensor,
   EXPECT_THAT(s.message(), HasSubstr("buffer type GPU7_buf"));  // its buffer
-  EXPECT_THAT(s.message(), HasSubstr("op NONE"));  // and the op
+  EXPECT_THAT(s.message(), HasSubstr("op NONE"));               // and the op
   EXPECT_EQ((*sched)->graph_compute(m.graph), ComputeStatus::kFailed);
   // the user's graph is intact
   for (Tensor* n : m.graph.nodes()) {

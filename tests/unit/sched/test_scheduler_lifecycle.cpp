@@ -270,7 +270,8 @@ static void growing_graphs_alternately(bool parallel) {
       }
       n.set_inputs(round);
       if (s->graph_compute(n.graph) != ComputeStatus::kSuccess) {
-        std::fprintf(stderr, "round %u, graph %c: compute: %s\n", round, which == 0 ? 'a' : 'b', s->last_error().c_str());
+        std::fprintf(stderr, "round %u, graph %c: compute: %s\n", round, which == 0 ? 'a' : 'b',
+                     s->last_error().c_str());
         std::exit(2);
       }
       if (n.read_outputs() != cpu_reference(which == 0 ? small : large, which == 0 ? 8 : 9, round)) {
@@ -550,8 +551,9 @@ TEST(SchedulerLifecycle, ExplainNodesLeafsAndCopies) {
     Cause cause;
     int split;
   };
-  for (const Want& w : {Want{"c", 1, Cause::kMostSources, 0}, Want{"g1", 0, Cause::kWeight, 1}, Want{"s", 1, Cause::kMostSources, 2},
-                        Want{"g2", 0, Cause::kExpanded, 3}, Want{"out", 0, Cause::kPinned, 3}}) {
+  for (const Want& w :
+       {Want{"c", 1, Cause::kMostSources, 0}, Want{"g1", 0, Cause::kWeight, 1}, Want{"s", 1, Cause::kMostSources, 2},
+        Want{"g2", 0, Cause::kExpanded, 3}, Want{"out", 0, Cause::kPinned, 3}}) {
     const TensorExplain e = s->explain(find_node(n.graph, w.name));
     EXPECT_EQ(e.backend, w.backend) << w.name;
     EXPECT_EQ(e.backend_name, w.backend == 0 ? "GPU0" : "CPU") << w.name;

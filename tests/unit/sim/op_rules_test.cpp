@@ -166,7 +166,7 @@ TEST(SimOpRules, Src0TypesIsTheTypeOfTheFirstSource) {
 TEST(SimOpRules, Src1TypesIsTheTypeOfTheSecondSource) {
   Nodes n;
   Tensor* mm = n.mul_mat_node(Type::kQ4_0, 64, 16, 8);  // src1 f32
-  Tensor* gr = n.get_rows_node(64, 4);                   // src0 q8_0, src1 i32, dst f32
+  Tensor* gr = n.get_rows_node(64, 4);                  // src0 q8_0, src1 i32, dst f32
   OpRule r;
   r.src1_types = {Type::kF32};
   EXPECT_TRUE(rule_matches(r, *mm));
@@ -207,7 +207,7 @@ TEST(SimOpRules, MinBatchIsInclusiveAndZeroIsUnset) {
   r.min_batch = 32;  // batch >= 32
   EXPECT_FALSE(rule_matches(r, *b31));
   EXPECT_TRUE(rule_matches(r, *b32));
-  r.min_batch = 0;  // unset
+  r.min_batch = 0;                                  // unset
   EXPECT_TRUE(rule_matches(r, *n.scale_node(64)));  // batch 1
   // MUL_MAT_ID: 2 used experts, 5 tokens -> batch 5. min 5 matches, min 6 does not (ne[1] = 2 would fail both).
   Tensor* mmid = n.mul_mat_id_node(64, 16, 4, 2, 5);
@@ -335,8 +335,8 @@ TEST(SimOpRules, AMatchingRuleOverridesTheDefaultBothWays) {
 
 TEST(SimOpRules, FirstMatchingRuleDecides) {
   Nodes n;
-  Tensor* small = n.mul_mat_node(Type::kF32, 64, 16, 8);   // batch 8
-  Tensor* big = n.mul_mat_node(Type::kF32, 64, 16, 16);    // batch 16
+  Tensor* small = n.mul_mat_node(Type::kF32, 64, 16, 8);  // batch 8
+  Tensor* big = n.mul_mat_node(Type::kF32, 64, 16, 16);   // batch 16
   OpRule deny_big = rule(false, {Op::kMulMat});
   deny_big.min_batch = 16;
   const OpRule allow_mm = rule(true, {Op::kMulMat});
@@ -424,7 +424,7 @@ TEST(SimOpRules, OffloadMinBatchIsInclusive) {
 TEST(SimOpRules, OffloadOpsListLimitsTheOpsAndEmptyMeansAny) {
   Nodes n;
   Tensor* mm = n.mul_mat_node(Type::kF32, 64, 16, 32);  // batch 32
-  Tensor* ad = n.add_node(64, 32);                       // batch 32
+  Tensor* ad = n.add_node(64, 32);                      // batch 32
   // {MUL_MAT}: the MUL_MAT yes, the ADD no (same batch).
   DeviceConfig only_mm = with_offload(true, 32, {Op::kMulMat});
   EXPECT_TRUE(offload_wanted(only_mm, *mm));

@@ -1,5 +1,5 @@
-// Simulated devices (docs/simulator.md): memory capacity and accounting, host visibility, capabilities, the kernels' limits on
-// op support (the op rules themselves: op_rules_test.cpp), the cost model and link pricing, injected faults,
+// Simulated devices (docs/simulator.md): memory capacity and accounting, host visibility, capabilities, the kernels'
+// limits on op support (the op rules themselves: op_rules_test.cpp), the cost model and link pricing, injected faults,
 // metadata-only mode, the checks a real device would fail on, registration in a registry and determinism. Expected
 // values are computed by hand from the configuration.
 #include <gmock/gmock.h>

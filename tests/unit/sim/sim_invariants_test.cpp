@@ -1,6 +1,6 @@
-// The simulator's invariant checks of debug and sanitizer builds (TS_DEBUG_ASSERT, TESSERA_CHECK_INVARIANTS): the clock,
-// the queue and memory. Each is shown to abort on a simulator state corrupted by hand, naming the invariant, the device
-// or command and the seed; in builds without the checks those tests are skipped and say why.
+// The simulator's invariant checks of debug and sanitizer builds (TS_DEBUG_ASSERT, TESSERA_CHECK_INVARIANTS): the
+// clock, the queue and memory. Each is shown to abort on a simulator state corrupted by hand, naming the invariant, the
+// device or command and the seed; in builds without the checks those tests are skipped and say why.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -39,10 +39,10 @@ struct SimRig {
   Simulator::Impl* impl() const { return sim->impl(); }
 };
 
-#define SKIP_WITHOUT_CHECKS()                                                                      \
-  do {                                                                                             \
-    if constexpr (!kCheckInvariants) GTEST_SKIP() << "built without TESSERA_CHECK_INVARIANTS";    \
-    GTEST_FLAG_SET(death_test_style, "threadsafe");                                                \
+#define SKIP_WITHOUT_CHECKS()                                                                  \
+  do {                                                                                         \
+    if constexpr (!kCheckInvariants) GTEST_SKIP() << "built without TESSERA_CHECK_INVARIANTS"; \
+    GTEST_FLAG_SET(death_test_style, "threadsafe");                                            \
   } while (0)
 
 TEST(SimInvariants, NormalRunKeepsTheClockAndQueueInOrder) {

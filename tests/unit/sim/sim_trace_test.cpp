@@ -65,7 +65,8 @@ TEST(SimTrace, KindNames) {
 
 TEST(SimTrace, ChromeJsonHasTracksAndCompleteEvents) {
   Trace t = two_device_trace();
-  t.events = {ev(TraceKind::kSet, 1, "set x", 0, 4, 4096), ev(TraceKind::kCompute, 1, "MUL_MAT blk.0.attn_q", 4, 10.5, 1 << 20),
+  t.events = {ev(TraceKind::kSet, 1, "set x", 0, 4, 4096),
+              ev(TraceKind::kCompute, 1, "MUL_MAT blk.0.attn_q", 4, 10.5, 1 << 20),
               ev(TraceKind::kCopy, 2, "copy x -> gpu0", 3, 6, 512), ev(TraceKind::kWait, 0, "synchronize", 0, 11),
               ev(TraceKind::kGet, 3, "get y", 11, 12.25, 64)};
   const json j = parse_chrome(t);
@@ -74,9 +75,11 @@ TEST(SimTrace, ChromeJsonHasTracksAndCompleteEvents) {
   std::map<int, std::string> thread_names;
   for (const json& m : events_with_ph(j, "M")) {
     EXPECT_EQ(m.at("pid"), 1);
-    if (m.at("name") == "thread_name") thread_names[m.at("tid").get<int>()] = m.at("args").at("name").get<std::string>();
+    if (m.at("name") == "thread_name")
+      thread_names[m.at("tid").get<int>()] = m.at("args").at("name").get<std::string>();
   }
-  const std::map<int, std::string> want_threads = {{1, "host"}, {2, "gpu0/stream0"}, {3, "gpu0/stream1"}, {4, "cpu/stream0"}};
+  const std::map<int, std::string> want_threads = {
+      {1, "host"}, {2, "gpu0/stream0"}, {3, "gpu0/stream1"}, {4, "cpu/stream0"}};
   EXPECT_EQ(thread_names, want_threads);
 
   const std::vector<json> x = events_with_ph(j, "X");
@@ -135,16 +138,16 @@ TEST(SimTrace, EmptyAndDegenerateTracesAreValidJson) {
 TEST(SimTrace, BusyTimeIsTheUnionOfIntervalsPerDevice) {
   Trace t = two_device_trace();
   t.events = {
-      ev(TraceKind::kCompute, 1, "a", 0, 10, 100),   // gpu0: [0,10]
-      ev(TraceKind::kCopy, 2, "b", 5, 15, 1000),     // overlaps on the other stream: [0,15]
-      ev(TraceKind::kCompute, 2, "c", 6, 8, 10),     // nested: no change
-      ev(TraceKind::kWait, 1, "wait", 15, 20),       // waiting is not busy
-      ev(TraceKind::kCompute, 1, "d", 20, 30),       // [20,30]
-      ev(TraceKind::kMemset, 2, "e", 30, 40, 7),     // touching: [20,40]
-      ev(TraceKind::kSet, 1, "f", 50, 50, 300),      // zero length
-      ev(TraceKind::kGet, 3, "g", 2, 7, 64),         // cpu: [2,7]
-      ev(TraceKind::kCompute, 3, "h", 4, 9),         // cpu: [2,9]
-      ev(TraceKind::kWait, 0, "host sync", 0, 60),   // host track: no device
+      ev(TraceKind::kCompute, 1, "a", 0, 10, 100),  // gpu0: [0,10]
+      ev(TraceKind::kCopy, 2, "b", 5, 15, 1000),    // overlaps on the other stream: [0,15]
+      ev(TraceKind::kCompute, 2, "c", 6, 8, 10),    // nested: no change
+      ev(TraceKind::kWait, 1, "wait", 15, 20),      // waiting is not busy
+      ev(TraceKind::kCompute, 1, "d", 20, 30),      // [20,30]
+      ev(TraceKind::kMemset, 2, "e", 30, 40, 7),    // touching: [20,40]
+      ev(TraceKind::kSet, 1, "f", 50, 50, 300),     // zero length
+      ev(TraceKind::kGet, 3, "g", 2, 7, 64),        // cpu: [2,7]
+      ev(TraceKind::kCompute, 3, "h", 4, 9),        // cpu: [2,9]
+      ev(TraceKind::kWait, 0, "host sync", 0, 60),  // host track: no device
   };
   const TraceSummary s = summarize(t);
   ASSERT_EQ(s.devices.size(), 2u);

@@ -82,8 +82,8 @@ namespace {  // internal linkage in every table file: the instantiation is compi
 template <typename Block, float (*Dot)(const Block*, const BlockQ8_0*, int64_t)>
 void dot_rows_each(const Block* x, size_t stride, int64_t nrows, const BlockQ8_0* y, int64_t nb, float* out) {
   for (int64_t r = 0; r < nrows; ++r) {
-    out[r] = Dot(reinterpret_cast<const Block*>(reinterpret_cast<const char*>(x) + static_cast<size_t>(r) * stride), y,
-                 nb);
+    out[r] =
+        Dot(reinterpret_cast<const Block*>(reinterpret_cast<const char*>(x) + static_cast<size_t>(r) * stride), y, nb);
   }
 }
 

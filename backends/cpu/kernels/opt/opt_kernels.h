@@ -65,8 +65,11 @@ class Units {
  public:
   Units(const Params& p, int slot, int64_t n, int64_t min_chunk, int64_t share_div = 8)
       : counter_(p.claims != nullptr && p.nth > 1 ? &p.claims[slot].next : nullptr),
-        n_(n), min_chunk_(std::max<int64_t>(1, min_chunk)), div_(std::max<int64_t>(1, share_div) * p.nth),
-        ith_(p.ith), nth_(p.nth) {}
+        n_(n),
+        min_chunk_(std::max<int64_t>(1, min_chunk)),
+        div_(std::max<int64_t>(1, share_div) * p.nth),
+        ith_(p.ith),
+        nth_(p.nth) {}
   // The next chunk [*u0, *u1) of this thread; false when there is none.
   bool next(int64_t* u0, int64_t* u1) {
     if (counter_ == nullptr) {

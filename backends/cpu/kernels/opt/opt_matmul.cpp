@@ -16,13 +16,13 @@ namespace tessera::cpu::opt {
 
 namespace {
 
-constexpr int64_t kKc = 256;   // K block (a multiple of 32: quantized panels start at block boundaries)
-constexpr int64_t kMc = 256;   // rows of a per packed panel
-constexpr int64_t kNc = 1536;  // columns of b per packed panel (a multiple of every table's nr)
+constexpr int64_t kKc = 256;    // K block (a multiple of 32: quantized panels start at block boundaries)
+constexpr int64_t kMc = 256;    // rows of a per packed panel
+constexpr int64_t kNc = 1536;   // columns of b per packed panel (a multiple of every table's nr)
 constexpr int64_t kMaxNr = 16;  // the widest micro-tile of any table (pack_b_slivers keeps one pointer per column)
 constexpr int64_t kMaxMr = 32;  // the tallest (gemm_rows keeps one pointer per row)
 constexpr int64_t kGemmMinN = 8;
-constexpr int64_t kMvChunk = 16;  // weight rows per matrix x vector work unit
+constexpr int64_t kMvChunk = 16;    // weight rows per matrix x vector work unit
 constexpr int64_t kMvMinClaim = 4;  // units: the smallest chunk a thread takes at once (64 rows)
 constexpr int64_t kMvShareDiv = 2;  // a chunk is 1 / (2 * threads) of what is left (Units)
 // The shared-b schedule's claims of rows of a: a 1 / (kGemmShareDiv * threads) share of what is left, at least
@@ -38,7 +38,7 @@ constexpr int64_t kMvShareDiv = 2;  // a chunk is 1 / (2 * threads) of what is l
 #endif
 constexpr int64_t kGemmMinClaimRows = TESSERA_GEMM_MIN_CLAIM_ROWS;
 constexpr int64_t kGemmShareDiv = TESSERA_GEMM_SHARE_DIV;
-constexpr int64_t kPackMinClaim = 4;        // slivers of b: the smallest chunk of its packing
+constexpr int64_t kPackMinClaim = 4;  // slivers of b: the smallest chunk of its packing
 
 bool is_quant(Type t) { return t == Type::kQ8_0 || t == Type::kQ4_0; }
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -107,8 +107,7 @@ inline float dot_row(const KernelTable& t, Type wtype, const char* w, const char
   switch (wtype) {
     case Type::kF32: return t.dot_f32(reinterpret_cast<const float*>(w), reinterpret_cast<const float*>(x), K);
     case Type::kF16: return t.dot_f16_f32(reinterpret_cast<const uint16_t*>(w), reinterpret_cast<const float*>(x), K);
-    case Type::kBF16:
-      return t.dot_bf16_f32(reinterpret_cast<const uint16_t*>(w), reinterpret_cast<const float*>(x), K);
+    case Type::kBF16: return t.dot_bf16_f32(reinterpret_cast<const uint16_t*>(w), reinterpret_cast<const float*>(x), K);
     case Type::kQ8_0:
       return t.dot_q8_0_q8_0(reinterpret_cast<const BlockQ8_0*>(w), reinterpret_cast<const BlockQ8_0*>(x), K / kQK);
     case Type::kQ4_0:
@@ -216,9 +215,15 @@ struct GemmOperands {
   float* C;
   int64_t ldc;
   GemmOperands(const KernelTable& table, const Tensor& n, int64_t batch_i2, int64_t batch_i3)
-      : t(table), a(*n.src[0]), b(*n.src[1]), i2(batch_i2), i3(batch_i3),
-        ia2(batch_i2 / (n.src[1]->ne[2] / n.src[0]->ne[2])), ia3(batch_i3 / (n.src[1]->ne[3] / n.src[0]->ne[3])),
-        C(reinterpret_cast<float*>(row_ptr_mut(n, 0, batch_i2, batch_i3))), ldc(static_cast<int64_t>(n.nb[1] / 4)) {}
+      : t(table),
+        a(*n.src[0]),
+        b(*n.src[1]),
+        i2(batch_i2),
+        i3(batch_i3),
+        ia2(batch_i2 / (n.src[1]->ne[2] / n.src[0]->ne[2])),
+        ia3(batch_i3 / (n.src[1]->ne[3] / n.src[0]->ne[3])),
+        C(reinterpret_cast<float*>(row_ptr_mut(n, 0, batch_i2, batch_i3))),
+        ldc(static_cast<int64_t>(n.nb[1] / 4)) {}
 };
 
 // Slivers [s0, s1) of the panel of b at columns [jc, jc + nc), K rows [pc, pc + kc): sliver js holds kc rows of NR
@@ -229,7 +234,7 @@ void pack_b_slivers(const GemmOperands& o, int64_t jc, int64_t nc, int64_t pc, i
   for (int64_t js = s0; js < s1; ++js) {
     float* dst = panel + js * kc * NR;
     const int64_t cols = std::min(NR, nc - js * NR);  // columns of b in this sliver (the rest: zeros)
-    if (o.b.nb[0] == 4 && NR <= kMaxNr) {  // contiguous columns of b: the table's transposing copy
+    if (o.b.nb[0] == 4 && NR <= kMaxNr) {             // contiguous columns of b: the table's transposing copy
       const float* src[kMaxNr];
       for (int64_t j = 0; j < NR; ++j) {
         src[j] = j < cols ? reinterpret_cast<const float*>(row_ptr(o.b, jc + js * NR + j, o.i2, o.i3)) + pc : nullptr;

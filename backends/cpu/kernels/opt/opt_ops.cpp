@@ -14,8 +14,8 @@ namespace tessera::cpu::opt {
 namespace {
 
 bool f32_rows(const Tensor* t) {
-  return t != nullptr && t->type == Type::kF32 && t->nb[0] == 4 &&
-         reinterpret_cast<uintptr_t>(t->data) % 4 == 0 && t->nb[1] % 4 == 0 && t->nb[2] % 4 == 0 && t->nb[3] % 4 == 0;
+  return t != nullptr && t->type == Type::kF32 && t->nb[0] == 4 && reinterpret_cast<uintptr_t>(t->data) % 4 == 0 &&
+         t->nb[1] % 4 == 0 && t->nb[2] % 4 == 0 && t->nb[3] % 4 == 0;
 }
 bool elem_rows(const Tensor* t) {  // f32/f16/bf16 (or i32) with element-contiguous rows at aligned addresses
   if (t == nullptr) return false;
@@ -58,7 +58,7 @@ float* scratch(const Params& p, size_t floats) {
 size_t scratch_floats(const Tensor& node) {
   switch (node.op) {
     case Op::kSoftMax: return node.src[1] != nullptr ? static_cast<size_t>(node.ne[0]) : 0;  // f16 mask row
-    case Op::kRope: return static_cast<size_t>(node.op_params[0]);                          // cos, sin of n_dims / 2
+    case Op::kRope: return static_cast<size_t>(node.op_params[0]);                           // cos, sin of n_dims / 2
     default: return 0;
   }
 }
@@ -287,8 +287,7 @@ bool supports_get_rows(const Tensor& node) {
   const Tensor* a = node.src[0];
   if (a->type == Type::kI32 || !f32_rows(&node) || !elem_rows(node.src[1])) return false;
   if (a->type == Type::kQ8_0 || a->type == Type::kQ4_0) {
-    return reinterpret_cast<uintptr_t>(a->data) % 2 == 0 && a->nb[1] % 2 == 0 && a->nb[2] % 2 == 0 &&
-           a->nb[3] % 2 == 0;
+    return reinterpret_cast<uintptr_t>(a->data) % 2 == 0 && a->nb[1] % 2 == 0 && a->nb[2] % 2 == 0 && a->nb[3] % 2 == 0;
   }
   return elem_rows(a);
 }

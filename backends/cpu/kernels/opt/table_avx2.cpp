@@ -46,7 +46,9 @@ inline __m128i load_u16_n(const uint16_t* p, int64_t n) {
   std::memcpy(tmp, p, static_cast<size_t>(n) * 2);
   return _mm_load_si128(reinterpret_cast<const __m128i*>(tmp));
 }
-inline V vload_f16(const uint16_t* p) { return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))}; }
+inline V vload_f16(const uint16_t* p) {
+  return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
+}
 inline V vload_f16_n(const uint16_t* p, int64_t n) { return {_mm256_cvtph_ps(load_u16_n(p, n))}; }
 inline V bf16_widen(__m128i h) { return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))}; }
 inline V vload_bf16(const uint16_t* p) { return bf16_widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -102,6 +104,8 @@ void gemm_ukernel(int64_t kc, const float* ap, const float* bp, float* c, int64_
   }
 }
 
+// One row per kind of kernel, in KernelTable's order.
+// clang-format off
 const KernelTable kTable = {
     Isa::kAvx2, "avx2", kMr, kNr, gemm_ukernel, pack_rows_each<kMr>, pack_rows_each<kNr>,
     k_f16_to_f32, k_bf16_to_f32, k_q8_to_f32, k_q4_to_f32,
@@ -110,6 +114,7 @@ const KernelTable kTable = {
     k_binary, k_binary_scalar, k_scale, k_unary, k_glu,
     k_sum, k_sum_sq_dev, k_max, k_scale_add_max, k_exp_sum_scaled, k_axpy, k_axpy_f16,
 };
+// clang-format on
 
 }  // namespace
 

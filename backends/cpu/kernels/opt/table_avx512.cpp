@@ -36,9 +36,7 @@ inline float hsum256(__m256 a) {
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
-inline float vhsum(V a) {
-  return hsum256(_mm256_add_ps(_mm512_castps512_ps256(a.v), _mm512_extractf32x8_ps(a.v, 1)));
-}
+inline float vhsum(V a) { return hsum256(_mm256_add_ps(_mm512_castps512_ps256(a.v), _mm512_extractf32x8_ps(a.v, 1))); }
 inline float vhmax(V a) {
   const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(a.v), _mm512_extractf32x8_ps(a.v, 1));
   const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
@@ -48,7 +46,9 @@ inline float vhmax(V a) {
 inline V vload_f16(const uint16_t* p) {
   return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
 }
-inline V vload_f16_n(const uint16_t* p, int64_t n) { return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(n), p))}; }
+inline V vload_f16_n(const uint16_t* p, int64_t n) {
+  return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(n), p))};
+}
 inline V bf16_widen(__m256i h) { return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))}; }
 inline V vload_bf16(const uint16_t* p) { return bf16_widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline V vload_bf16_n(const uint16_t* p, int64_t n) { return bf16_widen(_mm256_maskz_loadu_epi16(tail_mask(n), p)); }
@@ -157,6 +157,8 @@ void pack_rows(const float* const* rows, int64_t kc, float* out) {
   }
 }
 
+// One row per kind of kernel, in KernelTable's order.
+// clang-format off
 const KernelTable kTable = {
     Isa::kAvx512, "avx512", kMr, kNr, gemm_ukernel, pack_rows<kMr>, pack_rows<kNr>,
     k_f16_to_f32, k_bf16_to_f32, k_q8_to_f32, k_q4_to_f32,
@@ -164,6 +166,7 @@ const KernelTable kTable = {
     k_binary, k_binary_scalar, k_scale, k_unary, k_glu,
     k_sum, k_sum_sq_dev, k_max, k_scale_add_max, k_exp_sum_scaled, k_axpy, k_axpy_f16,
 };
+// clang-format on
 
 }  // namespace
 

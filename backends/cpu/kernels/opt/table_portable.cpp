@@ -79,6 +79,8 @@ void gemm_ukernel(int64_t kc, const float* ap, const float* bp, float* c, int64_
     for (int i = 0; i < kMr; ++i) c[j * ldc + i] = acc[j][i];
 }
 
+// One row per kind of kernel, in KernelTable's order.
+// clang-format off
 const KernelTable kTable = {
     Isa::kPortable, "portable", kMr, kNr, gemm_ukernel, pack_rows_each<kMr>, pack_rows_each<kNr>,
     k_f16_to_f32, k_bf16_to_f32, k_q8_to_f32, k_q4_to_f32,
@@ -87,6 +89,7 @@ const KernelTable kTable = {
     k_binary, k_binary_scalar, k_scale, k_unary, k_glu,
     k_sum, k_sum_sq_dev, k_max, k_scale_add_max, k_exp_sum_scaled, k_axpy, k_axpy_f16,
 };
+// clang-format on
 
 }  // namespace
 

@@ -17,10 +17,10 @@ namespace tessera::cpu::ref {
 inline bool type_known(Type t) { return static_cast<int>(t) >= 0 && static_cast<int>(t) < kTypeCount; }
 inline bool is_quant(Type t) { return t == Type::kQ8_0 || t == Type::kQ4_0; }
 inline bool is_float_type(Type t) { return t == Type::kF32 || t == Type::kF16 || t == Type::kBF16; }  // Float
-inline bool is_weight_type(Type t) { return is_float_type(t) || is_quant(t); }  // Weight = Float + {q8_0, q4_0}
+inline bool is_weight_type(Type t) { return is_float_type(t) || is_quant(t); }    // Weight = Float + {q8_0, q4_0}
 inline bool is_any_type(Type t) { return is_weight_type(t) || t == Type::kI32; }  // Any = Weight + {i32}
 inline int64_t block_size(Type t) { return is_quant(t) ? kQK : 1; }  // values per block (32 for quantized, else 1)
-size_t unit_size(Type t);  // bytes per block (quantized) or per element
+size_t unit_size(Type t);                                            // bytes per block (quantized) or per element
 
 // Dimensions non-negative; quantized: ne0 a multiple of 32 and nb0 equal to the block size in bytes.
 inline bool layout_ok(const Tensor& t) {

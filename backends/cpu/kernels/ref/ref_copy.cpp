@@ -26,8 +26,7 @@ Status copy_flat(const Tensor& node, const Tensor& a, const ComputeParams& p) {
       for (int64_t u = 0; u < dst_units; ++u) {
         const int64_t f = r * dst_units + u;  // flat unit number, the same in a and node
         const RowIdx s = row_idx(a, f / src_units);
-        std::memmove(elem_ptr(node, u * bs, d.i1, d.i2, d.i3), elem_ptr(a, (f % src_units) * bs, s.i1, s.i2, s.i3),
-                     us);
+        std::memmove(elem_ptr(node, u * bs, d.i1, d.i2, d.i3), elem_ptr(a, (f % src_units) * bs, s.i1, s.i2, s.i3), us);
       }
     }
     return Status::Ok();

@@ -18,12 +18,9 @@ bool supports(const Tensor& node) {
   switch (node.op) {
     case Op::kNone:
     case Op::kView:
-    case Op::kReshape:
-      return true;
-    case Op::kPermute:
-      return !is_quant(node.type) || node.op_params[0] == 0;  // quantized tensors keep dim 0 in place
-    case Op::kTranspose:
-      return !is_quant(node.type);
+    case Op::kReshape: return true;
+    case Op::kPermute: return !is_quant(node.type) || node.op_params[0] == 0;  // quantized tensors keep dim 0 in place
+    case Op::kTranspose: return !is_quant(node.type);
     case Op::kCpy: return check_cpy(node);
     case Op::kCont:
     case Op::kDup: return check_cont(node);

@@ -154,8 +154,8 @@ Status run_rope(const Tensor& node, const ComputeParams& p) {
     const double position = load_i32(pos, d.i2, 0, 0, 0);
     for (int64_t i = 0; i < half; ++i) {
       const double factor = ff != nullptr ? load_f32(*ff, i, 0, 0, 0) : 1.0;
-      const double theta = position * freq_scale * std::pow(freq_base, -2.0 * static_cast<double>(i) /
-                                                                          static_cast<double>(n_dims)) / factor;
+      const double theta = position * freq_scale *
+                           std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims)) / factor;
       const double c = std::cos(theta);
       const double s = std::sin(theta);
       const int64_t j0 = neox ? i : 2 * i;

@@ -24,8 +24,7 @@ bool check_top_k(const Tensor& node) {
   const Tensor* a = node.src[0];
   if (!src_ok(a) || !is_float_type(a->type) || node.type != Type::kI32) return false;
   const int64_t k = node.op_params[0];
-  return k == node.ne[0] && k <= a->ne[0] && node.ne[1] == a->ne[1] && node.ne[2] == a->ne[2] &&
-         node.ne[3] == a->ne[3];
+  return k == node.ne[0] && k <= a->ne[0] && node.ne[1] == a->ne[1] && node.ne[2] == a->ne[2] && node.ne[3] == a->ne[3];
 }
 
 // Both ops: sort each row's indices stably (TOP_K: descending) and write the first node.ne0 of them.
