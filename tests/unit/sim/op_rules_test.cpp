@@ -20,55 +20,6 @@ using namespace tessera::sim::testing;
 
 namespace {
 
-// Metadata-only nodes with known shapes and types.
-struct Nodes {
-  Context ctx{{.no_alloc = true}};
-
-  // MUL_MAT of a weight [k, m] of type wt by an f32 [k, n]: src0 type wt, src1 f32, result f32 [m, n].
-  Tensor* mul_mat_node(Type wt, int64_t k, int64_t m, int64_t n) {
-    Tensor* a = ctx.new_tensor_2d(wt, k, m);
-    Tensor* b = ctx.new_tensor_2d(Type::kF32, k, n);
-    Tensor* r = mul_mat(ctx, a, b);
-    EXPECT_NE(r, nullptr) << ctx.status().to_string();
-    return r;
-  }
-  // MUL_MAT_ID of experts [k, m, n_expert] by b [k, n_used, tokens] with ids [n_used, tokens]: result
-  // [m, n_used, tokens].
-  Tensor* mul_mat_id_node(int64_t k, int64_t m, int64_t n_expert, int64_t n_used, int64_t tokens) {
-    Tensor* as = ctx.new_tensor_3d(Type::kF32, k, m, n_expert);
-    Tensor* b = ctx.new_tensor_3d(Type::kF32, k, n_used, tokens);
-    Tensor* ids = ctx.new_tensor_2d(Type::kI32, n_used, tokens);
-    Tensor* r = mul_mat_id(ctx, as, b, ids);
-    EXPECT_NE(r, nullptr) << ctx.status().to_string();
-    return r;
-  }
-  // ADD of two f32 [ne0, ne1]: result f32 [ne0, ne1].
-  Tensor* add_node(int64_t ne0, int64_t ne1) {
-    Tensor* a = ctx.new_tensor_2d(Type::kF32, ne0, ne1);
-    Tensor* b = ctx.new_tensor_2d(Type::kF32, ne0, ne1);
-    Tensor* r = add(ctx, a, b);
-    EXPECT_NE(r, nullptr) << ctx.status().to_string();
-    return r;
-  }
-  // SCALE of an f32 [ne0]: one source (src[1] is null), result f32 [ne0].
-  Tensor* scale_node(int64_t ne0) {
-    Tensor* a = ctx.new_tensor_1d(Type::kF32, ne0);
-    Tensor* r = scale(ctx, a, 2.0f);
-    EXPECT_NE(r, nullptr) << ctx.status().to_string();
-    return r;
-  }
-  // GET_ROWS of a q8_0 table [ne0, 16] by i32 ids [n]: src0 q8_0, src1 i32, result f32 [ne0, n].
-  Tensor* get_rows_node(int64_t ne0, int64_t n) {
-    Tensor* a = ctx.new_tensor_2d(Type::kQ8_0, ne0, 16);
-    Tensor* ids = ctx.new_tensor_1d(Type::kI32, n);
-    Tensor* r = get_rows(ctx, a, ids);
-    EXPECT_NE(r, nullptr) << ctx.status().to_string();
-    return r;
-  }
-  // A leaf (op NONE, no sources) of the given type and shape.
-  Tensor* leaf(Type t, int64_t ne0, int64_t ne1) { return ctx.new_tensor_2d(t, ne0, ne1); }
-};
-
 OpRule rule(bool allow, std::vector<Op> ops) {
   OpRule r;
   r.allow = allow;

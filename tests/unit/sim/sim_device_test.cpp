@@ -60,32 +60,6 @@ std::vector<TraceEvent> events_of(const Simulator& sim, TraceKind kind) {
 
 double rel_err(double got, double want) { return std::fabs(got - want) / std::max(std::fabs(want), 1e-300); }
 
-// Nodes (metadata only) for rule and cost tests.
-struct Nodes {
-  Context ctx{{.no_alloc = true}};
-  // MUL_MAT of a weight [K, M] of type wt by an f32 [K, N]: result [M, N].
-  Tensor* mul_mat_node(Type wt, int64_t k, int64_t m, int64_t n) {
-    Tensor* a = ctx.new_tensor_2d(wt, k, m);
-    Tensor* b = ctx.new_tensor_2d(Type::kF32, k, n);
-    Tensor* r = mul_mat(ctx, a, b);
-    EXPECT_NE(r, nullptr) << ctx.status().to_string();
-    return r;
-  }
-  Tensor* add_node(int64_t ne0, int64_t ne1) {
-    Tensor* a = ctx.new_tensor_2d(Type::kF32, ne0, ne1);
-    Tensor* b = ctx.new_tensor_2d(Type::kF32, ne0, ne1);
-    Tensor* r = add(ctx, a, b);
-    EXPECT_NE(r, nullptr) << ctx.status().to_string();
-    return r;
-  }
-  Tensor* scale_node(int64_t ne0) {
-    Tensor* a = ctx.new_tensor_1d(Type::kF32, ne0);
-    Tensor* r = scale(ctx, a, 2.0f);
-    EXPECT_NE(r, nullptr) << ctx.status().to_string();
-    return r;
-  }
-};
-
 // A one-device simulator whose device has the given rules.
 std::unique_ptr<Simulator> sim_with_rules(std::vector<OpRule> rules, bool default_allow) {
   DeviceConfig g = gpu("gpu0");
