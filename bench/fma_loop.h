@@ -1,6 +1,6 @@
 // The FMA-peak kernel of the CPU benchmarks: 16 independent FMA chains on 16-lane AVX-512 vectors, registers only
 // (enough chains to cover latency x throughput on current cores). Shared by cpu_kernels_bench.cpp and
-// tools/gemm_ab.cpp, so both hold the GEMM against the same ceiling. x86-64 only.
+// bench/tools/gemm_ab.cpp, so both hold the GEMM against the same ceiling. x86-64 only.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // The read-only ceiling of the CPU benchmarks: a sum over n floats with four independent AVX2 accumulators (plain
 // loads, no stores), the bandwidth limit of a kernel that only streams its input. Shared by cpu_kernels_bench.cpp and
-// tools/matvec_stream_ab.cpp, so both hold their kernels against the same ceiling.
+// bench/tools/matvec_stream_ab.cpp, so both hold their kernels against the same ceiling.
 #pragma once
 
 #include <cstddef>

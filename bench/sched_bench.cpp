@@ -7,9 +7,9 @@
 // about 1,000 to 100,000 nodes. Shapes do not matter for split timing; they do for the memory columns.
 //
 // Placement (as llama.cpp with n_gpu_layers = n_layer / 2): token_embd, output_norm, output and the first half of
-// the layers on the CPU, the second half of the layers on "GPU0" (a RestrictedDevice from tests/unit/sched_doubles.h:
-// non-host buffer type, refusing ROPE and SOFT_MAX, so every offloaded layer splits several times). Backends:
-// {GPU0, CPU}.
+// the layers on the CPU, the second half of the layers on "GPU0" (a RestrictedDevice from
+// tests/support/sched_doubles.h: non-host buffer type, refusing ROPE and SOFT_MAX, so every offloaded layer splits
+// several times). Backends: {GPU0, CPU}.
 //
 // Weights and KV cache are metadata-only: each points at a placeholder buffer (no memory) of the buffer type of the
 // device that holds it; the weight placeholders have usage WEIGHTS (pass 1 and pass 5 only look at the buffer's type

@@ -1,6 +1,6 @@
 // Fuzz target: the graph memory planner alone (docs/planner.md, src/tessera/planner.h). Bytes -> a random valid graph
 // (tests/support/graph_gen.h, desc_from_bytes) -> GraphPlanner on the CPU buffer type, then the independent
-// checker of tests/unit/planner_check.h: no two live tensors share bytes, every tensor of the graph has memory,
+// checker of tests/support/planner_check.h: no two live tensors share bytes, every tensor of the graph has memory,
 // tensors with memory of their own (external leafs) are not moved. The first byte picks the sequence:
 //   bit 0: alloc_graph directly, or reserve with the graph first and then alloc_graph of the same description with
 //          fewer tokens (which must need no re-plan);

@@ -95,7 +95,7 @@ TEST_P(BackendConformance, TensorValuesRoundTrip) {
     CONF_ASSERT_OK(tensor_from_f32(*t, values));
     // The stored bytes are exactly the type's reference encoding, and decoding gives the reference values. What is
     // under test here is the backend's storage; the reference conversions themselves are checked against independent
-    // computations in tests/unit/test_types.cpp.
+    // computations in tests/unit/core/test_types.cpp.
     const std::vector<uint8_t> encoded = encode(type, values);
     EXPECT_TRUE(BytesEqual(encoded, read_bytes(*t)));
     auto got = tensor_to_f32(*t);

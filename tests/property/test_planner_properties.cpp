@@ -208,7 +208,7 @@ std::vector<void*> external_data(const BuiltGraph& g) {
 
 }  // namespace
 
-// (1) No two simultaneously live tensors overlap (the shared independent checker of tests/unit/planner_check.h).
+// (1) No two simultaneously live tensors overlap (the shared independent checker of tests/support/planner_check.h).
 RC_GTEST_PROP(PlannerProperties, LiveTensorsNeverOverlap, (const GraphDesc& desc)) {
   BuiltGraph g = build_ok(desc);
   GraphPlanner ga(cpu::buffer_type());
