@@ -5,22 +5,37 @@
 namespace tessera {
 
 namespace {
-// name, min_src, max_src, is_view, can_inplace
+// One row per op, in Op order: name, min_src, max_src, is_view, can_inplace.
+// clang-format off
 const OpTraits kOps[kOpCount] = {
-    {"NONE", 0, 0, false, false},       {"VIEW", 1, 1, true, false},
-    {"RESHAPE", 1, 1, true, false},     {"PERMUTE", 1, 1, true, false},
-    {"TRANSPOSE", 1, 1, true, false},   {"CPY", 2, 2, false, false},
-    {"CONT", 1, 1, false, false},       {"DUP", 1, 1, false, false},
-    {"ADD", 2, 2, false, true},         {"MUL", 2, 2, false, true},
-    {"DIV", 2, 2, false, true},         {"SCALE", 1, 1, false, true},
-    {"UNARY", 1, 1, false, true},       {"GLU", 1, 2, false, false},
-    {"RMS_NORM", 1, 1, false, true},    {"NORM", 1, 1, false, false},
-    {"SUM_ROWS", 1, 1, false, false},   {"SOFT_MAX", 1, 2, false, true},
-    {"ROPE", 2, 3, false, true},        {"MUL_MAT", 2, 2, false, false},
-    {"MUL_MAT_ID", 3, 3, false, false}, {"GET_ROWS", 2, 2, false, false},
-    {"SET_ROWS", 3, 3, false, false},   {"ARGSORT", 1, 1, false, false},
-    {"TOP_K", 1, 1, false, false},      {"FLASH_ATTN_EXT", 3, 5, false, false},
+    {"NONE", 0, 0, false, false},
+    {"VIEW", 1, 1, true, false},
+    {"RESHAPE", 1, 1, true, false},
+    {"PERMUTE", 1, 1, true, false},
+    {"TRANSPOSE", 1, 1, true, false},
+    {"CPY", 2, 2, false, false},
+    {"CONT", 1, 1, false, false},
+    {"DUP", 1, 1, false, false},
+    {"ADD", 2, 2, false, true},
+    {"MUL", 2, 2, false, true},
+    {"DIV", 2, 2, false, true},
+    {"SCALE", 1, 1, false, true},
+    {"UNARY", 1, 1, false, true},
+    {"GLU", 1, 2, false, false},
+    {"RMS_NORM", 1, 1, false, true},
+    {"NORM", 1, 1, false, false},
+    {"SUM_ROWS", 1, 1, false, false},
+    {"SOFT_MAX", 1, 2, false, true},
+    {"ROPE", 2, 3, false, true},
+    {"MUL_MAT", 2, 2, false, false},
+    {"MUL_MAT_ID", 3, 3, false, false},
+    {"GET_ROWS", 2, 2, false, false},
+    {"SET_ROWS", 3, 3, false, false},
+    {"ARGSORT", 1, 1, false, false},
+    {"TOP_K", 1, 1, false, false},
+    {"FLASH_ATTN_EXT", 3, 5, false, false},
 };
+// clang-format on
 }  // namespace
 
 const OpTraits& op_traits(Op op) {
