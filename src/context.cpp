@@ -55,7 +55,10 @@ Tensor* Context::new_tensor(Type type, int n, const int64_t* ne) {
   // strides, with overflow checks (a fuzzer can ask for absurd shapes)
   size_t nb[kMaxDims];
   nb[0] = tt.type_size;
-  size_t acc = static_cast<size_t>(shape[0] / tt.block_size) * tt.type_size;
+  size_t acc = 0;
+  if (mul_overflows(static_cast<size_t>(shape[0] / tt.block_size), tt.type_size, &acc)) {
+    return fail(TS_ERROR(StatusCode::kInvalidArgument, "new_tensor: size of a %s tensor overflows", tt.name));
+  }
   nb[1] = acc;
   for (int i = 1; i < kMaxDims; ++i) {
     if (i > 1) nb[i] = acc;

@@ -1,6 +1,10 @@
 // Tensors, contexts, views and graph building: shapes, strides, errors and graph order.
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "tessera/build.h"
 #include "tessera/graph.h"
 
@@ -82,6 +86,46 @@ TEST(Tensor, InvalidCreationIsAClearError) {
   const int64_t huge[4] = {int64_t(1) << 40, int64_t(1) << 40, int64_t(1) << 40, 1};
   EXPECT_EQ(ctx.new_tensor(Type::kF32, 4, huge), nullptr);
   EXPECT_NE(ctx.status().message().find("overflows"), std::string::npos);
+}
+
+// The byte size of a tensor near 2^64 through its first row alone (ne0 / block size * type size): it must either fit,
+// with nbytes equal to the exact product, or be refused as an overflow. Before the check covered the first product,
+// an f32 tensor of 2^62 + 1 elements got nbytes 4 (a 4-byte buffer any kernel would write far past). The expected
+// size is computed in 128 bits, independently of the code under test.
+TEST(Context, FirstRowSizeNearTwoToTheSixtyFourIsExactOrRefused) {
+  Context ctx({.no_alloc = true});
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (int ti = 0; ti < kTypeCount; ++ti) {
+    const Type type = static_cast<Type>(ti);
+    const TypeTraits& tt = type_traits(type);
+    const int64_t bs = tt.block_size;
+    std::vector<int64_t> lengths;
+    for (int64_t base :
+         {int64_t{1} << 60, int64_t{1} << 61, int64_t{1} << 62, (int64_t{1} << 62) + (int64_t{1} << 61), kMax}) {
+      const int64_t aligned = base / bs * bs;
+      for (int64_t k : {int64_t{-1}, int64_t{0}, int64_t{1}}) {
+        if (k > 0 && aligned > kMax - bs) continue;
+        if (aligned + k * bs > 0) lengths.push_back(aligned + k * bs);
+      }
+    }
+    for (int64_t ne0 : lengths) {
+      SCOPED_TRACE(std::string(tt.name) + " ne0 = " + std::to_string(ne0));
+      const unsigned __int128 exact = static_cast<unsigned __int128>(ne0 / bs) * tt.type_size;
+      Tensor* t = ctx.new_tensor_1d(type, ne0);
+      if (t == nullptr) {
+        EXPECT_NE(ctx.status().message().find("overflows"), std::string::npos) << ctx.status().message();
+        ctx.clear_error();
+        continue;
+      }
+      EXPECT_EQ(static_cast<unsigned __int128>(nbytes(*t)), exact);
+      EXPECT_LE(exact, static_cast<unsigned __int128>(std::numeric_limits<size_t>::max() >> 2));
+    }
+  }
+  // The case from the report, through the 2-D entry point too.
+  EXPECT_EQ(ctx.new_tensor_1d(Type::kF32, (int64_t{1} << 62) + 1), nullptr);
+  ctx.clear_error();
+  EXPECT_EQ(ctx.new_tensor_2d(Type::kF32, int64_t{1} << 62, 1), nullptr);
+  ctx.clear_error();
 }
 
 TEST(Views, AliasTheRootWithAccumulatedOffset) {

@@ -516,6 +516,8 @@ TEST_F(SimGraphIoMalformed, BadShapesAndStrides) {
         j["tensors"][x]["ne"] = {int64_t{1} << 40, int64_t{1} << 40, 1, 1};
       },
       {at(x) + ".ne", "overflows"});
+  // 2^62 f32 elements: within the per-dimension limit, but 2^64 bytes (once read as 0 bytes).
+  expect_rejected([&](ojson& j) { j["tensors"][x]["ne"] = {int64_t{1} << 62, 1, 1, 1}; }, {at(x), "overflows"});
   expect_rejected([&](ojson& j) { j["tensors"][x]["ne"] = {1, 2, 3, 4, 5}; }, {at(x) + ".ne", "an array of 1 to 4"});
   expect_rejected([&](ojson& j) { j["tensors"][x]["ne"] = ojson::array(); }, {at(x) + ".ne", "an array of 1 to 4"});
   const size_t w = find("w");
