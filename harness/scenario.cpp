@@ -134,7 +134,7 @@ void parse_run(const json& v, const std::string& path, Scenario* s) {
 void parse_expect(const json& v, const std::string& path, Expectations* e) {
   expect_object(v, path,
                 {"scheduling", "error_contains", "max_splits", "min_splits", "max_split_inputs", "nodes", "peak_memory",
-                 "no_race", "outputs_match_reference", "max_nmse", "max_reserves"},
+                 "no_race", "outputs_match_reference", "max_nmse", "allow_non_finite", "max_reserves"},
                 "an expectations object");
   if (const json* x = member(v, "scheduling")) {
     const std::string s = get_string(*x, child(path, "scheduling"));
@@ -176,6 +176,9 @@ void parse_expect(const json& v, const std::string& path, Expectations* e) {
   if (const json* x = member(v, "max_nmse")) {
     e->max_nmse = get_number(*x, child(path, "max_nmse"));
     if (!(e->max_nmse >= 0)) fail(child(path, "max_nmse"), "expected a number >= 0");
+  }
+  if (const json* x = member(v, "allow_non_finite")) {
+    e->allow_non_finite = get_bool(*x, child(path, "allow_non_finite"));
   }
 }
 
@@ -355,12 +358,20 @@ ScenarioOutcome run_once(const Scenario& sc, const Registry* real_devices) {
           races == 0 ? "none" : format_message("%zu races; first:\n", races) + session->sim().races_report(1));
   }
   if (e.outputs_match_reference.value_or(false)) {
-    const bool good = stats && stats->checked && !stats->nan_mismatch && stats->nmse <= e.max_nmse;
-    check(format_message("outputs match the CPU reference (NMSE <= %g)", e.max_nmse), good,
-          !stats ? "not computed"
-          : !stats->checked
-              ? "not checked (metadata-only mode has no values)"
-              : format_message("NMSE %.3g%s", stats->nmse, stats->nan_mismatch ? ", NaN/Inf mismatch" : ""));
+    // NaN or Inf in an output fails unless the scenario says it expects them: NaN on both sides is not agreement.
+    const bool good = stats && stats->checked && !stats->nan_mismatch && stats->nmse <= e.max_nmse &&
+                      (e.allow_non_finite || stats->non_finite == 0);
+    std::string found = "not computed";
+    if (stats && !stats->checked) found = "not checked (metadata-only mode has no values)";
+    if (stats && stats->checked) {
+      found = format_message("NMSE %.3g", stats->nmse);
+      if (stats->nan_mismatch) found += ", NaN/Inf mismatch";
+      if (stats->non_finite > 0) {
+        found += format_message(", %zu NaN/Inf values%s", stats->non_finite,
+                                e.allow_non_finite ? " (allowed)" : " (\"allow_non_finite\": true accepts them)");
+      }
+    }
+    check(format_message("outputs match the CPU reference (NMSE <= %g)", e.max_nmse), good, found);
   }
   out.passed = true;
   for (const auto& r : out.results) out.passed = out.passed && r.ok;

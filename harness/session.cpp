@@ -369,6 +369,7 @@ Result<RunStats> Session::finish_run(bool check_numerics) {
     r.checked = true;
     r.nmse = n.nmse;
     r.nan_mismatch = n.nan_mismatch || w.size() != g.size();
+    r.non_finite = n.non_finite;
   }
   return r;
 }

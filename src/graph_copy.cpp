@@ -96,6 +96,7 @@ NmseResult nmse(const float* a, const float* b, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const bool fa = std::isfinite(a[i]), fb = std::isfinite(b[i]);
     if (!fa || !fb) {
+      ++r.non_finite;
       const bool same = (std::isnan(a[i]) && std::isnan(b[i])) || (!fa && !fb && a[i] == b[i]);
       if (!same) r.nan_mismatch = true;
       continue;

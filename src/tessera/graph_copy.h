@@ -32,11 +32,14 @@ using CompareCallback = std::function<bool(size_t i, Tensor& t1, Tensor& t2)>;
 // copy), and calls callback. graph must be allocated in memory b1 can compute on.
 Status compare_graph_backend(Backend& b1, Backend& b2, const Graph& graph, const CompareCallback& callback);
 
-// Normalised mean squared error sum((a-b)^2) / sum(a^2), computed in double. nan_mismatch is set when one side has a
-// NaN/Inf where the other has a finite value (or a different non-finite value).
+// Normalised mean squared error sum((a-b)^2) / sum(a^2), computed in double over the positions where both sides are
+// finite. nan_mismatch is set when one side has a NaN/Inf where the other has a finite value (or a different
+// non-finite value); non_finite counts the positions where either side is NaN/Inf, matching or not, so that NaN on both
+// sides (which NMSE alone reports as 0) can still be refused.
 struct NmseResult {
   double nmse = 0.0;
   bool nan_mismatch = false;
+  size_t non_finite = 0;
   size_t n = 0;
 };
 NmseResult nmse(const float* a, const float* b, size_t n);

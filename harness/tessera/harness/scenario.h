@@ -31,6 +31,7 @@ struct Expectations {
   std::optional<bool> no_race;
   std::optional<bool> outputs_match_reference;
   double max_nmse = 1e-4;
+  bool allow_non_finite = false;    // outputs_match_reference accepts NaN/Inf where the reference has the same
   std::optional<int> max_reserves;  // re-plans of the compute buffers over all evaluations
 };
 

@@ -54,6 +54,7 @@ struct RunStats {
   bool checked = false;  // numerics compared (memory-backed mode only)
   double nmse = 0;       // outputs (the logits of a model) vs the CPU reference
   bool nan_mismatch = false;
+  size_t non_finite = 0;  // output positions where the run or the reference has NaN/Inf (nmse skips them)
 };
 
 class Session {

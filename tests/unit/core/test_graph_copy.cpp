@@ -24,6 +24,12 @@ TEST(Nmse, DefinitionAndNonFiniteHandling) {
   EXPECT_FALSE(nmse(n1, n1, 2).nan_mismatch);  // NaN where the reference has NaN
   const float i1[1] = {INFINITY}, i2[1] = {-INFINITY};
   EXPECT_TRUE(nmse(i1, i2, 1).nan_mismatch);
+  // NaN or Inf on both sides is skipped by NMSE and counted, matching or not.
+  EXPECT_EQ(nmse(a, b, 3).non_finite, 0u);
+  EXPECT_EQ(nmse(n1, n1, 2).non_finite, 1u);
+  EXPECT_EQ(nmse(n1, n1, 2).nmse, 0.0);
+  EXPECT_EQ(nmse(n1, n2, 2).non_finite, 1u);
+  EXPECT_EQ(nmse(i1, i1, 1).non_finite, 1u);
   const float z[2] = {0, 0}, nz[2] = {0, 1};
   EXPECT_TRUE(std::isinf(nmse(z, nz, 2).nmse));  // error against an all-zero reference
 }

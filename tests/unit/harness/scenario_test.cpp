@@ -4,6 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <map>
+#include <string>
+
 #include "unit/sim/sim_fixture.h"
 #include "tessera/graph_copy.h"
 #include "tessera/harness/graph_io.h"
@@ -217,6 +221,37 @@ TEST(SimScenarioParse, StepsSchedulerDevicesAndSplitInputsAreRead) {
               HasSubstr("policy.scheduler_devices: expected at least one device name"));
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "policy": {"scheduler_devices": [3]}})"),
               HasSubstr("policy.scheduler_devices[0]: expected a string"));
+}
+
+// A graph whose output is NaN on both sides: SCALE of a finite input by NaN. NMSE skips the NaN positions, so this
+// "matched" the reference (NMSE 0) until NaN/Inf in an output failed the comparison unless the scenario allows it.
+TEST(SimScenarioRun, NanOutputsFailTheReferenceComparisonUnlessAllowed) {
+  Context c({.no_alloc = true});
+  Tensor* x = c.new_tensor_1d(Type::kF32, 8);
+  set_name(*x, "x");
+  set_input(*x);
+  Tensor* y = scale(c, x, std::numeric_limits<float>::quiet_NaN());
+  set_name(*y, "y");
+  set_output(*y);
+  Graph g;
+  ASSERT_TRUE(g.build_forward(y).ok());
+  const std::string graph = graph_to_json(g);
+  auto run = [&](const std::string& extra) {
+    auto s = parse_scenario(R"({"name": "nan", "topology": "1gpu", "graph": )" + graph +
+                                R"(, "expect": {"outputs_match_reference": true)" + extra + "}}",
+                            "nan.json");
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    return s.ok() ? run_scenario(s.value(), &builtin_registry()) : ScenarioOutcome{};
+  };
+  const ScenarioOutcome strict = run("");
+  EXPECT_FALSE(strict.passed);
+  ASSERT_EQ(strict.results.size(), 1u);
+  EXPECT_FALSE(strict.results[0].ok);
+  EXPECT_THAT(strict.results[0].detail, AllOf(HasSubstr("8 NaN/Inf values"), HasSubstr("allow_non_finite")));
+  const ScenarioOutcome allowed = run(R"(, "allow_non_finite": true)");
+  EXPECT_TRUE(allowed.passed) << (allowed.results.empty() ? allowed.error : allowed.results[0].detail);
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "expect": {"allow_non_finite": 1}})"),
+              HasSubstr("expect.allow_non_finite"));
 }
 
 ScenarioOutcome run_text(const std::string& text) {
