@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "json_read.h"
 #include "policy_json.h"
@@ -30,9 +31,15 @@ void parse_model(const json& v, const std::string& path, models::LlamaConfig* c)
     fail(child(path, "preset"), "expected a model preset (one of: " + names + "), got " + quote(preset));
   }
   *c = p.value();
+  // Each count is checked against the range of its field before it is narrowed: "n_layer": 4294967298 must be an
+  // error, not a 2-layer model.
   auto count = [&](const char* key, auto* field) {
-    if (const json* x = member(v, key))
-      *field = static_cast<std::remove_pointer_t<decltype(field)>>(get_count(*x, child(path, key)));
+    using Field = std::remove_pointer_t<decltype(field)>;
+    if (const json* x = member(v, key)) {
+      constexpr int64_t kMax = std::numeric_limits<Field>::max();
+      const std::string what = "a whole number from 0 to " + std::to_string(kMax);
+      *field = static_cast<Field>(get_count(*x, child(path, key), what, kMax));
+    }
   };
   count("n_layer", &c->n_layer);
   count("n_embd", &c->n_embd);

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "unit/sim/sim_fixture.h"
 #include "tessera/graph_copy.h"
@@ -108,6 +109,35 @@ TEST(SimScenarioParse, UnknownKeysAreRejectedWithTheirPath) {
               HasSubstr("expect.nodes[0]: unknown key \"dev\""));
 }
 
+// Every count of the model is range-checked before it is narrowed to its field: 2^32 + 2 once ran as a 2-layer model
+// and 1e18 was reported as "n_layer must be >= 1".
+TEST(SimScenarioParse, ModelCountsOutOfTheirFieldsRangeAreErrorsNamingTheField) {
+  const struct {
+    const char* key;
+    int64_t max;
+  } fields[] = {{"n_layer", INT32_MAX}, {"n_embd", INT64_MAX},    {"n_ff", INT64_MAX},
+                {"n_head", INT64_MAX},  {"n_head_kv", INT64_MAX}, {"n_ctx", INT64_MAX},
+                {"n_kv", INT64_MAX},    {"n_tokens", INT64_MAX},  {"n_outputs", INT64_MAX},
+                {"n_vocab", INT64_MAX}, {"n_expert", INT32_MAX},  {"n_expert_used", INT32_MAX}};
+  for (const auto& f : fields) {
+    std::vector<std::string> bad = {"-1", "1.5", "9223372036854775808", "18446744073709551615", "1e19", "\"4\""};
+    if (f.max == INT32_MAX) {
+      for (const char* v : {"4294967298", "4294967297", "2147483648", "1e18"}) bad.push_back(v);
+    }
+    for (const std::string& value : bad) {
+      SCOPED_TRACE(std::string(f.key) + " = " + value);
+      const std::string text =
+          R"({"name": "x", "topology": "1gpu", "model": {")" + std::string(f.key) + R"(": )" + value + "}}";
+      EXPECT_THAT(error_of(text),
+                  AllOf(HasSubstr("model." + std::string(f.key) + ": expected a whole number from 0 to "),
+                        HasSubstr(std::to_string(f.max))));
+    }
+  }
+  // Within range but over the model's own limit: that limit names the field.
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "model": {"n_layer": 2147483647}})"),
+              HasSubstr("model.n_layer: expected at most 100000 layers"));
+}
+
 TEST(SimScenarioParse, WrongTypesSayWhatWasExpected) {
   EXPECT_THAT(error_of(R"({"name": 5, "topology": "1gpu"})"), HasSubstr("name: expected a string, got a number (5)"));
   EXPECT_THAT(error_of(R"({"name": "x", "topology": 3})"),
@@ -117,7 +147,7 @@ TEST(SimScenarioParse, WrongTypesSayWhatWasExpected) {
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "policy": {"tensor_split": [1, "a"]}})"),
               HasSubstr("policy.tensor_split[1]: expected a number"));
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "model": {"n_layer": -2}})"),
-              HasSubstr("model.n_layer: expected a whole number >= 0"));
+              HasSubstr("model.n_layer: expected a whole number from 0 to 2147483647"));
 }
 
 TEST(SimScenarioParse, BadValuesAreRejected) {
