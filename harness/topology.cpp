@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_read.h"
+#include "tessera/sched.h"
 
 namespace tessera::harness {
 
@@ -194,6 +195,11 @@ TopologyConfig parse_root(const json& root) {
   if (const json* x = member(root, "description")) t.description = get_string(*x, "description");
   if (const json* x = member(root, "devices"))
     t.devices = get_list<DeviceConfig>(*x, "devices", "device objects", parse_device);
+  // Checked here, at load (bad input), not when the scheduler is made from the devices (a failed run).
+  if (t.devices.size() > static_cast<size_t>(kMaxBackends)) {
+    fail("devices", format_message("expected at most %d devices (the scheduler takes at most %d backends), got %zu",
+                                   kMaxBackends, kMaxBackends, t.devices.size()));
+  }
   if (const json* x = member(root, "links")) t.links = get_list<LinkConfig>(*x, "links", "link objects", parse_link);
   return t;
 }

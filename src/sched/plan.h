@@ -277,7 +277,7 @@ class SchedPlan {
   bool is_copy_id(int32_t id) const { return id >= 0 && copy_origin_[static_cast<size_t>(id)] >= 0; }
   // The id of the tensor copy `id` copies, -1 when it is not a copy.
   int32_t copy_origin(int32_t id) const { return copy_origin_[static_cast<size_t>(id)]; }
-  static constexpr size_t kMaxBackendsPerCopy = 16;
+  static constexpr size_t kMaxBackendsPerCopy = kMaxBackends;
 
  private:
   // Pointer -> id. The graph's own nodes and leafs (ids below n_graph_) and the tensors of add_new enter it only when

@@ -51,6 +51,9 @@ Scheduler::~Scheduler() {
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(std::vector<Backend*> backends, SchedulerParams params) {
   if (backends.empty()) return Status(StatusCode::kInvalidArgument, "scheduler: no backends");
+  if (backends.size() > static_cast<size_t>(kMaxBackends)) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: %zu backends, at most %d", backends.size(), kMaxBackends);
+  }
   for (size_t i = 0; i < backends.size(); ++i) {
     if (backends[i] == nullptr) return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: backend %zu is null", i);
   }

@@ -44,6 +44,9 @@ struct SchedulerParams {
 };
 
 constexpr int kParallelCopies = 4;
+// The most backends one scheduler takes (a copy of a tensor is indexed per backend); Scheduler::create refuses more,
+// and topology files may list at most this many devices.
+constexpr int kMaxBackends = 16;
 
 struct TensorExplain {
   int backend = -1;  // index in the scheduler's backend list, -1 when unassigned

@@ -16,6 +16,7 @@
 using namespace tessera;
 using namespace tessera::sim;
 using namespace tessera::harness;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 namespace {
@@ -305,6 +306,18 @@ TEST(SimTopologyPresets, LoadByNameFromAnyDirectoryAndUnknownNames) {
   EXPECT_EQ(neither.status().code(), StatusCode::kNotFound);
   EXPECT_THAT(neither.status().message(), HasSubstr("no topology preset or file named \"no-such-preset\""));
   EXPECT_THAT(neither.status().message(), HasSubstr("8x80gb"));
+}
+
+// The scheduler takes at most kMaxBackends (16) backends: a topology with more devices is bad input at load (exit 2),
+// not a failed run. 16 load.
+TEST(SimTopologyParse, AtMostSixteenDevices) {
+  auto devices = [](int n) {
+    std::string text = R"({"name": "many", "devices": [)";
+    for (int i = 0; i + 1 < n; ++i) text += R"({"name": "gpu)" + std::to_string(i) + R"(", "type": "gpu"}, )";
+    return text + R"({"name": "cpu", "type": "cpu"}]})";
+  };
+  EXPECT_TRUE(parse_topology(devices(16), "topo.json").ok());
+  EXPECT_THAT(error_of(devices(17)), AllOf(HasSubstr("devices"), HasSubstr("at most 16 devices"), HasSubstr("got 17")));
 }
 
 TEST(SimTopologyPresets, PresetErrorsNameThePreset) {

@@ -289,6 +289,15 @@ TEST(SchedulerExecErrors, CreationChecks) {
   auto bad_buft = Scheduler::create({gpu->get(), cpu.get()}, {.bufts = {cpu::buffer_type(), cpu::buffer_type()}});
   ASSERT_FALSE(bad_buft.ok());
   EXPECT_THAT(bad_buft.status().message(), HasSubstr("does not support"));
+  // At most kMaxBackends (16): 16 GPU-like backends and the CPU are one too many, refused at creation, not at the
+  // first plan.
+  std::vector<Backend*> many(static_cast<size_t>(kMaxBackends), gpu->get());
+  many.push_back(cpu.get());
+  auto too_many = Scheduler::create(many);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_THAT(too_many.status().message(), HasSubstr("17 backends, at most 16"));
+  many.erase(many.begin());
+  EXPECT_TRUE(Scheduler::create(many).ok());
   SchedulerParams few_inputs;
   few_inputs.max_split_inputs = 3;  // below one node's sources
   EXPECT_FALSE(Scheduler::create({gpu->get(), cpu.get()}, few_inputs).ok());
