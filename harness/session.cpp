@@ -250,10 +250,12 @@ std::string Session::describe_workload() const {
 namespace {
 
 // The outputs of the model, or of the serialized graph (or of the next graph, over the first graph's weights),
-// computed on the plain CPU backend with the same data. The next graph is computed alone: a cache the first graph
-// wrote (SET_ROWS) is not carried over.
-Result<std::vector<float>> cpu_reference(const SessionConfig& config, bool next) {
+// computed on the plain CPU backend with the same data. A graph session's computes are replayed in the run's order
+// (`computes`: for each, whether it was the next graph; the outputs are the last one's), so a cache one graph wrote
+// with SET_ROWS is there when the other reads it, as it was in the run.
+Result<std::vector<float>> cpu_reference(const SessionConfig& config, const std::vector<bool>& computes) {
   if (config.graph) {
+    const bool uses_next = std::find(computes.begin(), computes.end(), true) != computes.end();
     auto r = graph_from_json(config.graph->text, config.graph->source);
     if (!r.ok()) return r.status();
     LoadedGraph first = std::move(r).value();
@@ -263,23 +265,30 @@ Result<std::vector<float>> cpu_reference(const SessionConfig& config, bool next)
     if (!placed.ok()) return placed.status();
     TS_RETURN_IF_ERROR(fill_all(fill_plan(first, first.weights), config.model_seed));
     LoadedGraph second;
-    if (next) {
+    if (uses_next) {
       auto n = graph_from_json(config.next_graph->text, config.next_graph->source);
       if (!n.ok()) return n.status();
       second = std::move(n).value();
     }
-    LoadedGraph& lg = next ? second : first;
-    const std::vector<Tensor*> outputs = graph_outputs(lg);
-    const auto inputs = fill_plan(lg, input_leafs(lg));
-    if (next) TS_RETURN_IF_ERROR(share_weights(second, first, config.next_graph->source));
-    GraphPlanner planner(cpu::buffer_type());
-    TS_RETURN_IF_ERROR(planner.alloc_graph(*lg.graph));
-    TS_RETURN_IF_ERROR(fill_all(inputs, config.model_seed));
+    // Input plans are made before the next graph's weight leafs are replaced by the first graph's.
+    const auto first_inputs = fill_plan(first, input_leafs(first));
+    const auto second_inputs = uses_next ? fill_plan(second, input_leafs(second)) : decltype(first_inputs){};
+    if (uses_next) TS_RETURN_IF_ERROR(share_weights(second, first, config.next_graph->source));
+    GraphPlanner planners[2] = {GraphPlanner(cpu::buffer_type()), GraphPlanner(cpu::buffer_type())};
+    bool allocated[2] = {false, false};
     auto backend = cpu::make_backend();
-    if (backend->graph_compute(*lg.graph) != ComputeStatus::kSuccess) {
-      return Status(StatusCode::kFailed, "CPU reference: " + backend->last_error());
+    const std::vector<bool> order = computes.empty() ? std::vector<bool>{false} : computes;
+    for (const bool next : order) {
+      LoadedGraph& lg = next ? second : first;
+      const int i = next ? 1 : 0;
+      if (!allocated[i]) TS_RETURN_IF_ERROR(planners[i].alloc_graph(*lg.graph));
+      allocated[i] = true;
+      TS_RETURN_IF_ERROR(fill_all(next ? second_inputs : first_inputs, config.model_seed));
+      if (backend->graph_compute(*lg.graph) != ComputeStatus::kSuccess) {
+        return Status(StatusCode::kFailed, "CPU reference: " + backend->last_error());
+      }
     }
-    return concat_outputs(outputs);
+    return concat_outputs(graph_outputs(order.back() ? second : first));
   }
   return harness::cpu_reference_logits(config.model, config.model_seed);
 }
@@ -292,7 +301,7 @@ Result<std::vector<float>> Session::reference_outputs() const {
   if (config_.sim.mode != MemoryMode::kBacked) {
     return Status(StatusCode::kInvalidArgument, "the CPU reference needs memory-backed mode");
   }
-  return cpu_reference(config_, last_was_next_);
+  return cpu_reference(config_, computes_.empty() ? std::vector<bool>{last_was_next_} : computes_);
 }
 
 namespace {
@@ -309,6 +318,7 @@ Result<RunStats> Session::run(int evaluations, bool check_numerics) {
   TS_RETURN_IF_ERROR(set_inputs());
   for (int i = 0; i < std::max(evaluations, 1); ++i) {
     TS_RETURN_IF_ERROR(compute_status(sched_->graph_compute_async(*graph_), sched_->last_error()));
+    computes_.push_back(false);
   }
   return finish_run(check_numerics);
 }
@@ -340,6 +350,7 @@ Result<RunStats> Session::run_steps(const std::vector<Step>& steps, bool check_n
           s = compute_status(sched_->graph_compute_async(g), sched_->last_error());
           fresh = -1;
           last_was_next_ = which == 1;
+          if (s.ok()) computes_.push_back(which == 1);
         }
       }
     }

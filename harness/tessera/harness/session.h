@@ -129,6 +129,8 @@ class Session {
   std::vector<Tensor*> next_outputs_;
   std::vector<std::pair<LeafData, uint64_t>> next_input_fill_;
   bool last_was_next_ = false;  // which graph's outputs run_steps compares
+  std::vector<bool> computes_;  // every evaluation so far, in order: whether it was the next graph (the reference
+                                // replays them, so it sees the caches the run's graphs wrote)
   Status load_next_graph();
   Status set_next_inputs();
   Placement placement_;

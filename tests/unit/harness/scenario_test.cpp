@@ -355,6 +355,15 @@ std::string tiny_graph_json(bool flash_attn) {
   return graph_to_json(*m.value().graph);
 }
 
+// The tiny model's graph for a batch of n_tokens (the cache, weights and names are the same for every batch).
+std::string tiny_batch_graph_json(int64_t n_tokens) {
+  models::LlamaConfig c = models::preset("tiny").value();
+  c.n_tokens = n_tokens;
+  auto m = models::build_llama(c);
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  return graph_to_json(*m.value().graph);
+}
+
 std::string write_temp(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + name;
   FILE* f = std::fopen(path.c_str(), "wb");
@@ -417,6 +426,25 @@ TEST(SimScenarioGraph, GraphErrorsNameTheScenarioAndTheGraphLocation) {
               AllOf(HasSubstr("case.json (graph)"), HasSubstr("tensors["), HasSubstr("q5_9")));
   EXPECT_THAT(error_of(R"({"name": "g", "topology": "1gpu", "policy": {"pins": [{"tensor": "x"}]}})"),
               AllOf(HasSubstr("policy.pins[0]"), HasSubstr("device")));
+}
+
+// A larger batch, then a smaller one over the same cache: the first graph's SET_ROWS writes cache slots the second
+// reads. The CPU reference must follow the same cache history as the run; it used to compute the second graph alone
+// from the seeded cache, a false NMSE failure with no hint of the cause. Both orders, and each graph twice.
+TEST(SimSessionGraph, TheReferenceFollowsTheRunsCacheHistoryAcrossGraphs) {
+  const std::string large = tiny_batch_graph_json(4), small = tiny_batch_graph_json(1);
+  for (const char* steps : {R"(["compute", "compute-next"])", R"(["compute-next", "compute"])",
+                            R"(["compute", "compute", "compute-next", "compute-next"])"}) {
+    SCOPED_TRACE(steps);
+    auto s = parse_scenario(R"({"name": "cache", "topology": "1gpu", "graph": )" + large + R"(, "next_graph": )" +
+                                small + R"(, "run": {"steps": )" + steps +
+                                R"(}, "expect": {"outputs_match_reference": true, "no_race": true}})",
+                            "cache.json");
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    const ScenarioOutcome out = run_scenario(s.value(), &builtin_registry());
+    EXPECT_TRUE(out.passed) << out.error;
+    for (const auto& r : out.results) EXPECT_TRUE(r.ok) << r.what << ": " << r.detail;
+  }
 }
 
 TEST(SimSessionGraph, AModelsGraphPlacesAndComputesLikeTheModel) {
