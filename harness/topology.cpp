@@ -356,18 +356,8 @@ ojson device_json(const DeviceConfig& d) {
 
 Result<TopologyConfig> parse_topology(std::string_view json_text, const std::string& source) {
   try {
-    DuplicateKeyFinder duplicates;
     json root;
-    try {
-      root = json::parse(json_text.begin(), json_text.end(), std::ref(duplicates));
-    } catch (const json::parse_error& e) {
-      return invalid(source + ":" + line_column(json_text, e.byte) + ": JSON syntax error: " + syntax_detail(e.what()));
-    }
-    if (duplicates.found()) {
-      std::string where = duplicates.path().empty() ? "top level" : duplicates.path();
-      return invalid(error_prefix(source, where) + "duplicate key " + quote(duplicates.key()) +
-                     " (each key may appear once in an object)");
-    }
+    TS_RETURN_IF_ERROR(parse_json(json_text, source, &root, "topology"));
     TopologyConfig topology = parse_root(root);
     Status valid = validate_topology(topology);
     if (!valid.ok()) return invalid(source + ": " + valid.message());
