@@ -346,19 +346,12 @@ TEST(SimScenarioRun, MaxSplitInputsIsCheckedAgainstEverySplit) {
 
 namespace {
 
-// The tiny model's graph (GET_ROWS ids, SET_ROWS into caches, ROPE positions, GQA attention) as a serialized graph.
-std::string tiny_graph_json(bool flash_attn) {
+// The tiny model's graph (GET_ROWS ids, SET_ROWS into caches, ROPE positions, GQA attention) as a serialized graph,
+// for its preset batch or for n_tokens.
+std::string tiny_graph_json(bool flash_attn, int64_t n_tokens = 0) {
   models::LlamaConfig c = models::preset("tiny").value();
   c.flash_attn = flash_attn;
-  auto m = models::build_llama(c);
-  EXPECT_TRUE(m.ok()) << m.status().to_string();
-  return graph_to_json(*m.value().graph);
-}
-
-// The tiny model's graph for a batch of n_tokens (the cache, weights and names are the same for every batch).
-std::string tiny_batch_graph_json(int64_t n_tokens) {
-  models::LlamaConfig c = models::preset("tiny").value();
-  c.n_tokens = n_tokens;
+  if (n_tokens > 0) c.n_tokens = n_tokens;  // the cache, weights and names are the same for every batch
   auto m = models::build_llama(c);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   return graph_to_json(*m.value().graph);
@@ -432,7 +425,7 @@ TEST(SimScenarioGraph, GraphErrorsNameTheScenarioAndTheGraphLocation) {
 // reads. The CPU reference must follow the same cache history as the run; it used to compute the second graph alone
 // from the seeded cache, a false NMSE failure with no hint of the cause. Both orders, and each graph twice.
 TEST(SimSessionGraph, TheReferenceFollowsTheRunsCacheHistoryAcrossGraphs) {
-  const std::string large = tiny_batch_graph_json(4), small = tiny_batch_graph_json(1);
+  const std::string large = tiny_graph_json(true, 4), small = tiny_graph_json(true, 1);
   for (const char* steps : {R"(["compute", "compute-next"])", R"(["compute-next", "compute"])",
                             R"(["compute", "compute", "compute-next", "compute-next"])"}) {
     SCOPED_TRACE(steps);
