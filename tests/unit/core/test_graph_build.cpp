@@ -128,6 +128,29 @@ TEST(Context, FirstRowSizeNearTwoToTheSixtyFourIsExactOrRefused) {
   ctx.clear_error();
 }
 
+// A view whose byte span or element count does not fit in 64 bits is refused, not wrapped into a small span that
+// passes the bounds check: ne1 = 2^62 rows of 4 bytes span 2^64 bytes, which wrapped to 0 and made a view of 2^62
+// elements over a 64-byte tensor.
+TEST(Views, SpanOrElementCountOverflowIsRefused) {
+  Context ctx({.no_alloc = true});
+  Tensor* a = ctx.new_tensor_1d(Type::kF32, 16);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(view_4d(ctx, a, 1, int64_t{1} << 62, 1, 1, 4, 0, 0, 0), nullptr);
+  EXPECT_NE(ctx.status().message().find("overflows"), std::string::npos) << ctx.status().message();
+  ctx.clear_error();
+  // Zero strides alias one element; 2^40 x 2^40 of them is more elements than int64 holds.
+  EXPECT_EQ(view_4d(ctx, a, 1, int64_t{1} << 40, int64_t{1} << 40, 1, 0, 0, 0, 0), nullptr);
+  EXPECT_NE(ctx.status().message().find("overflows"), std::string::npos) << ctx.status().message();
+  ctx.clear_error();
+  // Within range, a stride past the end is the usual out-of-range error, and a fitting view still works.
+  EXPECT_EQ(view_2d(ctx, a, 4, 5, 16, 0), nullptr);
+  EXPECT_EQ(ctx.status().code(), StatusCode::kOutOfRange);
+  ctx.clear_error();
+  Tensor* v = view_2d(ctx, a, 4, 4, 16, 0);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(nbytes(*v), 64u);
+}
+
 TEST(Views, AliasTheRootWithAccumulatedOffset) {
   Context ctx({.no_alloc = true});
   Tensor* a = ctx.new_tensor_2d(Type::kF32, 8, 4);
