@@ -287,17 +287,14 @@ class GraphReader {
       fail(child(path, "ne"), "expected ne0 to be a multiple of the " + std::string(tt.name) + " block size " +
                                   std::to_string(tt.block_size) + ", got " + std::to_string(s.ne[0]));
     }
+    Tensor probe;
+    probe.type = s.type;
     for (int i = 0; i < kMaxDims; ++i) {
-      if (s.ne[i] == 0) return;
+      probe.ne[i] = s.ne[i];
+      probe.nb[i] = i == 0 ? nb0 : s.nb[i];
     }
-    size_t bytes = tt.type_size, term = 0;
-    bool overflow = __builtin_mul_overflow(static_cast<size_t>(s.ne[0] / tt.block_size - 1), nb0, &term) ||
-                    __builtin_add_overflow(bytes, term, &bytes);
-    for (int i = 1; i < kMaxDims && !overflow; ++i) {
-      overflow = __builtin_mul_overflow(static_cast<size_t>(s.ne[i] - 1), s.nb[i], &term) ||
-                 __builtin_add_overflow(bytes, term, &bytes);
-    }
-    if (overflow || bytes > static_cast<size_t>(kMaxExtent)) {
+    size_t bytes = 0;
+    if (!checked_nbytes(probe, &bytes) || bytes > static_cast<size_t>(kMaxExtent)) {
       fail(child(path, "nb"), "expected strides whose span fits the source, got ne " + array_text(s.ne) + ", nb " +
                                   array_text(s.nb) + " (the span overflows)");
     }

@@ -366,8 +366,7 @@ ScenarioOutcome run_once(const Scenario& sc, const Registry* real_devices) {
   }
   if (e.outputs_match_reference.value_or(false)) {
     // NaN or Inf in an output fails unless the scenario says it expects them: NaN on both sides is not agreement.
-    const bool good = stats && stats->checked && !stats->nan_mismatch && stats->nmse <= e.max_nmse &&
-                      (e.allow_non_finite || stats->non_finite == 0);
+    const bool good = stats && stats->checked && stats->matches_reference(e.max_nmse, e.allow_non_finite);
     std::string found = "not computed";
     if (stats && !stats->checked) found = "not checked (metadata-only mode has no values)";
     if (stats && stats->checked) {

@@ -301,7 +301,7 @@ Result<std::vector<float>> Session::reference_outputs() const {
   if (config_.sim.mode != MemoryMode::kBacked) {
     return Status(StatusCode::kInvalidArgument, "the CPU reference needs memory-backed mode");
   }
-  return cpu_reference(config_, computes_.empty() ? std::vector<bool>{last_was_next_} : computes_);
+  return cpu_reference(config_, computes_);
 }
 
 namespace {
@@ -313,7 +313,6 @@ Status compute_status(ComputeStatus cs, const std::string& error) {
 
 Result<RunStats> Session::run(int evaluations, bool check_numerics) {
   current_ = graph_;  // run() evaluates the first graph only
-  last_was_next_ = false;
   TS_RETURN_IF_ERROR(plan());
   TS_RETURN_IF_ERROR(set_inputs());
   for (int i = 0; i < std::max(evaluations, 1); ++i) {
@@ -349,7 +348,6 @@ Result<RunStats> Session::run_steps(const std::vector<Step>& steps, bool check_n
         if (s.ok() && kind == 2) {
           s = compute_status(sched_->graph_compute_async(g), sched_->last_error());
           fresh = -1;
-          last_was_next_ = which == 1;
           if (s.ok()) computes_.push_back(which == 1);
         }
       }

@@ -11,27 +11,6 @@ constexpr size_t kHostAlignment = 64;
 
 bool mul_overflows(size_t a, size_t b, size_t* out) { return __builtin_mul_overflow(a, b, out); }
 
-// nbytes() of a tensor whose shape and strides are not trusted yet: false when the span (first byte of the first block
-// through the last byte of the last) or the element count does not fit, so that nothing downstream wraps around.
-bool checked_span(const Tensor& t, size_t* span) {
-  const TypeTraits& tt = type_traits(t.type);
-  int64_t elements = 1;
-  for (int i = 0; i < kMaxDims; ++i) {
-    if (__builtin_mul_overflow(elements, t.ne[i], &elements)) return false;
-  }
-  if (elements == 0) {
-    *span = 0;
-    return true;
-  }
-  size_t bytes = tt.type_size;
-  for (int i = 0; i < kMaxDims; ++i) {
-    const size_t steps = static_cast<size_t>(i == 0 ? t.ne[0] / tt.block_size - 1 : t.ne[i] - 1);
-    size_t part = 0;
-    if (mul_overflows(steps, t.nb[i], &part) || __builtin_add_overflow(bytes, part, &bytes)) return false;
-  }
-  *span = bytes;
-  return true;
-}
 }  // namespace
 
 void Context::AlignedFree::operator()(void* p) const { std::free(p); }
@@ -147,7 +126,7 @@ Tensor* Context::new_view(Tensor* src, Type type, const int64_t ne[4], const siz
                          describe(*src).c_str(), static_cast<long long>(ne[0]), type_name(type)));
   }
   size_t span = 0;
-  if (!checked_span(probe, &span)) {
+  if (!checked_nbytes(probe, &span)) {
     return fail(TS_ERROR(StatusCode::kInvalidArgument, "view of %s: its element count or byte span overflows",
                          describe(*src).c_str()));
   }

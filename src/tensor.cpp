@@ -26,6 +26,26 @@ size_t nbytes(const Tensor& t) {
   return bytes;
 }
 
+bool checked_nbytes(const Tensor& t, size_t* out) {
+  int64_t elements = 1;
+  for (int i = 0; i < kMaxDims; ++i) {
+    if (t.ne[i] < 0 || __builtin_mul_overflow(elements, t.ne[i], &elements)) return false;
+  }
+  if (elements == 0) {
+    *out = 0;
+    return true;
+  }
+  const TypeTraits& tt = type_traits(t.type);
+  size_t bytes = tt.type_size;
+  for (int i = 0; i < kMaxDims; ++i) {
+    const size_t steps = static_cast<size_t>(i == 0 ? t.ne[0] / tt.block_size - 1 : t.ne[i] - 1);
+    size_t part = 0;
+    if (__builtin_mul_overflow(steps, t.nb[i], &part) || __builtin_add_overflow(bytes, part, &bytes)) return false;
+  }
+  *out = bytes;
+  return true;
+}
+
 int n_dims(const Tensor& t) {
   for (int i = kMaxDims - 1; i >= 1; --i) {
     if (t.ne[i] > 1) return i + 1;

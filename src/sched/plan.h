@@ -351,7 +351,8 @@ class SchedPlan {
   std::vector<Op> op_;
   std::vector<uint32_t> offload_memo_;
   // One answer per (id, backend) in a 32-bit word: low 16 bits known, high 16 the answer. Backends from 16 on are
-  // asked every time.
+  // asked every time (none while a scheduler takes at most kMaxBackends).
+  static_assert(kMaxBackends <= 16, "the supports/offload memos hold 16 backends per 32-bit word");
   template <typename Ask>
   static bool memo(std::vector<uint32_t>& words, int32_t id, int b, Ask ask) {
     if (b >= 16) return ask();

@@ -55,6 +55,12 @@ struct RunStats {
   double nmse = 0;       // outputs (the logits of a model) vs the CPU reference
   bool nan_mismatch = false;
   size_t non_finite = 0;  // output positions where the run or the reference has NaN/Inf (nmse skips them)
+  // The numerics agree with the CPU reference: compared, no NaN/Inf mismatch, NMSE within max_nmse, and no NaN/Inf at
+  // all unless allowed (NMSE skips those positions, so NaN on both sides is not agreement). Also true when not
+  // compared (metadata-only mode); callers that require a comparison check `checked`.
+  bool matches_reference(double max_nmse, bool allow_non_finite = false) const {
+    return !checked || (!nan_mismatch && nmse <= max_nmse && (allow_non_finite || non_finite == 0));
+  }
 };
 
 class Session {
@@ -93,7 +99,7 @@ class Session {
   Graph& graph() { return *graph_; }
   // The tensors compared with the CPU reference: the logits of a model, the outputs of a serialized graph.
   // (Those of the next graph once it was computed.)
-  const std::vector<Tensor*>& outputs() const { return last_was_next_ ? next_outputs_ : outputs_; }
+  const std::vector<Tensor*>& outputs() const { return last_was_next() ? next_outputs_ : outputs_; }
   // A short description of what runs: "model tiny (2 layers, 8 tokens, flash attention)" or "graph FILE (N nodes)".
   std::string describe_workload() const;
   const Placement& placement() const { return placement_; }
@@ -128,9 +134,10 @@ class Session {
   LoadedGraph next_;
   std::vector<Tensor*> next_outputs_;
   std::vector<std::pair<LeafData, uint64_t>> next_input_fill_;
-  bool last_was_next_ = false;  // which graph's outputs run_steps compares
   std::vector<bool> computes_;  // every evaluation so far, in order: whether it was the next graph (the reference
                                 // replays them, so it sees the caches the run's graphs wrote)
+  // Whether the last evaluation was of the next graph: its outputs are the ones compared.
+  bool last_was_next() const { return !computes_.empty() && computes_.back(); }
   Status load_next_graph();
   Status set_next_inputs();
   Placement placement_;
