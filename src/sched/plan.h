@@ -18,6 +18,10 @@
 
 namespace tessera::sched {
 
+namespace testing {
+struct PlanCorrupter;  // tests/unit/sched/test_plan_verifier.cpp: breaks the plan's own bookkeeping on purpose
+}  // namespace testing
+
 // What the passes may ask about the backends (index 0 = highest priority; the last is the CPU fallback).
 class BackendSet {
  public:
@@ -280,6 +284,8 @@ class SchedPlan {
   static constexpr size_t kMaxBackendsPerCopy = kMaxBackends;
 
  private:
+  // The plan verifier's tests corrupt what no public member can (facts, copy sets, memoised answers).
+  friend struct testing::PlanCorrupter;
   // Pointer -> id. The graph's own nodes and leafs (ids below n_graph_) and the tensors of add_new enter it only when
   // a lookup needs them (map_pending_): the passes reach them by position (Graph::src_positions) or id, so a split
   // that nobody queries by pointer never hashes them.

@@ -66,6 +66,8 @@ class Verify {
     if (b >= bs_.size()) return format_message("backend %d (of %d)", b, bs_.size());
     return bs_.name(b);
   }
+  static const char* name_of(const BufferType* buft) { return buft != nullptr ? buft->name() : "(none)"; }
+  static const char* name_of(const Tensor* t) { return t != nullptr ? t->name : "(null)"; }
   std::string assignment(int b, Cause c) const { return format_message("%s [%s]", on(b).c_str(), cause_name(c)); }
   // A tensor backend b reads without a copy: on b, or in memory b can use.
   bool readable(int32_t id, int b) const { return plan_.backend(id) == b || buffer_supported(plan_, bs_, id, b); }
@@ -122,7 +124,7 @@ std::string Verify::pass1() const {
         const BufferType* buft = plan_.fixed_buft(id);
         VERIFY(v < 0 && buft != nullptr && plan_.can_use(bs_, buft, b) && supported != 0,
                "1.dst: a tensor with memory runs on a backend that can use it and its op", "%s is %s, buffer type %s",
-               who(id).c_str(), assignment(b, c).c_str(), buft != nullptr ? buft->name() : "(none)");
+               who(id).c_str(), assignment(b, c).c_str(), name_of(buft));
         break;
       }
       case Cause::kViewSourceHasBuffer: {
@@ -130,7 +132,7 @@ std::string Verify::pass1() const {
         VERIFY(buft != nullptr && plan_.can_use(bs_, buft, b) && supported != 0,
                "1.vsrc: a view of memory runs on a backend that can use that memory and its op",
                "%s is %s, view of %s in buffer type %s", who(id).c_str(), assignment(b, c).c_str(), who(v).c_str(),
-               buft != nullptr ? buft->name() : "(none)");
+               name_of(buft));
         break;
       }
       case Cause::kInput:
@@ -145,13 +147,13 @@ std::string Verify::pass1() const {
         if (c == Cause::kWeight) {
           VERIFY(buft != nullptr && plan_.can_use(bs_, buft, b) && supported != 0,
                  "1.wgt: a node runs where its deciding weight's memory can be used", "%s is %s, deciding weight %s",
-                 who(id).c_str(), assignment(b, c).c_str(), w >= 0 ? who(w).c_str() : "none");
+                 who(id).c_str(), assignment(b, c).c_str(), who(w).c_str());
         } else {
           VERIFY(
               opt_.op_offload && w >= 0 && plan_.has(w, SchedPlan::kHostBuffer) && b < last && supported != 0,
               "1.off: only an op whose deciding weight is in host memory is offloaded, to a backend that supports it",
-              "%s is %s, deciding weight %s%s", who(id).c_str(), assignment(b, c).c_str(),
-              w >= 0 ? who(w).c_str() : "none", opt_.op_offload ? "" : ", op_offload off");
+              "%s is %s, deciding weight %s%s", who(id).c_str(), assignment(b, c).c_str(), who(w).c_str(),
+              opt_.op_offload ? "" : ", op_offload off");
         }
         break;
       }
@@ -304,7 +306,7 @@ std::string Verify::pass5() const {
     for (size_t q = 0; q < n_in; ++q) {
       const int32_t id = sp.input_ids[q];
       VERIFY(id >= 0 && id < n_ids && plan_.user_tensor(id) == sp.inputs[q], "a split input is the tensor its id names",
-             "split %zu input %zu: id %d, tensor '%s'", k, q, id, sp.inputs[q] != nullptr ? sp.inputs[q]->name : "");
+             "split %zu input %zu: id %d, tensor '%s'", k, q, id, name_of(sp.inputs[q]));
       VERIFY(!readable(id, sp.backend), "a split input is a tensor the split's backend cannot read",
              "split %zu on %s copies %s (%s)", k, on(sp.backend).c_str(), who(id).c_str(),
              assignment(plan_.backend(id), plan_.cause(id)).c_str());
@@ -380,8 +382,8 @@ std::string Verify::pass5() const {
     VERIFY(rep >= 0 && rep < n_ids && plan_.copy_origin(rep) == s, "a source is rewritten to a copy of itself",
            "node %s source %d %s reads %s", who(node).c_str(), w.src, who(s).c_str(), who(rep).c_str());
     VERIFY(w.node->src[w.src] == plan_.user_tensor(rep), "a rewritten node reads its copy",
-           "node %s source %d reads '%s', not the copy %s", who(node).c_str(), w.src,
-           w.node->src[w.src] != nullptr ? w.node->src[w.src]->name : "(null)", who(rep).c_str());
+           "node %s source %d reads '%s', not the copy %s", who(node).c_str(), w.src, name_of(w.node->src[w.src]),
+           who(rep).c_str());
     VERIFY((rewritten[i] >> w.src & 1u) == 0, "a source is rewritten once", "node %s source %d", who(node).c_str(),
            w.src);
     rewritten[i] = static_cast<uint16_t>(rewritten[i] | 1u << w.src);
@@ -396,7 +398,7 @@ std::string Verify::pass5() const {
       const int32_t s = plan_.src(i, j);
       VERIFY(s < 0 || readable(s, b) || (rewritten[i] >> j & 1u) != 0,
              "every source a node's backend cannot read is read through a copy", "node %s (%s) source %d %s (%s)",
-             who(node).c_str(), on(b).c_str(), j, who(s).c_str(), on(s >= 0 ? plan_.backend(s) : -1).c_str());
+             who(node).c_str(), on(b).c_str(), j, who(s).c_str(), on(plan_.backend(s)).c_str());  // (s >= 0 here)
     }
   }
   return {};
