@@ -243,17 +243,22 @@ class Parser {
     // takes at least 33 bytes, a key/value pair at least 14.
     const uint64_t left = in_.left();
     if (n_tensors_ > left / detail::kMinTensorInfoBytes) {
-      return error(StatusCode::kInvalidArgument, 8, "tensor_count",
+      return error(StatusCode::kOutOfRange, 8, "tensor_count",
                    "%" PRIu64 " tensors need at least %" PRIu64 " bytes each, but only %" PRIu64
                    " bytes follow the header",
                    n_tensors_, detail::kMinTensorInfoBytes, left);
     }
     const uint64_t left_for_kv = left - n_tensors_ * detail::kMinTensorInfoBytes;
     if (n_kv_ > left_for_kv / detail::kMinKeyValueBytes) {
-      return error(StatusCode::kInvalidArgument, 16, "kv_count",
+      std::string after = "the header";
+      if (n_tensors_ > 0) {
+        after += " and the " + std::to_string(n_tensors_) + " tensor infos' " +
+                 std::to_string(n_tensors_ * detail::kMinTensorInfoBytes) + " bytes at least";
+      }
+      return error(StatusCode::kOutOfRange, 16, "kv_count",
                    "%" PRIu64 " key/value pairs need at least %" PRIu64 " bytes each, but only %" PRIu64
-                   " bytes follow the header and the %" PRIu64 " tensor infos' minimum",
-                   n_kv_, detail::kMinKeyValueBytes, left_for_kv, n_tensors_);
+                   " bytes follow %s",
+                   n_kv_, detail::kMinKeyValueBytes, left_for_kv, after.c_str());
     }
     return Status::Ok();
   }

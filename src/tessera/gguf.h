@@ -10,6 +10,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -162,7 +164,8 @@ class Value {
 
  private:
   using Storage = std::variant<uint64_t, int64_t, float, double, bool, std::string, Array>;
-  Value(ValueType type, Storage v) : type_(type), v_(std::move(v)) {}
+  template <typename T>
+  Value(ValueType type, T&& v) : type_(type), v_(std::in_place_type<std::decay_t<T>>, std::forward<T>(v)) {}
   ValueType type_ = ValueType::kU8;
   Storage v_ = uint64_t{0};
 };
