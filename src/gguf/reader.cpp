@@ -28,7 +28,9 @@ using detail::quote;
 class Input {
  public:
   explicit Input(std::span<const uint8_t> bytes) : in_memory_(true), mem_(bytes.data()), size_(bytes.size()) {}
-  Input(int fd, uint64_t size, size_t buffer_bytes) : fd_(fd), size_(size), buf_(buffer_bytes > 0 ? buffer_bytes : 1) {}
+  // The buffer is no larger than the file (nor than 64 MiB, nor smaller than a byte).
+  Input(int fd, uint64_t size, size_t buffer_bytes)
+      : fd_(fd), size_(size), buf_(std::clamp<uint64_t>(std::min<uint64_t>(buffer_bytes, size), 1, 64u << 20)) {}
 
   uint64_t pos() const { return pos_; }
   uint64_t size() const { return size_; }
@@ -144,10 +146,14 @@ class Parser {
       __attribute__((format(printf, 5, 6))) {
     va_list args;
     va_start(args, fmt);
-    char buf[512];
-    std::vsnprintf(buf, sizeof(buf), fmt, args);
+    va_list copy;
+    va_copy(copy, args);
+    const int n = std::vsnprintf(nullptr, 0, fmt, copy);
+    va_end(copy);
+    std::string what(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+    if (n > 0) std::vsnprintf(what.data(), what.size() + 1, fmt, args);
     va_end(args);
-    return Status(code, source_ + ": offset " + std::to_string(offset) + ": " + field + ": " + buf);
+    return Status(code, source_ + ": offset " + std::to_string(offset) + ": " + field + ": " + what);
   }
 
   // Checks that n bytes are left at the position; the error names the field (made only on failure).
@@ -191,6 +197,11 @@ class Parser {
     if (len > in_.left()) {
       return error(StatusCode::kOutOfRange, len_at, field() + " length",
                    "%" PRIu64 " bytes, but only %" PRIu64 " are left in the file", len, in_.left());
+    }
+    if (len > options_.max_string_bytes) {
+      return error(StatusCode::kUnsupported, len_at, field() + " length",
+                   "a string of %" PRIu64 " bytes (at most %" PRIu64 ": ReadOptions::max_string_bytes)", len,
+                   options_.max_string_bytes);
     }
     if (out == nullptr) {
       in_.skip(len);

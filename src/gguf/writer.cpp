@@ -33,6 +33,10 @@ Status check_value(const Value& v, int depth, const std::string& where) {
   if (!detail::value_type_is_valid(static_cast<uint32_t>(v.type()))) {
     return invalid(where + ": unknown value type " + std::to_string(static_cast<uint32_t>(v.type())));
   }
+  if (const std::string* str = v.as_string(); str != nullptr && str->size() > kMaxStringBytes) {
+    return invalid(where + ": a string of " + std::to_string(str->size()) + " bytes (at most " +
+                   std::to_string(kMaxStringBytes) + ")");
+  }
   const Array* a = v.as_array();
   if (a == nullptr) return Status::Ok();
   if (depth + 1 > kMaxNesting) return invalid(where + ": arrays nested deeper than " + std::to_string(kMaxNesting));
@@ -48,12 +52,14 @@ Status check_value(const Value& v, int depth, const std::string& where) {
                    std::to_string(a->values.size()));
   }
   for (size_t j = 0; j < a->values.size(); ++j) {
-    const std::string at = where + "[" + std::to_string(j) + "]";
-    if (a->values[j].type() != a->type) {
-      return invalid(at + ": element of type " + value_type_name(a->values[j].type()) + " in an array of " +
-                     value_type_name(a->type));
+    const Value& e = a->values[j];
+    if (e.type() != a->type) {
+      return invalid(where + "[" + std::to_string(j) + "]: element of type " + value_type_name(e.type()) +
+                     " in an array of " + value_type_name(a->type));
     }
-    TS_RETURN_IF_ERROR(check_value(a->values[j], depth + 1, at));
+    if (e.type() == ValueType::kArray || e.type() == ValueType::kString) {
+      TS_RETURN_IF_ERROR(check_value(e, depth + 1, where + "[" + std::to_string(j) + "]"));
+    }
   }
   return Status::Ok();
 }

@@ -188,7 +188,8 @@ inline constexpr uint32_t kDefaultAlignment = 32;
 inline constexpr uint64_t kMaxKeyLength = 65535;  // bytes
 inline constexpr uint64_t kMaxNameLength = 63;    // bytes of a tensor name (GGML_MAX_NAME 64 with the NUL)
 inline constexpr uint32_t kMaxDims = 4;
-inline constexpr int kMaxNesting = 8;  // arrays within arrays, the outermost counted
+inline constexpr int kMaxNesting = 8;                            // arrays within arrays, the outermost counted
+inline constexpr uint64_t kMaxStringBytes = uint64_t{16} << 20;  // the reader's default limit; the writer's limit
 
 struct TensorInfo {
   std::string name;
@@ -268,6 +269,9 @@ struct ReadOptions {
   // token vocabulary stays small. Keys in keep_keys are always read in full.
   uint64_t max_array_elements = 4096;
   std::vector<std::string> keep_keys;
+  // A longer string (any: a key, a value, an array element, skipped or not) is an error: no real model has one, and
+  // reading it would take as much memory. The writer refuses strings above kMaxStringBytes.
+  uint64_t max_string_bytes = kMaxStringBytes;
   // Also an error when the data section is missing or truncated (by default only the header must be whole).
   bool require_data = false;
   // The buffer of the file reader (pread); tests make it small to cross its edges.

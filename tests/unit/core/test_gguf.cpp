@@ -549,6 +549,9 @@ TEST(GgufWriter, RefusesWhatTheReaderRefuses) {
   f.add_tensor("b", TensorType::kF32, {16});
   f.tensors[1].offset = 0;
   refused(f, "tensor[1] 'b': data overlaps tensor[0] 'a'");
+  f = base;
+  f.set("long", Value::strings({std::string(kMaxStringBytes + 1, 's')}));
+  refused(f, "kv[0] 'long'[0]: a string of 16777217 bytes (at most 16777216)");
   // Data of the wrong size.
   auto wrong = serialize(base, std::vector<uint8_t>(31));
   ASSERT_FALSE(wrong.ok());
@@ -622,6 +625,11 @@ TEST(GgufMalformed, Values) {
             "m.gguf: offset 37: kv[0] 'a' value length: 1000 bytes, but only 3 are left in the file");
   EXPECT_EQ(error_of(GgufBytes().header(3, 0, 1).key("a", GgufBytes::kU64).u32(0).span()),
             "m.gguf: offset 37: kv[0] 'a' value: truncated: needs 8 bytes, 4 left");
+  ReadOptions short_strings;
+  short_strings.max_string_bytes = 2;
+  EXPECT_EQ(
+      error_of(GgufBytes().header(3, 0, 1).kv_str("a", "abc").span(), short_strings),
+      "m.gguf: offset 37: kv[0] 'a' value length: a string of 3 bytes (at most 2: ReadOptions::max_string_bytes)");
   // Arrays: element type at 37, length at 41, elements from 49.
   EXPECT_EQ(error_of(GgufBytes().header(3, 0, 1).key("a", GgufBytes::kArray).array(13, 0).span()),
             "m.gguf: offset 37: kv[0] 'a' value array type: unknown value type 13 (0 to 12)");
