@@ -467,6 +467,54 @@ TEST(GgufReader, DataSectionHeaderOnlyCompleteOrTruncated) {
   std::filesystem::remove(path);
 }
 
+TEST(GgufReader, NamesAndPrinting) {
+  const char* names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
+  for (uint32_t t = 0; t <= kMaxValueType; ++t) EXPECT_STREQ(value_type_name(static_cast<ValueType>(t)), names[t]);
+  EXPECT_STREQ(value_type_name(static_cast<ValueType>(13)), "unknown");
+  EXPECT_STREQ(data_state_name(DataState::kHeaderOnly), "header-only");
+  EXPECT_STREQ(data_state_name(DataState::kComplete), "complete");
+  EXPECT_STREQ(data_state_name(DataState::kTruncated), "truncated");
+  EXPECT_EQ(Value::u64(18446744073709551615ull).to_string(), "18446744073709551615");
+  EXPECT_EQ(Value::i16(-7).to_string(), "-7");
+  EXPECT_EQ(Value::f32(0.1f).to_string(), "0.100000001");
+  EXPECT_EQ(Value::f64(0.1).to_string(), "0.10000000000000001");
+  EXPECT_EQ(Value::string(std::string(70, 'a')).to_string(), "'" + std::string(64, 'a') + "...'");
+  EXPECT_EQ(Value().to_string(), "0");
+  // Accessors answer only for their own types.
+  EXPECT_FALSE(Value::i32(1).as_unsigned().has_value());
+  EXPECT_FALSE(Value::u32(1).as_signed().has_value());
+  EXPECT_FALSE(Value::f64(1).as_f32().has_value());
+  EXPECT_FALSE(Value::f32(1).as_f64().has_value());
+  EXPECT_FALSE(Value::u8(1).as_bool().has_value());
+  EXPECT_EQ(Value::u8(1).as_string(), nullptr);
+  EXPECT_EQ(Value::u8(1).as_array(), nullptr);
+  EXPECT_FALSE(Value::u16(1) == Value::u32(1));
+  EXPECT_TRUE(Value::f32(std::numeric_limits<float>::quiet_NaN()) ==
+              Value::f32(std::numeric_limits<float>::quiet_NaN()));
+  EXPECT_FALSE(Value::f64(0.0) == Value::f64(-0.0));
+  File f;
+  EXPECT_EQ(f.get_int("x").status().code(), StatusCode::kNotFound);
+  f.set("x", Value::u8(1));
+  f.set("x", Value::u8(2));  // replaces
+  EXPECT_EQ(f.metadata.size(), 1u);
+  EXPECT_EQ(*f.get_u8("x"), 2);
+}
+
+TEST(GgufWriter, LayoutErrors) {
+  File f;
+  f.add_tensor("five", TensorType::kF32, {1, 1, 1, 1, 1});
+  EXPECT_NE(f.layout().message().find("5 dimensions"), std::string::npos);
+  f.tensors.clear();
+  f.add_tensor("q", TensorType::kQ4_0, {31});
+  EXPECT_NE(f.layout().message().find("tensor 'q': ne[0] = 31 is not a whole number"), std::string::npos);
+  f.tensors.clear();
+  f.add_tensor("a", TensorType::kI8, {int64_t{1} << 62});
+  f.add_tensor("b", TensorType::kI8, {int64_t{1} << 62});
+  f.add_tensor("c", TensorType::kI8, {int64_t{1} << 62});
+  f.add_tensor("d", TensorType::kI8, {int64_t{1} << 62});
+  EXPECT_NE(f.layout().message().find("the data section overflows uint64"), std::string::npos);
+}
+
 // ---- the writer refuses what the reader refuses ----
 
 TEST(GgufWriter, RefusesWhatTheReaderRefuses) {
