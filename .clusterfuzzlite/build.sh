@@ -7,7 +7,7 @@ cmake -S "$SRC/tessera" -B "$WORK/build" -G Ninja \
   -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_CXX_FLAGS="$CXXFLAGS" \
   -DTESSERA_FUZZ=ON -DTESSERA_FUZZ_ENGINE="$LIB_FUZZING_ENGINE" -DTESSERA_SANITIZE=OFF \
   -DTESSERA_CUDA=OFF -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_BENCH=OFF
-targets=(topology_parser scenario_parser graph_parser planner end_to_end)
+targets=(topology_parser scenario_parser graph_parser planner end_to_end gguf_reader)
 cmake --build "$WORK/build" --target "${targets[@]/#/tessera_fuzz_}"
 for name in "${targets[@]}"; do
   cp "$WORK/build/fuzz/tessera_fuzz_$name" "$OUT/"
@@ -16,3 +16,4 @@ done
 cp "$SRC/tessera/fuzz/dict/topology.dict" "$OUT/tessera_fuzz_topology_parser.dict"
 cp "$SRC/tessera/fuzz/dict/scenario.dict" "$OUT/tessera_fuzz_scenario_parser.dict"
 cp "$SRC/tessera/fuzz/dict/graph.dict" "$OUT/tessera_fuzz_graph_parser.dict"
+cp "$SRC/tessera/fuzz/dict/gguf.dict" "$OUT/tessera_fuzz_gguf_reader.dict"

@@ -2,6 +2,7 @@
 //   corpus/graph_parser/llama-*.json  small llama graphs (models/) written by graph_to_json
 //   corpus/graph_parser/gen-*.json    graphs of graph_gen descriptions written by graph_to_json
 //   corpus/planner/*.bin, corpus/end_to_end/*.bin  byte seeds (deterministic, from the seed argument)
+//   corpus/gguf_reader/*.gguf         GGUF files, valid and malformed (gguf_seeds.h)
 // Usage: tessera_fuzz_make_seeds FUZZ_DIR [SEED]. Not run by the tests; rerun it when the graph format changes.
 #include <cstdint>
 #include <cstdio>
@@ -14,10 +15,18 @@
 #include "tessera/models/llama.h"
 #include "tessera/cpu.h"
 #include "tessera/harness/graph_io.h"
+#include "gguf_seeds.h"
 
 namespace {
 
 using namespace tessera;
+
+bool write(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) std::fprintf(stderr, "cannot write %s\n", path.c_str());
+  return static_cast<bool>(out);
+}
 
 bool write(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -79,5 +88,8 @@ int main(int argc, char** argv) {
     ok = write(dir + "/corpus/end_to_end/random-" + std::to_string(i) + ".bin", bytes) && ok;
     ok = write(dir + "/corpus/planner/random-" + std::to_string(i) + ".bin", bytes.substr(setup_bytes - 1)) && ok;
   }
+
+  // GGUF files (no randomness: the same files every time).
+  for (const auto& [name, bytes] : fuzz::gguf_seeds()) ok = write(dir + "/corpus/gguf_reader/" + name, bytes) && ok;
   return ok ? 0 : 1;
 }
