@@ -141,7 +141,7 @@ void parse_run(const json& v, const std::string& path, Scenario* s) {
 void parse_expect(const json& v, const std::string& path, Expectations* e) {
   expect_object(v, path,
                 {"scheduling", "error_contains", "max_splits", "min_splits", "max_split_inputs", "nodes", "peak_memory",
-                 "no_race", "outputs_match_reference", "max_nmse", "allow_non_finite", "max_reserves"},
+                 "weights", "no_race", "outputs_match_reference", "max_nmse", "allow_non_finite", "max_reserves"},
                 "an expectations object");
   if (const json* x = member(v, "scheduling")) {
     const std::string s = get_string(*x, child(path, "scheduling"));
@@ -174,6 +174,13 @@ void parse_expect(const json& v, const std::string& path, Expectations* e) {
     if (!x->is_object()) type_fail(pp, "an object {\"device\": size}", *x);
     for (const auto& item : x->items()) {
       e->peak_memory.push_back({item.key(), get_size(item.value(), child(pp, item.key()))});
+    }
+  }
+  if (const json* x = member(v, "weights")) {
+    const std::string wp = child(path, "weights");
+    if (!x->is_object()) type_fail(wp, "an object {\"device\": size}", *x);
+    for (const auto& item : x->items()) {
+      e->weights.push_back({item.key(), get_size(item.value(), child(wp, item.key()))});
     }
   }
   if (const json* x = member(v, "no_race")) e->no_race = get_bool(*x, child(path, "no_race"));
@@ -356,6 +363,18 @@ ScenarioOutcome run_once(const Scenario& sc, const Registry* real_devices) {
       } else {
         check("peak memory of " + pm.device + " <= " + format_bytes(pm.max_bytes), m->peak <= pm.max_bytes,
               format_bytes(m->peak));
+      }
+    }
+    for (const auto& w : e.weights) {
+      const DeviceMemory* m = nullptr;
+      for (const auto& d : mem) {
+        if (d.device == w.device) m = &d;
+      }
+      const std::string what = format_message("weights on %s: %zu bytes", w.device.c_str(), w.bytes);
+      if (m == nullptr) {
+        check(what, false, "no such device");
+      } else {
+        check(what, m->weights == w.bytes, format_message("%zu bytes", m->weights));
       }
     }
   }

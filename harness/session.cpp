@@ -127,6 +127,32 @@ Status share_weights(LoadedGraph& next, const LoadedGraph& first, const std::str
   return Status::Ok();
 }
 
+// A memory-backed run computes every node and fills every leaf, so a graph with a tensor of a storage-only type
+// (types.h: no kernels on any backend, no conversion to fill it) is refused before anything is filled, naming the
+// first such tensor and the way to run it instead. Metadata-only runs take it.
+Status refuse_storage_only(const Graph& g, const SessionConfig& config) {
+  if (config.sim.mode != MemoryMode::kBacked) return Status::Ok();
+  const Tensor* first = nullptr;
+  size_t count = 0;
+  for (const std::vector<Tensor*>* list : {&g.leafs(), &g.nodes()}) {
+    for (const Tensor* t : *list) {
+      if (!type_is_valid(t->type) || type_has_kernels(t->type)) continue;
+      if (first == nullptr) first = t;
+      ++count;
+    }
+  }
+  if (first == nullptr) return Status::Ok();
+  std::string devices;
+  for (const DeviceConfig& d : config.topology.devices) devices += (devices.empty() ? "" : ", ") + d.name;
+  const std::string more =
+      count > 1 ? format_message(", and %zu more tensors are of storage-only types", count - 1) : std::string();
+  return TS_ERROR(StatusCode::kUnsupported,
+                  "memory-backed run: '%s' is %s, a type Tessera stores but cannot compute (no kernels on any backend "
+                  "of %s: %s)%s; plan, fit and time it in metadata mode (--metadata on the command line, \"run\": "
+                  "{\"mode\": \"metadata-only\"} in a scenario file, SimOptions::mode = MemoryMode::kMetadata)",
+                  first->name, type_name(first->type), config.topology.name.c_str(), devices.c_str(), more.c_str());
+}
+
 }  // namespace
 
 Status Session::load_next_graph() {
@@ -137,6 +163,7 @@ Status Session::load_next_graph() {
   if (!lg.ok()) return lg.status();
   next_ = std::move(lg).value();
   next_outputs_ = graph_outputs(next_);
+  TS_RETURN_IF_ERROR(refuse_storage_only(*next_.graph, config_));
   next_input_fill_ = fill_plan(next_, input_leafs(next_));
   return share_weights(next_, loaded_, config_.next_graph->source);
 }
@@ -158,6 +185,7 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config, co
     LoadedGraph& g = s->loaded_;
     s->graph_ = s->current_ = g.graph.get();
     s->outputs_ = graph_outputs(g);
+    TS_RETURN_IF_ERROR(refuse_storage_only(*g.graph, config));
     const std::vector<Tensor*> caches = written_leafs(*g.graph);
     std::vector<Tensor*> weights;
     for (Tensor* w : g.weights) {
@@ -176,6 +204,7 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config, co
     s->model_ = std::move(model).value();
     s->graph_ = s->current_ = s->model_.graph.get();
     s->outputs_ = {s->model_.logits};
+    TS_RETURN_IF_ERROR(refuse_storage_only(*s->model_.graph, config));
     auto placed =
         place_model(devices_of(*s->sim_), s->model_.weights, s->model_.kv_cache, config.model.n_layer, config.policy);
     if (!placed.ok()) return placed.status();

@@ -155,10 +155,18 @@ Status validate(const LlamaConfig& c) {
       c.n_expert_used > c.n_expert) {
     return invalid("experts: need 0 < n_expert_used <= n_expert, or both 0 for a dense FFN");
   }
-  if (!type_is_valid(c.weight_type) || c.weight_type == Type::kI32) {
-    return invalid("weight_type must be a weight type");
+  // The Weight set of docs/ops.md: a float type or any quantized type (storage-only ones too: such a model is placed,
+  // planned and timed in metadata-only mode; a memory-backed run refuses it).
+  auto is_weight_type = [](Type t) {
+    return t == Type::kF32 || t == Type::kF16 || t == Type::kBF16 || (type_is_valid(t) && type_traits(t).is_quantized);
+  };
+  if (!is_weight_type(c.weight_type)) {
+    return invalid(
+        format_message("weight_type must be f32, f16, bf16 or a quantized type, got %s", type_name(c.weight_type)));
   }
-  if (!type_is_valid(c.kv_type) || c.kv_type == Type::kI32) return invalid("kv_type must be a weight type");
+  if (!is_weight_type(c.kv_type)) {
+    return invalid(format_message("kv_type must be f32, f16, bf16 or a quantized type, got %s", type_name(c.kv_type)));
+  }
   const int64_t wb = type_traits(c.weight_type).block_size;
   if (c.n_embd % wb != 0 || c.n_ff % wb != 0) {
     return invalid(format_message("n_embd and n_ff must be multiples of %lld for weight type %s",

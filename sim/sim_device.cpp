@@ -51,7 +51,70 @@ std::shared_ptr<Snapshot> snapshot(const Graph& g) {
   return snap;
 }
 
+// ---- stand-ins for storage-only types ----
+// Storage-only types (types.h) have no kernels. A metadata-only simulation computes nothing, so a simulated device
+// judges a node with such tensors by a stand-in: the same node with each storage-only tensor (the node, its sources,
+// its view source) replaced by one of the same shape in a type with kernels of the same kind. The cost model and the
+// topology's op rules still see the real node (its bytes, its types).
+
+bool is_storage_only(const Tensor* t) { return t != nullptr && type_is_valid(t->type) && !type_has_kernels(t->type); }
+
+bool has_storage_only(const Tensor& n) {
+  if (is_storage_only(&n) || is_storage_only(n.view_src)) return true;
+  for (const Tensor* s : n.src) {
+    if (is_storage_only(s)) return true;
+  }
+  return false;
+}
+
+// A stride of `nb` bytes of type `from`, as the bytes of as many values of type `to`.
+size_t scale_stride(size_t nb, const TypeTraits& from, const TypeTraits& to) {
+  const size_t values = nb / from.type_size * static_cast<size_t>(from.block_size);
+  return values / static_cast<size_t>(to.block_size) * to.type_size;
+}
+
+// t in its stand-in type: nb[0] is the stand-in's block (quantized: blocks stay contiguous along dim 0) and the other
+// strides (and the view offset) are scaled by the bytes per value; an element type scales nb[0] too (a permuted view
+// keeps its layout).
+void to_stand_in(Tensor& t) {
+  const TypeTraits& from = type_traits(t.type);
+  t.type = stand_in_type(t.type);
+  const TypeTraits& to = type_traits(t.type);
+  for (int i = 0; i < kMaxDims; ++i) t.nb[i] = scale_stride(t.nb[i], from, to);
+  if (from.is_quantized) t.nb[0] = to.type_size;
+  t.view_offs = scale_stride(t.view_offs, from, to);
+}
+
+// The node and the copies its sources point to.
+struct StandIn {
+  Tensor node;
+  Tensor srcs[kMaxSrc];
+  Tensor view_src;
+
+  explicit StandIn(const Tensor& n) : node(n) {
+    if (is_storage_only(&node)) to_stand_in(node);
+    for (int i = 0; i < kMaxSrc; ++i) {
+      if (!is_storage_only(n.src[i])) continue;
+      srcs[i] = *n.src[i];
+      to_stand_in(srcs[i]);
+      node.src[i] = &srcs[i];
+    }
+    if (is_storage_only(n.view_src)) {
+      view_src = *n.view_src;
+      to_stand_in(view_src);
+      node.view_src = &view_src;
+    }
+  }
+};
+
 }  // namespace
+
+Type stand_in_type(Type type) {
+  if (type_has_kernels(type) || !type_is_valid(type)) return type;
+  const TypeTraits& tt = type_traits(type);
+  if (tt.is_quantized) return Type::kQ4_0;
+  return tt.is_float ? Type::kF32 : Type::kI32;
+}
 
 // =====================================================================================================================
 // Device
@@ -129,8 +192,17 @@ Result<std::unique_ptr<Buffer>> SimDevice::buffer_from_host_ptr(void* ptr, size_
 
 bool SimDevice::supports_op(const Tensor& op) const {
   // Never claim what the kernels cannot compute: the wrapped device's own answer, or the CPU reference kernels'.
-  const bool can = real_ != nullptr ? real_->supports_op(op) : cpu::device()->supports_op(op);
-  // Leafs and views compute nothing: the rules are about kernels.
+  // Storage-only tensors: memory-backed devices compute, so they say no; in metadata-only mode the kernels are asked
+  // about the node's stand-in (above).
+  bool can;
+  if (has_storage_only(op)) {
+    if (sim_->opt.mode != MemoryMode::kMetadata) return false;
+    const StandIn stand_in(op);
+    can = real_ != nullptr ? real_->supports_op(stand_in.node) : cpu::device()->supports_op(stand_in.node);
+  } else {
+    can = real_ != nullptr ? real_->supports_op(op) : cpu::device()->supports_op(op);
+  }
+  // Leafs and views compute nothing: the rules are about kernels. The rules see the real types.
   if (op.op == Op::kNone || op_is_view(op.op)) return can;
   return can && op_allowed_by_rules(cfg_, op);
 }

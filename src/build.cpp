@@ -8,9 +8,12 @@ namespace tessera {
 
 namespace {
 
+// The type sets of docs/ops.md. Weight and Any include the storage-only types (types.h): a graph with q6_k weights
+// builds; whether a backend computes it is supports_op's question.
 bool is_float_type(Type t) { return t == Type::kF32 || t == Type::kF16 || t == Type::kBF16; }
-bool is_weight_type(Type t) { return is_float_type(t) || t == Type::kQ8_0 || t == Type::kQ4_0; }
-bool is_any_type(Type t) { return is_weight_type(t) || t == Type::kI32; }
+bool is_weight_type(Type t) { return is_float_type(t) || (type_is_valid(t) && type_traits(t).is_quantized); }
+bool is_any_type(Type t) { return type_is_valid(t); }
+bool is_integer_type(Type t) { return t == Type::kI8 || t == Type::kI16 || t == Type::kI32 || t == Type::kI64; }
 
 std::string dims(const Tensor* t) {
   return format_message("[%lld, %lld, %lld, %lld]", static_cast<long long>(t->ne[0]), static_cast<long long>(t->ne[1]),
@@ -38,7 +41,7 @@ bool type_in(Type t, TypeSet set) {
 const char* set_name(TypeSet set) {
   switch (set) {
     case TypeSet::kFloat: return "f32, f16 or bf16";
-    case TypeSet::kWeight: return "f32, f16, bf16, q8_0 or q4_0";
+    case TypeSet::kWeight: return "f32, f16, bf16 or a quantized type";
     case TypeSet::kAny: return "a valid type";
     case TypeSet::kF32: return "f32";
     case TypeSet::kI32: return "i32";
@@ -179,8 +182,10 @@ Tensor* cpy(Context& ctx, Tensor* a, Tensor* b) {
   if (!check_type(ctx, Op::kCpy, "source", a, TypeSet::kAny) || !check_type(ctx, Op::kCpy, "dest", b, TypeSet::kAny)) {
     return nullptr;
   }
-  if ((a->type == Type::kI32) != (b->type == Type::kI32)) {
-    return bad(ctx, Op::kCpy, "i32 can only be copied to and from i32: " + describe(*a) + " -> " + describe(*b));
+  if (is_integer_type(a->type) != is_integer_type(b->type)) {
+    return bad(ctx, Op::kCpy,
+               "integer types (i8, i16, i32, i64) can only be copied to and from integer types: " + describe(*a) +
+                   " -> " + describe(*b));
   }
   if (nelements(*a) != nelements(*b)) {
     return bad(ctx, Op::kCpy, "element counts differ: " + describe(*a) + " -> " + describe(*b));
@@ -405,7 +410,7 @@ Tensor* get_rows(Context& ctx, Tensor* a, Tensor* ids) {
     return bad(ctx, Op::kGetRows, "ids " + dims(ids) + " must be [n, ne2, ne3] of src0 " + dims(a));
   }
   const int64_t ne[4] = {a->ne[0], ids->ne[0], a->ne[2], a->ne[3]};
-  return make(ctx, Op::kGetRows, a->type == Type::kI32 ? Type::kI32 : Type::kF32, ne, {a, ids});
+  return make(ctx, Op::kGetRows, is_integer_type(a->type) ? a->type : Type::kF32, ne, {a, ids});
 }
 
 Tensor* set_rows(Context& ctx, Tensor* dst, Tensor* rows, Tensor* ids) {

@@ -140,10 +140,21 @@ void for_each_row(const Tensor& t, Fn fn) {
   }
 }
 
+// Storage-only types (types.h) have no conversions: an error naming the tensor and its type, never a null call.
+Status check_convertible(const Tensor& t, const char* what) {
+  if (!type_is_valid(t.type)) return TS_ERROR(StatusCode::kInvalidArgument, "%s: invalid type", what);
+  if (!type_has_kernels(t.type)) {
+    return TS_ERROR(StatusCode::kUnsupported,
+                    "%s: %s is %s, a storage-only type (Tessera stores it but has no conversion to or from f32)", what,
+                    describe(t).c_str(), type_name(t.type));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::vector<float>> tensor_to_f32(const Tensor& t) {
-  if (!type_is_valid(t.type)) return TS_ERROR(StatusCode::kInvalidArgument, "tensor_to_f32: invalid type");
+  TS_RETURN_IF_ERROR(check_convertible(t, "tensor_to_f32"));
   std::vector<uint8_t> bytes;
   TS_RETURN_IF_ERROR(read_span(t, bytes));
   const TypeTraits& tt = type_traits(t.type);
@@ -170,7 +181,7 @@ Result<std::vector<float>> tensor_to_f32(const Tensor& t) {
 }
 
 Status tensor_from_f32(Tensor& t, const std::vector<float>& values) {
-  if (!type_is_valid(t.type)) return TS_ERROR(StatusCode::kInvalidArgument, "tensor_from_f32: invalid type");
+  TS_RETURN_IF_ERROR(check_convertible(t, "tensor_from_f32"));
   if (values.size() != static_cast<size_t>(nelements(t))) {
     return TS_ERROR(StatusCode::kInvalidArgument, "tensor_from_f32: %zu values for %s (%lld elements)", values.size(),
                     describe(t).c_str(), static_cast<long long>(nelements(t)));

@@ -156,14 +156,52 @@ void q8_from_float(const float* s, void* d, int64_t n) { quantize_row_q8_0(s, st
 void q4_to_float(const void* s, float* d, int64_t n) { dequantize_row_q4_0(static_cast<const BlockQ4_0*>(s), d, n); }
 void q4_from_float(const float* s, void* d, int64_t n) { quantize_row_q4_0(s, static_cast<BlockQ4_0*>(d), n); }
 
-const TypeTraits kTraits[kTypeCount] = {
-    {"f32", 1, 4, false, true, f32_to_float, f32_from_float},
-    {"f16", 1, 2, false, true, f16_to_float, f16_from_float},
-    {"bf16", 1, 2, false, true, bf16_to_float, bf16_from_float},
-    {"i32", 1, 4, false, false, nullptr, nullptr},
-    {"q8_0", kQK, sizeof(BlockQ8_0), true, false, q8_to_float, q8_from_float},
-    {"q4_0", kQK, sizeof(BlockQ4_0), true, false, q4_to_float, q4_from_float},
+// Sizes of the storage-only types: values per block and bytes per block of ggml's block structs, from ggml-org/ggml
+// src/ggml-common.h (block_q4_1 ... block_q2_0; QK_K = 256 values per super-block), and the GGUF ids of
+// include/ggml.h (enum ggml_type). tests/unit/core/test_types.cpp checks each size against the sum of its struct's
+// fields.
+constexpr int64_t kQK_K = 256;
+
+// name, block size, bytes per block, quantized, float, to f32, from f32, GGUF id
+const TypeTraits kTraits[] = {
+    {"f32", 1, 4, false, true, f32_to_float, f32_from_float, 0},
+    {"f16", 1, 2, false, true, f16_to_float, f16_from_float, 1},
+    {"bf16", 1, 2, false, true, bf16_to_float, bf16_from_float, 30},
+    {"i32", 1, 4, false, false, nullptr, nullptr, 26},
+    {"q8_0", kQK, sizeof(BlockQ8_0), true, false, q8_to_float, q8_from_float, 8},
+    {"q4_0", kQK, sizeof(BlockQ4_0), true, false, q4_to_float, q4_from_float, 2},
+    // storage-only
+    {"q4_1", 32, 20, true, false, nullptr, nullptr, 3},
+    {"q5_0", 32, 22, true, false, nullptr, nullptr, 6},
+    {"q5_1", 32, 24, true, false, nullptr, nullptr, 7},
+    {"q8_1", 32, 36, true, false, nullptr, nullptr, 9},
+    {"q2_k", kQK_K, 84, true, false, nullptr, nullptr, 10},
+    {"q3_k", kQK_K, 110, true, false, nullptr, nullptr, 11},
+    {"q4_k", kQK_K, 144, true, false, nullptr, nullptr, 12},
+    {"q5_k", kQK_K, 176, true, false, nullptr, nullptr, 13},
+    {"q6_k", kQK_K, 210, true, false, nullptr, nullptr, 14},
+    {"q8_k", kQK_K, 292, true, false, nullptr, nullptr, 15},
+    {"iq2_xxs", kQK_K, 66, true, false, nullptr, nullptr, 16},
+    {"iq2_xs", kQK_K, 74, true, false, nullptr, nullptr, 17},
+    {"iq3_xxs", kQK_K, 98, true, false, nullptr, nullptr, 18},
+    {"iq1_s", kQK_K, 50, true, false, nullptr, nullptr, 19},
+    {"iq4_nl", 32, 18, true, false, nullptr, nullptr, 20},
+    {"iq3_s", kQK_K, 110, true, false, nullptr, nullptr, 21},
+    {"iq2_s", kQK_K, 82, true, false, nullptr, nullptr, 22},
+    {"iq4_xs", kQK_K, 136, true, false, nullptr, nullptr, 23},
+    {"i8", 1, 1, false, false, nullptr, nullptr, 24},
+    {"i16", 1, 2, false, false, nullptr, nullptr, 25},
+    {"i64", 1, 8, false, false, nullptr, nullptr, 27},
+    {"f64", 1, 8, false, true, nullptr, nullptr, 28},
+    {"iq1_m", kQK_K, 56, true, false, nullptr, nullptr, 29},
+    {"tq1_0", kQK_K, 54, true, false, nullptr, nullptr, 34},
+    {"tq2_0", kQK_K, 66, true, false, nullptr, nullptr, 35},
+    {"mxfp4", 32, 17, true, false, nullptr, nullptr, 39},
+    {"nvfp4", 64, 36, true, false, nullptr, nullptr, 40},
+    {"q1_0", 128, 18, true, false, nullptr, nullptr, 41},
+    {"q2_0", 64, 18, true, false, nullptr, nullptr, 42},
 };
+static_assert(sizeof(kTraits) / sizeof(kTraits[0]) == kTypeCount, "one row per type, in enumerator order");
 
 }  // namespace
 
@@ -173,13 +211,23 @@ bool type_is_valid(Type type) {
 }
 
 const TypeTraits& type_traits(Type type) {
-  static const TypeTraits kInvalid = {"invalid", 1, 1, false, false, nullptr, nullptr};
+  static const TypeTraits kInvalid = {"invalid", 1, 1, false, false, nullptr, nullptr, -1};
   return type_is_valid(type) ? kTraits[static_cast<int>(type)] : kInvalid;
 }
 
 bool type_from_name(const char* name, Type* out) {
   for (int i = 0; i < kTypeCount; ++i) {
     if (strcasecmp(name, kTraits[i].name) == 0) {
+      *out = static_cast<Type>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool type_from_gguf_id(int id, Type* out) {
+  for (int i = 0; i < kTypeCount; ++i) {
+    if (kTraits[i].gguf_id == id) {
       *out = static_cast<Type>(i);
       return true;
     }

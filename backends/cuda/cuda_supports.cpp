@@ -15,7 +15,8 @@ constexpr int64_t kMaxFlashDv = 512;   // 128 threads x 4 output values
 constexpr int64_t kMaxFlashD = 8192;   // q row in shared memory (32 KiB) + the score tile
 constexpr int64_t kMatvecMaxN = 8;     // must match kernels::kMatvecMaxN
 
-bool type_known(Type t) { return static_cast<int>(t) >= 0 && static_cast<int>(t) < kTypeCount; }
+// A type with kernels; storage-only types (types.h) are never claimed.
+bool type_known(Type t) { return type_has_kernels(t); }
 bool is_quant(Type t) { return t == Type::kQ8_0 || t == Type::kQ4_0; }
 bool is_float(Type t) { return t == Type::kF32 || t == Type::kF16 || t == Type::kBF16; }
 bool is_weight(Type t) { return is_float(t) || is_quant(t); }

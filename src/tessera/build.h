@@ -2,7 +2,8 @@
 // error in the context and returns nullptr (see context.h). The exact semantics, which every backend implements and
 // every test oracle checks, are in docs/ops.md; the short form is repeated here.
 //
-// Type sets used below: Float = {f32, f16, bf16}; Weight = Float + {q8_0, q4_0}; Any = Weight + {i32}.
+// Type sets used below: Float = {f32, f16, bf16}; Weight = Float + every quantized type; Any = every valid type. Weight
+// and Any include the storage-only types (types.h): such graphs build, and backends refuse them in supports_op.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,8 @@ Tensor* transpose(Context& ctx, Tensor* a);
 
 // ---- copies ----
 // Copies a into b element by element in flat (row-major, ne0 fastest) order, converting a.type -> b.type. Element
-// counts must match; i32 only to/from i32. The result is a view of b (same shape and type) with op CPY.
+// counts must match; integer types (i8, i16, i32, i64) only to/from integer types. The result is a view of b (same
+// shape and type) with op CPY.
 Tensor* cpy(Context& ctx, Tensor* a, Tensor* b);
 // A contiguous copy of a (same type, same shape). a: Any.
 Tensor* cont(Context& ctx, Tensor* a);
@@ -82,8 +84,8 @@ Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b);
 Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids);
 
 // ---- indexing ----
-// a: Any [ne0, n_rows, ne2, ne3]; ids: i32 [n, ne2, ne3]; result [ne0, n, ne2, ne3], f32 (i32 when a is i32):
-// r[:, i, j, k] = a[:, ids[i, j, k], j, k]. An id out of range makes compute fail.
+// a: Any [ne0, n_rows, ne2, ne3]; ids: i32 [n, ne2, ne3]; result [ne0, n, ne2, ne3], f32 (a's type when a is an integer
+// type): r[:, i, j, k] = a[:, ids[i, j, k], j, k]. An id out of range makes compute fail.
 Tensor* get_rows(Context& ctx, Tensor* a, Tensor* ids);
 // Scatter: dst: Weight [ne0, n_rows, ne2, ne3]; rows: f32 [ne0, n, ne2, ne3]; ids: i32 [n, ne2, ne3];
 // dst[:, ids[i, j, k], j, k] = rows[:, i, j, k] converted to dst's type. The result is a view of dst with op

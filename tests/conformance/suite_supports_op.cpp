@@ -8,6 +8,7 @@
 
 #include "conformance/backend_conformance.h"
 #include "conformance/suite_util.h"
+#include "tessera/build.h"
 #include "tessera/cpu.h"
 
 namespace tessera::conformance {
@@ -102,6 +103,45 @@ TEST_P(BackendConformance, SupportsOpRejectsInvalidNodes) {
   for (auto& [why, t] : invalid) {
     EXPECT_FALSE(backend_->supports_op(*t)) << "claims an invalid node: " << why << " (" << describe(*t) << ")";
   }
+}
+
+// Storage-only types (types.h: every GGUF tensor type past q4_0) have no kernels: a backend never claims a node with
+// such a tensor (a leaf, a view of one, an op reading or writing one), and computing one fails with a message instead
+// of crashing or writing anything.
+TEST_P(BackendConformance, StorageOnlyTypesAreNeverClaimedNorComputed) {
+  SCOPED_TRACE(trace());
+  Context ctx(no_alloc());
+  Tensor* ids = ctx.new_tensor_1d(Type::kI32, 2);
+  Tensor* x = ctx.new_tensor_2d(Type::kF32, 256, 2);
+  std::vector<std::pair<std::string, Tensor*>> refused;
+  Graph g;
+  Tensor* q6_product = nullptr;
+  for (int i = kKernelTypeCount; i < kTypeCount; ++i) {
+    const Type t = static_cast<Type>(i);
+    Tensor* a = ctx.new_tensor_2d(t, 256, 4);  // 256: a whole number of blocks of every type
+    ASSERT_NE(a, nullptr) << tn(t) << ": " << ctx.status().to_string();
+    format_name(*a, "a_%s", tn(t).c_str());
+    refused.emplace_back(tn(t) + " leaf", a);
+    refused.emplace_back("view of a " + tn(t) + " leaf", view_2d(ctx, a, 256, 2, a->nb[1], a->nb[1]));
+    refused.emplace_back("GET_ROWS of " + tn(t), get_rows(ctx, a, ids));
+    refused.emplace_back("CONT of " + tn(t), cont(ctx, a));
+    if (type_traits(t).is_quantized) {
+      Tensor* p = mul_mat(ctx, a, x);
+      refused.emplace_back("MUL_MAT with " + tn(t) + " weights", p);
+      if (t == Type::kQ6_K) q6_product = p;
+    }
+  }
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  ASSERT_NE(q6_product, nullptr);
+  CONF_ASSERT_OK(g.build_forward(q6_product));
+  CONF_ASSIGN_BUFFER(buf, alloc_on(ctx, buft()));
+  for (const auto& [why, t] : refused) {
+    EXPECT_FALSE(backend_->supports_op(*t)) << "claims " << why << " (" << describe(*t) << ")";
+  }
+  const std::vector<uint8_t> out_before = read_bytes(*q6_product);
+  EXPECT_NE(backend_->graph_compute(g), ComputeStatus::kSuccess) << "computed a q6_k MUL_MAT";
+  EXPECT_FALSE(backend_->last_error().empty());
+  EXPECT_TRUE(BytesEqual(out_before, read_bytes(*q6_product))) << "the refused node wrote its result";
 }
 
 TEST_P(BackendOpConformance, MatchesCpuReference) {

@@ -14,6 +14,7 @@
 
 namespace tessera::conformance {
 
+// The types with kernels (types.h; the storage-only types have a test of their own in suite_supports_op.cpp).
 inline constexpr Type kAllTypes[] = {Type::kF32, Type::kF16, Type::kBF16, Type::kI32, Type::kQ8_0, Type::kQ4_0};
 
 inline std::string tn(Type t) { return type_name(t); }

@@ -28,6 +28,11 @@ struct Expectations {
     size_t max_bytes = 0;
   };
   std::vector<PeakMemory> peak_memory;
+  struct Weights {
+    std::string device;
+    size_t bytes = 0;
+  };
+  std::vector<Weights> weights;  // the bytes of weights the policy placed on the device, exactly
   std::optional<bool> no_race;
   std::optional<bool> outputs_match_reference;
   double max_nmse = 1e-4;

@@ -10,9 +10,9 @@ namespace tessera::sim {
 // Time of one op: overhead + max(flops / throughput(type), bytes / bandwidth), or a fixed time from an override.
 struct CostModel {
   double launch_overhead_us = 5.0;
-  double flops_f32 = 10e12;      // FLOP/s when src[0] (the weight) is f32 or i32
+  double flops_f32 = 10e12;      // FLOP/s when src[0] (the weight) is f32, f64 or an integer type
   double flops_f16 = 50e12;      // f16 and bf16
-  double flops_quant = 40e12;    // q8_0 and q4_0
+  double flops_quant = 40e12;    // quantized types (storage-only ones too)
   double mem_bandwidth = 500e9;  // bytes/s
   struct Override {
     Op op = Op::kNone;

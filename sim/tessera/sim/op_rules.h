@@ -28,6 +28,10 @@ struct OpRule {
   std::string note;              // why the rule exists (shown by explain tools)
 };
 
+// The type a metadata-only simulated device judges a storage-only type by (types.h, docs/simulator.md): block-quantized
+// types -> q4_0, f64 -> f32, integer types -> i32. A type with kernels (or an invalid one) is returned as it is.
+Type stand_in_type(Type type);
+
 // The batch size an op works on (as used by offload rules): ne[2] for MUL_MAT_ID, else ne[1].
 int64_t batch_size(const Tensor& op);
 // Whether rule matches op (all set fields hold).

@@ -244,6 +244,59 @@ TEST(Build, TypeRulesOfTheOpTable) {
   EXPECT_EQ(rms_norm(ctx, x, -1.0f), nullptr);
 }
 
+// Storage-only types (types.h) are in the Weight and Any sets: graphs with q6_k weights build; the Float set stays
+// f32, f16 and bf16, and integer types copy only to and from integer types.
+TEST(Build, StorageOnlyTypesInTheTypeSets) {
+  Context ctx({.no_alloc = true});
+  Tensor* q6 = ctx.new_tensor_2d(Type::kQ6_K, 256, 16);
+  Tensor* x = ctx.new_tensor_2d(Type::kF32, 256, 3);
+  Tensor* ids = ctx.new_tensor_1d(Type::kI32, 2);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  Tensor* p = mul_mat(ctx, q6, x);
+  ASSERT_NE(p, nullptr) << ctx.status().to_string();
+  EXPECT_EQ(p->type, Type::kF32);
+  EXPECT_EQ(p->ne[0], 16);
+  Tensor* r = get_rows(ctx, q6, ids);
+  ASSERT_NE(r, nullptr) << ctx.status().to_string();
+  EXPECT_EQ(r->type, Type::kF32);
+  EXPECT_NE(set_rows(ctx, q6, ctx.new_tensor_2d(Type::kF32, 256, 2), ids), nullptr) << ctx.status().to_string();
+  EXPECT_NE(cont(ctx, q6), nullptr);
+  EXPECT_NE(cpy(ctx, x, ctx.new_tensor_2d(Type::kIQ4_XS, 256, 3)), nullptr) << ctx.status().to_string();
+  Tensor* experts = ctx.new_tensor_3d(Type::kMXFP4, 256, 8, 4);
+  EXPECT_NE(mul_mat_id(ctx, experts, ctx.new_tensor_3d(Type::kF32, 256, 2, 3), ctx.new_tensor_2d(Type::kI32, 2, 3)),
+            nullptr)
+      << ctx.status().to_string();
+  // An integer table keeps its type through GET_ROWS (like i32).
+  Tensor* i8 = ctx.new_tensor_2d(Type::kI8, 16, 4);
+  Tensor* r8 = get_rows(ctx, i8, ids);
+  ASSERT_NE(r8, nullptr) << ctx.status().to_string();
+  EXPECT_EQ(r8->type, Type::kI8);
+  EXPECT_EQ(get_rows(ctx, ctx.new_tensor_2d(Type::kF64, 16, 4), ids)->type, Type::kF32);
+  EXPECT_NE(cpy(ctx, i8, ctx.new_tensor_2d(Type::kI64, 16, 4)), nullptr) << ctx.status().to_string();
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+
+  EXPECT_EQ(cpy(ctx, i8, ctx.new_tensor_2d(Type::kF32, 16, 4)), nullptr);
+  EXPECT_NE(ctx.status().message().find("integer types (i8, i16, i32, i64) can only be copied to and from integer"),
+            std::string::npos)
+      << ctx.status().to_string();
+  ctx.clear_error();
+  Tensor* f64 = ctx.new_tensor_2d(Type::kF64, 16, 4);
+  EXPECT_EQ(add(ctx, f64, f64), nullptr);
+  EXPECT_NE(ctx.status().message().find("has type f64, expected f32, f16 or bf16"), std::string::npos)
+      << ctx.status().to_string();
+  ctx.clear_error();
+  EXPECT_EQ(mul_mat(ctx, ctx.new_tensor_2d(Type::kI16, 256, 4), x), nullptr);
+  EXPECT_NE(ctx.status().message().find("has type i16, expected f32, f16, bf16 or a quantized type"), std::string::npos)
+      << ctx.status().to_string();
+  ctx.clear_error();
+  EXPECT_EQ(mul_mat(ctx, f64, ctx.new_tensor_2d(Type::kF32, 16, 2)), nullptr);  // f64 is in Any only
+  ctx.clear_error();
+  EXPECT_EQ(ctx.new_tensor_1d(Type::kQ6_K, 128), nullptr) << "ne0 must be a multiple of 256";
+  EXPECT_NE(ctx.status().message().find("q6_k"), std::string::npos) << ctx.status().to_string();
+  ctx.clear_error();
+  EXPECT_EQ(transpose(ctx, q6), nullptr);  // quantized: dim 0 stays
+}
+
 TEST(Build, ResultShapesAndParams) {
   Context ctx({.no_alloc = true});
   Tensor* a = ctx.new_tensor_4d(Type::kF16, 32, 5, 2, 1);  // weight, broadcast over batch 4

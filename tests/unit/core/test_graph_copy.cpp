@@ -52,6 +52,38 @@ TEST(F32Helpers, RoundTripThroughNonContiguousViews) {
   EXPECT_FALSE(tensor_from_f32(*t, std::vector<float>(5)).ok());
 }
 
+// Storage-only types have no conversions: an error naming the tensor and its type, never a call through a null
+// function pointer. Their bytes still move (tensor_set / tensor_get).
+TEST(F32Helpers, StorageOnlyTypesAreUnsupportedNotCrashes) {
+  Context ctx({.no_alloc = true});
+  Tensor* q6 = ctx.new_tensor_2d(Type::kQ6_K, 256, 2);
+  set_name(*q6, "blk.0.ffn_down.weight");
+  Tensor* f64 = ctx.new_tensor_1d(Type::kF64, 4);
+  Tensor* i8 = ctx.new_tensor_1d(Type::kI8, 4);
+  auto buf = alloc_ctx_tensors(ctx, *cpu::buffer_type());
+  ASSERT_TRUE(buf.ok()) << buf.status().to_string();
+  for (Tensor* t : {q6, f64, i8}) {
+    SCOPED_TRACE(type_name(t->type));
+    auto to = tensor_to_f32(*t);
+    ASSERT_FALSE(to.ok());
+    EXPECT_EQ(to.status().code(), StatusCode::kUnsupported);
+    EXPECT_THAT(to.status().message(),
+                ::testing::HasSubstr(std::string("is ") + type_name(t->type) + ", a storage-only type"));
+    const Status from = tensor_from_f32(*t, std::vector<float>(static_cast<size_t>(nelements(*t)), 1.0f));
+    EXPECT_EQ(from.code(), StatusCode::kUnsupported);
+    EXPECT_THAT(from.message(), ::testing::HasSubstr("tensor_from_f32"));
+  }
+  EXPECT_THAT(tensor_to_f32(*q6).status().message(), ::testing::HasSubstr("blk.0.ffn_down.weight"));
+  // The bytes themselves: 2 rows of one 210-byte block.
+  ASSERT_EQ(nbytes(*q6), 420u);
+  std::vector<uint8_t> bytes(420);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7);
+  ASSERT_TRUE(tensor_set(*q6, bytes.data(), 0, bytes.size()).ok());
+  std::vector<uint8_t> back(420);
+  ASSERT_TRUE(tensor_get(*q6, back.data(), 0, back.size()).ok());
+  EXPECT_EQ(back, bytes);
+}
+
 TEST(GraphCopy, CopiesDataKeepsViewsAndMapsEveryTensor) {
   auto cpu_backend = cpu::make_backend({.n_threads = 1});
   Context ctx({.no_alloc = true});

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 
 #include "tessera/types.h"
@@ -49,7 +50,7 @@ TEST(Types, TraitsMatchTheFormats) {
   Type t;
   EXPECT_TRUE(type_from_name("q8_0", &t));
   EXPECT_EQ(t, Type::kQ8_0);
-  EXPECT_FALSE(type_from_name("q5_k", &t));
+  EXPECT_FALSE(type_from_name("q4_k_m", &t));  // a llama.cpp file type (a mix), not a tensor type
   EXPECT_FALSE(type_is_valid(static_cast<Type>(99)));
   EXPECT_STREQ(type_name(static_cast<Type>(99)), "invalid");
 }
@@ -149,4 +150,144 @@ TEST(Types, Q4RoundTripWithinHalfAStep) {
     }
     ASSERT_NEAR(y[arg], x[arg], std::fabs(x[arg]) * std::ldexp(1.0, -11));
   }
+}
+
+// ---- storage-only types (the other GGUF tensor types) ----
+
+namespace {
+
+// One row per type: the GGUF id and the block layout of ggml's block struct (ggml-org/ggml src/ggml-common.h), with
+// the bytes per block written as the sum of the struct's fields (QK_K = 256; ggml_half is 2 bytes), independently of
+// the table in src/types.cpp.
+struct Layout {
+  Type type;
+  const char* name;
+  int gguf_id;
+  int64_t block_size;
+  size_t bytes;
+};
+constexpr int64_t QK_K = 256;
+constexpr size_t kHalf = 2;
+const Layout kLayouts[] = {
+    {Type::kF32, "f32", 0, 1, 4},
+    {Type::kF16, "f16", 1, 1, 2},
+    {Type::kBF16, "bf16", 30, 1, 2},
+    {Type::kI32, "i32", 26, 1, 4},
+    {Type::kQ8_0, "q8_0", 8, 32, kHalf + 32},                                   // d, qs[32]
+    {Type::kQ4_0, "q4_0", 2, 32, kHalf + 32 / 2},                               // d, qs[16]
+    {Type::kQ4_1, "q4_1", 3, 32, kHalf + kHalf + 32 / 2},                       // d, m, qs[16]
+    {Type::kQ5_0, "q5_0", 6, 32, kHalf + 4 + 32 / 2},                           // d, qh[4], qs[16]
+    {Type::kQ5_1, "q5_1", 7, 32, kHalf + kHalf + 4 + 32 / 2},                   // d, m, qh[4], qs[16]
+    {Type::kQ8_1, "q8_1", 9, 32, kHalf + kHalf + 32},                           // d, s, qs[32]
+    {Type::kQ2_K, "q2_k", 10, QK_K, QK_K / 16 + QK_K / 4 + kHalf + kHalf},      // scales 16, qs 64, d, dmin
+    {Type::kQ3_K, "q3_k", 11, QK_K, QK_K / 8 + QK_K / 4 + 12 + kHalf},          // hmask 32, qs 64, scales 12, d
+    {Type::kQ4_K, "q4_k", 12, QK_K, kHalf + kHalf + 12 + QK_K / 2},             // d, dmin, scales 12, qs 128
+    {Type::kQ5_K, "q5_k", 13, QK_K, kHalf + kHalf + 12 + QK_K / 8 + QK_K / 2},  // d, dmin, scales, qh 32, qs 128
+    {Type::kQ6_K, "q6_k", 14, QK_K, QK_K / 2 + QK_K / 4 + QK_K / 16 + kHalf},   // ql 128, qh 64, scales 16, d
+    {Type::kQ8_K, "q8_k", 15, QK_K, 4 + QK_K + QK_K / 16 * 2},                  // float d, qs 256, bsums 16 x i16
+    {Type::kIQ2_XXS, "iq2_xxs", 16, QK_K, kHalf + QK_K / 8 * 2},                // d, qs 32 x u16
+    {Type::kIQ2_XS, "iq2_xs", 17, QK_K, kHalf + QK_K / 8 * 2 + QK_K / 32},      // d, qs 32 x u16, scales 8
+    {Type::kIQ3_XXS, "iq3_xxs", 18, QK_K, kHalf + 3 * QK_K / 8},                // d, qs 96
+    {Type::kIQ1_S, "iq1_s", 19, QK_K, kHalf + QK_K / 8 + QK_K / 32 * 2},        // d, qs 32, qh 8 x u16
+    {Type::kIQ4_NL, "iq4_nl", 20, 32, kHalf + 32 / 2},                          // d, qs 16
+    {Type::kIQ3_S, "iq3_s", 21, QK_K, kHalf + QK_K / 4 + QK_K / 32 + QK_K / 8 + QK_K / 64},  // d, qs, qh, signs, scales
+    {Type::kIQ2_S, "iq2_s", 22, QK_K, kHalf + QK_K / 4 + QK_K / 32 + QK_K / 32},             // d, qs 64, qh 8, scales 8
+    {Type::kIQ4_XS, "iq4_xs", 23, QK_K, kHalf + 2 + QK_K / 64 + QK_K / 2},  // d, scales_h u16, scales_l 4, qs 128
+    {Type::kI8, "i8", 24, 1, 1},
+    {Type::kI16, "i16", 25, 1, 2},
+    {Type::kI64, "i64", 27, 1, 8},
+    {Type::kF64, "f64", 28, 1, 8},
+    {Type::kIQ1_M, "iq1_m", 29, QK_K, QK_K / 8 + QK_K / 16 + QK_K / 32},                // qs 32, qh 16, scales 8
+    {Type::kTQ1_0, "tq1_0", 34, QK_K, (QK_K - 4 * QK_K / 64) / 5 + QK_K / 64 + kHalf},  // qs 48, qh 4, d
+    {Type::kTQ2_0, "tq2_0", 35, QK_K, QK_K / 4 + kHalf},                                // qs 64, d
+    {Type::kMXFP4, "mxfp4", 39, 32, 1 + 32 / 2},                                        // e (E8M0), qs 16
+    {Type::kNVFP4, "nvfp4", 40, 64, 64 / 16 + 64 / 2},  // d[4] (UE4M3, one per 16 values), qs 32
+    {Type::kQ1_0, "q1_0", 41, 128, kHalf + 128 / 8},    // d, qs 16
+    {Type::kQ2_0, "q2_0", 42, 64, kHalf + 64 / 4},      // d, qs 16
+};
+
+}  // namespace
+
+TEST(Types, EveryTypeHasTheGgmlBlockLayoutAndGgufId) {
+  ASSERT_EQ(std::size(kLayouts), static_cast<size_t>(kTypeCount)) << "one row per type";
+  for (const Layout& l : kLayouts) {
+    SCOPED_TRACE(l.name);
+    const TypeTraits& tt = type_traits(l.type);
+    EXPECT_STREQ(tt.name, l.name);
+    EXPECT_EQ(tt.gguf_id, l.gguf_id);
+    EXPECT_EQ(tt.block_size, l.block_size);
+    EXPECT_EQ(tt.type_size, l.bytes);
+    EXPECT_EQ(tt.is_quantized, l.block_size > 1);
+    EXPECT_EQ(row_size(l.type, 4 * l.block_size), 4 * l.bytes);
+  }
+  // Hand-checked totals of a few (docs/data-model.md's table).
+  EXPECT_EQ(type_traits(Type::kQ6_K).type_size, 210u);  // ql 128 + qh 64 + scales 16 + d 2
+  EXPECT_EQ(type_traits(Type::kQ4_K).type_size, 144u);  // d 2 + dmin 2 + scales 12 + qs 128
+  EXPECT_EQ(type_traits(Type::kQ8_K).type_size, 292u);  // d 4 + qs 256 + bsums 32
+  EXPECT_EQ(type_traits(Type::kTQ1_0).type_size, 54u);  // qs 48 + qh 4 + d 2
+  EXPECT_EQ(type_traits(Type::kNVFP4).type_size, 36u);  // d 4 + qs 32
+}
+
+TEST(Types, TheSixTypesWithKernelsKeepTheirValuesAndConversions) {
+  EXPECT_EQ(kKernelTypeCount, 6);
+  EXPECT_EQ(kTypeCount, 35);  // every GGUF tensor type (ids 0..42 less the eight removed ones)
+  EXPECT_EQ(static_cast<int>(Type::kF32), 0);
+  EXPECT_EQ(static_cast<int>(Type::kF16), 1);
+  EXPECT_EQ(static_cast<int>(Type::kBF16), 2);
+  EXPECT_EQ(static_cast<int>(Type::kI32), 3);
+  EXPECT_EQ(static_cast<int>(Type::kQ8_0), 4);
+  EXPECT_EQ(static_cast<int>(Type::kQ4_0), 5);
+  EXPECT_EQ(static_cast<int>(Type::kQ4_1), 6);  // the storage-only types follow, in GGUF id order
+  EXPECT_EQ(static_cast<int>(Type::kQ2_0), kTypeCount - 1);
+  for (int i = 0; i < kTypeCount; ++i) {
+    const Type t = static_cast<Type>(i);
+    SCOPED_TRACE(type_name(t));
+    EXPECT_TRUE(type_is_valid(t));
+    EXPECT_EQ(type_has_kernels(t), i < kKernelTypeCount);
+    if (!type_has_kernels(t)) {
+      EXPECT_EQ(type_traits(t).to_float, nullptr);
+      EXPECT_EQ(type_traits(t).from_float, nullptr);
+    } else if (t != Type::kI32) {
+      EXPECT_NE(type_traits(t).to_float, nullptr);
+      EXPECT_NE(type_traits(t).from_float, nullptr);
+    }
+    if (i > kKernelTypeCount) {
+      EXPECT_LT(type_traits(static_cast<Type>(i - 1)).gguf_id, type_traits(t).gguf_id)
+          << "storage-only types are in GGUF id order";
+    }
+  }
+  EXPECT_FALSE(type_has_kernels(Type::kCount));
+  EXPECT_FALSE(type_has_kernels(static_cast<Type>(-1)));
+  EXPECT_TRUE(type_traits(Type::kF64).is_float);
+  EXPECT_FALSE(type_traits(Type::kI8).is_float);
+  EXPECT_FALSE(type_traits(Type::kI64).is_quantized);
+}
+
+TEST(Types, NamesAndGgufIdsRoundTrip) {
+  for (int i = 0; i < kTypeCount; ++i) {
+    const Type t = static_cast<Type>(i);
+    SCOPED_TRACE(type_name(t));
+    Type back = Type::kCount;
+    ASSERT_TRUE(type_from_name(type_name(t), &back));
+    EXPECT_EQ(back, t);
+    back = Type::kCount;
+    ASSERT_TRUE(type_from_gguf_id(type_traits(t).gguf_id, &back));
+    EXPECT_EQ(back, t);
+  }
+  Type t = Type::kF32;
+  EXPECT_TRUE(type_from_name("q6_K", &t));  // as ggml prints it
+  EXPECT_EQ(t, Type::kQ6_K);
+  EXPECT_TRUE(type_from_name("IQ2_XXS", &t));
+  EXPECT_EQ(t, Type::kIQ2_XXS);
+  t = Type::kF32;
+  for (const char* unknown : {"q4_k_m", "q9_0", "q4_2", "q4_0_4_4", "iq4_nl_4_4", "f8", "", "invalid", "q6_k "}) {
+    EXPECT_FALSE(type_from_name(unknown, &t)) << '"' << unknown << '"';
+  }
+  EXPECT_EQ(t, Type::kF32) << "a failed parse leaves the output alone";
+  // The ids GGUF removed (q4_2, q4_3, the repacked q4_0 and iq4_nl variants) and ids out of range.
+  for (int id : {4, 5, 31, 32, 33, 36, 37, 38, 43, 100, -1}) {
+    EXPECT_FALSE(type_from_gguf_id(id, &t)) << id;
+  }
+  EXPECT_EQ(t, Type::kF32);
+  EXPECT_EQ(type_traits(static_cast<Type>(99)).gguf_id, -1);
 }

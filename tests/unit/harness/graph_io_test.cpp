@@ -540,8 +540,8 @@ TEST_F(SimGraphIoMalformed, UnknownNamesKeysAndFlags) {
                   {at(mm) + ".op", "unknown op \"MATMUL\"", "MUL_MAT"});
   expect_rejected([&](ojson& j) { j["tensors"][mm]["op"] = std::string("ADD\0x", 5); },
                   {at(mm) + ".op", "without NUL"});
-  expect_rejected([&](ojson& j) { j["tensors"][mm]["type"] = "f64"; },
-                  {at(mm) + ".type", "unknown type \"f64\"", "q4_0"});
+  expect_rejected([&](ojson& j) { j["tensors"][mm]["type"] = "q4_k_m"; },
+                  {at(mm) + ".type", "unknown type \"q4_k_m\"", "q4_0"});
   expect_rejected([&](ojson& j) { j["tensors"][mm]["shape"] = {1}; },
                   {at(mm), "unknown key \"shape\"", "expected one of"});
   expect_rejected([&](ojson& j) { j["tensors"][mm]["flags"] = {"outptu"}; },

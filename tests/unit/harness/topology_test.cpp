@@ -546,7 +546,7 @@ TEST(SimTopologyErrors, BadUnitsNameThePathAndTheExpectation) {
               HasSubstr("links[0].bandwidth: expected a rate"));
   EXPECT_THAT(error_of(with_gpu(R"("ops": {"rules": [{"deny": ["FLASH_ATTN"]}]})")),
               HasSubstr("devices[0].ops.rules[0].deny[0]: expected an op name (one of: VIEW, "));
-  EXPECT_THAT(error_of(with_gpu(R"("ops": {"rules": [{"allow": ["ADD"], "src0_types": ["q5_0"]}]})")),
+  EXPECT_THAT(error_of(with_gpu(R"("ops": {"rules": [{"allow": ["ADD"], "src0_types": ["q4_k_m"]}]})")),
               HasSubstr("devices[0].ops.rules[0].src0_types[0]: expected a type name (one of: f32, "));
   EXPECT_THAT(error_of(with_gpu(R"("ops": {"rules": [{"allow": ["NONE"]}]})")),
               HasSubstr("devices[0].ops.rules[0].allow[0]: expected an op name"));

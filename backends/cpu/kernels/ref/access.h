@@ -13,8 +13,8 @@ namespace tessera::cpu::ref {
 
 // ---- types ----
 // Inline: the scheduler asks supports_op once per node and backend, and these checks are most of that question.
-// a valid enumerator (safe to pass to type_traits)
-inline bool type_known(Type t) { return static_cast<int>(t) >= 0 && static_cast<int>(t) < kTypeCount; }
+// a type with kernels (safe to pass to type_traits); storage-only types (types.h) are not computed here
+inline bool type_known(Type t) { return type_has_kernels(t); }
 inline bool is_quant(Type t) { return t == Type::kQ8_0 || t == Type::kQ4_0; }
 inline bool is_float_type(Type t) { return t == Type::kF32 || t == Type::kF16 || t == Type::kBF16; }  // Float
 inline bool is_weight_type(Type t) { return is_float_type(t) || is_quant(t); }    // Weight = Float + {q8_0, q4_0}
