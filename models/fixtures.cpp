@@ -297,6 +297,9 @@ class Draft {
     if (!types.ok()) return types.status();
     for (size_t i = 0; i < tensors_.size(); ++i) file_.add_tensor(tensors_[i].name, types.value()[i], tensors_[i].ne);
     TS_RETURN_IF_ERROR(file_.layout());
+    // layout() sets offsets and sizes; the data section's size (which the reader sets) is set here too, so that the
+    // fixture says how much data the real file has.
+    for (const gguf::TensorInfo& t : file_.tensors) file_.data_bytes = std::max(file_.data_bytes, t.offset + t.size);
     return std::move(file_);
   }
 

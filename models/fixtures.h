@@ -25,8 +25,8 @@ namespace tessera::models::fixtures {
 // "gpt-oss-20b-mxfp4", "phi-3-mini-q4_k_m".
 std::vector<std::string> fixture_names();
 
-// The fixture's header: metadata and tensor table, laid out (offsets and sizes set). kNotFound for an unknown name
-// (the message lists the known ones).
+// The fixture's header: metadata and tensor table, laid out (tensor offsets and sizes set, and data_bytes: the bytes
+// of the real file's data section). kNotFound for an unknown name (the message lists the known ones).
 Result<gguf::File> make_fixture(const std::string& name);
 
 // ---- llama.cpp's choice of tensor types (exposed for the tests and for other fixtures) ----
