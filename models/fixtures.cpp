@@ -8,7 +8,7 @@
 //
 // llama.cpp sources read (ggml-org/llama.cpp): src/llama-quant.cpp at commit 007dbbf3 (llama_tensor_get_type_impl,
 // tensor_allows_quantization, tensor_type_fallback, init_quantize_state_counters, llama_quant_model_from_metadata),
-// src/llama-model-loader.h (weight_name_comparer), src/llama-arch.cpp (tensor names), the per-architecture
+// src/llama-model-loader.h at 01b75d6a (weight_name_comparer), src/llama-arch.cpp (tensor names), the per-architecture
 // create_tensor calls (llama, qwen2, qwen3, qwen3moe, gemma3, openai-moe / gpt-oss, phi3), convert_hf_to_gguf.py
 // (which tensors stay F32; which keys are written) and include/llama.h (llama_ftype).
 #include "fixtures.h"
@@ -62,7 +62,7 @@ bool weight_name_less(const std::string& a, const std::string& b) {
 // (phi3's fused projection). At 007dbbf3 tensor_get_category's ATTENTION_QKV counts as "attn_v-like"
 // (category_is_attn_v), so attn_qkv takes attn_v's branch (q6_K on the "more bits" layers, q4_K elsewhere) and the
 // later `category == ATTENTION_QKV` branch (Q4_K_M -> q5_K) is unreachable. Before that refactor the rules matched
-// names, `name.find("attn_v.weight")` did not match attn_qkv, and attn_qkv got the q5_K branch. The published Phi-3
+// names, `name.find("attn_v.weight")` did not match attn_qkv, and attn_qkv got the q5_K branch. A published Phi-3-mini
 // Q4_K_M file has 32 q5_K tensors (its attn_qkv; llama.cpp PR #11003's log: f32 65, q4_K 81, q5_K 32, q6_K 17), so the
 // fixture keeps the q5_K rule: it reproduces the file users have, not what today's llama-quantize would write.
 

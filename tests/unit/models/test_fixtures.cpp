@@ -468,9 +468,9 @@ TEST(FixturesOutside, GptOss20B) {
   EXPECT_TRUE(ShownAs(static_cast<double>(s.params) / 1e9, 20.91, 2));
 }
 
-// microsoft/Phi-3-mini-4k-instruct-gguf's Q4_K_M file as llama.cpp loads it (llama.cpp PR #11003's log of a phi3
-// file of 195 tensors, eos/pad 32000: type f32 65, q4_K 81, q5_K 32, q6_K 17). Microsoft's model card: "3.8B
-// parameters" (3.82 B shortened).
+// A Phi-3-mini-4k Q4_K_M file as llama.cpp loads it (llama.cpp PR #11003's log: arch phi3, 195 tensors, 24 keys,
+// eos/pad 32000: type f32 65, q4_K 81, q5_K 32, q6_K 17; the 32 q5_K are attn_qkv). Microsoft's model card for
+// Phi-3-mini-4k-instruct: "3.8B parameters" (3.82 B shortened).
 TEST(FixturesOutside, Phi3Mini) {
   const File f = fixture("phi-3-mini-q4_k_m");
   Summary s = summarize(f);
