@@ -1,0 +1,70 @@
+// Header-only GGUF fixtures of real models (docs/gguf.md, "Fixtures"): the metadata and the tensor table of a
+// published quantized GGUF file -- tensor names, shapes, types and order as llama.cpp writes them -- without the
+// weights. make_fixture gives a gguf::File laid out as llama-quantize lays out its output (every tensor at the next
+// multiple of 32 bytes); the caller writes it with gguf::write_file(path, file), which writes the header and tensor
+// table only, so the file reads back as header-only (gguf::DataState::kHeaderOnly).
+//
+// What is exact and what is synthetic: the tensor table (names, shapes, types, order), the architecture's
+// hyperparameters and the vocabulary size are the real file's. The token strings are synthetic ("<tok12345>"), the
+// token types all 1 (normal), the SentencePiece scores all 0, and the BPE merges, chat templates and the
+// general.* provenance keys (license, tags, base models) are left out: Tessera's placement questions need none of them,
+// and the vocabulary arrays are kept at their real length only so that readers meet arrays as large as a real file's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/gguf.h"
+#include "tessera/status.h"
+
+namespace tessera::models::fixtures {
+
+// The fixtures, in a fixed order: "llama-3.1-8b-q4_k_m", "llama-3.1-70b-q4_k_m", "mistral-7b-q4_k_m" (v0.3),
+// "mixtral-8x7b-q4_k_m", "qwen2.5-7b-q4_k_m", "qwen3-8b-q4_k_m", "qwen3-30b-a3b-q4_k_m", "gemma-3-12b-q4_k_m",
+// "gpt-oss-20b-mxfp4", "phi-3-mini-q4_k_m".
+std::vector<std::string> fixture_names();
+
+// The fixture's header: metadata and tensor table, laid out (tensor offsets and sizes set, and data_bytes: the bytes
+// of the real file's data section). kNotFound for an unknown name (the message lists the known ones).
+Result<gguf::File> make_fixture(const std::string& name);
+
+// ---- llama.cpp's choice of tensor types (exposed for the tests and for other fixtures) ----
+
+// llama_ftype (llama.cpp include/llama.h): the file types the fixtures use, as written to general.file_type.
+enum class FileType : uint32_t {
+  kQ4_K_M = 15,     // LLAMA_FTYPE_MOSTLY_Q4_K_M
+  kMXFP4_MOE = 38,  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
+};
+
+// The hyperparameters llama-quantize's type choice depends on.
+struct QuantModel {
+  std::string arch;  // general.architecture: "llama", "qwen3moe", "gpt-oss", ...
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t n_expert = 0;  // 0 for a dense model
+};
+
+// A tensor as convert_hf_to_gguf.py writes it, before quantization.
+struct SourceTensor {
+  std::string name;
+  std::vector<int64_t> ne;  // GGUF order: ne[0] is the row length
+  gguf::TensorType type = gguf::TensorType::kF16;
+};
+
+// llama.cpp's tensor order (llama_model_loader::weight_name_comparer, src/llama-model-loader.h), which is the order
+// llama-quantize writes and quantizes in: tensors outside the blocks first, then block by block ("blk.N." by the
+// number N, so blk.10 after blk.9), by name within each group.
+bool weight_name_less(const std::string& a, const std::string& b);
+
+// The types llama-quantize gives `tensors`, taken in that order (the order matters: attn_v's "more bits" layers are
+// counted along it; sort by weight_name_less first to match llama-quantize). One type per tensor. Implements the
+// rules of llama_tensor_get_type (llama.cpp src/llama-quant.cpp) that apply to Q4_K_M and MXFP4_MOE without an
+// importance matrix or user overrides; see fixtures.cpp for each rule and its source. Errors (kInvalidArgument, naming
+// the tensor): a row length no type fits, where llama-quantize throws too (a q8_0 row that is not a whole number of
+// 32-value blocks), and a shape that is not 1 to 4 positive dimensions.
+Result<std::vector<gguf::TensorType>> quantized_types(const QuantModel& model, FileType ftype,
+                                                      const std::vector<SourceTensor>& tensors);
+
+}  // namespace tessera::models::fixtures

@@ -1,0 +1,568 @@
+// Header-only GGUF fixtures of real models (models/fixtures.h, docs/gguf.md "Fixtures"): every fixture written with
+// gguf::write_file reads back through gguf::read_file as a header-only file holding the same metadata and tensor
+// table; its tensor table is consistent with its metadata; its tensor counts per type, bytes and parameter counts are
+// checked against numbers from outside (llama.cpp logs of the real files, model cards, papers; each cited where it is
+// used, with a tolerance only where the outside number is rounded); and llama-quantize's type rules are checked on
+// their own, fallbacks included.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iterator>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "models/fixtures.h"
+#include "tessera/gguf.h"
+
+using namespace tessera;
+using namespace tessera::gguf;
+namespace fx = tessera::models::fixtures;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+File fixture(const std::string& name) {
+  Result<File> f = fx::make_fixture(name);
+  EXPECT_TRUE(f.ok()) << f.status().to_string();
+  return f.ok() ? std::move(f.value()) : File{};
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("tessera_fixture_" + std::to_string(getpid()) + "_" + name))
+      .string();
+}
+
+// What the tests compare with outside numbers.
+struct Summary {
+  size_t n_tensors = 0;
+  std::map<TensorType, int> types;  // tensors per type
+  uint64_t bytes = 0;               // the tensors' bytes (llama.cpp's "model size" / "file size": ml.n_bytes)
+  int64_t params = 0;               // elements of every tensor (llama.cpp's "model params": ml.n_elements)
+  int64_t embedding = 0;            // token_embd.weight
+  int64_t output = 0;               // output.weight
+  int64_t experts = 0;              // the routed experts' tensors (*_exps.weight and *_exps.bias)
+  double gib() const { return static_cast<double>(bytes) / kGiB; }
+  double bpw() const { return static_cast<double>(bytes) * 8.0 / static_cast<double>(params); }
+};
+
+Summary summarize(const File& f) {
+  Summary s;
+  s.n_tensors = f.tensors.size();
+  for (const TensorInfo& t : f.tensors) {
+    ++s.types[t.type];
+    s.bytes += t.size;
+    s.params += t.n_elements();
+    if (t.name == "token_embd.weight") s.embedding += t.n_elements();
+    if (t.name == "output.weight") s.output += t.n_elements();
+    if (t.name.find("_exps.") != std::string::npos) s.experts += t.n_elements();
+  }
+  return s;
+}
+
+const TensorInfo& tensor(const File& f, const std::string& name) {
+  const TensorInfo* t = f.find_tensor(name);
+  EXPECT_NE(t, nullptr) << name;
+  static const TensorInfo kNone;
+  return t != nullptr ? *t : kNone;
+}
+
+// A published number shown with `decimals` digits: the count rounded or cut to those digits shows as `shown` (model
+// cards do both; llama.cpp's %.2f prints round, and those are checked with EXPECT_NEAR +-0.005 instead).
+::testing::AssertionResult ShownAs(double count, double shown, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  const double rounded = std::round(count * scale) / scale;
+  const double cut = std::floor(count * scale) / scale;
+  const double eps = 0.01 / scale;
+  if (std::fabs(rounded - shown) < eps || std::fabs(cut - shown) < eps) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << count << " does not show as " << shown << " with " << decimals
+                                       << " decimals (rounded " << rounded << ", cut " << cut << ")";
+}
+
+std::string blk(int il, const char* what) { return "blk." + std::to_string(il) + "." + what; }
+
+int64_t get_int(const File& f, const std::string& key) {
+  Result<int64_t> v = f.get_int(key);
+  EXPECT_TRUE(v.ok()) << v.status().to_string();
+  return v.ok() ? v.value() : -1;
+}
+
+// The layers use_more_bits(i, 32) picks in llama-quant.cpp, listed by hand: i < 4, i >= 28, and (i - 4) % 3 == 2.
+const std::set<int> kMoreBits32 = {0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31};
+
+// ---- every fixture ----
+
+class EachFixture : public ::testing::TestWithParam<std::string> {};
+
+std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, EachFixture, ::testing::ValuesIn(fx::fixture_names()), param_name);
+
+// Written to a file and read back: a header-only file with the same metadata (the vocabulary arrays skipped at their
+// real length) and the same tensor table.
+TEST_P(EachFixture, RoundTripsAsHeaderOnlyFile) {
+  const File made = fixture(GetParam());
+  const std::string path = temp_path(GetParam() + ".gguf");
+  ASSERT_TRUE(write_file(path, made).ok());
+  Result<File> read = read_file(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(read.ok()) << read.status().to_string();
+  const File& f = read.value();
+
+  EXPECT_EQ(f.data_state(), DataState::kHeaderOnly);
+  EXPECT_FALSE(f.has_data);
+  EXPECT_EQ(f.file_size, f.header_size);
+  EXPECT_EQ(f.version, 3u);
+  EXPECT_EQ(f.alignment, 32u);
+  EXPECT_EQ(f.data_bytes, made.data_bytes);
+
+  ASSERT_EQ(f.metadata.size(), made.metadata.size());
+  for (size_t i = 0; i < f.metadata.size(); ++i) {
+    const KeyValue& a = f.metadata[i];
+    const KeyValue& b = made.metadata[i];
+    EXPECT_EQ(a.key, b.key);
+    const Array* arr = a.value.as_array();
+    if (arr != nullptr && arr->skipped) {
+      ASSERT_NE(b.value.as_array(), nullptr) << a.key;
+      EXPECT_EQ(arr->type, b.value.as_array()->type) << a.key;
+      EXPECT_EQ(arr->size, b.value.as_array()->size) << a.key;
+    } else {
+      EXPECT_EQ(a.value, b.value) << a.key;
+    }
+  }
+  ASSERT_EQ(f.tensors.size(), made.tensors.size());
+  for (size_t i = 0; i < f.tensors.size(); ++i) {
+    const TensorInfo& a = f.tensors[i];
+    const TensorInfo& b = made.tensors[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.n_dims, b.n_dims) << a.name;
+    EXPECT_TRUE(std::equal(a.ne, a.ne + kMaxDims, b.ne)) << a.name;
+    EXPECT_EQ(a.type, b.type) << a.name;
+    EXPECT_EQ(a.offset, b.offset) << a.name;
+    EXPECT_EQ(a.size, b.size) << a.name;
+  }
+
+  // The vocabulary: larger than the reader keeps by default (4096 elements), so skipped, at its real length.
+  Result<const Array*> tokens = f.get_array("tokenizer.ggml.tokens", ValueType::kString);
+  EXPECT_FALSE(tokens.ok());
+  const Value* v = f.find_value("tokenizer.ggml.tokens");
+  ASSERT_NE(v, nullptr);
+  ASSERT_NE(v->as_array(), nullptr);
+  EXPECT_TRUE(v->as_array()->skipped);
+  EXPECT_EQ(static_cast<int64_t>(v->as_array()->size), tensor(f, "token_embd.weight").ne[1]);
+}
+
+// The tensor table agrees with the metadata, and is laid out and ordered as llama-quantize writes it.
+TEST_P(EachFixture, TensorTableMatchesMetadata) {
+  const File f = fixture(GetParam());
+  Result<std::string> arch_r = f.get_string("general.architecture");
+  ASSERT_TRUE(arch_r.ok());
+  const std::string arch = arch_r.value();
+  const int64_t n_layer = get_int(f, arch + ".block_count");
+  const int64_t n_embd = get_int(f, arch + ".embedding_length");
+  const int64_t n_head = get_int(f, arch + ".attention.head_count");
+  const int64_t n_head_kv = get_int(f, arch + ".attention.head_count_kv");
+  const int64_t head_dim =
+      f.find(arch + ".attention.key_length") != nullptr ? get_int(f, arch + ".attention.key_length") : n_embd / n_head;
+  const int64_t n_vocab = static_cast<int64_t>(f.find_value("tokenizer.ggml.tokens")->as_array()->size);
+
+  // llama-quantize's order (weight_name_comparer), offsets at multiples of 32, one after another.
+  for (size_t i = 1; i < f.tensors.size(); ++i) {
+    EXPECT_TRUE(fx::weight_name_less(f.tensors[i - 1].name, f.tensors[i].name))
+        << f.tensors[i - 1].name << " before " << f.tensors[i].name;
+  }
+  uint64_t offset = 0;
+  for (const TensorInfo& t : f.tensors) {
+    EXPECT_EQ(t.offset, offset) << t.name;
+    offset = (t.offset + t.size + 31) / 32 * 32;
+  }
+
+  const TensorInfo& embd = tensor(f, "token_embd.weight");
+  EXPECT_EQ(embd.ne[0], n_embd);
+  EXPECT_EQ(embd.ne[1], n_vocab);
+  if (const TensorInfo* out = f.find_tensor("output.weight")) {
+    EXPECT_EQ(out->ne[0], n_embd);
+    EXPECT_EQ(out->ne[1], n_vocab);
+  }
+
+  // Every block holds the same tensors with the same shapes; 1-D tensors are f32.
+  std::map<std::string, std::vector<int64_t>> layer0;
+  std::map<std::string, int> per_name;
+  for (const TensorInfo& t : f.tensors) {
+    if (t.n_dims == 1) {
+      EXPECT_EQ(t.type, TensorType::kF32) << t.name;
+    }
+    int il = -1;
+    char rest[64] = {};
+    if (std::sscanf(t.name.c_str(), "blk.%d.%63s", &il, rest) != 2) continue;
+    EXPECT_GE(il, 0);
+    EXPECT_LT(il, n_layer) << t.name;
+    ++per_name[rest];
+    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+    if (il == 0) layer0[rest] = ne;
+    EXPECT_EQ(layer0[rest], ne) << t.name;
+  }
+  for (const auto& [name, n] : per_name) EXPECT_EQ(n, n_layer) << name;
+
+  // The attention projections have the heads of the metadata.
+  if (f.find_tensor("blk.0.attn_qkv.weight") != nullptr) {
+    EXPECT_EQ(tensor(f, "blk.0.attn_qkv.weight").ne[1], (n_head + 2 * n_head_kv) * head_dim);
+  } else {
+    EXPECT_EQ(tensor(f, "blk.0.attn_q.weight").ne[1], n_head * head_dim);
+    EXPECT_EQ(tensor(f, "blk.0.attn_k.weight").ne[1], n_head_kv * head_dim);
+    EXPECT_EQ(tensor(f, "blk.0.attn_v.weight").ne[1], n_head_kv * head_dim);
+    EXPECT_EQ(tensor(f, "blk.0.attn_output.weight").ne[0], n_head * head_dim);
+  }
+  // Experts: the expert count of the metadata.
+  if (const TensorInfo* exps = f.find_tensor("blk.0.ffn_up_exps.weight")) {
+    EXPECT_EQ(exps->ne[2], get_int(f, arch + ".expert_count"));
+    EXPECT_EQ(tensor(f, "blk.0.ffn_gate_inp.weight").type, TensorType::kF32);
+  }
+  const int64_t file_type = get_int(f, "general.file_type");
+  EXPECT_TRUE(file_type == 15 || file_type == 38) << file_type;
+}
+
+// Tensor counts, bytes and parameters, computed independently from the shapes and ggml's block sizes (a Python sketch
+// of the same rules, not this code): a pin against accidental changes. The outside numbers are in the tests below.
+TEST(Fixtures, PinnedSummaries) {
+  struct Pin {
+    const char* name;
+    size_t n_tensors;
+    std::map<TensorType, int> types;
+    uint64_t bytes;
+    int64_t params;
+  };
+  using T = TensorType;
+  const Pin pins[] = {
+      {"llama-3.1-8b-q4_k_m", 292, {{T::kF32, 66}, {T::kQ4_K, 193}, {T::kQ6_K, 33}}, 4912898304, 8030261312},
+      {"llama-3.1-70b-q4_k_m",
+       724,
+       {{T::kF32, 162}, {T::kQ4_K, 441}, {T::kQ5_K, 40}, {T::kQ6_K, 81}},
+       42512531712,
+       70553706560},
+      {"mistral-7b-q4_k_m", 291, {{T::kF32, 65}, {T::kQ4_K, 193}, {T::kQ6_K, 33}}, 4372054016, 7248023552},
+      {"mixtral-8x7b-q4_k_m",
+       323,
+       {{T::kF32, 97}, {T::kQ8_0, 64}, {T::kQ4_K, 113}, {T::kQ5_K, 32}, {T::kQ6_K, 17}},
+       28447727616,
+       46702792704},
+      {"qwen2.5-7b-q4_k_m", 339, {{T::kF32, 141}, {T::kQ4_K, 169}, {T::kQ6_K, 29}}, 4677120000, 7615616512},
+      {"qwen3-8b-q4_k_m", 399, {{T::kF32, 145}, {T::kQ4_K, 217}, {T::kQ6_K, 37}}, 5021827072, 8190735360},
+      {"qwen3-30b-a3b-q4_k_m", 579, {{T::kF32, 241}, {T::kQ4_K, 289}, {T::kQ6_K, 49}}, 18550716416, 30532122624},
+      {"gemma-3-12b-q4_k_m", 626, {{T::kF32, 289}, {T::kQ4_K, 288}, {T::kQ6_K, 49}}, 7294226304, 11766034176},
+      {"gpt-oss-20b-mxfp4", 459, {{T::kF32, 289}, {T::kQ8_0, 98}, {T::kMXFP4, 72}}, 12096558336, 20914757184},
+      {"phi-3-mini-q4_k_m",
+       195,
+       {{T::kF32, 65}, {T::kQ4_K, 81}, {T::kQ5_K, 32}, {T::kQ6_K, 17}},
+       2392493568,
+       3821079552},
+  };
+  ASSERT_EQ(std::size(pins), fx::fixture_names().size());
+  for (const Pin& p : pins) {
+    SCOPED_TRACE(p.name);
+    const File f = fixture(p.name);
+    Summary s = summarize(f);
+    EXPECT_EQ(s.n_tensors, p.n_tensors);
+    EXPECT_EQ(s.types, p.types);
+    EXPECT_EQ(s.bytes, p.bytes);
+    EXPECT_EQ(f.data_bytes, p.bytes);  // every tensor's size is a multiple of 32: no padding between them
+    EXPECT_EQ(s.params, p.params);
+  }
+}
+
+TEST(Fixtures, NamesAndUnknownName) {
+  EXPECT_EQ(
+      fx::fixture_names(),
+      (std::vector<std::string>{"llama-3.1-8b-q4_k_m", "llama-3.1-70b-q4_k_m", "mistral-7b-q4_k_m",
+                                "mixtral-8x7b-q4_k_m", "qwen2.5-7b-q4_k_m", "qwen3-8b-q4_k_m", "qwen3-30b-a3b-q4_k_m",
+                                "gemma-3-12b-q4_k_m", "gpt-oss-20b-mxfp4", "phi-3-mini-q4_k_m"}));
+  Result<File> none = fx::make_fixture("llama-2-7b");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(none.status().message().find("llama-3.1-8b-q4_k_m"), std::string::npos) << none.status().message();
+}
+
+// ---- outside numbers, one model at a time ----
+
+// bartowski's Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf as llama.cpp loads it (mozilla-ai/llamafile issue #516, 2024-08:
+// "wrong number of tensors; expected 292", and its log: type f32 66, q4_K 193, q6_K 33; general.file_type 15,
+// llama.vocab_size 128256, tokens arr[str,128256]). "model params = 8.03 B" is llama.cpp's print (%.2f, so +-0.005 B)
+// for a Llama 3.1 8B in mozilla-ai/llamafile issue #514.
+TEST(FixturesOutside, Llama31_8B) {
+  const File f = fixture("llama-3.1-8b-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_EQ(s.n_tensors, 292u);
+  EXPECT_EQ(s.types[TensorType::kF32], 66);
+  EXPECT_EQ(s.types[TensorType::kQ4_K], 193);
+  EXPECT_EQ(s.types[TensorType::kQ6_K], 33);
+  EXPECT_NEAR(static_cast<double>(s.params) / 1e9, 8.03, 0.005);
+  EXPECT_EQ(get_int(f, "general.file_type"), 15);
+  EXPECT_EQ(get_int(f, "llama.vocab_size"), 128256);
+  EXPECT_EQ(get_int(f, "llama.context_length"), 131072);
+  EXPECT_EQ(f.get_f32("llama.rope.freq_base").value(), 500000.0f);
+  // Llama 3.1's rope scaling as a tensor: rope_freqs.weight f32 [64] (the 292nd tensor, absent from Llama 3's 291).
+  EXPECT_EQ(tensor(f, "rope_freqs.weight").ne[0], 64);
+  // Q4_K_M: attn_v and ffn_down q6_K on use_more_bits' layers, q4_K elsewhere; output q6_K, token_embd q4_K.
+  for (int il = 0; il < 32; ++il) {
+    const TensorType more = kMoreBits32.count(il) ? TensorType::kQ6_K : TensorType::kQ4_K;
+    EXPECT_EQ(tensor(f, blk(il, "attn_v.weight")).type, more) << il;
+    EXPECT_EQ(tensor(f, blk(il, "ffn_down.weight")).type, more) << il;
+    EXPECT_EQ(tensor(f, blk(il, "attn_k.weight")).type, TensorType::kQ4_K) << il;
+  }
+  EXPECT_EQ(tensor(f, "output.weight").type, TensorType::kQ6_K);
+  EXPECT_EQ(tensor(f, "token_embd.weight").type, TensorType::kQ4_K);
+}
+
+// A Llama 3.x 70B file as llama.cpp loads it (ollama/ollama issue #10553: "Llama 3.1 70B Instruct 2024 12", i.e.
+// Llama 3.3 70B, the same architecture and shapes): 724 tensors of which 162 f32 (162 + 321 + 155 + 85 + 1 in its
+// Q3_K_M mix), "model params = 70.55 B" (+-0.005 B). No Q4_K_M log of it was found: the q4_K/q5_K/q6_K split is
+// llama-quantize's rule for LLM_TYPE_70B (attn_v q5_K where it would be q4_K).
+TEST(FixturesOutside, Llama31_70B) {
+  const File f = fixture("llama-3.1-70b-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_EQ(s.n_tensors, 724u);
+  EXPECT_EQ(s.types[TensorType::kF32], 162);
+  EXPECT_NEAR(static_cast<double>(s.params) / 1e9, 70.55, 0.005);
+  int q5 = 0, q6 = 0;
+  for (int il = 0; il < 80; ++il) {
+    const TensorType t = tensor(f, blk(il, "attn_v.weight")).type;
+    EXPECT_TRUE(t == TensorType::kQ5_K || t == TensorType::kQ6_K) << il;
+    q5 += t == TensorType::kQ5_K;
+    q6 += t == TensorType::kQ6_K;
+  }
+  EXPECT_EQ(q5, 40);
+  EXPECT_EQ(q6, 40);
+}
+
+// Mistral 7B Q4_K_M files (291 tensors: e.g. llava-v1.6-mistral-7b.Q4_K_M in gokayfem/ComfyUI_VLM_nodes issue #133;
+// per-tensor types of a Mistral-7B-architecture Q4_K_M, yarn-mistral-7b-64k, in second-state/WasmEdge-WASINN-examples
+// issue #64: blk.29 attn_v q6_K, ffn_down q6_K, attn_k/attn_output/ffn_gate/ffn_up q4_K; blk.30 attn_v q6_K, attn_q
+// and attn_k q4_K). Parameters: Hugging Face's count for mistralai/Mistral-7B-Instruct-v0.3, "7.25B params".
+TEST(FixturesOutside, Mistral7B) {
+  const File f = fixture("mistral-7b-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_EQ(s.n_tensors, 291u);
+  EXPECT_EQ(tensor(f, "blk.29.attn_v.weight").type, TensorType::kQ6_K);
+  EXPECT_EQ(tensor(f, "blk.29.ffn_down.weight").type, TensorType::kQ6_K);
+  for (const char* w : {"attn_k.weight", "attn_output.weight", "ffn_gate.weight", "ffn_up.weight"}) {
+    EXPECT_EQ(tensor(f, blk(29, w)).type, TensorType::kQ4_K) << w;
+  }
+  EXPECT_EQ(tensor(f, "blk.30.attn_v.weight").type, TensorType::kQ6_K);
+  EXPECT_EQ(tensor(f, "blk.30.attn_q.weight").type, TensorType::kQ4_K);
+  EXPECT_EQ(tensor(f, "blk.30.attn_k.weight").type, TensorType::kQ4_K);
+  EXPECT_EQ(tensor(f, "token_embd.weight").ne[1], 32768);  // v0.3's vocabulary
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params) / 1e9, 7.25, 2));
+}
+
+// Mistral AI, "Mixtral of experts" (2023-12-11): "46.7B total parameters but only uses 12.9B parameters per token"
+// (shortened to 0.1 B). Active: everything but the 6 of 8 experts a token does not use. The Q4_K_M types are the
+// 8-expert rules of llama-quant.cpp: attn_k and attn_v q8_0, attn_output q5_K (and llama.cpp issue #4495's log of a
+// Mixtral file shows blk.31 attn_k and attn_v q8_0).
+TEST(FixturesOutside, Mixtral8x7B) {
+  const File f = fixture("mixtral-8x7b-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params) / 1e9, 46.7, 1));
+  const double active = static_cast<double>(s.params) - static_cast<double>(s.experts) * 6.0 / 8.0;
+  EXPECT_TRUE(ShownAs(active / 1e9, 12.9, 1));
+  for (int il = 0; il < 32; ++il) {
+    EXPECT_EQ(tensor(f, blk(il, "attn_k.weight")).type, TensorType::kQ8_0) << il;
+    EXPECT_EQ(tensor(f, blk(il, "attn_v.weight")).type, TensorType::kQ8_0) << il;
+    EXPECT_EQ(tensor(f, blk(il, "attn_output.weight")).type, TensorType::kQ5_K) << il;
+    EXPECT_EQ(tensor(f, blk(il, "ffn_down_exps.weight")).type,
+              kMoreBits32.count(il) ? TensorType::kQ6_K : TensorType::kQ4_K)
+        << il;
+    EXPECT_EQ(tensor(f, blk(il, "ffn_gate_exps.weight")).ne[2], 8);
+  }
+  EXPECT_EQ(get_int(f, "llama.expert_count"), 8);
+  EXPECT_EQ(get_int(f, "llama.expert_used_count"), 2);
+}
+
+// Qwen/Qwen2.5-7B-Instruct model card: "Number of Parameters: 7.61B", "Number of Paramaters (Non-Embedding): 6.53B".
+// The card shortens to 0.01 B, cutting one number and rounding the other (the counts are 7.6156 B and 6.5256 B).
+TEST(FixturesOutside, Qwen25_7B) {
+  Summary s = summarize(fixture("qwen2.5-7b-q4_k_m"));
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params) / 1e9, 7.61, 2));
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params - s.embedding - s.output) / 1e9, 6.53, 2));
+  EXPECT_EQ(s.types.at(TensorType::kF32), 28 * 5 + 1);  // 2 norms and 3 q/k/v biases per layer, output_norm
+}
+
+// Qwen/Qwen3-8B model card: "Number of Parameters: 8.2B", "Number of Paramaters (Non-Embedding): 6.95B" (the counts
+// shortened to the digits shown: 8.19 B and 6.946 B).
+TEST(FixturesOutside, Qwen3_8B) {
+  const File f = fixture("qwen3-8b-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params) / 1e9, 8.2, 1));
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params - s.embedding - s.output) / 1e9, 6.95, 2));
+  EXPECT_NE(f.find_tensor("output.weight"), nullptr);  // 8B does not tie its embeddings
+}
+
+// Qwen/Qwen3-30B-A3B model card: "Number of Parameters: 30.5B in total and 3.3B activated", "Number of Paramaters
+// (Non-Embedding): 29.9B", 128 experts of which 8 activated (shortened to 0.1 B: 30.53, 3.35 -- cut, not rounded -- and
+// 29.91 B). Active: everything but the 120 of 128 experts a token does not use.
+TEST(FixturesOutside, Qwen3_30B_A3B) {
+  const File f = fixture("qwen3-30b-a3b-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params) / 1e9, 30.5, 1));
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params - s.embedding - s.output) / 1e9, 29.9, 1));
+  const double active = static_cast<double>(s.params) - static_cast<double>(s.experts) * 120.0 / 128.0;
+  EXPECT_TRUE(ShownAs(active / 1e9, 3.3, 1));
+  EXPECT_EQ(get_int(f, "qwen3moe.expert_count"), 128);
+  EXPECT_EQ(get_int(f, "qwen3moe.expert_used_count"), 8);
+  EXPECT_EQ(get_int(f, "qwen3moe.expert_feed_forward_length"), 768);
+  EXPECT_EQ(tensor(f, "blk.0.ffn_down_exps.weight").ne[0], 768);  // 3 q4_K blocks: no fallback
+}
+
+// Gemma 3 Technical Report (arXiv:2503.19786), Table 1: Gemma 3 12B has 10,759M non-embedding parameters (in millions).
+// Its embedding count there (1,012M) includes the vision projector, which is not in this file: the text model's
+// token_embd alone is 3840 x 262208. Tied embeddings: no output.weight, and token_embd takes the output's type (q6_K).
+TEST(FixturesOutside, Gemma3_12B) {
+  const File f = fixture("gemma-3-12b-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params - s.embedding) / 1e6, 10759, 0));
+  EXPECT_EQ(f.find_tensor("output.weight"), nullptr);
+  EXPECT_EQ(tensor(f, "token_embd.weight").type, TensorType::kQ6_K);
+  EXPECT_EQ(get_int(f, "gemma3.attention.sliding_window"), 1024);
+  EXPECT_EQ(tensor(f, "blk.0.attn_q.weight").ne[1], 16 * 256);  // head_dim 256, not 3840 / 16
+}
+
+// ggml-org/gpt-oss-20b-GGUF's gpt-oss-20b-mxfp4.gguf as llama.cpp loads it (reactive-resume/app issue #2708:
+// general.file_type 38, type f32 289, q8_0 98, mxfp4 72, "file size = 11.27 GiB (4.63 BPW)", which is the tensors'
+// bytes, +-0.005; ik_llama.cpp issue #822: 459 tensors). OpenAI's gpt-oss model card (2025-08), Table 1, gpt-oss-20b:
+// MLP 19.12B, attention 0.64B, embed + unembed 1.16B, active 3.61B (the unembedding counted, the embedding not), total
+// 20.91B (each shortened to 0.01 B).
+TEST(FixturesOutside, GptOss20B) {
+  const File f = fixture("gpt-oss-20b-mxfp4");
+  Summary s = summarize(f);
+  EXPECT_EQ(s.n_tensors, 459u);
+  EXPECT_EQ(s.types[TensorType::kF32], 289);
+  EXPECT_EQ(s.types[TensorType::kQ8_0], 98);
+  EXPECT_EQ(s.types[TensorType::kMXFP4], 72);
+  EXPECT_NEAR(s.gib(), 11.27, 0.005);
+  EXPECT_NEAR(s.bpw(), 4.63, 0.005);
+  EXPECT_EQ(get_int(f, "general.file_type"), 38);
+  EXPECT_EQ(f.get_string("general.architecture").value(), "gpt-oss");
+
+  int64_t mlp = 0, attention = 0;
+  for (const TensorInfo& t : f.tensors) {
+    if (t.name.find(".ffn_") != std::string::npos) mlp += t.n_elements();
+    if (t.name.find(".attn_") != std::string::npos) attention += t.n_elements();
+  }
+  EXPECT_TRUE(ShownAs(static_cast<double>(mlp) / 1e9, 19.12, 2));
+  EXPECT_TRUE(ShownAs(static_cast<double>(attention) / 1e9, 0.64, 2));
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.embedding + s.output) / 1e9, 1.16, 2));
+  const double active = static_cast<double>(s.params - s.embedding) - static_cast<double>(s.experts) * 28.0 / 32.0;
+  EXPECT_TRUE(ShownAs(active / 1e9, 3.61, 2));
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params) / 1e9, 20.91, 2));
+}
+
+// A Phi-3-mini-4k Q4_K_M file as llama.cpp loads it (llama.cpp PR #11003's log: arch phi3, 195 tensors, 24 keys,
+// eos/pad 32000: type f32 65, q4_K 81, q5_K 32, q6_K 17; the 32 q5_K are attn_qkv). Microsoft's model card for
+// Phi-3-mini-4k-instruct: "3.8B parameters" (3.82 B shortened).
+TEST(FixturesOutside, Phi3Mini) {
+  const File f = fixture("phi-3-mini-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_EQ(s.n_tensors, 195u);
+  EXPECT_EQ(s.types[TensorType::kF32], 65);
+  EXPECT_EQ(s.types[TensorType::kQ4_K], 81);
+  EXPECT_EQ(s.types[TensorType::kQ5_K], 32);
+  EXPECT_EQ(s.types[TensorType::kQ6_K], 17);
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params) / 1e9, 3.8, 1));
+  for (int il = 0; il < 32; ++il) EXPECT_EQ(tensor(f, blk(il, "attn_qkv.weight")).type, TensorType::kQ5_K) << il;
+}
+
+// ---- llama-quantize's rules on their own ----
+
+TEST(FixturesQuant, WeightOrderIsLlamaCpps) {
+  EXPECT_TRUE(fx::weight_name_less("output.weight", "output_norm.weight"));
+  EXPECT_TRUE(fx::weight_name_less("token_embd.weight", "blk.0.attn_k.weight"));
+  EXPECT_TRUE(fx::weight_name_less("blk.0.ffn_up.weight", "blk.1.attn_k.weight"));
+  EXPECT_TRUE(fx::weight_name_less("blk.9.ffn_up.weight", "blk.10.attn_k.weight"));  // by number, not text
+  EXPECT_FALSE(fx::weight_name_less("blk.10.attn_k.weight", "blk.9.ffn_up.weight"));
+  EXPECT_FALSE(fx::weight_name_less("blk.3.a", "blk.3.a"));
+}
+
+// Row lengths that are not a whole number of 256-value blocks (tensor_type_fallback): q4_K -> q5_0, q6_K -> q8_0,
+// f16 when not even 32 divides; the output takes q8_0 at once. A q8_0 row that 32 does not divide has no fallback.
+TEST(FixturesQuant, Fallbacks) {
+  using T = TensorType;
+  const fx::QuantModel m{"llama", 1, 4, 4, 0};
+  const std::vector<fx::SourceTensor> tensors = {
+      {"output.weight", {96, 1000}, T::kF16},           // ne0 % 256: q8_0
+      {"token_embd.weight", {96, 1000}, T::kF16},       // q4_K -> q5_0
+      {"blk.0.attn_q.weight", {100, 96}, T::kF16},      // q4_K -> q5_0 -> f16 (100 % 32)
+      {"blk.0.attn_v.weight", {96, 96}, T::kF16},       // layer 0 of 1: q6_K -> q8_0
+      {"blk.0.ffn_down.weight", {288, 96}, T::kF16},    // q6_K -> q8_0
+      {"blk.0.ffn_up.weight", {512, 96}, T::kF16},      // q4_K fits
+      {"blk.0.attn_norm.weight", {96}, T::kF32},        // not quantized
+      {"blk.0.ffn_gate_inp.weight", {96, 8}, T::kF32},  // the router is never quantized
+      {"blk.0.attn_q.bias", {96}, T::kF32},             // not a weight
+  };
+  Result<std::vector<T>> types = fx::quantized_types(m, fx::FileType::kQ4_K_M, tensors);
+  ASSERT_TRUE(types.ok()) << types.status().to_string();
+  EXPECT_EQ(types.value(),
+            (std::vector<T>{T::kQ8_0, T::kQ5_0, T::kF16, T::kQ8_0, T::kQ8_0, T::kQ4_K, T::kF32, T::kF32, T::kF32}));
+
+  Result<std::vector<T>> bad =
+      fx::quantized_types(m, fx::FileType::kMXFP4_MOE, {{"blk.0.attn_q.weight", {100, 96}, T::kF16}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("blk.0.attn_q.weight"), std::string::npos) << bad.status().message();
+}
+
+// The "more bits" layers follow the attn_v tensors in llama-quantize's order, not the layer numbers in their names
+// (dense models): reordering the input changes which tensors get q6_K, as it does in llama.cpp.
+TEST(FixturesQuant, AttnVCountsInProcessingOrder) {
+  using T = TensorType;
+  const fx::QuantModel m{"llama", 16, 4, 4, 0};  // use_more_bits(i, 16): i < 2, i >= 14, (i - 2) % 3 == 2
+  std::vector<fx::SourceTensor> tensors;
+  for (int il = 15; il >= 0; --il) tensors.push_back({blk(il, "attn_v.weight"), {256, 256}, T::kF16});
+  Result<std::vector<T>> types = fx::quantized_types(m, fx::FileType::kQ4_K_M, tensors);
+  ASSERT_TRUE(types.ok());
+  const std::set<int> more = {0, 1, 4, 7, 10, 13, 14, 15};  // positions in processing order
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(types.value()[i], more.count(i) ? T::kQ6_K : T::kQ4_K) << i;
+}
+
+// MXFP4_MOE (gpt-oss): 3-D expert tensors mxfp4, every other quantized tensor q8_0 (output and token_embd too).
+TEST(FixturesQuant, Mxfp4Moe) {
+  const File f = fixture("gpt-oss-20b-mxfp4");
+  EXPECT_EQ(tensor(f, "output.weight").type, TensorType::kQ8_0);
+  EXPECT_EQ(tensor(f, "token_embd.weight").type, TensorType::kQ8_0);
+  EXPECT_EQ(tensor(f, "blk.0.attn_q.weight").type, TensorType::kQ8_0);
+  EXPECT_EQ(tensor(f, "blk.0.ffn_down_exps.weight").type, TensorType::kMXFP4);
+  EXPECT_EQ(tensor(f, "blk.0.ffn_gate_inp.weight").type, TensorType::kF32);
+  EXPECT_EQ(tensor(f, "blk.0.ffn_gate_exps.bias").type, TensorType::kF32);
+  EXPECT_EQ(tensor(f, "blk.0.attn_sinks.weight").ne[0], 64);
+}
+
+// The synthetic vocabulary, read in full when asked for (the reader's keep_keys).
+TEST(Fixtures, SyntheticVocabularyReadsInFull) {
+  const File made = fixture("phi-3-mini-q4_k_m");
+  const std::string path = temp_path("phi3-vocab.gguf");
+  ASSERT_TRUE(write_file(path, made).ok());
+  ReadOptions options;
+  options.keep_keys = {"tokenizer.ggml.tokens"};
+  Result<File> read = read_file(path, options);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(read.ok()) << read.status().to_string();
+  Result<std::vector<std::string>> tokens = read->get_strings("tokenizer.ggml.tokens");
+  ASSERT_TRUE(tokens.ok()) << tokens.status().to_string();
+  ASSERT_EQ(tokens->size(), 32064u);
+  EXPECT_EQ(tokens->front(), "<tok0>");
+  EXPECT_EQ(tokens->back(), "<tok32063>");
+  EXPECT_EQ(read->get_string("tokenizer.ggml.model").value(), "llama");
+}
+
+}  // namespace
