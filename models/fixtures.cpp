@@ -11,7 +11,7 @@
 // src/llama-model-loader.h at 01b75d6a (weight_name_comparer), src/llama-arch.cpp (tensor names), the per-architecture
 // create_tensor calls (llama, qwen2, qwen3, qwen3moe, gemma3, openai-moe / gpt-oss, phi3), convert_hf_to_gguf.py
 // (which tensors stay F32; which keys are written) and include/llama.h (llama_ftype).
-#include "fixtures.h"
+#include "tessera/models/fixtures.h"
 
 #include <algorithm>
 #include <cstdio>

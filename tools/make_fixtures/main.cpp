@@ -10,7 +10,7 @@
 #include <system_error>
 #include <vector>
 
-#include "fixtures.h"
+#include "tessera/models/fixtures.h"
 #include "tessera/gguf.h"
 
 namespace {

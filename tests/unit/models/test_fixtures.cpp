@@ -1,9 +1,9 @@
-// Header-only GGUF fixtures of real models (models/fixtures.h, docs/gguf.md "Fixtures"): every fixture written with
-// gguf::write_file reads back through gguf::read_file as a header-only file holding the same metadata and tensor
-// table; its tensor table is consistent with its metadata; its tensor counts per type, bytes and parameter counts are
-// checked against numbers from outside (llama.cpp logs of the real files, model cards, papers; each cited where it is
-// used, with a tolerance only where the outside number is rounded); and llama-quantize's type rules are checked on
-// their own, fallbacks included.
+// Header-only GGUF fixtures of real models (models/tessera/models/fixtures.h, docs/gguf.md "Fixtures"): every fixture
+// written with gguf::write_file reads back through gguf::read_file as a header-only file holding the same metadata and
+// tensor table; its tensor table is consistent with its metadata; its tensor counts per type, bytes and parameter
+// counts are checked against numbers from outside (llama.cpp logs of the real files, model cards, papers; each cited
+// where it is used, with a tolerance only where the outside number is rounded); and llama-quantize's type rules are
+// checked on their own, fallbacks included.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "models/fixtures.h"
+#include "tessera/models/fixtures.h"
 #include "tessera/gguf.h"
 
 using namespace tessera;
