@@ -80,8 +80,11 @@ Tensor* self_attention(Context& ctx, const AttentionShape& s, const RopeParams& 
   Tensor* q = named(mul_mat(ctx, w.wq, cur), "Qcur", il);
   Tensor* k = named(mul_mat(ctx, w.wk, cur), "Kcur", il);
   Tensor* v = named(mul_mat(ctx, w.wv, cur), "Vcur", il);
-  q = named(rope(ctx, reshape_3d(ctx, q, hd, s.n_head, T), in.pos, r.n_rot, r.mode, r.freq_base), "Qcur_rope", il);
-  k = named(rope(ctx, reshape_3d(ctx, k, hd, s.n_head_kv, T), in.pos, r.n_rot, r.mode, r.freq_base), "Kcur_rope", il);
+  q = named(rope(ctx, reshape_3d(ctx, q, hd, s.n_head, T), in.pos, r.n_rot, r.mode, r.freq_base, 1.0f, r.freq_factors),
+            "Qcur_rope", il);
+  k = named(
+      rope(ctx, reshape_3d(ctx, k, hd, s.n_head_kv, T), in.pos, r.n_rot, r.mode, r.freq_base, 1.0f, r.freq_factors),
+      "Kcur_rope", il);
   Tensor* out = attention_kv(ctx, s, cache, in, q, k, v, il, order);
   return named(mul_mat(ctx, w.wo, out), "attn_out", il);
 }

@@ -50,6 +50,7 @@ struct RopeParams {
   int n_rot = 0;  // rotated dimensions of each head
   RopeMode mode = RopeMode::kNormal;
   float freq_base = 10000.0f;
+  Tensor* freq_factors = nullptr;  // f32 [n_rot / 2] dividing the frequencies, or null
 };
 
 // One layer's K and V caches: cache type [head_dim * n_head_kv, n_ctx].

@@ -24,29 +24,42 @@ class Builder {
   // The first error of adding tensors to the graph early (see expand).
   const Status& graph_status() const { return graph_status_; }
 
+  // The type of a weight: the model file's (weight_types), else `fallback`.
+  Type type_of(const char* name, int il, Type fallback) const {
+    if (c_.weight_types.empty()) return fallback;
+    const std::string full = il >= 0 ? format_message("blk.%d.%s.weight", il, name) : format_message("%s.weight", name);
+    const auto it = c_.weight_types.find(full);
+    return it == c_.weight_types.end() ? fallback : it->second;
+  }
+
   void create_weights() {
     Context& w = *m_.weights_ctx;
     auto& all = m_.weights;
     const Type wt = c_.weight_type;
-    m_.tok_embd = new_weight(w, all, wt, {c_.n_embd, c_.n_vocab}, "token_embd", -1);
+    const Type f32 = Type::kF32;
+    auto weight = [&](const char* name, int il, Type fallback, std::initializer_list<int64_t> ne) {
+      return new_weight(w, all, type_of(name, il, fallback), ne, name, il);
+    };
+    m_.tok_embd = weight("token_embd", -1, wt, {c_.n_embd, c_.n_vocab});
+    if (c_.rope_freq_factors) m_.rope_freqs = weight("rope_freqs", -1, f32, {c_.head_dim() / 2});
     m_.layers.resize(static_cast<size_t>(c_.n_layer));
     for (int il = 0; il < c_.n_layer; ++il) {
       LlamaLayer& l = m_.layers[static_cast<size_t>(il)];
-      l.attn_norm = new_weight(w, all, Type::kF32, {c_.n_embd}, "attn_norm", il);
-      l.wq = new_weight(w, all, wt, {c_.n_embd, c_.n_embd}, "attn_q", il);
-      l.wk = new_weight(w, all, wt, {c_.n_embd, c_.n_embd_kv()}, "attn_k", il);
-      l.wv = new_weight(w, all, wt, {c_.n_embd, c_.n_embd_kv()}, "attn_v", il);
-      l.wo = new_weight(w, all, wt, {c_.n_embd, c_.n_embd}, "attn_output", il);
-      l.ffn_norm = new_weight(w, all, Type::kF32, {c_.n_embd}, "ffn_norm", il);
+      l.attn_norm = weight("attn_norm", il, f32, {c_.n_embd});
+      l.wq = weight("attn_q", il, wt, {c_.n_embd, c_.n_embd});
+      l.wk = weight("attn_k", il, wt, {c_.n_embd, c_.n_embd_kv()});
+      l.wv = weight("attn_v", il, wt, {c_.n_embd, c_.n_embd_kv()});
+      l.wo = weight("attn_output", il, wt, {c_.n_embd, c_.n_embd});
+      l.ffn_norm = weight("ffn_norm", il, f32, {c_.n_embd});
       if (c_.is_moe()) {
-        l.ffn_gate_inp = new_weight(w, all, Type::kF32, {c_.n_embd, c_.n_expert}, "ffn_gate_inp", il);
-        l.ffn_gate_exps = new_weight(w, all, wt, {c_.n_embd, c_.n_ff, c_.n_expert}, "ffn_gate_exps", il);
-        l.ffn_down_exps = new_weight(w, all, wt, {c_.n_ff, c_.n_embd, c_.n_expert}, "ffn_down_exps", il);
-        l.ffn_up_exps = new_weight(w, all, wt, {c_.n_embd, c_.n_ff, c_.n_expert}, "ffn_up_exps", il);
+        l.ffn_gate_inp = weight("ffn_gate_inp", il, f32, {c_.n_embd, c_.n_expert});
+        l.ffn_gate_exps = weight("ffn_gate_exps", il, wt, {c_.n_embd, c_.n_ff, c_.n_expert});
+        l.ffn_down_exps = weight("ffn_down_exps", il, wt, {c_.n_ff, c_.n_embd, c_.n_expert});
+        l.ffn_up_exps = weight("ffn_up_exps", il, wt, {c_.n_embd, c_.n_ff, c_.n_expert});
       } else {
-        l.ffn_gate = new_weight(w, all, wt, {c_.n_embd, c_.n_ff}, "ffn_gate", il);
-        l.ffn_down = new_weight(w, all, wt, {c_.n_ff, c_.n_embd}, "ffn_down", il);
-        l.ffn_up = new_weight(w, all, wt, {c_.n_embd, c_.n_ff}, "ffn_up", il);
+        l.ffn_gate = weight("ffn_gate", il, wt, {c_.n_embd, c_.n_ff});
+        l.ffn_down = weight("ffn_down", il, wt, {c_.n_ff, c_.n_embd});
+        l.ffn_up = weight("ffn_up", il, wt, {c_.n_embd, c_.n_ff});
       }
       Context& kc = *m_.cache_ctx;
       l.k_cache = kc.new_tensor_2d(c_.kv_type, c_.n_embd_kv(), c_.n_ctx);
@@ -56,8 +69,8 @@ class Builder {
       m_.kv_cache.push_back(l.k_cache);
       m_.kv_cache.push_back(l.v_cache);
     }
-    m_.output_norm = new_weight(w, all, Type::kF32, {c_.n_embd}, "output_norm", -1);
-    m_.output = new_weight(w, all, wt, {c_.n_embd, c_.n_vocab}, "output", -1);
+    m_.output_norm = weight("output_norm", -1, f32, {c_.n_embd});
+    m_.output = c_.tied_output ? m_.tok_embd : weight("output", -1, wt, {c_.n_embd, c_.n_vocab});
   }
 
   void create_inputs() {
@@ -83,8 +96,10 @@ class Builder {
                                        .n_kv = c_.kv_len(),
                                        .kq_scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim())),
                                        .flash_attn = c_.flash_attn};
-    const blocks::RopeParams rope{
-        .n_rot = static_cast<int>(c_.head_dim()), .mode = RopeMode::kNormal, .freq_base = c_.rope_base};
+    const blocks::RopeParams rope{.n_rot = static_cast<int>(c_.head_dim()),
+                                  .mode = RopeMode::kNormal,
+                                  .freq_base = c_.rope_base,
+                                  .freq_factors = m_.rope_freqs};
     const blocks::AttentionInputs attn_in{.pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = m_.mask};
     const blocks::MoeParams moe{
         .n_expert = c_.n_expert, .n_expert_used = c_.n_expert_used, .norm_weights = c_.moe_norm_weights};

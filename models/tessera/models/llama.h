@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,12 @@ struct LlamaConfig {
   bool moe_norm_weights = true;  // renormalise the selected experts' weights to sum 1 (Mixtral)
   float rope_base = 10000.0f;
   float norm_eps = 1e-5f;
+  // From a model file (from_gguf.h): the type of each weight by its GGUF name (others take weight_type, and norms
+  // f32), rope frequency factors ("rope_freqs.weight", f32 [head_dim / 2], Llama 3.1's rope scaling: ROPE's third
+  // source), and tied embeddings (no output.weight: the logits read token_embd.weight).
+  std::map<std::string, Type> weight_types;
+  bool rope_freq_factors = false;
+  bool tied_output = false;
 
   int64_t head_dim() const { return n_embd / n_head; }
   int64_t n_embd_kv() const { return head_dim() * n_head_kv; }
@@ -103,7 +110,8 @@ struct LlamaGraph {
   // Weights.
   Tensor* tok_embd = nullptr;     // [n_embd, n_vocab]
   Tensor* output_norm = nullptr;  // f32 [n_embd]
-  Tensor* output = nullptr;       // [n_embd, n_vocab]
+  Tensor* output = nullptr;       // [n_embd, n_vocab] (tok_embd when tied_output)
+  Tensor* rope_freqs = nullptr;   // f32 [head_dim / 2] when rope_freq_factors
   std::vector<LlamaLayer> layers;
 
   std::vector<Tensor*> weights;   // every weight, in creation order

@@ -1,0 +1,231 @@
+// Models from GGUF files (from_gguf.h). The keys are those llama.cpp's converter writes (gguf-py's constants:
+// "{arch}.block_count", "{arch}.attention.head_count", ...); what llama.cpp does with them is described in
+// docs/gguf.md, 'Architectures'.
+#include "tessera/models/from_gguf.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace tessera::models {
+
+namespace {
+
+Status file_error(const gguf::Model& model, const std::string& what) {
+  return Status(StatusCode::kInvalidArgument, model.metadata().source + ": " + what);
+}
+
+// A count key (any integer type) or, where llama.cpp allows it, an array of one value per layer that must all be the
+// same here. `fallback` < 0: the key is required.
+Result<int64_t> count_key(const gguf::Model& model, const std::string& key, int64_t fallback, int64_t n_layer) {
+  const gguf::File& f = model.metadata();
+  const gguf::Value* v = f.find_value(key);
+  if (v == nullptr) {
+    if (fallback >= 0) return fallback;
+    return file_error(model, "missing key " + key + " (the architecture needs it)");
+  }
+  if (const gguf::Array* a = v->as_array()) {
+    if (a->skipped || a->values.empty()) return file_error(model, key + ": an empty or unread per-layer array");
+    if (n_layer > 0 && a->size != static_cast<uint64_t>(n_layer)) {
+      return file_error(model,
+                        format_message("%s: %llu per-layer values for %lld layers", key.c_str(),
+                                       static_cast<unsigned long long>(a->size), static_cast<long long>(n_layer)));
+    }
+    std::optional<int64_t> first;
+    for (const gguf::Value& e : a->values) {
+      std::optional<int64_t> x = e.as_signed();
+      if (!x) {
+        if (auto u = e.as_unsigned(); u && *u <= static_cast<uint64_t>(INT64_MAX)) x = static_cast<int64_t>(*u);
+      }
+      if (!x) return file_error(model, key + ": per-layer values must be integers");
+      if (first && *first != *x) {
+        return file_error(model, key + ": per-layer values differ (" + v->to_string() +
+                                     "); Tessera builds layers of one shape so far");
+      }
+      first = x;
+    }
+    return *first;
+  }
+  return f.get_int(key);
+}
+
+Result<float> float_key(const gguf::Model& model, const std::string& key, float fallback) {
+  const gguf::Value* v = model.metadata().find_value(key);
+  if (v == nullptr) return fallback;
+  if (auto x = v->as_f32()) return *x;
+  if (auto x = v->as_f64()) return static_cast<float>(*x);
+  return file_error(model, key + ": expected a float, found " + gguf::value_type_name(v->type()));
+}
+
+Result<Type> tessera_type(const gguf::Model& model, const gguf::TensorInfo& t) {
+  Type type;
+  if (!type_from_gguf_id(static_cast<int>(t.type), &type)) {
+    return file_error(model, format_message("tensor %s: type %s (%u) is not a Tessera type", t.name.c_str(),
+                                            gguf::type_name(t.type), static_cast<unsigned>(t.type)));
+  }
+  return type;
+}
+
+// The dimensions up to the last one above 1 (at least 1).
+int dims(const int64_t* ne) {
+  int n = 4;
+  while (n > 1 && ne[n - 1] == 1) --n;
+  return n;
+}
+
+std::string shape_string(const int64_t* ne, int n) {
+  std::string s = "[";
+  for (int i = 0; i < n; ++i) s += format_message(i == 0 ? "%lld" : ", %lld", static_cast<long long>(ne[i]));
+  return s + "]";
+}
+
+}  // namespace
+
+std::vector<std::string> gguf_architectures() { return {"llama"}; }
+
+Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufRunShape& run) {
+  const gguf::File& f = model.metadata();
+  auto arch = f.get_string("general.architecture");
+  if (!arch.ok()) return arch.status();
+  const std::vector<std::string> known = gguf_architectures();
+  if (std::find(known.begin(), known.end(), arch.value()) == known.end()) {
+    std::string list;
+    for (const std::string& a : known) list += (list.empty() ? "" : ", ") + a;
+    return Status(StatusCode::kUnsupported,
+                  f.source + ": architecture '" + arch.value() + "' is not supported (Tessera builds: " + list + ")");
+  }
+  const std::string p = arch.value() + ".";
+  LlamaConfig c;
+  const gguf::Value* name = f.find_value("general.name");
+  c.name = name != nullptr && name->as_string() != nullptr ? *name->as_string() : f.source;
+  auto n_layer = count_key(model, p + "block_count", -1, 0);
+  if (!n_layer.ok()) return n_layer.status();
+  if (n_layer.value() < 1 || n_layer.value() > 100000) {
+    return file_error(model, p + "block_count: " + std::to_string(n_layer.value()) + " is outside [1, 100000]");
+  }
+  c.n_layer = static_cast<int>(n_layer.value());
+  struct Count {
+    const char* key;
+    int64_t* field;
+    int64_t fallback;
+  };
+  int64_t n_expert = 0, n_expert_used = 0;
+  int64_t n_head = 0;
+  const Count counts[] = {{"embedding_length", &c.n_embd, -1},
+                          {"feed_forward_length", &c.n_ff, -1},
+                          {"attention.head_count", &n_head, -1},
+                          {"expert_count", &n_expert, 0},
+                          {"expert_used_count", &n_expert_used, 0}};
+  for (const Count& k : counts) {
+    auto v = count_key(model, p + k.key, k.fallback, c.n_layer);
+    if (!v.ok()) return v.status();
+    if (v.value() < 0 || v.value() > (int64_t{1} << 32)) {
+      return file_error(model, p + k.key + ": " + std::to_string(v.value()) + " is outside [0, 2^32]");
+    }
+    *k.field = v.value();
+  }
+  c.n_head = n_head;
+  auto n_head_kv = count_key(model, p + "attention.head_count_kv", n_head, c.n_layer);
+  if (!n_head_kv.ok()) return n_head_kv.status();
+  c.n_head_kv = n_head_kv.value();
+  c.n_expert = static_cast<int>(n_expert);
+  c.n_expert_used = static_cast<int>(n_expert_used);
+  if (c.n_embd < 1 || c.n_ff < 1 || c.n_head < 1 || c.n_head_kv < 1) {
+    return file_error(model, "embedding_length, feed_forward_length, head_count and head_count_kv must be >= 1");
+  }
+  if (c.n_embd % c.n_head != 0) {
+    return file_error(
+        model, format_message("%sembedding_length %lld is not a multiple of %sattention.head_count %lld", p.c_str(),
+                              static_cast<long long>(c.n_embd), p.c_str(), static_cast<long long>(c.n_head)));
+  }
+  const int64_t head_dim = c.n_embd / c.n_head;
+  for (const char* k : {"attention.key_length", "attention.value_length", "rope.dimension_count"}) {
+    auto v = count_key(model, p + k, head_dim, c.n_layer);
+    if (!v.ok()) return v.status();
+    if (v.value() != head_dim) {
+      return file_error(
+          model, format_message("%s%s is %lld, not embedding_length / head_count = %lld: heads of "
+                                "another size than n_embd / n_head are not supported yet",
+                                p.c_str(), k, static_cast<long long>(v.value()), static_cast<long long>(head_dim)));
+    }
+  }
+  auto base = float_key(model, p + "rope.freq_base", 10000.0f);
+  if (!base.ok()) return base.status();
+  c.rope_base = base.value();
+  auto eps = float_key(model, p + "attention.layer_norm_rms_epsilon", 1e-5f);
+  if (!eps.ok()) return eps.status();
+  c.norm_eps = eps.value();
+
+  // The tensor table: vocabulary, types, the optional tensors.
+  const gguf::TensorInfo* embd = model.find_tensor("token_embd.weight");
+  if (embd == nullptr) return file_error(model, "tensor token_embd.weight is missing (the architecture needs it)");
+  c.n_vocab = embd->ne[1];
+  for (const gguf::Model::TensorRef& ref : model.tensors) {
+    const gguf::TensorInfo& t = model.tensor(ref);
+    auto type = tessera_type(model, t);
+    if (!type.ok()) return type.status();
+    c.weight_types[t.name] = type.value();
+  }
+  c.rope_freq_factors = model.find_tensor("rope_freqs.weight") != nullptr;
+  c.tied_output = model.find_tensor("output.weight") == nullptr;
+
+  // The run.
+  auto ctx_len = count_key(model, p + "context_length", 4096, c.n_layer);
+  if (!ctx_len.ok()) return ctx_len.status();
+  c.n_ctx = run.n_ctx > 0 ? run.n_ctx : std::min<int64_t>(ctx_len.value(), 4096);
+  c.n_tokens = run.n_tokens;
+  c.n_kv = run.n_kv;
+  c.n_outputs = run.n_outputs;
+  c.kv_type = run.kv_type;
+  c.flash_attn = run.flash_attn;
+  c.weight_type = c.weight_types.count("blk.0.attn_q.weight") != 0 ? c.weight_types["blk.0.attn_q.weight"]
+                                                                   : c.weight_types["token_embd.weight"];
+  return c;
+}
+
+Status check_against_file(const LlamaGraph& graph, const gguf::Model& model) {
+  std::set<std::string> used;
+  for (const Tensor* w : graph.weights) {
+    const gguf::TensorInfo* t = model.find_tensor(w->name);
+    if (t == nullptr) {
+      return file_error(model, std::string("tensor ") + w->name + " is missing (the graph needs it, " +
+                                   shape_string(w->ne, dims(w->ne)) + " " + type_name(w->type) + ")");
+    }
+    if (!used.insert(t->name).second) continue;  // (tied: token_embd read twice)
+    bool same = true;
+    for (int i = 0; i < 4; ++i) same = same && w->ne[i] == t->ne[i];
+    if (!same) {
+      return file_error(model, "tensor " + t->name + ": the file has " + shape_string(t->ne, dims(t->ne)) +
+                                   ", the graph with these hyperparameters needs " + shape_string(w->ne, dims(w->ne)));
+    }
+    Type type;
+    if (!type_from_gguf_id(static_cast<int>(t->type), &type) || type != w->type) {
+      return file_error(model, "tensor " + t->name + ": the file has type " + gguf::type_name(t->type) +
+                                   ", the graph " + type_name(w->type));
+    }
+  }
+  const std::string* arch = model.metadata().find_value("general.architecture") != nullptr
+                                ? model.metadata().find_value("general.architecture")->as_string()
+                                : nullptr;
+  for (const gguf::Model::TensorRef& ref : model.tensors) {
+    const gguf::TensorInfo& t = model.tensor(ref);
+    if (used.count(t.name) == 0) {
+      return file_error(model, "tensor " + t.name + " is not used by the " + (arch != nullptr ? *arch : "model's") +
+                                   " architecture (another variant of it, or a newer converter?)");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<LlamaGraph> build_from_gguf(const gguf::Model& model, const GgufRunShape& run) {
+  auto config = llama_config_from_gguf(model, run);
+  if (!config.ok()) return config.status();
+  auto graph = build_llama(config.value());
+  if (!graph.ok()) {
+    return Status(graph.status().code(), model.metadata().source + ": " + graph.status().message());
+  }
+  TS_RETURN_IF_ERROR(check_against_file(graph.value(), model));
+  return graph;
+}
+
+}  // namespace tessera::models

@@ -1,0 +1,48 @@
+// Models from GGUF files (docs/gguf.md, 'Architectures'): the hyperparameters come from the file's `<arch>.*` keys,
+// and every weight's shape and type from its tensor table (a Q4_K_M file mixes q4_k, q6_k and f32; nothing is
+// assumed). The graph is llama.cpp's graph of one decoder step for that architecture, built by the architecture's
+// builder (llama.h for the llama family), and then checked against the file: every weight of the graph is a tensor
+// of the file with the same shape and type, and every tensor of the file is used.
+//
+// Architectures: llama (with Mistral and Mixtral, which GGUF files also name "llama"). Others are refused with the
+// list of those supported.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/gguf.h"
+#include "tessera/models/llama.h"
+#include "tessera/status.h"
+
+namespace tessera::models {
+
+// The run's shape: what a llama.cpp command line sets, not the file (-c, -b/-ub, the cache type, -fa).
+struct GgufRunShape {
+  int64_t n_ctx = 0;      // KV cache slots (-c); 0: the model's context_length, at most 4096
+  int64_t n_tokens = 1;   // tokens in the batch (1: a decode step; more: a prompt-processing step)
+  int64_t n_kv = 0;       // cache slots attended to; 0 = n_ctx
+  int64_t n_outputs = 0;  // tokens that produce logits; 0 = n_tokens
+  Type kv_type = Type::kF16;
+  bool flash_attn = true;
+};
+
+// The architectures build_from_gguf knows ("llama").
+std::vector<std::string> gguf_architectures();
+
+// The llama-family config of a GGUF model: hyperparameters from the llama.* keys, vocabulary and weight types from
+// the tensor table. Errors name the file and the key or tensor: another architecture, a missing or inconsistent key
+// (a head count that does not divide the embedding length, per-layer head counts that differ), a type Tessera does
+// not know.
+Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufRunShape& run);
+
+// Builds the model's graph (as build_llama) and checks it against the file (check_against_file).
+Result<LlamaGraph> build_from_gguf(const gguf::Model& model, const GgufRunShape& run);
+
+// Every weight of the graph is a tensor of the file with the same shape and type, and every tensor of the file is a
+// weight of the graph. Errors name the tensor: one the file lacks, one the architecture does not use, a shape or
+// type that differs.
+Status check_against_file(const LlamaGraph& graph, const gguf::Model& model);
+
+}  // namespace tessera::models
