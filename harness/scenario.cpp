@@ -9,6 +9,8 @@
 #include "policy_json.h"
 #include "tessera/harness/graph_io.h"
 #include "tessera/harness/topology.h"
+#include "tessera/models/fixtures.h"
+#include "tessera/models/from_gguf.h"
 
 namespace tessera::harness {
 
@@ -18,11 +20,62 @@ namespace {
 
 using namespace json_read;
 
-void parse_model(const json& v, const std::string& path, models::LlamaConfig* c) {
-  expect_object(v, path,
-                {"preset", "n_layer", "n_embd", "n_ff", "n_head", "n_head_kv", "n_ctx", "n_kv", "n_tokens", "n_outputs",
-                 "n_vocab", "weight_type", "kv_type", "flash_attn", "n_expert", "n_expert_used"},
-                "a model object");
+// "model": {"gguf": FILE} (relative to the scenario file's directory) or {"fixture": NAME} (a real model's header-only
+// fixture, models/tessera/models/fixtures.h): the model's keys and tensor table; the run's shape from n_ctx, n_kv,
+// n_tokens, n_outputs, kv_type and flash_attn. The graph is built once here and checked against the file, so a file the
+// architecture cannot use is an error of the scenario file.
+void parse_file_model(const json& v, const std::string& path, const std::string& source, models::LlamaConfig* c) {
+  for (const char* key : {"preset", "n_layer", "n_embd", "n_ff", "n_head", "n_head_kv", "n_vocab", "weight_type",
+                          "n_expert", "n_expert_used"}) {
+    if (member(v, key) != nullptr) fail(child(path, key), "a model file has its own; only the run's shape can be set");
+  }
+  if (member(v, "gguf") != nullptr && member(v, "fixture") != nullptr) {
+    fail(child(path, "fixture"), "expected either \"gguf\" or \"fixture\", not both");
+  }
+  Result<gguf::Model> model = Status(StatusCode::kNotFound, "");
+  std::string key;
+  if (const json* x = member(v, "gguf")) {
+    key = child(path, "gguf");
+    std::string file = get_string(*x, key);
+    const size_t slash = source.rfind('/');
+    if (!file.empty() && file[0] != '/' && slash != std::string::npos) file = source.substr(0, slash + 1) + file;
+    model = gguf::read_model(file);
+  } else {
+    key = child(path, "fixture");
+    auto f = models::fixtures::make_fixture(get_string(*member(v, "fixture"), key));
+    if (f.ok()) {
+      gguf::Model m;
+      m.shards.push_back(std::move(f).value());
+      for (uint32_t i = 0; i < m.shards[0].tensors.size(); ++i) m.tensors.push_back({0, i});
+      model = std::move(m);
+    } else {
+      model = f.status();
+    }
+  }
+  if (!model.ok()) fail(key, model.status().message());
+  models::GgufRunShape run;
+  auto count = [&](const char* k, int64_t* field) {
+    if (const json* x = member(v, k))
+      *field = get_count(*x, child(path, k), "a whole number from 0 to 2^30", int64_t{1} << 30);
+  };
+  count("n_ctx", &run.n_ctx);
+  count("n_kv", &run.n_kv);
+  count("n_tokens", &run.n_tokens);
+  count("n_outputs", &run.n_outputs);
+  if (const json* x = member(v, "kv_type")) run.kv_type = get_type(*x, child(path, "kv_type"));
+  if (const json* x = member(v, "flash_attn")) run.flash_attn = get_bool(*x, child(path, "flash_attn"));
+  auto built = models::build_from_gguf(model.value(), run);
+  if (!built.ok()) fail(key, built.status().message());
+  *c = built.value().config;
+}
+
+void parse_model(const json& v, const std::string& path, const std::string& source, models::LlamaConfig* c) {
+  expect_object(
+      v, path,
+      {"preset", "gguf", "fixture", "n_layer", "n_embd", "n_ff", "n_head", "n_head_kv", "n_ctx", "n_kv", "n_tokens",
+       "n_outputs", "n_vocab", "weight_type", "kv_type", "flash_attn", "n_expert", "n_expert_used"},
+      "a model object");
+  if (member(v, "gguf") != nullptr || member(v, "fixture") != nullptr) return parse_file_model(v, path, source, c);
   const std::string preset = member(v, "preset") ? get_string(v["preset"], child(path, "preset")) : "tiny";
   auto p = models::preset(preset);
   if (!p.ok()) {
@@ -238,7 +291,7 @@ Scenario parse_root(const json& root, const std::string& source) {
     type_fail("topology", "a preset name or a topology object", topo);
   }
   if (const json* x = member(root, "model")) {
-    parse_model(*x, "model", &s.config.model);
+    parse_model(*x, "model", source, &s.config.model);
   } else {
     s.config.model = models::preset("tiny").value();
   }

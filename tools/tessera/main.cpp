@@ -12,12 +12,15 @@
 #include <sstream>
 
 #include "tessera/harness/graph_io.h"
+#include "tessera/harness/inspect.h"
 #include "tessera/harness/policy_options.h"
 #include "tessera/harness/scenario.h"
 #include "tessera/harness/session.h"
 #include "tessera/harness/topology.h"
 #include "tessera/sim/trace.h"
 #include "tessera/builtin.h"
+#include "tessera/gguf.h"
+#include "tessera/models/from_gguf.h"
 
 using namespace tessera;
 using namespace tessera::sim;
@@ -48,7 +51,8 @@ struct Options {
 
 void add_common(CLI::App* app, Options* o) {
   app->add_option("-t,--topology", o->topology, "topology preset name or JSON file (see `tessera topologies`)");
-  app->add_option("-m,--model", o->model, "model preset: tiny, tiny-moe, 7b, 8x7b-moe, 70b");
+  app->add_option("-m,--model", o->model,
+                  "model preset (tiny, tiny-moe, 7b, 8x7b-moe, 70b) or GGUF file (FILE.gguf; docs/gguf.md)");
   app->add_option("-g,--graph", o->graph, "a serialized graph file (docs/graph-format.md) instead of the model");
   app->add_option("--layers", o->layers, "number of layers (default: the preset's)")->check(CLI::Range(1, 100000));
   app->add_option("--tokens", o->tokens, "tokens per batch (default: the preset's)")->check(CLI::Range(1, 1 << 20));
@@ -75,6 +79,11 @@ void add_common(CLI::App* app, Options* o) {
   app->add_flag("--json", o->json, "machine-readable output");
 }
 
+// A model named by a file rather than a preset: it ends in ".gguf".
+bool is_gguf_path(const std::string& model) {
+  return model.size() > 5 && model.compare(model.size() - 5, 5, ".gguf") == 0;
+}
+
 Result<SessionConfig> make_config(const Options& o) {
   SessionConfig c;
   auto topo = load_topology(o.topology);
@@ -85,9 +94,25 @@ Result<SessionConfig> make_config(const Options& o) {
     if (!text.ok()) return text.status();
     c.graph = GraphSource{std::move(text).value(), o.graph};
   }
-  auto m = models::preset(o.model);
-  if (!m.ok()) return m.status();
-  c.model = m.value();
+  if (is_gguf_path(o.model)) {
+    // A model file: its hyperparameters, tensor shapes and types; the run's shape from the options.
+    if (o.layers > 0) {
+      return Status(StatusCode::kInvalidArgument, "--layers: " + o.model + " has its own block count");
+    }
+    auto file = gguf::read_model(o.model);
+    if (!file.ok()) return file.status();
+    models::GgufRunShape run;
+    run.n_ctx = o.ctx;
+    if (o.tokens > 0) run.n_tokens = o.tokens;
+    run.flash_attn = !o.no_flash_attn;
+    auto built = models::build_from_gguf(file.value(), run);  // checks the graph against the file
+    if (!built.ok()) return built.status();
+    c.model = built.value().config;
+  } else {
+    auto m = models::preset(o.model);
+    if (!m.ok()) return m.status();
+    c.model = m.value();
+  }
   if (o.layers > 0) c.model.n_layer = o.layers;
   if (o.tokens > 0) c.model.n_tokens = o.tokens;
   if (o.ctx > 0) c.model.n_ctx = o.ctx;
@@ -455,6 +480,14 @@ int main(int argc, char** argv) {
   CLI::App* fit = app.add_subcommand("fit", "largest layer offload per device that fits each device's memory");
   add_common(fit, &o);
 
+  CLI::App* inspect = app.add_subcommand("inspect", "a GGUF model file: metadata, tensors by layer, totals per type");
+  std::string inspect_path;
+  InspectOptions inspect_options;
+  inspect->add_option("file", inspect_path, "the GGUF file (any shard of a split model)")->required();
+  inspect->add_flag("--json", inspect_options.json, "machine-readable output");
+  inspect->add_option("--array", inspect_options.arrays, "print this array in full (repeatable)")
+      ->allow_extra_args(false);
+
   CLI::App* topologies = app.add_subcommand("topologies", "list the topology presets");
   topologies->add_option("--show", show, "print a preset (or file) as JSON");
   topologies->add_flag("--json", topo_json, "machine-readable output");
@@ -478,6 +511,15 @@ int main(int argc, char** argv) {
     if (*repro) return cmd_repro(scenario_files, repro_json);
     if (*fit) return cmd_fit(o);
     if (*topologies) return cmd_topologies(show, topo_json);
+    if (*inspect) {
+      auto report = inspect_file(inspect_path, inspect_options);
+      if (!report.ok()) {
+        std::fprintf(stderr, "tessera: %s\n", report.status().message().c_str());
+        return kInputError;
+      }
+      std::fputs(report.value().c_str(), stdout);
+      return kOk;
+    }
     // The built-in default.
     std::printf("tessera: no subcommand given; running the built-in default (see `tessera --help`)\n\n");
     return cmd_run(o, "", false);
