@@ -23,6 +23,10 @@ SchedulerParams PlacementPolicy::scheduler_params() const {
 }
 
 int layer_of_name(const char* name) {
+  // Llama 3.1's rope frequency factors are one tensor that every layer reads; llama.cpp's loader creates it with layer
+  // 0 and refers to it from the others (src/llama-model.cpp: create_tensor(..., TENSOR_DUPLICATED for i != 0)), so
+  // its memory is layer 0's.
+  if (std::strcmp(name, "rope_freqs.weight") == 0) return 0;
   const char* digits = nullptr;
   if (std::strncmp(name, "blk.", 4) == 0) {
     digits = name + 4;
