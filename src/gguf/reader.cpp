@@ -182,8 +182,8 @@ class Parser {
     return Status::Ok();
   }
 
-  // A string: u64 length, then the bytes. out == nullptr: skipped. max_len: a length above it is an error
-  // `too_long` (keys, tensor names); a length of 0 is an error when !allow_empty.
+  // A string: u64 length, then the bytes. out == nullptr: checked and skipped. A length above max_len (keys, tensor
+  // names) or above ReadOptions::max_string_bytes is an error, and so is 0 when !allow_empty.
   template <typename Field>
   Status read_string(std::string* out, const Field& field, uint64_t max_len, bool allow_empty) {
     const uint64_t len_at = in_.pos();
