@@ -375,16 +375,6 @@ TEST(SimDevice, NeverClaimsAnOpTheCpuKernelsCannotCompute) {
 // =====================================================================================================================
 // 5. Cost model and links
 
-DeviceConfig cost_device() {
-  DeviceConfig d = gpu("gpu0");
-  d.cost.launch_overhead_us = 5.0;
-  d.cost.flops_f32 = 10e12;
-  d.cost.flops_f16 = 50e12;
-  d.cost.flops_quant = 40e12;
-  d.cost.mem_bandwidth = 500e9;
-  return d;
-}
-
 TEST(SimCost, MulMatF32ComputeBound) {
   Nodes n;
   const double K = 4096, M = 4096, N = 512;

@@ -38,6 +38,18 @@ inline DeviceConfig wrapped_cpu(size_t memory = 8 * GiB) {
   return d;
 }
 
+// A GPU with round cost figures (5 us launch, 10 / 50 / 40 TFLOP/s for f32 / f16 / quantized, 500 GB/s), so expected
+// op times can be worked out by hand.
+inline DeviceConfig cost_device() {
+  DeviceConfig d = gpu("gpu0");
+  d.cost.launch_overhead_us = 5.0;
+  d.cost.flops_f32 = 10e12;
+  d.cost.flops_f16 = 50e12;
+  d.cost.flops_quant = 40e12;
+  d.cost.mem_bandwidth = 500e9;
+  return d;
+}
+
 inline TopologyConfig topology(std::vector<DeviceConfig> devices, const std::string& name = "test") {
   TopologyConfig t;
   t.name = name;

@@ -106,16 +106,6 @@ SimOptions mode(MemoryMode m) {
   return o;
 }
 
-DeviceConfig cost_device() {
-  DeviceConfig d = gpu("gpu0");
-  d.cost.launch_overhead_us = 5.0;
-  d.cost.flops_f32 = 10e12;
-  d.cost.flops_f16 = 50e12;
-  d.cost.flops_quant = 40e12;
-  d.cost.mem_bandwidth = 500e9;
-  return d;
-}
-
 std::vector<TraceEvent> compute_events(const Simulator& sim) {
   std::vector<TraceEvent> out;
   for (const TraceEvent& e : sim.trace().events) {
