@@ -4,6 +4,7 @@
 #include "tessera/models/from_gguf.h"
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <set>
 
@@ -119,8 +120,8 @@ Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufR
   for (const Count& k : counts) {
     auto v = count_key(model, p + k.key, k.fallback, c.n_layer);
     if (!v.ok()) return v.status();
-    if (v.value() < 0 || v.value() > (int64_t{1} << 32)) {
-      return file_error(model, p + k.key + ": " + std::to_string(v.value()) + " is outside [0, 2^32]");
+    if (v.value() < 0 || v.value() > INT32_MAX) {  // (expert counts are narrowed to int below)
+      return file_error(model, p + k.key + ": " + std::to_string(v.value()) + " is outside [0, 2^31 - 1]");
     }
     *k.field = v.value();
   }

@@ -205,6 +205,12 @@ TEST(FromGguf, MissingOrInconsistentKeysAreNamed) {
   EXPECT_TRUE(m.ok()) << m.status().message();
 
   f = llama_file({});
+  f.set("llama.expert_count", gguf::Value::u64(uint64_t{1} << 32));  // would narrow to 0 experts
+  m = build(f);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(), HasSubstr("llama.expert_count: 4294967296 is outside [0, 2^31 - 1]"));
+
+  f = llama_file({});
   f.set("llama.rope.freq_base", gguf::Value::string("fast"));
   m = build(f);
   ASSERT_FALSE(m.ok());
