@@ -6,38 +6,19 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "tessera/harness/policy.h"
+#include "tessera/sim/simulator.h"
+
 namespace tessera::harness {
 
 namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// "blk.12.attn_q.weight" -> 12; -1 for tensors outside the layers (token_embd, output, ...).
-int layer_of(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0) return -1;
-  size_t i = 4;
-  int64_t layer = 0;
-  if (i >= name.size() || name[i] < '0' || name[i] > '9') return -1;
-  while (i < name.size() && name[i] >= '0' && name[i] <= '9') {
-    layer = layer * 10 + (name[i] - '0');
-    if (layer > 1000000) return -1;
-    ++i;
-  }
-  return i < name.size() && name[i] == '.' ? static_cast<int>(layer) : -1;
-}
-
-// 1536 -> "1.50 KiB"; exact bytes below 1 KiB.
-std::string human(uint64_t bytes) {
-  if (bytes < 1024) return format_message("%" PRIu64 " B", bytes);
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes) / 1024.0;
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  return format_message("%.2f %s", v, units[u]);
-}
+// The layer of a tensor as placement counts it (layer_of_name: "blk.12.attn_q.weight" -> 12, -1 outside the layers),
+// and sizes as the tool prints them (format_bytes).
+int layer_of(const std::string& name) { return layer_of_name(name.c_str()); }
+std::string human(uint64_t bytes) { return sim::format_bytes(static_cast<size_t>(bytes)); }
 
 std::string shape(const gguf::TensorInfo& t) {
   std::string s = "[";

@@ -44,10 +44,7 @@ void parse_file_model(const json& v, const std::string& path, const std::string&
     key = child(path, "fixture");
     auto f = models::fixtures::make_fixture(get_string(*member(v, "fixture"), key));
     if (f.ok()) {
-      gguf::Model m;
-      m.shards.push_back(std::move(f).value());
-      for (uint32_t i = 0; i < m.shards[0].tensors.size(); ++i) m.tensors.push_back({0, i});
-      model = std::move(m);
+      model = gguf::Model::of_file(std::move(f).value());
     } else {
       model = f.status();
     }

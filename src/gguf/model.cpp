@@ -115,6 +115,15 @@ const TensorInfo* Model::find_tensor(std::string_view name, TensorRef* where) co
   return nullptr;
 }
 
+Model Model::of_file(File file) {
+  Model m;
+  m.shards.push_back(std::move(file));
+  const auto n = static_cast<uint32_t>(m.shards[0].tensors.size());
+  m.tensors.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) m.tensors.push_back({0, i});
+  return m;
+}
+
 uint64_t Model::n_bytes() const {
   uint64_t n = 0;
   for (const TensorRef& ref : tensors) n += tensor(ref).size;

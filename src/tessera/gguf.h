@@ -308,6 +308,8 @@ struct Model {
   // The tensor named `name` and where it is, or nullptr.
   const TensorInfo* find_tensor(std::string_view name, TensorRef* where = nullptr) const;
   uint64_t n_bytes() const;  // bytes of every tensor
+  // A model of one file (read, or made in memory like a fixture): its tensors in file order.
+  static Model of_file(File file);
 };
 
 // Reads a model given any of its shards (or its only file). Errors: a shard missing or unreadable, a shard whose

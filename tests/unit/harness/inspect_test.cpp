@@ -42,10 +42,7 @@ gguf::Model read_back(const gguf::File& f, const gguf::ReadOptions& options = {}
   EXPECT_TRUE(bytes.ok()) << bytes.status().message();
   auto read = gguf::read_memory(bytes.value(), f.source, options);
   EXPECT_TRUE(read.ok()) << read.status().message();
-  gguf::Model m;
-  m.shards.push_back(std::move(read).value());
-  for (uint32_t i = 0; i < m.shards[0].tensors.size(); ++i) m.tensors.push_back({0, i});
-  return m;
+  return gguf::Model::of_file(std::move(read).value());
 }
 
 TEST(Inspect, TextGroupsTensorsByLayerAndTotalsThemPerType) {

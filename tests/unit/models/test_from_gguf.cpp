@@ -80,10 +80,7 @@ gguf::Model model_of(const gguf::File& f) {
   EXPECT_TRUE(bytes.ok()) << bytes.status().message();
   auto read = gguf::read_memory(bytes.value(), f.source);
   EXPECT_TRUE(read.ok()) << read.status().message();
-  gguf::Model m;
-  m.shards.push_back(std::move(read).value());
-  for (uint32_t i = 0; i < m.shards[0].tensors.size(); ++i) m.tensors.push_back({0, i});
-  return m;
+  return gguf::Model::of_file(std::move(read).value());
 }
 
 Result<LlamaGraph> build(const gguf::File& f, GgufRunShape run = {}) { return build_from_gguf(model_of(f), run); }
