@@ -7,6 +7,7 @@
 #include <iterator>
 #include <random>
 
+#include "tessera/gguf.h"
 #include "tessera/types.h"
 
 using namespace tessera;
@@ -261,6 +262,24 @@ TEST(Types, TheSixTypesWithKernelsKeepTheirValuesAndConversions) {
   EXPECT_TRUE(type_traits(Type::kF64).is_float);
   EXPECT_FALSE(type_traits(Type::kI8).is_float);
   EXPECT_FALSE(type_traits(Type::kI64).is_quantized);
+}
+
+// Tessera's type table (src/types.cpp) and the GGUF reader's (src/gguf/types.cpp) each list the sizes of the same
+// types: both are checked against ggml's block structs above and in test_gguf.cpp; here they must also agree with
+// each other, row for row, so that a tensor read from a file gets the bytes the planner gives it.
+TEST(Types, TheGgufTableAgreesWithTesseraTypes) {
+  int gguf_types = 0;
+  for (const gguf::TypeInfo& info : gguf::type_table()) {
+    if (info.removed) continue;
+    ++gguf_types;
+    SCOPED_TRACE(info.name);
+    Type t = Type::kCount;
+    ASSERT_TRUE(type_from_gguf_id(static_cast<int>(info.id), &t));
+    EXPECT_STRCASEEQ(type_name(t), info.name);
+    EXPECT_EQ(type_traits(t).block_size, static_cast<int64_t>(info.block_size));
+    EXPECT_EQ(type_traits(t).type_size, static_cast<size_t>(info.type_size));
+  }
+  EXPECT_EQ(gguf_types, kTypeCount);  // every Tessera type is a GGUF type, and the reverse
 }
 
 TEST(Types, NamesAndGgufIdsRoundTrip) {
