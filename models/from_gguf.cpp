@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <memory>
 #include <set>
 
 namespace tessera::models {
@@ -181,6 +182,10 @@ Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufR
   c.flash_attn = run.flash_attn;
   c.weight_type = c.weight_types.count("blk.0.attn_q.weight") != 0 ? c.weight_types["blk.0.attn_q.weight"]
                                                                    : c.weight_types["token_embd.weight"];
+  // A complete file: the weights come from it (fill_random reads them).
+  const bool complete = std::all_of(model.shards.begin(), model.shards.end(),
+                                    [](const gguf::File& s) { return s.data_state() == gguf::DataState::kComplete; });
+  if (complete) c.weights_file = std::make_shared<const gguf::Model>(model);
   return c;
 }
 

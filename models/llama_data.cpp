@@ -8,6 +8,7 @@
 
 #include "tessera/backend.h"
 #include "tessera/graph_copy.h"
+#include "tessera/models/from_gguf.h"
 #include "tessera/models/llama.h"
 
 namespace tessera::models {
@@ -33,12 +34,18 @@ Status fill_random(LlamaGraph& model, uint64_t seed) {
     if (!s.ok()) return Status(s.code(), std::string("fill_random: ") + t->name + ": " + s.message());
     return s;
   };
+  // Salts: weight i draws with salt i, the cache after them (the same cache whether the weights are drawn or read).
   uint64_t salt = 0;
-  for (Tensor* w : model.weights) {
-    const bool is_norm = w->ne[1] == 1 && w->ne[2] == 1 && w->type == Type::kF32;
-    const bool is_embd = w == model.tok_embd;
-    const float stddev = is_norm ? 0.1f : is_embd ? 1.0f : 1.0f / std::sqrt(static_cast<float>(w->ne[0]));
-    TS_RETURN_IF_ERROR(fill(w, salt++, is_norm ? 1.0f : 0.0f, stddev));
+  if (model.config.weights_file != nullptr) {
+    TS_RETURN_IF_ERROR(read_file_weights(model));
+    salt = model.weights.size();
+  } else {
+    for (Tensor* w : model.weights) {
+      const bool is_norm = w->ne[1] == 1 && w->ne[2] == 1 && w->type == Type::kF32;
+      const bool is_embd = w == model.tok_embd;
+      const float stddev = is_norm ? 0.1f : is_embd ? 1.0f : 1.0f / std::sqrt(static_cast<float>(w->ne[0]));
+      TS_RETURN_IF_ERROR(fill(w, salt++, is_norm ? 1.0f : 0.0f, stddev));
+    }
   }
   for (Tensor* kv : model.kv_cache) TS_RETURN_IF_ERROR(fill(kv, salt++, 0.0f, 1.0f));
   return Status::Ok();

@@ -352,6 +352,7 @@ void File::add_tensor(std::string name, TensorType type, const std::vector<int64
 
 Status File::layout() {
   uint64_t offset = 0;
+  data_bytes = 0;
   for (TensorInfo& t : tensors) {
     if (t.n_dims == 0 || t.n_dims > kMaxDims) {
       return TS_ERROR(StatusCode::kInvalidArgument, "tensor %s: %u dimensions (1 to %u allowed)",
@@ -371,6 +372,7 @@ Status File::layout() {
                       detail::quote(t.name).c_str(), alignment);
     }
     offset = detail::align_up(end, alignment);
+    data_bytes = end;
   }
   return Status::Ok();
 }

@@ -254,7 +254,7 @@ struct File {
   void set(std::string key, Value value);
   void add_tensor(std::string name, TensorType type, const std::vector<int64_t>& ne);
   // Places the tensors one after another in their order, each at the next multiple of the alignment (as ggml's
-  // writer does), and sets their sizes. Errors: what tensor_nbytes refuses.
+  // writer does), and sets their sizes and data_bytes (the last tensor's end). Errors: what tensor_nbytes refuses.
   Status layout();
 
   // Tensor lookup.

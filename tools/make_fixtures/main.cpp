@@ -1,5 +1,6 @@
 // tessera_make_fixtures DIR [NAME...] (docs/gguf.md, "Fixtures"): writes DIR/NAME.gguf, the header-only GGUF fixture
-// of each named real model (all of them without names), reads every file back and prints what it holds. Exit codes:
+// of each named real model and the complete file of each named tiny model (all of them without names), reads every
+// file back and prints what it holds. Exit codes:
 // 0 all written and read back, 1 a file could not be written or did not read back the same, 2 usage (an unknown name,
 // no directory).
 #include <cstdio>
@@ -10,8 +11,11 @@
 #include <system_error>
 #include <vector>
 
-#include "tessera/models/fixtures.h"
+#include "tessera/alloc.h"
+#include "tessera/cpu.h"
 #include "tessera/gguf.h"
+#include "tessera/models/fixtures.h"
+#include "tessera/models/from_gguf.h"
 
 namespace {
 
@@ -25,6 +29,8 @@ void usage(std::FILE* out) {
                "Writes DIR/NAME.gguf for each named fixture (every fixture without names): the metadata and tensor\n"
                "table of a published GGUF file, without the weights (header-only). Fixtures:\n");
   for (const std::string& n : fx::fixture_names()) std::fprintf(out, "  %s\n", n.c_str());
+  std::fprintf(out, "Tiny models written with their weights (complete files):\n");
+  for (const std::string& n : fx::complete_fixture_names()) std::fprintf(out, "  %s\n", n.c_str());
 }
 
 // "f32 66, q4_k 193, q6_k 33": tensors per type, by type id.
@@ -44,8 +50,57 @@ uint64_t tensor_bytes(const gguf::File& f) {
   return n;
 }
 
+bool is_complete_fixture(const std::string& name) {
+  for (const std::string& n : fx::complete_fixture_names()) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+// The bytes of a tiny complete fixture: its model built, its weights allocated on the CPU and filled with seed 1.
+tessera::Result<std::vector<uint8_t>> complete_fixture_bytes(const std::string& name) {
+  auto config = fx::complete_fixture_config(name);
+  if (!config.ok()) return config.status();
+  auto model = tessera::models::build_llama(config.value());
+  if (!model.ok()) return model.status();
+  auto weights = tessera::alloc_ctx_tensors(*model->weights_ctx, *tessera::cpu::buffer_type());
+  if (!weights.ok()) return weights.status();
+  auto cache = tessera::alloc_ctx_tensors(*model->cache_ctx, *tessera::cpu::buffer_type());
+  if (!cache.ok()) return cache.status();
+  TS_RETURN_IF_ERROR(tessera::models::fill_random(model.value(), 1));
+  return tessera::models::complete_llama_gguf(model.value());
+}
+
+// Writes a tiny complete fixture and reads it back (complete, with the same tensors); prints one line.
+bool make_complete(const std::filesystem::path& dir, const std::string& name) {
+  auto bytes = complete_fixture_bytes(name);
+  if (!bytes.ok()) {
+    std::fprintf(stderr, "tessera_make_fixtures: %s: %s\n", name.c_str(), bytes.status().message().c_str());
+    return false;
+  }
+  const std::string path = (dir / (name + ".gguf")).string();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  const bool written =
+      f != nullptr && std::fwrite(bytes.value().data(), 1, bytes.value().size(), f) == bytes.value().size();
+  if (f == nullptr || std::fclose(f) != 0 || !written) {
+    std::fprintf(stderr, "tessera_make_fixtures: %s: cannot write the file\n", path.c_str());
+    return false;
+  }
+  tessera::Result<gguf::File> back = gguf::read_file(path);
+  if (!back.ok() || back->data_state() != gguf::DataState::kComplete) {
+    std::fprintf(stderr, "tessera_make_fixtures: %s did not read back as a complete file%s%s\n", path.c_str(),
+                 back.ok() ? "" : ": ", back.ok() ? "" : back.status().message().c_str());
+    return false;
+  }
+  std::printf("%s: %zu tensors (%s), %llu bytes of tensors, %zu keys, %s\n", path.c_str(), back->tensors.size(),
+              type_counts(back.value()).c_str(), static_cast<unsigned long long>(tensor_bytes(back.value())),
+              back->metadata.size(), gguf::data_state_name(back->data_state()));
+  return true;
+}
+
 // Writes one fixture and reads it back; prints one line. False (with a message on stderr) on any failure.
 bool make_one(const std::filesystem::path& dir, const std::string& name) {
+  if (is_complete_fixture(name)) return make_complete(dir, name);
   tessera::Result<gguf::File> file = fx::make_fixture(name);
   if (!file.ok()) {
     std::fprintf(stderr, "tessera_make_fixtures: %s\n", file.status().message().c_str());
@@ -84,8 +139,10 @@ int main(int argc, char** argv) {
     usage(stdout);
     return 0;
   }
+  std::vector<std::string> known = fx::fixture_names();
+  for (const std::string& n : fx::complete_fixture_names()) known.push_back(n);
   if (args.size() == 1 && args[0] == "--list") {
-    for (const std::string& n : fx::fixture_names()) std::printf("%s\n", n.c_str());
+    for (const std::string& n : known) std::printf("%s\n", n.c_str());
     return 0;
   }
   if (args.empty() || args[0].empty() || args[0][0] == '-') {
@@ -94,7 +151,6 @@ int main(int argc, char** argv) {
   }
   const std::filesystem::path dir = args[0];
   std::vector<std::string> names(args.begin() + 1, args.end());
-  const std::vector<std::string> known = fx::fixture_names();
   if (names.empty()) names = known;
   for (const std::string& n : names) {
     bool found = false;

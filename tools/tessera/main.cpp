@@ -159,8 +159,13 @@ ojson splits_json(Session& s) {
 }
 
 std::string headline(const Session& s) {
-  return format_message("%s on topology %s, %s", s.describe_workload().c_str(), s.config().topology.name.c_str(),
-                        memory_mode_name(s.config().sim.mode));
+  const SessionConfig& c = s.config();
+  std::string weights;
+  if (c.sim.mode == MemoryMode::kBacked && !c.graph && c.model.weights_file != nullptr) {
+    weights = ", weights from " + c.model.weights_file->metadata().source;
+  }
+  return format_message("%s on topology %s, %s%s", s.describe_workload().c_str(), c.topology.name.c_str(),
+                        memory_mode_name(c.sim.mode), weights.c_str());
 }
 
 // What the JSON reports call the workload: the model preset's name, or the graph file.

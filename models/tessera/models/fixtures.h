@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tessera/gguf.h"
+#include "tessera/models/llama.h"
 #include "tessera/status.h"
 
 namespace tessera::models::fixtures {
@@ -28,6 +29,14 @@ std::vector<std::string> fixture_names();
 // The fixture's header: metadata and tensor table, laid out (tensor offsets and sizes set, and data_bytes: the bytes
 // of the real file's data section). kNotFound for an unknown name (the message lists the known ones).
 Result<gguf::File> make_fixture(const std::string& name);
+
+// The tiny complete fixtures, small enough to compute: "tiny-llama" and "tiny-mixtral" (the tiny and tiny-moe presets,
+// llama architecture) with a quantized file's mix of types: q8_0 token_embd and output, f16 attn_v, q4_0 for the
+// other matrices, f32 norms and router. tessera_make_fixtures writes each with its weights (fill_random, seed 1) as a
+// complete file (complete_llama_gguf, from_gguf.h): a memory-backed run of it computes with the file's weights.
+std::vector<std::string> complete_fixture_names();
+// The config of a complete fixture; kNotFound for an unknown name (the message lists the known ones).
+Result<LlamaConfig> complete_fixture_config(const std::string& name);
 
 // ---- llama.cpp's choice of tensor types (exposed for the tests and for other fixtures) ----
 

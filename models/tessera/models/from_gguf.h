@@ -37,12 +37,27 @@ std::vector<std::string> gguf_architectures();
 // not know.
 Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufRunShape& run);
 
-// Builds the model's graph (as build_llama) and checks it against the file (check_against_file).
+// Builds the model's graph (as build_llama) and checks it against the file (check_against_file). When every shard of
+// the model is complete (gguf::DataState::kComplete: each tensor's bytes are in its file) the config keeps the model
+// (LlamaConfig::weights_file), so a memory-backed run computes with the file's weights; a header-only file's
+// weights are drawn at random (fill_random).
 Result<LlamaGraph> build_from_gguf(const gguf::Model& model, const GgufRunShape& run);
 
 // Every weight of the graph is a tensor of the file with the same shape and type, and every tensor of the file is a
 // weight of the graph. Errors name the tensor: one the file lacks, one the architecture does not use, a shape or
 // type that differs.
 Status check_against_file(const LlamaGraph& graph, const gguf::Model& model);
+
+// Reads every weight of `graph` (allocated) from graph.config.weights_file: the bytes of the file's tensor of the same
+// name, which check_against_file found of the same shape and type. Errors name the file and the tensor: no
+// weights_file, a tensor the file lacks or of another size, an unallocated weight, a read error (a file changed or
+// truncated since it was read).
+Status read_file_weights(LlamaGraph& graph);
+
+// A model with allocated, filled weights as a complete GGUF file of the llama architecture: the llama.* keys of its
+// config (block count, lengths, head counts, expert counts, rope base, norm epsilon, the context length n_ctx) and
+// every weight in creation order with its data. Errors: an unallocated weight; what gguf::serialize refuses (more
+// than 4 GiB). For tests and the tiny complete fixtures.
+Result<std::vector<uint8_t>> complete_llama_gguf(const LlamaGraph& graph);
 
 }  // namespace tessera::models

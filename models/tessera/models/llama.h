@@ -27,6 +27,10 @@
 #include "tessera/graph.h"
 #include "tessera/status.h"
 
+namespace tessera::gguf {
+struct Model;
+}
+
 namespace tessera::models {
 
 struct LlamaConfig {
@@ -56,6 +60,9 @@ struct LlamaConfig {
   std::map<std::string, Type> weight_types;
   bool rope_freq_factors = false;
   bool tied_output = false;
+  // A model file holding every tensor's data (from_gguf.h, a "complete" file): fill_random reads the weights from it
+  // instead of drawing them. Null for the presets and for header-only files.
+  std::shared_ptr<const gguf::Model> weights_file;
 
   int64_t head_dim() const { return n_embd / n_head; }
   int64_t n_embd_kv() const { return head_dim() * n_head_kv; }
@@ -128,6 +135,7 @@ Result<LlamaGraph> build_llama(const LlamaConfig& config);
 // Helpers to compute a model with real memory (weights, cache and graph allocated).
 // Random weights (seeded; normal, scaled by 1/sqrt(ne0); norms around 1) and a random cache (the slots before the new
 // tokens hold earlier tokens' K/V). The same config and seed give the same values for every attention variant.
+// With config.weights_file the weights are that file's (read_file_weights) and only the cache is drawn.
 Status fill_random(LlamaGraph& model, uint64_t seed);
 
 // The input values of one decoder step: n_tokens new tokens at positions n_kv - n_tokens .. n_kv - 1, written to the

@@ -1,0 +1,77 @@
+// The weights of a complete GGUF model file (from_gguf.h): read into an allocated graph, and written from one (the
+// tiny complete fixtures and the tests).
+#include <cstring>
+#include <utility>
+
+#include "tessera/backend.h"
+#include "tessera/gguf.h"
+#include "tessera/models/from_gguf.h"
+
+namespace tessera::models {
+
+Status read_file_weights(LlamaGraph& graph) {
+  const gguf::Model* model = graph.config.weights_file.get();
+  if (model == nullptr) {
+    return Status(StatusCode::kInvalidArgument, "read_file_weights: the model has no complete file to read from");
+  }
+  const std::string& source = model->metadata().source;
+  for (Tensor* w : graph.weights) {
+    gguf::Model::TensorRef where;
+    const gguf::TensorInfo* t = model->find_tensor(w->name, &where);
+    if (t == nullptr) return TS_ERROR(StatusCode::kNotFound, "%s: tensor %s is missing", source.c_str(), w->name);
+    if (t->size != nbytes(*w)) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "%s: tensor %s: %llu bytes in the file, %zu in the graph",
+                      source.c_str(), w->name, static_cast<unsigned long long>(t->size), nbytes(*w));
+    }
+    if (w->buffer == nullptr) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "read_file_weights: weight %s is not allocated", w->name);
+    }
+    const gguf::File& shard = model->shards[where.shard];
+    auto bytes = gguf::read_tensor_data(shard.source, shard, *t);
+    if (!bytes.ok()) return bytes.status();
+    TS_RETURN_IF_ERROR(tensor_set(*w, bytes.value().data(), 0, bytes.value().size()));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> complete_llama_gguf(const LlamaGraph& graph) {
+  const LlamaConfig& c = graph.config;
+  gguf::File f;
+  using gguf::Value;
+  auto u32 = [&](const char* key, int64_t v) {
+    f.set(std::string("llama.") + key, Value::u32(static_cast<uint32_t>(v)));
+  };
+  f.set("general.architecture", Value::string("llama"));
+  f.set("general.name", Value::string(c.name));
+  u32("block_count", c.n_layer);
+  u32("context_length", c.n_ctx);
+  u32("embedding_length", c.n_embd);
+  u32("feed_forward_length", c.n_ff);
+  u32("attention.head_count", c.n_head);
+  u32("attention.head_count_kv", c.n_head_kv);
+  u32("rope.dimension_count", c.head_dim());
+  f.set("llama.rope.freq_base", Value::f32(c.rope_base));
+  f.set("llama.attention.layer_norm_rms_epsilon", Value::f32(c.norm_eps));
+  if (c.is_moe()) {
+    u32("expert_count", c.n_expert);
+    u32("expert_used_count", c.n_expert_used);
+  }
+  for (const Tensor* w : graph.weights) {
+    if (w->buffer == nullptr) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "complete_llama_gguf: weight %s is not allocated", w->name);
+    }
+    std::vector<int64_t> ne(w->ne, w->ne + 4);
+    while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
+    f.add_tensor(w->name, static_cast<gguf::TensorType>(type_traits(w->type).gguf_id), ne);
+  }
+  TS_RETURN_IF_ERROR(f.layout());
+  std::vector<uint8_t> data(f.data_bytes, 0);
+  for (size_t i = 0; i < graph.weights.size(); ++i) {
+    const Tensor& w = *graph.weights[i];
+    const gguf::TensorInfo& t = f.tensors[i];
+    TS_RETURN_IF_ERROR(tensor_get(w, data.data() + t.offset, 0, t.size));
+  }
+  return gguf::serialize(f, data);
+}
+
+}  // namespace tessera::models
