@@ -48,13 +48,21 @@ gguf::File without_key(gguf::File f, const std::string& key) {
   return f;
 }
 
-// Every tensor of the file is a weight of the graph exactly once (a tied token_embd.weight is also the output, the
-// same tensor), with the file's shape and type, and as many bytes as the file's tensor data; and the other way round.
+// Every tensor of the file is a weight of the graph exactly once, with the file's shape and type, and as many bytes as
+// the file's tensor data; and the other way round. Each weight is read by exactly one node of the graph (a tied
+// token_embd.weight by two: the lookup and the output head).
 void expect_uses_the_file_exactly(const LlamaGraph& m, const gguf::File& f) {
+  std::map<const Tensor*, int> reads;
+  for (const Tensor* t : m.graph->nodes()) {
+    for (const Tensor* s : t->src) {
+      if (s != nullptr) ++reads[s];
+    }
+  }
   std::map<std::string, int> uses;
   uint64_t graph_bytes = 0;
   for (const Tensor* w : m.weights) {
     ++uses[w->name];
+    EXPECT_EQ(reads[w], w == m.tok_embd && m.config.tied_output ? 2 : 1) << w->name << ": read by the graph";
     const gguf::TensorInfo* t = f.find_tensor(w->name);
     ASSERT_NE(t, nullptr) << w->name << " is not in the file";
     EXPECT_STREQ(type_name(w->type), gguf::type_name(t->type)) << w->name;
