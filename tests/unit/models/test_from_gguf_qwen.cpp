@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -336,6 +337,37 @@ TEST(FromGgufQwen, EachArchitectureGetsItsSwitches) {
   EXPECT_EQ(m->config.n_expert, 8);
   EXPECT_TRUE(m->config.attn_qk_norm);
   expect_uses_the_file_exactly(m.value(), f);
+}
+
+// A complete file (header and data section) read back: each weight of the graph is exactly its tensor's data in the
+// file, byte for byte in size, so a loader can copy the file's bytes into the weights as they are.
+TEST(FromGgufQwen, EachWeightIsItsTensorsDataInTheFile) {
+  TinyQwen s;
+  s.arch = "qwen3moe";
+  s.n_expert = 4;
+  s.n_expert_used = 2;
+  s.n_ff_exp = 64;
+  s.head_dim = 96;
+  const gguf::File f = qwen_file(s);
+  uint64_t data_bytes = 0;
+  for (const gguf::TensorInfo& t : f.tensors) data_bytes = std::max(data_bytes, t.offset + t.size);
+  std::vector<uint8_t> data(data_bytes);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 131 + 7);
+  auto bytes = gguf::serialize(f, data);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  gguf::ReadOptions whole;
+  whole.require_data = true;
+  auto read = gguf::read_memory(bytes.value(), f.source, whole);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  const gguf::File back = read.value();
+  auto m = build_from_gguf(gguf::Model::of_file(gguf::File(back)), {});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  expect_uses_the_file_exactly(m.value(), back);
+  for (const Tensor* w : m->weights) {
+    auto span = gguf::tensor_data(bytes.value(), back, *back.find_tensor(w->name));
+    ASSERT_TRUE(span.ok()) << span.status().message();
+    EXPECT_EQ(span.value().size(), nbytes(*w)) << w->name;
+  }
 }
 
 // Qwen3's head size is attention.key_length, whatever n_embd / n_head is (Qwen3-30B-A3B: 128 where 2048 / 32 = 64;
