@@ -25,14 +25,14 @@ Tensor* named(Tensor* t, const char* what, int il) {
 }
 
 Tensor* new_weight(Context& wctx, std::vector<Tensor*>& all, Type type, std::initializer_list<int64_t> ne,
-                   const char* name, int il) {
+                   const char* name, int il, const char* suffix) {
   const std::vector<int64_t> v(ne);
   Tensor* t = wctx.new_tensor(type, static_cast<int>(v.size()), v.data());
   if (t == nullptr) return nullptr;
   if (il >= 0) {
-    format_name(*t, "blk.%d.%s.weight", il, name);
+    format_name(*t, "blk.%d.%s.%s", il, name, suffix);
   } else {
-    format_name(*t, "%s.weight", name);
+    format_name(*t, "%s.%s", name, suffix);
   }
   all.push_back(t);
   return t;
@@ -77,14 +77,21 @@ Tensor* attention_kv(Context& ctx, const AttentionShape& s, const KvCache& cache
 Tensor* self_attention(Context& ctx, const AttentionShape& s, const RopeParams& r, const AttentionWeights& w,
                        const KvCache& cache, const AttentionInputs& in, Tensor* cur, int il, const GraphOrder& order) {
   const int64_t hd = s.head_dim, T = s.n_tokens;
-  Tensor* q = named(mul_mat(ctx, w.wq, cur), "Qcur", il);
-  Tensor* k = named(mul_mat(ctx, w.wk, cur), "Kcur", il);
-  Tensor* v = named(mul_mat(ctx, w.wv, cur), "Vcur", il);
-  q = named(rope(ctx, reshape_3d(ctx, q, hd, s.n_head, T), in.pos, r.n_rot, r.mode, r.freq_base, 1.0f, r.freq_factors),
-            "Qcur_rope", il);
-  k = named(
-      rope(ctx, reshape_3d(ctx, k, hd, s.n_head_kv, T), in.pos, r.n_rot, r.mode, r.freq_base, 1.0f, r.freq_factors),
-      "Kcur_rope", il);
+  // A projection, then its bias (llama.cpp's qwen2 adds each bias right after its MUL_MAT, before the reshape).
+  auto project = [&](Tensor* wt, Tensor* b) {
+    Tensor* x = mul_mat(ctx, wt, cur);
+    return b != nullptr ? add(ctx, x, b) : x;
+  };
+  Tensor* q = named(project(w.wq, w.bq), "Qcur", il);
+  Tensor* k = named(project(w.wk, w.bk), "Kcur", il);
+  Tensor* v = named(project(w.wv, w.bv), "Vcur", il);
+  q = reshape_3d(ctx, q, hd, s.n_head, T);
+  k = reshape_3d(ctx, k, hd, s.n_head_kv, T);
+  // Per-head norms (qwen3): RMS_NORM over each head's head_dim values, times the norm weight.
+  if (w.q_norm != nullptr) q = rms_norm_mul(ctx, q, w.q_norm, w.qk_norm_eps, "Qcur_normed", il);
+  if (w.k_norm != nullptr) k = rms_norm_mul(ctx, k, w.k_norm, w.qk_norm_eps, "Kcur_normed", il);
+  q = named(rope(ctx, q, in.pos, r.n_rot, r.mode, r.freq_base, 1.0f, r.freq_factors), "Qcur_rope", il);
+  k = named(rope(ctx, k, in.pos, r.n_rot, r.mode, r.freq_base, 1.0f, r.freq_factors), "Kcur_rope", il);
   Tensor* out = attention_kv(ctx, s, cache, in, q, k, v, il, order);
   return named(mul_mat(ctx, w.wo, out), "attn_out", il);
 }

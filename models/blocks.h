@@ -21,10 +21,11 @@ namespace tessera::models::blocks {
 // Names a tensor "<what>-<il>" (or "<what>" for il -1) and returns it; null passes through.
 Tensor* named(Tensor* t, const char* what, int il);
 
-// A new weight in `wctx` named as in GGUF: "blk.<il>.<name>.weight", or "<name>.weight" for il -1. It is also
-// appended to `all` (the model's list of weights, in creation order). Null when the context rejects the shape.
+// A new weight in `wctx` named as in GGUF: "blk.<il>.<name>.<suffix>", or "<name>.<suffix>" for il -1 (the suffix
+// "weight", or "bias"). It is also appended to `all` (the model's list of weights, in creation order). Null when the
+// context rejects the shape.
 Tensor* new_weight(Context& wctx, std::vector<Tensor*>& all, Type type, std::initializer_list<int64_t> ne,
-                   const char* name, int il);
+                   const char* name, int il, const char* suffix = "weight");
 
 // Where a block fixes the graph order, as llama.cpp's builders call ggml_build_forward_expand: the hook adds the
 // tensor, and what it depends on, to the graph now, so it comes before whatever is added later. An empty hook leaves
@@ -72,6 +73,13 @@ struct AttentionWeights {
   Tensor* wk = nullptr;  // [n_embd, head_dim * n_head_kv]
   Tensor* wv = nullptr;  // [n_embd, head_dim * n_head_kv]
   Tensor* wo = nullptr;  // [head_dim * n_head, n_embd]
+  // Optional (null: none).
+  Tensor* bq = nullptr;      // [head_dim * n_head], added to Q after the projection (qwen2)
+  Tensor* bk = nullptr;      // [head_dim * n_head_kv]
+  Tensor* bv = nullptr;      // [head_dim * n_head_kv]
+  Tensor* q_norm = nullptr;  // [head_dim]: RMS_NORM of each head of Q times q_norm, before rope (qwen3)
+  Tensor* k_norm = nullptr;  // [head_dim]: the same for K
+  float qk_norm_eps = 1e-6f;
 };
 
 // Attention over the KV cache, from roped q [head_dim, n_head, T] and k [head_dim, n_head_kv, T] and from
@@ -82,8 +90,10 @@ struct AttentionWeights {
 Tensor* attention_kv(Context& ctx, const AttentionShape& shape, const KvCache& cache, const AttentionInputs& in,
                      Tensor* q, Tensor* k, Tensor* v, int il, const GraphOrder& order);
 
-// Self-attention of a layer: Q, K, V projections of cur [n_embd, T] ("Qcur", "Kcur", "Vcur"), rope of Q and K
-// ("Qcur_rope", "Kcur_rope"), attention_kv, and the output projection ("attn_out"): [n_embd, T].
+// Self-attention of a layer: Q, K, V projections of cur [n_embd, T] ("Qcur", "Kcur", "Vcur"; with their biases added
+// when given), Q and K as heads [head_dim, n_head(_kv), T] and, when given, their per-head norms ("Qcur_normed",
+// "Kcur_normed"), rope of Q and K ("Qcur_rope", "Kcur_rope"), attention_kv, and the output projection ("attn_out"):
+// [n_embd, T].
 Tensor* self_attention(Context& ctx, const AttentionShape& shape, const RopeParams& rope_params,
                        const AttentionWeights& w, const KvCache& cache, const AttentionInputs& in, Tensor* cur, int il,
                        const GraphOrder& order);

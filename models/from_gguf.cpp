@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string_view>
 
 namespace tessera::models {
 
@@ -81,23 +82,58 @@ std::string shape_string(const int64_t* ne, int n) {
   return s + "]";
 }
 
+// What each architecture's llama.cpp graph builder does differently from llama's (src/models/<arch>.cpp, and
+// llama_model_rope_type in src/llama-model.cpp for the rope mode).
+struct ArchInfo {
+  const char* name;
+  bool attn_bias;     // qwen2: blk.N.attn_{q,k,v}.bias added after the projections
+  bool qk_norm;       // qwen3, qwen3moe: blk.N.attn_{q,k}_norm.weight, per-head RMS norms before rope
+  bool own_head_dim;  // the head size is attention.key_length, which need not be embedding_length / head_count
+                      // (qwen3's loaders make wq [n_embd, n_embd_head_k * n_head]); else it must be that quotient
+  bool moe;           // qwen3moe: always experts (expert_count, expert_used_count > 0; expert_feed_forward_length)
+  bool moe_optional;  // llama: experts when expert_count > 0 (Mixtral)
+  RopeMode rope;      // LLAMA_ROPE_TYPE_NORM (llama) or LLAMA_ROPE_TYPE_NEOX (the Qwen architectures)
+  bool rope_freqs;    // llama: rope_freqs.weight (Llama 3.1) is ROPE's frequency factors; the Qwen graphs pass none
+  bool eps_required;  // the Qwen loaders require attention.layer_norm_rms_epsilon (llama here defaults to 1e-5)
+};
+
+constexpr ArchInfo kArchs[] = {
+    {"llama", false, false, false, false, true, RopeMode::kNormal, true, false},
+    {"qwen2", true, false, false, false, false, RopeMode::kNeox, false, true},
+    {"qwen3", false, true, true, false, false, RopeMode::kNeox, false, true},
+    {"qwen3moe", false, true, true, true, false, RopeMode::kNeox, false, true},
+};
+
+std::string long_str(int64_t v) { return std::to_string(static_cast<long long>(v)); }
+
 }  // namespace
 
-std::vector<std::string> gguf_architectures() { return {"llama"}; }
+std::vector<std::string> gguf_architectures() {
+  std::vector<std::string> names;
+  for (const ArchInfo& a : kArchs) names.emplace_back(a.name);
+  return names;
+}
 
 Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufRunShape& run) {
   const gguf::File& f = model.metadata();
-  auto arch = f.get_string("general.architecture");
-  if (!arch.ok()) return arch.status();
-  const std::vector<std::string> known = gguf_architectures();
-  if (std::find(known.begin(), known.end(), arch.value()) == known.end()) {
-    std::string list;
-    for (const std::string& a : known) list += (list.empty() ? "" : ", ") + a;
-    return Status(StatusCode::kUnsupported,
-                  f.source + ": architecture '" + arch.value() + "' is not supported (Tessera builds: " + list + ")");
+  auto arch_name = f.get_string("general.architecture");
+  if (!arch_name.ok()) return arch_name.status();
+  const ArchInfo* arch = nullptr;
+  for (const ArchInfo& a : kArchs) {
+    if (arch_name.value() == a.name) arch = &a;
   }
-  const std::string p = arch.value() + ".";
+  if (arch == nullptr) {
+    std::string list;
+    for (const std::string& a : gguf_architectures()) list += (list.empty() ? "" : ", ") + a;
+    return Status(StatusCode::kUnsupported, f.source + ": architecture '" + arch_name.value() +
+                                                "' is not supported (Tessera builds: " + list + ")");
+  }
+  const std::string p = arch_name.value() + ".";
   LlamaConfig c;
+  c.arch = arch->name;
+  c.attn_bias = arch->attn_bias;
+  c.attn_qk_norm = arch->qk_norm;
+  c.rope_mode = arch->rope;
   const gguf::Value* name = f.find_value("general.name");
   c.name = name != nullptr && name->as_string() != nullptr ? *name->as_string() : f.source;
   auto n_layer = count_key(model, p + "block_count", -1, 0);
@@ -111,14 +147,19 @@ Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufR
     int64_t* field;
     int64_t fallback;
   };
-  int64_t n_expert = 0, n_expert_used = 0;
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
   int64_t n_head = 0;
+  const bool experts = arch->moe || arch->moe_optional;
+  // qwen3moe's feed_forward_length is the dense size no layer uses: llama.cpp reads it but does not require it.
   const Count counts[] = {{"embedding_length", &c.n_embd, -1},
-                          {"feed_forward_length", &c.n_ff, -1},
+                          {"feed_forward_length", &c.n_ff, arch->moe ? 0 : -1},
                           {"attention.head_count", &n_head, -1},
-                          {"expert_count", &n_expert, 0},
-                          {"expert_used_count", &n_expert_used, 0}};
+                          {"expert_count", &n_expert, experts && arch->moe ? -1 : 0},
+                          {"expert_used_count", &n_expert_used, experts && arch->moe ? -1 : 0},
+                          {"expert_feed_forward_length", &n_ff_exp, 0}};
   for (const Count& k : counts) {
+    if (!experts && std::string_view(k.key).starts_with("expert_")) continue;  // a dense graph reads none
+    if (!arch->moe && std::string_view(k.key) == "expert_feed_forward_length") continue;
     auto v = count_key(model, p + k.key, k.fallback, c.n_layer);
     if (!v.ok()) return v.status();
     if (v.value() < 0 || v.value() > INT32_MAX) {  // (expert counts are narrowed to int below)
@@ -130,30 +171,68 @@ Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufR
   auto n_head_kv = count_key(model, p + "attention.head_count_kv", n_head, c.n_layer);
   if (!n_head_kv.ok()) return n_head_kv.status();
   c.n_head_kv = n_head_kv.value();
+  if (arch->moe) {
+    // llama.cpp's qwen3moe loader refuses a model without experts, and takes the experts' FFN size from
+    // expert_feed_forward_length, else feed_forward_length / expert_used_count.
+    for (auto [v, key] : {std::pair{n_expert, "expert_count"}, {n_expert_used, "expert_used_count"}}) {
+      if (v < 1) return file_error(model, p + key + " is 0: the " + arch->name + " architecture needs experts");
+    }
+    c.n_ff = n_ff_exp > 0 ? n_ff_exp : c.n_ff / n_expert_used;
+    if (c.n_ff < 1) {
+      return file_error(model, "missing key " + p + "expert_feed_forward_length (and " + p +
+                                   "feed_forward_length / expert_used_count is 0): the experts' FFN size");
+    }
+  }
   c.n_expert = static_cast<int>(n_expert);
   c.n_expert_used = static_cast<int>(n_expert_used);
   if (c.n_embd < 1 || c.n_ff < 1 || c.n_head < 1 || c.n_head_kv < 1) {
     return file_error(model, "embedding_length, feed_forward_length, head_count and head_count_kv must be >= 1");
   }
-  if (c.n_embd % c.n_head != 0) {
+  if (c.n_expert_used > c.n_expert) {
+    return file_error(model, p + "expert_used_count " + long_str(c.n_expert_used) + " is more than " + p +
+                                 "expert_count " + long_str(c.n_expert));
+  }
+  const bool has_key_length = f.find_value(p + "attention.key_length") != nullptr;
+  if (c.n_embd % c.n_head != 0 && !(arch->own_head_dim && has_key_length)) {
     return file_error(
         model, format_message("%sembedding_length %lld is not a multiple of %sattention.head_count %lld", p.c_str(),
                               static_cast<long long>(c.n_embd), p.c_str(), static_cast<long long>(c.n_head)));
   }
-  const int64_t head_dim = c.n_embd / c.n_head;
+  // The head size: embedding_length / head_count, or (qwen3) attention.key_length. value_length and
+  // rope.dimension_count default to it and must equal it (llama.cpp's graphs assert n_embd_head_v == n_embd_head_k
+  // == n_rot).
+  int64_t head_dim = c.n_embd / c.n_head;
+  if (arch->own_head_dim) {
+    auto k = count_key(model, p + "attention.key_length", head_dim, c.n_layer);
+    if (!k.ok()) return k.status();
+    if (k.value() < 2 || k.value() > 65536) {
+      return file_error(model, p + "attention.key_length: " + long_str(k.value()) + " is outside [2, 65536]");
+    }
+    head_dim = k.value();
+    c.n_embd_head = head_dim;
+  }
   for (const char* k : {"attention.key_length", "attention.value_length", "rope.dimension_count"}) {
     auto v = count_key(model, p + k, head_dim, c.n_layer);
     if (!v.ok()) return v.status();
     if (v.value() != head_dim) {
-      return file_error(
-          model, format_message("%s%s is %lld, not embedding_length / head_count = %lld: heads of "
-                                "another size than n_embd / n_head are not supported yet",
-                                p.c_str(), k, static_cast<long long>(v.value()), static_cast<long long>(head_dim)));
+      if (arch->own_head_dim) {
+        return file_error(model, format_message("%s%s is %lld, not %sattention.key_length = %lld: heads whose K, V "
+                                                "and rotated sizes differ are not supported",
+                                                p.c_str(), k, static_cast<long long>(v.value()), p.c_str(),
+                                                static_cast<long long>(head_dim)));
+      }
+      return file_error(model, format_message("%s%s is %lld, not embedding_length / head_count = %lld: heads of "
+                                              "another size than n_embd / n_head are not supported for %s",
+                                              p.c_str(), k, static_cast<long long>(v.value()),
+                                              static_cast<long long>(head_dim), arch->name));
     }
   }
   auto base = float_key(model, p + "rope.freq_base", 10000.0f);
   if (!base.ok()) return base.status();
   c.rope_base = base.value();
+  if (arch->eps_required && f.find_value(p + "attention.layer_norm_rms_epsilon") == nullptr) {
+    return file_error(model, "missing key " + p + "attention.layer_norm_rms_epsilon (the architecture needs it)");
+  }
   auto eps = float_key(model, p + "attention.layer_norm_rms_epsilon", 1e-5f);
   if (!eps.ok()) return eps.status();
   c.norm_eps = eps.value();
@@ -168,7 +247,7 @@ Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufR
     if (!type.ok()) return type.status();
     c.weight_types[t.name] = type.value();
   }
-  c.rope_freq_factors = model.find_tensor("rope_freqs.weight") != nullptr;
+  c.rope_freq_factors = arch->rope_freqs && model.find_tensor("rope_freqs.weight") != nullptr;
   c.tied_output = model.find_tensor("output.weight") == nullptr;
 
   // The run.

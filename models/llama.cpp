@@ -25,20 +25,25 @@ class Builder {
   const Status& graph_status() const { return graph_status_; }
 
   // The type of a weight: the model file's (weight_types), else `fallback`.
-  Type type_of(const char* name, int il, Type fallback) const {
+  Type type_of(const char* name, int il, const char* suffix, Type fallback) const {
     if (c_.weight_types.empty()) return fallback;
-    const std::string full = il >= 0 ? format_message("blk.%d.%s.weight", il, name) : format_message("%s.weight", name);
+    const std::string full =
+        il >= 0 ? format_message("blk.%d.%s.%s", il, name, suffix) : format_message("%s.%s", name, suffix);
     const auto it = c_.weight_types.find(full);
     return it == c_.weight_types.end() ? fallback : it->second;
   }
 
+  // The weights in the order llama.cpp's loaders create them (create_tensor calls of the architecture).
   void create_weights() {
     Context& w = *m_.weights_ctx;
     auto& all = m_.weights;
     const Type wt = c_.weight_type;
     const Type f32 = Type::kF32;
     auto weight = [&](const char* name, int il, Type fallback, std::initializer_list<int64_t> ne) {
-      return new_weight(w, all, type_of(name, il, fallback), ne, name, il);
+      return new_weight(w, all, type_of(name, il, "weight", fallback), ne, name, il);
+    };
+    auto bias = [&](const char* name, int il, std::initializer_list<int64_t> ne) {
+      return new_weight(w, all, type_of(name, il, "bias", f32), ne, name, il, "bias");
     };
     m_.tok_embd = weight("token_embd", -1, wt, {c_.n_embd, c_.n_vocab});
     if (c_.rope_freq_factors) m_.rope_freqs = weight("rope_freqs", -1, f32, {c_.head_dim() / 2});
@@ -46,10 +51,19 @@ class Builder {
     for (int il = 0; il < c_.n_layer; ++il) {
       LlamaLayer& l = m_.layers[static_cast<size_t>(il)];
       l.attn_norm = weight("attn_norm", il, f32, {c_.n_embd});
-      l.wq = weight("attn_q", il, wt, {c_.n_embd, c_.n_embd});
+      l.wq = weight("attn_q", il, wt, {c_.n_embd, c_.n_embd_q()});
       l.wk = weight("attn_k", il, wt, {c_.n_embd, c_.n_embd_kv()});
       l.wv = weight("attn_v", il, wt, {c_.n_embd, c_.n_embd_kv()});
-      l.wo = weight("attn_output", il, wt, {c_.n_embd, c_.n_embd});
+      l.wo = weight("attn_output", il, wt, {c_.n_embd_q(), c_.n_embd});
+      if (c_.attn_bias) {
+        l.bq = bias("attn_q", il, {c_.n_embd_q()});
+        l.bk = bias("attn_k", il, {c_.n_embd_kv()});
+        l.bv = bias("attn_v", il, {c_.n_embd_kv()});
+      }
+      if (c_.attn_qk_norm) {
+        l.attn_k_norm = weight("attn_k_norm", il, f32, {c_.head_dim()});
+        l.attn_q_norm = weight("attn_q_norm", il, f32, {c_.head_dim()});
+      }
       l.ffn_norm = weight("ffn_norm", il, f32, {c_.n_embd});
       if (c_.is_moe()) {
         l.ffn_gate_inp = weight("ffn_gate_inp", il, f32, {c_.n_embd, c_.n_expert});
@@ -97,7 +111,7 @@ class Builder {
                                        .kq_scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim())),
                                        .flash_attn = c_.flash_attn};
     const blocks::RopeParams rope{.n_rot = static_cast<int>(c_.head_dim()),
-                                  .mode = RopeMode::kNormal,
+                                  .mode = c_.rope_mode,
                                   .freq_base = c_.rope_base,
                                   .freq_factors = m_.rope_freqs};
     const blocks::AttentionInputs attn_in{.pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = m_.mask};
@@ -109,7 +123,17 @@ class Builder {
     for (int il = 0; il < c_.n_layer; ++il) {
       const LlamaLayer& l = m_.layers[static_cast<size_t>(il)];
       Tensor* cur = blocks::rms_norm_mul(ctx_, inp, l.attn_norm, c_.norm_eps, "attn_norm", il);
-      cur = blocks::self_attention(ctx_, shape, rope, {.wq = l.wq, .wk = l.wk, .wv = l.wv, .wo = l.wo},
+      cur = blocks::self_attention(ctx_, shape, rope,
+                                   {.wq = l.wq,
+                                    .wk = l.wk,
+                                    .wv = l.wv,
+                                    .wo = l.wo,
+                                    .bq = l.bq,
+                                    .bk = l.bk,
+                                    .bv = l.bv,
+                                    .q_norm = l.attn_q_norm,
+                                    .k_norm = l.attn_k_norm,
+                                    .qk_norm_eps = c_.norm_eps},
                                    {.k = l.k_cache, .v = l.v_cache}, attn_in, cur, il, order);
       if (il == c_.n_layer - 1 && m_.out_ids != nullptr) {
         // Only the rows that produce logits go on (llama.cpp's inp_out_ids).
@@ -160,9 +184,18 @@ Status validate(const LlamaConfig& c) {
                          {c.n_vocab, "n_vocab"}}) {
     if (v < 1) return invalid(format_message("%s must be >= 1, got %lld", what, static_cast<long long>(v)));
   }
-  if (c.n_embd % c.n_head != 0) return invalid("n_embd must be a multiple of n_head");
+  if (c.n_embd_head < 0) return invalid("n_embd_head must be >= 0 (0: n_embd / n_head)");
+  if (c.n_embd_head == 0 && c.n_embd % c.n_head != 0) {
+    return invalid("n_embd must be a multiple of n_head (or n_embd_head set)");
+  }
+  if (c.n_embd_head > (int64_t{1} << 20) || c.n_head > (int64_t{1} << 20)) {
+    return invalid("n_embd_head and n_head must be at most 2^20");  // (their product stays far from overflow)
+  }
   if (c.n_head % c.n_head_kv != 0) return invalid("n_head must be a multiple of n_head_kv");
-  if (c.head_dim() % 2 != 0) return invalid("the head size n_embd / n_head must be even (rope)");
+  if (c.head_dim() % 2 != 0) return invalid("the head size (n_embd_head, or n_embd / n_head) must be even (rope)");
+  if (c.rope_mode != RopeMode::kNormal && c.rope_mode != RopeMode::kNeox) {
+    return invalid("rope_mode must be normal or neox");
+  }
   if (c.n_kv < 0 || c.n_kv > c.n_ctx) return invalid("n_kv must be in [0, n_ctx] (0 = n_ctx)");
   if (c.n_tokens > c.kv_len()) return invalid("n_tokens must be <= n_kv (the new tokens are part of the cache)");
   if (c.n_outputs < 0 || c.n_outputs > c.n_tokens) return invalid("n_outputs must be in [0, n_tokens]");
@@ -183,8 +216,8 @@ Status validate(const LlamaConfig& c) {
     return invalid(format_message("kv_type must be f32, f16, bf16 or a quantized type, got %s", type_name(c.kv_type)));
   }
   const int64_t wb = type_traits(c.weight_type).block_size;
-  if (c.n_embd % wb != 0 || c.n_ff % wb != 0) {
-    return invalid(format_message("n_embd and n_ff must be multiples of %lld for weight type %s",
+  if (c.n_embd % wb != 0 || c.n_ff % wb != 0 || c.n_embd_q() % wb != 0) {
+    return invalid(format_message("n_embd, n_ff and head_dim * n_head must be multiples of %lld for weight type %s",
                                   static_cast<long long>(wb), type_name(c.weight_type)));
   }
   if (c.n_embd_kv() % type_traits(c.kv_type).block_size != 0) {
@@ -205,8 +238,17 @@ std::vector<Tensor*> LlamaGraph::inputs() const {
 int LlamaGraph::layer_of(const Tensor* t) const {
   for (size_t il = 0; il < layers.size(); ++il) {
     const LlamaLayer& l = layers[il];
-    for (const Tensor* w : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down,
-                            l.ffn_gate_inp, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps, l.k_cache, l.v_cache}) {
+    const Tensor* const all[] = {l.attn_norm,    l.wq,
+                                 l.wk,           l.wv,
+                                 l.wo,           l.bq,
+                                 l.bk,           l.bv,
+                                 l.attn_q_norm,  l.attn_k_norm,
+                                 l.ffn_norm,     l.ffn_gate,
+                                 l.ffn_up,       l.ffn_down,
+                                 l.ffn_gate_inp, l.ffn_gate_exps,
+                                 l.ffn_up_exps,  l.ffn_down_exps,
+                                 l.k_cache,      l.v_cache};
+    for (const Tensor* w : all) {
       if (w != nullptr && w == t) return static_cast<int>(il);
     }
   }

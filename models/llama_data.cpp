@@ -4,6 +4,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/backend.h"
@@ -41,9 +42,15 @@ Status fill_random(LlamaGraph& model, uint64_t seed) {
     salt = model.weights.size();
   } else {
     for (Tensor* w : model.weights) {
-      const bool is_norm = w->ne[1] == 1 && w->ne[2] == 1 && w->type == Type::kF32;
+      // Biases (qwen2's Q/K/V) around 0, of the size of a projection's values; other f32 vectors are norms, around 1.
+      const std::string_view name(w->name);
+      const bool is_bias = name.size() > 5 && name.substr(name.size() - 5) == ".bias";
+      const bool is_norm = !is_bias && w->ne[1] == 1 && w->ne[2] == 1 && w->type == Type::kF32;
       const bool is_embd = w == model.tok_embd;
-      const float stddev = is_norm ? 0.1f : is_embd ? 1.0f : 1.0f / std::sqrt(static_cast<float>(w->ne[0]));
+      const float stddev = is_bias   ? 0.5f
+                           : is_norm ? 0.1f
+                           : is_embd ? 1.0f
+                                     : 1.0f / std::sqrt(static_cast<float>(w->ne[0]));
       TS_RETURN_IF_ERROR(fill(w, salt++, is_norm ? 1.0f : 0.0f, stddev));
     }
   }

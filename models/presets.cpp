@@ -6,12 +6,14 @@
 
 namespace tessera::models {
 
-std::vector<std::string> preset_names() { return {"tiny", "tiny-moe", "7b", "8x7b-moe", "70b"}; }
+std::vector<std::string> preset_names() {
+  return {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "7b", "8x7b-moe", "70b"};
+}
 
 Result<LlamaConfig> preset(const std::string& name) {
   LlamaConfig c;
   c.name = name;
-  if (name == "tiny" || name == "tiny-moe") {
+  if (name == "tiny" || name == "tiny-moe" || name == "tiny-qwen2" || name == "tiny-qwen3" || name == "tiny-qwen3moe") {
     c.n_layer = 2;
     c.n_embd = 64;
     c.n_ff = 128;
@@ -20,9 +22,22 @@ Result<LlamaConfig> preset(const std::string& name) {
     c.n_ctx = 64;
     c.n_tokens = 8;
     c.n_vocab = 256;
-    if (name == "tiny-moe") {
+    if (name == "tiny-moe" || name == "tiny-qwen3moe") {
       c.n_expert = 4;
       c.n_expert_used = 2;
+    }
+    if (name == "tiny-qwen2") {  // llama.cpp's qwen2 graph: Q/K/V biases, NEOX rope
+      c.arch = "qwen2";
+      c.attn_bias = true;
+      c.rope_mode = RopeMode::kNeox;
+    } else if (name == "tiny-qwen3" || name == "tiny-qwen3moe") {
+      // qwen3 / qwen3moe: Q/K norms, NEOX rope, and heads of their own size: 4 heads of 32 (wq [64, 128]), not
+      // n_embd / n_head = 16, as Qwen3's key_length may be.
+      c.arch = name == "tiny-qwen3" ? "qwen3" : "qwen3moe";
+      c.attn_qk_norm = true;
+      c.rope_mode = RopeMode::kNeox;
+      c.n_embd_head = 32;
+      c.norm_eps = 1e-6f;
     }
     return c;
   }

@@ -34,14 +34,13 @@ Status read_file_weights(LlamaGraph& graph) {
   return Status::Ok();
 }
 
-Result<std::vector<uint8_t>> complete_llama_gguf(const LlamaGraph& graph) {
+Result<std::vector<uint8_t>> complete_gguf(const LlamaGraph& graph) {
   const LlamaConfig& c = graph.config;
   gguf::File f;
   using gguf::Value;
-  auto u32 = [&](const char* key, int64_t v) {
-    f.set(std::string("llama.") + key, Value::u32(static_cast<uint32_t>(v)));
-  };
-  f.set("general.architecture", Value::string("llama"));
+  const std::string p = c.arch + ".";
+  auto u32 = [&](const char* key, int64_t v) { f.set(p + key, Value::u32(static_cast<uint32_t>(v))); };
+  f.set("general.architecture", Value::string(c.arch));
   f.set("general.name", Value::string(c.name));
   u32("block_count", c.n_layer);
   u32("context_length", c.n_ctx);
@@ -49,16 +48,19 @@ Result<std::vector<uint8_t>> complete_llama_gguf(const LlamaGraph& graph) {
   u32("feed_forward_length", c.n_ff);
   u32("attention.head_count", c.n_head);
   u32("attention.head_count_kv", c.n_head_kv);
+  u32("attention.key_length", c.head_dim());
+  u32("attention.value_length", c.head_dim());
   u32("rope.dimension_count", c.head_dim());
-  f.set("llama.rope.freq_base", Value::f32(c.rope_base));
-  f.set("llama.attention.layer_norm_rms_epsilon", Value::f32(c.norm_eps));
+  f.set(p + "rope.freq_base", Value::f32(c.rope_base));
+  f.set(p + "attention.layer_norm_rms_epsilon", Value::f32(c.norm_eps));
   if (c.is_moe()) {
     u32("expert_count", c.n_expert);
     u32("expert_used_count", c.n_expert_used);
+    u32("expert_feed_forward_length", c.n_ff);
   }
   for (const Tensor* w : graph.weights) {
     if (w->buffer == nullptr) {
-      return TS_ERROR(StatusCode::kInvalidArgument, "complete_llama_gguf: weight %s is not allocated", w->name);
+      return TS_ERROR(StatusCode::kInvalidArgument, "complete_gguf: weight %s is not allocated", w->name);
     }
     std::vector<int64_t> ne(w->ne, w->ne + 4);
     while (ne.size() > 1 && ne.back() == 1) ne.pop_back();

@@ -68,7 +68,7 @@ tessera::Result<std::vector<uint8_t>> complete_fixture_bytes(const std::string& 
   auto cache = tessera::alloc_ctx_tensors(*model->cache_ctx, *tessera::cpu::buffer_type());
   if (!cache.ok()) return cache.status();
   TS_RETURN_IF_ERROR(tessera::models::fill_random(model.value(), 1));
-  return tessera::models::complete_llama_gguf(model.value());
+  return tessera::models::complete_gguf(model.value());
 }
 
 // Writes a tiny complete fixture and reads it back (complete, with the same tensors); prints one line.

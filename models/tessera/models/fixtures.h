@@ -33,7 +33,7 @@ Result<gguf::File> make_fixture(const std::string& name);
 // The tiny complete fixtures, small enough to compute: "tiny-llama" and "tiny-mixtral" (the tiny and tiny-moe presets,
 // llama architecture) with a quantized file's mix of types: q8_0 token_embd and output, f16 attn_v, q4_0 for the
 // other matrices, f32 norms and router. tessera_make_fixtures writes each with its weights (fill_random, seed 1) as a
-// complete file (complete_llama_gguf, from_gguf.h): a memory-backed run of it computes with the file's weights.
+// complete file (complete_gguf, from_gguf.h): a memory-backed run of it computes with the file's weights.
 std::vector<std::string> complete_fixture_names();
 // The config of a complete fixture; kNotFound for an unknown name (the message lists the known ones).
 Result<LlamaConfig> complete_fixture_config(const std::string& name);

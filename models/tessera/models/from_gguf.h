@@ -4,8 +4,9 @@
 // builder (llama.h for the llama family), and then checked against the file: every weight of the graph is a tensor
 // of the file with the same shape and type, and every tensor of the file is used.
 //
-// Architectures: llama (with Mistral and Mixtral, which GGUF files also name "llama"). Others are refused with the
-// list of those supported.
+// Architectures: llama (with Mistral and Mixtral, which GGUF files also name "llama"), qwen2 (Qwen2, Qwen2.5), qwen3
+// and qwen3moe (Qwen3, Qwen3 MoE), all built by build_llama with the architecture's switches (LlamaConfig::arch and
+// the fields after it). Others are refused with the list of those supported.
 #pragma once
 
 #include <cstdint>
@@ -28,13 +29,13 @@ struct GgufRunShape {
   bool flash_attn = true;
 };
 
-// The architectures build_from_gguf knows ("llama").
+// The architectures build_from_gguf knows ("llama", "qwen2", "qwen3", "qwen3moe").
 std::vector<std::string> gguf_architectures();
 
-// The llama-family config of a GGUF model: hyperparameters from the llama.* keys, vocabulary and weight types from
-// the tensor table. Errors name the file and the key or tensor: another architecture, a missing or inconsistent key
-// (a head count that does not divide the embedding length, per-layer head counts that differ), a type Tessera does
-// not know.
+// The config of a GGUF model: hyperparameters from the <arch>.* keys, vocabulary and weight types from the tensor
+// table, the graph's switches from the architecture. Errors name the file and the key or tensor: another
+// architecture, a missing or inconsistent key (a head count that does not divide the embedding length, per-layer head
+// counts that differ, a qwen3moe file without experts), a type Tessera does not know.
 Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufRunShape& run);
 
 // Builds the model's graph (as build_llama) and checks it against the file (check_against_file). When every shard of
@@ -54,10 +55,10 @@ Status check_against_file(const LlamaGraph& graph, const gguf::Model& model);
 // truncated since it was read).
 Status read_file_weights(LlamaGraph& graph);
 
-// A model with allocated, filled weights as a complete GGUF file of the llama architecture: the llama.* keys of its
-// config (block count, lengths, head counts, expert counts, rope base, norm epsilon, the context length n_ctx) and
-// every weight in creation order with its data. Errors: an unallocated weight; what gguf::serialize refuses (more
-// than 4 GiB). For tests and the tiny complete fixtures.
-Result<std::vector<uint8_t>> complete_llama_gguf(const LlamaGraph& graph);
+// A model with allocated, filled weights as a complete GGUF file of its architecture (config.arch): the `<arch>.*`
+// keys of its config (block count, lengths, head counts and head size, expert counts and length, rope base, norm
+// epsilon, the context length n_ctx) and every weight in creation order with its data. Errors: an unallocated
+// weight; what gguf::serialize refuses (more than 4 GiB). For tests and the tiny complete fixtures.
+Result<std::vector<uint8_t>> complete_gguf(const LlamaGraph& graph);
 
 }  // namespace tessera::models

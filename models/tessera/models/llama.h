@@ -1,8 +1,10 @@
 // A llama-style decoder as a Tessera graph: one decoder step (a batch of n_tokens) over a KV cache of n_ctx slots of
 // which the first n_kv are attended to. Dense (SwiGLU FFN) or mixture-of-experts (router, TOP_K, MUL_MAT_ID),
-// attention as FLASH_ATTN_EXT or as MUL_MAT -> SOFT_MAX -> MUL_MAT. Used by the benchmarks, the tests and the harness's
-// sessions, whose placement policies select weights by their GGUF-style names and layer index. Built from the blocks
-// shared by the architectures (models/blocks.h); presets in models/presets.cpp, weights and inputs in llama_data.cpp.
+// attention as FLASH_ATTN_EXT or as MUL_MAT -> SOFT_MAX -> MUL_MAT. The same builder makes the Qwen decoders, which
+// differ from llama's in a few switches (LlamaConfig's architecture fields): Q/K/V biases (qwen2), per-head RMS norms
+// of Q and K and a head size of its own (qwen3, qwen3moe), NEOX rope (all three). Used by the benchmarks, the tests
+// and the harness's sessions, whose placement policies select weights by GGUF-style name and layer. Built from the
+// shared blocks (models/blocks.h); presets in models/presets.cpp, weights and inputs in llama_data.cpp.
 //
 // Three contexts, so a caller can place each part where it wants:
 //   weights_ctx  (no_alloc) the weights, named as in GGUF ("token_embd.weight", "blk.3.attn_q.weight", ...)
@@ -25,6 +27,7 @@
 
 #include "tessera/context.h"
 #include "tessera/graph.h"
+#include "tessera/ops.h"
 #include "tessera/status.h"
 
 namespace tessera::gguf {
@@ -60,11 +63,21 @@ struct LlamaConfig {
   std::map<std::string, Type> weight_types;
   bool rope_freq_factors = false;
   bool tied_output = false;
+  // Architecture (llama.cpp's per-architecture graph builders; docs/gguf.md, 'Architectures'). The defaults are
+  // llama's graph.
+  std::string arch = "llama";              // what the model is (reports); the switches below make the graph
+  int64_t n_embd_head = 0;                 // head size; 0: n_embd / n_head. Qwen3's key_length may differ from that:
+                                           // then wq is [n_embd, n_embd_head * n_head] and wo its transpose
+  bool attn_bias = false;                  // qwen2: blk.N.attn_{q,k,v}.bias (f32), added after each projection
+  bool attn_qk_norm = false;               // qwen3: blk.N.attn_{q,k}_norm.weight (f32 [head_dim]), an RMS norm of each
+                                           // head of Q and K before rope
+  RopeMode rope_mode = RopeMode::kNormal;  // qwen2, qwen3: kNeox (pairs (x[i], x[i + head_dim / 2]))
   // A model file holding every tensor's data (from_gguf.h, a "complete" file): fill_random reads the weights from it
   // instead of drawing them. Null for the presets and for header-only files.
   std::shared_ptr<const gguf::Model> weights_file;
 
-  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t head_dim() const { return n_embd_head > 0 ? n_embd_head : n_embd / n_head; }
+  int64_t n_embd_q() const { return head_dim() * n_head; }  // Q and the attention output: wq's ne1, wo's ne0
   int64_t n_embd_kv() const { return head_dim() * n_head_kv; }
   int64_t kv_len() const { return n_kv > 0 ? n_kv : n_ctx; }
   int64_t outputs() const { return n_outputs > 0 ? n_outputs : n_tokens; }
@@ -76,6 +89,9 @@ Status validate(const LlamaConfig& config);
 
 // Presets: "tiny" (2 layers, n_embd 64, 4 heads / 2 KV heads, ff 128, vocab 256, ctx 64, 8 tokens), "tiny-moe" (tiny
 // with 4 experts, 2 used), "7b" (Llama-2-7B shapes), "8x7b-moe" (Mixtral-8x7B shapes), "70b" (Llama-2-70B shapes).
+// Tiny models of the other architectures: "tiny-qwen2" (tiny with Q/K/V biases and NEOX rope), "tiny-qwen3" (Q/K
+// norms, NEOX rope, and a head size of 32, not n_embd / n_head = 16), "tiny-qwen3moe" (tiny-qwen3 with 4 experts, 2
+// used).
 // The large presets use n_ctx 4096 and n_tokens 512; override fields as needed. Unknown name: kNotFound.
 Result<LlamaConfig> preset(const std::string& name);
 std::vector<std::string> preset_names();
@@ -83,10 +99,15 @@ std::vector<std::string> preset_names();
 // The weights of one layer (null where the variant has none: dense vs MoE).
 struct LlamaLayer {
   Tensor* attn_norm = nullptr;      // f32 [n_embd]
-  Tensor* wq = nullptr;             // [n_embd, n_embd]
+  Tensor* wq = nullptr;             // [n_embd, n_embd_q]
   Tensor* wk = nullptr;             // [n_embd, n_embd_kv]
   Tensor* wv = nullptr;             // [n_embd, n_embd_kv]
-  Tensor* wo = nullptr;             // [n_embd, n_embd]
+  Tensor* wo = nullptr;             // [n_embd_q, n_embd]
+  Tensor* bq = nullptr;             // attn_bias: f32 [n_embd_q]
+  Tensor* bk = nullptr;             // attn_bias: f32 [n_embd_kv]
+  Tensor* bv = nullptr;             // attn_bias: f32 [n_embd_kv]
+  Tensor* attn_q_norm = nullptr;    // attn_qk_norm: f32 [head_dim]
+  Tensor* attn_k_norm = nullptr;    // attn_qk_norm: f32 [head_dim]
   Tensor* ffn_norm = nullptr;       // f32 [n_embd]
   Tensor* ffn_gate = nullptr;       // dense: [n_embd, n_ff]
   Tensor* ffn_up = nullptr;         // dense: [n_embd, n_ff]

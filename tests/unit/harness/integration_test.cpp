@@ -272,6 +272,42 @@ TEST(SimIntegration, EveryPresetComputesTheModelCorrectly) {
   }
 }
 
+// The tiny models of the Qwen architectures (Q/K/V biases; per-head Q/K norms with heads of their own size; experts)
+// through the scheduler on simulated topologies, with the CPU reference's results and no race: two GPUs, a GPU
+// without flash attention (FLASH_ATTN_EXT on the CPU), partial offload (half the layers on the CPU) and `parallel`
+// with adversarial delays.
+TEST(SimIntegration, QwenModelsOnSimulatedTopologiesMatchTheCpuReference) {
+  struct Case {
+    const char* what;
+    TopologyConfig topo;
+    int cpu_layers;
+    bool parallel;
+  };
+  const Case cases[] = {{"2 gpus", two_gpus_and_cpu(), 1, false},
+                        {"gpu without flash attention", topology_preset("gpu-no-fa").value(), 1, false},
+                        {"partial offload", topology_preset("1gpu").value(), 2, false},
+                        {"parallel", two_gpus_and_cpu(), 1, true}};
+  for (const char* name : {"tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe"}) {
+    LlamaConfig c = preset(name).value();
+    c.n_layer = 4;
+    const std::vector<float> want = cpu_logits(c, 5);
+    for (const Case& k : cases) {
+      SCOPED_TRACE(std::string(name) + " on " + k.what);
+      SimOptions o;
+      o.seed = 13;
+      o.adversarial = k.parallel;
+      SchedulerParams p;
+      p.parallel = k.parallel;
+      SimModel sm(k.topo, o, c, 5, p, k.cpu_layers);
+      ASSERT_EQ(sm.run(5, k.parallel ? 2 : 1), ComputeStatus::kSuccess) << sm.sched->last_error();
+      expect_close(sm.logits(), want, o.seed);
+      EXPECT_TRUE(sm.sim->races().empty()) << sm.sim->races_report();
+      EXPECT_TRUE(sm.sim->errors().empty()) << sm.sim->errors()[0];
+      EXPECT_GT(sm.sched->n_splits(), 1);
+    }
+  }
+}
+
 TEST(SimIntegration, ParallelAdversarialSeedsHaveNoRaceInTheSchedulersEventFlow) {
   const LlamaConfig c = small_llama();
   const std::vector<float> want = cpu_logits(c, 9);

@@ -9,6 +9,7 @@
 #include "tessera/harness/policy_options.h"
 #include "tessera/harness/scenario.h"
 #include "tessera/harness/topology.h"
+#include "tessera/models/llama.h"
 #include "unit/sim/sim_fixture.h"
 
 using namespace tessera;
@@ -106,6 +107,34 @@ TEST(SimPolicy, PlacesOntoRealDevicesThroughTheDeviceInterface) {
   EXPECT_EQ(placed.value().where.at(0).second, cpu->buffer_type());
   EXPECT_EQ(placed.value().weight_bytes.at(0), 64u);
   EXPECT_FALSE(layer_devices({}, 4, PlacementPolicy{}).ok());
+}
+
+// The Qwen architectures' own weights (Q/K/V biases, Q/K norms) are named "blk.N.*" like the others, so they go with
+// their layer: with the layers split over two GPUs and the CPU, every weight of layer N is on layer N's device.
+TEST(SimPolicy, QwenBiasesAndNormsLandInTheirLayer) {
+  EXPECT_EQ(layer_of_name("blk.7.attn_q.bias"), 7);
+  EXPECT_EQ(layer_of_name("blk.11.attn_k_norm.weight"), 11);
+  auto sim = make_sim(topology({gpu("gpu0"), gpu("gpu1"), wrapped_cpu()}));
+  for (const char* name : {"tiny-qwen2", "tiny-qwen3moe"}) {
+    models::LlamaConfig c = models::preset(name).value();
+    c.n_layer = 6;
+    models::LlamaGraph m = models::build_llama(c).value();
+    PlacementPolicy p;
+    p.layers_per_device = {2, 2};  // layers 0, 1 on the CPU, 2, 3 on gpu0, 4, 5 on gpu1
+    auto placed = place_model(devices_of(*sim), m.weights, m.kv_cache, c.n_layer, p);
+    ASSERT_TRUE(placed.ok()) << placed.status().to_string();
+    int checked = 0;
+    for (const auto& [t, buft] : placed.value().where) {
+      const int layer = m.layer_of(t);
+      if (layer < 0) continue;
+      const size_t device = static_cast<size_t>(placed.value().layer_device.at(static_cast<size_t>(layer)));
+      EXPECT_EQ(buft, sim->device(device)->buffer_type()) << t->name;
+      const std::string n = t->name;
+      checked += n.ends_with(".bias") || n.ends_with("_norm.weight") ? 1 : 0;
+    }
+    // attn_norm and ffn_norm, and the biases (qwen2) or Q/K norms (qwen3moe), of 6 layers
+    EXPECT_EQ(checked, 6 * (c.attn_bias ? 5 : 4)) << name;
+  }
 }
 
 // ---- the option table ----

@@ -149,7 +149,7 @@ TEST_P(EachFixture, RoundTripsAsHeaderOnlyFile) {
     const TensorInfo& b = made.tensors[i];
     EXPECT_EQ(a.name, b.name);
     EXPECT_EQ(a.n_dims, b.n_dims) << a.name;
-    EXPECT_TRUE(std::equal(a.ne, a.ne + kMaxDims, b.ne)) << a.name;
+    EXPECT_TRUE(std::equal(a.ne, a.ne + gguf::kMaxDims, b.ne)) << a.name;
     EXPECT_EQ(a.type, b.type) << a.name;
     EXPECT_EQ(a.offset, b.offset) << a.name;
     EXPECT_EQ(a.size, b.size) << a.name;

@@ -24,9 +24,9 @@ using ::testing::HasSubstr;
 
 namespace {
 
-// The tiny preset with a file's mix of types: q4_0 matrices, a q8_0 embedding and output, f16 attn_v, f32 norms.
-LlamaConfig tiny_mixed(bool moe) {
-  Result<LlamaConfig> c = preset(moe ? "tiny-moe" : "tiny");
+// A tiny preset with a file's mix of types: q4_0 matrices, a q8_0 embedding and output, f16 attn_v, f32 norms.
+LlamaConfig tiny_mixed(const std::string& name) {
+  Result<LlamaConfig> c = preset(name);
   EXPECT_TRUE(c.ok());
   c->weight_types = {{"token_embd.weight", Type::kQ8_0}, {"output.weight", Type::kQ8_0}};
   for (int il = 0; il < c->n_layer; ++il) c->weight_types["blk." + std::to_string(il) + ".attn_v.weight"] = Type::kF16;
@@ -85,17 +85,17 @@ GgufRunShape run_of(const LlamaConfig& c) {
 }  // namespace
 
 TEST(WeightsFile, ACompleteFileComputesWithItsOwnWeights) {
-  for (bool moe : {false, true}) {
-    SCOPED_TRACE(moe ? "tiny-moe" : "tiny");
-    const LlamaConfig c = tiny_mixed(moe);
+  for (const char* name : {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe"}) {
+    SCOPED_TRACE(name);
+    const LlamaConfig c = tiny_mixed(name);
     auto built = build_llama(c);
     ASSERT_TRUE(built.ok()) << built.status().to_string();
     CpuModel original;
     allocate(original, std::move(built).value(), 11);
     const std::vector<float> expected = logits_of(original);
-    auto bytes = complete_llama_gguf(original.m);
+    auto bytes = complete_gguf(original.m);
     ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
-    const std::string path = write_temp(moe ? "complete-tiny-moe.gguf" : "complete-tiny.gguf", bytes.value());
+    const std::string path = write_temp(std::string("complete-") + name + ".gguf", bytes.value());
 
     auto model = gguf::read_model(path);
     ASSERT_TRUE(model.ok()) << model.status().to_string();
@@ -121,12 +121,12 @@ TEST(WeightsFile, ACompleteFileComputesWithItsOwnWeights) {
 }
 
 TEST(WeightsFile, AHeaderOnlyFileHasNoWeightsAndDrawsThem) {
-  const LlamaConfig c = tiny_mixed(false);
+  const LlamaConfig c = tiny_mixed("tiny");
   auto built = build_llama(c);
   ASSERT_TRUE(built.ok());
   CpuModel original;
   allocate(original, std::move(built).value(), 11);
-  auto bytes = complete_llama_gguf(original.m);
+  auto bytes = complete_gguf(original.m);
   ASSERT_TRUE(bytes.ok());
   auto file = gguf::read_memory(bytes.value(), "complete.gguf");
   ASSERT_TRUE(file.ok());
@@ -144,12 +144,12 @@ TEST(WeightsFile, AHeaderOnlyFileHasNoWeightsAndDrawsThem) {
 }
 
 TEST(WeightsFile, AFileThatChangedSinceItWasReadIsAnErrorNamingTheTensor) {
-  const LlamaConfig c = tiny_mixed(false);
+  const LlamaConfig c = tiny_mixed("tiny");
   auto built = build_llama(c);
   ASSERT_TRUE(built.ok());
   CpuModel original;
   allocate(original, std::move(built).value(), 11);
-  auto bytes = complete_llama_gguf(original.m);
+  auto bytes = complete_gguf(original.m);
   ASSERT_TRUE(bytes.ok());
   const std::string path = write_temp("changes.gguf", bytes.value());
   auto model = gguf::read_model(path);
@@ -169,12 +169,12 @@ TEST(WeightsFile, AFileThatChangedSinceItWasReadIsAnErrorNamingTheTensor) {
 }
 
 TEST(WeightsFile, ReadingNeedsAFileAndAllocatedWeights) {
-  auto built = build_llama(tiny_mixed(false));
+  auto built = build_llama(tiny_mixed("tiny"));
   ASSERT_TRUE(built.ok());
   Status s = read_file_weights(built.value());
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("no complete file"));
-  auto bytes = complete_llama_gguf(built.value());  // nothing allocated
+  auto bytes = complete_gguf(built.value());  // nothing allocated
   ASSERT_FALSE(bytes.ok());
   EXPECT_THAT(bytes.status().message(), HasSubstr("token_embd.weight is not allocated"));
 }

@@ -1,0 +1,269 @@
+// The Qwen variants of the decoder (models/llama.cpp with LlamaConfig's architecture switches) against an independent
+// oracle: one decoder step written out here in plain loops over the same weights, cache and inputs, from the
+// architectures' definitions (Hugging Face transformers' Qwen2 and Qwen3 modelling, which llama.cpp's qwen2, qwen3 and
+// qwen3moe graphs reproduce):
+//   - qwen2: q = Wq x + bq, k = Wk x + bk, v = Wv x + bv;
+//   - qwen3: each head of q and k RMS-normalised over its head_dim values and scaled by q_norm / k_norm, before rope;
+//     heads of head_dim values that need not be n_embd / n_head (wq [n_embd, head_dim * n_head]);
+//   - NEOX rope ("rotate_half"): value i of a head pairs with value i + head_dim / 2, at angle
+//     pos * base^(-2i / head_dim);
+//   - qwen3moe: softmax router, the top n_expert_used experts, their weights renormalised to sum 1
+//     (norm_topk_prob), each a SwiGLU FFN.
+// Nothing here uses Tessera's ops: the weights are read back as floats and everything else is computed in doubles.
+// The llama preset runs through the same oracle (normal rope, no biases or norms), so a difference between the two
+// paths is the switches'.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "tessera/alloc.h"
+#include "tessera/cpu.h"
+#include "tessera/graph_copy.h"
+#include "tessera/models/llama.h"
+#include "tessera/planner.h"
+
+using namespace tessera;
+using namespace tessera::models;
+
+namespace {
+
+using Vec = std::vector<double>;
+
+// The model's values as floats: weights by name, each layer's K and V cache ([n_embd_kv] per slot).
+struct Values {
+  std::map<std::string, std::vector<float>> w;
+  std::vector<std::vector<float>> k_cache, v_cache;
+  const std::vector<float>& operator[](const std::string& name) const {
+    static const std::vector<float> none;
+    auto it = w.find(name);
+    EXPECT_NE(it, w.end()) << name;
+    return it == w.end() ? none : it->second;
+  }
+  bool has(const std::string& name) const { return w.count(name) != 0; }
+};
+
+std::string blk(int il, const char* what) { return "blk." + std::to_string(il) + "." + what; }
+
+// y = W x for a weight of GGUF shape [n_in, n_out] (row j of W is the n_in values from j * n_in), from `offset`.
+Vec matvec(const std::vector<float>& w, int64_t n_in, int64_t n_out, const Vec& x, size_t offset = 0) {
+  Vec y(static_cast<size_t>(n_out), 0.0);
+  for (int64_t j = 0; j < n_out; ++j) {
+    double s = 0;
+    for (int64_t i = 0; i < n_in; ++i) s += static_cast<double>(w[offset + static_cast<size_t>(j * n_in + i)]) * x[i];
+    y[static_cast<size_t>(j)] = s;
+  }
+  return y;
+}
+
+// RMS norm of x[from, from + n) times the weight g (n values), in place.
+void rms_norm(Vec& x, size_t from, size_t n, const std::vector<float>& g, double eps) {
+  double ss = 0;
+  for (size_t i = 0; i < n; ++i) ss += x[from + i] * x[from + i];
+  const double r = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+  for (size_t i = 0; i < n; ++i) x[from + i] = x[from + i] * r * g[i];
+}
+
+// Rope of one head x[from, from + hd): NEOX pairs (i, i + hd / 2), normal pairs (2i, 2i + 1).
+void rope(Vec& x, size_t from, size_t hd, int pos, double base, RopeMode mode) {
+  for (size_t i = 0; i < hd / 2; ++i) {
+    const double theta = pos * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+    const size_t a = mode == RopeMode::kNeox ? from + i : from + 2 * i;
+    const size_t b = mode == RopeMode::kNeox ? from + i + hd / 2 : from + 2 * i + 1;
+    const double x0 = x[a], x1 = x[b];
+    x[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
+    x[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+  }
+}
+
+double silu(double g) { return g / (1.0 + std::exp(-g)); }
+
+// SwiGLU FFN of one expert (or the dense FFN: offset 0).
+Vec swiglu(const Values& v, int il, const char* gate, const char* up, const char* down, const LlamaConfig& c,
+           const Vec& x, size_t e) {
+  const size_t in_off = e * static_cast<size_t>(c.n_embd * c.n_ff);
+  const Vec g = matvec(v[blk(il, gate)], c.n_embd, c.n_ff, x, in_off);
+  const Vec u = matvec(v[blk(il, up)], c.n_embd, c.n_ff, x, in_off);
+  Vec a(g.size());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = silu(g[i]) * u[i];
+  return matvec(v[blk(il, down)], c.n_ff, c.n_embd, a, in_off);
+}
+
+// The logits of one decoder step [n_vocab * n_outputs], computed from the config's definition.
+std::vector<double> oracle_logits(const LlamaConfig& c, const Values& v, const LlamaInputs& in) {
+  const int64_t T = c.n_tokens, E = c.n_embd, hd = c.head_dim(), nkv = c.kv_len();
+  const int64_t nq = hd * c.n_head, nk = hd * c.n_head_kv;
+  std::vector<Vec> x(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    const std::vector<float>& emb = v["token_embd.weight"];
+    x[t].assign(emb.begin() + in.tokens[t] * E, emb.begin() + (in.tokens[t] + 1) * E);
+  }
+  std::vector<std::vector<float>> kc = v.k_cache, vc = v.v_cache;
+  for (int il = 0; il < c.n_layer; ++il) {
+    // Q, K, V of every new token; K and V go into the cache first (the tokens attend to each other through it).
+    std::vector<Vec> q(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) {
+      Vec h = x[t];
+      rms_norm(h, 0, static_cast<size_t>(E), v[blk(il, "attn_norm.weight")], c.norm_eps);
+      q[t] = matvec(v[blk(il, "attn_q.weight")], E, nq, h);
+      Vec k = matvec(v[blk(il, "attn_k.weight")], E, nk, h);
+      Vec vv = matvec(v[blk(il, "attn_v.weight")], E, nk, h);
+      if (c.attn_bias) {
+        for (int64_t i = 0; i < nq; ++i) q[t][i] += v[blk(il, "attn_q.bias")][i];
+        for (int64_t i = 0; i < nk; ++i) k[i] += v[blk(il, "attn_k.bias")][i];
+        for (int64_t i = 0; i < nk; ++i) vv[i] += v[blk(il, "attn_v.bias")][i];
+      }
+      for (int64_t hh = 0; hh < c.n_head; ++hh) {
+        if (c.attn_qk_norm) rms_norm(q[t], hh * hd, hd, v[blk(il, "attn_q_norm.weight")], c.norm_eps);
+        rope(q[t], hh * hd, hd, in.pos[t], c.rope_base, c.rope_mode);
+      }
+      for (int64_t hh = 0; hh < c.n_head_kv; ++hh) {
+        if (c.attn_qk_norm) rms_norm(k, hh * hd, hd, v[blk(il, "attn_k_norm.weight")], c.norm_eps);
+        rope(k, hh * hd, hd, in.pos[t], c.rope_base, c.rope_mode);
+      }
+      const size_t slot = static_cast<size_t>(in.kv_idxs[t] * nk);
+      for (int64_t i = 0; i < nk; ++i) {
+        kc[il][slot + i] = static_cast<float>(k[i]);
+        vc[il][slot + i] = static_cast<float>(vv[i]);
+      }
+    }
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    for (int64_t t = 0; t < T; ++t) {
+      Vec att(static_cast<size_t>(nq), 0.0);
+      for (int64_t hh = 0; hh < c.n_head; ++hh) {
+        const int64_t g = hh / (c.n_head / c.n_head_kv);
+        Vec s(static_cast<size_t>(nkv));
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < nkv; ++j) {
+          double d = 0;
+          for (int64_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * kc[il][j * nk + g * hd + i];
+          s[j] = d * scale + in.mask[t * nkv + j];
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t j = 0; j < nkv; ++j) {
+          for (int64_t i = 0; i < hd; ++i) att[hh * hd + i] += s[j] / sum * vc[il][j * nk + g * hd + i];
+        }
+      }
+      const Vec o = matvec(v[blk(il, "attn_output.weight")], nq, E, att);
+      for (int64_t i = 0; i < E; ++i) x[t][i] += o[i];
+      Vec f = x[t];
+      rms_norm(f, 0, static_cast<size_t>(E), v[blk(il, "ffn_norm.weight")], c.norm_eps);
+      Vec out(static_cast<size_t>(E), 0.0);
+      if (!c.is_moe()) {
+        out = swiglu(v, il, "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", c, f, 0);
+      } else {
+        Vec p = matvec(v[blk(il, "ffn_gate_inp.weight")], E, c.n_expert, f);
+        const double pm = *std::max_element(p.begin(), p.end());
+        double ps = 0;
+        for (double& e : p) ps += (e = std::exp(e - pm));
+        for (double& e : p) e /= ps;
+        std::vector<int> order(static_cast<size_t>(c.n_expert));
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+        double wsum = 0;
+        for (int k = 0; k < c.n_expert_used; ++k) wsum += p[order[k]];
+        for (int k = 0; k < c.n_expert_used; ++k) {
+          const int e = order[k];
+          const double we = c.moe_norm_weights ? p[e] / wsum : p[e];
+          const Vec d = swiglu(v, il, "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight", c, f, e);
+          for (int64_t i = 0; i < E; ++i) out[i] += we * d[i];
+        }
+      }
+      for (int64_t i = 0; i < E; ++i) x[t][i] += out[i];
+    }
+  }
+  std::vector<double> logits;
+  const std::string out_name = v.has("output.weight") ? "output.weight" : "token_embd.weight";
+  for (int64_t t = T - c.outputs(); t < T; ++t) {
+    Vec h = x[t];
+    rms_norm(h, 0, static_cast<size_t>(E), v["output_norm.weight"], c.norm_eps);
+    const Vec l = matvec(v[out_name], E, c.n_vocab, h);
+    logits.insert(logits.end(), l.begin(), l.end());
+  }
+  return logits;
+}
+
+// The model built, filled and computed on the CPU backend; its logits and the oracle's.
+void compare_with_oracle(LlamaConfig c, uint64_t seed) {
+  c.weight_type = Type::kF32;  // exact weights and cache: the comparison is of the graph, not of quantization
+  c.kv_type = Type::kF32;
+  Result<LlamaGraph> built = build_llama(c);
+  ASSERT_TRUE(built.ok()) << built.status().to_string();
+  LlamaGraph& m = built.value();
+  auto wb = alloc_ctx_tensors(*m.weights_ctx, *cpu::buffer_type());
+  auto cb = alloc_ctx_tensors(*m.cache_ctx, *cpu::buffer_type());
+  ASSERT_TRUE(wb.ok() && cb.ok());
+  ASSERT_TRUE(fill_random(m, seed).ok());
+  Values v;
+  for (Tensor* w : m.weights) v.w[w->name] = tensor_to_f32(*w).value();
+  for (const LlamaLayer& l : m.layers) {
+    v.k_cache.push_back(tensor_to_f32(*l.k_cache).value());
+    v.v_cache.push_back(tensor_to_f32(*l.v_cache).value());
+  }
+  GraphPlanner planner(cpu::buffer_type());
+  ASSERT_TRUE(planner.alloc_graph(*m.graph).ok());
+  const LlamaInputs in = default_inputs(c, seed);
+  ASSERT_TRUE(set_inputs(m, in).ok());
+  std::unique_ptr<Backend> backend = cpu::make_backend({.n_threads = 2});
+  ASSERT_EQ(backend->graph_compute(*m.graph), ComputeStatus::kSuccess) << backend->last_error();
+  const std::vector<float> got = tensor_to_f32(*m.logits).value();
+  const std::vector<double> want = oracle_logits(c, v, in);
+  ASSERT_EQ(got.size(), want.size());
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    err += (got[i] - want[i]) * (got[i] - want[i]);
+    ref += want[i] * want[i];
+  }
+  EXPECT_GT(ref, 0.0);
+  EXPECT_LT(err / ref, 1e-8) << c.name << (c.flash_attn ? " flash" : " matmul/softmax");
+}
+
+class QwenOracle : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QwenOracle, LogitsEqualTheOracles) {
+  for (bool fa : {true, false}) {
+    LlamaConfig c = preset(GetParam()).value();
+    c.flash_attn = fa;
+    compare_with_oracle(c, 7);
+    c.n_outputs = 3;  // only the last rows: the out_ids path
+    compare_with_oracle(c, 8);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, QwenOracle,
+                         ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string s = i.param;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+// The presets have the switches their architectures need (the oracle above follows the config, so this is what ties
+// a preset to its architecture).
+TEST(QwenPresets, SwitchesAndShapes) {
+  const LlamaConfig q2 = preset("tiny-qwen2").value();
+  EXPECT_TRUE(q2.attn_bias);
+  EXPECT_FALSE(q2.attn_qk_norm);
+  EXPECT_EQ(q2.rope_mode, RopeMode::kNeox);
+  const LlamaConfig q3 = preset("tiny-qwen3").value();
+  EXPECT_FALSE(q3.attn_bias);
+  EXPECT_TRUE(q3.attn_qk_norm);
+  EXPECT_EQ(q3.rope_mode, RopeMode::kNeox);
+  EXPECT_EQ(q3.head_dim(), 32);  // not n_embd / n_head = 16
+  const LlamaGraph m = build_llama(preset("tiny-qwen3moe").value()).value();
+  EXPECT_EQ(m.layers[1].wq->ne[0], 64);
+  EXPECT_EQ(m.layers[1].wq->ne[1], 128);
+  EXPECT_EQ(m.layers[1].wo->ne[0], 128);
+  EXPECT_EQ(m.layers[1].wo->ne[1], 64);
+  EXPECT_EQ(m.layers[1].attn_q_norm->ne[0], 32);
+  EXPECT_EQ(m.layers[1].ffn_gate_exps->ne[2], 4);
+  EXPECT_EQ(preset("tiny").value().rope_mode, RopeMode::kNormal);
+}
+
+}  // namespace
