@@ -255,6 +255,28 @@ TEST(LlamaBuilder, SameSeedSameLogitsDifferentSeedDifferent) {
   EXPECT_NE(a, d);
 }
 
+// Each weight has its own stream and each value depends on its index only: the thread count changes nothing.
+TEST(LlamaBuilder, RandomWeightsDoNotDependOnTheThreadCount) {
+  LlamaConfig c = tiny(false, true);
+  c.n_vocab = 4096;  // token_embd and output: 256 Ki values each, split over several threads
+  auto bytes_with = [&](int threads) {
+    CpuModel cm = make_cpu_model(c, 3);
+    EXPECT_TRUE(fill_random(cm.m, 9, threads).ok());
+    std::vector<uint8_t> all;
+    for (const std::vector<Tensor*>* list : {&cm.m.weights, &cm.m.kv_cache}) {
+      for (const Tensor* t : *list) {
+        std::vector<uint8_t> b(nbytes(*t));
+        EXPECT_TRUE(tensor_get(*t, b.data(), 0, b.size()).ok());
+        all.insert(all.end(), b.begin(), b.end());
+      }
+    }
+    return all;
+  };
+  const std::vector<uint8_t> one = bytes_with(1);
+  EXPECT_EQ(one, bytes_with(3));
+  EXPECT_EQ(one, bytes_with(0));  // one thread per hardware thread
+}
+
 TEST(LlamaBuilder, OutputRowsMatchTheFullBatch) {
   for (bool moe : {false, true}) {
     SCOPED_TRACE(testing::Message() << "moe " << moe);
