@@ -132,6 +132,14 @@ TEST(LlamaBuilder, InvalidConfigsAreErrors) {
   c = tiny(false, true);
   c.n_layer = 0;
   expect_error(c, "n_layer");
+  // A quantized cache: V is read transposed without flash attention, and the cache is viewed per head.
+  c = tiny(false, false);
+  c.n_embd = 128;  // head_dim 32
+  c.kv_type = Type::kQ8_0;
+  expect_error(c, "kv_type q8_0 needs flash attention");
+  c = tiny(false, true);  // head_dim 16
+  c.kv_type = Type::kQ8_0;
+  expect_error(c, "head_dim 16 (n_embd / n_head) must be a multiple of the q8_0 block size");
 }
 
 TEST(LlamaBuilder, GgufNamesAndShapes) {
