@@ -189,6 +189,7 @@ TEST(PolicyOptions, BadValuesNameTheFlagAndWhatWasExpected) {
   for (const Bad& b : std::vector<Bad>{
            {"n_gpu_layers", "x", "--ngl x: expected a whole number"},
            {"n_gpu_layers", "5 ", "--ngl 5 : expected a whole number"},
+           {"n_gpu_layers", "-7", "--ngl -7: expected a whole number of layers from 0 to 1000000, or -1 for all"},
            {"tensor_split", "3,,1", "--tensor-split 3,,1: expected numbers separated by commas"},
            {"tensor_split", "nan", "--tensor-split nan: expected numbers"},
            {"layers_per_device", "-1", "--layers-per-device -1: expected layer counts"},
@@ -205,6 +206,10 @@ TEST(PolicyOptions, BadValuesNameTheFlagAndWhatWasExpected) {
   auto sc = parse_scenario(R"({"name": "x", "topology": "1gpu", "policy": {"max_split_inputs": 9}})", "case.json");
   ASSERT_FALSE(sc.ok());
   EXPECT_THAT(sc.status().message(), HasSubstr("policy.max_split_inputs: expected a whole number between 10"));
+  // A negative layer count other than -1 meant "all" without a word.
+  sc = parse_scenario(R"({"name": "x", "topology": "1gpu", "policy": {"n_gpu_layers": -7}})", "case.json");
+  ASSERT_FALSE(sc.ok());
+  EXPECT_THAT(sc.status().message(), HasSubstr("policy.n_gpu_layers: expected a whole number of layers from 0"));
 }
 
 }  // namespace
