@@ -156,9 +156,9 @@ TEST(PolicyOptions, EveryOptionMeansTheSameOnTheCommandLineAndInAFile) {
     ASSERT_NE(c, nullptr);
     PlacementPolicy from_cli;
     for (const std::string& t : c->texts) ASSERT_TRUE(apply_policy_option(o.key, t, &from_cli).ok()) << t;
-    auto sc = parse_scenario(
-        std::string(R"({"name": "x", "topology": "1gpu", "policy": {")") + o.key + "\": " + c->json + "}}",
-        "case.json");
+    auto sc = parse_scenario(std::string(R"({"name": "x", "topology": "1gpu", "expect": "nothing", "policy": {")") +
+                                 o.key + "\": " + c->json + "}}",
+                             "case.json");
     ASSERT_TRUE(sc.ok()) << sc.status().to_string();
     EXPECT_TRUE(same_policy(from_cli, sc.value().config.policy));
     EXPECT_FALSE(same_policy(from_cli, PlacementPolicy{})) << "the case does not change the default";

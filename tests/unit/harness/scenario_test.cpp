@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <string>
@@ -33,7 +35,7 @@ std::string error_of(const std::string& text) {
 }
 
 TEST(SimScenarioParse, AMinimalScenarioTakesTheDefaults) {
-  auto s = parse_scenario(R"({"name": "x", "topology": "1gpu"})", "case.json");
+  auto s = parse_scenario(R"({"name": "x", "topology": "1gpu", "expect": "nothing"})", "case.json");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(s.value().name, "x");
   EXPECT_EQ(s.value().config.topology.name, "1gpu");
@@ -93,6 +95,40 @@ TEST(SimScenarioParse, EveryFieldIsRead) {
   EXPECT_EQ(sc.expect.max_reserves, 1);
 }
 
+// A scenario checks something or says so: one without expectations (or with only the qualifiers of
+// outputs_match_reference) once passed without checking anything.
+TEST(SimScenarioParse, AScenarioWithoutExpectationsIsAnError) {
+  for (const char* expect : {"", R"(, "expect": {})", R"(, "expect": {"max_nmse": 0.1, "no_race": false})"}) {
+    SCOPED_TRACE(expect);
+    EXPECT_THAT(error_of(std::string(R"({"name": "x", "topology": "1gpu")") + expect + "}"),
+                HasSubstr("case.json: expect: the scenario checks nothing: give expectations"));
+  }
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "expect": "everything"})"),
+              HasSubstr("expect: expected an expectations object"));
+  auto s = parse_scenario(R"({"name": "x", "topology": "1gpu", "expect": "nothing"})", "case.json");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  const ScenarioOutcome out = run_scenario(s.value(), &builtin_registry());
+  EXPECT_TRUE(out.passed) << out.error;
+  EXPECT_TRUE(out.results.empty());
+}
+
+// "topology" names a preset or a file; a relative file name is relative to the scenario file's directory.
+TEST(SimScenarioParse, ATopologyFileIsFoundNextToTheScenario) {
+  const std::string dir = ::testing::TempDir() + "tessera-topology-near/";
+  std::filesystem::create_directories(dir + "rigs");
+  {
+    std::ofstream(dir + "rigs/small.json") << R"({"name": "small", "devices": [
+      {"name": "gpu9", "type": "gpu", "memory": "2 GiB"},
+      {"name": "cpu", "type": "cpu", "wraps": "CPU", "host_visible": true, "memory": "8 GiB"}]})";
+  }
+  auto s = parse_scenario(R"({"name": "x", "topology": "rigs/small.json", "expect": "nothing"})", dir + "s.json");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s.value().config.topology.name, "small");
+  EXPECT_EQ(s.value().config.topology.devices[0].name, "gpu9");
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "rigs/none.json", "expect": "nothing"})"),
+              HasSubstr("topology: cannot open the topology file"));
+}
+
 TEST(SimScenarioParse, SyntaxErrorsGiveLineAndColumn) {
   EXPECT_THAT(error_of("{\n  \"name\": \"x\",\n  \"topology\" \"1gpu\"\n}"),
               AllOf(HasSubstr("case.json:3:"), HasSubstr("JSON syntax error")));
@@ -141,7 +177,7 @@ TEST(SimScenarioParse, ModelCountsOutOfTheirFieldsRangeAreErrorsNamingTheField) 
 TEST(SimScenarioParse, WrongTypesSayWhatWasExpected) {
   EXPECT_THAT(error_of(R"({"name": 5, "topology": "1gpu"})"), HasSubstr("name: expected a string, got a number (5)"));
   EXPECT_THAT(error_of(R"({"name": "x", "topology": 3})"),
-              HasSubstr("topology: expected a preset name or a topology object"));
+              HasSubstr("topology: expected a preset name, a topology file's name or a topology object"));
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "policy": {"parallel": "yes"}})"),
               HasSubstr("policy.parallel: expected true or false"));
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "policy": {"tensor_split": [1, "a"]}})"),
@@ -378,7 +414,8 @@ SessionConfig graph_config(const std::string& json, const char* topology) {
 }  // namespace
 
 TEST(SimScenarioGraph, AnInlineGraphIsRead) {
-  const std::string text = R"({"name": "g", "topology": "1gpu", "graph": )" + tiny_graph_json(true) + "}";
+  const std::string text =
+      R"({"name": "g", "topology": "1gpu", "expect": "nothing", "graph": )" + tiny_graph_json(true) + "}";
   auto s = parse_scenario(text, "case.json");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   ASSERT_TRUE(s.value().config.graph.has_value());
@@ -627,9 +664,10 @@ std::string small_graph(const char* w_name, int rows, bool extra) {
 
 TEST(SimScenarioParse, ANextGraphAndItsStepsAreRead) {
   const std::string g = small_graph("blk.0.w", 8, true);
-  auto s = parse_scenario(R"({"name": "x", "topology": "1gpu", "graph": )" + g + R"(, "next_graph": )" + g +
-                              R"(, "run": {"steps": ["reserve-next", "alloc-next", "compute-next", "compute"]}})",
-                          "s.json");
+  auto s =
+      parse_scenario(R"({"name": "x", "topology": "1gpu", "expect": "nothing", "graph": )" + g + R"(, "next_graph": )" +
+                         g + R"(, "run": {"steps": ["reserve-next", "alloc-next", "compute-next", "compute"]}})",
+                     "s.json");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   using St = Session::Step;
   EXPECT_EQ(s->steps, (std::vector<St>{St::kReserveNext, St::kAllocNext, St::kComputeNext, St::kCompute}));
