@@ -126,7 +126,7 @@ TEST(SimScenarioParse, ATopologyFileIsFoundNextToTheScenario) {
   EXPECT_EQ(s.value().config.topology.name, "small");
   EXPECT_EQ(s.value().config.topology.devices[0].name, "gpu9");
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "rigs/none.json", "expect": "nothing"})"),
-              HasSubstr("topology: cannot open the topology file"));
+              HasSubstr("topology: rigs/none.json: cannot open the topology file"));
 }
 
 TEST(SimScenarioParse, SyntaxErrorsGiveLineAndColumn) {
