@@ -339,6 +339,7 @@ int cmd_repro(const std::vector<std::string>& files, bool json, const std::strin
   ojson all = ojson::array();
   std::vector<tool::JunitCase> cases;
   int passed = 0, failed = 0, unread = 0;
+  Progress progress(!json);
   for (size_t i = 0; i < files.size(); ++i) {
     auto sc = load_scenario_file(files[i]);
     if (!sc.ok()) {
@@ -350,7 +351,9 @@ int cmd_repro(const std::vector<std::string>& files, bool json, const std::strin
     }
     if (files.size() > 1) std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, files.size(), files[i].c_str());
     const auto start = std::chrono::steady_clock::now();
+    sc.value().config.progress = [&progress](const char* step) { progress.step(step); };
     const ScenarioOutcome out = run_scenario(sc.value(), &builtin_registry());
+    progress.done();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::string lines;
     size_t n_failed = 0;
@@ -410,12 +413,16 @@ int cmd_fit(Options o) {
   std::vector<int> gpus;
   for (size_t i = 0; i + 1 < base.value().topology.devices.size(); ++i) gpus.push_back(static_cast<int>(i));
   std::vector<int> counts;
+  Progress progress(!o.json);
   auto fits = [&](const std::vector<int>& c) {
     SessionConfig cfg = base.value();
     cfg.policy.layers_per_device = c;
     cfg.policy.tensor_split.clear();
+    cfg.progress = [&progress](const char* step) { progress.step(step); };
     auto s = Session::create(cfg, &builtin_registry());
-    return s.ok() && s.value()->plan().ok();
+    const bool ok = s.ok() && s.value()->plan().ok();
+    progress.done();
+    return ok;
   };
   int remaining = n_layer;
   for (size_t g = 0; g < gpus.size(); ++g) {
