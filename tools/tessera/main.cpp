@@ -79,7 +79,9 @@ void add_common(CLI::App* app, Options* o) {
   }
   app->add_option("--seed", o->seed, "simulator seed (adversarial delays, weights and inputs)");
   app->add_flag("--adversarial", o->adversarial, "random command delays to explore interleavings");
-  app->add_flag("--metadata", o->metadata, "metadata-only memory: plan and time models larger than this machine");
+  app->add_flag("--metadata", o->metadata,
+                "run and trace without values (metadata-only memory: models larger than this machine); plan, dot "
+                "and fit always work so");
   app->add_flag("--json", o->json, "machine-readable output");
 }
 
