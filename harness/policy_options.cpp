@@ -79,12 +79,17 @@ const std::vector<Entry>& entries() {
       {{"n_gpu_layers", "--ngl,--n-gpu-layers", "N",
         "layers offloaded to the GPUs, the last ones (-1: all, and the output head)", false},
        [](const PolicyOption& o, const std::string& t, PlacementPolicy* p) {
-         if (!parse_int(t, -kMaxLayerCount, kMaxLayerCount, &p->n_gpu_layers)) {
-           return bad_text(o, t, "a whole number between -1000000 and 1000000");
+         if (!parse_int(t, -1, kMaxLayerCount, &p->n_gpu_layers)) {
+           return bad_text(o, t, "a whole number of layers from 0 to 1000000, or -1 for all");
          }
          return Status::Ok();
        },
-       [](const json& v, const std::string& path, PlacementPolicy* p) { p->n_gpu_layers = get_int(v, path); }},
+       [](const json& v, const std::string& path, PlacementPolicy* p) {
+         p->n_gpu_layers = get_int(v, path);
+         if (p->n_gpu_layers < -1 || p->n_gpu_layers > kMaxLayerCount) {
+           json_read::fail(path, "expected a whole number of layers from 0 to 1000000, or -1 for all");
+         }
+       }},
 
       {{"tensor_split", "--tensor-split,--split", "A,B,...",
         "proportions of the offloaded layers per GPU, e.g. 3,1 (default: each GPU's memory)", true},

@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "json_read.h"
@@ -267,6 +268,18 @@ GraphSource parse_graph_source(const json& v, const std::string& source, const s
   return g;
 }
 
+// "topology": a preset's name, else a topology file (a relative path is relative to the scenario file's directory).
+Result<TopologyConfig> load_topology_near(const std::string& name, const std::string& source) {
+  if (topology_preset_text(name) != nullptr) return topology_preset(name);
+  const size_t slash = source.rfind('/');
+  if (name.empty() || name[0] == '/' || slash == std::string::npos) return load_topology(name);
+  const std::string path = source.substr(0, slash + 1) + name;
+  std::error_code ec;
+  // (a name that is no path and no file there keeps load_topology's message, which lists the presets)
+  const bool is_path = name.find('/') != std::string::npos || name.ends_with(".json");
+  return load_topology(is_path || std::filesystem::exists(path, ec) ? path : name);
+}
+
 Scenario parse_root(const json& root, const std::string& source) {
   expect_object(root, "",
                 {"name", "description", "topology", "model", "graph", "next_graph", "policy", "run", "expect"},
@@ -275,9 +288,10 @@ Scenario parse_root(const json& root, const std::string& source) {
   s.source = source;
   s.name = get_string(required(root, "", "name", "the scenario's name"), "name");
   if (const json* x = member(root, "description")) s.description = get_string(*x, "description");
-  const json& topo = required(root, "", "topology", "a preset name such as \"1gpu\" or a topology object");
+  const json& topo =
+      required(root, "", "topology", "a preset name such as \"1gpu\", a topology file's name or a topology object");
   if (topo.is_string()) {
-    auto t = topology_preset(topo.get<std::string>());
+    auto t = load_topology_near(topo.get<std::string>(), source);
     if (!t.ok()) fail("topology", t.status().message());
     s.config.topology = std::move(t).value();
   } else if (topo.is_object()) {
@@ -285,7 +299,7 @@ Scenario parse_root(const json& root, const std::string& source) {
     if (!t.ok()) fail("topology", t.status().message());
     s.config.topology = std::move(t).value();
   } else {
-    type_fail("topology", "a preset name or a topology object", topo);
+    type_fail("topology", "a preset name, a topology file's name or a topology object", topo);
   }
   if (const json* x = member(root, "model")) {
     parse_model(*x, "model", source, &s.config.model);
@@ -307,7 +321,15 @@ Scenario parse_root(const json& root, const std::string& source) {
       fail("run.steps", "a \"-next\" step needs a \"next_graph\"");
     }
   }
-  if (const json* x = member(root, "expect")) parse_expect(*x, "expect", &s.expect);
+  // A scenario checks something, or says that it only runs ("expect": "nothing"; a failure to run still fails it).
+  const json* expect = member(root, "expect");
+  if (expect != nullptr && expect->is_string() && expect->get<std::string>() == "nothing") return s;
+  if (expect != nullptr) parse_expect(*expect, "expect", &s.expect);
+  if (!s.expect.checks_something()) {
+    fail("expect",
+         "the scenario checks nothing: give expectations (docs/scenarios.md) or \"expect\": \"nothing\" to only "
+         "run it");
+  }
   return s;
 }
 

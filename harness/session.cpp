@@ -153,6 +153,19 @@ Status refuse_storage_only(const Graph& g, const SessionConfig& config) {
                   first->name, type_name(first->type), config.topology.name.c_str(), devices.c_str(), more.c_str());
 }
 
+// Out of host memory in memory-backed mode (the simulator backs each device's memory with this machine's, the CPU
+// reference holds another copy): the error says the way out, metadata-only mode.
+Status with_metadata_hint(Status s, const SessionConfig& config) {
+  if (s.code() != StatusCode::kAllocFailed || config.sim.mode != MemoryMode::kBacked ||
+      s.message().find("out of host memory") == std::string::npos) {
+    return s;
+  }
+  return Status(s.code(), s.message() +
+                              "; a memory-backed run holds every weight in this machine's memory: plan, fit and time "
+                              "the model without values in metadata mode (--metadata on the command line, \"run\": "
+                              "{\"mode\": \"metadata-only\"} in a scenario file)");
+}
+
 }  // namespace
 
 Status Session::load_next_graph() {
@@ -179,6 +192,7 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config, co
   s->backends_ = std::move(backends).value();
   const bool backed = config.sim.mode == MemoryMode::kBacked;
   if (config.graph) {
+    s->step("reading the graph");
     auto lg = graph_from_json(config.graph->text, config.graph->source);
     if (!lg.ok()) return lg.status();
     s->loaded_ = std::move(lg).value();
@@ -191,25 +205,34 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config, co
     for (Tensor* w : g.weights) {
       if (std::find(caches.begin(), caches.end(), w) == caches.end()) weights.push_back(w);
     }
+    s->step("placing the weights");
     auto placed = place_model(devices_of(*s->sim_), weights, caches, layer_count(g.weights), config.policy);
-    if (!placed.ok()) return placed.status();
+    if (!placed.ok()) return with_metadata_hint(placed.status(), config);
     s->placement_ = std::move(placed).value();
-    if (backed) TS_RETURN_IF_ERROR(fill_all(fill_plan(g, g.weights), config.model_seed));
+    if (backed) {
+      s->step("filling the weights with random values");
+      TS_RETURN_IF_ERROR(with_metadata_hint(fill_all(fill_plan(g, g.weights), config.model_seed), config));
+    }
     s->input_fill_ = fill_plan(g, input_leafs(g));
     if (config.next_graph) TS_RETURN_IF_ERROR(s->load_next_graph());
   } else {
     if (config.next_graph) TS_RETURN_IF_ERROR(s->load_next_graph());  // (the error: a model has no next graph)
+    s->step("building the model's graph");
     auto model = models::build_llama(config.model);
     if (!model.ok()) return model.status();
     s->model_ = std::move(model).value();
     s->graph_ = s->current_ = s->model_.graph.get();
     s->outputs_ = {s->model_.logits};
     TS_RETURN_IF_ERROR(refuse_storage_only(*s->model_.graph, config));
+    s->step("placing the weights");
     auto placed =
         place_model(devices_of(*s->sim_), s->model_.weights, s->model_.kv_cache, config.model.n_layer, config.policy);
-    if (!placed.ok()) return placed.status();
+    if (!placed.ok()) return with_metadata_hint(placed.status(), config);
     s->placement_ = std::move(placed).value();
-    if (backed) TS_RETURN_IF_ERROR(models::fill_random(s->model_, config.model_seed));
+    if (backed) {
+      s->step("filling the weights with random values");
+      TS_RETURN_IF_ERROR(with_metadata_hint(models::fill_random(s->model_, config.model_seed), config));
+    }
   }
   std::vector<Backend*> bp;
   const std::vector<std::string>& only = config.policy.scheduler_devices;
@@ -224,6 +247,7 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config, co
   for (auto& b : s->backends_) {
     if (only.empty() || std::find(only.begin(), only.end(), b->name()) != only.end()) bp.push_back(b.get());
   }
+  s->step("creating the scheduler");
   auto sched = Scheduler::create(bp, config.policy.scheduler_params());
   if (!sched.ok()) return sched.status();
   s->sched_ = std::move(sched).value();
@@ -251,7 +275,10 @@ Status Session::apply_pins() {
   return Status::Ok();
 }
 
-Status Session::plan() { return sched_->alloc_graph(*graph_); }
+Status Session::plan() {
+  step("planning (splits, copies, compute buffers)");
+  return with_metadata_hint(sched_->alloc_graph(*graph_), config_);
+}
 
 int Session::backend_of_device(size_t device) const { return sched_->backend_index(backends_[device].get()); }
 
@@ -344,6 +371,7 @@ Result<RunStats> Session::run(int evaluations, bool check_numerics) {
   current_ = graph_;  // run() evaluates the first graph only
   TS_RETURN_IF_ERROR(plan());
   TS_RETURN_IF_ERROR(set_inputs());
+  step("computing");
   for (int i = 0; i < std::max(evaluations, 1); ++i) {
     TS_RETURN_IF_ERROR(compute_status(sched_->graph_compute_async(*graph_), sched_->last_error()));
     computes_.push_back(false);
@@ -390,6 +418,7 @@ Result<RunStats> Session::run_steps(const std::vector<Step>& steps, bool check_n
 
 Result<RunStats> Session::finish_run(bool check_numerics) {
   // a failure of queued work (an asynchronous device) is the run's failure
+  step("computing");
   if (Status sync = sched_->synchronize(); !sync.ok()) return sync;
   sim_->finish();
   RunStats r;
@@ -397,8 +426,9 @@ Result<RunStats> Session::finish_run(bool check_numerics) {
   r.races = sim_->races().size();
   r.errors = sim_->errors();
   if (check_numerics && config_.sim.mode == MemoryMode::kBacked) {
+    step("computing the CPU reference");
     auto want = reference_outputs();
-    if (!want.ok()) return want.status();
+    if (!want.ok()) return with_metadata_hint(want.status(), config_);
     auto got = read_outputs();
     if (!got.ok()) return got.status();
     const std::vector<float>& w = want.value();

@@ -215,10 +215,24 @@ Status validate(const LlamaConfig& c) {
   if (!is_weight_type(c.kv_type)) {
     return invalid(format_message("kv_type must be f32, f16, bf16 or a quantized type, got %s", type_name(c.kv_type)));
   }
+  // Attention without flash attention reads V transposed (cont(transpose(V))), which a block-quantized V cannot be;
+  // llama.cpp refuses the same ("V cache quantization requires flash_attn").
+  if (!c.flash_attn && type_traits(c.kv_type).is_quantized) {
+    return invalid(
+        format_message("kv_type %s needs flash attention: without it V is read transposed, which a quantized "
+                       "cache cannot be; use flash attention or kv_type f16, bf16 or f32",
+                       type_name(c.kv_type)));
+  }
   const int64_t wb = type_traits(c.weight_type).block_size;
   if (c.n_embd % wb != 0 || c.n_ff % wb != 0 || c.n_embd_q() % wb != 0) {
     return invalid(format_message("n_embd, n_ff and head_dim * n_head must be multiples of %lld for weight type %s",
                                   static_cast<long long>(wb), type_name(c.weight_type)));
+  }
+  if (type_traits(c.kv_type).is_quantized && c.head_dim() % type_traits(c.kv_type).block_size != 0) {
+    return invalid(
+        format_message("head_dim %lld (n_embd / n_head) must be a multiple of the %s block size (the cache "
+                       "is viewed head by head)",
+                       static_cast<long long>(c.head_dim()), type_name(c.kv_type)));
   }
   if (c.n_embd_kv() % type_traits(c.kv_type).block_size != 0) {
     return invalid(

@@ -1,10 +1,14 @@
-// Values for a llama model with real memory (see llama.h): seeded random weights and cache, and the inputs of one
-// decoder step.
+// Values for a llama model with real memory (see llama.h): seeded random weights and cache, filled in parallel, and
+// the inputs of one decoder step.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <random>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "tessera/backend.h"
@@ -23,19 +27,80 @@ uint64_t mix(uint64_t seed, uint64_t salt) {
   return z ^ (z >> 31);
 }
 
+// An approximately standard normal value for element `index` of a stream: the sum of four 16-bit uniforms taken from
+// one hash of (stream, index), centred and scaled to variance 1 (Irwin-Hall; the values lie within +-3.47). A value
+// depends on its index alone, so the work may be split in any way and the result is the same.
+float normal_at(uint64_t stream, uint64_t index) {
+  const uint64_t h = mix(stream, index);
+  const float sum = static_cast<float>(h & 0xffff) + static_cast<float>((h >> 16) & 0xffff) +
+                    static_cast<float>((h >> 32) & 0xffff) + static_cast<float>(h >> 48);
+  return (sum * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;  // sqrt(3): four uniforms have variance 1/3
+}
+
+// Threads for a fill of `rows` rows of `row_len` values: one per 2^18 values, at most `limit` (0: one per hardware
+// thread).
+int64_t fill_threads(int64_t rows, int64_t row_len, int limit) {
+  constexpr int64_t kValuesPerThread = int64_t{1} << 18;
+  const int64_t most = limit > 0 ? limit : std::max<int64_t>(1, std::thread::hardware_concurrency());
+  return std::clamp<int64_t>(rows * row_len / kValuesPerThread, 1, std::min(most, rows));
+}
+
+// Runs work(k, first_row, end_row) for k = 0 .. n - 1 over equal ranges of `rows` rows, each on a thread of its own
+// (the last on this one; where a thread cannot be started, this one does the remaining rows).
+template <typename Work>
+void for_row_ranges(int64_t rows, int64_t n, const Work& work) {
+  std::vector<std::thread> threads;
+  int64_t handed = 0;  // rows given to threads
+  for (int64_t k = 0; k + 1 < n; ++k) {
+    const int64_t r0 = rows * k / n, r1 = rows * (k + 1) / n;
+    try {
+      threads.emplace_back([&work, k, r0, r1] { work(k, r0, r1); });
+    } catch (const std::system_error&) {
+      break;
+    }
+    handed = r1;
+  }
+  work(static_cast<int64_t>(threads.size()), handed, rows);
+  for (std::thread& t : threads) t.join();
+}
+
+// Fills a contiguous tensor with mean + stddev * normal_at(stream, i) for its element i (in memory order), converted
+// to its type row by row in parallel, then written in one piece.
+Status fill_tensor(Tensor& t, uint64_t stream, float mean, float stddev, int threads) {
+  const TypeTraits& tt = type_traits(t.type);
+  if (tt.from_float == nullptr || t.type == Type::kI32 || !is_contiguous(t) || t.ne[0] < 1) {
+    return TS_ERROR(StatusCode::kUnsupported, "fill_random: %s: cannot fill %s with random values", t.name,
+                    describe(t).c_str());
+  }
+  const int64_t row_len = t.ne[0], rows = nelements(t) / row_len, n = fill_threads(rows, row_len, threads);
+  const size_t rs = row_size(t.type, row_len), size = static_cast<size_t>(rows) * rs;
+  std::vector<uint8_t> bytes;
+  std::vector<float> scratch;  // a row of floats per thread
+  try {
+    bytes.resize(size);
+    scratch.resize(static_cast<size_t>(n * row_len));
+  } catch (const std::bad_alloc&) {
+    return TS_ERROR(StatusCode::kAllocFailed, "fill_random: %s: out of host memory for %zu bytes", t.name, size);
+  }
+  for_row_ranges(rows, n, [&](int64_t k, int64_t r0, int64_t r1) {
+    float* row = scratch.data() + k * row_len;
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint64_t first = static_cast<uint64_t>(r * row_len);
+      for (int64_t i = 0; i < row_len; ++i)
+        row[i] = mean + stddev * normal_at(stream, first + static_cast<uint64_t>(i));
+      tt.from_float(row, bytes.data() + static_cast<size_t>(r) * rs, row_len);
+    }
+  });
+  Status s = tensor_set(t, bytes.data(), 0, size);
+  if (!s.ok()) return Status(s.code(), std::string("fill_random: ") + t.name + ": " + s.message());
+  return s;
+}
+
 }  // namespace
 
-Status fill_random(LlamaGraph& model, uint64_t seed) {
-  auto fill = [&](Tensor* t, uint64_t salt, float mean, float stddev) -> Status {
-    std::mt19937_64 rng(mix(seed, salt));
-    std::normal_distribution<float> dist(mean, stddev);
-    std::vector<float> v(static_cast<size_t>(nelements(*t)));
-    for (float& f : v) f = dist(rng);
-    Status s = tensor_from_f32(*t, v);
-    if (!s.ok()) return Status(s.code(), std::string("fill_random: ") + t->name + ": " + s.message());
-    return s;
-  };
-  // Salts: weight i draws with salt i, the cache after them (the same cache whether the weights are drawn or read).
+Status fill_random(LlamaGraph& model, uint64_t seed, int threads) {
+  // Each tensor's stream: its position among the weights, then the cache (the same cache whether the weights are
+  // drawn or read from the model's file).
   uint64_t salt = 0;
   if (model.config.weights_file != nullptr) {
     TS_RETURN_IF_ERROR(read_file_weights(model));
@@ -51,10 +116,10 @@ Status fill_random(LlamaGraph& model, uint64_t seed) {
                            : is_norm ? 0.1f
                            : is_embd ? 1.0f
                                      : 1.0f / std::sqrt(static_cast<float>(w->ne[0]));
-      TS_RETURN_IF_ERROR(fill(w, salt++, is_norm ? 1.0f : 0.0f, stddev));
+      TS_RETURN_IF_ERROR(fill_tensor(*w, mix(seed, salt++), is_norm ? 1.0f : 0.0f, stddev, threads));
     }
   }
-  for (Tensor* kv : model.kv_cache) TS_RETURN_IF_ERROR(fill(kv, salt++, 0.0f, 1.0f));
+  for (Tensor* kv : model.kv_cache) TS_RETURN_IF_ERROR(fill_tensor(*kv, mix(seed, salt++), 0.0f, 1.0f, threads));
   return Status::Ok();
 }
 

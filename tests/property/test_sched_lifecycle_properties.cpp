@@ -32,7 +32,8 @@ constexpr const char* kScenario = R"({
     {"name": "cpu", "type": "cpu", "wraps": "CPU", "host_visible": true, "memory": "8 GiB",
      "caps": {"async": false, "events": false}}]},
   "model": {"preset": "tiny", "n_layer": 2, "n_tokens": 8},
-  "policy": {"n_gpu_layers": 1}
+  "policy": {"n_gpu_layers": 1},
+  "expect": "nothing"
 })";
 
 // Layer-0 nodes (on the CPU unless pinned) and layer-1 nodes (on the GPU unless pinned).

@@ -85,7 +85,8 @@ RC_GTEST_PROP(SchedSplitProperties, NodesAddingSeveralInputsNeverOverflowTheLimi
        "caps": {"async": false, "events": false}}]},
     "graph": )") + fan_in_graph(layers) +
                                R"(,
-    "policy": {"n_gpu_layers": -1, "op_offload": false}
+    "policy": {"n_gpu_layers": -1, "op_offload": false},
+    "expect": "nothing"
   })";
   Result<Scenario> sc = parse_scenario(scenario, "fan-in (test)");
   if (!sc.ok()) RC_FAIL("scenario: " + sc.status().message());

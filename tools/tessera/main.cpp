@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -21,11 +22,14 @@
 #include "tessera/builtin.h"
 #include "tessera/gguf.h"
 #include "tessera/models/from_gguf.h"
+#include "junit.h"
+#include "progress.h"
 
 using namespace tessera;
 using namespace tessera::sim;
 using namespace tessera::harness;
 using ojson = nlohmann::ordered_json;
+using tessera::tool::Progress;
 
 namespace {
 
@@ -77,7 +81,9 @@ void add_common(CLI::App* app, Options* o) {
   }
   app->add_option("--seed", o->seed, "simulator seed (adversarial delays, weights and inputs)");
   app->add_flag("--adversarial", o->adversarial, "random command delays to explore interleavings");
-  app->add_flag("--metadata", o->metadata, "metadata-only memory: plan and time models larger than this machine");
+  app->add_flag("--metadata", o->metadata,
+                "run and trace without values (metadata-only memory: models larger than this machine); plan, dot "
+                "and fit always work so");
   app->add_flag("--json", o->json, "machine-readable output");
 }
 
@@ -173,21 +179,27 @@ std::string headline(const Session& s) {
 // What the JSON reports call the workload: the model preset's name, or the graph file.
 std::string workload_name(const SessionConfig& c) { return c.graph ? c.graph->source : c.model.name; }
 
-// Creates and plans a session; prints the error and returns null on failure (*code says which exit code).
-std::unique_ptr<Session> planned_session(const Options& o, int* code) {
+// Creates and plans a session, showing its long steps on `progress`; prints the error and returns null on failure
+// (*code says which exit code).
+std::unique_ptr<Session> planned_session(const Options& o, Progress* progress, int* code) {
+  progress->step("reading the model and the topology");
   auto cfg = make_config(o);
   if (!cfg.ok()) {
+    progress->done();
     std::fprintf(stderr, "tessera: %s\n", cfg.status().message().c_str());
     *code = kInputError;
     return nullptr;
   }
+  cfg.value().progress = [progress](const char* step) { progress->step(step); };
   auto s = Session::create(cfg.value(), &builtin_registry());
+  progress->done();
   if (!s.ok()) {
     std::fprintf(stderr, "tessera: %s\n", s.status().message().c_str());
     *code = s.status().code() == StatusCode::kAllocFailed ? kExpectationFailed : kInputError;
     return nullptr;
   }
   Status p = s.value()->plan();
+  progress->done();
   if (!p.ok()) {
     std::fprintf(stderr, "tessera: the placement cannot be planned: %s\n", p.message().c_str());
     *code = kExpectationFailed;
@@ -211,11 +223,19 @@ int save_planned_graph(Session& s, const std::string& path) {
   return kOk;
 }
 
-int cmd_plan(const Options& o, const std::vector<std::string>& explain, bool all_splits,
-             const std::string& save_graph) {
+// A plan reads no values: plan, dot, fit and --explain work in metadata-only mode (the sizes are the same).
+int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits, const std::string& save_graph) {
+  o.metadata = true;
   int code = kOk;
-  auto s = planned_session(o, &code);
+  Progress progress(!o.json);
+  auto s = planned_session(o, &progress, &code);
   if (!s) return code;
+  for (const std::string& name : explain) {
+    if (s->find_tensor(name) == nullptr) {
+      std::fprintf(stderr, "tessera: --explain %s: no tensor of that name in the graph\n", name.c_str());
+      return kInputError;
+    }
+  }
   if (o.json) {
     ojson j = {{"topology", s->config().topology.name},
                {"model", workload_name(s->config())},
@@ -241,10 +261,12 @@ int cmd_plan(const Options& o, const std::vector<std::string>& explain, bool all
 
 int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_note) {
   int code = kOk;
-  auto s = planned_session(o, &code);
+  Progress progress(!o.json);
+  auto s = planned_session(o, &progress, &code);
   if (!s) return code;
   std::fprintf(stderr, "tessera: running %d evaluation(s)...\n", o.evaluations);
   auto r = s->run(o.evaluations, true);
+  progress.done();
   if (!r.ok()) {
     std::fprintf(stderr, "tessera: the run failed: %s\n", r.status().message().c_str());
     return kExpectationFailed;
@@ -297,9 +319,11 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
   return st.races == 0 && numerics_ok ? kOk : kExpectationFailed;
 }
 
-int cmd_dot(const Options& o, const std::string& out_file) {
+int cmd_dot(Options o, const std::string& out_file) {
+  o.metadata = true;  // a plan reads no values
   int code = kOk;
-  auto s = planned_session(o, &code);
+  Progress progress(true);
+  auto s = planned_session(o, &progress, &code);
   if (!s) return code;
   const std::string dot = s->dot();
   if (out_file.empty() || out_file == "-") {
@@ -317,18 +341,38 @@ int cmd_dot(const Options& o, const std::string& out_file) {
   return kOk;
 }
 
-int cmd_repro(const std::vector<std::string>& files, bool json) {
+// Runs each scenario file and checks its expectations; ends with "N passed, M failed" (standard error with --json)
+// and, with `junit_file`, writes a JUnit XML report (a file that cannot be read is an error case there).
+int cmd_repro(const std::vector<std::string>& files, bool json, const std::string& junit_file) {
   int code = kOk;
   ojson all = ojson::array();
+  std::vector<tool::JunitCase> cases;
+  int passed = 0, failed = 0, unread = 0;
+  Progress progress(!json);
   for (size_t i = 0; i < files.size(); ++i) {
     auto sc = load_scenario_file(files[i]);
     if (!sc.ok()) {
       std::fprintf(stderr, "tessera: %s\n", sc.status().message().c_str());
       code = kInputError;
+      ++unread;
+      cases.push_back({files[i], files[i], 0, tool::JunitCase::Result::kError, sc.status().message(), ""});
       continue;
     }
     if (files.size() > 1) std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, files.size(), files[i].c_str());
+    const auto start = std::chrono::steady_clock::now();
+    sc.value().config.progress = [&progress](const char* step) { progress.step(step); };
     const ScenarioOutcome out = run_scenario(sc.value(), &builtin_registry());
+    progress.done();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string lines;
+    size_t n_failed = 0;
+    for (const auto& r : out.results) {
+      lines += format_message("[%s] %s: %s\n", r.ok ? "ok" : "FAIL", r.what.c_str(), r.detail.c_str());
+      n_failed += r.ok ? 0 : 1;
+    }
+    cases.push_back({sc.value().name, files[i], seconds,
+                     out.passed ? tool::JunitCase::Result::kPassed : tool::JunitCase::Result::kFailed,
+                     format_message("%zu of %zu expectations failed", n_failed, out.results.size()), lines});
     if (json) {
       ojson res = ojson::array();
       for (const auto& r : out.results) res.push_back({{"expectation", r.what}, {"ok", r.ok}, {"found", r.detail}});
@@ -342,9 +386,22 @@ int cmd_repro(const std::vector<std::string>& files, bool json) {
       }
       if (!out.passed && !out.report.empty()) std::printf("\n%s\n", out.report.c_str());
     }
+    (out.passed ? passed : failed) += 1;
     if (!out.passed && code == kOk) code = kExpectationFailed;
   }
   if (json) std::cout << all.dump(2) << "\n";
+  std::string summary = format_message("%d passed, %d failed", passed, failed);
+  if (unread > 0) summary += format_message(", %d not run (the file could not be read)", unread);
+  std::fprintf(json ? stderr : stdout, "%s\n", summary.c_str());
+  if (!junit_file.empty()) {
+    std::ofstream xml(junit_file);
+    xml << tool::junit_xml("tessera repro", cases);
+    xml.close();
+    if (!xml) {
+      std::fprintf(stderr, "tessera: --junit %s: cannot write the file\n", junit_file.c_str());
+      return kInputError;
+    }
+  }
   return code;
 }
 
@@ -365,12 +422,16 @@ int cmd_fit(Options o) {
   std::vector<int> gpus;
   for (size_t i = 0; i + 1 < base.value().topology.devices.size(); ++i) gpus.push_back(static_cast<int>(i));
   std::vector<int> counts;
+  Progress progress(!o.json);
   auto fits = [&](const std::vector<int>& c) {
     SessionConfig cfg = base.value();
     cfg.policy.layers_per_device = c;
     cfg.policy.tensor_split.clear();
+    cfg.progress = [&progress](const char* step) { progress.step(step); };
     auto s = Session::create(cfg, &builtin_registry());
-    return s.ok() && s.value()->plan().ok();
+    const bool ok = s.ok() && s.value()->plan().ok();
+    progress.done();
+    return ok;
   };
   int remaining = n_layer;
   for (size_t g = 0; g < gpus.size(); ++g) {
@@ -460,6 +521,7 @@ int main(int argc, char** argv) {
   std::string trace_file, trace_out = "tessera-trace.json", dot_out, show, save_graph;
   std::vector<std::string> scenario_files;
   bool repro_json = false, topo_json = false;
+  std::string junit_file;
 
   CLI::App* plan = app.add_subcommand("plan", "assignment, splits, copies, per-device memory, explanations");
   add_common(plan, &o);
@@ -483,6 +545,7 @@ int main(int argc, char** argv) {
   CLI::App* repro = app.add_subcommand("repro", "run scenario files and check their expectations (exit 0/1)");
   repro->add_option("scenarios", scenario_files, "scenario files")->required();
   repro->add_flag("--json", repro_json, "machine-readable output");
+  repro->add_option("--junit", junit_file, "also write a JUnit XML report (one test case per scenario file)");
 
   CLI::App* fit = app.add_subcommand("fit", "largest layer offload per device that fits each device's memory");
   add_common(fit, &o);
@@ -515,7 +578,7 @@ int main(int argc, char** argv) {
       return rc;
     }
     if (*dot) return cmd_dot(o, dot_out);
-    if (*repro) return cmd_repro(scenario_files, repro_json);
+    if (*repro) return cmd_repro(scenario_files, repro_json, junit_file);
     if (*fit) return cmd_fit(o);
     if (*topologies) return cmd_topologies(show, topo_json);
     if (*inspect) {

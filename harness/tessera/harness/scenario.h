@@ -1,5 +1,6 @@
-// Scenario files: a topology (a preset's name or inline), a model, a placement policy, the simulator's
-// options and expectations; `tessera repro FILE` runs one and checks its expectations. Format: docs/scenarios.md.
+// Scenario files: a topology (a preset's name, a file or inline), a model, a placement policy, the simulator's
+// options and expectations (at least one, or "expect": "nothing"); `tessera repro FILE` runs one and checks its
+// expectations. Format: docs/scenarios.md.
 #pragma once
 
 #include <optional>
@@ -38,6 +39,13 @@ struct Expectations {
   double max_nmse = 1e-4;
   bool allow_non_finite = false;    // outputs_match_reference accepts NaN/Inf where the reference has the same
   std::optional<int> max_reserves;  // re-plans of the compute buffers over all evaluations
+
+  // Whether any expectation is set (max_nmse and allow_non_finite only qualify outputs_match_reference).
+  bool checks_something() const {
+    return scheduling_ok || !error_contains.empty() || max_splits || min_splits || max_split_inputs || !nodes.empty() ||
+           !peak_memory.empty() || !weights.empty() || no_race.value_or(false) ||
+           outputs_match_reference.value_or(false) || max_reserves;
+  }
 };
 
 struct Scenario {

@@ -4,6 +4,7 @@
 // reference), and report.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,9 @@ struct SessionConfig {
   PlacementPolicy policy;
   sim::SimOptions sim;
   uint64_t model_seed = 1;  // weights, cache and inputs
+  // Called at the start of each step of create, plan and run that may take long ("building the graph", "filling the
+  // weights", "planning", ...) with the step's name, for a progress display; may be empty.
+  std::function<void(const char* step)> progress;
 };
 
 struct DeviceMemory {
@@ -120,6 +124,9 @@ class Session {
   std::unique_ptr<sim::Simulator> sim_;
   std::vector<std::unique_ptr<Backend>> backends_;
   Status apply_pins();
+  void step(const char* name) const {
+    if (config_.progress) config_.progress(name);
+  }
   Result<RunStats> finish_run(bool check_numerics);  // synchronize, timeline and race counts, numerics
   int backend_of_device(size_t device) const;        // the scheduler's backend index of a device, -1 if left out
 

@@ -154,10 +154,13 @@ struct LlamaGraph {
 Result<LlamaGraph> build_llama(const LlamaConfig& config);
 
 // Helpers to compute a model with real memory (weights, cache and graph allocated).
-// Random weights (seeded; normal, scaled by 1/sqrt(ne0); norms around 1) and a random cache (the slots before the new
-// tokens hold earlier tokens' K/V). The same config and seed give the same values for every attention variant.
-// With config.weights_file the weights are that file's (read_file_weights) and only the cache is drawn.
-Status fill_random(LlamaGraph& model, uint64_t seed);
+// Random weights (seeded; approximately normal, scaled by 1/sqrt(ne0); norms around 1) and a random cache (the slots
+// before the new tokens hold earlier tokens' K/V). Each tensor has its own stream and each value depends only on its
+// index in it, so the values are the same for any number of threads (`threads`: at most that many; 0 = one per
+// hardware thread) and, for the same config and seed, for every attention variant. Errors: a tensor that cannot hold
+// values (unallocated, a storage-only type), out of host memory. With config.weights_file the weights are that
+// file's (read_file_weights) and only the cache is drawn.
+Status fill_random(LlamaGraph& model, uint64_t seed, int threads = 0);
 
 // The input values of one decoder step: n_tokens new tokens at positions n_kv - n_tokens .. n_kv - 1, written to the
 // cache slots of the same index, with a causal mask; logits for the last n_outputs tokens.

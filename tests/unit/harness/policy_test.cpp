@@ -185,9 +185,9 @@ TEST(PolicyOptions, EveryOptionMeansTheSameOnTheCommandLineAndInAFile) {
     ASSERT_NE(c, nullptr);
     PlacementPolicy from_cli;
     for (const std::string& t : c->texts) ASSERT_TRUE(apply_policy_option(o.key, t, &from_cli).ok()) << t;
-    auto sc = parse_scenario(
-        std::string(R"({"name": "x", "topology": "1gpu", "policy": {")") + o.key + "\": " + c->json + "}}",
-        "case.json");
+    auto sc = parse_scenario(std::string(R"({"name": "x", "topology": "1gpu", "expect": "nothing", "policy": {")") +
+                                 o.key + "\": " + c->json + "}}",
+                             "case.json");
     ASSERT_TRUE(sc.ok()) << sc.status().to_string();
     EXPECT_TRUE(same_policy(from_cli, sc.value().config.policy));
     EXPECT_FALSE(same_policy(from_cli, PlacementPolicy{})) << "the case does not change the default";
@@ -218,6 +218,7 @@ TEST(PolicyOptions, BadValuesNameTheFlagAndWhatWasExpected) {
   for (const Bad& b : std::vector<Bad>{
            {"n_gpu_layers", "x", "--ngl x: expected a whole number"},
            {"n_gpu_layers", "5 ", "--ngl 5 : expected a whole number"},
+           {"n_gpu_layers", "-7", "--ngl -7: expected a whole number of layers from 0 to 1000000, or -1 for all"},
            {"tensor_split", "3,,1", "--tensor-split 3,,1: expected numbers separated by commas"},
            {"tensor_split", "nan", "--tensor-split nan: expected numbers"},
            {"layers_per_device", "-1", "--layers-per-device -1: expected layer counts"},
@@ -234,6 +235,10 @@ TEST(PolicyOptions, BadValuesNameTheFlagAndWhatWasExpected) {
   auto sc = parse_scenario(R"({"name": "x", "topology": "1gpu", "policy": {"max_split_inputs": 9}})", "case.json");
   ASSERT_FALSE(sc.ok());
   EXPECT_THAT(sc.status().message(), HasSubstr("policy.max_split_inputs: expected a whole number between 10"));
+  // A negative layer count other than -1 meant "all" without a word.
+  sc = parse_scenario(R"({"name": "x", "topology": "1gpu", "policy": {"n_gpu_layers": -7}})", "case.json");
+  ASSERT_FALSE(sc.ok());
+  EXPECT_THAT(sc.status().message(), HasSubstr("policy.n_gpu_layers: expected a whole number of layers from 0"));
 }
 
 }  // namespace

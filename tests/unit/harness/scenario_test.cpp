@@ -33,7 +33,7 @@ std::string error_of(const std::string& text) {
 }
 
 TEST(SimScenarioParse, AMinimalScenarioTakesTheDefaults) {
-  auto s = parse_scenario(R"({"name": "x", "topology": "1gpu"})", "case.json");
+  auto s = parse_scenario(R"({"name": "x", "topology": "1gpu", "expect": "nothing"})", "case.json");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(s.value().name, "x");
   EXPECT_EQ(s.value().config.topology.name, "1gpu");
@@ -141,7 +141,7 @@ TEST(SimScenarioParse, ModelCountsOutOfTheirFieldsRangeAreErrorsNamingTheField) 
 TEST(SimScenarioParse, WrongTypesSayWhatWasExpected) {
   EXPECT_THAT(error_of(R"({"name": 5, "topology": "1gpu"})"), HasSubstr("name: expected a string, got a number (5)"));
   EXPECT_THAT(error_of(R"({"name": "x", "topology": 3})"),
-              HasSubstr("topology: expected a preset name or a topology object"));
+              HasSubstr("topology: expected a preset name, a topology file's name or a topology object"));
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "policy": {"parallel": "yes"}})"),
               HasSubstr("policy.parallel: expected true or false"));
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "policy": {"tensor_split": [1, "a"]}})"),
@@ -378,7 +378,8 @@ SessionConfig graph_config(const std::string& json, const char* topology) {
 }  // namespace
 
 TEST(SimScenarioGraph, AnInlineGraphIsRead) {
-  const std::string text = R"({"name": "g", "topology": "1gpu", "graph": )" + tiny_graph_json(true) + "}";
+  const std::string text =
+      R"({"name": "g", "topology": "1gpu", "expect": "nothing", "graph": )" + tiny_graph_json(true) + "}";
   auto s = parse_scenario(text, "case.json");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   ASSERT_TRUE(s.value().config.graph.has_value());
@@ -627,9 +628,10 @@ std::string small_graph(const char* w_name, int rows, bool extra) {
 
 TEST(SimScenarioParse, ANextGraphAndItsStepsAreRead) {
   const std::string g = small_graph("blk.0.w", 8, true);
-  auto s = parse_scenario(R"({"name": "x", "topology": "1gpu", "graph": )" + g + R"(, "next_graph": )" + g +
-                              R"(, "run": {"steps": ["reserve-next", "alloc-next", "compute-next", "compute"]}})",
-                          "s.json");
+  auto s =
+      parse_scenario(R"({"name": "x", "topology": "1gpu", "expect": "nothing", "graph": )" + g + R"(, "next_graph": )" +
+                         g + R"(, "run": {"steps": ["reserve-next", "alloc-next", "compute-next", "compute"]}})",
+                     "s.json");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   using St = Session::Step;
   EXPECT_EQ(s->steps, (std::vector<St>{St::kReserveNext, St::kAllocNext, St::kComputeNext, St::kCompute}));

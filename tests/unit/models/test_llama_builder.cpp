@@ -132,6 +132,14 @@ TEST(LlamaBuilder, InvalidConfigsAreErrors) {
   c = tiny(false, true);
   c.n_layer = 0;
   expect_error(c, "n_layer");
+  // A quantized cache: V is read transposed without flash attention, and the cache is viewed per head.
+  c = tiny(false, false);
+  c.n_embd = 128;  // head_dim 32
+  c.kv_type = Type::kQ8_0;
+  expect_error(c, "kv_type q8_0 needs flash attention");
+  c = tiny(false, true);  // head_dim 16
+  c.kv_type = Type::kQ8_0;
+  expect_error(c, "head_dim 16 (n_embd / n_head) must be a multiple of the q8_0 block size");
 }
 
 TEST(LlamaBuilder, GgufNamesAndShapes) {
@@ -253,6 +261,28 @@ TEST(LlamaBuilder, SameSeedSameLogitsDifferentSeedDifferent) {
   std::vector<float> a = compute_logits(c, 5), b = compute_logits(c, 5), d = compute_logits(c, 6);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, d);
+}
+
+// Each weight has its own stream and each value depends on its index only: the thread count changes nothing.
+TEST(LlamaBuilder, RandomWeightsDoNotDependOnTheThreadCount) {
+  LlamaConfig c = tiny(false, true);
+  c.n_vocab = 4096;  // token_embd and output: 256 Ki values each, split over several threads
+  auto bytes_with = [&](int threads) {
+    CpuModel cm = make_cpu_model(c, 3);
+    EXPECT_TRUE(fill_random(cm.m, 9, threads).ok());
+    std::vector<uint8_t> all;
+    for (const std::vector<Tensor*>* list : {&cm.m.weights, &cm.m.kv_cache}) {
+      for (const Tensor* t : *list) {
+        std::vector<uint8_t> b(nbytes(*t));
+        EXPECT_TRUE(tensor_get(*t, b.data(), 0, b.size()).ok());
+        all.insert(all.end(), b.begin(), b.end());
+      }
+    }
+    return all;
+  };
+  const std::vector<uint8_t> one = bytes_with(1);
+  EXPECT_EQ(one, bytes_with(3));
+  EXPECT_EQ(one, bytes_with(0));  // one thread per hardware thread
 }
 
 TEST(LlamaBuilder, OutputRowsMatchTheFullBatch) {
