@@ -174,7 +174,8 @@ class GraphReader {
         s.ne[i] = get_count(ne[i], element(p, i), "an element count (a whole number in [0, 2^62])", kMaxExtent);
       }
       for (int i = 0; i < kMaxDims; ++i) {
-        if (__builtin_mul_overflow(total, s.ne[i], &total) || total > kMaxExtent) {
+        // Zeros count as ones: an empty tensor's row count (what kernels loop over) is bounded too.
+        if (__builtin_mul_overflow(total, s.ne[i] == 0 ? 1 : s.ne[i], &total) || total > kMaxExtent) {
           fail(p, "expected at most 2^62 elements in all, got " + array_text(s.ne) + " (the product overflows)");
         }
       }

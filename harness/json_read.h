@@ -235,9 +235,12 @@ inline double get_number(const json& v, const std::string& path) {
 }
 
 inline int get_int(const json& v, const std::string& path) {
+  constexpr std::string_view kWhat = "a whole number between -1000000 and 1000000";
   if (!v.is_number_integer()) type_fail(path, "a whole number", v);
+  // An unsigned value above 2^63 - 1 read as int64 wraps (18446744073709551615 would be -1): range-check it unsigned.
+  if (v.is_number_unsigned() && v.get<uint64_t>() > 1000000) type_fail(path, kWhat, v);
   const int64_t i = v.get<int64_t>();
-  if (i < -1000000 || i > 1000000) type_fail(path, "a whole number between -1000000 and 1000000", v);
+  if (i < -1000000 || i > 1000000) type_fail(path, kWhat, v);
   return static_cast<int>(i);
 }
 

@@ -102,7 +102,11 @@ const std::vector<Entry>& entries() {
          return Status::Ok();
        },
        [](const json& v, const std::string& path, PlacementPolicy* p) {
-         p->tensor_split = get_list<double>(v, path, "numbers", get_number);
+         p->tensor_split = get_list<double>(v, path, "numbers", [](const json& e, const std::string& ep) {
+           const double d = get_number(e, ep);
+           if (!(d >= 0)) fail(ep, "expected a proportion >= 0, got " + describe(e));
+           return d;
+         });
        }},
 
       {{"layers_per_device", "--layers-per-device", "A,B,...",
@@ -119,7 +123,9 @@ const std::vector<Entry>& entries() {
        },
        [](const json& v, const std::string& path, PlacementPolicy* p) {
          p->layers_per_device = get_list<int>(v, path, "layer counts", [](const json& e, const std::string& ep) {
-           return static_cast<int>(std::min<int64_t>(get_count(e, ep), kMaxLayerCount));
+           // Range-checked, not clamped: 4294967298 must be an error naming the entry, not a million layers.
+           return static_cast<int>(
+               get_count(e, ep, "a layer count (a whole number from 0 to 1000000)", kMaxLayerCount));
          });
        }},
 

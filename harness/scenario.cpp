@@ -189,6 +189,12 @@ void parse_run(const json& v, const std::string& path, Scenario* s) {
   }
 }
 
+// A count an expectation compares with (splits, inputs, reserves): range-checked, not clamped, so that the report
+// never states a number the file does not.
+int get_int_count(const json& v, const std::string& path) {
+  return static_cast<int>(get_count(v, path, "a whole number from 0 to 1073741824", int64_t{1} << 30));
+}
+
 void parse_expect(const json& v, const std::string& path, Expectations* e) {
   expect_object(v, path,
                 {"scheduling", "error_contains", "max_splits", "min_splits", "max_split_inputs", "nodes", "peak_memory",
@@ -200,15 +206,12 @@ void parse_expect(const json& v, const std::string& path, Expectations* e) {
     e->scheduling_ok = s == "ok";
   }
   if (const json* x = member(v, "error_contains")) e->error_contains = get_string(*x, child(path, "error_contains"));
-  if (const json* x = member(v, "max_splits"))
-    e->max_splits = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "max_splits")), 1 << 30));
+  if (const json* x = member(v, "max_splits")) e->max_splits = get_int_count(*x, child(path, "max_splits"));
   if (const json* x = member(v, "max_split_inputs")) {
-    e->max_split_inputs = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "max_split_inputs")), 1 << 30));
+    e->max_split_inputs = get_int_count(*x, child(path, "max_split_inputs"));
   }
-  if (const json* x = member(v, "min_splits"))
-    e->min_splits = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "min_splits")), 1 << 30));
-  if (const json* x = member(v, "max_reserves"))
-    e->max_reserves = static_cast<int>(std::min<int64_t>(get_count(*x, child(path, "max_reserves")), 1 << 30));
+  if (const json* x = member(v, "min_splits")) e->min_splits = get_int_count(*x, child(path, "min_splits"));
+  if (const json* x = member(v, "max_reserves")) e->max_reserves = get_int_count(*x, child(path, "max_reserves"));
   if (const json* x = member(v, "nodes")) {
     e->nodes = get_list<Expectations::NodeOn>(
         *x, child(path, "nodes"), "{\"node\": name, \"device\": name} objects",

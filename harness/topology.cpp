@@ -246,8 +246,9 @@ Status validate_device(const DeviceConfig& d, const std::string& path) {
   if (iequal(d.name, "host"))
     return invalid(child(path, "name") + ": \"host\" is reserved for link endpoints (host memory)");
   if (d.memory == 0) return invalid(child(path, "memory") + ": expected a memory size > 0");
-  if (!is_power_of_two(d.alignment)) {
-    return invalid(child(path, "alignment") + ": expected a power of two, got " + std::to_string(d.alignment));
+  if (!is_power_of_two(d.alignment) || d.alignment > kMaxAlignment) {
+    return invalid(child(path, "alignment") + ": expected a power of two up to 1 GiB (1073741824), got " +
+                   std::to_string(d.alignment));
   }
   if (d.max_alloc == 0) return invalid(child(path, "max_alloc") + ": expected a size > 0");
   const int type = static_cast<int>(d.type);

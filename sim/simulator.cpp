@@ -39,9 +39,10 @@ Status check_topology(const TopologyConfig& t) {
                         d.name.c_str());
       }
     }
-    if (d.alignment == 0 || (d.alignment & (d.alignment - 1)) != 0) {
-      return TS_ERROR(StatusCode::kInvalidArgument, "topology %s: device %s: alignment %zu is not a power of two",
-                      t.name.c_str(), d.name.c_str(), d.alignment);
+    if (d.alignment == 0 || (d.alignment & (d.alignment - 1)) != 0 || d.alignment > kMaxAlignment) {
+      return TS_ERROR(StatusCode::kInvalidArgument,
+                      "topology %s: device %s: alignment %zu is not a power of two up to 1 GiB", t.name.c_str(),
+                      d.name.c_str(), d.alignment);
     }
     if (d.memory == 0 || d.max_alloc == 0) {
       return TS_ERROR(StatusCode::kInvalidArgument, "topology %s: device %s: memory and max_alloc must be > 0",

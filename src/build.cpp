@@ -114,7 +114,10 @@ Tensor* view_1d(Context& ctx, Tensor* a, int64_t ne0, size_t offset) {
 Tensor* reshape_4d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
   if (a == nullptr) return nullptr;
   if (!is_contiguous(*a)) return bad(ctx, Op::kReshape, describe(*a) + " is not contiguous");
-  if (ne0 < 0 || ne1 < 0 || ne2 < 0 || ne3 < 0 || ne0 * ne1 * ne2 * ne3 != nelements(*a)) {
+  int64_t n = 1;  // the product with overflow checks (ne0 * ne1 * ne2 * ne3 could wrap to the source's count)
+  const bool overflows =
+      __builtin_mul_overflow(ne0, ne1, &n) || __builtin_mul_overflow(n, ne2, &n) || __builtin_mul_overflow(n, ne3, &n);
+  if (ne0 < 0 || ne1 < 0 || ne2 < 0 || ne3 < 0 || overflows || n != nelements(*a)) {
     return bad(ctx, Op::kReshape,
                format_message("cannot reshape %s (%lld elements) to [%lld, %lld, %lld, %lld]", describe(*a).c_str(),
                               static_cast<long long>(nelements(*a)), static_cast<long long>(ne0),

@@ -48,6 +48,18 @@ Tensor* Context::new_tensor(Type type, int n, const int64_t* ne) {
     }
     shape[i] = ne[i];
   }
+  // The extents' product, zeros counted as ones, is at most 2^62: nelements() and nrows() cannot overflow (a
+  // quantized type packs more elements than bytes, so the byte check below does not imply it), and no kernel walks
+  // 2^64 rows of an empty tensor.
+  int64_t extent = 1;
+  for (int i = 0; i < kMaxDims; ++i) {
+    if (__builtin_mul_overflow(extent, shape[i] == 0 ? 1 : shape[i], &extent) || extent > (int64_t{1} << 62)) {
+      return fail(TS_ERROR(StatusCode::kInvalidArgument,
+                           "new_tensor: the element count of a %s tensor [%lld, %lld, %lld, %lld] overflows 2^62",
+                           tt.name, static_cast<long long>(shape[0]), static_cast<long long>(shape[1]),
+                           static_cast<long long>(shape[2]), static_cast<long long>(shape[3])));
+    }
+  }
   if (shape[0] % tt.block_size != 0) {
     return fail(TS_ERROR(StatusCode::kInvalidArgument,
                          "new_tensor: %s row length ne0 = %lld is not a multiple of the block size %lld", tt.name,

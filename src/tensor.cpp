@@ -27,9 +27,10 @@ size_t nbytes(const Tensor& t) {
 }
 
 bool checked_nbytes(const Tensor& t, size_t* out) {
-  int64_t elements = 1;
+  int64_t elements = 1, extent = 1;  // extent: zeros counted as ones (nrows of an empty tensor must not overflow)
   for (int i = 0; i < kMaxDims; ++i) {
     if (t.ne[i] < 0 || __builtin_mul_overflow(elements, t.ne[i], &elements)) return false;
+    if (__builtin_mul_overflow(extent, t.ne[i] == 0 ? 1 : t.ne[i], &extent)) return false;
   }
   if (elements == 0) {
     *out = 0;

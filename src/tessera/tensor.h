@@ -49,7 +49,8 @@ int64_t nelements(const Tensor& t);
 int64_t nrows(const Tensor& t);  // ne1 * ne2 * ne3
 size_t nbytes(const Tensor& t);  // span touched from the first to the last element, inclusive
 // nbytes() of a tensor whose shape and strides are not trusted yet (a view being made, a file's tensor): false when
-// the element count does not fit in int64 or the span in size_t, so that nothing downstream wraps around.
+// the element count (or the product of the extents with zeros counted as ones: the rows of an empty tensor) does not
+// fit in int64 or the span in size_t, so that nothing downstream wraps around.
 bool checked_nbytes(const Tensor& t, size_t* out);
 int n_dims(const Tensor& t);  // highest dimension with ne > 1, plus one (at least 1)
 size_t tensor_row_size(const Tensor& t);

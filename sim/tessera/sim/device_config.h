@@ -19,6 +19,10 @@ constexpr size_t MiB = size_t{1} << 20;
 constexpr size_t GiB = size_t{1} << 30;
 
 // Capacity, timing and support of one device.
+// The largest buffer alignment a device may have (1 GiB): offsets and sizes rounded up to it stay far from 2^64 (an
+// alignment of 2^63 wrapped the planner's chunk sizes).
+constexpr size_t kMaxAlignment = size_t{1} << 30;
+
 struct DeviceConfig {
   std::string name;  // unique within the topology, e.g. "gpu0" (case-insensitive lookups)
   std::string description;
@@ -26,8 +30,8 @@ struct DeviceConfig {
   // Empty: a pure simulated device. Otherwise the name of a real device (e.g. "CPU") seen through this config:
   // memory budget, narrower op set, faults, timings and the hazard detector on top of real computation.
   std::string wraps;
-  size_t memory = 8 * GiB;  // capacity (total)
-  size_t alignment = 256;
+  size_t memory = 8 * GiB;                                // capacity (total)
+  size_t alignment = 256;                                 // a power of two, at most kMaxAlignment
   size_t max_alloc = std::numeric_limits<size_t>::max();  // largest single allocation
   bool host_visible = false;  // buffers are host memory the program may address directly (is_host)
   DeviceCaps caps{/*async=*/true, /*host_buffer=*/false, /*buffer_from_host_ptr=*/false, /*events=*/true};

@@ -580,7 +580,7 @@ TEST(SimTopologyErrors, SemanticRules) {
   EXPECT_THAT(error_of(R"({"name": "t", "devices": [{"name": "gpu0"}]})"),
               HasSubstr("topo.json: devices[0].type: expected \"cpu\": the last device must be the CPU"));
   EXPECT_THAT(error_of(with_gpu(R"("alignment": 100)")),
-              HasSubstr("topo.json: devices[0].alignment: expected a power of two, got 100"));
+              HasSubstr("topo.json: devices[0].alignment: expected a power of two up to 1 GiB (1073741824), got 100"));
   EXPECT_THAT(error_of(with_gpu(R"("alignment": 0)")), HasSubstr("devices[0].alignment: expected a power of two"));
   EXPECT_THAT(error_of(with_gpu(R"("memory": "0 GiB")")), HasSubstr("devices[0].memory: expected a memory size > 0"));
   EXPECT_THAT(error_of(with_gpu(R"("max_alloc": 0)")), HasSubstr("devices[0].max_alloc: expected a size > 0"));
@@ -652,7 +652,8 @@ TEST(SimTopologyErrors, DirectValidation) {
   EXPECT_THAT(validate_topology(t).message(), HasSubstr("devices[1].max_alloc"));
   t = topology_preset("2gpu-unequal").value();
   t.devices[0].alignment = 48;
-  EXPECT_THAT(validate_topology(t).message(), HasSubstr("devices[0].alignment: expected a power of two, got 48"));
+  EXPECT_THAT(validate_topology(t).message(),
+              HasSubstr("devices[0].alignment: expected a power of two up to 1 GiB (1073741824), got 48"));
   t = topology_preset("2gpu-unequal").value();
   t.devices[0].cost.flops_f32 = std::nan("");
   EXPECT_THAT(validate_topology(t).message(), HasSubstr("devices[0].cost.flops_f32: expected a compute rate > 0"));
