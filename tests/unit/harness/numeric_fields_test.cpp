@@ -214,7 +214,8 @@ TEST(NumericFields, ScenarioFilesReadEveryFieldExactlyOrNameIt) {
 TEST(NumericFields, ScenarioFileModelShapeReadsEveryFieldExactlyOrNamesIt) {
   using F = Field<Scenario>;
   const json base = json::parse(R"({"name": "x", "topology": "1gpu",
-    "model": {"fixture": "llama-3.1-8b-q4_k_m", "n_ctx": 256, "n_kv": 128, "n_tokens": 4, "n_outputs": 1}})");
+    "model": {"fixture": "llama-3.1-8b-q4_k_m", "n_ctx": 256, "n_kv": 128, "n_tokens": 4, "n_outputs": 1},
+    "expect": "nothing"})");
   const std::vector<F> fields = {
       {"/model/n_ctx", "n_ctx", 0, kI64, true, [](auto& s) { return Real(s.config.model.n_ctx); }},
       {"/model/n_kv", "n_kv", 0, kI64, true, [](auto& s) { return Real(s.config.model.n_kv); }},
