@@ -82,6 +82,20 @@ GgufRunShape run_of(const LlamaConfig& c) {
   return {.n_ctx = c.n_ctx, .n_tokens = c.n_tokens, .n_kv = c.n_kv, .n_outputs = c.n_outputs};
 }
 
+// The tiny preset with a file's types, filled with seed 11 on the CPU, and its complete file.
+struct Written {
+  CpuModel model;
+  std::vector<uint8_t> bytes;
+};
+void write_tiny(Written& w) {
+  auto built = build_llama(tiny_mixed("tiny"));
+  ASSERT_TRUE(built.ok());
+  allocate(w.model, std::move(built).value(), 11);
+  auto bytes = complete_gguf(w.model.m);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  w.bytes = std::move(bytes).value();
+}
+
 }  // namespace
 
 TEST(WeightsFile, ACompleteFileComputesWithItsOwnWeights) {
@@ -121,14 +135,10 @@ TEST(WeightsFile, ACompleteFileComputesWithItsOwnWeights) {
 }
 
 TEST(WeightsFile, AHeaderOnlyFileHasNoWeightsAndDrawsThem) {
-  const LlamaConfig c = tiny_mixed("tiny");
-  auto built = build_llama(c);
-  ASSERT_TRUE(built.ok());
-  CpuModel original;
-  allocate(original, std::move(built).value(), 11);
-  auto bytes = complete_gguf(original.m);
-  ASSERT_TRUE(bytes.ok());
-  auto file = gguf::read_memory(bytes.value(), "complete.gguf");
+  Written original;
+  ASSERT_NO_FATAL_FAILURE(write_tiny(original));
+  const LlamaConfig& c = original.model.m.config;
+  auto file = gguf::read_memory(original.bytes, "complete.gguf");
   ASSERT_TRUE(file.ok());
   auto header = gguf::serialize(file.value());  // the same file without its data section
   ASSERT_TRUE(header.ok());
@@ -140,18 +150,14 @@ TEST(WeightsFile, AHeaderOnlyFileHasNoWeightsAndDrawsThem) {
   EXPECT_EQ(from_file->config.weights_file, nullptr);
   CpuModel drawn;
   allocate(drawn, std::move(from_file).value(), 12);  // another seed: other weights than the file's
-  EXPECT_NE(bytes_of(*drawn.m.weights[1]), bytes_of(*original.m.weights[1]));
+  EXPECT_NE(bytes_of(*drawn.m.weights[1]), bytes_of(*original.model.m.weights[1]));
 }
 
 TEST(WeightsFile, AFileThatChangedSinceItWasReadIsAnErrorNamingTheTensor) {
-  const LlamaConfig c = tiny_mixed("tiny");
-  auto built = build_llama(c);
-  ASSERT_TRUE(built.ok());
-  CpuModel original;
-  allocate(original, std::move(built).value(), 11);
-  auto bytes = complete_gguf(original.m);
-  ASSERT_TRUE(bytes.ok());
-  const std::string path = write_temp("changes.gguf", bytes.value());
+  Written original;
+  ASSERT_NO_FATAL_FAILURE(write_tiny(original));
+  const LlamaConfig& c = original.model.m.config;
+  const std::string path = write_temp("changes.gguf", original.bytes);
   auto model = gguf::read_model(path);
   ASSERT_TRUE(model.ok());
   auto from_file = build_from_gguf(model.value(), run_of(c));
