@@ -10,8 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "tessera/status.h"
-#include "tessera/types.h"
+#include "tessera/harness/llama_run.h"
 
 namespace tessera::tool {
 
@@ -24,21 +23,7 @@ std::vector<std::string> llama_argv(int argc, char** argv);
 // first matching override wins).
 void add_policy_options(CLI::App* app, std::vector<std::pair<std::string, std::string>>* given);
 
-struct LlamaRunArgs {
-  std::optional<int64_t> ctx_size, batch, ubatch;  // -c, -b, -ub
-  std::optional<std::string> cache_k, cache_v, flash_attn, n_parallel;
-  bool kv_unified = false, swa_full = false;
-};
+using harness::LlamaRunArgs;
 void add_llama_run_options(CLI::App* app, LlamaRunArgs* a);
-
-// What the run options come to, in tessera's terms.
-struct RunShape {
-  int64_t ctx = 0;     // 0: as before
-  int64_t tokens = 0;  // 0: as before
-  std::optional<bool> flash_attn;
-  std::optional<Type> kv_type;
-};
-// Errors (kInvalidArgument) name the flag: a bad value, or what Tessera does not support yet.
-Result<RunShape> resolve_llama_run(const LlamaRunArgs& a);
 
 }  // namespace tessera::tool

@@ -85,7 +85,7 @@ bool is_gguf_path(const std::string& model) {
 
 Result<SessionConfig> make_config(Options o) {
   SessionConfig c;
-  auto shape = tessera::tool::resolve_llama_run(o.llama);
+  auto shape = resolve_llama_run(o.llama);
   if (!shape.ok()) return shape.status();
   if (shape.value().ctx > 0) o.ctx = static_cast<int>(shape.value().ctx);
   if (shape.value().tokens > 0) o.tokens = static_cast<int>(shape.value().tokens);

@@ -8,8 +8,10 @@
 #include <regex>
 #include <string>
 
+#include "tessera/harness/llama_run.h"
 #include "tessera/harness/policy.h"
 #include "tessera/harness/policy_options.h"
+#include "tessera/harness/scenario.h"
 #include "tessera/models/llama.h"
 #include "unit/sim/sim_fixture.h"
 
@@ -138,6 +140,56 @@ TEST(LlamaOptions, TheOutputLayerCountsInsideNgl) {
     w = place(*sim, {{"n_gpu_layers", all}, {"tensor_split", "1,1"}});
     ASSERT_TRUE(w.ok());
     EXPECT_EQ(w.value().at("blk.0.attn_q.weight"), "gpu0") << all;
+  }
+}
+
+// -c, -b, -ub by src/llama-context.cpp: n_ctx padded to 256; n_batch = min(n_ctx, b); the graph's tokens (one
+// micro-batch) = min(n_batch, ub), with llama.cpp's defaults b = 2048, ub = 512.
+TEST(LlamaOptions, ContextAndBatchesAreRoundedAsLlamaCpp) {
+  auto shape = [](std::optional<int64_t> c, std::optional<int64_t> b, std::optional<int64_t> ub) {
+    LlamaRunArgs a;
+    a.ctx_size = c;
+    a.batch = b;
+    a.ubatch = ub;
+    const LlamaRunShape r = resolve_llama_run(a).value();
+    return std::pair{r.ctx, r.tokens};
+  };
+  EXPECT_EQ(shape(256, {}, {}), (std::pair<int64_t, int64_t>{256, 0}));
+  EXPECT_EQ(shape(257, {}, {}), (std::pair<int64_t, int64_t>{512, 0}));
+  EXPECT_EQ(shape(1000, {}, {}), (std::pair<int64_t, int64_t>{1024, 0}));
+  EXPECT_EQ(shape({}, 4096, {}), (std::pair<int64_t, int64_t>{0, 512}));       // ub's default
+  EXPECT_EQ(shape({}, {}, 1024), (std::pair<int64_t, int64_t>{0, 1024}));      // b's default 2048 is above it
+  EXPECT_EQ(shape(300, 4096, 4096), (std::pair<int64_t, int64_t>{512, 512}));  // n_batch = min(512, 4096)
+  EXPECT_EQ(shape({}, 2, 4), (std::pair<int64_t, int64_t>{0, 2}));
+}
+
+// The same keys in a scenario's model mean the same; what Tessera cannot honour is refused, naming the flag.
+TEST(LlamaOptions, ScenarioModelKeysAndRefusals) {
+  auto model = [](const std::string& keys) {
+    return parse_scenario(
+        R"({"name": "x", "topology": "1gpu", "expect": "nothing", "model": {"preset": "tiny", )" + keys + "}}",
+        "case.json");
+  };
+  auto sc = model(R"("ctx_size": 1000, "batch_size": 2, "ubatch_size": 4, "flash_attn": "off")");
+  ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+  EXPECT_EQ(sc.value().config.model.n_ctx, 1024);
+  EXPECT_EQ(sc.value().config.model.n_tokens, 2);
+  EXPECT_FALSE(sc.value().config.model.flash_attn);
+  sc = model(R"("cache_type_k": "f32", "cache_type_v": "f32", "n_parallel": 1, "kv_unified": true)");
+  ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+  EXPECT_EQ(sc.value().config.model.kv_type, Type::kF32);
+  for (const auto& [keys, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"("flash_attn": "auto")", "model: not supported yet: -fa auto"},
+           {R"("flash_attn": "maybe")", "-fa maybe: expected on, off or auto"},
+           {R"("n_parallel": 4)", "not supported yet: -np 4"},
+           {R"("swa_full": true)", "not supported yet: --swa-full"},
+           {R"("cache_type_k": "q8_0")", "not supported yet: -ctk and -ctv of different types"},
+           {R"("cache_type_v": "q3_k")", "-ctv q3_k: expected f32, f16"},
+           {R"("ctx_size": 0)", "not supported yet: -c 0"},
+       }) {
+    sc = model(keys);
+    ASSERT_FALSE(sc.ok()) << keys;
+    EXPECT_THAT(sc.status().message(), HasSubstr(message)) << keys;
   }
 }
 
