@@ -1,9 +1,9 @@
-// Placement policies, in the terms users of local-inference runtimes know: how many layers go to the GPUs (the last
-// ones, like -ngl), how they are split across GPUs (proportions, like --tensor-split, or explicit counts),
-// tensor-override patterns (regular expression on tensor names -> device or buffer type, like -ot), op_offload,
-// parallel and max_split_inputs. A policy places onto any devices (the Device interface: their type, memory and
-// buffer types), simulated or real; the command line and scenario files read its options from one table
-// (tessera/harness/policy_options.h).
+// Placement policies with llama.cpp's meaning (src/llama-model.cpp, load_tensors): how many layers go to the GPUs
+// (-ngl, the output layer first), how they are split across GPUs (-ts shares rounded as llama.cpp rounds them, -sm,
+// -mg, or Tessera's explicit counts), tensor-override patterns (regular expression on weight names -> buffer type,
+// -ot, -cmoe, -ncmoe), -nkvo, op_offload, parallel and max_split_inputs. A policy places onto any devices (the Device
+// interface: their type, memory and buffer types), simulated or real; the command line and scenario files read its
+// options from one table (tessera/harness/policy_options.h).
 #pragma once
 
 #include <memory>
