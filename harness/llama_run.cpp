@@ -66,7 +66,7 @@ Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a) {
     } else if (f == "off" || f == "disabled" || f == "false" || f == "0") {
       r.flash_attn = false;
     } else if (f == "auto" || f == "-1") {
-      return refuse("-fa auto (llama.cpp decides per device after a trial reserve); give -fa on or -fa off");
+      r.flash_attn_auto = true;
     } else {
       return Status(StatusCode::kInvalidArgument, "-fa " + f + ": expected on, off or auto");
     }

@@ -49,7 +49,8 @@ LlamaRunShape read_llama_run(const json& v, const std::string& path) {
 // fixture, models/tessera/models/fixtures.h): the model's keys and tensor table; the run's shape from n_ctx, n_kv,
 // n_tokens, n_outputs, kv_type and flash_attn. The graph is built once here and checked against the file, so a file the
 // architecture cannot use is an error of the scenario file.
-void parse_file_model(const json& v, const std::string& path, const std::string& source, models::LlamaConfig* c) {
+void parse_file_model(const json& v, const std::string& path, const std::string& source, models::LlamaConfig* c,
+                      bool* fa_auto) {
   for (const char* key : {"preset", "n_layer", "n_embd", "n_ff", "n_head", "n_head_kv", "n_vocab", "weight_type",
                           "n_expert", "n_expert_used"}) {
     if (member(v, key) != nullptr) fail(child(path, key), "a model file has its own; only the run's shape can be set");
@@ -89,20 +90,23 @@ void parse_file_model(const json& v, const std::string& path, const std::string&
   if (llama.ctx > 0) run.n_ctx = llama.ctx;
   if (llama.tokens > 0) run.n_tokens = llama.tokens;
   if (llama.flash_attn) run.flash_attn = *llama.flash_attn;
+  *fa_auto = llama.flash_attn_auto;
   if (llama.kv_type) run.kv_type = *llama.kv_type;
   auto built = models::build_from_gguf(model.value(), run);
   if (!built.ok()) fail(key, built.status().message());
   *c = built.value().config;
 }
 
-void parse_model(const json& v, const std::string& path, const std::string& source, models::LlamaConfig* c) {
+void parse_model(const json& v, const std::string& path, const std::string& source, models::LlamaConfig* c,
+                 bool* fa_auto) {
   expect_object(
       v, path, {"preset",       "gguf",         "fixture",    "n_layer",       "n_embd",    "n_ff",       "n_head",
                 "n_head_kv",    "n_ctx",        "n_kv",       "n_tokens",      "n_outputs", "n_vocab",    "weight_type",
                 "kv_type",      "flash_attn",   "n_expert",   "n_expert_used", "ctx_size",  "batch_size", "ubatch_size",
                 "cache_type_k", "cache_type_v", "n_parallel", "kv_unified",    "swa_full"},
       "a model object");
-  if (member(v, "gguf") != nullptr || member(v, "fixture") != nullptr) return parse_file_model(v, path, source, c);
+  if (member(v, "gguf") != nullptr || member(v, "fixture") != nullptr)
+    return parse_file_model(v, path, source, c, fa_auto);
   const std::string preset = member(v, "preset") ? get_string(v["preset"], child(path, "preset")) : "tiny";
   auto p = models::preset(preset);
   if (!p.ok()) {
@@ -139,6 +143,7 @@ void parse_model(const json& v, const std::string& path, const std::string& sour
   if (llama.ctx > 0) c->n_ctx = llama.ctx;
   if (llama.tokens > 0) c->n_tokens = llama.tokens;
   if (llama.flash_attn) c->flash_attn = *llama.flash_attn;
+  *fa_auto = llama.flash_attn_auto;
   if (llama.kv_type) c->kv_type = *llama.kv_type;
   if (c->n_layer > 100000) fail(child(path, "n_layer"), "expected at most 100000 layers");
   Status s = models::validate(*c);
@@ -338,7 +343,7 @@ Scenario parse_root(const json& root, const std::string& source) {
     type_fail("topology", "a preset name, a topology file's name or a topology object", topo);
   }
   if (const json* x = member(root, "model")) {
-    parse_model(*x, "model", source, &s.config.model);
+    parse_model(*x, "model", source, &s.config.model, &s.config.flash_attn_auto);
   } else {
     s.config.model = models::preset("tiny").value();
   }

@@ -124,6 +124,7 @@ Result<SessionConfig> make_config(Options o) {
   if (o.no_flash_attn) c.model.flash_attn = false;
   if (shape.value().flash_attn) c.model.flash_attn = *shape.value().flash_attn;
   if (shape.value().kv_type) c.model.kv_type = *shape.value().kv_type;
+  c.flash_attn_auto = shape.value().flash_attn_auto;
   if (c.model.n_kv > c.model.n_ctx) c.model.n_kv = 0;
   TS_RETURN_IF_ERROR(models::validate(c.model));
   for (const auto& [key, text] : o.policy) TS_RETURN_IF_ERROR(apply_policy_option(key, text, &c.policy));

@@ -26,11 +26,12 @@ struct LlamaRunShape {
   int64_t ctx = 0;     // 0: unset
   int64_t tokens = 0;  // 0: unset
   std::optional<bool> flash_attn;
+  bool flash_attn_auto = false;  // -fa auto: SessionConfig::flash_attn_auto decides when the model is placed
   std::optional<Type> kv_type;
 };
 
 // Errors (kInvalidArgument) name the llama.cpp flag: a bad value, or "not supported yet: ..." for what Tessera cannot
-// honour (-c 0, -fa auto, -np above 1, --swa-full, K and V caches of different types).
+// honour (-c 0, -np above 1, --swa-full, K and V caches of different types).
 Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a);
 
 }  // namespace tessera::harness

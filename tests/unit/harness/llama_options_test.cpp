@@ -178,8 +178,10 @@ TEST(LlamaOptions, ScenarioModelKeysAndRefusals) {
   sc = model(R"("cache_type_k": "f32", "cache_type_v": "f32", "n_parallel": 1, "kv_unified": true)");
   ASSERT_TRUE(sc.ok()) << sc.status().to_string();
   EXPECT_EQ(sc.value().config.model.kv_type, Type::kF32);
+  sc = model(R"("flash_attn": "auto")");
+  ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+  EXPECT_TRUE(sc.value().config.flash_attn_auto);
   for (const auto& [keys, message] : std::vector<std::pair<std::string, std::string>>{
-           {R"("flash_attn": "auto")", "model: not supported yet: -fa auto"},
            {R"("flash_attn": "maybe")", "-fa maybe: expected on, off or auto"},
            {R"("n_parallel": 4)", "not supported yet: -np 4"},
            {R"("swa_full": true)", "not supported yet: --swa-full"},
