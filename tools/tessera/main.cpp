@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <sstream>
 
 #include "tessera/harness/graph_io.h"
