@@ -1,6 +1,7 @@
 // Placement policies (see tessera/harness/policy.h).
 #include "tessera/harness/policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -50,13 +51,27 @@ std::vector<int> gpu_indices(const std::vector<Device*>& devices) {
   return g;
 }
 
-size_t total_memory(const Device& d) {
+// llama.cpp's default split: each device's free memory (src/llama-model.cpp, load_tensors, "default split, by free
+// memory"), read before anything is placed.
+size_t free_memory(const Device& d) {
   size_t free = 0, total = 0;
   d.memory(&free, &total);
-  return total;
+  return free;
 }
 
-BufferType* find_target(const std::vector<Device*>& devices, const std::string& target) {
+bool parse_index(const std::string& text, size_t prefix, int* out) {
+  if (text.size() <= prefix || text.size() > prefix + 6) return false;
+  int v = 0;
+  for (size_t i = prefix; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9') return false;
+    v = v * 10 + (text[i] - '0');
+  }
+  *out = v;
+  return true;
+}
+
+// Tessera's names: a device ("cpu", "gpu1": its main buffer type) or a buffer type ("gpu0_Host"), case-insensitive.
+BufferType* find_tessera_target(const std::vector<Device*>& devices, const std::string& target) {
   for (Device* d : devices) {
     if (strcasecmp(d->name(), target.c_str()) == 0) return d->buffer_type();
   }
@@ -76,12 +91,40 @@ std::vector<Device*> devices_of(const Simulator& simulator) {
   return d;
 }
 
+// llama.cpp's buffer type names, as -ot takes them (common/arg.cpp, "--override-tensor": the names of every
+// device's buffer types): "CPU" is the CPU's, "CUDA<n>" the n-th GPU's (Tessera's GPUs in topology order), and
+// "CUDA_Host" the first GPU's host (pinned) buffer type. Tessera's own device and buffer type names work too
+// (case-insensitive); llama.cpp's are matched exactly, as llama.cpp matches them.
+BufferType* find_override_target(const std::vector<Device*>& devices, const std::string& target) {
+  if (devices.empty()) return nullptr;
+  const std::vector<int> gpus = gpu_indices(devices);
+  if (target == "CPU") return devices.back()->buffer_type();
+  if (target == "CUDA_Host") {
+    return gpus.empty() ? nullptr : devices[static_cast<size_t>(gpus.front())]->host_buffer_type();
+  }
+  int n = 0;
+  if (target.rfind("CUDA", 0) == 0 && parse_index(target, 4, &n)) {
+    return n < static_cast<int>(gpus.size()) ? devices[static_cast<size_t>(gpus[static_cast<size_t>(n)])]->buffer_type()
+                                             : nullptr;
+  }
+  return find_tessera_target(devices, target);
+}
+
 Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int n_layer,
                                        const PlacementPolicy& policy) {
   if (devices.empty()) return TS_ERROR(StatusCode::kInvalidArgument, "policy: no devices to place onto");
+  if (n_layer < 0) return TS_ERROR(StatusCode::kInvalidArgument, "policy: a negative layer count (%d)", n_layer);
   const int cpu = static_cast<int>(devices.size()) - 1;
-  const std::vector<int> gpus = gpu_indices(devices);
-  std::vector<int> out(static_cast<size_t>(std::max(n_layer, 0)), cpu);
+  std::vector<int> gpus = gpu_indices(devices);
+  // One entry per layer, then the output layer ("layer n_layer" in llama.cpp).
+  std::vector<int> out(static_cast<size_t>(n_layer) + 1, cpu);
+  if (policy.split_mode == SplitMode::kRow) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "policy: not supported yet: split_mode row (-sm row)");
+  }
+  if (policy.main_gpu < 0 || (!gpus.empty() && policy.main_gpu >= static_cast<int>(gpus.size()))) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "policy: main_gpu %d: there are %zu GPUs", policy.main_gpu,
+                    gpus.size());
+  }
   if (!policy.layers_per_device.empty()) {
     if (policy.layers_per_device.size() > gpus.size()) {
       return TS_ERROR(StatusCode::kInvalidArgument, "policy: %zu layer counts for %zu GPUs",
@@ -96,46 +139,56 @@ Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int 
       return TS_ERROR(StatusCode::kInvalidArgument, "policy: %d layers per device in all, the model has %d", total,
                       n_layer);
     }
-    // The offloaded layers are the last `total`; the first GPU takes the first of them.
+    // The offloaded layers are the last `total`; the first GPU takes the first of them; the output layer stays on
+    // the CPU.
     int layer = n_layer - total;
     for (size_t g = 0; g < policy.layers_per_device.size(); ++g) {
       for (int k = 0; k < policy.layers_per_device[g]; ++k) out[static_cast<size_t>(layer++)] = gpus[g];
     }
     return out;
   }
-  int n_off = policy.n_gpu_layers < 0 ? n_layer : std::min(policy.n_gpu_layers, n_layer);
-  if (gpus.empty()) n_off = 0;
-  if (n_off == 0) return out;
-  std::vector<double> share;
-  if (!policy.tensor_split.empty()) {
-    if (policy.tensor_split.size() > gpus.size()) {
-      return TS_ERROR(StatusCode::kInvalidArgument, "policy: tensor_split has %zu entries for %zu GPUs",
-                      policy.tensor_split.size(), gpus.size());
-    }
-    share = policy.tensor_split;
-    share.resize(gpus.size(), 0.0);
-  } else {
-    for (int g : gpus) share.push_back(static_cast<double>(total_memory(*devices[static_cast<size_t>(g)])));
+  // split_mode none: the main GPU alone (src/llama.cpp, llama_model_load).
+  if (policy.split_mode == SplitMode::kNone && !gpus.empty()) gpus = {gpus[static_cast<size_t>(policy.main_gpu)]};
+  if (gpus.empty()) return out;
+  std::vector<double> given = policy.tensor_split;
+  if (policy.split_mode == SplitMode::kNone) given.resize(std::min<size_t>(given.size(), 1));
+  if (given.size() > gpus.size()) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "policy: tensor_split has %zu entries for %zu GPUs", given.size(),
+                    gpus.size());
   }
-  double sum = 0.0;
-  for (double s : share) {
+  for (double s : given) {
     if (!(s >= 0.0) || !std::isfinite(s)) {
       return TS_ERROR(StatusCode::kInvalidArgument, "policy: tensor_split entries must be >= 0 (got %g)", s);
     }
-    sum += s;
   }
-  if (!(sum > 0.0)) return TS_ERROR(StatusCode::kInvalidArgument, "policy: tensor_split has no positive entry");
-  // Layer i of the offloaded ones goes to the GPU whose cumulative share covers (i + 0.5) / n_off.
-  const int first = n_layer - n_off;
-  for (int i = 0; i < n_off; ++i) {
-    const double pos = (static_cast<double>(i) + 0.5) / static_cast<double>(n_off) * sum;
-    double acc = 0.0;
-    size_t g = 0;
-    for (; g + 1 < share.size(); ++g) {
-      acc += share[g];
-      if (pos < acc) break;
+  // src/llama-model.cpp, load_tensors: the shares as floats, all zero meaning "by free memory", then cumulative sums
+  // divided by the total.
+  std::vector<float> splits(gpus.size(), 0.0f);
+  bool all_zero = true;
+  for (size_t i = 0; i < given.size(); ++i) {
+    splits[i] = static_cast<float>(given[i]);
+    all_zero = all_zero && splits[i] == 0.0f;
+  }
+  if (all_zero) {
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      splits[i] = static_cast<float>(free_memory(*devices[static_cast<size_t>(gpus[i])]));
     }
-    out[static_cast<size_t>(first + i)] = gpus[g];
+  }
+  float split_sum = 0.0f;
+  for (float& s : splits) {
+    split_sum += s;
+    s = split_sum;
+  }
+  if (!(split_sum > 0.0f)) return TS_ERROR(StatusCode::kInvalidArgument, "policy: tensor_split has no positive entry");
+  for (float& s : splits) s /= split_sum;
+  // i_gpu_start and act_gpu_layers as llama.cpp computes them; -1 (all) is n_layer + 1.
+  const int ngl = policy.n_gpu_layers < 0 ? n_layer + 1 : policy.n_gpu_layers;
+  const int i_gpu_start = std::max(n_layer + 1 - ngl, 0);
+  const int act_gpu_layers = std::min(ngl, n_layer + 1);
+  for (int il = i_gpu_start; il <= n_layer && il - i_gpu_start < act_gpu_layers; ++il) {
+    const float at = static_cast<float>(il - i_gpu_start) / static_cast<float>(act_gpu_layers);
+    const size_t g = static_cast<size_t>(std::upper_bound(splits.begin(), splits.end(), at) - splits.begin());
+    out[static_cast<size_t>(il)] = gpus[std::min(g, gpus.size() - 1)];
   }
   return out;
 }
@@ -146,21 +199,24 @@ Result<Placement> place_model(const std::vector<Device*>& devices, const std::ve
   if (!ld.ok()) return ld.status();
   Placement p;
   p.layer_device = std::move(ld).value();
+  p.output_device = p.layer_device.back();
+  p.layer_device.pop_back();
   const int cpu = static_cast<int>(devices.size()) - 1;
-  const std::vector<int> gpus = gpu_indices(devices);
-  const bool head_on_gpu =
-      !gpus.empty() && (policy.n_gpu_layers < 0 || policy.n_gpu_layers > n_layer) && policy.layers_per_device.empty();
-  const int head_device = head_on_gpu ? (n_layer > 0 ? p.layer_device.back() : gpus.back()) : cpu;
 
-  std::vector<std::pair<std::regex, BufferType*>> rules;
+  struct Rule {
+    std::regex re;
+    BufferType* buft;
+    bool weights_only;
+  };
+  std::vector<Rule> rules;
   for (const TensorOverride& o : policy.overrides) {
-    BufferType* b = find_target(devices, o.target);
+    BufferType* b = find_override_target(devices, o.target);
     if (b == nullptr) {
       return TS_ERROR(StatusCode::kInvalidArgument, "policy: override \"%s\": unknown device or buffer type \"%s\"",
                       o.pattern.c_str(), o.target.c_str());
     }
     try {
-      rules.emplace_back(std::regex(o.pattern, std::regex::ECMAScript), b);
+      rules.push_back({std::regex(o.pattern, std::regex::ECMAScript), b, o.weights_only});
     } catch (const std::regex_error& e) {
       return TS_ERROR(StatusCode::kInvalidArgument,
                       "policy: override pattern \"%s\" is not a valid regular "
@@ -170,12 +226,15 @@ Result<Placement> place_model(const std::vector<Device*>& devices, const std::ve
   }
   auto device_buft = [&](int d) { return devices[static_cast<size_t>(d)]->buffer_type(); };
   auto choose = [&](Tensor* t, bool is_weight) -> BufferType* {
-    for (const auto& [re, b] : rules) {
-      if (std::regex_search(t->name, re)) return b;
+    // The first matching override wins (src/llama-model.cpp: the loop over tensor_buft_overrides breaks at the first
+    // std::regex_search hit).
+    for (const Rule& r : rules) {
+      if ((is_weight || !r.weights_only) && std::regex_search(t->name, r.re)) return r.buft;
     }
+    if (!is_weight && !policy.kv_offload) return device_buft(cpu);
     const int layer = layer_of_name(t->name);
     if (layer >= 0 && layer < n_layer) return device_buft(p.layer_device[static_cast<size_t>(layer)]);
-    if (is_weight && (std::strncmp(t->name, "output", 6) == 0)) return device_buft(head_device);
+    if (is_weight && (std::strncmp(t->name, "output", 6) == 0)) return device_buft(p.output_device);
     return device_buft(cpu);
   };
   for (Tensor* w : weights) p.where.emplace_back(w, choose(w, true));

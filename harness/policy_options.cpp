@@ -60,6 +60,47 @@ bool split_pair(const std::string& text, std::string* left, std::string* right) 
   return true;
 }
 
+// -ngl's value (common/arg.cpp, "-ngl": a number, "auto" or "all"): -1 for all. llama.cpp's "auto" fits the layers to
+// free memory (llama_params_fit); Tessera offloads all of them and leaves fitting to `tessera fit`.
+bool parse_ngl(const std::string& text, int* out) {
+  if (text == "all" || text == "auto" || text == "-1") {
+    *out = -1;
+    return true;
+  }
+  return parse_int(text, 0, 1000000, out);
+}
+
+// -ot's value (common/arg.cpp, "--override-tensor"): "PATTERN=BUFT" pairs separated by commas, each split at its
+// first '='. Weights only, as in llama.cpp.
+bool parse_override_tensor(const std::string& text, std::vector<TensorOverride>* out) {
+  for (const std::string& pair : split_commas(text)) {
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size()) return false;
+    out->push_back({pair.substr(0, eq), pair.substr(eq + 1), true});
+  }
+  return true;
+}
+
+// -cmoe and -ncmoe (common/arg.cpp): overrides to the CPU buffer type with common/common.h's LLM_FFN_EXPS_REGEX, for
+// every layer (-cmoe) or, as llm_ffn_exps_block_regex(i) does, for layers 0 .. N-1 (-ncmoe N).
+constexpr const char* kFfnExpsRegex = R"(\.ffn_(up|down|gate|gate_up)_(ch|)exps)";
+void add_cpu_moe(PlacementPolicy* p) { p->overrides.push_back({kFfnExpsRegex, "CPU", true}); }
+void add_n_cpu_moe(int n, PlacementPolicy* p) {
+  for (int i = 0; i < n; ++i) p->overrides.push_back({"blk\\." + std::to_string(i) + kFfnExpsRegex, "CPU", true});
+}
+
+bool parse_split_mode(const std::string& text, SplitMode* out) {
+  if (text == "layer")
+    *out = SplitMode::kLayer;
+  else if (text == "none")
+    *out = SplitMode::kNone;
+  else if (text == "row")
+    *out = SplitMode::kRow;
+  else
+    return false;
+  return true;
+}
+
 // The limits both front ends check.
 constexpr int kMaxLayerCount = 1000000;
 constexpr int kMinSplitInputs = 10;  // one node can bring 10 sources (the scheduler's own minimum)
@@ -76,25 +117,34 @@ struct Entry {
 const std::vector<Entry>& entries() {
   using namespace json_read;
   static const std::vector<Entry> table = {
-      {{"n_gpu_layers", "--ngl,--n-gpu-layers", "N",
-        "layers offloaded to the GPUs, the last ones (-1: all, and the output head)", false},
+      {{"n_gpu_layers", "--ngl,--n-gpu-layers,--gpu-layers", "N|all|auto",
+        "llama.cpp's -ngl: the output layer first, then the last N-1 layers (all, auto, -1: everything)", false},
        [](const PolicyOption& o, const std::string& t, PlacementPolicy* p) {
-         if (!parse_int(t, -1, kMaxLayerCount, &p->n_gpu_layers)) {
-           return bad_text(o, t, "a whole number of layers from 0 to 1000000, or -1 for all");
+         if (!parse_ngl(t, &p->n_gpu_layers)) {
+           return bad_text(o, t, "a whole number of layers from 0 to 1000000, or all, auto or -1 for all");
          }
          return Status::Ok();
        },
        [](const json& v, const std::string& path, PlacementPolicy* p) {
+         if (v.is_string()) {
+           if (!parse_ngl(v.get<std::string>(), &p->n_gpu_layers) || p->n_gpu_layers >= 0) {
+             json_read::fail(path, "expected a whole number of layers from 0 to 1000000, or \"all\", \"auto\" or -1");
+           }
+           return;
+         }
          p->n_gpu_layers = get_int(v, path);
          if (p->n_gpu_layers < -1 || p->n_gpu_layers > kMaxLayerCount) {
-           json_read::fail(path, "expected a whole number of layers from 0 to 1000000, or -1 for all");
+           json_read::fail(path, "expected a whole number of layers from 0 to 1000000, or \"all\", \"auto\" or -1");
          }
        }},
 
       {{"tensor_split", "--tensor-split,--split", "A,B,...",
-        "proportions of the offloaded layers per GPU, e.g. 3,1 (default: each GPU's memory)", true},
+        "llama.cpp's -ts: shares of the offloaded layers per GPU, e.g. 3,1 or 3/1 (default: each GPU's free memory)",
+        true},
        [](const PolicyOption& o, const std::string& t, PlacementPolicy* p) {
-         for (const std::string& part : split_commas(t)) {
+         std::string commas = t;  // llama.cpp takes ',' or '/' between the shares
+         for (char& ch : commas) ch = ch == '/' ? ',' : ch;
+         for (const std::string& part : split_commas(commas)) {
            double v = 0;
            if (!parse_number(part, &v)) return bad_text(o, t, "numbers separated by commas, e.g. 3,1");
            p->tensor_split.push_back(v);
@@ -146,6 +196,77 @@ const std::vector<Entry>& entries() {
            return o;
          });
        }},
+
+      {{"split_mode", "--split-mode", "none|layer|row",
+        "llama.cpp's -sm: layer (default) splits the layers across the GPUs, none uses the main GPU alone; row is "
+        "not supported yet",
+        false},
+       [](const PolicyOption& o, const std::string& t, PlacementPolicy* p) {
+         if (!parse_split_mode(t, &p->split_mode)) return bad_text(o, t, "none, layer or row");
+         return Status::Ok();
+       },
+       [](const json& v, const std::string& path, PlacementPolicy* p) {
+         if (!parse_split_mode(get_string(v, path), &p->split_mode))
+           fail(path, "expected \"none\", \"layer\" or \"row\"");
+       }},
+
+      {{"main_gpu", "--main-gpu", "N", "llama.cpp's -mg: the GPU (0, 1, ...) that split_mode none uses", false},
+       [](const PolicyOption& o, const std::string& t, PlacementPolicy* p) {
+         if (!parse_int(t, 0, 1000000, &p->main_gpu)) return bad_text(o, t, "a GPU index from 0");
+         return Status::Ok();
+       },
+       [](const json& v, const std::string& path, PlacementPolicy* p) {
+         p->main_gpu = static_cast<int>(get_count(v, path, "a GPU index from 0", 1000000));
+       }},
+
+      {{"override_tensor", "--override-tensor", "REGEX=BUFT,...",
+        "llama.cpp's -ot: weights whose name matches go to that buffer type (CPU, CUDA0, CUDA1, CUDA_Host, or a "
+        "Tessera device or buffer type name); first match wins",
+        true},
+       [](const PolicyOption& o, const std::string& t, PlacementPolicy* p) {
+         if (!parse_override_tensor(t, &p->overrides)) return bad_text(o, t, "REGEX=BUFT[,REGEX=BUFT...]");
+         return Status::Ok();
+       },
+       [](const json& v, const std::string& path, PlacementPolicy* p) {
+         const auto texts =
+             get_list<std::string>(v, path, "-ot values such as \"ffn_.*=CPU\"",
+                                   [](const json& e, const std::string& ep) { return get_string(e, ep); });
+         for (size_t i = 0; i < texts.size(); ++i) {
+           if (!parse_override_tensor(texts[i], &p->overrides)) {
+             fail(element(path, i), "expected REGEX=BUFT[,REGEX=BUFT...], got " + quote(texts[i]));
+           }
+         }
+       }},
+
+      {{"cpu_moe", "--cpu-moe", "", "llama.cpp's -cmoe: every layer's expert weights stay on the CPU", false},
+       [](const PolicyOption&, const std::string&, PlacementPolicy* p) {
+         add_cpu_moe(p);
+         return Status::Ok();
+       },
+       [](const json& v, const std::string& path, PlacementPolicy* p) {
+         if (get_bool(v, path)) add_cpu_moe(p);
+       }},
+
+      {{"n_cpu_moe", "--n-cpu-moe", "N", "llama.cpp's -ncmoe: the expert weights of layers 0 .. N-1 stay on the CPU",
+        false},
+       [](const PolicyOption& o, const std::string& t, PlacementPolicy* p) {
+         int n = 0;
+         if (!parse_int(t, 0, kMaxLayerCount, &n)) return bad_text(o, t, "a whole number of layers from 0 to 1000000");
+         add_n_cpu_moe(n, p);
+         return Status::Ok();
+       },
+       [](const json& v, const std::string& path, PlacementPolicy* p) {
+         add_n_cpu_moe(
+             static_cast<int>(get_count(v, path, "a whole number of layers from 0 to 1000000", kMaxLayerCount)), p);
+       }},
+
+      {{"kv_offload", "--no-kv-offload", "",
+        "llama.cpp's -nkvo: the KV cache stays in host memory (a file says \"kv_offload\": false)", false},
+       [](const PolicyOption&, const std::string&, PlacementPolicy* p) {
+         p->kv_offload = false;
+         return Status::Ok();
+       },
+       [](const json& v, const std::string& path, PlacementPolicy* p) { p->kv_offload = get_bool(v, path); }},
 
       {{"pins", "--pin", "TENSOR=DEVICE", "run (or keep) the tensor of that name on a device's backend", true},
        [](const PolicyOption& o, const std::string& t, PlacementPolicy* p) {

@@ -9,6 +9,7 @@
 #include "json_read.h"
 #include "policy_json.h"
 #include "tessera/harness/graph_io.h"
+#include "tessera/harness/llama_run.h"
 #include "tessera/harness/topology.h"
 #include "tessera/models/fixtures.h"
 #include "tessera/models/from_gguf.h"
@@ -21,11 +22,35 @@ namespace {
 
 using namespace json_read;
 
+// llama.cpp's run options as "model" keys, named as llama.cpp's long options (tessera/harness/llama_run.h), resolved
+// as the command line resolves them. "flash_attn" takes true/false or llama.cpp's on/off/auto.
+LlamaRunShape read_llama_run(const json& v, const std::string& path) {
+  LlamaRunArgs a;
+  auto count = [&](const char* k, std::optional<int64_t>* field) {
+    if (const json* x = member(v, k)) *field = get_count(*x, child(path, k), "a whole number from 0 to 2^30", 1 << 30);
+  };
+  count("ctx_size", &a.ctx_size);
+  count("batch_size", &a.batch);
+  count("ubatch_size", &a.ubatch);
+  count("n_parallel", &a.n_parallel);
+  if (const json* x = member(v, "cache_type_k")) a.cache_k = get_string(*x, child(path, "cache_type_k"));
+  if (const json* x = member(v, "cache_type_v")) a.cache_v = get_string(*x, child(path, "cache_type_v"));
+  if (const json* x = member(v, "flash_attn")) {
+    a.flash_attn = x->is_string() ? x->get<std::string>() : get_bool(*x, child(path, "flash_attn")) ? "on" : "off";
+  }
+  if (const json* x = member(v, "kv_unified")) a.kv_unified = get_bool(*x, child(path, "kv_unified"));
+  if (const json* x = member(v, "swa_full")) a.swa_full = get_bool(*x, child(path, "swa_full"));
+  Result<LlamaRunShape> r = resolve_llama_run(a);
+  if (!r.ok()) fail(path, r.status().message());
+  return r.value();
+}
+
 // "model": {"gguf": FILE} (relative to the scenario file's directory) or {"fixture": NAME} (a real model's header-only
 // fixture, models/tessera/models/fixtures.h): the model's keys and tensor table; the run's shape from n_ctx, n_kv,
 // n_tokens, n_outputs, kv_type and flash_attn. The graph is built once here and checked against the file, so a file the
 // architecture cannot use is an error of the scenario file.
-void parse_file_model(const json& v, const std::string& path, const std::string& source, models::LlamaConfig* c) {
+void parse_file_model(const json& v, const std::string& path, const std::string& source, models::LlamaConfig* c,
+                      bool* fa_auto) {
   for (const char* key : {"preset", "n_layer", "n_embd", "n_ff", "n_head", "n_head_kv", "n_vocab", "weight_type",
                           "n_expert", "n_expert_used"}) {
     if (member(v, key) != nullptr) fail(child(path, key), "a model file has its own; only the run's shape can be set");
@@ -61,19 +86,27 @@ void parse_file_model(const json& v, const std::string& path, const std::string&
   count("n_tokens", &run.n_tokens);
   count("n_outputs", &run.n_outputs);
   if (const json* x = member(v, "kv_type")) run.kv_type = get_type(*x, child(path, "kv_type"));
-  if (const json* x = member(v, "flash_attn")) run.flash_attn = get_bool(*x, child(path, "flash_attn"));
+  const LlamaRunShape llama = read_llama_run(v, path);
+  if (llama.ctx > 0) run.n_ctx = llama.ctx;
+  if (llama.tokens > 0) run.n_tokens = llama.tokens;
+  if (llama.flash_attn) run.flash_attn = *llama.flash_attn;
+  *fa_auto = llama.flash_attn_auto;
+  if (llama.kv_type) run.kv_type = *llama.kv_type;
   auto built = models::build_from_gguf(model.value(), run);
   if (!built.ok()) fail(key, built.status().message());
   *c = built.value().config;
 }
 
-void parse_model(const json& v, const std::string& path, const std::string& source, models::LlamaConfig* c) {
+void parse_model(const json& v, const std::string& path, const std::string& source, models::LlamaConfig* c,
+                 bool* fa_auto) {
   expect_object(
-      v, path,
-      {"preset", "gguf", "fixture", "n_layer", "n_embd", "n_ff", "n_head", "n_head_kv", "n_ctx", "n_kv", "n_tokens",
-       "n_outputs", "n_vocab", "weight_type", "kv_type", "flash_attn", "n_expert", "n_expert_used"},
+      v, path, {"preset",       "gguf",         "fixture",    "n_layer",       "n_embd",    "n_ff",       "n_head",
+                "n_head_kv",    "n_ctx",        "n_kv",       "n_tokens",      "n_outputs", "n_vocab",    "weight_type",
+                "kv_type",      "flash_attn",   "n_expert",   "n_expert_used", "ctx_size",  "batch_size", "ubatch_size",
+                "cache_type_k", "cache_type_v", "n_parallel", "kv_unified",    "swa_full"},
       "a model object");
-  if (member(v, "gguf") != nullptr || member(v, "fixture") != nullptr) return parse_file_model(v, path, source, c);
+  if (member(v, "gguf") != nullptr || member(v, "fixture") != nullptr)
+    return parse_file_model(v, path, source, c, fa_auto);
   const std::string preset = member(v, "preset") ? get_string(v["preset"], child(path, "preset")) : "tiny";
   auto p = models::preset(preset);
   if (!p.ok()) {
@@ -106,7 +139,12 @@ void parse_model(const json& v, const std::string& path, const std::string& sour
   count("n_expert_used", &c->n_expert_used);
   if (const json* x = member(v, "weight_type")) c->weight_type = get_type(*x, child(path, "weight_type"));
   if (const json* x = member(v, "kv_type")) c->kv_type = get_type(*x, child(path, "kv_type"));
-  if (const json* x = member(v, "flash_attn")) c->flash_attn = get_bool(*x, child(path, "flash_attn"));
+  const LlamaRunShape llama = read_llama_run(v, path);
+  if (llama.ctx > 0) c->n_ctx = llama.ctx;
+  if (llama.tokens > 0) c->n_tokens = llama.tokens;
+  if (llama.flash_attn) c->flash_attn = *llama.flash_attn;
+  *fa_auto = llama.flash_attn_auto;
+  if (llama.kv_type) c->kv_type = *llama.kv_type;
   if (c->n_layer > 100000) fail(child(path, "n_layer"), "expected at most 100000 layers");
   Status s = models::validate(*c);
   if (!s.ok()) fail(path, "the model is invalid: " + s.message());
@@ -305,7 +343,7 @@ Scenario parse_root(const json& root, const std::string& source) {
     type_fail("topology", "a preset name, a topology file's name or a topology object", topo);
   }
   if (const json* x = member(root, "model")) {
-    parse_model(*x, "model", source, &s.config.model);
+    parse_model(*x, "model", source, &s.config.model, &s.config.flash_attn_auto);
   } else {
     s.config.model = models::preset("tiny").value();
   }

@@ -2,6 +2,7 @@
 #include "tessera/harness/session.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 
@@ -181,7 +182,42 @@ Status Session::load_next_graph() {
   return share_weights(next_, loaded_, config_.next_graph->source);
 }
 
+// llama.cpp's -fa auto (src/llama-context.cpp, llama_context's constructor: "resolve automatic Flash Attention use"):
+// reserve the graph with flash attention, and if any FLASH_ATTN_EXT node ("fattn-<il>") is assigned to a device other
+// than its layer's (the device cannot run it), turn flash attention off; otherwise on. Metadata-only: nothing is
+// allocated or filled.
+Result<bool> Session::resolve_flash_attn_auto(const SessionConfig& config, const Registry* real_devices) {
+  SessionConfig probe = config;
+  probe.flash_attn_auto = false;
+  probe.model.flash_attn = true;
+  probe.sim.mode = MemoryMode::kMetadata;
+  probe.progress = nullptr;
+  auto s = create(probe, real_devices);
+  if (!s.ok()) return s.status();
+  TS_RETURN_IF_ERROR(s.value()->plan());
+  const Session& p = *s.value();
+  for (size_t i = 0; i < p.graph_->n_nodes(); ++i) {
+    const Tensor* n = p.graph_->node(i);
+    if (n->op != Op::kFlashAttnExt || std::strncmp(n->name, "fattn-", 6) != 0) continue;
+    const int il = std::atoi(n->name + 6);
+    if (il < 0 || static_cast<size_t>(il) >= p.placement_.layer_device.size()) continue;
+    const Backend* b = p.sched_->get_tensor_backend(n);
+    const Device* kv = p.sim_->device(static_cast<size_t>(p.placement_.layer_device[static_cast<size_t>(il)]));
+    if (b == nullptr || b->device() != kv) return false;
+  }
+  return true;
+}
+
 Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config, const Registry* real_devices) {
+  if (config.flash_attn_auto) {
+    if (config.graph) return TS_ERROR(StatusCode::kInvalidArgument, "-fa auto: a serialized graph has its own");
+    auto fa = resolve_flash_attn_auto(config, real_devices);
+    if (!fa.ok()) return fa.status();
+    SessionConfig c = config;
+    c.flash_attn_auto = false;
+    c.model.flash_attn = fa.value();
+    return create(c, real_devices);
+  }
   std::unique_ptr<Session> s(new Session());
   s->config_ = config;
   auto sim = Simulator::create(config.topology, config.sim, real_devices);

@@ -5,11 +5,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <sstream>
 
 #include "tessera/harness/graph_io.h"
@@ -23,6 +23,7 @@
 #include "tessera/gguf.h"
 #include "tessera/models/from_gguf.h"
 #include "junit.h"
+#include "llama_args.h"
 #include "progress.h"
 
 using namespace tessera;
@@ -43,9 +44,10 @@ struct Options {
   int tokens = 0;     // 0: the preset's
   int ctx = 0;        // 0: the preset's
   bool no_flash_attn = false;
-  // The placement options (tessera/harness/policy_options.h), as given: each occurrence's text by option key ("" for a
-  // switch), applied in order by make_config.
-  std::map<std::string, std::vector<std::string>> policy;
+  // The placement options (tessera/harness/policy_options.h), as given: (key, text) per occurrence ("" for a switch),
+  // in command-line order, applied in that order by make_config.
+  std::vector<std::pair<std::string, std::string>> policy;
+  tessera::tool::LlamaRunArgs llama;  // -c, -b, -ub, -ctk, -ctv, -fa, -np, ... (llama_args.h)
   uint64_t seed = 1;
   bool adversarial = false;
   bool metadata = false;
@@ -65,20 +67,8 @@ void add_common(CLI::App* app, Options* o) {
   app->add_option("--ctx", o->ctx, "KV cache length (default: the preset's)")->check(CLI::Range(1, 1 << 24));
   app->add_flag("--no-flash-attn", o->no_flash_attn, "attention as MUL_MAT -> SOFT_MAX -> MUL_MAT");
   // The placement options come from the table scenario files read too, with the same names and meaning.
-  for (const PolicyOption& po : policy_options()) {
-    std::vector<std::string>* texts = &o->policy[po.key];
-    if (po.value.empty()) {
-      app->add_flag_callback(
-          po.flags, [texts] { texts->push_back(""); }, po.help);
-    } else if (po.repeatable) {
-      app->add_option(po.flags, *texts, po.help + " (repeatable)")->type_name(po.value)->allow_extra_args(false);
-    } else {  // given twice, the last one wins
-      app->add_option_function<std::string>(
-             po.flags, [texts](const std::string& t) { *texts = {t}; }, po.help)
-          ->type_name(po.value)
-          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    }
-  }
+  tessera::tool::add_policy_options(app, &o->policy);
+  tessera::tool::add_llama_run_options(app, &o->llama);
   app->add_option("--seed", o->seed, "simulator seed (adversarial delays, weights and inputs)");
   app->add_flag("--adversarial", o->adversarial, "random command delays to explore interleavings");
   app->add_flag("--metadata", o->metadata,
@@ -92,8 +82,13 @@ bool is_gguf_path(const std::string& model) {
   return model.size() > 5 && model.compare(model.size() - 5, 5, ".gguf") == 0;
 }
 
-Result<SessionConfig> make_config(const Options& o) {
+Result<SessionConfig> make_config(Options o) {
   SessionConfig c;
+  auto shape = resolve_llama_run(o.llama);
+  if (!shape.ok()) return shape.status();
+  if (shape.value().ctx > 0) o.ctx = static_cast<int>(shape.value().ctx);
+  if (shape.value().tokens > 0) o.tokens = static_cast<int>(shape.value().tokens);
+  if (shape.value().flash_attn) o.no_flash_attn = !*shape.value().flash_attn;
   auto topo = load_topology(o.topology);
   if (!topo.ok()) return topo.status();
   c.topology = std::move(topo).value();
@@ -113,6 +108,7 @@ Result<SessionConfig> make_config(const Options& o) {
     run.n_ctx = o.ctx;
     if (o.tokens > 0) run.n_tokens = o.tokens;
     run.flash_attn = !o.no_flash_attn;
+    if (shape.value().kv_type) run.kv_type = *shape.value().kv_type;
     auto built = models::build_from_gguf(file.value(), run);  // checks the graph against the file
     if (!built.ok()) return built.status();
     c.model = built.value().config;
@@ -125,13 +121,12 @@ Result<SessionConfig> make_config(const Options& o) {
   if (o.tokens > 0) c.model.n_tokens = o.tokens;
   if (o.ctx > 0) c.model.n_ctx = o.ctx;
   if (o.no_flash_attn) c.model.flash_attn = false;
+  if (shape.value().flash_attn) c.model.flash_attn = *shape.value().flash_attn;
+  if (shape.value().kv_type) c.model.kv_type = *shape.value().kv_type;
+  c.flash_attn_auto = shape.value().flash_attn_auto;
   if (c.model.n_kv > c.model.n_ctx) c.model.n_kv = 0;
   TS_RETURN_IF_ERROR(models::validate(c.model));
-  for (const PolicyOption& po : policy_options()) {
-    const auto it = o.policy.find(po.key);
-    if (it == o.policy.end()) continue;
-    for (const std::string& text : it->second) TS_RETURN_IF_ERROR(apply_policy_option(po.key, text, &c.policy));
-  }
+  for (const auto& [key, text] : o.policy) TS_RETURN_IF_ERROR(apply_policy_option(key, text, &c.policy));
   c.sim.seed = o.seed;
   c.sim.adversarial = o.adversarial;
   c.sim.mode = o.metadata ? MemoryMode::kMetadata : MemoryMode::kBacked;
@@ -564,7 +559,11 @@ int main(int argc, char** argv) {
 
   app.require_subcommand(0, 1);
   try {
-    app.parse(argc, argv);
+    // llama.cpp's single-dash names (-ngl, -ts, -ot, ...) as their double-dash names; CLI11 takes the rest reversed.
+    std::vector<std::string> args = tessera::tool::llama_argv(argc, argv);
+    args.erase(args.begin());
+    std::reverse(args.begin(), args.end());
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? kOk : kInputError;

@@ -37,6 +37,9 @@ struct SessionConfig {
   // steps "reserve-next", "alloc-next", "compute-next").
   std::optional<GraphSource> next_graph;
   PlacementPolicy policy;
+  // llama.cpp's -fa auto: Session::create plans the model with flash attention first (metadata-only) and keeps it only
+  // when every FLASH_ATTN_EXT runs on its layer's device (src/llama-context.cpp); model.flash_attn is then the result.
+  bool flash_attn_auto = false;
   sim::SimOptions sim;
   uint64_t model_seed = 1;  // weights, cache and inputs
   // Called at the start of each step of create, plan and run that may take long ("building the graph", "filling the
@@ -124,6 +127,7 @@ class Session {
   std::unique_ptr<sim::Simulator> sim_;
   std::vector<std::unique_ptr<Backend>> backends_;
   Status apply_pins();
+  static Result<bool> resolve_flash_attn_auto(const SessionConfig& config, const Registry* real_devices);
   void step(const char* name) const {
     if (config_.progress) config_.progress(name);
   }
