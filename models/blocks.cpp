@@ -90,8 +90,9 @@ Tensor* self_attention(Context& ctx, const AttentionShape& s, const RopeParams& 
   // Per-head norms (qwen3): RMS_NORM over each head's head_dim values, times the norm weight.
   if (w.q_norm != nullptr) q = rms_norm_mul(ctx, q, w.q_norm, w.qk_norm_eps, "Qcur_normed", il);
   if (w.k_norm != nullptr) k = rms_norm_mul(ctx, k, w.k_norm, w.qk_norm_eps, "Kcur_normed", il);
-  q = named(rope(ctx, q, in.pos, r.n_rot, r.mode, r.freq_base, 1.0f, r.freq_factors), "Qcur_rope", il);
-  k = named(rope(ctx, k, in.pos, r.n_rot, r.mode, r.freq_base, 1.0f, r.freq_factors), "Kcur_rope", il);
+  q = named(rope(ctx, q, in.pos, r.n_rot, r.mode, r.freq_base, r.freq_scale, r.freq_factors), "Qcur_rope", il);
+  k = named(rope(ctx, k, in.pos, r.n_rot, r.mode, r.freq_base, r.freq_scale, r.freq_factors), "Kcur_rope", il);
+  if (s.q_scale > 0.0f) q = named(scale(ctx, q, s.q_scale), "Qcur_scaled", il);
   Tensor* out = attention_kv(ctx, s, cache, in, q, k, v, il, order);
   return named(mul_mat(ctx, w.wo, out), "attn_out", il);
 }
@@ -100,6 +101,14 @@ Tensor* swiglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il) 
   Tensor* gate = named(mul_mat(ctx, w.gate, cur), "ffn_gate", il);
   Tensor* up = named(mul_mat(ctx, w.up, cur), "ffn_up", il);
   Tensor* act = named(swiglu(ctx, gate, up), "ffn_swiglu", il);
+  return named(mul_mat(ctx, w.down, act), "ffn_out", il);
+}
+
+Tensor* geglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il) {
+  // llama.cpp's build_ffn (LLM_FFN_GELU, LLM_FFN_PAR): up first, then gate, then GEGLU of the two.
+  Tensor* up = named(mul_mat(ctx, w.up, cur), "ffn_up", il);
+  Tensor* gate = named(mul_mat(ctx, w.gate, cur), "ffn_gate", il);
+  Tensor* act = named(glu(ctx, gate, up, GluOp::kGeglu), "ffn_geglu", il);
   return named(mul_mat(ctx, w.down, act), "ffn_out", il);
 }
 

@@ -44,6 +44,7 @@ struct AttentionShape {
   int64_t n_tokens = 0;    // the batch (every token attends: the output rows are selected after attention)
   int64_t n_kv = 0;        // cache slots attended to (the first n_kv of the cache)
   float kq_scale = 1.0f;   // the scores are kq * kq_scale + mask
+  float q_scale = 0.0f;    // > 0: Q is scaled by it (SCALE, "Qcur_scaled") after rope (gemma3)
   bool flash_attn = true;  // FLASH_ATTN_EXT, else MUL_MAT -> SOFT_MAX -> MUL_MAT
 };
 
@@ -51,6 +52,7 @@ struct RopeParams {
   int n_rot = 0;  // rotated dimensions of each head
   RopeMode mode = RopeMode::kNormal;
   float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
   Tensor* freq_factors = nullptr;  // f32 [n_rot / 2] dividing the frequencies, or null
 };
 
@@ -108,6 +110,9 @@ struct DenseFfnWeights {
 
 // SwiGLU FFN: down(swiglu(gate(cur), up(cur))) ("ffn_gate", "ffn_up", "ffn_swiglu", "ffn_out"); cur [n_embd, T].
 Tensor* swiglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il);
+
+// GELU-gated FFN (gemma): down(geglu(gate(cur), up(cur))) ("ffn_up", "ffn_gate", "ffn_geglu", "ffn_out").
+Tensor* geglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il);
 
 struct MoeParams {
   int n_expert = 0;

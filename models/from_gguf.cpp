@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <set>
@@ -95,16 +96,72 @@ struct ArchInfo {
   RopeMode rope;      // LLAMA_ROPE_TYPE_NORM (llama) or LLAMA_ROPE_TYPE_NEOX (the Qwen architectures)
   bool rope_freqs;    // llama: rope_freqs.weight (Llama 3.1) is ROPE's frequency factors; the Qwen graphs pass none
   bool eps_required;  // the Qwen loaders require attention.layer_norm_rms_epsilon (llama here defaults to 1e-5)
+  bool gemma3;        // gemma3: scaled embeddings, post-norms, GELU FFN, Q scaled, sliding-window layers (gemma3_keys)
 };
 
 constexpr ArchInfo kArchs[] = {
-    {"llama", false, false, false, false, true, RopeMode::kNormal, true, false},
-    {"qwen2", true, false, false, false, false, RopeMode::kNeox, false, true},
-    {"qwen3", false, true, true, false, false, RopeMode::kNeox, false, true},
-    {"qwen3moe", false, true, true, true, false, RopeMode::kNeox, false, true},
+    {"llama", false, false, false, false, true, RopeMode::kNormal, true, false, false},
+    {"qwen2", true, false, false, false, false, RopeMode::kNeox, false, true, false},
+    {"qwen3", false, true, true, false, false, RopeMode::kNeox, false, true, false},
+    {"qwen3moe", false, true, true, true, false, RopeMode::kNeox, false, true, false},
+    {"gemma3", false, true, true, false, false, RopeMode::kNeox, false, true, true},
 };
 
 std::string long_str(int64_t v) { return std::to_string(static_cast<long long>(v)); }
+
+// What llama.cpp's gemma3 loader and graph take from the keys (src/llama-model.cpp load_hparams, LLM_ARCH_GEMMA3;
+// src/models/gemma3.cpp):
+//   - attention.sliding_window > 0: sliding-window attention in a pattern of 6 (layers 0-4 of every six local, the
+//     sixth global; set_swa_pattern(6)), the local layers with rope base 10000 and scale 1 (fixed, not in the file);
+//     absent or 0: every layer global (LLAMA_SWA_TYPE_NONE);
+//   - rope.scaling.factor (else the older rope.scale_linear): the global layers' rope frequency scale is its inverse;
+//     rope.scaling.type must be linear (or none) for that;
+//   - the query scale 1 / sqrt(attention.key_length), but 1 / sqrt(embedding_length / head_count) for the 27B
+//     (62 layers; gemma_pytorch's query_pre_attn_scalar, which the file does not carry);
+//   - final_logit_softcapping is applied only by the graph without sliding windows, which needs TANH (not an op here).
+Status gemma3_keys(const gguf::Model& model, const std::string& p, LlamaConfig& c) {
+  const gguf::File& f = model.metadata();
+  c.embd_scale = true;
+  c.post_norms = true;
+  c.ffn_gelu = true;
+  auto n_swa = count_key(model, p + "attention.sliding_window", 0, c.n_layer);
+  if (!n_swa.ok()) return n_swa.status();
+  if (n_swa.value() < 0 || n_swa.value() > INT32_MAX) {
+    return file_error(model, p + "attention.sliding_window: " + long_str(n_swa.value()) + " is outside [0, 2^31 - 1]");
+  }
+  if (n_swa.value() > 0) {
+    c.swa_pattern = 6;
+    c.n_swa = n_swa.value();
+    c.rope_base_swa = 10000.0f;
+    c.rope_scale_swa = 1.0f;
+  } else {
+    auto cap = float_key(model, p + "final_logit_softcapping", 0.0f);
+    if (!cap.ok()) return cap.status();
+    if (cap.value() != 0.0f) {
+      return file_error(model, p + "final_logit_softcapping is set and " + p +
+                                   "attention.sliding_window is not: the graph without sliding windows caps the logits "
+                                   "with TANH, which Tessera does not have");
+    }
+  }
+  if (const gguf::Value* type = f.find_value(p + "rope.scaling.type")) {
+    const std::string* t = type->as_string();
+    if (t == nullptr || (*t != "linear" && *t != "none")) {
+      return file_error(model, p + "rope.scaling.type: " + type->to_string() +
+                                   " is not supported for gemma3 (linear or none)");
+    }
+  }
+  const bool has_factor = f.find_value(p + "rope.scaling.factor") != nullptr;
+  auto factor = float_key(model, p + (has_factor ? "rope.scaling.factor" : "rope.scale_linear"), 0.0f);
+  if (!factor.ok()) return factor.status();
+  if (factor.value() < 0.0f || !std::isfinite(factor.value())) {
+    return file_error(model, p + (has_factor ? "rope.scaling.factor" : "rope.scale_linear") +
+                                 " must be finite and >= 0");
+  }
+  c.rope_scale = factor.value() == 0.0f ? 1.0f : 1.0f / factor.value();
+  const int64_t scale_dim = c.n_layer == 62 ? c.n_embd / c.n_head : c.head_dim();
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(scale_dim));
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -236,6 +293,7 @@ Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufR
   auto eps = float_key(model, p + "attention.layer_norm_rms_epsilon", 1e-5f);
   if (!eps.ok()) return eps.status();
   c.norm_eps = eps.value();
+  if (arch->gemma3) TS_RETURN_IF_ERROR(gemma3_keys(model, p, c));
 
   // The tensor table: vocabulary, types, the optional tensors.
   const gguf::TensorInfo* embd = model.find_tensor("token_embd.weight");

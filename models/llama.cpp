@@ -64,6 +64,7 @@ class Builder {
         l.attn_k_norm = weight("attn_k_norm", il, f32, {c_.head_dim()});
         l.attn_q_norm = weight("attn_q_norm", il, f32, {c_.head_dim()});
       }
+      if (c_.post_norms) l.attn_post_norm = weight("post_attention_norm", il, f32, {c_.n_embd});
       l.ffn_norm = weight("ffn_norm", il, f32, {c_.n_embd});
       if (c_.is_moe()) {
         l.ffn_gate_inp = weight("ffn_gate_inp", il, f32, {c_.n_embd, c_.n_expert});
@@ -75,6 +76,7 @@ class Builder {
         l.ffn_down = weight("ffn_down", il, wt, {c_.n_ff, c_.n_embd});
         l.ffn_up = weight("ffn_up", il, wt, {c_.n_embd, c_.n_ff});
       }
+      if (c_.post_norms) l.ffn_post_norm = weight("post_ffw_norm", il, f32, {c_.n_embd});
       Context& kc = *m_.cache_ctx;
       l.k_cache = kc.new_tensor_2d(c_.kv_type, c_.n_embd_kv(), c_.n_ctx);
       l.v_cache = kc.new_tensor_2d(c_.kv_type, c_.n_embd_kv(), c_.n_ctx);
@@ -98,6 +100,7 @@ class Builder {
     m_.pos = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_pos");
     m_.kv_idxs = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_kv_idxs");
     m_.mask = input(ctx_.new_tensor_2d(Type::kF16, c_.kv_len(), c_.n_tokens), "inp_kq_mask");
+    if (c_.has_swa()) m_.mask_swa = input(ctx_.new_tensor_2d(Type::kF16, c_.kv_len(), c_.n_tokens), "inp_kq_mask_swa");
     if (c_.outputs() < c_.n_tokens) m_.out_ids = input(ctx_.new_tensor_1d(Type::kI32, c_.outputs()), "inp_out_ids");
   }
 
@@ -108,22 +111,32 @@ class Builder {
                                        .n_head_kv = c_.n_head_kv,
                                        .n_tokens = c_.n_tokens,
                                        .n_kv = c_.kv_len(),
-                                       .kq_scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim())),
+                                       .kq_scale = c_.attn_scale > 0.0f
+                                                       ? 1.0f
+                                                       : 1.0f / std::sqrt(static_cast<float>(c_.head_dim())),
+                                       .q_scale = c_.attn_scale,
                                        .flash_attn = c_.flash_attn};
     const blocks::RopeParams rope{.n_rot = static_cast<int>(c_.head_dim()),
                                   .mode = c_.rope_mode,
                                   .freq_base = c_.rope_base,
+                                  .freq_scale = c_.rope_scale,
                                   .freq_factors = m_.rope_freqs};
+    blocks::RopeParams rope_swa = rope;
+    rope_swa.freq_base = c_.rope_base_swa;
+    rope_swa.freq_scale = c_.rope_scale_swa;
     const blocks::AttentionInputs attn_in{.pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = m_.mask};
+    const blocks::AttentionInputs attn_in_swa{.pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = m_.mask_swa};
     const blocks::MoeParams moe{
         .n_expert = c_.n_expert, .n_expert_used = c_.n_expert_used, .norm_weights = c_.moe_norm_weights};
     const blocks::GraphOrder order = [this](Tensor* t) { expand(t); };
 
     Tensor* inp = named(get_rows(ctx_, m_.tok_embd, m_.tokens), "inp_embd", -1);
+    if (c_.embd_scale) inp = named(scale(ctx_, inp, std::sqrt(static_cast<float>(c_.n_embd))), "inp_scaled", -1);
     for (int il = 0; il < c_.n_layer; ++il) {
       const LlamaLayer& l = m_.layers[static_cast<size_t>(il)];
+      const bool swa = c_.is_swa(il);
       Tensor* cur = blocks::rms_norm_mul(ctx_, inp, l.attn_norm, c_.norm_eps, "attn_norm", il);
-      cur = blocks::self_attention(ctx_, shape, rope,
+      cur = blocks::self_attention(ctx_, shape, swa ? rope_swa : rope,
                                    {.wq = l.wq,
                                     .wk = l.wk,
                                     .wv = l.wv,
@@ -134,15 +147,18 @@ class Builder {
                                     .q_norm = l.attn_q_norm,
                                     .k_norm = l.attn_k_norm,
                                     .qk_norm_eps = c_.norm_eps},
-                                   {.k = l.k_cache, .v = l.v_cache}, attn_in, cur, il, order);
+                                   {.k = l.k_cache, .v = l.v_cache}, swa ? attn_in_swa : attn_in, cur, il, order);
       if (il == c_.n_layer - 1 && m_.out_ids != nullptr) {
         // Only the rows that produce logits go on (llama.cpp's inp_out_ids).
         cur = get_rows(ctx_, cur, m_.out_ids);
         inp = get_rows(ctx_, inp, m_.out_ids);
       }
-      Tensor* ffn_inp = named(add(ctx_, cur, inp), "ffn_inp", il);
+      if (c_.post_norms) cur = blocks::rms_norm_mul(ctx_, cur, l.attn_post_norm, c_.norm_eps, "attn_post_norm", il);
+      Tensor* ffn_inp = named(add(ctx_, cur, inp), c_.post_norms ? "sa_out" : "ffn_inp", il);
       cur = blocks::rms_norm_mul(ctx_, ffn_inp, l.ffn_norm, c_.norm_eps, "ffn_norm", il);
-      if (c_.is_moe()) {
+      if (c_.ffn_gelu) {
+        cur = blocks::geglu_ffn(ctx_, {.gate = l.ffn_gate, .up = l.ffn_up, .down = l.ffn_down}, cur, il);
+      } else if (c_.is_moe()) {
         cur = blocks::moe_ffn(ctx_, moe,
                               {.gate_inp = l.ffn_gate_inp,
                                .gate_exps = l.ffn_gate_exps,
@@ -152,6 +168,7 @@ class Builder {
       } else {
         cur = blocks::swiglu_ffn(ctx_, {.gate = l.ffn_gate, .up = l.ffn_up, .down = l.ffn_down}, cur, il);
       }
+      if (c_.post_norms) cur = blocks::rms_norm_mul(ctx_, cur, l.ffn_post_norm, c_.norm_eps, "ffn_post_norm", il);
       inp = named(add(ctx_, cur, ffn_inp), "l_out", il);
     }
     Tensor* cur = blocks::rms_norm_mul(ctx_, inp, m_.output_norm, c_.norm_eps, "result_norm", -1);
@@ -238,13 +255,24 @@ Status validate(const LlamaConfig& c) {
     return invalid(
         format_message("head_dim * n_head_kv must be a multiple of the %s block size", type_name(c.kv_type)));
   }
-  if (!(c.rope_base > 0.0f) || !std::isfinite(c.rope_base)) return invalid("rope_base must be positive");
+  for (auto [v, what] : {std::pair{c.rope_base, "rope_base"},
+                         {c.rope_scale, "rope_scale"},
+                         {c.rope_base_swa, "rope_base_swa"},
+                         {c.rope_scale_swa, "rope_scale_swa"}}) {
+    if (!(v > 0.0f) || !std::isfinite(v)) return invalid(format_message("%s must be positive and finite", what));
+  }
+  if (!(c.attn_scale >= 0.0f) || !std::isfinite(c.attn_scale)) return invalid("attn_scale must be finite and >= 0");
+  if (c.swa_pattern < 0 || (c.swa_pattern > 0 && c.n_swa < 1)) {
+    return invalid("sliding-window attention needs swa_pattern >= 1 and n_swa >= 1 (or swa_pattern 0: none)");
+  }
+  if (c.ffn_gelu && c.is_moe()) return invalid("ffn_gelu is for dense FFNs (experts are SwiGLU)");
   if (!(c.norm_eps >= 0.0f) || !std::isfinite(c.norm_eps)) return invalid("norm_eps must be finite and >= 0");
   return Status::Ok();
 }
 
 std::vector<Tensor*> LlamaGraph::inputs() const {
   std::vector<Tensor*> v{tokens, pos, kv_idxs, mask};
+  if (mask_swa != nullptr) v.push_back(mask_swa);
   if (out_ids != nullptr) v.push_back(out_ids);
   return v;
 }
@@ -261,7 +289,8 @@ int LlamaGraph::layer_of(const Tensor* t) const {
                                  l.ffn_up,       l.ffn_down,
                                  l.ffn_gate_inp, l.ffn_gate_exps,
                                  l.ffn_up_exps,  l.ffn_down_exps,
-                                 l.k_cache,      l.v_cache};
+                                 l.k_cache,      l.v_cache,
+                                 l.attn_post_norm, l.ffn_post_norm};
     for (const Tensor* w : all) {
       if (w != nullptr && w == t) return static_cast<int>(il);
     }

@@ -140,6 +140,15 @@ LlamaInputs default_inputs(const LlamaConfig& c, uint64_t seed) {
       in.mask[static_cast<size_t>(i * n_kv + j)] = -std::numeric_limits<float>::infinity();
     }
   }
+  if (c.has_swa()) {
+    // llama.cpp's LLAMA_SWA_TYPE_STANDARD: a token at position p does not see positions p - n_swa and earlier.
+    in.mask_swa = in.mask;
+    for (int64_t i = 0; i < T; ++i) {
+      for (int64_t j = 0; j <= first + i - c.n_swa; ++j) {
+        in.mask_swa[static_cast<size_t>(i * n_kv + j)] = -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
   return in;
 }
 
@@ -160,7 +169,13 @@ Status set_inputs(LlamaGraph& m, const LlamaInputs& in) {
     return TS_ERROR(StatusCode::kInvalidArgument, "set_inputs: the mask needs %lld values, got %zu",
                     static_cast<long long>(nelements(*m.mask)), in.mask.size());
   }
-  return tensor_from_f32(*m.mask, in.mask);
+  TS_RETURN_IF_ERROR(tensor_from_f32(*m.mask, in.mask));
+  if (m.mask_swa == nullptr) return Status::Ok();
+  if (static_cast<int64_t>(in.mask_swa.size()) != nelements(*m.mask_swa)) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "set_inputs: the sliding-window mask needs %lld values, got %zu",
+                    static_cast<long long>(nelements(*m.mask_swa)), in.mask_swa.size());
+  }
+  return tensor_from_f32(*m.mask_swa, in.mask_swa);
 }
 
 }  // namespace tessera::models

@@ -1,4 +1,5 @@
 // The llama presets (see preset() in llama.h): small test models and the shapes of well-known checkpoints.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -7,13 +8,14 @@
 namespace tessera::models {
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "7b", "8x7b-moe", "70b"};
+  return {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3", "7b", "8x7b-moe", "70b"};
 }
 
 Result<LlamaConfig> preset(const std::string& name) {
   LlamaConfig c;
   c.name = name;
-  if (name == "tiny" || name == "tiny-moe" || name == "tiny-qwen2" || name == "tiny-qwen3" || name == "tiny-qwen3moe") {
+  if (name == "tiny" || name == "tiny-moe" || name == "tiny-qwen2" || name == "tiny-qwen3" || name == "tiny-qwen3moe" ||
+      name == "tiny-gemma3") {
     c.n_layer = 2;
     c.n_embd = 64;
     c.n_ff = 128;
@@ -38,6 +40,26 @@ Result<LlamaConfig> preset(const std::string& name) {
       c.rope_mode = RopeMode::kNeox;
       c.n_embd_head = 32;
       c.norm_eps = 1e-6f;
+    }
+    if (name == "tiny-gemma3") {
+      // llama.cpp's gemma3 graph: six layers so that the pattern of 6 (src/llama-model.cpp, LLM_ARCH_GEMMA3) has five
+      // sliding-window layers (window 16, smaller than the 64 cache slots) and a global one; heads of 32, not
+      // n_embd / n_head = 16 (Gemma 3 12B: 256, not 3840 / 16); a linear rope scaling of 2 on the global layer.
+      c.arch = "gemma3";
+      c.n_layer = 6;
+      c.n_embd_head = 32;
+      c.attn_qk_norm = true;
+      c.rope_mode = RopeMode::kNeox;
+      c.norm_eps = 1e-6f;
+      c.embd_scale = true;
+      c.post_norms = true;
+      c.ffn_gelu = true;
+      c.attn_scale = 1.0f / std::sqrt(32.0f);
+      c.rope_base = 1000000.0f;
+      c.rope_scale = 0.5f;
+      c.swa_pattern = 6;
+      c.n_swa = 16;
+      c.tied_output = true;
     }
     return c;
   }

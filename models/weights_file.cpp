@@ -53,6 +53,11 @@ Result<std::vector<uint8_t>> complete_gguf(const LlamaGraph& graph) {
   u32("rope.dimension_count", c.head_dim());
   f.set(p + "rope.freq_base", Value::f32(c.rope_base));
   f.set(p + "attention.layer_norm_rms_epsilon", Value::f32(c.norm_eps));
+  if (c.has_swa()) u32("attention.sliding_window", c.n_swa);
+  if (c.rope_scale != 1.0f) {
+    f.set(p + "rope.scaling.type", Value::string("linear"));
+    f.set(p + "rope.scaling.factor", Value::f32(1.0f / c.rope_scale));
+  }
   if (c.is_moe()) {
     u32("expert_count", c.n_expert);
     u32("expert_used_count", c.n_expert_used);

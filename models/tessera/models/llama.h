@@ -15,7 +15,7 @@
 //
 // Inputs (flag INPUT, in ctx): tokens i32 [n_tokens], pos i32 [n_tokens] (rope positions), kv_idxs i32 [n_tokens]
 // (cache slots the new K/V rows are written to by SET_ROWS), mask f16 [n_kv, n_tokens] (0 or -inf, added to the
-// scores), and out_ids i32 [n_outputs] when only some tokens produce logits. Output (flag OUTPUT): logits f32
+// scores), mask_swa (the same shape, for the sliding-window layers of a config with swa_pattern), and out_ids i32 [n_outputs] when only some tokens produce logits. Output (flag OUTPUT): logits f32
 // [n_vocab, n_outputs].
 #pragma once
 
@@ -72,6 +72,21 @@ struct LlamaConfig {
   bool attn_qk_norm = false;               // qwen3: blk.N.attn_{q,k}_norm.weight (f32 [head_dim]), an RMS norm of each
                                            // head of Q and K before rope
   RopeMode rope_mode = RopeMode::kNormal;  // qwen2, qwen3: kNeox (pairs (x[i], x[i + head_dim / 2]))
+  // gemma3 (llama.cpp's gemma3 graph, src/models/gemma3.cpp):
+  bool embd_scale = false;   // the embeddings times sqrt(n_embd) ("inp_scaled")
+  bool post_norms = false;   // blk.N.post_attention_norm / post_ffw_norm (f32 [n_embd]): RMS norms of the attention
+                             // and FFN outputs before their residual adds
+  bool ffn_gelu = false;     // GELU-gated FFN (GEGLU of gate and up) instead of SwiGLU
+  float attn_scale = 0.0f;   // > 0: Q is scaled by it after rope (SCALE) and the scores by 1; 0: 1 / sqrt(head_dim)
+  float rope_scale = 1.0f;   // rope's freq_scale (1 / the linear rope scaling factor) of the global layers
+  // Sliding-window attention: with swa_pattern > 0, layer il is a sliding-window layer unless il % swa_pattern ==
+  // swa_pattern - 1 (llama.cpp's set_swa_pattern); those layers read the SWA mask (a token at position p sees the
+  // cache positions in (p - n_swa, p]) and rope with rope_base_swa / rope_scale_swa. Their caches are full size
+  // (n_ctx), as llama.cpp's --swa-full.
+  int swa_pattern = 0;
+  int64_t n_swa = 0;
+  float rope_base_swa = 10000.0f;
+  float rope_scale_swa = 1.0f;
   // A model file holding every tensor's data (from_gguf.h, a "complete" file): fill_random reads the weights from it
   // instead of drawing them. Null for the presets and for header-only files.
   std::shared_ptr<const gguf::Model> weights_file;
@@ -82,6 +97,8 @@ struct LlamaConfig {
   int64_t kv_len() const { return n_kv > 0 ? n_kv : n_ctx; }
   int64_t outputs() const { return n_outputs > 0 ? n_outputs : n_tokens; }
   bool is_moe() const { return n_expert > 0; }
+  bool has_swa() const { return swa_pattern > 0; }
+  bool is_swa(int il) const { return swa_pattern > 0 && il % swa_pattern < swa_pattern - 1; }
 };
 
 // Checks the sizes (positive, divisible, n_kv <= n_ctx, n_tokens <= n_kv, experts, quantized row lengths).
@@ -91,7 +108,8 @@ Status validate(const LlamaConfig& config);
 // with 4 experts, 2 used), "7b" (Llama-2-7B shapes), "8x7b-moe" (Mixtral-8x7B shapes), "70b" (Llama-2-70B shapes).
 // Tiny models of the other architectures: "tiny-qwen2" (tiny with Q/K/V biases and NEOX rope), "tiny-qwen3" (Q/K
 // norms, NEOX rope, and a head size of 32, not n_embd / n_head = 16), "tiny-qwen3moe" (tiny-qwen3 with 4 experts, 2
-// used).
+// used), "tiny-gemma3" (6 layers, 5 sliding-window ones of window 16 and a global one, heads of 32, Q/K norms,
+// post-norms, GELU FFN, scaled embeddings, linear rope scaling 2 on the global layer, tied embeddings).
 // The large presets use n_ctx 4096 and n_tokens 512; override fields as needed. Unknown name: kNotFound.
 Result<LlamaConfig> preset(const std::string& name);
 std::vector<std::string> preset_names();
@@ -108,6 +126,7 @@ struct LlamaLayer {
   Tensor* bv = nullptr;             // attn_bias: f32 [n_embd_kv]
   Tensor* attn_q_norm = nullptr;    // attn_qk_norm: f32 [head_dim]
   Tensor* attn_k_norm = nullptr;    // attn_qk_norm: f32 [head_dim]
+  Tensor* attn_post_norm = nullptr; // post_norms: f32 [n_embd] ("post_attention_norm")
   Tensor* ffn_norm = nullptr;       // f32 [n_embd]
   Tensor* ffn_gate = nullptr;       // dense: [n_embd, n_ff]
   Tensor* ffn_up = nullptr;         // dense: [n_embd, n_ff]
@@ -116,6 +135,7 @@ struct LlamaLayer {
   Tensor* ffn_gate_exps = nullptr;  // MoE: [n_embd, n_ff, n_expert]
   Tensor* ffn_up_exps = nullptr;    // MoE: [n_embd, n_ff, n_expert]
   Tensor* ffn_down_exps = nullptr;  // MoE: [n_ff, n_embd, n_expert]
+  Tensor* ffn_post_norm = nullptr;  // post_norms: f32 [n_embd] ("post_ffw_norm")
   Tensor* k_cache = nullptr;        // kv_type [n_embd_kv, n_ctx]
   Tensor* v_cache = nullptr;
 };
@@ -132,6 +152,7 @@ struct LlamaGraph {
   Tensor* pos = nullptr;
   Tensor* kv_idxs = nullptr;
   Tensor* mask = nullptr;
+  Tensor* mask_swa = nullptr;  // has_swa(): the sliding-window layers' mask f16 [n_kv, n_tokens]
   Tensor* out_ids = nullptr;  // only when n_outputs < n_tokens
   Tensor* logits = nullptr;
 
@@ -166,7 +187,8 @@ Status fill_random(LlamaGraph& model, uint64_t seed, int threads = 0);
 // cache slots of the same index, with a causal mask; logits for the last n_outputs tokens.
 struct LlamaInputs {
   std::vector<int32_t> tokens, pos, kv_idxs, out_ids;
-  std::vector<float> mask;  // [n_kv, n_tokens], 0 or -inf
+  std::vector<float> mask;      // [n_kv, n_tokens], 0 or -inf
+  std::vector<float> mask_swa;  // has_swa(): the same, also -inf for the slots n_swa or more positions back
 };
 LlamaInputs default_inputs(const LlamaConfig& config, uint64_t seed);
 // Writes the inputs into the (allocated) input tensors. Errors: sizes that do not match, unallocated tensors.

@@ -69,9 +69,10 @@ void rms_norm(Vec& x, size_t from, size_t n, const std::vector<float>& g, double
 }
 
 // Rope of one head x[from, from + hd): NEOX pairs (i, i + hd / 2), normal pairs (2i, 2i + 1).
-void rope(Vec& x, size_t from, size_t hd, int pos, double base, RopeMode mode) {
+// `scale`: linear rope scaling (positions times 1 / factor).
+void rope(Vec& x, size_t from, size_t hd, int pos, double base, double scale, RopeMode mode) {
   for (size_t i = 0; i < hd / 2; ++i) {
-    const double theta = pos * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+    const double theta = pos * scale * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
     const size_t a = mode == RopeMode::kNeox ? from + i : from + 2 * i;
     const size_t b = mode == RopeMode::kNeox ? from + i + hd / 2 : from + 2 * i + 1;
     const double x0 = x[a], x1 = x[b];
@@ -81,15 +82,17 @@ void rope(Vec& x, size_t from, size_t hd, int pos, double base, RopeMode mode) {
 }
 
 double silu(double g) { return g / (1.0 + std::exp(-g)); }
+// The tanh approximation Gemma's gelu_pytorch_tanh is.
+double gelu(double g) { return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))); }
 
-// SwiGLU FFN of one expert (or the dense FFN: offset 0).
+// SwiGLU FFN of one expert (or the dense FFN: offset 0); GELU-gated with gelu_gate (gemma3).
 Vec swiglu(const Values& v, int il, const char* gate, const char* up, const char* down, const LlamaConfig& c,
-           const Vec& x, size_t e) {
+           const Vec& x, size_t e, bool gelu_gate = false) {
   const size_t in_off = e * static_cast<size_t>(c.n_embd * c.n_ff);
   const Vec g = matvec(v[blk(il, gate)], c.n_embd, c.n_ff, x, in_off);
   const Vec u = matvec(v[blk(il, up)], c.n_embd, c.n_ff, x, in_off);
   Vec a(g.size());
-  for (size_t i = 0; i < a.size(); ++i) a[i] = silu(g[i]) * u[i];
+  for (size_t i = 0; i < a.size(); ++i) a[i] = (gelu_gate ? gelu(g[i]) : silu(g[i])) * u[i];
   return matvec(v[blk(il, down)], c.n_ff, c.n_embd, a, in_off);
 }
 
@@ -101,9 +104,16 @@ std::vector<double> oracle_logits(const LlamaConfig& c, const Values& v, const L
   for (int64_t t = 0; t < T; ++t) {
     const std::vector<float>& emb = v["token_embd.weight"];
     x[t].assign(emb.begin() + in.tokens[t] * E, emb.begin() + (in.tokens[t] + 1) * E);
+    if (c.embd_scale) {  // gemma: the embeddings times sqrt(hidden_size)
+      for (double& e : x[t]) e *= std::sqrt(static_cast<double>(E));
+    }
   }
   std::vector<std::vector<float>> kc = v.k_cache, vc = v.v_cache;
   for (int il = 0; il < c.n_layer; ++il) {
+    // gemma3's sliding-window layers: every layer but each swa_pattern-th, with their own rope and mask.
+    const bool swa = c.swa_pattern > 0 && il % c.swa_pattern != c.swa_pattern - 1;
+    const double base = swa ? c.rope_base_swa : c.rope_base, rscale = swa ? c.rope_scale_swa : c.rope_scale;
+    const std::vector<float>& mask = swa ? in.mask_swa : in.mask;
     // Q, K, V of every new token; K and V go into the cache first (the tokens attend to each other through it).
     std::vector<Vec> q(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t) {
@@ -119,11 +129,11 @@ std::vector<double> oracle_logits(const LlamaConfig& c, const Values& v, const L
       }
       for (int64_t hh = 0; hh < c.n_head; ++hh) {
         if (c.attn_qk_norm) rms_norm(q[t], hh * hd, hd, v[blk(il, "attn_q_norm.weight")], c.norm_eps);
-        rope(q[t], hh * hd, hd, in.pos[t], c.rope_base, c.rope_mode);
+        rope(q[t], hh * hd, hd, in.pos[t], base, rscale, c.rope_mode);
       }
       for (int64_t hh = 0; hh < c.n_head_kv; ++hh) {
         if (c.attn_qk_norm) rms_norm(k, hh * hd, hd, v[blk(il, "attn_k_norm.weight")], c.norm_eps);
-        rope(k, hh * hd, hd, in.pos[t], c.rope_base, c.rope_mode);
+        rope(k, hh * hd, hd, in.pos[t], base, rscale, c.rope_mode);
       }
       const size_t slot = static_cast<size_t>(in.kv_idxs[t] * nk);
       for (int64_t i = 0; i < nk; ++i) {
@@ -131,7 +141,8 @@ std::vector<double> oracle_logits(const LlamaConfig& c, const Values& v, const L
         vc[il][slot + i] = static_cast<float>(vv[i]);
       }
     }
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    // gemma3 scales the queries by its own factor (query_pre_attn_scalar^-1/2) instead.
+    const double scale = c.attn_scale > 0 ? c.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
     for (int64_t t = 0; t < T; ++t) {
       Vec att(static_cast<size_t>(nq), 0.0);
       for (int64_t hh = 0; hh < c.n_head; ++hh) {
@@ -141,7 +152,7 @@ std::vector<double> oracle_logits(const LlamaConfig& c, const Values& v, const L
         for (int64_t j = 0; j < nkv; ++j) {
           double d = 0;
           for (int64_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * kc[il][j * nk + g * hd + i];
-          s[j] = d * scale + in.mask[t * nkv + j];
+          s[j] = d * scale + mask[t * nkv + j];
           mx = std::max(mx, s[j]);
         }
         double sum = 0;
@@ -150,13 +161,14 @@ std::vector<double> oracle_logits(const LlamaConfig& c, const Values& v, const L
           for (int64_t i = 0; i < hd; ++i) att[hh * hd + i] += s[j] / sum * vc[il][j * nk + g * hd + i];
         }
       }
-      const Vec o = matvec(v[blk(il, "attn_output.weight")], nq, E, att);
+      Vec o = matvec(v[blk(il, "attn_output.weight")], nq, E, att);
+      if (c.post_norms) rms_norm(o, 0, static_cast<size_t>(E), v[blk(il, "post_attention_norm.weight")], c.norm_eps);
       for (int64_t i = 0; i < E; ++i) x[t][i] += o[i];
       Vec f = x[t];
       rms_norm(f, 0, static_cast<size_t>(E), v[blk(il, "ffn_norm.weight")], c.norm_eps);
       Vec out(static_cast<size_t>(E), 0.0);
       if (!c.is_moe()) {
-        out = swiglu(v, il, "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", c, f, 0);
+        out = swiglu(v, il, "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", c, f, 0, c.ffn_gelu);
       } else {
         Vec p = matvec(v[blk(il, "ffn_gate_inp.weight")], E, c.n_expert, f);
         const double pm = *std::max_element(p.begin(), p.end());
@@ -175,6 +187,7 @@ std::vector<double> oracle_logits(const LlamaConfig& c, const Values& v, const L
           for (int64_t i = 0; i < E; ++i) out[i] += we * d[i];
         }
       }
+      if (c.post_norms) rms_norm(out, 0, static_cast<size_t>(E), v[blk(il, "post_ffw_norm.weight")], c.norm_eps);
       for (int64_t i = 0; i < E; ++i) x[t][i] += out[i];
     }
   }
@@ -237,7 +250,8 @@ TEST_P(QwenOracle, LogitsEqualTheOracles) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, QwenOracle,
-                         ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe"),
+                         ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
+                                           "tiny-gemma3"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string s = i.param;
                            std::replace(s.begin(), s.end(), '-', '_');
@@ -264,6 +278,35 @@ TEST(QwenPresets, SwitchesAndShapes) {
   EXPECT_EQ(m.layers[1].attn_q_norm->ne[0], 32);
   EXPECT_EQ(m.layers[1].ffn_gate_exps->ne[2], 4);
   EXPECT_EQ(preset("tiny").value().rope_mode, RopeMode::kNormal);
+  // gemma3: five sliding-window layers and a global one (the last), whose window is smaller than the cache.
+  const LlamaConfig g = preset("tiny-gemma3").value();
+  EXPECT_TRUE(g.attn_qk_norm && g.post_norms && g.ffn_gelu && g.embd_scale && g.tied_output);
+  EXPECT_EQ(g.rope_mode, RopeMode::kNeox);
+  EXPECT_EQ(g.head_dim(), 32);
+  for (int il = 0; il < 5; ++il) EXPECT_TRUE(g.is_swa(il)) << il;
+  EXPECT_FALSE(g.is_swa(5));
+  EXPECT_LT(g.n_swa + g.n_tokens, g.kv_len());
+  const LlamaGraph gm = build_llama(g).value();
+  EXPECT_NE(gm.mask_swa, nullptr);
+  EXPECT_EQ(gm.output, gm.tok_embd);
+  EXPECT_NE(gm.layers[5].attn_post_norm, nullptr);
+  EXPECT_NE(gm.layers[5].ffn_post_norm, nullptr);
+}
+
+// The sliding-window mask: a token at position p sees the positions (p - n_swa, p], as llama.cpp's
+// LLAMA_SWA_TYPE_STANDARD (masked when p - p_key >= n_swa), and the global mask every position up to p.
+TEST(QwenPresets, Gemma3SlidingWindowMask) {
+  const LlamaConfig c = preset("tiny-gemma3").value();
+  const LlamaInputs in = default_inputs(c, 1);
+  const int64_t n_kv = c.kv_len();
+  ASSERT_EQ(in.mask_swa.size(), in.mask.size());
+  for (int64_t t = 0; t < c.n_tokens; ++t) {
+    const int64_t p = in.pos[t];
+    for (int64_t j = 0; j < n_kv; ++j) {
+      EXPECT_EQ(std::isinf(in.mask[t * n_kv + j]), j > p) << t << " " << j;
+      EXPECT_EQ(std::isinf(in.mask_swa[t * n_kv + j]), j > p || p - j >= c.n_swa) << t << " " << j;
+    }
+  }
 }
 
 }  // namespace

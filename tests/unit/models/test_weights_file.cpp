@@ -99,7 +99,7 @@ void write_tiny(Written& w) {
 }  // namespace
 
 TEST(WeightsFile, ACompleteFileComputesWithItsOwnWeights) {
-  for (const char* name : {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe"}) {
+  for (const char* name : {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3"}) {
     SCOPED_TRACE(name);
     const LlamaConfig c = tiny_mixed(name);
     auto built = build_llama(c);

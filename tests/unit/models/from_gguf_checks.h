@@ -1,0 +1,46 @@
+// Checks shared by the from_gguf tests of each architecture.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "tessera/gguf.h"
+#include "tessera/models/llama.h"
+
+namespace tessera::models::testing {
+
+// Every tensor of the file is a weight of the graph exactly once, with the file's shape and type, and as many bytes as
+// the file's tensor data; and the other way round. Each weight is read by exactly one node of the graph (a tied
+// token_embd.weight by two: the lookup and the output head).
+inline void expect_uses_the_file_exactly(const LlamaGraph& m, const gguf::File& f) {
+  std::map<const Tensor*, int> reads;
+  for (const Tensor* t : m.graph->nodes()) {
+    for (const Tensor* s : t->src) {
+      if (s != nullptr) ++reads[s];
+    }
+  }
+  std::map<std::string, int> uses;
+  uint64_t graph_bytes = 0;
+  for (const Tensor* w : m.weights) {
+    ++uses[w->name];
+    EXPECT_EQ(reads[w], w == m.tok_embd && m.config.tied_output ? 2 : 1) << w->name << ": read by the graph";
+    const gguf::TensorInfo* t = f.find_tensor(w->name);
+    ASSERT_NE(t, nullptr) << w->name << " is not in the file";
+    EXPECT_STREQ(type_name(w->type), gguf::type_name(t->type)) << w->name;
+    for (int d = 0; d < 4; ++d) EXPECT_EQ(w->ne[d], t->ne[d]) << w->name << " dim " << d;
+    EXPECT_EQ(nbytes(*w), t->size) << w->name;
+    graph_bytes += nbytes(*w);
+  }
+  uint64_t file_bytes = 0;
+  for (const gguf::TensorInfo& t : f.tensors) {
+    EXPECT_EQ(uses[t.name], 1) << t.name;
+    file_bytes += t.size;
+  }
+  EXPECT_EQ(m.weights.size(), f.tensors.size());
+  EXPECT_EQ(graph_bytes, file_bytes);
+}
+
+}  // namespace tessera::models::testing
