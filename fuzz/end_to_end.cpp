@@ -50,10 +50,10 @@ struct Setup {
 };
 
 sim::DeviceConfig decode_accelerator(fuzz::ByteReader& in, int index) {
-  static const Op kDeniable[] = {Op::kMulMat,  Op::kMulMatId, Op::kFlashAttnExt, Op::kSoftMax, Op::kRope,
-                                 Op::kGetRows, Op::kSetRows,  Op::kArgsort,      Op::kTopK,    Op::kGlu,
-                                 Op::kRmsNorm, Op::kNorm,     Op::kAdd,          Op::kMul,     Op::kCpy,
-                                 Op::kCont,    Op::kUnary,    Op::kScale,        Op::kSumRows, Op::kDiv};
+  static const Op kDeniable[] = {
+      Op::kMulMat,  Op::kMulMatId, Op::kFlashAttnExt, Op::kSoftMax, Op::kRope,    Op::kGetRows, Op::kSetRows,
+      Op::kArgsort, Op::kTopK,     Op::kGlu,          Op::kRmsNorm, Op::kNorm,    Op::kAdd,     Op::kMul,
+      Op::kCpy,     Op::kCont,     Op::kUnary,        Op::kScale,   Op::kSumRows, Op::kDiv,     Op::kAddId};
   static const size_t kMemory[] = {1 * sim::GiB, 64 * sim::MiB, 1 * sim::MiB, 64 * sim::KiB};
   static const size_t kAlignment[] = {256, 64, 32, 128};
   static const int64_t kBatch[] = {1, 2, 4, 32};

@@ -56,6 +56,9 @@ std::vector<LeafData> infer_leaf_data(const Graph& graph, const std::vector<Tens
       case Op::kMulMatId:
         if (n->src[0] != nullptr) use(n->src[2], LeafFill::kDistinctIds, n->src[0]->ne[2]);
         break;
+      case Op::kAddId:  // ids into the rows (experts) of the biases
+        if (n->src[1] != nullptr) use(n->src[2], LeafFill::kIds, n->src[1]->ne[1]);
+        break;
       case Op::kRope:
         use(n->src[1], LeafFill::kPositions, 1);
         use(n->src[2], LeafFill::kPositive, 1);

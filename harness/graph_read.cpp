@@ -326,7 +326,11 @@ class GraphReader {
       case Op::kDiv: return div(ctx, src[0], src[1]);
       case Op::kScale: return scale(ctx, src[0], param_f32(p, 0), param_f32(p, 1));
       case Op::kUnary: return unary(ctx, src[0], static_cast<UnaryOp>(p[0]));
-      case Op::kGlu: return glu(ctx, src[0], src[1], static_cast<GluOp>(p[0]), p[1] != 0);
+      case Op::kGlu:
+        if (p[0] == static_cast<int32_t>(GluOp::kSwigluOai)) {
+          return swiglu_oai(ctx, src[0], src[1], param_f32(p, 2), param_f32(p, 3), p[1] != 0);
+        }
+        return glu(ctx, src[0], src[1], static_cast<GluOp>(p[0]), p[1] != 0);
       case Op::kRmsNorm: return rms_norm(ctx, src[0], param_f32(p, 0));
       case Op::kNorm: return norm(ctx, src[0], param_f32(p, 0));
       case Op::kSumRows: return sum_rows(ctx, src[0]);
@@ -334,7 +338,7 @@ class GraphReader {
         if (src[1] != nullptr && (src[1]->ne[2] == 0 || src[1]->ne[3] == 0)) {
           fail(element(child(path, "src"), 1), "expected a mask with ne2, ne3 >= 1 (they broadcast over the scores)");
         }
-        return soft_max(ctx, src[0], src[1], param_f32(p, 0));
+        return soft_max(ctx, src[0], src[1], param_f32(p, 0), src[2]);
       case Op::kRope:
         return rope(ctx, src[0], src[1], p[0], static_cast<RopeMode>(p[1]), param_f32(p, 2), param_f32(p, 3), src[2]);
       case Op::kMulMat: return mul_mat(ctx, src[0], src[1]);
@@ -344,6 +348,7 @@ class GraphReader {
       case Op::kArgsort: return argsort(ctx, src[0], static_cast<SortOrder>(p[0]));
       case Op::kTopK: return top_k(ctx, src[0], p[0]);
       case Op::kFlashAttnExt: return flash_attn_ext(ctx, src[0], src[1], src[2], src[3], param_f32(p, 0), src[4]);
+      case Op::kAddId: return add_id(ctx, src[0], src[1], src[2]);
       case Op::kCount: break;
     }
     fail(child(path, "op"), "expected a known op");

@@ -242,6 +242,23 @@ Tensor* scale(Context& ctx, Tensor* a, float s, float bias) {
   return r;
 }
 
+Tensor* add_id(Context& ctx, Tensor* a, Tensor* b, Tensor* ids) {
+  constexpr Op kOp = Op::kAddId;
+  if (a == nullptr || b == nullptr || ids == nullptr) return nullptr;
+  if (!check_type(ctx, kOp, "src0", a, TypeSet::kF32) || !check_type(ctx, kOp, "biases", b, TypeSet::kF32) ||
+      !check_type(ctx, kOp, "ids", ids, TypeSet::kI32)) {
+    return nullptr;
+  }
+  if (a->ne[3] != 1) return bad(ctx, kOp, "src0 " + dims(a) + " must be [ne0, n_used, n_tokens, 1]");
+  if (b->ne[0] != a->ne[0] || b->ne[2] != 1 || b->ne[3] != 1) {
+    return bad(ctx, kOp, "biases " + dims(b) + " must be [ne0, n_expert, 1, 1] for src0 " + dims(a));
+  }
+  if (ids->ne[0] != a->ne[1] || ids->ne[1] != a->ne[2] || ids->ne[2] != 1 || ids->ne[3] != 1) {
+    return bad(ctx, kOp, "ids " + dims(ids) + " must be [n_used, n_tokens, 1, 1] of src0 " + dims(a));
+  }
+  return make(ctx, kOp, Type::kF32, a->ne, {a, b, ids});
+}
+
 Tensor* unary(Context& ctx, Tensor* a, UnaryOp op) {
   if (a == nullptr) return nullptr;
   if (static_cast<int>(op) < 0 || op >= UnaryOp::kCount) {
@@ -252,11 +269,8 @@ Tensor* unary(Context& ctx, Tensor* a, UnaryOp op) {
   return r;
 }
 
-Tensor* glu(Context& ctx, Tensor* a, Tensor* b, GluOp op, bool swapped) {
+static Tensor* glu_impl(Context& ctx, Tensor* a, Tensor* b, GluOp op, bool swapped) {
   if (a == nullptr) return nullptr;
-  if (static_cast<int>(op) < 0 || op >= GluOp::kCount) {
-    return bad(ctx, Op::kGlu, format_message("invalid glu op %d", static_cast<int>(op)));
-  }
   if (!check_type(ctx, Op::kGlu, "src0", a, TypeSet::kFloat)) return nullptr;
   int64_t ne[4] = {a->ne[0], a->ne[1], a->ne[2], a->ne[3]};
   if (b != nullptr) {
@@ -270,6 +284,34 @@ Tensor* glu(Context& ctx, Tensor* a, Tensor* b, GluOp op, bool swapped) {
   if (r != nullptr) {
     r->op_params[0] = static_cast<int32_t>(op);
     r->op_params[1] = swapped ? 1 : 0;
+  }
+  return r;
+}
+
+Tensor* glu(Context& ctx, Tensor* a, Tensor* b, GluOp op, bool swapped) {
+  if (a == nullptr) return nullptr;
+  if (op == GluOp::kSwigluOai) {
+    return bad(ctx, Op::kGlu, "SWIGLU_OAI needs alpha and limit: build it with swiglu_oai");
+  }
+  if (static_cast<int>(op) < 0 || op >= GluOp::kCount) {
+    return bad(ctx, Op::kGlu, format_message("invalid glu op %d", static_cast<int>(op)));
+  }
+  return glu_impl(ctx, a, b, op, swapped);
+}
+
+Tensor* swiglu_oai(Context& ctx, Tensor* a, Tensor* b, float alpha, float limit, bool swapped) {
+  if (a == nullptr) return nullptr;
+  if (!std::isfinite(alpha)) {
+    return bad(ctx, Op::kGlu, format_message("SWIGLU_OAI alpha must be finite, got %g", static_cast<double>(alpha)));
+  }
+  if (!(std::isfinite(limit) && limit >= 0.0f)) {
+    return bad(ctx, Op::kGlu,
+               format_message("SWIGLU_OAI limit must be finite and >= 0, got %g", static_cast<double>(limit)));
+  }
+  Tensor* r = glu_impl(ctx, a, b, GluOp::kSwigluOai, swapped);
+  if (r != nullptr) {
+    set_op_param<float>(*r, 2, alpha);
+    set_op_param<float>(*r, 3, limit);
   }
   return r;
 }
@@ -295,7 +337,7 @@ Tensor* sum_rows(Context& ctx, Tensor* a) {
   return make(ctx, Op::kSumRows, a->type, ne, {a});
 }
 
-Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale) {
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale, Tensor* sinks) {
   if (a == nullptr) return nullptr;
   if (!check_type(ctx, Op::kSoftMax, "src0", a, TypeSet::kFloat)) return nullptr;
   if (mask != nullptr) {
@@ -307,8 +349,15 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale) {
                      " (need equal ne0, ne1 >= scores', dims 2,3 dividing the scores')");
     }
   }
-  Tensor* r = mask != nullptr ? make(ctx, Op::kSoftMax, a->type, a->ne, {a, mask})
-                              : make(ctx, Op::kSoftMax, a->type, a->ne, {a});
+  if (sinks != nullptr) {
+    if (!check_type(ctx, Op::kSoftMax, "sinks", sinks, TypeSet::kF32)) return nullptr;
+    if (sinks->ne[0] != a->ne[2] || nelements(*sinks) != a->ne[2]) {
+      return bad(ctx, Op::kSoftMax, "sinks " + dims(sinks) + " must have one entry per head, ne2 of scores " + dims(a));
+    }
+  }
+  Tensor* r = sinks != nullptr  ? make(ctx, Op::kSoftMax, a->type, a->ne, {a, mask, sinks})
+              : mask != nullptr ? make(ctx, Op::kSoftMax, a->type, a->ne, {a, mask})
+                                : make(ctx, Op::kSoftMax, a->type, a->ne, {a});
   if (r != nullptr) set_op_param<float>(*r, 0, scale);
   return r;
 }

@@ -25,7 +25,7 @@ const OpTraits kOps[kOpCount] = {
     {"RMS_NORM", 1, 1, false, true},
     {"NORM", 1, 1, false, false},
     {"SUM_ROWS", 1, 1, false, false},
-    {"SOFT_MAX", 1, 2, false, true},
+    {"SOFT_MAX", 1, 3, false, true},
     {"ROPE", 2, 3, false, true},
     {"MUL_MAT", 2, 2, false, false},
     {"MUL_MAT_ID", 3, 3, false, false},
@@ -34,6 +34,7 @@ const OpTraits kOps[kOpCount] = {
     {"ARGSORT", 1, 1, false, false},
     {"TOP_K", 1, 1, false, false},
     {"FLASH_ATTN_EXT", 3, 5, false, false},
+    {"ADD_ID", 3, 3, false, false},
 };
 // clang-format on
 }  // namespace
@@ -58,6 +59,7 @@ const char* glu_op_name(GluOp op) {
   switch (op) {
     case GluOp::kSwiglu: return "SWIGLU";
     case GluOp::kGeglu: return "GEGLU";
+    case GluOp::kSwigluOai: return "SWIGLU_OAI";
     default: return "INVALID";
   }
 }

@@ -301,8 +301,10 @@ class CudaBackend final : public Backend {
     for (size_t i = 0; i < graph.n_nodes(); ++i) {
       const Tensor* node = graph.node(i);
       if (node->op == Op::kNone || op_is_view(node->op)) continue;
-      const bool is_index_op = node->op == Op::kGetRows || node->op == Op::kSetRows || node->op == Op::kMulMatId;
-      if (is_empty(*node) && !is_index_op) continue;
+      // Index ops check their ids even with an empty result (as the CPU reference), except ADD_ID (nor does it there).
+      const bool checks_when_empty = node->op == Op::kGetRows || node->op == Op::kSetRows || node->op == Op::kMulMatId;
+      const bool is_index_op = checks_when_empty || node->op == Op::kAddId;
+      if (is_empty(*node) && !checks_when_empty) continue;
       if (!supports_node(*node)) {
         set_last_error(format_message("CUDA%d: node %zu: op %s is not supported by the CUDA backend for %s", index_, i,
                                       op_name(node->op), describe(*node).c_str()));

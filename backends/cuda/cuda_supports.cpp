@@ -98,6 +98,11 @@ bool check_soft_max(const Tensor& n) {
   if (!same_as_float_src0(n)) return false;
   const Tensor& a = *n.src[0];
   const Tensor* m = n.src[1];
+  const Tensor* sk = n.src[2];
+  if (sk != nullptr &&
+      (!layout_ok(sk) || sk->type != Type::kF32 || sk->ne[0] != a.ne[2] || nelements(*sk) != a.ne[2])) {
+    return false;
+  }
   if (m == nullptr) return true;
   if (!layout_ok(m) || (m->type != Type::kF32 && m->type != Type::kF16)) return false;
   return m->ne[0] == a.ne[0] && m->ne[1] >= a.ne[1] && m->ne[2] > 0 && m->ne[3] > 0 && a.ne[2] % m->ne[2] == 0 &&
@@ -156,6 +161,16 @@ bool check_get_rows(const Tensor& n) {
   if (ids->ne[3] != 1 || ids->ne[1] != a->ne[2] || ids->ne[2] != a->ne[3]) return false;
   if (n.type != (a->type == Type::kI32 ? Type::kI32 : Type::kF32)) return false;
   return n.ne[0] == a->ne[0] && n.ne[1] == ids->ne[0] && n.ne[2] == a->ne[2] && n.ne[3] == a->ne[3];
+}
+
+bool check_add_id(const Tensor& n) {
+  const Tensor* a = n.src[0];
+  const Tensor* b = n.src[1];
+  const Tensor* ids = n.src[2];
+  if (!layout_ok(a) || !layout_ok(b) || !layout_ok(ids)) return false;
+  if (a->type != Type::kF32 || b->type != Type::kF32 || ids->type != Type::kI32 || n.type != Type::kF32) return false;
+  return same_ne(n, *a) && a->ne[3] == 1 && b->ne[0] == a->ne[0] && b->ne[2] == 1 && b->ne[3] == 1 &&
+         ids->ne[0] == a->ne[1] && ids->ne[1] == a->ne[2] && ids->ne[2] == 1 && ids->ne[3] == 1;
 }
 
 bool check_set_rows(const Tensor& n) {
@@ -249,6 +264,7 @@ bool supports_node(const Tensor& n) {
     case Op::kArgsort:
     case Op::kTopK: return check_sort(n);
     case Op::kFlashAttnExt: return check_flash_attn(n);
+    case Op::kAddId: return check_add_id(n);
     case Op::kCount: return false;
   }
   return false;

@@ -374,9 +374,11 @@ class SchedPlan {
 bool buffer_supported(const SchedPlan& plan, const BackendSet& bs, int32_t t, int b);
 // Highest-priority backend that supports the buffer type `buft` and the op of tensor `op`; -1 if none or no buft.
 int backend_from_buffer(SchedPlan& plan, const BackendSet& bs, const BufferType* buft, int32_t op);
-// Weight-like sources that are auxiliary and tiny: they never decide placement (ROPE frequency factors, FA sinks).
+// Weight-like sources that are auxiliary and tiny: they never decide placement (ROPE frequency factors, FA sinks,
+// SOFT_MAX sinks).
 inline bool is_auxiliary_source(Op op, int src_index) {
-  return (op == Op::kRope && src_index == 2) || (op == Op::kFlashAttnExt && src_index == 4);
+  return (op == Op::kRope && src_index == 2) || (op == Op::kFlashAttnExt && src_index == 4) ||
+         (op == Op::kSoftMax && src_index == 2);
 }
 bool is_weight(const Tensor& t);  // in a buffer whose usage is WEIGHTS
 

@@ -43,6 +43,10 @@ Tensor* dup(Context& ctx, Tensor* a);
 Tensor* add(Context& ctx, Tensor* a, Tensor* b);
 Tensor* mul(Context& ctx, Tensor* a, Tensor* b);
 Tensor* div(Context& ctx, Tensor* a, Tensor* b);
+// Per-expert bias rows (gpt-oss, after MUL_MAT_ID): a f32 [ne0, n_used, n_tokens, 1], b f32 [ne0, n_expert, 1, 1],
+// ids i32 [n_used, n_tokens, 1, 1]; r[:, i1, i2] = a[:, i1, i2] + b[:, ids[i1, i2]]. Result f32, a's shape. An id
+// outside [0, n_expert) fails the computation (an error, never a read out of bounds).
+Tensor* add_id(Context& ctx, Tensor* a, Tensor* b, Tensor* ids);
 // a * s + bias. a: Float.
 Tensor* scale(Context& ctx, Tensor* a, float s, float bias = 0.0f);
 // a: Float. SILU x/(1+e^-x); GELU 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))); RELU max(x,0); NEG -x.
@@ -51,9 +55,13 @@ inline Tensor* silu(Context& ctx, Tensor* a) { return unary(ctx, a, UnaryOp::kSi
 inline Tensor* gelu(Context& ctx, Tensor* a) { return unary(ctx, a, UnaryOp::kGelu); }
 // Gated linear unit. Two-input form: act(a) * b (same shapes). Single-input form (b == nullptr): a.ne0 even, result
 // ne0 = a.ne0 / 2, act(first half) * second half (swapped: act(second half) * first half). SWIGLU act = silu, GEGLU
-// act = gelu. Result type: a's.
+// act = gelu. Result type: a's. SWIGLU_OAI needs its parameters: build it with swiglu_oai (glu refuses it).
 Tensor* glu(Context& ctx, Tensor* a, Tensor* b, GluOp op, bool swapped = false);
 inline Tensor* swiglu(Context& ctx, Tensor* a, Tensor* b) { return glu(ctx, a, b, GluOp::kSwiglu); }
+// gpt-oss's GLU (GLU with op_params [0] SWIGLU_OAI, [1] swapped, [2] f32 alpha, [3] f32 limit), same forms as glu:
+// with gate g and linear part l, x = min(g, limit), y = clamp(l, -limit, limit), out = x * sigmoid(alpha x) * (y + 1).
+// alpha finite; limit finite and >= 0.
+Tensor* swiglu_oai(Context& ctx, Tensor* a, Tensor* b, float alpha, float limit, bool swapped = false);
 
 // ---- reductions / norms (per row of ne0; a: Float; result a's type) ----
 // x / sqrt(mean(x^2) + eps)
@@ -64,7 +72,9 @@ Tensor* norm(Context& ctx, Tensor* a, float eps);
 Tensor* sum_rows(Context& ctx, Tensor* a);
 // softmax(a * scale + mask) along ne0. mask (optional, f32 or f16): ne0 equal, ne1 >= a.ne1 (row i1 of a uses row i1
 // of the mask), broadcast over dims 2,3 (a.ne2 % mask.ne2 == 0, a.ne3 % mask.ne3 == 0). A row of all -inf gives 0s.
-Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f);
+// sinks (optional, f32, ne0 = nelements = a.ne2, src2): attention sinks, one logit per head i2 that joins each row's
+// denominator unscaled, exp(sinks[i2] - m), m the maximum over the row and the sink; the sink has no output column.
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f, Tensor* sinks = nullptr);
 
 // ---- positional ----
 // Rotary embedding. a: Float [head_dim, n_head, n_tokens, ne3]; pos: i32 [n_tokens]; n_dims even, <= head_dim.

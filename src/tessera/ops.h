@@ -40,13 +40,15 @@ enum class Op : int32_t {
   kTopK,
   // attention
   kFlashAttnExt,
+  // element-wise, per-expert rows (appended: op numbers stay stable)
+  kAddId,
   kCount
 };
 
 constexpr int kOpCount = static_cast<int>(Op::kCount);
 
 enum class UnaryOp : int32_t { kSilu = 0, kGelu, kRelu, kNeg, kCount };
-enum class GluOp : int32_t { kSwiglu = 0, kGeglu, kCount };
+enum class GluOp : int32_t { kSwiglu = 0, kGeglu, kSwigluOai, kCount };
 enum class SortOrder : int32_t { kAsc = 0, kDesc };
 enum class RopeMode : int32_t { kNormal = 0, kNeox = 2 };
 

@@ -137,6 +137,15 @@ std::vector<OpCase> make_catalogue() {
         return glu(b.ctx(), b.input(t, 64, 4, 3), b.input(t, 64, 4, 3), g, false);
       });
     }
+    // gpt-oss's SWIGLU_OAI: values up to 8 in magnitude against a limit of 3, so both clamps act.
+    for (int form = 0; form < 3; ++form) {
+      const char* fname[] = {"split", "split_swapped", "two_inputs"};
+      add_case(Op::kGlu, std::string("glu_swiglu_oai_") + fname[form] + "_" + s, [t, form](CaseBuilder& b) {
+        Tensor* a = b.input(t, form == 2 ? 64 : 128, 4, 3, 1, 8.0f);
+        Tensor* l = form == 2 ? b.input(t, 64, 4, 3, 1, 8.0f) : nullptr;
+        return swiglu_oai(b.ctx(), a, l, 1.702f, 3.0f, form == 1);
+      });
+    }
 
     // ---- reductions / norms ----
     add_case(Op::kRmsNorm, "rms_norm_" + s,
@@ -155,6 +164,14 @@ std::vector<OpCase> make_catalogue() {
         return soft_max(b.ctx(), b.input(t, 8, 6, 2, 1), b.custom(tm, {8, 6}, causal_mask(2, 5)), 0.125f);
       });
     }
+    // Attention sinks (one per head, ne2 = 3), alone and with a causal mask that has a fully masked row.
+    add_case(Op::kSoftMax, "soft_max_sinks_" + s, [t](CaseBuilder& b) {
+      return soft_max(b.ctx(), b.input(t, 32, 4, 3, 2), nullptr, 0.5f, b.input(Type::kF32, 3, 1, 1, 1, 2.0f));
+    });
+    add_case(Op::kSoftMax, "soft_max_sinks_causal_" + s, [t](CaseBuilder& b) {
+      return soft_max(b.ctx(), b.input(t, 8, 6, 3, 1), b.custom(Type::kF16, {8, 6}, causal_mask(2, 5)), 0.125f,
+                      b.input(Type::kF32, 3, 1, 1, 1, 2.0f));
+    });
 
     // ---- positional ----
     for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
@@ -207,6 +224,15 @@ std::vector<OpCase> make_catalogue() {
                       b.custom(Type::kI32, {4, 2, 1}, distinct_indices(10)));
     });
   }
+
+  // ADD_ID: per-expert bias rows (8 experts, 4 used per token, 5 tokens).
+  add_case(Op::kAddId, "add_id_f32", [](CaseBuilder& b) {
+    return add_id(b.ctx(), b.input(Type::kF32, 64, 4, 5), b.input(Type::kF32, 64, 8), b.indices(8, 4, 5));
+  });
+  add_case(Op::kAddId, "add_id_permuted_f32", [](CaseBuilder& b) {
+    Tensor* a = permute(b.ctx(), b.input(Type::kF32, 48, 5, 3), 0, 2, 1, 3);  // [48, 3, 5], strided
+    return add_id(b.ctx(), a, b.input(Type::kF32, 48, 6), b.indices(6, 3, 5));
+  });
 
   // ---- attention ----
   const float kq_scale = 0.125f;

@@ -71,6 +71,13 @@ TEST_P(BackendConformance, SupportsOpRejectsInvalidNodes) {
   Tensor* experts = leaf(Type::kF32, {64, 16, 4});
   Tensor* tokens = leaf(Type::kF32, {64, 2, 5});
   Tensor* fids2 = leaf(Type::kF32, {2, 5});
+  Tensor* scores = leaf(Type::kF32, {64, 4, 3});
+  Tensor* sinks_f16 = leaf(Type::kF16, {3});
+  Tensor* sinks_short = leaf(Type::kF32, {2});
+  Tensor* biases = leaf(Type::kF32, {64, 8});
+  Tensor* ids25 = leaf(Type::kI32, {2, 5});
+  Tensor* ids52 = leaf(Type::kI32, {5, 2});
+  Tensor* tokens5 = leaf(Type::kF32, {64, 2, 5});
 
   std::vector<std::pair<std::string, Tensor*>> invalid = {
       {"MUL_MAT with an i32 src1", node(Op::kMulMat, Type::kF32, {16, 4}, {w, ix})},
@@ -86,6 +93,12 @@ TEST_P(BackendConformance, SupportsOpRejectsInvalidNodes) {
       {"ROPE with f32 positions", node(Op::kRope, Type::kF32, {64, 4, 5}, {a3, fpos})},
       {"MUL_MAT_ID with f32 ids", node(Op::kMulMatId, Type::kF32, {16, 2, 5}, {experts, tokens, fids2})},
       {"UNARY with an unknown UnaryOp", node(Op::kUnary, Type::kF32, {64, 4}, {x})},
+      {"SOFT_MAX with f16 sinks", node(Op::kSoftMax, Type::kF32, {64, 4, 3}, {scores, nullptr, sinks_f16})},
+      {"SOFT_MAX with sinks for 2 of 3 heads",
+       node(Op::kSoftMax, Type::kF32, {64, 4, 3}, {scores, nullptr, sinks_short})},
+      {"ADD_ID with f32 ids", node(Op::kAddId, Type::kF32, {64, 2, 5}, {tokens5, biases, fids2})},
+      {"ADD_ID with transposed ids", node(Op::kAddId, Type::kF32, {64, 2, 5}, {tokens5, biases, ids52})},
+      {"ADD_ID with a missing bias source", node(Op::kAddId, Type::kF32, {64, 2, 5}, {tokens5, nullptr, ids25})},
   };
   ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
   for (auto& [why, t] : invalid) {

@@ -44,7 +44,7 @@ namespace {
 constexpr Op kDenyable[] = {Op::kSoftMax, Op::kRope, Op::kMulMat,  Op::kMulMatId, Op::kGetRows,      Op::kSetRows,
                             Op::kArgsort, Op::kTopK, Op::kRmsNorm, Op::kNorm,     Op::kFlashAttnExt, Op::kAdd,
                             Op::kMul,     Op::kCpy,  Op::kCont,    Op::kGlu,      Op::kUnary,        Op::kScale,
-                            Op::kSumRows, Op::kDiv,  Op::kDup};
+                            Op::kSumRows, Op::kDiv,  Op::kDup,     Op::kAddId};
 constexpr int kNumDenyable = sizeof kDenyable / sizeof kDenyable[0];
 
 struct DeviceSpec {

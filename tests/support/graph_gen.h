@@ -13,14 +13,15 @@
 //      description built with fewer tokens (with_tokens) gives a graph with the same nodes, leafs and wiring whose
 //      every tensor is no larger: the "worst case / smaller batch" pair of reserve + alloc_graph.
 //
-// Ops used: unary, scale, add/mul/div with broadcasting, rms_norm, norm, sum_rows, glu (one- and two-input forms),
-// soft_max with and without mask, rope (normal/neox, optional freq factors), mul_mat with weights of every Weight type
-// (or an activation as the weight), mul_mat_id (ids from a leaf or from top_k of a router), get_rows, set_rows into
-// a cache (a fresh leaf or an earlier value), argsort, top_k, cpy (to another type, flat, or into a view of a cache),
-// cont, dup, views (view/reshape/permute/transpose, views of views), flash_attn_ext (mask, sinks, GQA).
-// Leafs are planned (no memory), INPUT-flagged, or "external" (pre-allocated in BuildOptions::weight_buft, like
-// weights). Step results are flagged OUTPUT (and non-view nodes INPUT) now and then; the last graph sink is always
-// an OUTPUT. Every tensor in the graph is named "v<k>.<role>" after its position k in the value pool.
+// Ops used: unary, scale, add/mul/div with broadcasting, rms_norm, norm, sum_rows, glu (one- and two-input forms;
+// swiglu, geglu, swiglu_oai), soft_max with and without mask and sinks, add_id (per-expert bias rows), rope
+// (normal/neox, optional freq factors), mul_mat with weights of every Weight type (or an activation as the weight),
+// mul_mat_id (ids from a leaf or from top_k of a router), get_rows, set_rows into a cache (a fresh leaf or an earlier
+// value), argsort, top_k, cpy (to another type, flat, or into a view of a cache), cont, dup, views
+// (view/reshape/permute/transpose, views of views), flash_attn_ext (mask, sinks, GQA). Leafs are planned (no memory),
+// INPUT-flagged, or "external" (pre-allocated in BuildOptions::weight_buft, like weights). Step results are flagged
+// OUTPUT (and non-view nodes INPUT) now and then; the last graph sink is always an OUTPUT. Every tensor in the graph is
+// named "v<k>.<role>" after its position k in the value pool.
 //
 // Data: BuiltGraph::fill_data() writes deterministic data (from the description's seed) into every leaf that has
 // memory: non-zero floats, ids within their table, distinct ids for set_rows, positions for rope.
@@ -71,13 +72,14 @@ enum class StepKind : uint8_t {
   kCopy,
   kView,
   kAttention,
+  kAddId,  // appended: the kinds of older descriptions keep their numbers
   kCount
 };
 
 inline const char* step_kind_name(StepKind k) {
-  static const char* const names[] = {"Unary",   "Scale", "Binary", "Norm",     "SumRows", "Glu",
-                                      "SoftMax", "Rope",  "MulMat", "MulMatId", "GetRows", "SetRows",
-                                      "Sort",    "Copy",  "View",   "Attention"};
+  static const char* const names[] = {"Unary",   "Scale", "Binary", "Norm",      "SumRows", "Glu",
+                                      "SoftMax", "Rope",  "MulMat", "MulMatId",  "GetRows", "SetRows",
+                                      "Sort",    "Copy",  "View",   "Attention", "AddId"};
   const auto i = static_cast<size_t>(k);
   return i < static_cast<size_t>(StepKind::kCount) ? names[i] : "?";
 }
@@ -538,26 +540,33 @@ class Builder {
         r = add(sum_rows(*ctx_, t(a)), d, true, "sum_rows");
         break;
       }
-      case StepKind::kGlu: {  // p % 3: single, single swapped, two-input; q & 1: geglu
+      case StepKind::kGlu: {  // p % 3: single, single swapped, two-input; q & 1: geglu; q & 2: swiglu_oai
         const int a = any_float(s.a);
         if (a < 0) return;
-        const auto op = static_cast<GluOp>(s.q & 1);
+        const auto op = (s.q & 2) ? GluOp::kSwigluOai : static_cast<GluOp>(s.q & 1);
+        // SWIGLU_OAI with alpha 1.702 and a limit of 0.5 to 4 (q >> 2): the generated values reach past it.
+        auto make_glu = [&](Tensor* x, Tensor* y, bool swapped) {
+          return op == GluOp::kSwigluOai
+                     ? swiglu_oai(*ctx_, x, y, 1.702f, 0.5f * static_cast<float>(1 + (s.q >> 2) % 8), swapped)
+                     : glu(*ctx_, x, y, op, swapped);
+        };
         const SDim d0 = v(a).d[0];
         if (s.p % 3 < 2 && !d0.t && d0.c % 2 == 0) {
           use(a);
           Dims d = v(a).d;
           d[0] = C(d0.c / 2);
-          r = add(glu(*ctx_, t(a), nullptr, op, s.p % 3 == 1), d, true, "glu");
+          r = add(make_glu(t(a), nullptr, s.p % 3 == 1), d, true, "glu");
         } else {
           const int b = pick(s.b, [&](const Val& x) { return is_float(x) && x.d == v(a).d; });
           if (b < 0) return;
           use(a);
           use(b);
-          r = add(glu(*ctx_, t(a), t(b), op), v(a).d, true, "glu2");
+          r = add(make_glu(t(a), t(b), false), v(a).d, true, "glu2");
         }
         break;
       }
-      case StepKind::kSoftMax: {  // p % 3: no mask, fresh mask, mask from the pool; q & 1: f16 mask; q >> 1: scale
+      case StepKind::kSoftMax: {  // p % 3: no mask, fresh mask, mask from the pool; q & 1: f16 mask; q >> 1: scale;
+                                  // q & 16: sinks (a fresh f32 leaf, one per row of dim 2)
         const int a = any_float(s.a);
         if (a < 0) return;
         const Dims ad = v(a).d;
@@ -573,10 +582,17 @@ class Builder {
                          "mask");
           if (m < 0) return;
         }
+        int sk = -1;
+        if (s.q & 16) {
+          sk = fresh_leaf(Type::kF32, {ad[2], C(1), C(1), C(1)}, FillKind::kFloat, {}, s.leaf, "sinks");
+          if (sk < 0) return;
+          use(sk);
+        }
         use(a);
         if (m >= 0) use(m);
-        r = add(soft_max(*ctx_, t(a), m >= 0 ? t(m) : nullptr, 0.125f * static_cast<float>(1 + (s.q >> 1) % 8)), ad,
-                true, "soft_max");
+        r = add(soft_max(*ctx_, t(a), m >= 0 ? t(m) : nullptr, 0.125f * static_cast<float>(1 + (s.q >> 1) % 8),
+                         sk >= 0 ? t(sk) : nullptr),
+                ad, true, "soft_max");
         break;
       }
       case StepKind::kRope: {  // p & 1: neox; p >> 1: n_dims; q & 1: fresh positions; q & 2: freq factors
@@ -812,6 +828,21 @@ class Builder {
       }
       case StepKind::kView: r = view_step(s); break;
       case StepKind::kAttention: r = attention_step(s); break;
+      case StepKind::kAddId: {  // a: an f32 value [E, U, N, 1]; 2 + p % 7 experts: fresh biases and ids
+        const int a = pick(s.a, [&](const Val& x) { return x.t->type == Type::kF32 && one(x.d[3]); });
+        if (a < 0) return;
+        const Dims ad = v(a).d;
+        const SDim n_expert = C(2 + s.p % 7);
+        const int bias = fresh_leaf(Type::kF32, {ad[0], n_expert, C(1), C(1)}, FillKind::kFloat, {}, s.leaf, "biases");
+        if (bias < 0) return;
+        const int ids = fresh_leaf(Type::kI32, {ad[1], ad[2], C(1), C(1)}, FillKind::kIds, n_expert, s.leaf, "ids");
+        if (ids < 0) return;
+        use(a);
+        use(bias);
+        use(ids);
+        r = add(add_id(*ctx_, t(a), t(bias), t(ids)), ad, true, "add_id");
+        break;
+      }
       case StepKind::kCount: return;
     }
     mark(r, s);
@@ -1015,7 +1046,8 @@ inline rc::Gen<StepKind> gen_step_kind() {
                                           {2, StepKind::kSort},
                                           {4, StepKind::kCopy},
                                           {7, StepKind::kView},
-                                          {2, StepKind::kAttention}}),
+                                          {2, StepKind::kAttention},
+                                          {1, StepKind::kAddId}}),
       [](StepKind k) { return k == StepKind::kUnary ? rc::Seq<StepKind>() : rc::seq::just(StepKind::kUnary); });
 }
 

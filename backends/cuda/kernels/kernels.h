@@ -60,6 +60,7 @@ Status launch_node(const Tensor& node, LaunchContext& ctx);
 Status launch_cpy(const Tensor& node, LaunchContext& ctx);  // CPY, CONT, DUP
 Status launch_get_rows(const Tensor& node, LaunchContext& ctx);
 Status launch_set_rows(const Tensor& node, LaunchContext& ctx);
+Status launch_add_id(const Tensor& node, LaunchContext& ctx);
 Status launch_elementwise(const Tensor& node, LaunchContext& ctx);  // ADD, MUL, DIV, SCALE, UNARY, GLU
 Status launch_row_op(const Tensor& node, LaunchContext& ctx);       // RMS_NORM, NORM, SUM_ROWS, SOFT_MAX, ROPE
 Status launch_sort(const Tensor& node, LaunchContext& ctx);         // ARGSORT, TOP_K

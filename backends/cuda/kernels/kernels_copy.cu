@@ -95,6 +95,23 @@ __global__ void get_rows_kernel(TensorDesc a, TensorDesc ids, TensorDesc out, in
   }
 }
 
+// ADD_ID: r[:, i1, i2] = a[:, i1, i2] + b[:, ids[i1, i2]]. One thread per output element; an id out of range is
+// reported and its row left unwritten (the computation fails).
+__global__ void add_id_kernel(TensorDesc a, TensorDesc b, TensorDesc ids, TensorDesc out, int64_t n, IndexError* err,
+                              int32_t node) {
+  for (int64_t f = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; f < n;
+       f += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t i0, i1, i2, i3;
+    flat_coords(out.ne, f, &i0, &i1, &i2, &i3);
+    const int32_t id = load_i32(ids, i1, i2, 0, 0);
+    if (id < 0 || id >= b.ne[1]) {
+      report_index_error(err, node, id, static_cast<int32_t>(b.ne[1]));
+      continue;
+    }
+    store_float(out, i0, i1, i2, i3, load_f32(a, i0, i1, i2, i3) + load_f32(b, i0, id, 0, 0));
+  }
+}
+
 // SET_ROWS: dst[:, ids[i, j, k], j, k] = rows[:, i, j, k]. One block per source row; when several rows of one (j, k)
 // slice name the same destination row, the last one wins (as a sequential loop would), the others are skipped.
 __global__ void set_rows_kernel(TensorDesc dst, TensorDesc rows, TensorDesc ids, IndexError* err, int32_t node) {
@@ -190,6 +207,15 @@ Status launch_get_rows(const Tensor& node, LaunchContext& ctx) {
   get_rows_kernel<<<grid_for(n, kThreads), kThreads, 0, ctx.stream>>>(
       desc_of(*node.src[0]), desc_of(*node.src[1]), desc_of(node), n, ctx.index_error, ctx.node_index);
   return cuda_status(cudaGetLastError(), "GET_ROWS kernel launch", node);
+}
+
+Status launch_add_id(const Tensor& node, LaunchContext& ctx) {
+  const int64_t n = nelements(node);
+  if (n == 0) return Status::Ok();
+  add_id_kernel<<<grid_for(n, kThreads), kThreads, 0, ctx.stream>>>(desc_of(*node.src[0]), desc_of(*node.src[1]),
+                                                                    desc_of(*node.src[2]), desc_of(node), n,
+                                                                    ctx.index_error, ctx.node_index);
+  return cuda_status(cudaGetLastError(), "ADD_ID kernel launch", node);
 }
 
 Status launch_set_rows(const Tensor& node, LaunchContext& ctx) {

@@ -340,6 +340,7 @@ Status launch_node(const Tensor& node, LaunchContext& ctx) {
     case Op::kArgsort:
     case Op::kTopK: return launch_sort(node, ctx);
     case Op::kFlashAttnExt: return launch_flash_attn(node, ctx);
+    case Op::kAddId: return launch_add_id(node, ctx);
     default: break;
   }
   return TS_ERROR(StatusCode::kUnsupported, "CUDA: no kernel for op %s (%s)", op_name(node.op), describe(node).c_str());

@@ -56,8 +56,10 @@ __global__ void unary_kernel(TensorDesc a, TensorDesc out, int64_t n, int op) {
   }
 }
 
-// GLU: act(gate) * lin; gate/lin from a and b (two-input form) or from the halves of a.
-__global__ void glu_kernel(TensorDesc a, TensorDesc b, bool has_b, TensorDesc out, int64_t n, int act, bool swapped) {
+// GLU: act(gate) * lin; gate/lin from a and b (two-input form) or from the halves of a. op: GluOp (0 SWIGLU,
+// 1 GEGLU, 2 SWIGLU_OAI: min(gate, limit) * sigmoid(alpha min(gate, limit)) * (clamp(lin, -limit, limit) + 1)).
+__global__ void glu_kernel(TensorDesc a, TensorDesc b, bool has_b, TensorDesc out, int64_t n, int op, bool swapped,
+                           float alpha, float limit) {
   const int64_t half = out.ne[0];
   for (int64_t f = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; f < n;
        f += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -71,7 +73,13 @@ __global__ void glu_kernel(TensorDesc a, TensorDesc b, bool has_b, TensorDesc ou
       gate = load_f32(a, swapped ? i0 + half : i0, i1, i2, i3);
       lin = load_f32(a, swapped ? i0 : i0 + half, i1, i2, i3);
     }
-    store_float(out, i0, i1, i2, i3, apply_unary(act == 0 ? 0 : 1, gate) * lin);
+    if (op == 2) {
+      const float x = fminf(gate, limit);
+      const float y = fminf(fmaxf(lin, -limit), limit);
+      store_float(out, i0, i1, i2, i3, x / (1.0f + expf(-alpha * x)) * (y + 1.0f));
+    } else {
+      store_float(out, i0, i1, i2, i3, apply_unary(op == 0 ? 0 : 1, gate) * lin);
+    }
   }
 }
 
@@ -110,7 +118,9 @@ __global__ void sum_rows_kernel(TensorDesc a, TensorDesc out) {
 }
 
 // SOFT_MAX: softmax(a * scale + mask) per row; a row that is all -inf gives zeros.
-__global__ void soft_max_kernel(TensorDesc a, TensorDesc mask, bool has_mask, TensorDesc out, float scale) {
+// SOFT_MAX: one block per row; a sink (has_sinks, one f32 per head i2) joins the maximum and the denominator.
+__global__ void soft_max_kernel(TensorDesc a, TensorDesc mask, bool has_mask, TensorDesc sinks, bool has_sinks,
+                                TensorDesc out, float scale) {
   __shared__ float scratch[32];
   int64_t i1, i2, i3;
   row_coords(out.ne, blockIdx.x, &i1, &i2, &i3);
@@ -128,9 +138,12 @@ __global__ void soft_max_kernel(TensorDesc a, TensorDesc mask, bool has_mask, Te
     for (int64_t c = threadIdx.x; c < n; c += blockDim.x) store_float(out, c, i1, i2, i3, 0.0f);
     return;
   }
+  const float sink = has_sinks ? load_f32(sinks, i2, 0, 0, 0) : -INFINITY;
+  mx = fmaxf(mx, sink);
   float s = 0.0f;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x) s += expf(value(c) - mx);
   s = block_sum(s, scratch);
+  if (has_sinks) s += expf(sink - mx);
   const float inv = 1.0f / s;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x) store_float(out, c, i1, i2, i3, expf(value(c) - mx) * inv);
 }
@@ -219,7 +232,8 @@ Status launch_elementwise(const Tensor& node, LaunchContext& ctx) {
     case Op::kGlu: {
       const bool has_b = node.src[1] != nullptr;
       const TensorDesc b = has_b ? desc_of(*node.src[1]) : a;
-      glu_kernel<<<grid, kThreads, 0, ctx.stream>>>(a, b, has_b, out, n, node.op_params[0], node.op_params[1] != 0);
+      glu_kernel<<<grid, kThreads, 0, ctx.stream>>>(a, b, has_b, out, n, node.op_params[0], node.op_params[1] != 0,
+                                                    get_op_param<float>(node, 2), get_op_param<float>(node, 3));
       break;
     }
     default: return TS_ERROR(StatusCode::kUnsupported, "no element-wise kernel for %s", describe(node).c_str());
@@ -242,7 +256,9 @@ Status launch_row_op(const Tensor& node, LaunchContext& ctx) {
     case Op::kSumRows: sum_rows_kernel<<<grid, threads, 0, ctx.stream>>>(a, out); break;
     case Op::kSoftMax: {
       const bool has_mask = node.src[1] != nullptr;
-      soft_max_kernel<<<grid, threads, 0, ctx.stream>>>(a, has_mask ? desc_of(*node.src[1]) : a, has_mask, out,
+      const bool has_sinks = node.src[2] != nullptr;
+      soft_max_kernel<<<grid, threads, 0, ctx.stream>>>(a, has_mask ? desc_of(*node.src[1]) : a, has_mask,
+                                                        has_sinks ? desc_of(*node.src[2]) : a, has_sinks, out,
                                                         get_op_param<float>(node, 0));
       break;
     }

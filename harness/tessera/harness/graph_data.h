@@ -3,6 +3,7 @@
 //   - ids of GET_ROWS (src1): integers in [0, rows of the table);
 //   - ids of SET_ROWS (src2): integers in [0, rows of the destination), distinct within each row of ids;
 //   - ids of MUL_MAT_ID (src2): expert indices in [0, experts), distinct within each row (a token's experts);
+//   - ids of ADD_ID (src2): integers in [0, rows of the biases);
 //   - positions of ROPE (src1): small increasing integers; its frequency factors (src2): floats in [0.5, 2);
 //   - everything else: floats of magnitude [0.25, 1] with random signs (never zeros).
 // A leaf used in several ways takes the first rule above that applies; a leaf reached through views counts as used

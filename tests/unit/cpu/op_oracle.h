@@ -453,6 +453,8 @@ class OpCase {
   const uint32_t seed;
   // The thread count also comes from the seed: results must not depend on it (ref_kernels.h).
   const int n_threads;
+  // Which kernels run: the backend's default (optimised where supported), or kReference to test those alone.
+  cpu::CpuKernels kernels = cpu::CpuKernels::kAuto;
 
  private:
   testing::ScopedTrace trace_;  // prints the seed with every failure of the case
@@ -523,7 +525,7 @@ class OpCase {
         return ComputeStatus::kFailed;
       }
     }
-    backend = cpu::make_backend({.n_threads = n_threads});
+    backend = cpu::make_backend({.n_threads = n_threads, .kernels = kernels});
     if (!backend) {
       ADD_FAILURE() << "no CPU backend";
       return ComputeStatus::kFailed;

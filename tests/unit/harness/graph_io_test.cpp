@@ -42,8 +42,9 @@ models::LlamaGraph llama(const char* name, bool flash_attn) {
 }
 
 // A graph with every op of docs/ops.md: views of every kind (a view of a view too), CPY/SET_ROWS into views,
-// GLU with one and two sources, ROPE with and without freq_factors, SOFT_MAX with and without a mask,
-// FLASH_ATTN_EXT with every combination of mask and sinks, MUL_MAT_ID, TOP_K, ARGSORT, a param leaf.
+// GLU with one and two sources (and SWIGLU_OAI), ROPE with and without freq_factors, SOFT_MAX with and without a
+// mask and sinks, FLASH_ATTN_EXT with every combination of mask and sinks, MUL_MAT_ID, ADD_ID, TOP_K, ARGSORT, a param
+// leaf.
 struct HandGraph {
   std::unique_ptr<Context> ctx = std::make_unique<Context>(ContextParams{.no_alloc = true});
   std::unique_ptr<Graph> graph = std::make_unique<Graph>();
@@ -84,6 +85,9 @@ HandGraph hand_graph() {
   Tensor* r = rms_norm(c, g2, 1e-5f);
   Tensor* n = norm(c, r, 1e-6f);
   out(sum_rows(c, n));
+  // after the GEGLU (reached through sum_rows), which the op_params test finds as the first GLU
+  out(swiglu_oai(c, u, s1, 1.702f, 7.0f));
+  out(swiglu_oai(c, u, nullptr, 0.5f, 2.5f, true));
   Tensor* flat = reshape_2d(c, n, 64, 16);
   Tensor* mm = mul_mat(c, w, flat);  // [32, 16]
   Tensor* tr = transpose(c, mm);     // [16, 32]
@@ -91,6 +95,9 @@ HandGraph hand_graph() {
   Tensor* mask = leaf(c.new_tensor_2d(Type::kF16, 16, 32), "mask", true);
   Tensor* sm = out(soft_max(c, ct, mask, 0.125f));
   out(soft_max(c, ct, nullptr, 1.0f));
+  Tensor* sm_sinks = leaf(c.new_tensor_1d(Type::kF32, 1), "sm_sinks");
+  out(soft_max(c, ct, mask, 0.125f, sm_sinks));
+  out(soft_max(c, ct, nullptr, 0.5f, sm_sinks));
   out(argsort(c, sm, SortOrder::kDesc));
   out(top_k(c, sm, 4));
   Tensor* pm = permute(c, x, 0, 2, 1, 3);  // [64, 2, 8, 1]
@@ -118,7 +125,9 @@ HandGraph hand_graph() {
   // experts: as q4_0 [64, 16, 4]; b [64, 2, 8]; ids [2, 8]
   Tensor* as = leaf(c.new_tensor_3d(Type::kQ4_0, 64, 16, 4), "experts");
   Tensor* ids = leaf(c.new_tensor_2d(Type::kI32, 2, 8), "expert_ids", true);
-  out(mul_mat_id(c, as, reshape_3d(c, x, 64, 2, 8), ids));
+  Tensor* mmid = out(mul_mat_id(c, as, reshape_3d(c, x, 64, 2, 8), ids));  // [16, 2, 8]
+  Tensor* expert_bias = leaf(c.new_tensor_2d(Type::kF32, 16, 4), "expert_bias");
+  out(add_id(c, mmid, expert_bias, ids));
   // indexing and copies into a cache
   Tensor* rid = leaf(c.new_tensor_1d(Type::kI32, 3), "row_ids", true);
   Tensor* rows = get_rows(c, w, rid);  // f32 [64, 3]

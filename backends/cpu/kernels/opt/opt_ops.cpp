@@ -3,6 +3,7 @@
 // Result rows are taken by the threads in chunks (MyRows); each row is computed by the same sequence of table calls
 // whoever computes it. In-place (result over src0) is safe: every table call reads an element before it
 // writes the same element, and rows that need a whole input row (norms, soft_max, rope) read it before writing.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -83,6 +84,15 @@ bool supports_elementwise(const Tensor& node) {
   }
 }
 
+// gpt-oss's GLU, scalar (one op of a feed-forward block; its matmuls dominate): see docs/ops.md.
+static void swiglu_oai_row(const float* g, const float* l, float alpha, float limit, float* z, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(g[i], limit);
+    const float y = std::clamp(l[i], -limit, limit);
+    z[i] = x / (1.0f + std::exp(-alpha * x)) * (y + 1.0f);
+  }
+}
+
 Status run_elementwise(const Tensor& node, const Params& p) {
   const KernelTable& t = *p.table;
   const Tensor& a = *node.src[0];
@@ -115,7 +125,12 @@ Status run_elementwise(const Tensor& node, const Params& p) {
       case Op::kUnary: t.unary(node.op_params[0], frow(a, d.i1, d.i2, d.i3), z, n); break;
       case Op::kGlu: {
         const float* x = frow(a, d.i1, d.i2, d.i3);
-        if (b != nullptr) {
+        if (node.op_params[0] == static_cast<int32_t>(GluOp::kSwigluOai)) {
+          const bool swapped = node.op_params[1] != 0;
+          const float* g = b != nullptr ? x : swapped ? x + n : x;
+          const float* l = b != nullptr ? frow(*b, d.i1, d.i2, d.i3) : swapped ? x : x + n;
+          swiglu_oai_row(g, l, get_op_param<float>(node, 2), get_op_param<float>(node, 3), z, n);
+        } else if (b != nullptr) {
           t.glu(node.op_params[0], x, frow(*b, d.i1, d.i2, d.i3), z, n);
         } else {
           const bool swapped = node.op_params[1] != 0;
@@ -187,13 +202,16 @@ Status run_norm(const Tensor& node, const Params& p) {
 
 bool supports_soft_max(const Tensor& node) {
   const Tensor* m = node.src[1];
-  return f32_rows(&node) && f32_rows(node.src[0]) && (m == nullptr || elem_rows(m));
+  const Tensor* sk = node.src[2];
+  return f32_rows(&node) && f32_rows(node.src[0]) && (m == nullptr || elem_rows(m)) &&
+         (sk == nullptr || (sk->type == Type::kF32 && nelements(*sk) == node.ne[2]));
 }
 
 Status run_soft_max(const Tensor& node, const Params& p) {
   const KernelTable& t = *p.table;
   const Tensor& a = *node.src[0];
   const Tensor* m = node.src[1];
+  const Tensor* sk = node.src[2];
   const float scale = get_op_param<float>(node, 0);
   const int64_t n = node.ne[0];
   float* mtmp = m != nullptr ? scratch(p, static_cast<size_t>(n)) : nullptr;
@@ -214,14 +232,17 @@ Status run_soft_max(const Tensor& node, const Params& p) {
     // Three passes over the row (cache-resident after the first): the max of scale + mask (nothing stored), exp of
     // scale + mask - max with the sum, normalise.
     const float* x = frow(a, d.i1, d.i2, d.i3);
-    const float mx = t.scale_add_max(x, scale, mrow, n);
+    float mx = t.scale_add_max(x, scale, mrow, n);
     if (mx == -INFINITY) {  // every value -inf: a row of zeros (docs/ops.md)
       std::memset(z, 0, static_cast<size_t>(n) * 4);
       continue;
     }
+    float sink = -INFINITY;  // attention sink: joins the maximum and the denominator, no output column
+    if (sk != nullptr) std::memcpy(&sink, row_ptr(*sk, 0, 0, 0) + static_cast<size_t>(d.i2) * sk->nb[0], 4);
+    if (sink > mx) mx = sink;
     // The exp pass is the long one (compute-bound, the row in L1): the next row is fetched meanwhile. Its sum is
     // taken per chunk, in a fixed order, so it does not depend on the thread count.
-    float sum = 0.0f;
+    float sum = sk != nullptr ? std::exp(sink - mx) : 0.0f;
     pass_prefetching_next(next_row(node, a, r, rows), n, [&](int64_t c, int64_t k) {
       sum += t.exp_sum_scaled(x + c, scale, mrow != nullptr ? mrow + c : nullptr, mx, z + c, k);
     });

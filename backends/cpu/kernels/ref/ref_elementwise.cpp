@@ -1,4 +1,5 @@
-// Reference kernels: ADD, MUL, DIV (with broadcast), SCALE, UNARY, GLU. Element-wise math in f32.
+// Reference kernels: ADD, MUL, DIV (with broadcast), SCALE, UNARY, GLU, ADD_ID. Element-wise math in f32.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -112,7 +113,9 @@ Status run_unary(const Tensor& node, const ComputeParams& p) {
   return Status::Ok();
 }
 
-// ---- GLU: op_params[0] = GluOp, [1] = swapped. act(a) * b, or on halves of a when src1 is absent ----
+// ---- GLU: op_params[0] = GluOp, [1] = swapped. act(a) * b, or on halves of a when src1 is absent.
+// SWIGLU_OAI ([2] f32 alpha, [3] f32 limit): x = min(gate, limit), y = clamp(lin, -limit, limit),
+// x * sigmoid(alpha x) * (y + 1), in double ----
 
 bool check_glu(const Tensor& node) {
   const Tensor* a = node.src[0];
@@ -130,7 +133,10 @@ bool check_glu(const Tensor& node) {
 Status run_glu(const Tensor& node, const ComputeParams& p) {
   const Tensor& a = *node.src[0];
   const Tensor* b = node.src[1];
-  const UnaryOp act = static_cast<GluOp>(node.op_params[0]) == GluOp::kSwiglu ? UnaryOp::kSilu : UnaryOp::kGelu;
+  const auto op = static_cast<GluOp>(node.op_params[0]);
+  const UnaryOp act = op == GluOp::kSwiglu ? UnaryOp::kSilu : UnaryOp::kGelu;
+  const double alpha = get_op_param<float>(node, 2);
+  const double limit = get_op_param<float>(node, 3);
   const bool swapped = node.op_params[1] != 0;
   const int64_t n = node.ne[0];
   int64_t r0, r1;
@@ -150,8 +156,49 @@ Status run_glu(const Tensor& node, const ComputeParams& p) {
       gate = swapped ? x.data() + n : x.data();
       lin = swapped ? x.data() : x.data() + n;
     }
-    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = apply_unary(act, gate[i]) * lin[i];
+    if (op == GluOp::kSwigluOai) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = std::min(static_cast<double>(gate[i]), limit);
+        const double y = std::clamp(static_cast<double>(lin[i]), -limit, limit);
+        out[static_cast<size_t>(i)] = static_cast<float>(x / (1.0 + std::exp(-alpha * x)) * (y + 1.0));
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = apply_unary(act, gate[i]) * lin[i];
+    }
     store_row(node, d.i1, d.i2, d.i3, out.data());
+  }
+  return Status::Ok();
+}
+
+// ---- ADD_ID: src1 = biases f32 [ne0, n_expert], src2 = ids i32 [n_used, n_tokens]; r[:, i1, i2] = a[:, i1, i2] +
+// b[:, ids[i1, i2]]. Every id is checked before anything is written ----
+
+bool check_add_id(const Tensor& node) {
+  const Tensor* a = node.src[0];
+  const Tensor* b = node.src[1];
+  const Tensor* ids = node.src[2];
+  if (!src_ok(a) || !src_ok(b) || !src_ok(ids)) return false;
+  if (a->type != Type::kF32 || b->type != Type::kF32 || ids->type != Type::kI32 || node.type != Type::kF32) {
+    return false;
+  }
+  return same_ne(node, *a) && a->ne[3] == 1 && b->ne[0] == a->ne[0] && b->ne[2] == 1 && b->ne[3] == 1 &&
+         ids->ne[0] == a->ne[1] && ids->ne[1] == a->ne[2] && ids->ne[2] == 1 && ids->ne[3] == 1;
+}
+
+Status run_add_id(const Tensor& node, const ComputeParams& p) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const Tensor& ids = *node.src[2];
+  TS_RETURN_IF_ERROR(validate_ids(node, ids, b.ne[1]));
+  int64_t r0, r1;
+  partition(row_count(node), p, &r0, &r1);
+  std::vector<float> x(static_cast<size_t>(a.ne[0])), y(static_cast<size_t>(a.ne[0]));
+  for (int64_t r = r0; r < r1; ++r) {
+    const RowIdx d = row_idx(node, r);
+    load_row(a, d.i1, d.i2, d.i3, x.data());
+    load_row(b, load_i32(ids, d.i1, d.i2, 0, 0), 0, 0, y.data());
+    for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+    store_row(node, d.i1, d.i2, d.i3, x.data());
   }
   return Status::Ok();
 }

@@ -68,12 +68,17 @@ Status run_sum_rows(const Tensor& node, const ComputeParams& p) {
   return Status::Ok();
 }
 
-// ---- SOFT_MAX: softmax(a * scale + mask) along ne0. src1 = mask (optional), op_params[0] = f32 scale ----
+// ---- SOFT_MAX: softmax(a * scale + mask) along ne0. src1 = mask (optional), src2 = sinks (optional, f32 [ne2]),
+// op_params[0] = f32 scale. A sink joins the denominator as exp(sink[i2] - m), m the maximum over row and sink ----
 
 bool check_soft_max(const Tensor& node) {
   if (!same_as_float_src0(node)) return false;
   const Tensor& a = *node.src[0];
   const Tensor* m = node.src[1];
+  const Tensor* sk = node.src[2];
+  if (sk != nullptr && (!src_ok(sk) || sk->type != Type::kF32 || sk->ne[0] != a.ne[2] || nelements(*sk) != a.ne[2])) {
+    return false;
+  }
   if (m == nullptr) return true;
   if (!src_ok(m) || (m->type != Type::kF32 && m->type != Type::kF16)) return false;
   // (a mask dimension of 1, the usual case, without a division)
@@ -84,6 +89,7 @@ bool check_soft_max(const Tensor& node) {
 Status run_soft_max(const Tensor& node, const ComputeParams& p) {
   const Tensor& a = *node.src[0];
   const Tensor* m = node.src[1];
+  const Tensor* sk = node.src[2];
   const float scale = get_op_param<float>(node, 0);
   const int64_t n = a.ne[0];
   int64_t r0, r1;
@@ -103,10 +109,12 @@ Status run_soft_max(const Tensor& node, const ComputeParams& p) {
       if (v != -INFINITY) all_neg_inf = false;
       if (v > mx) mx = v;
     }
+    const float sink = sk != nullptr ? load_f32(*sk, d.i2, 0, 0, 0) : -INFINITY;
+    if (sink > mx) mx = sink;
     if (all_neg_inf) {
       for (float& v : x) v = 0.0f;
     } else {
-      double sum = 0.0;
+      double sum = sk != nullptr ? std::exp(static_cast<double>(sink) - mx) : 0.0;
       for (int64_t i = 0; i < n; ++i) {
         e[static_cast<size_t>(i)] = std::exp(static_cast<double>(x[static_cast<size_t>(i)]) - mx);
         sum += e[static_cast<size_t>(i)];
