@@ -57,7 +57,7 @@ Status read_file_weights(LlamaGraph& graph);
 
 // A model with allocated, filled weights as a complete GGUF file of its architecture (config.arch): the `<arch>.*`
 // keys of its config (block count, lengths, head counts and head size, expert counts and length, rope base, norm
-// epsilon, the context length n_ctx, gemma3's sliding window and linear rope scaling) and every weight in creation order with its data. Errors: an unallocated
+// epsilon, the context length n_ctx, gemma3's sliding window and linear rope scaling, phi3's original context length) and every weight in creation order with its data. Errors: an unallocated
 // weight; what gguf::serialize refuses (more than 4 GiB). For tests and the tiny complete fixtures.
 Result<std::vector<uint8_t>> complete_gguf(const LlamaGraph& graph);
 

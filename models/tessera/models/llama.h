@@ -87,6 +87,15 @@ struct LlamaConfig {
   int64_t n_swa = 0;
   float rope_base_swa = 10000.0f;
   float rope_scale_swa = 1.0f;
+  // phi3 (llama.cpp's phi3 graph, src/models/phi3.cpp):
+  bool fused_qkv = false;   // blk.N.attn_qkv.weight [n_embd, n_embd_q + 2 n_embd_kv] instead of wq, wk, wv: its
+                            // output is viewed as Q, K and V (llama.cpp's build_qkv)
+  bool fused_up = false;    // blk.N.ffn_up.weight [n_embd, 2 n_ff] and no ffn_gate: SWIGLU of its output's halves
+                            // (SiLU of the first half, the gate, times the second)
+  bool rope_factors_ls = false;  // rope_factors_long.weight and rope_factors_short.weight (f32 [head_dim / 2],
+                                 // LongRoPE): the long ones when n_ctx > n_ctx_orig, else the short ones
+                                 // (llama_model::get_rope_factors)
+  int64_t n_ctx_orig = 0;   // rope.scaling.original_context_length; 0: n_ctx
   // A model file holding every tensor's data (from_gguf.h, a "complete" file): fill_random reads the weights from it
   // instead of drawing them. Null for the presets and for header-only files.
   std::shared_ptr<const gguf::Model> weights_file;
@@ -99,6 +108,7 @@ struct LlamaConfig {
   bool is_moe() const { return n_expert > 0; }
   bool has_swa() const { return swa_pattern > 0; }
   bool is_swa(int il) const { return swa_pattern > 0 && il % swa_pattern < swa_pattern - 1; }
+  bool rope_long() const { return n_ctx > (n_ctx_orig > 0 ? n_ctx_orig : n_ctx); }
 };
 
 // Checks the sizes (positive, divisible, n_kv <= n_ctx, n_tokens <= n_kv, experts, quantized row lengths).
@@ -109,7 +119,9 @@ Status validate(const LlamaConfig& config);
 // Tiny models of the other architectures: "tiny-qwen2" (tiny with Q/K/V biases and NEOX rope), "tiny-qwen3" (Q/K
 // norms, NEOX rope, and a head size of 32, not n_embd / n_head = 16), "tiny-qwen3moe" (tiny-qwen3 with 4 experts, 2
 // used), "tiny-gemma3" (6 layers, 5 sliding-window ones of window 16 and a global one, heads of 32, Q/K norms,
-// post-norms, GELU FFN, scaled embeddings, linear rope scaling 2 on the global layer, tied embeddings).
+// post-norms, GELU FFN, scaled embeddings, linear rope scaling 2 on the global layer, tied embeddings), "tiny-phi3"
+// (fused QKV and gate/up projections, NEOX rope, Q scaled after rope, LongRoPE factors of which the long ones apply:
+// n_ctx 64 > n_ctx_orig 32).
 // The large presets use n_ctx 4096 and n_tokens 512; override fields as needed. Unknown name: kNotFound.
 Result<LlamaConfig> preset(const std::string& name);
 std::vector<std::string> preset_names();
@@ -117,6 +129,7 @@ std::vector<std::string> preset_names();
 // The weights of one layer (null where the variant has none: dense vs MoE).
 struct LlamaLayer {
   Tensor* attn_norm = nullptr;      // f32 [n_embd]
+  Tensor* wqkv = nullptr;           // fused_qkv: [n_embd, n_embd_q + 2 n_embd_kv] (then no wq, wk, wv)
   Tensor* wq = nullptr;             // [n_embd, n_embd_q]
   Tensor* wk = nullptr;             // [n_embd, n_embd_kv]
   Tensor* wv = nullptr;             // [n_embd, n_embd_kv]
@@ -161,6 +174,8 @@ struct LlamaGraph {
   Tensor* output_norm = nullptr;  // f32 [n_embd]
   Tensor* output = nullptr;       // [n_embd, n_vocab] (tok_embd when tied_output)
   Tensor* rope_freqs = nullptr;   // f32 [head_dim / 2] when rope_freq_factors
+  Tensor* rope_long = nullptr;    // rope_factors_ls: f32 [head_dim / 2] ("rope_factors_long.weight")
+  Tensor* rope_short = nullptr;   // rope_factors_ls: f32 [head_dim / 2] ("rope_factors_short.weight")
   std::vector<LlamaLayer> layers;
 
   std::vector<Tensor*> weights;   // every weight, in creation order
