@@ -72,10 +72,10 @@ struct AttentionInputs {
 
 struct AttentionWeights {
   Tensor* wqkv = nullptr;  // fused (phi3): [n_embd, head_dim * (n_head + 2 n_head_kv)]; then wq, wk, wv are null
-  Tensor* wq = nullptr;  // [n_embd, head_dim * n_head]
-  Tensor* wk = nullptr;  // [n_embd, head_dim * n_head_kv]
-  Tensor* wv = nullptr;  // [n_embd, head_dim * n_head_kv]
-  Tensor* wo = nullptr;  // [head_dim * n_head, n_embd]
+  Tensor* wq = nullptr;    // [n_embd, head_dim * n_head]
+  Tensor* wk = nullptr;    // [n_embd, head_dim * n_head_kv]
+  Tensor* wv = nullptr;    // [n_embd, head_dim * n_head_kv]
+  Tensor* wo = nullptr;    // [head_dim * n_head, n_embd]
   // Optional (null: none).
   Tensor* bq = nullptr;      // [head_dim * n_head], added to Q after the projection (qwen2)
   Tensor* bk = nullptr;      // [head_dim * n_head_kv]
@@ -94,9 +94,9 @@ Tensor* attention_kv(Context& ctx, const AttentionShape& shape, const KvCache& c
                      Tensor* q, Tensor* k, Tensor* v, int il, const GraphOrder& order);
 
 // Self-attention of a layer: Q, K, V projections of cur [n_embd, T] ("Qcur", "Kcur", "Vcur"; with their biases added
-// when given; or one fused projection "wqkv" whose rows are viewed as Q, K and V, as llama.cpp's build_qkv), Q and K as heads [head_dim, n_head(_kv), T] and, when given, their per-head norms ("Qcur_normed",
-// "Kcur_normed"), rope of Q and K ("Qcur_rope", "Kcur_rope"), attention_kv, and the output projection ("attn_out"):
-// [n_embd, T].
+// when given; or one fused projection "wqkv" whose rows are viewed as Q, K and V, as llama.cpp's build_qkv), Q and K as
+// heads [head_dim, n_head(_kv), T] and, when given, their per-head norms ("Qcur_normed", "Kcur_normed"), rope of Q and
+// K ("Qcur_rope", "Kcur_rope"), attention_kv, and the output projection ("attn_out"): [n_embd, T].
 Tensor* self_attention(Context& ctx, const AttentionShape& shape, const RopeParams& rope_params,
                        const AttentionWeights& w, const KvCache& cache, const AttentionInputs& in, Tensor* cur, int il,
                        const GraphOrder& order);

@@ -126,8 +126,8 @@ Status linear_rope_scaling(const gguf::Model& model, const std::string& p, Llama
   auto factor = float_key(model, p + (has_factor ? "rope.scaling.factor" : "rope.scale_linear"), 0.0f);
   if (!factor.ok()) return factor.status();
   if (factor.value() < 0.0f || !std::isfinite(factor.value())) {
-    return file_error(model, p + (has_factor ? "rope.scaling.factor" : "rope.scale_linear") +
-                                 " must be finite and >= 0");
+    return file_error(model,
+                      p + (has_factor ? "rope.scaling.factor" : "rope.scale_linear") + " must be finite and >= 0");
   }
   c.rope_scale = factor.value() == 0.0f ? 1.0f : 1.0f / factor.value();
   return Status::Ok();

@@ -142,22 +142,21 @@ class Builder {
 
   // One decoder step; returns the logits.
   Tensor* build() {
-    const blocks::AttentionShape shape{.head_dim = c_.head_dim(),
-                                       .n_head = c_.n_head,
-                                       .n_head_kv = c_.n_head_kv,
-                                       .n_tokens = c_.n_tokens,
-                                       .n_kv = c_.kv_len(),
-                                       .kq_scale = c_.attn_scale > 0.0f
-                                                       ? 1.0f
-                                                       : 1.0f / std::sqrt(static_cast<float>(c_.head_dim())),
-                                       .q_scale = c_.attn_scale,
-                                       .flash_attn = c_.flash_attn};
-    const blocks::RopeParams rope{.n_rot = static_cast<int>(c_.head_dim()),
-                                  .mode = c_.rope_mode,
-                                  .freq_base = c_.rope_base,
-                                  .freq_scale = c_.rope_scale,
-                                  .freq_factors = c_.rope_factors_ls ? (c_.rope_long() ? m_.rope_long : m_.rope_short)
-                                                                     : m_.rope_freqs};
+    const blocks::AttentionShape shape{
+        .head_dim = c_.head_dim(),
+        .n_head = c_.n_head,
+        .n_head_kv = c_.n_head_kv,
+        .n_tokens = c_.n_tokens,
+        .n_kv = c_.kv_len(),
+        .kq_scale = c_.attn_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(static_cast<float>(c_.head_dim())),
+        .q_scale = c_.attn_scale,
+        .flash_attn = c_.flash_attn};
+    const blocks::RopeParams rope{
+        .n_rot = static_cast<int>(c_.head_dim()),
+        .mode = c_.rope_mode,
+        .freq_base = c_.rope_base,
+        .freq_scale = c_.rope_scale,
+        .freq_factors = c_.rope_factors_ls ? (c_.rope_long() ? m_.rope_long : m_.rope_short) : m_.rope_freqs};
     blocks::RopeParams rope_swa = rope;
     rope_swa.freq_base = c_.rope_base_swa;
     rope_swa.freq_scale = c_.rope_scale_swa;
@@ -309,8 +308,9 @@ Status validate(const LlamaConfig& c) {
   }
   if (c.fused_up && (c.is_moe() || c.ffn_gelu || c.attn_bias || c.attn_qk_norm || c.post_norms || c.has_swa() ||
                      c.rope_freq_factors)) {
-    return invalid("fused_up (phi3) goes with none of experts, ffn_gelu, biases, Q/K norms, post-norms, sliding "
-                   "windows or rope_freq_factors");
+    return invalid(
+        "fused_up (phi3) goes with none of experts, ffn_gelu, biases, Q/K norms, post-norms, sliding "
+        "windows or rope_freq_factors");
   }
   if (c.n_ctx_orig < 0) return invalid("n_ctx_orig must be >= 0 (0: n_ctx)");
   if (!(c.norm_eps >= 0.0f) || !std::isfinite(c.norm_eps)) return invalid("norm_eps must be finite and >= 0");
@@ -327,17 +327,29 @@ std::vector<Tensor*> LlamaGraph::inputs() const {
 int LlamaGraph::layer_of(const Tensor* t) const {
   for (size_t il = 0; il < layers.size(); ++il) {
     const LlamaLayer& l = layers[il];
-    const Tensor* const all[] = {l.wqkv,         l.attn_norm,    l.wq,
-                                 l.wk,           l.wv,
-                                 l.wo,           l.bq,
-                                 l.bk,           l.bv,
-                                 l.attn_q_norm,  l.attn_k_norm,
-                                 l.ffn_norm,     l.ffn_gate,
-                                 l.ffn_up,       l.ffn_down,
-                                 l.ffn_gate_inp, l.ffn_gate_exps,
-                                 l.ffn_up_exps,  l.ffn_down_exps,
-                                 l.k_cache,      l.v_cache,
-                                 l.attn_post_norm, l.ffn_post_norm};
+    const Tensor* const all[] = {l.wqkv,
+                                 l.attn_norm,
+                                 l.wq,
+                                 l.wk,
+                                 l.wv,
+                                 l.wo,
+                                 l.bq,
+                                 l.bk,
+                                 l.bv,
+                                 l.attn_q_norm,
+                                 l.attn_k_norm,
+                                 l.ffn_norm,
+                                 l.ffn_gate,
+                                 l.ffn_up,
+                                 l.ffn_down,
+                                 l.ffn_gate_inp,
+                                 l.ffn_gate_exps,
+                                 l.ffn_up_exps,
+                                 l.ffn_down_exps,
+                                 l.k_cache,
+                                 l.v_cache,
+                                 l.attn_post_norm,
+                                 l.ffn_post_norm};
     for (const Tensor* w : all) {
       if (w != nullptr && w == t) return static_cast<int>(il);
     }

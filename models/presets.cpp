@@ -8,7 +8,8 @@
 namespace tessera::models {
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3", "tiny-phi3", "7b", "8x7b-moe", "70b"};
+  return {"tiny",        "tiny-moe",  "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
+          "tiny-gemma3", "tiny-phi3", "7b",         "8x7b-moe",   "70b"};
 }
 
 Result<LlamaConfig> preset(const std::string& name) {

@@ -103,7 +103,9 @@ TEST(FromGgufPhi3, Phi3MiniFixtureUsesEveryTensorOnce) {
       ++q_scaled;
       EXPECT_FLOAT_EQ(get_op_param<float>(*t, 0), 1.0f / std::sqrt(96.0f));
     }
-    if (t->op == Op::kFlashAttnExt) EXPECT_FLOAT_EQ(get_op_param<float>(*t, 0), 1.0f) << t->name;
+    if (t->op == Op::kFlashAttnExt) {
+      EXPECT_FLOAT_EQ(get_op_param<float>(*t, 0), 1.0f) << t->name;
+    }
     if (t->op == Op::kSetRows && t->src[0]->name == std::string("cache_v_l0")) {
       EXPECT_EQ(t->src[1]->view_offs, 6144u * 4);
       EXPECT_EQ(t->src[1]->ne[0], 3072);

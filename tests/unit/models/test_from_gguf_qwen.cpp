@@ -17,8 +17,8 @@
 
 using namespace tessera;
 using namespace tessera::models;
-using ::testing::HasSubstr;
 using tessera::models::testing::expect_uses_the_file_exactly;
+using ::testing::HasSubstr;
 
 namespace {
 

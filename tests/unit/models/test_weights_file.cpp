@@ -88,8 +88,8 @@ GgufRunShape run_of(const LlamaConfig& c) {
 }  // namespace
 
 TEST(WeightsFile, ACompleteFileComputesWithItsOwnWeights) {
-  for (const char* name : {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3",
-                           "tiny-phi3"}) {
+  for (const char* name :
+       {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3", "tiny-phi3"}) {
     SCOPED_TRACE(name);
     const LlamaConfig c = tiny_mixed(name);
     auto built = build_llama(c);
