@@ -82,11 +82,24 @@ Tensor* self_attention(Context& ctx, const AttentionShape& s, const RopeParams& 
     Tensor* x = mul_mat(ctx, wt, cur);
     return b != nullptr ? add(ctx, x, b) : x;
   };
-  Tensor* q = named(project(w.wq, w.bq), "Qcur", il);
-  Tensor* k = named(project(w.wk, w.bk), "Kcur", il);
-  Tensor* v = named(project(w.wv, w.bv), "Vcur", il);
-  q = reshape_3d(ctx, q, hd, s.n_head, T);
-  k = reshape_3d(ctx, k, hd, s.n_head_kv, T);
+  Tensor *q = nullptr, *k = nullptr, *v = nullptr;
+  if (w.wqkv != nullptr) {
+    // One projection; Q, K and V are views of each token's row [Q | K | V] (f32).
+    Tensor* qkv = named(mul_mat(ctx, w.wqkv, cur), "wqkv", il);
+    if (qkv == nullptr) return nullptr;
+    const size_t f = sizeof(float), head = hd * f, row = qkv->nb[1];
+    const int64_t nq = hd * s.n_head, nk = hd * s.n_head_kv;
+    q = named(view_3d(ctx, qkv, hd, s.n_head, T, head, row, 0), "Qcur", il);
+    k = named(view_3d(ctx, qkv, hd, s.n_head_kv, T, head, row, nq * f), "Kcur", il);
+    // V as the cache rows it is written to: [n_embd_kv, T] with the token stride of qkv (llama.cpp's cpy_v).
+    v = named(view_2d(ctx, qkv, nk, T, row, (nq + nk) * f), "Vcur", il);
+  } else {
+    q = named(project(w.wq, w.bq), "Qcur", il);
+    k = named(project(w.wk, w.bk), "Kcur", il);
+    v = named(project(w.wv, w.bv), "Vcur", il);
+    q = reshape_3d(ctx, q, hd, s.n_head, T);
+    k = reshape_3d(ctx, k, hd, s.n_head_kv, T);
+  }
   // Per-head norms (qwen3): RMS_NORM over each head's head_dim values, times the norm weight.
   if (w.q_norm != nullptr) q = rms_norm_mul(ctx, q, w.q_norm, w.qk_norm_eps, "Qcur_normed", il);
   if (w.k_norm != nullptr) k = rms_norm_mul(ctx, k, w.k_norm, w.qk_norm_eps, "Kcur_normed", il);
@@ -98,6 +111,11 @@ Tensor* self_attention(Context& ctx, const AttentionShape& s, const RopeParams& 
 }
 
 Tensor* swiglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il) {
+  if (w.gate == nullptr) {  // fused gate and up (phi3)
+    Tensor* up = named(mul_mat(ctx, w.up, cur), "ffn_up", il);
+    Tensor* act = named(glu(ctx, up, nullptr, GluOp::kSwiglu), "ffn_swiglu", il);
+    return named(mul_mat(ctx, w.down, act), "ffn_out", il);
+  }
   Tensor* gate = named(mul_mat(ctx, w.gate, cur), "ffn_gate", il);
   Tensor* up = named(mul_mat(ctx, w.up, cur), "ffn_up", il);
   Tensor* act = named(swiglu(ctx, gate, up), "ffn_swiglu", il);

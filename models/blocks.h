@@ -71,10 +71,11 @@ struct AttentionInputs {
 };
 
 struct AttentionWeights {
-  Tensor* wq = nullptr;  // [n_embd, head_dim * n_head]
-  Tensor* wk = nullptr;  // [n_embd, head_dim * n_head_kv]
-  Tensor* wv = nullptr;  // [n_embd, head_dim * n_head_kv]
-  Tensor* wo = nullptr;  // [head_dim * n_head, n_embd]
+  Tensor* wqkv = nullptr;  // fused (phi3): [n_embd, head_dim * (n_head + 2 n_head_kv)]; then wq, wk, wv are null
+  Tensor* wq = nullptr;    // [n_embd, head_dim * n_head]
+  Tensor* wk = nullptr;    // [n_embd, head_dim * n_head_kv]
+  Tensor* wv = nullptr;    // [n_embd, head_dim * n_head_kv]
+  Tensor* wo = nullptr;    // [head_dim * n_head, n_embd]
   // Optional (null: none).
   Tensor* bq = nullptr;      // [head_dim * n_head], added to Q after the projection (qwen2)
   Tensor* bk = nullptr;      // [head_dim * n_head_kv]
@@ -93,9 +94,9 @@ Tensor* attention_kv(Context& ctx, const AttentionShape& shape, const KvCache& c
                      Tensor* q, Tensor* k, Tensor* v, int il, const GraphOrder& order);
 
 // Self-attention of a layer: Q, K, V projections of cur [n_embd, T] ("Qcur", "Kcur", "Vcur"; with their biases added
-// when given), Q and K as heads [head_dim, n_head(_kv), T] and, when given, their per-head norms ("Qcur_normed",
-// "Kcur_normed"), rope of Q and K ("Qcur_rope", "Kcur_rope"), attention_kv, and the output projection ("attn_out"):
-// [n_embd, T].
+// when given; or one fused projection "wqkv" whose rows are viewed as Q, K and V, as llama.cpp's build_qkv), Q and K as
+// heads [head_dim, n_head(_kv), T] and, when given, their per-head norms ("Qcur_normed", "Kcur_normed"), rope of Q and
+// K ("Qcur_rope", "Kcur_rope"), attention_kv, and the output projection ("attn_out"): [n_embd, T].
 Tensor* self_attention(Context& ctx, const AttentionShape& shape, const RopeParams& rope_params,
                        const AttentionWeights& w, const KvCache& cache, const AttentionInputs& in, Tensor* cur, int il,
                        const GraphOrder& order);
@@ -109,6 +110,8 @@ struct DenseFfnWeights {
 };
 
 // SwiGLU FFN: down(swiglu(gate(cur), up(cur))) ("ffn_gate", "ffn_up", "ffn_swiglu", "ffn_out"); cur [n_embd, T].
+// Without gate (phi3's fused gate_up, up [n_embd, 2 n_ff]): down(swiglu(up(cur))), the single-input SWIGLU of the
+// two halves (SiLU of the first), as llama.cpp's build_ffn with LLM_FFN_SWIGLU.
 Tensor* swiglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il);
 
 // GELU-gated FFN (gemma): down(geglu(gate(cur), up(cur))) ("ffn_up", "ffn_gate", "ffn_geglu", "ffn_out").

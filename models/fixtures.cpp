@@ -442,7 +442,12 @@ Result<File> gpt_oss_20b() {
 // original_max_position_embeddings 4096, rope_theta 10000.0, rms_norm_eps 1e-05, sliding_window 2047,
 // tie_word_embeddings false; fused projections: qkv_proj -> attn_qkv [n_embd, (n_head + 2 n_head_kv) head_dim] and
 // gate_up_proj -> ffn_up [n_embd, 2 n_ff]. The 4k model has no rope_factors_long/short tensors (the 128k one has).
-// Phi3MiniModel.set_gguf_parameters writes sliding_window (0 when absent, which marks Phi-4).
+// Phi3MiniModel.set_gguf_parameters writes sliding_window (0 when absent, which marks Phi-4). Checked for the phi3
+// build: the keys are set_gguf_parameters' in its order (context_length, rope.scaling.original_context_length, ...,
+// file_type, sliding_window; generate_extra_tensors adds rope.scaling.attn_factor and rope_factors_{long,short} only
+// for a config with long_factor, not this 4k one), and the shapes are llama_model_phi3::load_arch_tensors'
+// (src/models/phi3.cpp): attn_qkv [n_embd, n_embd + 2 n_embd_gqa], attn_output [n_embd, n_embd], ffn_up
+// [n_embd, 2 n_ff], ffn_down [n_ff, n_embd].
 Result<File> phi3_mini() {
   const Dims m{32, 3072, 8192, 32, 32, 96, 32064};
   Draft d("phi3", "Phi 3 Mini 4k Instruct");

@@ -97,17 +97,83 @@ struct ArchInfo {
   bool rope_freqs;    // llama: rope_freqs.weight (Llama 3.1) is ROPE's frequency factors; the Qwen graphs pass none
   bool eps_required;  // the Qwen loaders require attention.layer_norm_rms_epsilon (llama here defaults to 1e-5)
   bool gemma3;        // gemma3: scaled embeddings, post-norms, GELU FFN, Q scaled, sliding-window layers (gemma3_keys)
+  bool phi3;          // phi3: fused QKV and gate/up, Q scaled, LongRoPE factors (phi3_keys)
 };
 
 constexpr ArchInfo kArchs[] = {
-    {"llama", false, false, false, false, true, RopeMode::kNormal, true, false, false},
-    {"qwen2", true, false, false, false, false, RopeMode::kNeox, false, true, false},
-    {"qwen3", false, true, true, false, false, RopeMode::kNeox, false, true, false},
-    {"qwen3moe", false, true, true, true, false, RopeMode::kNeox, false, true, false},
-    {"gemma3", false, true, true, false, false, RopeMode::kNeox, false, true, true},
+    {"llama", false, false, false, false, true, RopeMode::kNormal, true, false, false, false},
+    {"qwen2", true, false, false, false, false, RopeMode::kNeox, false, true, false, false},
+    {"qwen3", false, true, true, false, false, RopeMode::kNeox, false, true, false, false},
+    {"qwen3moe", false, true, true, true, false, RopeMode::kNeox, false, true, false, false},
+    {"gemma3", false, true, true, false, false, RopeMode::kNeox, false, true, true, false},
+    {"phi3", false, false, false, false, false, RopeMode::kNeox, false, true, false, true},
 };
 
 std::string long_str(int64_t v) { return std::to_string(static_cast<long long>(v)); }
+
+// rope.scaling.type (linear or none; llama.cpp's default is linear) and rope.scaling.factor (else the older
+// rope.scale_linear): rope's frequency scale is the factor's inverse (src/llama-model.cpp load_hparams).
+Status linear_rope_scaling(const gguf::Model& model, const std::string& p, LlamaConfig& c) {
+  const gguf::File& f = model.metadata();
+  if (const gguf::Value* type = f.find_value(p + "rope.scaling.type")) {
+    const std::string* t = type->as_string();
+    if (t == nullptr || (*t != "linear" && *t != "none")) {
+      return file_error(model, p + "rope.scaling.type: " + type->to_string() + " is not supported for " + c.arch +
+                                   " (linear or none)");
+    }
+  }
+  const bool has_factor = f.find_value(p + "rope.scaling.factor") != nullptr;
+  auto factor = float_key(model, p + (has_factor ? "rope.scaling.factor" : "rope.scale_linear"), 0.0f);
+  if (!factor.ok()) return factor.status();
+  if (factor.value() < 0.0f || !std::isfinite(factor.value())) {
+    return file_error(model,
+                      p + (has_factor ? "rope.scaling.factor" : "rope.scale_linear") + " must be finite and >= 0");
+  }
+  c.rope_scale = factor.value() == 0.0f ? 1.0f : 1.0f / factor.value();
+  return Status::Ok();
+}
+
+// What llama.cpp's phi3 loader and graph take from the keys and the tensor table (src/models/phi3.cpp,
+// llama_model_phi3; get_rope_factors in src/llama-model.cpp):
+//   - attention.layer_norm_rms_epsilon is required (eps_required);
+//   - attention.sliding_window is read, but llama.cpp turns Phi's sliding window off (LLAMA_SWA_TYPE_NONE, n_swa 0,
+//     "Phi SWA is currently disabled", PR #13676): every layer attends to the whole cache with the causal mask;
+//   - blk.N.attn_qkv.weight (fused) or blk.N.attn_{q,k,v}.weight (create_tensor_qkv takes either), ffn_up
+//     [n_embd, 2 n_ff] with no ffn_gate (SWIGLU of its halves), attn_output [n_embd, n_embd];
+//   - rope_factors_long.weight / rope_factors_short.weight (LongRoPE, f32 [n_rot / 2]): the long factors when the
+//     context (n_ctx) is above rope.scaling.original_context_length (default context_length), else the short ones;
+//   - rope.scaling.attn_factor multiplies rope's cos and sin (LongRoPE's mscale), which Tessera's ROPE does not have:
+//     a value other than 1 is refused;
+//   - Q is scaled by 1 / sqrt(head_dim) after rope and the scores by 1.
+Status phi3_keys(const gguf::Model& model, const std::string& p, int64_t ctx_len, LlamaConfig& c) {
+  TS_RETURN_IF_ERROR(linear_rope_scaling(model, p, c));
+  auto attn_factor = float_key(model, p + "rope.scaling.attn_factor", 1.0f);
+  if (!attn_factor.ok()) return attn_factor.status();
+  if (attn_factor.value() != 1.0f) {
+    return file_error(model, p + "rope.scaling.attn_factor is " + std::to_string(attn_factor.value()) +
+                                 ": rope with an attention factor (LongRoPE's scaling of cos and sin) is not a "
+                                 "Tessera op (only 1 is supported)");
+  }
+  auto n_ctx_orig = count_key(model, p + "rope.scaling.original_context_length", ctx_len, c.n_layer);
+  if (!n_ctx_orig.ok()) return n_ctx_orig.status();
+  if (n_ctx_orig.value() < 1 || n_ctx_orig.value() > INT32_MAX) {
+    return file_error(model, p + "rope.scaling.original_context_length: " + long_str(n_ctx_orig.value()) +
+                                 " is outside [1, 2^31 - 1]");
+  }
+  c.n_ctx_orig = n_ctx_orig.value();
+  const bool has_long = model.find_tensor("rope_factors_long.weight") != nullptr;
+  const bool has_short = model.find_tensor("rope_factors_short.weight") != nullptr;
+  if (has_long != has_short) {
+    return file_error(model, std::string("tensor ") + (has_long ? "rope_factors_short" : "rope_factors_long") +
+                                 ".weight is missing: a phi3 file with LongRoPE factors has both (Tessera builds "
+                                 "both or neither)");
+  }
+  c.rope_factors_ls = has_long;
+  c.fused_qkv = model.find_tensor("blk.0.attn_qkv.weight") != nullptr;
+  c.fused_up = true;
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+  return Status::Ok();
+}
 
 // What llama.cpp's gemma3 loader and graph take from the keys (src/llama-model.cpp load_hparams, LLM_ARCH_GEMMA3;
 // src/models/gemma3.cpp):
@@ -120,7 +186,6 @@ std::string long_str(int64_t v) { return std::to_string(static_cast<long long>(v
 //     (62 layers; gemma_pytorch's query_pre_attn_scalar, which the file does not carry);
 //   - final_logit_softcapping is applied only by the graph without sliding windows, which needs TANH (not an op here).
 Status gemma3_keys(const gguf::Model& model, const std::string& p, LlamaConfig& c) {
-  const gguf::File& f = model.metadata();
   c.embd_scale = true;
   c.post_norms = true;
   c.ffn_gelu = true;
@@ -143,21 +208,7 @@ Status gemma3_keys(const gguf::Model& model, const std::string& p, LlamaConfig& 
                                    "with TANH, which Tessera does not have");
     }
   }
-  if (const gguf::Value* type = f.find_value(p + "rope.scaling.type")) {
-    const std::string* t = type->as_string();
-    if (t == nullptr || (*t != "linear" && *t != "none")) {
-      return file_error(model, p + "rope.scaling.type: " + type->to_string() +
-                                   " is not supported for gemma3 (linear or none)");
-    }
-  }
-  const bool has_factor = f.find_value(p + "rope.scaling.factor") != nullptr;
-  auto factor = float_key(model, p + (has_factor ? "rope.scaling.factor" : "rope.scale_linear"), 0.0f);
-  if (!factor.ok()) return factor.status();
-  if (factor.value() < 0.0f || !std::isfinite(factor.value())) {
-    return file_error(model, p + (has_factor ? "rope.scaling.factor" : "rope.scale_linear") +
-                                 " must be finite and >= 0");
-  }
-  c.rope_scale = factor.value() == 0.0f ? 1.0f : 1.0f / factor.value();
+  TS_RETURN_IF_ERROR(linear_rope_scaling(model, p, c));
   const int64_t scale_dim = c.n_layer == 62 ? c.n_embd / c.n_head : c.head_dim();
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(scale_dim));
   return Status::Ok();
@@ -312,13 +363,14 @@ Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufR
   auto ctx_len = count_key(model, p + "context_length", 4096, c.n_layer);
   if (!ctx_len.ok()) return ctx_len.status();
   c.n_ctx = run.n_ctx > 0 ? run.n_ctx : std::min<int64_t>(ctx_len.value(), 4096);
+  if (arch->phi3) TS_RETURN_IF_ERROR(phi3_keys(model, p, ctx_len.value(), c));
   c.n_tokens = run.n_tokens;
   c.n_kv = run.n_kv;
   c.n_outputs = run.n_outputs;
   c.kv_type = run.kv_type;
   c.flash_attn = run.flash_attn;
-  c.weight_type = c.weight_types.count("blk.0.attn_q.weight") != 0 ? c.weight_types["blk.0.attn_q.weight"]
-                                                                   : c.weight_types["token_embd.weight"];
+  const char* q_name = c.fused_qkv ? "blk.0.attn_qkv.weight" : "blk.0.attn_q.weight";
+  c.weight_type = c.weight_types.count(q_name) != 0 ? c.weight_types[q_name] : c.weight_types["token_embd.weight"];
   // A complete file: the weights come from it (fill_random reads them).
   const bool complete = std::all_of(model.shards.begin(), model.shards.end(),
                                     [](const gguf::File& s) { return s.data_state() == gguf::DataState::kComplete; });

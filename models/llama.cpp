@@ -46,6 +46,7 @@ class Builder {
       return new_weight(w, all, type_of(name, il, "bias", f32), ne, name, il, "bias");
     };
     m_.tok_embd = weight("token_embd", -1, wt, {c_.n_embd, c_.n_vocab});
+    if (c_.fused_up) return create_phi3_weights(weight);
     if (c_.rope_freq_factors) m_.rope_freqs = weight("rope_freqs", -1, f32, {c_.head_dim() / 2});
     m_.layers.resize(static_cast<size_t>(c_.n_layer));
     for (int il = 0; il < c_.n_layer; ++il) {
@@ -77,16 +78,51 @@ class Builder {
         l.ffn_up = weight("ffn_up", il, wt, {c_.n_embd, c_.n_ff});
       }
       if (c_.post_norms) l.ffn_post_norm = weight("post_ffw_norm", il, f32, {c_.n_embd});
-      Context& kc = *m_.cache_ctx;
-      l.k_cache = kc.new_tensor_2d(c_.kv_type, c_.n_embd_kv(), c_.n_ctx);
-      l.v_cache = kc.new_tensor_2d(c_.kv_type, c_.n_embd_kv(), c_.n_ctx);
-      if (l.k_cache != nullptr) format_name(*l.k_cache, "cache_k_l%d", il);
-      if (l.v_cache != nullptr) format_name(*l.v_cache, "cache_v_l%d", il);
-      m_.kv_cache.push_back(l.k_cache);
-      m_.kv_cache.push_back(l.v_cache);
+      create_cache(l, il);
     }
     m_.output_norm = weight("output_norm", -1, f32, {c_.n_embd});
     m_.output = c_.tied_output ? m_.tok_embd : weight("output", -1, wt, {c_.n_embd, c_.n_vocab});
+  }
+
+  void create_cache(LlamaLayer& l, int il) {
+    Context& kc = *m_.cache_ctx;
+    l.k_cache = kc.new_tensor_2d(c_.kv_type, c_.n_embd_kv(), c_.n_ctx);
+    l.v_cache = kc.new_tensor_2d(c_.kv_type, c_.n_embd_kv(), c_.n_ctx);
+    if (l.k_cache != nullptr) format_name(*l.k_cache, "cache_k_l%d", il);
+    if (l.v_cache != nullptr) format_name(*l.v_cache, "cache_v_l%d", il);
+    m_.kv_cache.push_back(l.k_cache);
+    m_.kv_cache.push_back(l.v_cache);
+  }
+
+  // phi3's order (llama_model_phi3::load_arch_tensors): the output tensors first, then each layer's attention
+  // (fused QKV when the config has it, else wq, wk, wv) and FFN (ffn_down before the fused ffn_up), and the LongRoPE
+  // factors with layer 0 (shared by every layer; named without a layer).
+  template <class Weight>
+  void create_phi3_weights(Weight& weight) {
+    const Type wt = c_.weight_type, f32 = Type::kF32;
+    m_.output_norm = weight("output_norm", -1, f32, {c_.n_embd});
+    m_.output = c_.tied_output ? m_.tok_embd : weight("output", -1, wt, {c_.n_embd, c_.n_vocab});
+    m_.layers.resize(static_cast<size_t>(c_.n_layer));
+    for (int il = 0; il < c_.n_layer; ++il) {
+      LlamaLayer& l = m_.layers[static_cast<size_t>(il)];
+      l.attn_norm = weight("attn_norm", il, f32, {c_.n_embd});
+      if (c_.fused_qkv) {
+        l.wqkv = weight("attn_qkv", il, wt, {c_.n_embd, c_.n_embd_q() + 2 * c_.n_embd_kv()});
+      } else {
+        l.wq = weight("attn_q", il, wt, {c_.n_embd, c_.n_embd_q()});
+        l.wk = weight("attn_k", il, wt, {c_.n_embd, c_.n_embd_kv()});
+        l.wv = weight("attn_v", il, wt, {c_.n_embd, c_.n_embd_kv()});
+      }
+      l.wo = weight("attn_output", il, wt, {c_.n_embd_q(), c_.n_embd});
+      l.ffn_norm = weight("ffn_norm", il, f32, {c_.n_embd});
+      l.ffn_down = weight("ffn_down", il, wt, {c_.n_ff, c_.n_embd});
+      l.ffn_up = weight("ffn_up", il, wt, {c_.n_embd, 2 * c_.n_ff});
+      if (il == 0 && c_.rope_factors_ls) {
+        m_.rope_long = weight("rope_factors_long", -1, f32, {c_.head_dim() / 2});
+        m_.rope_short = weight("rope_factors_short", -1, f32, {c_.head_dim() / 2});
+      }
+      create_cache(l, il);
+    }
   }
 
   void create_inputs() {
@@ -106,21 +142,21 @@ class Builder {
 
   // One decoder step; returns the logits.
   Tensor* build() {
-    const blocks::AttentionShape shape{.head_dim = c_.head_dim(),
-                                       .n_head = c_.n_head,
-                                       .n_head_kv = c_.n_head_kv,
-                                       .n_tokens = c_.n_tokens,
-                                       .n_kv = c_.kv_len(),
-                                       .kq_scale = c_.attn_scale > 0.0f
-                                                       ? 1.0f
-                                                       : 1.0f / std::sqrt(static_cast<float>(c_.head_dim())),
-                                       .q_scale = c_.attn_scale,
-                                       .flash_attn = c_.flash_attn};
-    const blocks::RopeParams rope{.n_rot = static_cast<int>(c_.head_dim()),
-                                  .mode = c_.rope_mode,
-                                  .freq_base = c_.rope_base,
-                                  .freq_scale = c_.rope_scale,
-                                  .freq_factors = m_.rope_freqs};
+    const blocks::AttentionShape shape{
+        .head_dim = c_.head_dim(),
+        .n_head = c_.n_head,
+        .n_head_kv = c_.n_head_kv,
+        .n_tokens = c_.n_tokens,
+        .n_kv = c_.kv_len(),
+        .kq_scale = c_.attn_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(static_cast<float>(c_.head_dim())),
+        .q_scale = c_.attn_scale,
+        .flash_attn = c_.flash_attn};
+    const blocks::RopeParams rope{
+        .n_rot = static_cast<int>(c_.head_dim()),
+        .mode = c_.rope_mode,
+        .freq_base = c_.rope_base,
+        .freq_scale = c_.rope_scale,
+        .freq_factors = c_.rope_factors_ls ? (c_.rope_long() ? m_.rope_long : m_.rope_short) : m_.rope_freqs};
     blocks::RopeParams rope_swa = rope;
     rope_swa.freq_base = c_.rope_base_swa;
     rope_swa.freq_scale = c_.rope_scale_swa;
@@ -137,7 +173,8 @@ class Builder {
       const bool swa = c_.is_swa(il);
       Tensor* cur = blocks::rms_norm_mul(ctx_, inp, l.attn_norm, c_.norm_eps, "attn_norm", il);
       cur = blocks::self_attention(ctx_, shape, swa ? rope_swa : rope,
-                                   {.wq = l.wq,
+                                   {.wqkv = l.wqkv,
+                                    .wq = l.wq,
                                     .wk = l.wk,
                                     .wv = l.wv,
                                     .wo = l.wo,
@@ -266,6 +303,16 @@ Status validate(const LlamaConfig& c) {
     return invalid("sliding-window attention needs swa_pattern >= 1 and n_swa >= 1 (or swa_pattern 0: none)");
   }
   if (c.ffn_gelu && c.is_moe()) return invalid("ffn_gelu is for dense FFNs (experts are SwiGLU)");
+  if ((c.fused_qkv || c.rope_factors_ls) && !c.fused_up) {
+    return invalid("fused_qkv and rope_factors_ls are phi3's and need its fused_up");
+  }
+  if (c.fused_up && (c.is_moe() || c.ffn_gelu || c.attn_bias || c.attn_qk_norm || c.post_norms || c.has_swa() ||
+                     c.rope_freq_factors)) {
+    return invalid(
+        "fused_up (phi3) goes with none of experts, ffn_gelu, biases, Q/K norms, post-norms, sliding "
+        "windows or rope_freq_factors");
+  }
+  if (c.n_ctx_orig < 0) return invalid("n_ctx_orig must be >= 0 (0: n_ctx)");
   if (!(c.norm_eps >= 0.0f) || !std::isfinite(c.norm_eps)) return invalid("norm_eps must be finite and >= 0");
   return Status::Ok();
 }
@@ -280,17 +327,29 @@ std::vector<Tensor*> LlamaGraph::inputs() const {
 int LlamaGraph::layer_of(const Tensor* t) const {
   for (size_t il = 0; il < layers.size(); ++il) {
     const LlamaLayer& l = layers[il];
-    const Tensor* const all[] = {l.attn_norm,    l.wq,
-                                 l.wk,           l.wv,
-                                 l.wo,           l.bq,
-                                 l.bk,           l.bv,
-                                 l.attn_q_norm,  l.attn_k_norm,
-                                 l.ffn_norm,     l.ffn_gate,
-                                 l.ffn_up,       l.ffn_down,
-                                 l.ffn_gate_inp, l.ffn_gate_exps,
-                                 l.ffn_up_exps,  l.ffn_down_exps,
-                                 l.k_cache,      l.v_cache,
-                                 l.attn_post_norm, l.ffn_post_norm};
+    const Tensor* const all[] = {l.wqkv,
+                                 l.attn_norm,
+                                 l.wq,
+                                 l.wk,
+                                 l.wv,
+                                 l.wo,
+                                 l.bq,
+                                 l.bk,
+                                 l.bv,
+                                 l.attn_q_norm,
+                                 l.attn_k_norm,
+                                 l.ffn_norm,
+                                 l.ffn_gate,
+                                 l.ffn_up,
+                                 l.ffn_down,
+                                 l.ffn_gate_inp,
+                                 l.ffn_gate_exps,
+                                 l.ffn_up_exps,
+                                 l.ffn_down_exps,
+                                 l.k_cache,
+                                 l.v_cache,
+                                 l.attn_post_norm,
+                                 l.ffn_post_norm};
     for (const Tensor* w : all) {
       if (w != nullptr && w == t) return static_cast<int>(il);
     }

@@ -8,14 +8,15 @@
 namespace tessera::models {
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3", "7b", "8x7b-moe", "70b"};
+  return {"tiny",        "tiny-moe",  "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
+          "tiny-gemma3", "tiny-phi3", "7b",         "8x7b-moe",   "70b"};
 }
 
 Result<LlamaConfig> preset(const std::string& name) {
   LlamaConfig c;
   c.name = name;
   if (name == "tiny" || name == "tiny-moe" || name == "tiny-qwen2" || name == "tiny-qwen3" || name == "tiny-qwen3moe" ||
-      name == "tiny-gemma3") {
+      name == "tiny-gemma3" || name == "tiny-phi3") {
     c.n_layer = 2;
     c.n_embd = 64;
     c.n_ff = 128;
@@ -60,6 +61,18 @@ Result<LlamaConfig> preset(const std::string& name) {
       c.swa_pattern = 6;
       c.n_swa = 16;
       c.tied_output = true;
+    }
+    if (name == "tiny-phi3") {
+      // llama.cpp's phi3 graph: fused attn_qkv and ffn_up (gate and up), NEOX rope, Q scaled by 1 / sqrt(head_dim)
+      // after rope; grouped-query heads (as Phi-3-medium's 40 / 10) so the K and V views start at different offsets;
+      // LongRoPE factors, of which the long ones apply (a cache of 64 slots over an original context of 32).
+      c.arch = "phi3";
+      c.fused_qkv = true;
+      c.fused_up = true;
+      c.rope_mode = RopeMode::kNeox;
+      c.attn_scale = 1.0f / std::sqrt(16.0f);
+      c.rope_factors_ls = true;
+      c.n_ctx_orig = 32;
     }
     return c;
   }

@@ -58,6 +58,7 @@ Result<std::vector<uint8_t>> complete_gguf(const LlamaGraph& graph) {
     f.set(p + "rope.scaling.type", Value::string("linear"));
     f.set(p + "rope.scaling.factor", Value::f32(1.0f / c.rope_scale));
   }
+  if (c.n_ctx_orig > 0) u32("rope.scaling.original_context_length", c.n_ctx_orig);  // phi3 (LongRoPE)
   if (c.is_moe()) {
     u32("expert_count", c.n_expert);
     u32("expert_used_count", c.n_expert_used);

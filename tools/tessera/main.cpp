@@ -57,10 +57,10 @@ struct Options {
 
 void add_common(CLI::App* app, Options* o) {
   app->add_option("-t,--topology", o->topology, "topology preset name or JSON file (see `tessera topologies`)");
-  app->add_option(
-      "-m,--model", o->model,
-      "model preset (tiny, tiny-moe, tiny-qwen2, tiny-qwen3, tiny-qwen3moe, 7b, 8x7b-moe, 70b) or GGUF file "
-      "(FILE.gguf; docs/gguf.md)");
+  app->add_option("-m,--model", o->model,
+                  "model preset (tiny, tiny-moe, tiny-qwen2, tiny-qwen3, tiny-qwen3moe, tiny-gemma3, tiny-phi3, 7b, "
+                  "8x7b-moe, 70b) or GGUF file "
+                  "(FILE.gguf; docs/gguf.md)");
   app->add_option("-g,--graph", o->graph, "a serialized graph file (docs/graph-format.md) instead of the model");
   app->add_option("--layers", o->layers, "number of layers (default: the preset's)")->check(CLI::Range(1, 100000));
   app->add_option("--tokens", o->tokens, "tokens per batch (default: the preset's)")->check(CLI::Range(1, 1 << 20));

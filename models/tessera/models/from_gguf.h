@@ -5,8 +5,8 @@
 // of the file with the same shape and type, and every tensor of the file is used.
 //
 // Architectures: llama (with Mistral and Mixtral, which GGUF files also name "llama"), qwen2 (Qwen2, Qwen2.5), qwen3
-// and qwen3moe (Qwen3, Qwen3 MoE), gemma3 (Gemma 3's text model), all built by build_llama with the architecture's switches (LlamaConfig::arch and
-// the fields after it). Others are refused with the list of those supported.
+// and qwen3moe (Qwen3, Qwen3 MoE), gemma3 (Gemma 3's text model), all built by build_llama with the architecture's
+// switches (LlamaConfig::arch and the fields after it). Others are refused with the list of those supported.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@ struct GgufRunShape {
   bool flash_attn = true;
 };
 
-// The architectures build_from_gguf knows ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3").
+// The architectures build_from_gguf knows ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3").
 std::vector<std::string> gguf_architectures();
 
 // The config of a GGUF model: hyperparameters from the <arch>.* keys, vocabulary and weight types from the tensor
@@ -57,8 +57,9 @@ Status read_file_weights(LlamaGraph& graph);
 
 // A model with allocated, filled weights as a complete GGUF file of its architecture (config.arch): the `<arch>.*`
 // keys of its config (block count, lengths, head counts and head size, expert counts and length, rope base, norm
-// epsilon, the context length n_ctx, gemma3's sliding window and linear rope scaling) and every weight in creation order with its data. Errors: an unallocated
-// weight; what gguf::serialize refuses (more than 4 GiB). For tests and the tiny complete fixtures.
+// epsilon, the context length n_ctx, gemma3's sliding window and linear rope scaling, phi3's original context length)
+// and every weight in creation order with its data. Errors: an unallocated weight; what gguf::serialize refuses (more
+// than 4 GiB). For tests and the tiny complete fixtures.
 Result<std::vector<uint8_t>> complete_gguf(const LlamaGraph& graph);
 
 }  // namespace tessera::models

@@ -15,8 +15,8 @@
 //
 // Inputs (flag INPUT, in ctx): tokens i32 [n_tokens], pos i32 [n_tokens] (rope positions), kv_idxs i32 [n_tokens]
 // (cache slots the new K/V rows are written to by SET_ROWS), mask f16 [n_kv, n_tokens] (0 or -inf, added to the
-// scores), mask_swa (the same shape, for the sliding-window layers of a config with swa_pattern), and out_ids i32 [n_outputs] when only some tokens produce logits. Output (flag OUTPUT): logits f32
-// [n_vocab, n_outputs].
+// scores), mask_swa (the same shape, for the sliding-window layers of a config with swa_pattern), and out_ids i32
+// [n_outputs] when only some tokens produce logits. Output (flag OUTPUT): logits f32 [n_vocab, n_outputs].
 #pragma once
 
 #include <cstdint>
@@ -73,12 +73,12 @@ struct LlamaConfig {
                                            // head of Q and K before rope
   RopeMode rope_mode = RopeMode::kNormal;  // qwen2, qwen3: kNeox (pairs (x[i], x[i + head_dim / 2]))
   // gemma3 (llama.cpp's gemma3 graph, src/models/gemma3.cpp):
-  bool embd_scale = false;   // the embeddings times sqrt(n_embd) ("inp_scaled")
-  bool post_norms = false;   // blk.N.post_attention_norm / post_ffw_norm (f32 [n_embd]): RMS norms of the attention
-                             // and FFN outputs before their residual adds
-  bool ffn_gelu = false;     // GELU-gated FFN (GEGLU of gate and up) instead of SwiGLU
-  float attn_scale = 0.0f;   // > 0: Q is scaled by it after rope (SCALE) and the scores by 1; 0: 1 / sqrt(head_dim)
-  float rope_scale = 1.0f;   // rope's freq_scale (1 / the linear rope scaling factor) of the global layers
+  bool embd_scale = false;  // the embeddings times sqrt(n_embd) ("inp_scaled")
+  bool post_norms = false;  // blk.N.post_attention_norm / post_ffw_norm (f32 [n_embd]): RMS norms of the attention
+                            // and FFN outputs before their residual adds
+  bool ffn_gelu = false;    // GELU-gated FFN (GEGLU of gate and up) instead of SwiGLU
+  float attn_scale = 0.0f;  // > 0: Q is scaled by it after rope (SCALE) and the scores by 1; 0: 1 / sqrt(head_dim)
+  float rope_scale = 1.0f;  // rope's freq_scale (1 / the linear rope scaling factor) of the global layers
   // Sliding-window attention: with swa_pattern > 0, layer il is a sliding-window layer unless il % swa_pattern ==
   // swa_pattern - 1 (llama.cpp's set_swa_pattern); those layers read the SWA mask (a token at position p sees the
   // cache positions in (p - n_swa, p]) and rope with rope_base_swa / rope_scale_swa. Their caches are full size
@@ -87,6 +87,15 @@ struct LlamaConfig {
   int64_t n_swa = 0;
   float rope_base_swa = 10000.0f;
   float rope_scale_swa = 1.0f;
+  // phi3 (llama.cpp's phi3 graph, src/models/phi3.cpp):
+  bool fused_qkv = false;        // blk.N.attn_qkv.weight [n_embd, n_embd_q + 2 n_embd_kv] instead of wq, wk, wv: its
+                                 // output is viewed as Q, K and V (llama.cpp's build_qkv)
+  bool fused_up = false;         // blk.N.ffn_up.weight [n_embd, 2 n_ff] and no ffn_gate: SWIGLU of its output's halves
+                                 // (SiLU of the first half, the gate, times the second)
+  bool rope_factors_ls = false;  // rope_factors_long.weight and rope_factors_short.weight (f32 [head_dim / 2],
+                                 // LongRoPE): the long ones when n_ctx > n_ctx_orig, else the short ones
+                                 // (llama_model::get_rope_factors)
+  int64_t n_ctx_orig = 0;        // rope.scaling.original_context_length; 0: n_ctx
   // A model file holding every tensor's data (from_gguf.h, a "complete" file): fill_random reads the weights from it
   // instead of drawing them. Null for the presets and for header-only files.
   std::shared_ptr<const gguf::Model> weights_file;
@@ -99,6 +108,7 @@ struct LlamaConfig {
   bool is_moe() const { return n_expert > 0; }
   bool has_swa() const { return swa_pattern > 0; }
   bool is_swa(int il) const { return swa_pattern > 0 && il % swa_pattern < swa_pattern - 1; }
+  bool rope_long() const { return n_ctx > (n_ctx_orig > 0 ? n_ctx_orig : n_ctx); }
 };
 
 // Checks the sizes (positive, divisible, n_kv <= n_ctx, n_tokens <= n_kv, experts, quantized row lengths).
@@ -109,34 +119,37 @@ Status validate(const LlamaConfig& config);
 // Tiny models of the other architectures: "tiny-qwen2" (tiny with Q/K/V biases and NEOX rope), "tiny-qwen3" (Q/K
 // norms, NEOX rope, and a head size of 32, not n_embd / n_head = 16), "tiny-qwen3moe" (tiny-qwen3 with 4 experts, 2
 // used), "tiny-gemma3" (6 layers, 5 sliding-window ones of window 16 and a global one, heads of 32, Q/K norms,
-// post-norms, GELU FFN, scaled embeddings, linear rope scaling 2 on the global layer, tied embeddings).
+// post-norms, GELU FFN, scaled embeddings, linear rope scaling 2 on the global layer, tied embeddings), "tiny-phi3"
+// (fused QKV and gate/up projections, NEOX rope, Q scaled after rope, LongRoPE factors of which the long ones apply:
+// n_ctx 64 > n_ctx_orig 32).
 // The large presets use n_ctx 4096 and n_tokens 512; override fields as needed. Unknown name: kNotFound.
 Result<LlamaConfig> preset(const std::string& name);
 std::vector<std::string> preset_names();
 
 // The weights of one layer (null where the variant has none: dense vs MoE).
 struct LlamaLayer {
-  Tensor* attn_norm = nullptr;      // f32 [n_embd]
-  Tensor* wq = nullptr;             // [n_embd, n_embd_q]
-  Tensor* wk = nullptr;             // [n_embd, n_embd_kv]
-  Tensor* wv = nullptr;             // [n_embd, n_embd_kv]
-  Tensor* wo = nullptr;             // [n_embd_q, n_embd]
-  Tensor* bq = nullptr;             // attn_bias: f32 [n_embd_q]
-  Tensor* bk = nullptr;             // attn_bias: f32 [n_embd_kv]
-  Tensor* bv = nullptr;             // attn_bias: f32 [n_embd_kv]
-  Tensor* attn_q_norm = nullptr;    // attn_qk_norm: f32 [head_dim]
-  Tensor* attn_k_norm = nullptr;    // attn_qk_norm: f32 [head_dim]
-  Tensor* attn_post_norm = nullptr; // post_norms: f32 [n_embd] ("post_attention_norm")
-  Tensor* ffn_norm = nullptr;       // f32 [n_embd]
-  Tensor* ffn_gate = nullptr;       // dense: [n_embd, n_ff]
-  Tensor* ffn_up = nullptr;         // dense: [n_embd, n_ff]
-  Tensor* ffn_down = nullptr;       // dense: [n_ff, n_embd]
-  Tensor* ffn_gate_inp = nullptr;   // MoE router, f32 [n_embd, n_expert]
-  Tensor* ffn_gate_exps = nullptr;  // MoE: [n_embd, n_ff, n_expert]
-  Tensor* ffn_up_exps = nullptr;    // MoE: [n_embd, n_ff, n_expert]
-  Tensor* ffn_down_exps = nullptr;  // MoE: [n_ff, n_embd, n_expert]
-  Tensor* ffn_post_norm = nullptr;  // post_norms: f32 [n_embd] ("post_ffw_norm")
-  Tensor* k_cache = nullptr;        // kv_type [n_embd_kv, n_ctx]
+  Tensor* attn_norm = nullptr;       // f32 [n_embd]
+  Tensor* wqkv = nullptr;            // fused_qkv: [n_embd, n_embd_q + 2 n_embd_kv] (then no wq, wk, wv)
+  Tensor* wq = nullptr;              // [n_embd, n_embd_q]
+  Tensor* wk = nullptr;              // [n_embd, n_embd_kv]
+  Tensor* wv = nullptr;              // [n_embd, n_embd_kv]
+  Tensor* wo = nullptr;              // [n_embd_q, n_embd]
+  Tensor* bq = nullptr;              // attn_bias: f32 [n_embd_q]
+  Tensor* bk = nullptr;              // attn_bias: f32 [n_embd_kv]
+  Tensor* bv = nullptr;              // attn_bias: f32 [n_embd_kv]
+  Tensor* attn_q_norm = nullptr;     // attn_qk_norm: f32 [head_dim]
+  Tensor* attn_k_norm = nullptr;     // attn_qk_norm: f32 [head_dim]
+  Tensor* attn_post_norm = nullptr;  // post_norms: f32 [n_embd] ("post_attention_norm")
+  Tensor* ffn_norm = nullptr;        // f32 [n_embd]
+  Tensor* ffn_gate = nullptr;        // dense: [n_embd, n_ff]
+  Tensor* ffn_up = nullptr;          // dense: [n_embd, n_ff]
+  Tensor* ffn_down = nullptr;        // dense: [n_ff, n_embd]
+  Tensor* ffn_gate_inp = nullptr;    // MoE router, f32 [n_embd, n_expert]
+  Tensor* ffn_gate_exps = nullptr;   // MoE: [n_embd, n_ff, n_expert]
+  Tensor* ffn_up_exps = nullptr;     // MoE: [n_embd, n_ff, n_expert]
+  Tensor* ffn_down_exps = nullptr;   // MoE: [n_ff, n_embd, n_expert]
+  Tensor* ffn_post_norm = nullptr;   // post_norms: f32 [n_embd] ("post_ffw_norm")
+  Tensor* k_cache = nullptr;         // kv_type [n_embd_kv, n_ctx]
   Tensor* v_cache = nullptr;
 };
 
@@ -153,7 +166,7 @@ struct LlamaGraph {
   Tensor* kv_idxs = nullptr;
   Tensor* mask = nullptr;
   Tensor* mask_swa = nullptr;  // has_swa(): the sliding-window layers' mask f16 [n_kv, n_tokens]
-  Tensor* out_ids = nullptr;  // only when n_outputs < n_tokens
+  Tensor* out_ids = nullptr;   // only when n_outputs < n_tokens
   Tensor* logits = nullptr;
 
   // Weights.
@@ -161,6 +174,8 @@ struct LlamaGraph {
   Tensor* output_norm = nullptr;  // f32 [n_embd]
   Tensor* output = nullptr;       // [n_embd, n_vocab] (tok_embd when tied_output)
   Tensor* rope_freqs = nullptr;   // f32 [head_dim / 2] when rope_freq_factors
+  Tensor* rope_long = nullptr;    // rope_factors_ls: f32 [head_dim / 2] ("rope_factors_long.weight")
+  Tensor* rope_short = nullptr;   // rope_factors_ls: f32 [head_dim / 2] ("rope_factors_short.weight")
   std::vector<LlamaLayer> layers;
 
   std::vector<Tensor*> weights;   // every weight, in creation order

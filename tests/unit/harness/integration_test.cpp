@@ -277,7 +277,7 @@ TEST(SimIntegration, EveryPresetComputesTheModelCorrectly) {
 // the scheduler on simulated topologies, with the CPU reference's results and no race: two GPUs, a GPU
 // without flash attention (FLASH_ATTN_EXT on the CPU), partial offload (half the layers on the CPU) and `parallel`
 // with adversarial delays.
-TEST(SimIntegration, QwenAndGemmaModelsOnSimulatedTopologiesMatchTheCpuReference) {
+TEST(SimIntegration, QwenGemmaAndPhiModelsOnSimulatedTopologiesMatchTheCpuReference) {
   struct Case {
     const char* what;
     TopologyConfig topo;
@@ -288,7 +288,7 @@ TEST(SimIntegration, QwenAndGemmaModelsOnSimulatedTopologiesMatchTheCpuReference
                         {"gpu without flash attention", topology_preset("gpu-no-fa").value(), 1, false},
                         {"partial offload", topology_preset("1gpu").value(), 2, false},
                         {"parallel", two_gpus_and_cpu(), 1, true}};
-  for (const char* name : {"tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3"}) {
+  for (const char* name : {"tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3", "tiny-phi3"}) {
     LlamaConfig c = preset(name).value();
     if (c.swa_pattern == 0) c.n_layer = 4;  // (tiny-gemma3 keeps its 6: five sliding-window layers, a global one)
     const std::vector<float> want = cpu_logits(c, 5);

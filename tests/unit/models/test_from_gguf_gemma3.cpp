@@ -108,8 +108,12 @@ TEST(FromGgufGemma3, Gemma3_12bFixtureUsesEveryTensorOnce) {
   EXPECT_FLOAT_EQ(get_op_param<float>(*inp_scaled, 0), std::sqrt(3840.0f));
   EXPECT_EQ(q_scaled, 48);
   for (const Tensor* t : m->graph->nodes()) {
-    if (t->op == Op::kFlashAttnExt) EXPECT_FLOAT_EQ(get_op_param<float>(*t, 0), 1.0f) << t->name;
-    if (t->op == Op::kGlu) EXPECT_EQ(t->op_params[0], static_cast<int32_t>(GluOp::kGeglu)) << t->name;
+    if (t->op == Op::kFlashAttnExt) {
+      EXPECT_FLOAT_EQ(get_op_param<float>(*t, 0), 1.0f) << t->name;
+    }
+    if (t->op == Op::kGlu) {
+      EXPECT_EQ(t->op_params[0], static_cast<int32_t>(GluOp::kGeglu)) << t->name;
+    }
   }
   EXPECT_EQ(count_ops(m.value(), Op::kGlu), 48);
   EXPECT_EQ(count_ops(m.value(), Op::kRmsNorm), 48 * 6 + 1);
@@ -163,9 +167,13 @@ TEST(FromGgufGemma3, AMissingPostNormIsNamed) {
 // (llama.cpp's f_attention_scale; gemma-3-27b: hidden_size 5376, 32 heads, query_pre_attn_scalar 168 = 5376 / 32).
 TEST(FromGgufGemma3, The27bScalesQueriesByItsOwnSize) {
   gguf::File f = gemma3_12b();
-  for (auto [key, v] : {std::pair{"block_count", 62}, {"embedding_length", 5376}, {"attention.head_count", 32},
-                        {"attention.head_count_kv", 16}, {"attention.key_length", 128},
-                        {"attention.value_length", 128}, {"feed_forward_length", 21504}}) {
+  for (auto [key, v] : {std::pair{"block_count", 62},
+                        {"embedding_length", 5376},
+                        {"attention.head_count", 32},
+                        {"attention.head_count_kv", 16},
+                        {"attention.key_length", 128},
+                        {"attention.value_length", 128},
+                        {"feed_forward_length", 21504}}) {
     f.set(std::string("gemma3.") + key, gguf::Value::u32(static_cast<uint32_t>(v)));
   }
   auto config = llama_config_from_gguf(gguf::Model::of_file(gguf::File(f)), {});

@@ -17,8 +17,8 @@
 
 using namespace tessera;
 using namespace tessera::models;
-using ::testing::HasSubstr;
 using tessera::models::testing::expect_uses_the_file_exactly;
+using ::testing::HasSubstr;
 
 namespace {
 
@@ -457,7 +457,7 @@ TEST(FromGgufQwen, TheSupportedListNamesTheQwenArchitectures) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kUnsupported);
   EXPECT_THAT(m.status().message(), HasSubstr("architecture 'qwen2moe' is not supported (Tessera builds: llama, "
-                                              "qwen2, qwen3, qwen3moe, gemma3)"));
+                                              "qwen2, qwen3, qwen3moe, gemma3, phi3)"));
 }
 
 }  // namespace

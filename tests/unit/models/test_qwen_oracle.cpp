@@ -7,6 +7,9 @@
 //     heads of head_dim values that need not be n_embd / n_head (wq [n_embd, head_dim * n_head]);
 //   - NEOX rope ("rotate_half"): value i of a head pairs with value i + head_dim / 2, at angle
 //     pos * base^(-2i / head_dim);
+//   - phi3 (transformers' Phi3): one qkv_proj whose output is [q | k | v], one gate_up_proj whose output is
+//     [gate | up] (silu(gate) * up), LongRoPE frequencies divided by the long or short factors, and the usual
+//     1 / sqrt(head_dim) on the scores;
 //   - qwen3moe: softmax router, the top n_expert_used experts, their weights renormalised to sum 1
 //     (norm_topk_prob), each a SwiGLU FFN.
 // Nothing here uses Tessera's ops: the weights are read back as floats and everything else is computed in doubles.
@@ -70,9 +73,12 @@ void rms_norm(Vec& x, size_t from, size_t n, const std::vector<float>& g, double
 
 // Rope of one head x[from, from + hd): NEOX pairs (i, i + hd / 2), normal pairs (2i, 2i + 1).
 // `scale`: linear rope scaling (positions times 1 / factor).
-void rope(Vec& x, size_t from, size_t hd, int pos, double base, double scale, RopeMode mode) {
+// `factors` (LongRoPE, hd / 2 values or none): each frequency divided by its factor.
+void rope(Vec& x, size_t from, size_t hd, int pos, double base, double scale, RopeMode mode,
+          const std::vector<float>* factors = nullptr) {
   for (size_t i = 0; i < hd / 2; ++i) {
-    const double theta = pos * scale * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+    double theta = pos * scale * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+    if (factors != nullptr) theta /= (*factors)[i];
     const size_t a = mode == RopeMode::kNeox ? from + i : from + 2 * i;
     const size_t b = mode == RopeMode::kNeox ? from + i + hd / 2 : from + 2 * i + 1;
     const double x0 = x[a], x1 = x[b];
@@ -89,8 +95,15 @@ double gelu(double g) { return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) 
 Vec swiglu(const Values& v, int il, const char* gate, const char* up, const char* down, const LlamaConfig& c,
            const Vec& x, size_t e, bool gelu_gate = false) {
   const size_t in_off = e * static_cast<size_t>(c.n_embd * c.n_ff);
-  const Vec g = matvec(v[blk(il, gate)], c.n_embd, c.n_ff, x, in_off);
-  const Vec u = matvec(v[blk(il, up)], c.n_embd, c.n_ff, x, in_off);
+  Vec g, u;
+  if (c.fused_up) {  // phi3's gate_up_proj: the first n_ff outputs are the gate, the next n_ff the up projection
+    const Vec gu = matvec(v[blk(il, up)], c.n_embd, 2 * c.n_ff, x);
+    g.assign(gu.begin(), gu.begin() + c.n_ff);
+    u.assign(gu.begin() + c.n_ff, gu.end());
+  } else {
+    g = matvec(v[blk(il, gate)], c.n_embd, c.n_ff, x, in_off);
+    u = matvec(v[blk(il, up)], c.n_embd, c.n_ff, x, in_off);
+  }
   Vec a(g.size());
   for (size_t i = 0; i < a.size(); ++i) a[i] = (gelu_gate ? gelu(g[i]) : silu(g[i])) * u[i];
   return matvec(v[blk(il, down)], c.n_ff, c.n_embd, a, in_off);
@@ -114,14 +127,25 @@ std::vector<double> oracle_logits(const LlamaConfig& c, const Values& v, const L
     const bool swa = c.swa_pattern > 0 && il % c.swa_pattern != c.swa_pattern - 1;
     const double base = swa ? c.rope_base_swa : c.rope_base, rscale = swa ? c.rope_scale_swa : c.rope_scale;
     const std::vector<float>& mask = swa ? in.mask_swa : in.mask;
+    // phi3's LongRoPE: the long factors for a context longer than the original one.
+    const std::vector<float>* ff = nullptr;
+    if (c.rope_factors_ls) ff = &v[c.n_ctx > c.n_ctx_orig ? "rope_factors_long.weight" : "rope_factors_short.weight"];
     // Q, K, V of every new token; K and V go into the cache first (the tokens attend to each other through it).
     std::vector<Vec> q(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t) {
       Vec h = x[t];
       rms_norm(h, 0, static_cast<size_t>(E), v[blk(il, "attn_norm.weight")], c.norm_eps);
-      q[t] = matvec(v[blk(il, "attn_q.weight")], E, nq, h);
-      Vec k = matvec(v[blk(il, "attn_k.weight")], E, nk, h);
-      Vec vv = matvec(v[blk(il, "attn_v.weight")], E, nk, h);
+      Vec k, vv;
+      if (c.fused_qkv) {  // phi3's qkv_proj: [q | k | v]
+        const Vec qkv = matvec(v[blk(il, "attn_qkv.weight")], E, nq + 2 * nk, h);
+        q[t].assign(qkv.begin(), qkv.begin() + nq);
+        k.assign(qkv.begin() + nq, qkv.begin() + nq + nk);
+        vv.assign(qkv.begin() + nq + nk, qkv.end());
+      } else {
+        q[t] = matvec(v[blk(il, "attn_q.weight")], E, nq, h);
+        k = matvec(v[blk(il, "attn_k.weight")], E, nk, h);
+        vv = matvec(v[blk(il, "attn_v.weight")], E, nk, h);
+      }
       if (c.attn_bias) {
         for (int64_t i = 0; i < nq; ++i) q[t][i] += v[blk(il, "attn_q.bias")][i];
         for (int64_t i = 0; i < nk; ++i) k[i] += v[blk(il, "attn_k.bias")][i];
@@ -129,11 +153,11 @@ std::vector<double> oracle_logits(const LlamaConfig& c, const Values& v, const L
       }
       for (int64_t hh = 0; hh < c.n_head; ++hh) {
         if (c.attn_qk_norm) rms_norm(q[t], hh * hd, hd, v[blk(il, "attn_q_norm.weight")], c.norm_eps);
-        rope(q[t], hh * hd, hd, in.pos[t], base, rscale, c.rope_mode);
+        rope(q[t], hh * hd, hd, in.pos[t], base, rscale, c.rope_mode, ff);
       }
       for (int64_t hh = 0; hh < c.n_head_kv; ++hh) {
         if (c.attn_qk_norm) rms_norm(k, hh * hd, hd, v[blk(il, "attn_k_norm.weight")], c.norm_eps);
-        rope(k, hh * hd, hd, in.pos[t], base, rscale, c.rope_mode);
+        rope(k, hh * hd, hd, in.pos[t], base, rscale, c.rope_mode, ff);
       }
       const size_t slot = static_cast<size_t>(in.kv_idxs[t] * nk);
       for (int64_t i = 0; i < nk; ++i) {
@@ -251,7 +275,7 @@ TEST_P(QwenOracle, LogitsEqualTheOracles) {
 
 INSTANTIATE_TEST_SUITE_P(Presets, QwenOracle,
                          ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
-                                           "tiny-gemma3"),
+                                           "tiny-gemma3", "tiny-phi3"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string s = i.param;
                            std::replace(s.begin(), s.end(), '-', '_');
@@ -291,6 +315,17 @@ TEST(QwenPresets, SwitchesAndShapes) {
   EXPECT_EQ(gm.output, gm.tok_embd);
   EXPECT_NE(gm.layers[5].attn_post_norm, nullptr);
   EXPECT_NE(gm.layers[5].ffn_post_norm, nullptr);
+  // phi3: fused projections, the long LongRoPE factors (64 slots > 32), shared by every layer.
+  const LlamaConfig ph = preset("tiny-phi3").value();
+  EXPECT_TRUE(ph.fused_qkv && ph.fused_up && ph.rope_factors_ls && ph.rope_long());
+  EXPECT_EQ(ph.rope_mode, RopeMode::kNeox);
+  const LlamaGraph pm = build_llama(ph).value();
+  EXPECT_EQ(pm.layers[1].wqkv->ne[1], 64 + 2 * 32);
+  EXPECT_EQ(pm.layers[1].wq, nullptr);
+  EXPECT_EQ(pm.layers[1].ffn_gate, nullptr);
+  EXPECT_EQ(pm.layers[1].ffn_up->ne[1], 2 * 128);
+  EXPECT_EQ(pm.rope_long->ne[0], 8);
+  EXPECT_EQ(pm.layer_of(pm.layers[1].wqkv), 1);
 }
 
 // The sliding-window mask: a token at position p sees the positions (p - n_swa, p], as llama.cpp's

@@ -29,7 +29,10 @@ LlamaConfig tiny_mixed(const std::string& name) {
   Result<LlamaConfig> c = preset(name);
   EXPECT_TRUE(c.ok());
   c->weight_types = {{"token_embd.weight", Type::kQ8_0}, {"output.weight", Type::kQ8_0}};
-  for (int il = 0; il < c->n_layer; ++il) c->weight_types["blk." + std::to_string(il) + ".attn_v.weight"] = Type::kF16;
+  for (int il = 0; il < c->n_layer; ++il) {
+    c->weight_types["blk." + std::to_string(il) + ".attn_v.weight"] = Type::kF16;
+    c->weight_types["blk." + std::to_string(il) + ".attn_qkv.weight"] = Type::kF16;  // (tiny-phi3)
+  }
   return *c;
 }
 
@@ -99,7 +102,8 @@ void write_tiny(Written& w) {
 }  // namespace
 
 TEST(WeightsFile, ACompleteFileComputesWithItsOwnWeights) {
-  for (const char* name : {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3"}) {
+  for (const char* name :
+       {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3", "tiny-phi3"}) {
     SCOPED_TRACE(name);
     const LlamaConfig c = tiny_mixed(name);
     auto built = build_llama(c);
