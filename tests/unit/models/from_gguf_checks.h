@@ -3,14 +3,48 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "tessera/gguf.h"
+#include "tessera/models/fixtures.h"
+#include "tessera/models/from_gguf.h"
 #include "tessera/models/llama.h"
 
 namespace tessera::models::testing {
+
+// A real model's header-only fixture (models/fixtures.h); an empty file, with a test failure, for an unknown name.
+inline gguf::File fixture(const std::string& name) {
+  auto f = fixtures::make_fixture(name);
+  EXPECT_TRUE(f.ok()) << f.status().to_string();
+  return f.ok() ? std::move(f).value() : gguf::File{};
+}
+
+// The model of a file (as one shard), built and checked against the file.
+inline Result<LlamaGraph> build(const gguf::File& f, GgufRunShape run = {}) {
+  return build_from_gguf(gguf::Model::of_file(gguf::File(f)), run);
+}
+
+// The file without a tensor (laid out again) / without a metadata key.
+inline gguf::File without_tensor(gguf::File f, const std::string& name) {
+  std::erase_if(f.tensors, [&](const gguf::TensorInfo& t) { return t.name == name; });
+  EXPECT_TRUE(f.layout().ok());
+  return f;
+}
+inline gguf::File without_key(gguf::File f, const std::string& key) {
+  std::erase_if(f.metadata, [&](const gguf::KeyValue& kv) { return kv.key == key; });
+  return f;
+}
+
+// The graph's nodes of an op.
+inline int count_ops(const LlamaGraph& m, Op op) {
+  int n = 0;
+  for (const Tensor* t : m.graph->nodes()) n += t->op == op ? 1 : 0;
+  return n;
+}
 
 // Every tensor of the file is a weight of the graph exactly once, with the file's shape and type, and as many bytes as
 // the file's tensor data; and the other way round. Each weight is read by exactly one node of the graph (a tied

@@ -15,31 +15,12 @@
 
 using namespace tessera;
 using namespace tessera::models;
-using tessera::models::testing::expect_uses_the_file_exactly;
+using namespace tessera::models::testing;
 using ::testing::HasSubstr;
 
 namespace {
 
-gguf::File gemma3_12b() {
-  auto f = fixtures::make_fixture("gemma-3-12b-q4_k_m");
-  EXPECT_TRUE(f.ok()) << f.status().to_string();
-  return f.ok() ? std::move(f).value() : gguf::File{};
-}
-
-Result<LlamaGraph> build(const gguf::File& f, GgufRunShape run = {}) {
-  return build_from_gguf(gguf::Model::of_file(gguf::File(f)), run);
-}
-
-gguf::File without_key(gguf::File f, const std::string& key) {
-  std::erase_if(f.metadata, [&](const gguf::KeyValue& kv) { return kv.key == key; });
-  return f;
-}
-
-int count_ops(const LlamaGraph& m, Op op) {
-  int n = 0;
-  for (const Tensor* t : m.graph->nodes()) n += t->op == op ? 1 : 0;
-  return n;
-}
+gguf::File gemma3_12b() { return fixture("gemma-3-12b-q4_k_m"); }
 
 // google/gemma-3-12b-it config.json (text_config): hidden_size 3840, intermediate_size 15360, num_hidden_layers 48,
 // num_attention_heads 16, num_key_value_heads 8, head_dim 256, vocab_size 262208, rope_theta 1000000 with

@@ -16,37 +16,18 @@
 
 using namespace tessera;
 using namespace tessera::models;
-using tessera::models::testing::expect_uses_the_file_exactly;
+using namespace tessera::models::testing;
 using ::testing::HasSubstr;
 
 namespace {
 
-gguf::File phi3_mini() {
-  auto f = fixtures::make_fixture("phi-3-mini-q4_k_m");
-  EXPECT_TRUE(f.ok()) << f.status().to_string();
-  return f.ok() ? std::move(f).value() : gguf::File{};
-}
-
-Result<LlamaGraph> build(const gguf::File& f, GgufRunShape run = {}) {
-  return build_from_gguf(gguf::Model::of_file(gguf::File(f)), run);
-}
-
-gguf::File without_key(gguf::File f, const std::string& key) {
-  std::erase_if(f.metadata, [&](const gguf::KeyValue& kv) { return kv.key == key; });
-  return f;
-}
+gguf::File phi3_mini() { return fixture("phi-3-mini-q4_k_m"); }
 
 gguf::File with_rope_factors(gguf::File f, bool long_factors, bool short_factors) {
   if (long_factors) f.add_tensor("rope_factors_long.weight", gguf::TensorType::kF32, {48});
   if (short_factors) f.add_tensor("rope_factors_short.weight", gguf::TensorType::kF32, {48});
   EXPECT_TRUE(f.layout().ok());
   return f;
-}
-
-int count_ops(const LlamaGraph& m, Op op) {
-  int n = 0;
-  for (const Tensor* t : m.graph->nodes()) n += t->op == op ? 1 : 0;
-  return n;
 }
 
 // microsoft/Phi-3-mini-4k-instruct config.json: hidden_size 3072, intermediate_size 8192, num_hidden_layers 32,

@@ -17,37 +17,16 @@
 
 using namespace tessera;
 using namespace tessera::models;
-using tessera::models::testing::expect_uses_the_file_exactly;
+using namespace tessera::models::testing;
 using ::testing::HasSubstr;
 
 namespace {
 
 using TT = gguf::TensorType;
 
-gguf::File fixture(const std::string& name) {
-  auto f = fixtures::make_fixture(name);
-  EXPECT_TRUE(f.ok()) << f.status().to_string();
-  return f.ok() ? std::move(f).value() : gguf::File{};
-}
-
-Result<LlamaGraph> build(const gguf::File& f, GgufRunShape run = {}) {
-  return build_from_gguf(gguf::Model::of_file(gguf::File(f)), run);
-}
-
-gguf::File without_tensor(gguf::File f, const std::string& name) {
-  std::erase_if(f.tensors, [&](const gguf::TensorInfo& t) { return t.name == name; });
-  EXPECT_TRUE(f.layout().ok());
-  return f;
-}
-
 gguf::File with_tensor(gguf::File f, const std::string& name, std::vector<int64_t> ne) {
   f.add_tensor(name, TT::kF32, ne);
   EXPECT_TRUE(f.layout().ok());
-  return f;
-}
-
-gguf::File without_key(gguf::File f, const std::string& key) {
-  std::erase_if(f.metadata, [&](const gguf::KeyValue& kv) { return kv.key == key; });
   return f;
 }
 
