@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include "json_read.h"
 #include "policy_json.h"
@@ -234,10 +236,11 @@ int get_int_count(const json& v, const std::string& path) {
 }
 
 void parse_expect(const json& v, const std::string& path, Expectations* e) {
-  expect_object(v, path,
-                {"scheduling", "error_contains", "max_splits", "min_splits", "max_split_inputs", "nodes", "peak_memory",
-                 "weights", "no_race", "outputs_match_reference", "max_nmse", "allow_non_finite", "max_reserves"},
-                "an expectations object");
+  expect_object(
+      v, path,
+      {"scheduling", "error_contains", "max_splits", "min_splits", "max_split_inputs", "nodes", "peak_memory",
+       "weights", "kv_cache", "no_race", "outputs_match_reference", "max_nmse", "allow_non_finite", "max_reserves"},
+      "an expectations object");
   if (const json* x = member(v, "scheduling")) {
     const std::string s = get_string(*x, child(path, "scheduling"));
     if (s != "ok" && s != "error") fail(child(path, "scheduling"), "expected \"ok\" or \"error\", got " + quote(s));
@@ -268,12 +271,12 @@ void parse_expect(const json& v, const std::string& path, Expectations* e) {
       e->peak_memory.push_back({item.key(), get_size(item.value(), child(pp, item.key()))});
     }
   }
-  if (const json* x = member(v, "weights")) {
-    const std::string wp = child(path, "weights");
+  for (auto [key, list] : {std::pair{"weights", &e->weights}, {"kv_cache", &e->kv_cache}}) {
+    const json* x = member(v, key);
+    if (x == nullptr) continue;
+    const std::string wp = child(path, key);
     if (!x->is_object()) type_fail(wp, "an object {\"device\": size}", *x);
-    for (const auto& item : x->items()) {
-      e->weights.push_back({item.key(), get_size(item.value(), child(wp, item.key()))});
-    }
+    for (const auto& item : x->items()) list->push_back({item.key(), get_size(item.value(), child(wp, item.key()))});
   }
   if (const json* x = member(v, "no_race")) e->no_race = get_bool(*x, child(path, "no_race"));
   if (const json* x = member(v, "outputs_match_reference")) {
@@ -478,16 +481,19 @@ ScenarioOutcome run_once(const Scenario& sc, const Registry* real_devices) {
               format_bytes(m->peak));
       }
     }
-    for (const auto& w : e.weights) {
-      const DeviceMemory* m = nullptr;
-      for (const auto& d : mem) {
-        if (d.device == w.device) m = &d;
-      }
-      const std::string what = format_message("weights on %s: %zu bytes", w.device.c_str(), w.bytes);
-      if (m == nullptr) {
-        check(what, false, "no such device");
-      } else {
-        check(what, m->weights == w.bytes, format_message("%zu bytes", m->weights));
+    for (auto [what_of, list, field] :
+         {std::tuple{"weights", &e.weights, &DeviceMemory::weights}, {"kv cache", &e.kv_cache, &DeviceMemory::cache}}) {
+      for (const auto& w : *list) {
+        const DeviceMemory* m = nullptr;
+        for (const auto& d : mem) {
+          if (d.device == w.device) m = &d;
+        }
+        const std::string what = format_message("%s on %s: %zu bytes", what_of, w.device.c_str(), w.bytes);
+        if (m == nullptr) {
+          check(what, false, "no such device");
+        } else {
+          check(what, m->*field == w.bytes, format_message("%zu bytes", m->*field));
+        }
       }
     }
   }

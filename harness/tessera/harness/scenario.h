@@ -33,7 +33,8 @@ struct Expectations {
     std::string device;
     size_t bytes = 0;
   };
-  std::vector<Weights> weights;  // the bytes of weights the policy placed on the device, exactly
+  std::vector<Weights> weights;   // the bytes of weights the policy placed on the device, exactly
+  std::vector<Weights> kv_cache;  // the bytes of KV cache on the device, exactly
   std::optional<bool> no_race;
   std::optional<bool> outputs_match_reference;
   double max_nmse = 1e-4;
@@ -43,7 +44,7 @@ struct Expectations {
   // Whether any expectation is set (max_nmse and allow_non_finite only qualify outputs_match_reference).
   bool checks_something() const {
     return scheduling_ok || !error_contains.empty() || max_splits || min_splits || max_split_inputs || !nodes.empty() ||
-           !peak_memory.empty() || !weights.empty() || no_race.value_or(false) ||
+           !peak_memory.empty() || !weights.empty() || !kv_cache.empty() || no_race.value_or(false) ||
            outputs_match_reference.value_or(false) || max_reserves;
   }
 };

@@ -56,4 +56,26 @@ TEST(SimScenarioParse, ATopologyFileIsFoundNextToTheScenario) {
               HasSubstr("topology: rigs/none.json: cannot open the topology file"));
 }
 
+// "kv_cache" (issue 31: llama.cpp's KV buffer sizes per device) checks the KV cache bytes of each device exactly, and
+// counts as an expectation; a wrong value fails naming the device and both sizes.
+TEST(SimScenarioParse, KvCacheBytesPerDeviceAreChecked) {
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "expect": {"kv_cache": 5}})"),
+              HasSubstr("expect.kv_cache: expected an object"));
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "expect": {"kv_cache": {"gpu0": "lots"}}})"),
+              HasSubstr("expect.kv_cache.gpu0"));
+  // The tiny preset on one GPU: 2 layers of K and V, 2 KV heads x 16 values x 64 slots x 2 B (f16) = 4096 B each,
+  // all on gpu0: 16384 B.
+  for (const auto& [bytes, passes] : {std::pair{"16384 B", true}, {"16385 B", false}}) {
+    auto s = parse_scenario(std::string(R"({"name": "x", "topology": "1gpu", "model": {"preset": "tiny"},
+      "run": {"mode": "metadata-only"}, "expect": {"kv_cache": {"gpu0": ")") +
+                                bytes + R"("}}})",
+                            "case.json");
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    const ScenarioOutcome out = run_scenario(s.value(), &builtin_registry());
+    EXPECT_EQ(out.passed, passes) << bytes << ": " << out.error;
+    ASSERT_EQ(out.results.size(), 1u);
+    EXPECT_THAT(out.results[0].what, HasSubstr("kv cache on gpu0"));
+  }
+}
+
 }  // namespace
