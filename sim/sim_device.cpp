@@ -154,6 +154,7 @@ Status SimDevice::reserve_memory(size_t size) {
   }
   stats.memory_used += size;
   stats.memory_peak = std::max(stats.memory_peak, stats.memory_used);
+  sim_->note_memory(index_, stats.memory_used);
   return Status::Ok();
 }
 
@@ -163,6 +164,7 @@ void SimDevice::release_memory(size_t size) {
                   "uses (seed %llu)",
                   cfg_.name.c_str(), size, stats.memory_used, static_cast<unsigned long long>(sim_->opt.seed));
   stats.memory_used -= std::min(size, stats.memory_used);
+  sim_->note_memory(index_, stats.memory_used);
 }
 
 Result<std::unique_ptr<Backend>> SimDevice::init_backend(const std::string& params) {
@@ -321,6 +323,7 @@ bool SimBackend::cpy_tensor_async(Backend* src_backend, const Tensor& src, Tenso
   }
   if (s.opt.record_trace) {
     s.add_event(TraceKind::kCopy, track_, format_message("copy %s -> %s", src.name, dst.name), start, e, n);
+    s.note_copy(dst);
   }
   s.push(e, [sb, db, sc = src, dc = dst, n] {
     std::vector<uint8_t> tmp(n);
@@ -345,6 +348,36 @@ void SimBackend::wait_idle() {
   }
   s.advance_host(ready_);  // applies this stream's queued commands
   s.hz.sync(HazardTracker::kHost, agent_);
+}
+
+// The compute event just added, node by node (each node's time by the cost model, in graph order), with a flow from
+// the copy that wrote each source the node reads (docs/simulator.md "Timeline").
+void SimBackend::trace_ops(const Graph& graph, double start) {
+  Simulator::Impl& s = *dev_->sim();
+  Trace& tr = s.trace;
+  const int event = static_cast<int>(tr.events.size()) - 1;
+  double t = start;
+  for (const Tensor* n : graph.nodes()) {
+    if (!is_compute_node(*n)) continue;
+    const double dur = op_time_us(dev_->config(), *n);
+    const int op = static_cast<int>(tr.ops.size());
+    tr.ops.push_back({event, format_message("%s %s", op_name(n->op), n->name), t, t + dur});
+    for (const Tensor* src : n->src) {
+      if (src == nullptr) continue;
+      const void* data = src->view_src != nullptr && src->view_offs == 0 ? src->view_src->data : src->data;
+      auto it = s.copied_to.find(src->data);
+      if (it == s.copied_to.end()) it = s.copied_to.find(data);
+      if (it == s.copied_to.end()) continue;
+      const TraceEvent& copy = tr.events[static_cast<size_t>(it->second)];
+      TraceFlow f;
+      f.kind = FlowKind::kCopy;
+      f.from_track = copy.track, f.from_us = copy.start_us, f.from_event = it->second;
+      f.to_track = track_, f.to_us = t, f.to_op = op;
+      tr.flows.push_back(f);
+    }
+    s.copied_to.erase(n->data);  // what a later node reads there is no longer the copy
+    t += dur;
+  }
 }
 
 ComputeStatus SimBackend::graph_compute_async(Graph& graph) {
@@ -413,6 +446,7 @@ ComputeStatus SimBackend::graph_compute_async(Graph& graph) {
                 n_compute == 1 ? format_message("%s %s", op_name(first->op), first->name)
                                : format_message("%zu nodes %s .. %s", n_compute, first->name, last->name),
                 start, e, 0);
+    trace_ops(graph, start);
   }
   if (s.opt.mode == MemoryMode::kBacked) {
     std::shared_ptr<Snapshot> snap = snapshot(graph);
@@ -469,6 +503,7 @@ void SimEvent::record(Backend& backend) {
   clock_ = hz.release(b->agent());
   time_ = b->ready();
   recorded_ = true;
+  track_ = b->track();
 }
 
 void SimEvent::wait(Backend& backend) {
@@ -482,7 +517,18 @@ void SimEvent::wait(Backend& backend) {
   const double t = time_ + s.opt.faults.slow_event_us;
   const double from = std::max(b->ready(), s.now);
   if (t > from) s.add_event(TraceKind::kWait, b->track(), "event wait", from, t, 0);
+  add_flow(b->track(), from);
   b->wait_until(t);
+}
+
+void SimEvent::add_flow(int to_track, double to_us) {
+  Simulator::Impl& s = *dev_->sim();
+  if (!s.opt.record_trace) return;
+  TraceFlow f;
+  f.kind = FlowKind::kEvent;
+  f.from_track = track_, f.from_us = time_;
+  f.to_track = to_track, f.to_us = to_us;
+  s.trace.flows.push_back(f);
 }
 
 void SimEvent::synchronize() {
@@ -490,6 +536,7 @@ void SimEvent::synchronize() {
   Simulator::Impl& s = *dev_->sim();
   const double t = time_ + s.opt.faults.slow_event_us;
   if (t > s.now) s.add_event(TraceKind::kWait, 0, "event synchronize", s.now, t, 0);
+  add_flow(0, s.now);
   s.advance_host(t);
   s.hz.acquire(HazardTracker::kHost, clock_);
 }

@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <strings.h>
+#include <unordered_map>
 #include <vector>
 
 #include "tessera/backend.h"
@@ -63,6 +64,9 @@ struct Simulator::Impl {
   uint64_t n_buffers = 0;     // buffers made (for their names)
   int64_t n_event_waits = 0;  // event waits (for the fault plan)
   Trace trace;
+  // The copy event (index into trace.events) that last wrote the bytes at a destination's data pointer, for the
+  // flows from a copy to the nodes that read it; a node writing there ends it.
+  std::unordered_map<const void*, int> copied_to;
 
   // Applies pending commands that end at or before t.
   void run_until(double t);
@@ -74,6 +78,10 @@ struct Simulator::Impl {
   void push(double end, std::function<void()> apply);
   int add_track(const std::string& name, int device);
   void add_event(TraceKind kind, int track, std::string name, double start, double end, size_t bytes);
+  // A copy event (just added) that wrote `dst`: remembered for the flows to its consumers.
+  void note_copy(const Tensor& dst);
+  // A device's memory in use changed (a counter sample at the host's time).
+  void note_memory(int device, size_t bytes);
   // Time of moving bytes between two devices (-1 = host memory).
   double copy_time_us(int from, int to, size_t bytes) const;
 };
@@ -211,6 +219,8 @@ class SimBackend final : public Backend {
   double begin(const CommandDesc& description);
   // Ends it: the stream is busy until start + duration; synchronous devices make the host wait.
   double end(double start, double duration_us);
+  // Records the nodes of the compute event just added, and the flows from copies to them.
+  void trace_ops(const Graph& graph, double start);
 
   SimDevice* dev_;
   std::unique_ptr<Backend> inner_;  // the real backend of a wrapped device (memory-backed mode)
@@ -231,9 +241,11 @@ class SimEvent final : public Event {
 
  private:
   SimBackend* as_sim(Backend& backend, const char* what);
+  void add_flow(int to_track, double to_us);  // a flow from the record to a wait or synchronize
   SimDevice* dev_;
   bool recorded_ = false;
   double time_ = 0;
+  int track_ = 0;  // the recording stream's track
   VectorClock clock_;
 };
 

@@ -230,6 +230,7 @@ bool SimBuffer::cpy_tensor(const Tensor& src, Tensor& dst) {
   const double dur = s.copy_time_us(sb->sim_device()->index(), sim_device()->index(), n);
   if (s.opt.record_trace) {
     s.add_event(TraceKind::kCopy, 0, format_message("copy %s -> %s", src.name, dst.name), s.now, s.now + dur, n);
+    s.note_copy(dst);
   }
   s.advance_host(s.now + dur);
   return true;

@@ -143,6 +143,16 @@ void Simulator::Impl::add_event(TraceKind kind, int track, std::string name, dou
   trace.events.push_back({kind, track, std::move(name), start, end, bytes});
 }
 
+void Simulator::Impl::note_copy(const Tensor& dst) {
+  if (!opt.record_trace || trace.events.empty() || dst.data == nullptr) return;
+  copied_to[dst.data] = static_cast<int>(trace.events.size()) - 1;
+}
+
+void Simulator::Impl::note_memory(int device, size_t bytes) {
+  if (!opt.record_trace) return;
+  trace.counters.push_back({device, now, bytes});
+}
+
 double Simulator::Impl::copy_time_us(int from, int to, size_t bytes) const {
   const double b = static_cast<double>(bytes);
   const double slow = opt.faults.slow_copy_factor > 0 ? opt.faults.slow_copy_factor : 1.0;
@@ -264,6 +274,12 @@ uint64_t Simulator::commands() const { return impl_->n_commands; }
 DeviceStats Simulator::stats(size_t device) const { return impl_->devices[device]->stats; }
 const Trace& Simulator::trace() const { return impl_->trace; }
 HazardTracker& Simulator::hazards() { return impl_->hz; }
+
+double Simulator::set_time_us(const Tensor& t) const {
+  const SimBuffer* b = sim_buffer_of(impl_.get(), t);
+  if (b == nullptr || tensor_buffer(t)->is_host()) return 0.0;
+  return impl_->copy_time_us(-1, b->sim_device()->index(), nbytes(t));
+}
 
 bool is_simulated(const Device& device) { return dynamic_cast<const SimDevice*>(&device) != nullptr; }
 

@@ -98,6 +98,21 @@ bool valid_track(const Trace& trace, int track) {
   return track >= 0 && static_cast<size_t>(track) < trace.tracks.size();
 }
 
+// The start of a complete event, up to its "dur" (the caller adds what follows and the closing brace).
+void append_slice(std::string* out, const std::string& name, const char* cat, int track, double start, double end) {
+  *out += ",\n{\"name\":";
+  append_json_string(out, name);
+  *out += ",\"cat\":\"";
+  *out += cat;
+  *out += "\",\"ph\":\"X\",\"pid\":1,\"tid\":";
+  *out += std::to_string(static_cast<int64_t>(track) + 1);
+  *out += ",\"ts\":";
+  append_number(out, start);
+  *out += ",\"dur\":";
+  const double dur = end - start;
+  append_number(out, dur > 0 ? dur : 0);
+}
+
 }  // namespace
 
 std::string chrome_trace_json(const Trace& trace) {
@@ -112,27 +127,68 @@ std::string chrome_trace_json(const Trace& trace) {
     out += "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":" + tid +
            ",\"args\":{\"sort_index\":" + tid + "}}";
   }
-  for (const TraceEvent& e : trace.events) {
-    out += ",\n{\"name\":";
-    append_json_string(&out, e.name);
-    out += ",\"cat\":\"";
-    out += trace_kind_name(e.kind);
-    out += "\",\"ph\":\"X\",\"pid\":1,\"tid\":";
-    out += std::to_string(static_cast<int64_t>(e.track) + 1);
-    out += ",\"ts\":";
-    append_number(&out, e.start_us);
-    out += ",\"dur\":";
-    const double dur = e.end_us - e.start_us;
-    append_number(&out, dur > 0 ? dur : 0);
+  // The ops of each compute event, by event (they are recorded in event order).
+  std::vector<std::pair<size_t, size_t>> ops_of(trace.events.size(), {0, 0});
+  for (size_t i = 0; i < trace.ops.size(); ++i) {
+    const int ev = trace.ops[i].event;
+    if (ev < 0 || static_cast<size_t>(ev) >= trace.events.size()) continue;
+    auto& r = ops_of[static_cast<size_t>(ev)];
+    if (r.first == r.second) r.first = i;
+    r.second = i + 1;
+  }
+  for (size_t k = 0; k < trace.events.size(); ++k) {
+    const TraceEvent& e = trace.events[k];
+    append_slice(&out, e.name, trace_kind_name(e.kind), e.track, e.start_us, e.end_us);
     out += ",\"args\":{\"bytes\":" + std::to_string(e.bytes) + "}}";
+    for (size_t i = ops_of[k].first; i < ops_of[k].second; ++i) {
+      const TraceOp& op = trace.ops[i];
+      if (op.event != static_cast<int>(k)) continue;
+      append_slice(&out, op.name, "op", e.track, op.start_us, op.end_us);
+      out += ",\"args\":{\"op\":" + std::to_string(i) + "}}";
+    }
+  }
+  for (size_t i = 0; i < trace.flows.size(); ++i) {
+    const TraceFlow& f = trace.flows[i];
+    const bool event = f.kind == FlowKind::kEvent;
+    const char* cat = event ? "event" : "copy";
+    if (event) {
+      append_slice(&out, "event record", "event", f.from_track, f.from_us, f.from_us);
+      out += "}";
+    }
+    const std::string id = std::to_string(i + 1);
+    for (int end = 0; end < 2; ++end) {
+      out += ",\n{\"name\":\"";
+      out += cat;
+      out += "\",\"cat\":\"";
+      out += cat;
+      out += end == 0 ? "\",\"ph\":\"s\"" : "\",\"ph\":\"f\"";
+      if (end == 1 && !event) out += ",\"bp\":\"e\"";
+      out += ",\"id\":" + id + ",\"pid\":1,\"tid\":";
+      out += std::to_string(static_cast<int64_t>(end == 0 ? f.from_track : f.to_track) + 1);
+      out += ",\"ts\":";
+      append_number(&out, end == 0 ? f.from_us : f.to_us);
+      out += "}";
+    }
+  }
+  for (const TraceCounter& c : trace.counters) {
+    if (c.device < 0 || static_cast<size_t>(c.device) >= trace.devices.size()) continue;
+    out += ",\n{\"name\":";
+    append_json_string(&out, "memory " + trace.devices[static_cast<size_t>(c.device)]);
+    out += ",\"ph\":\"C\",\"pid\":1,\"ts\":";
+    append_number(&out, c.time_us);
+    out += ",\"args\":{\"bytes\":" + std::to_string(c.bytes) + "}}";
   }
   out += "\n]}\n";
   return out;
 }
 
-TraceSummary summarize(const Trace& trace) {
+TraceSummary summarize(const Trace& trace) { return summarize(trace, 0, trace.events.size()); }
+
+TraceSummary summarize(const Trace& trace, size_t first_event, size_t last_event) {
+  last_event = std::min(last_event, trace.events.size());
+  first_event = std::min(first_event, last_event);
   TraceSummary s;
-  s.n_events = trace.events.size();
+  s.n_events = last_event - first_event;
   s.devices.resize(trace.devices.size());
   for (size_t i = 0; i < trace.devices.size(); ++i) s.devices[i].name = trace.devices[i];
 
@@ -140,7 +196,8 @@ TraceSummary summarize(const Trace& trace) {
   std::vector<std::vector<std::pair<double, double>>> busy(trace.devices.size());
   double first = 0, last = 0;
   bool any = false;
-  for (const TraceEvent& e : trace.events) {
+  for (size_t k = first_event; k < last_event; ++k) {
+    const TraceEvent& e = trace.events[k];
     const double start = e.start_us, end = std::max(e.end_us, e.start_us);
     if (std::isfinite(start) && std::isfinite(end)) {
       first = any ? std::min(first, start) : start;

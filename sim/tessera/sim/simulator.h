@@ -80,6 +80,10 @@ class Simulator {
   uint64_t commands() const;
   DeviceStats stats(size_t device) const;
   const Trace& trace() const;  // the timeline so far (copy it to keep it past the simulator)
+  // The virtual time a synchronous write of all of t's bytes from the host takes (Buffer::set_tensor): the link
+  // from the host to t's device, 0 for host memory and for a tensor outside this simulator's buffers. The same in
+  // both memory modes (the weight upload a run reports).
+  double set_time_us(const Tensor& t) const;
 
   HazardTracker& hazards();
 

@@ -35,14 +35,53 @@ struct TraceTrack {
   int device = -1;   // index into Trace::devices, -1 for the host
 };
 
+// One node of a compute event: the event's time divided among its nodes by the cost model, in graph order.
+struct TraceOp {
+  int event = 0;        // index into Trace::events (the compute event it belongs to)
+  std::string name;     // "MUL_MAT blk.0.attn_q"
+  double start_us = 0;  // within the event's [start, end]
+  double end_us = 0;
+};
+
+// An arrow between two points of the timeline: an event recorded on one stream and waited for on another stream (or
+// synchronized by the host), or a copy and a node that reads what it copied.
+enum class FlowKind : uint8_t { kEvent = 0, kCopy };
+struct TraceFlow {
+  FlowKind kind = FlowKind::kEvent;
+  int from_track = 0;   // kEvent: the recording stream, at from_us (the time the event completes)
+  double from_us = 0;   // kCopy: the copy event's track and start
+  int to_track = 0;     // kEvent: the waiting stream (or the host), at the time it starts waiting
+  double to_us = 0;     // kCopy: the consumer op's track and start
+  int from_event = -1;  // kCopy: index into Trace::events of the copy
+  int to_op = -1;       // kCopy: index into Trace::ops of the consumer
+};
+
+// Bytes of a device's memory allocated (its buffers), from the time given on (the host's time of the allocation or
+// release).
+struct TraceCounter {
+  int device = 0;  // index into Trace::devices
+  double time_us = 0;
+  size_t bytes = 0;
+};
+
 struct Trace {
   std::vector<std::string> devices;  // device names
   std::vector<TraceTrack> tracks;
-  std::vector<TraceEvent> events;  // in submission order
+  std::vector<TraceEvent> events;      // in submission order
+  std::vector<TraceOp> ops;            // the nodes of the compute events
+  std::vector<TraceFlow> flows;        // event record -> wait, copy -> consumer
+  std::vector<TraceCounter> counters;  // memory allocated per device, in time order
 };
 
-// Chrome trace event format ("traceEvents" with complete events "ph":"X", microsecond timestamps, one tid per track,
-// thread_name metadata for every track, pid 1). Always valid JSON (names are escaped).
+// Chrome trace event format (microsecond timestamps, pid 1, one tid per track with thread_name metadata). Always valid
+// JSON (names are escaped). Written:
+// - every event as a complete event ("ph":"X", "cat" its kind, "args":{"bytes"}), each compute event followed by its
+//   nodes as complete events nested in it ("cat":"op");
+// - every flow as a flow start ("ph":"s") and a flow end ("ph":"f") with the same "id", "cat" "event" or "copy": an
+//   event flow starts at a zero-length slice "event record" (also "cat":"event") on the recording stream and ends at
+//   the next slice of the waiting track ("wait" or the command after it); a copy flow starts in the copy and ends in
+//   the consumer's op slice ("bp":"e");
+// - every counter as a counter event ("ph":"C", "name":"memory <device>", "args":{"bytes"}).
 std::string chrome_trace_json(const Trace& trace);
 
 struct DeviceSummary {
@@ -62,6 +101,8 @@ struct TraceSummary {
 };
 
 TraceSummary summarize(const Trace& trace);
+// The same over events [first, last) only (a part of a run, e.g. its evaluations without the weight upload).
+TraceSummary summarize(const Trace& trace, size_t first, size_t last);
 // A small fixed-width table: device, busy, compute, bytes in/out, commands, then makespan and total copy volume.
 std::string format_summary(const TraceSummary& summary);
 
