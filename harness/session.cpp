@@ -408,6 +408,7 @@ Result<RunStats> Session::run(int evaluations, bool check_numerics) {
   TS_RETURN_IF_ERROR(plan());
   TS_RETURN_IF_ERROR(set_inputs());
   step("computing");
+  eval_first_event_ = sim_->trace().events.size();
   for (int i = 0; i < std::max(evaluations, 1); ++i) {
     TS_RETURN_IF_ERROR(compute_status(sched_->graph_compute_async(*graph_), sched_->last_error()));
     computes_.push_back(false);
@@ -418,6 +419,7 @@ Result<RunStats> Session::run(int evaluations, bool check_numerics) {
 Result<RunStats> Session::run_steps(const std::vector<Step>& steps, bool check_numerics) {
   if (steps.empty()) return Status(StatusCode::kInvalidArgument, "run_steps: no steps");
   static const char* const kNames[] = {"reserve", "alloc", "compute", "reserve-next", "alloc-next", "compute-next"};
+  eval_first_event_ = SIZE_MAX;
   int fresh = -1;  // the graph (0: first, 1: next) allocated with its inputs written and not computed yet, or -1
   for (size_t i = 0; i < steps.size(); ++i) {
     const int step = static_cast<int>(steps[i]);
@@ -439,6 +441,7 @@ Result<RunStats> Session::run_steps(const std::vector<Step>& steps, bool check_n
           fresh = s.ok() ? which : -1;
         }
         if (s.ok() && kind == 2) {
+          eval_first_event_ = std::min(eval_first_event_, sim_->trace().events.size());
           s = compute_status(sched_->graph_compute_async(g), sched_->last_error());
           fresh = -1;
           if (s.ok()) computes_.push_back(which == 1);
@@ -458,7 +461,10 @@ Result<RunStats> Session::finish_run(bool check_numerics) {
   if (Status sync = sched_->synchronize(); !sync.ok()) return sync;
   sim_->finish();
   RunStats r;
-  r.makespan_us = summarize(sim_->trace()).makespan_us;
+  r.trace_last = sim_->trace().events.size();
+  r.trace_first = std::min(eval_first_event_, r.trace_last);
+  r.makespan_us = summarize(sim_->trace(), r.trace_first, r.trace_last).makespan_us;
+  r.weight_upload_us = weight_upload_us();
   r.races = sim_->races().size();
   r.errors = sim_->errors();
   if (check_numerics && config_.sim.mode == MemoryMode::kBacked) {
@@ -550,33 +556,14 @@ std::string Session::explain(const std::string& name) const {
   return s + "\n";
 }
 
-std::string Session::dot() const {
-  static const char* kColors[] = {"#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3",
-                                  "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5"};
-  const Graph& g = *current_;
-  std::unordered_map<const Tensor*, size_t> id;
-  for (size_t i = 0; i < g.n_nodes(); ++i) id[g.node(i)] = i;
-  std::string s = "digraph tessera {\n  rankdir=TB;\n  node [shape=box, style=filled, fontsize=10];\n";
-  const auto splits = sched_->splits();
-  for (size_t k = 0; k < splits.size(); ++k) {
-    const auto& sp = splits[k];
-    const char* color = kColors[static_cast<size_t>(sp.backend) % (sizeof kColors / sizeof kColors[0])];
-    s += format_message("  subgraph cluster_%zu {\n    label=\"split %zu: %s (%zu inputs)\";\n", k, k,
-                        sched_->backend(sp.backend)->name(), sp.inputs.size());
-    for (size_t i = sp.i_start; i < sp.i_end; ++i) {
-      const Tensor* n = g.node(i);
-      s += format_message("    n%zu [label=\"%s\\n%s\", fillcolor=\"%s\"];\n", i, n->name, op_name(n->op), color);
-    }
-    s += "  }\n";
+double Session::weight_upload_us() const {
+  double us = 0;
+  const bool model = !config_.graph;
+  for (const Tensor* w : model ? model_.weights : loaded_.weights) us += sim_->set_time_us(*w);
+  if (model) {
+    for (const Tensor* kv : model_.kv_cache) us += sim_->set_time_us(*kv);
   }
-  for (size_t i = 0; i < g.n_nodes(); ++i) {
-    for (const Tensor* src : g.node(i)->src) {
-      if (src == nullptr) continue;
-      auto it = id.find(src);
-      if (it != id.end()) s += format_message("  n%zu -> n%zu;\n", it->second, i);
-    }
-  }
-  return s + "}\n";
+  return us;
 }
 
 }  // namespace tessera::harness

@@ -491,6 +491,7 @@ TensorExplain Scheduler::explain(const Tensor* t) const {
   }
   if (e.backend >= 0) e.backend_name = m.backends[static_cast<size_t>(e.backend)]->name();
   e.is_copy = m.plan.is_copy(t);
+  if (e.is_copy) e.copy_of = m.plan.tensor(m.plan.copy_origin(m.plan.id_of(t)));
   if (m.graph != nullptr) {
     for (size_t i = 0; i < m.graph->n_nodes(); ++i) {
       if (m.graph->node(i) == t) {

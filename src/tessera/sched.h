@@ -52,8 +52,9 @@ struct TensorExplain {
   int backend = -1;  // index in the scheduler's backend list, -1 when unassigned
   std::string backend_name;
   Cause cause = Cause::kUnassigned;
-  int split = -1;        // split of a node (-1 for leafs and tensors outside the graph)
-  bool is_copy = false;  // a copy made by the scheduler
+  int split = -1;                   // split of a node (-1 for leafs and tensors outside the graph)
+  bool is_copy = false;             // a copy made by the scheduler
+  const Tensor* copy_of = nullptr;  // is_copy: the tensor it copies (a split's input)
 };
 
 // Called for each node with ask = true ("do you want to observe it?"); after computing up to an observed node the

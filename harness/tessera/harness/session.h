@@ -4,6 +4,7 @@
 // reference), and report.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -55,7 +56,14 @@ struct DeviceMemory {
 };
 
 struct RunStats {
+  // The simulated time of the evaluation(s): from the start of the first command of the first evaluation (the
+  // scheduler's graph compute) to the end of the last command before the outputs are read; the weight upload and the
+  // writes of the inputs come before it. The same definition in both memory modes (docs/simulator.md "Makespan").
   double makespan_us = 0;
+  // The time to write the weights and the KV cache from the host once (Simulator::set_time_us of each), in both
+  // modes; a memory-backed session spends exactly this filling them, before the evaluations.
+  double weight_upload_us = 0;
+  size_t trace_first = 0, trace_last = 0;  // the evaluations' events in the simulator's trace: [first, last)
   size_t races = 0;
   std::vector<std::string> errors;
   bool checked = false;  // numerics compared (memory-backed mode only)
@@ -69,6 +77,10 @@ struct RunStats {
     return !checked || (!nan_mismatch && nmse <= max_nmse && (allow_non_finite || non_finite == 0));
   }
 };
+
+// The inside of a Graphviz double-quoted string that shows as `s` (quotes, backslashes, newlines and control
+// characters escaped, bytes that are not UTF-8 replaced): what Session::dot writes for every name.
+std::string dot_escape(const std::string& s);
 
 class Session {
  public:
@@ -119,7 +131,9 @@ class Session {
   std::string summary_table() const;  // devices: layers, weights, cache, compute, peak / capacity
   std::string splits_table() const;   // split, backend, nodes, inputs (with their source backend and size)
   std::string explain(const std::string& tensor_name) const;  // backend, cause, split, copy
-  std::string dot() const;                                    // Graphviz of the splits, nodes coloured by backend
+  std::string dot() const;  // Graphviz of the splits, nodes coloured by backend, edges between splits (harness/dot.cpp)
+  // RunStats::weight_upload_us: the time to write the weights and the cache from the host once.
+  double weight_upload_us() const;
 
  private:
   Session() = default;
@@ -145,6 +159,7 @@ class Session {
   LoadedGraph next_;
   std::vector<Tensor*> next_outputs_;
   std::vector<std::pair<LeafData, uint64_t>> next_input_fill_;
+  size_t eval_first_event_ = SIZE_MAX;  // the trace's first event of the first evaluation of this run
   std::vector<bool> computes_;  // every evaluation so far, in order: whether it was the next graph (the reference
                                 // replays them, so it sees the caches the run's graphs wrote)
   // Whether the last evaluation was of the next graph: its outputs are the ones compared.
