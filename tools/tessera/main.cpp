@@ -327,7 +327,7 @@ int cmd_repro(const std::vector<std::string>& files, bool json, const std::strin
     (out.passed ? passed : failed) += 1;
     if (!out.passed && code == kOk) code = kExpectationFailed;
   }
-  if (json) std::cout << all.dump(2) << "\n";
+  if (json) std::cout << tool::repro_json(all, passed, failed, unread).dump(2) << "\n";
   std::string summary = format_message("%d passed, %d failed", passed, failed);
   if (unread > 0) summary += format_message(", %d not run (the file could not be read)", unread);
   std::fprintf(json ? stderr : stdout, "%s\n", summary.c_str());
@@ -402,7 +402,7 @@ int cmd_fit(Options o) {
     return kExpectationFailed;
   }
   if (o.json) {
-    const ojson j = tool::fit_json(*s.value(), n_layer, counts, remaining);
+    const ojson j = tool::fit_json(*s.value(), counts, remaining);
     std::cout << j.dump(2) << "\n";
     return kOk;
   }
