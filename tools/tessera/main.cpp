@@ -26,6 +26,7 @@
 #include "junit.h"
 #include "llama_args.h"
 #include "progress.h"
+#include "version.h"
 
 using namespace tessera;
 using namespace tessera::sim;
@@ -447,6 +448,8 @@ int main(int argc, char** argv) {
       "With no subcommand: runs the tiny model on the 1gpu preset and prints a summary.\n"
       "Exit codes: 0 ok, 1 an expectation failed (scenario, race, numerics, does not fit), 2 usage or input "
       "error.");
+  app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION + " (git " + TESSERA_GIT_REVISION + ")",
+                       "print the version and the git revision it was built from, and exit");
   Options o;
   std::vector<std::string> explain;
   bool all_splits = false;
