@@ -341,7 +341,6 @@ Status Session::set_next_inputs() {
   return fill_all(next_input_fill_, inputs_seed_);
 }
 
-
 // The outputs of the model, or of the serialized graph (or of the next graph, over the first graph's weights),
 // computed on the plain CPU backend with the same data. A graph session's computes are replayed in the run's order
 // (`computes`: for each, whether it was the next graph; the outputs are the last one's), so a cache one graph wrote
