@@ -19,6 +19,7 @@ SchedulerParams PlacementPolicy::scheduler_params() const {
   SchedulerParams p;
   p.op_offload = op_offload;
   p.parallel = parallel;
+  p.n_copies = n_copies;
   p.max_split_inputs = max_split_inputs;
   return p;
 }

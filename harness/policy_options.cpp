@@ -300,6 +300,17 @@ const std::vector<Entry>& entries() {
        },
        [](const json& v, const std::string& path, PlacementPolicy* p) { p->parallel = get_bool(v, path); }},
 
+      {{"n_copies", "--n-copies", "N",
+        "with --parallel: in-flight copy slots, 1 to 4 (llama.cpp's GGML_SCHED_MAX_COPIES; default 4)", false},
+       [](const PolicyOption& o, const std::string& t, PlacementPolicy* p) {
+         if (!parse_int(t, 1, kParallelCopies, &p->n_copies)) return bad_text(o, t, "a whole number from 1 to 4");
+         return Status::Ok();
+       },
+       [](const json& v, const std::string& path, PlacementPolicy* p) {
+         const int n = get_int(v, path);
+         if (n < 1 || n > kParallelCopies) fail(path, "expected a whole number from 1 to 4 (in-flight copy slots)");
+         p->n_copies = n;
+       }},
       {{"max_split_inputs", "--max-split-inputs", "N", "inputs per split (10 to 1000000)", false},
        [](const PolicyOption& o, const std::string& t, PlacementPolicy* p) {
          if (!parse_int(t, kMinSplitInputs, kMaxSplitInputs, &p->max_split_inputs)) {

@@ -9,6 +9,10 @@
 namespace tessera::harness {
 
 Result<std::vector<float>> cpu_reference_logits(const models::LlamaConfig& config, uint64_t seed) {
+  return cpu_reference_logits(config, seed, seed);
+}
+
+Result<std::vector<float>> cpu_reference_logits(const models::LlamaConfig& config, uint64_t seed, uint64_t input_seed) {
   auto built = models::build_llama(config);
   if (!built.ok()) return built.status();
   models::LlamaGraph m = std::move(built).value();
@@ -19,7 +23,7 @@ Result<std::vector<float>> cpu_reference_logits(const models::LlamaConfig& confi
   GraphPlanner planner(cpu::buffer_type());
   TS_RETURN_IF_ERROR(models::fill_random(m, seed));
   TS_RETURN_IF_ERROR(planner.alloc_graph(*m.graph));
-  TS_RETURN_IF_ERROR(models::set_inputs(m, models::default_inputs(config, seed)));
+  TS_RETURN_IF_ERROR(models::set_inputs(m, models::default_inputs(config, input_seed)));
   auto backend = cpu::make_backend();
   if (backend->graph_compute(*m.graph) != ComputeStatus::kSuccess) {
     return Status(StatusCode::kFailed, "CPU reference: " + backend->last_error());

@@ -10,6 +10,7 @@
 
 #include "json_read.h"
 #include "policy_json.h"
+#include "scenario_steps.h"
 #include "tessera/harness/graph_io.h"
 #include "tessera/harness/llama_run.h"
 #include "tessera/harness/topology.h"
@@ -153,9 +154,10 @@ void parse_model(const json& v, const std::string& path, const std::string& sour
 }
 
 void parse_run(const json& v, const std::string& path, Scenario* s) {
-  expect_object(v, path,
-                {"seed", "seeds", "mode", "adversarial", "max_jitter", "evaluations", "steps", "model_seed", "faults"},
-                "a run object");
+  expect_object(
+      v, path,
+      {"seed", "seeds", "mode", "adversarial", "max_jitter", "evaluations", "steps", "inputs", "model_seed", "faults"},
+      "a run object");
   SimOptions& o = s->config.sim;
   if (const json* x = member(v, "seed")) o.seed = static_cast<uint64_t>(get_count(*x, child(path, "seed")));
   if (const json* x = member(v, "mode")) {
@@ -178,18 +180,10 @@ void parse_run(const json& v, const std::string& path, Scenario* s) {
   if (const json* x = member(v, "steps")) {
     const std::string sp = child(path, "steps");
     if (member(v, "evaluations") != nullptr) fail(sp, "expected either \"steps\" or \"evaluations\", not both");
-    s->steps = get_list<Session::Step>(*x, sp, "step names", [](const json& e, const std::string& ep) {
-      const std::string n = get_string(e, ep);
-      if (n == "reserve") return Session::Step::kReserve;
-      if (n == "alloc") return Session::Step::kAlloc;
-      if (n == "compute") return Session::Step::kCompute;
-      if (n == "reserve-next") return Session::Step::kReserveNext;
-      if (n == "alloc-next") return Session::Step::kAllocNext;
-      if (n == "compute-next") return Session::Step::kComputeNext;
-      fail(ep, "expected \"reserve\", \"alloc\", \"compute\" or the same with \"-next\", got " + quote(n));
-    });
-    if (s->steps.empty() || s->steps.size() > 1000) fail(sp, "expected 1 to 1000 steps");
+    s->steps = read_steps(*x, sp);
   }
+  if (const json* x = member(v, "inputs"))
+    s->config.per_evaluation_inputs = read_inputs_kind(*x, child(path, "inputs"));
   if (const json* x = member(v, "seeds")) {
     const int64_t n = get_count(*x, child(path, "seeds"));
     if (n < 1 || n > 1000) fail(child(path, "seeds"), "expected 1 to 1000 seeds");
@@ -360,8 +354,8 @@ Scenario parse_root(const json& root, const std::string& source) {
   }
   if (const json* x = member(root, "policy")) read_policy_json(*x, "policy", &s.config.policy);
   if (const json* x = member(root, "run")) parse_run(*x, "run", &s);
-  for (Session::Step st : s.steps) {
-    if (st >= Session::Step::kReserveNext && !s.config.next_graph) {
+  for (const Session::StepSpec& st : s.steps) {
+    if (st.step >= Session::Step::kReserveNext && st.step <= Session::Step::kComputeNext && !s.config.next_graph) {
       fail("run.steps", "a \"-next\" step needs a \"next_graph\"");
     }
   }

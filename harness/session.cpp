@@ -13,6 +13,7 @@
 #include "tessera/harness/graph_data.h"
 #include "tessera/harness/allocate.h"
 #include "tessera/harness/reference.h"
+#include "session_detail.h"
 
 namespace tessera::harness {
 
@@ -154,6 +155,8 @@ Status refuse_storage_only(const Graph& g, const SessionConfig& config) {
                   first->name, type_name(first->type), config.topology.name.c_str(), devices.c_str(), more.c_str());
 }
 
+}  // namespace
+
 // Out of host memory in memory-backed mode (the simulator backs each device's memory with this machine's, the CPU
 // reference holds another copy): the error says the way out, metadata-only mode.
 Status with_metadata_hint(Status s, const SessionConfig& config) {
@@ -166,8 +169,6 @@ Status with_metadata_hint(Status s, const SessionConfig& config) {
                               "the model without values in metadata mode (--metadata on the command line, \"run\": "
                               "{\"mode\": \"metadata-only\"} in a scenario file)");
 }
-
-}  // namespace
 
 Status Session::load_next_graph() {
   if (!config_.graph) {
@@ -318,24 +319,35 @@ Status Session::plan() {
 
 int Session::backend_of_device(size_t device) const { return sched_->backend_index(backends_[device].get()); }
 
+uint64_t evaluation_input_seed(uint64_t model_seed, size_t evaluation) {
+  return model_seed + static_cast<uint64_t>(evaluation) * 0x9E3779B97F4A7C15ull;
+}
+
+uint64_t Session::next_input_seed() const {
+  return config_.per_evaluation_inputs ? evaluation_input_seed(config_.model_seed, computes_.size())
+                                       : config_.model_seed;
+}
+
 Status Session::set_inputs() {
-  if (!config_.graph) return models::set_inputs(model_, models::default_inputs(config_.model, config_.model_seed));
+  inputs_seed_ = next_input_seed();
+  if (!config_.graph) return models::set_inputs(model_, models::default_inputs(config_.model, inputs_seed_));
   if (config_.sim.mode != MemoryMode::kBacked) return Status::Ok();
-  return fill_all(input_fill_, config_.model_seed);
+  return fill_all(input_fill_, inputs_seed_);
 }
 
 Status Session::set_next_inputs() {
+  inputs_seed_ = next_input_seed();
   if (config_.sim.mode != MemoryMode::kBacked) return Status::Ok();
-  return fill_all(next_input_fill_, config_.model_seed);
+  return fill_all(next_input_fill_, inputs_seed_);
 }
-
-namespace {
 
 // The outputs of the model, or of the serialized graph (or of the next graph, over the first graph's weights),
 // computed on the plain CPU backend with the same data. A graph session's computes are replayed in the run's order
 // (`computes`: for each, whether it was the next graph; the outputs are the last one's), so a cache one graph wrote
 // with SET_ROWS is there when the other reads it, as it was in the run.
-Result<std::vector<float>> cpu_reference(const SessionConfig& config, const std::vector<bool>& computes) {
+// `seeds`: the seed of each evaluation's inputs (model_seed for all when empty).
+Result<std::vector<float>> cpu_reference(const SessionConfig& config, const std::vector<bool>& computes,
+                                         const std::vector<uint64_t>& seeds) {
   if (config.graph) {
     const bool uses_next = std::find(computes.begin(), computes.end(), true) != computes.end();
     auto r = graph_from_json(config.graph->text, config.graph->source);
@@ -360,22 +372,24 @@ Result<std::vector<float>> cpu_reference(const SessionConfig& config, const std:
     bool allocated[2] = {false, false};
     auto backend = cpu::make_backend();
     const std::vector<bool> order = computes.empty() ? std::vector<bool>{false} : computes;
-    for (const bool next : order) {
+    for (size_t k = 0; k < order.size(); ++k) {
+      const bool next = order[k];
+      const uint64_t input_seed = k < seeds.size() ? seeds[k] : config.model_seed;
       LoadedGraph& lg = next ? second : first;
       const int i = next ? 1 : 0;
       if (!allocated[i]) TS_RETURN_IF_ERROR(planners[i].alloc_graph(*lg.graph));
       allocated[i] = true;
-      TS_RETURN_IF_ERROR(fill_all(next ? second_inputs : first_inputs, config.model_seed));
+      TS_RETURN_IF_ERROR(fill_all(next ? second_inputs : first_inputs, input_seed));
       if (backend->graph_compute(*lg.graph) != ComputeStatus::kSuccess) {
         return Status(StatusCode::kFailed, "CPU reference: " + backend->last_error());
       }
     }
     return concat_outputs(graph_outputs(order.back() ? second : first));
   }
-  return harness::cpu_reference_logits(config.model, config.model_seed);
+  // (every evaluation of a model writes the same cache slots: the last one's inputs decide the logits)
+  return harness::cpu_reference_logits(config.model, config.model_seed,
+                                       seeds.empty() ? config.model_seed : seeds.back());
 }
-
-}  // namespace
 
 Result<std::vector<float>> Session::read_outputs() const { return concat_outputs(outputs()); }
 
@@ -383,95 +397,7 @@ Result<std::vector<float>> Session::reference_outputs() const {
   if (config_.sim.mode != MemoryMode::kBacked) {
     return Status(StatusCode::kInvalidArgument, "the CPU reference needs memory-backed mode");
   }
-  return cpu_reference(config_, computes_);
-}
-
-namespace {
-Status compute_status(ComputeStatus cs, const std::string& error) {
-  if (cs == ComputeStatus::kSuccess) return Status::Ok();
-  return Status(cs == ComputeStatus::kAllocFailed ? StatusCode::kAllocFailed : StatusCode::kFailed, error);
-}
-}  // namespace
-
-Result<RunStats> Session::run(int evaluations, bool check_numerics) {
-  current_ = graph_;  // run() evaluates the first graph only
-  TS_RETURN_IF_ERROR(plan());
-  TS_RETURN_IF_ERROR(set_inputs());
-  step("computing");
-  eval_first_event_ = sim_->trace().events.size();
-  for (int i = 0; i < std::max(evaluations, 1); ++i) {
-    TS_RETURN_IF_ERROR(compute_status(sched_->graph_compute_async(*graph_), sched_->last_error()));
-    computes_.push_back(false);
-  }
-  return finish_run(check_numerics);
-}
-
-Result<RunStats> Session::run_steps(const std::vector<Step>& steps, bool check_numerics) {
-  if (steps.empty()) return Status(StatusCode::kInvalidArgument, "run_steps: no steps");
-  static const char* const kNames[] = {"reserve", "alloc", "compute", "reserve-next", "alloc-next", "compute-next"};
-  eval_first_event_ = SIZE_MAX;
-  int fresh = -1;  // the graph (0: first, 1: next) allocated with its inputs written and not computed yet, or -1
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const int step = static_cast<int>(steps[i]);
-    const int which = step / 3;  // kReserve, kAlloc, kCompute, then the same three for the next graph
-    const int kind = step % 3;
-    Status s;
-    if (which == 1 && !config_.next_graph) {
-      s = Status(StatusCode::kInvalidArgument, "the scenario has no next graph (\"next_graph\")");
-    } else {
-      Graph& g = which == 1 ? *next_.graph : *graph_;
-      current_ = &g;
-      if (kind == 0) {
-        s = sched_->reserve(g);
-        fresh = -1;
-      } else {
-        if (kind == 1 || fresh != which) {
-          s = sched_->alloc_graph(g);
-          if (s.ok()) s = which == 1 ? set_next_inputs() : set_inputs();
-          fresh = s.ok() ? which : -1;
-        }
-        if (s.ok() && kind == 2) {
-          eval_first_event_ = std::min(eval_first_event_, sim_->trace().events.size());
-          s = compute_status(sched_->graph_compute_async(g), sched_->last_error());
-          fresh = -1;
-          if (s.ok()) computes_.push_back(which == 1);
-        }
-      }
-    }
-    if (!s.ok()) {
-      return Status(s.code(), format_message("step %zu (%s): %s", i + 1, kNames[step], s.message().c_str()));
-    }
-  }
-  return finish_run(check_numerics);
-}
-
-Result<RunStats> Session::finish_run(bool check_numerics) {
-  // a failure of queued work (an asynchronous device) is the run's failure
-  step("computing");
-  if (Status sync = sched_->synchronize(); !sync.ok()) return sync;
-  sim_->finish();
-  RunStats r;
-  r.trace_last = sim_->trace().events.size();
-  r.trace_first = std::min(eval_first_event_, r.trace_last);
-  r.makespan_us = summarize(sim_->trace(), r.trace_first, r.trace_last).makespan_us;
-  r.weight_upload_us = weight_upload_us();
-  r.races = sim_->races().size();
-  r.errors = sim_->errors();
-  if (check_numerics && config_.sim.mode == MemoryMode::kBacked) {
-    step("computing the CPU reference");
-    auto want = reference_outputs();
-    if (!want.ok()) return with_metadata_hint(want.status(), config_);
-    auto got = read_outputs();
-    if (!got.ok()) return got.status();
-    const std::vector<float>& w = want.value();
-    const std::vector<float>& g = got.value();
-    const NmseResult n = nmse(w.data(), g.data(), std::min(w.size(), g.size()));
-    r.checked = true;
-    r.nmse = n.nmse;
-    r.nan_mismatch = n.nan_mismatch || w.size() != g.size();
-    r.non_finite = n.non_finite;
-  }
-  return r;
+  return cpu_reference(config_, computes_, compute_seeds_);
 }
 
 std::vector<DeviceMemory> Session::memory() const {

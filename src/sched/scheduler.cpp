@@ -69,6 +69,10 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::vector<Backend*> backe
     return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: max_split_inputs %d is below %d (one node's sources)",
                     params.max_split_inputs, kMaxSrc);
   }
+  if (params.n_copies < 1 || params.n_copies > kParallelCopies) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: n_copies %d is outside 1 to %d (in-flight copy slots)",
+                    params.n_copies, kParallelCopies);
+  }
   auto impl = std::make_unique<Impl>();
   impl->backends = backends;
   for (size_t i = 0; i < backends.size(); ++i) {
@@ -89,7 +93,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::vector<Backend*> backe
     impl->buft_id.push_back(id);
   }
   impl->params = std::move(params);
-  impl->n_copies = impl->params.parallel ? kParallelCopies : 1;
+  impl->n_copies = impl->params.parallel ? impl->params.n_copies : 1;
   impl->n_unique = impl->unique_bufts.size();
   if (impl->n_copies > 1) {
     // one copy region per compute buffer type, same type, planned like ordinary compute memory

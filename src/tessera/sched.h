@@ -34,16 +34,21 @@ enum class Cause : uint8_t {
 };
 const char* cause_name(Cause cause);
 
+// The most in-flight copy slots of pipeline parallelism (llama.cpp's GGML_SCHED_MAX_COPIES, also 4 by default).
+constexpr int kParallelCopies = 4;
+
 struct SchedulerParams {
   // Buffer type for each backend's compute memory (empty: each backend's default). Each backend must support it.
   std::vector<BufferType*> bufts;
-  bool parallel = false;   // pipeline parallelism: kParallelCopies in-flight copies of every cross-backend input
+  bool parallel = false;  // pipeline parallelism: n_copies in-flight copies of every cross-backend input
+  // With parallel: the in-flight slots, 1 to kParallelCopies (llama.cpp builds set it with GGML_SCHED_MAX_COPIES;
+  // 2 is a common choice). 1 is no pipelining. Out of range: Scheduler::create refuses it.
+  int n_copies = kParallelCopies;
   bool op_offload = true;  // a higher-priority backend may take an op whose weight is in the last backend's host memory
   int max_split_inputs = 30;   // inputs per split (>= 10, the most one node can bring)
   bool debug_reserve = false;  // report every re-reserve and its reason on stderr
 };
 
-constexpr int kParallelCopies = 4;
 // The most backends one scheduler takes (a copy of a tensor is indexed per backend); Scheduler::create refuses more,
 // and topology files may list at most this many devices.
 constexpr int kMaxBackends = 16;
@@ -100,7 +105,7 @@ class Scheduler {
   Backend* backend(int i) const;
   int backend_index(const Backend* b) const;
   int n_splits() const;
-  int n_copies() const;  // in-flight slots (1, or kParallelCopies with parallel)
+  int n_copies() const;  // in-flight slots (1, or SchedulerParams::n_copies with parallel)
   int current_slot() const;
   // Bytes of compute buffers allocated for a backend.
   size_t buffer_size(int backend) const;

@@ -65,6 +65,7 @@ struct PlacementPolicy {
   std::vector<std::string> scheduler_devices;
   bool op_offload = true;
   bool parallel = false;
+  int n_copies = kParallelCopies;  // with parallel: in-flight copy slots (SchedulerParams::n_copies)
   int max_split_inputs = 30;
 
   SchedulerParams scheduler_params() const;

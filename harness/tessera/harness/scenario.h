@@ -55,7 +55,7 @@ struct Scenario {
   std::string source;  // file name
   SessionConfig config;
   int evaluations = 1;
-  std::vector<Session::Step> steps;  // "run.steps": when present, Session::run_steps instead of `evaluations`
+  std::vector<Session::StepSpec> steps;  // "run.steps": when present, Session::run_steps instead of `evaluations`
   int seeds = 1;  // run with simulator seeds seed, seed + 1, ..., seed + seeds - 1; every run must pass
   Expectations expect;
 };

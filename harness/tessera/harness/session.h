@@ -43,10 +43,19 @@ struct SessionConfig {
   bool flash_attn_auto = false;
   sim::SimOptions sim;
   uint64_t model_seed = 1;  // weights, cache and inputs
+  // Inputs that differ per evaluation (scenario "run.inputs": "per_evaluation"): evaluation e of the session (0, 1,
+  // ... over every compute) gets inputs seeded from evaluation_input_seed(model_seed, e), and the CPU reference
+  // computes the same inputs, so an evaluation that reads a stale copy of an earlier evaluation's inputs gets outputs
+  // that differ from the reference. False: every evaluation gets the inputs of model_seed.
+  bool per_evaluation_inputs = false;
   // Called at the start of each step of create, plan and run that may take long ("building the graph", "filling the
   // weights", "planning", ...) with the step's name, for a progress display; may be empty.
   std::function<void(const char* step)> progress;
 };
+
+// The seed of evaluation e's inputs with per-evaluation inputs: model_seed for evaluation 0, then a different one
+// for each e (model_seed + e * 0x9E3779B97F4A7C15, wrapping).
+uint64_t evaluation_input_seed(uint64_t model_seed, size_t evaluation);
 
 struct DeviceMemory {
   std::string device;
@@ -120,11 +129,23 @@ class Session {
   Result<RunStats> run(int evaluations = 1, bool check_numerics = true);
   // A lifecycle the caller spells out (scenario files' "run.steps"): kReserve = the scheduler's reserve of the graph;
   // kAlloc = alloc_graph, then the inputs; kCompute = graph_compute_async, preceded by kAlloc unless an allocation
-  // not yet computed is there (as an application allocates and sets the inputs before each evaluation). Then
-  // synchronizes and compares the outputs like run(). An empty list is an error. The *Next steps do the same with the
-  // next graph (SessionConfig::next_graph; an error without one); the outputs compared are those of the graph
-  // computed last.
-  enum class Step { kReserve, kAlloc, kCompute, kReserveNext, kAllocNext, kComputeNext };
+  // not yet computed is there (as an application allocates and sets the inputs before each evaluation);
+  // kSynchronize = the scheduler's synchronize, then (check_numerics, memory-backed) the outputs compared with the
+  // reference of the evaluations so far; kReset = the scheduler's reset (it drops the plan and the user's pins; the
+  // pins are set again, as an application does). Then synchronizes and compares the outputs like run(). An empty
+  // list is an error. The *Next steps do the same with the next graph (SessionConfig::next_graph; an error without
+  // one); the outputs compared are those of the graph computed last. RunStats holds the worst comparison.
+  enum class Step { kReserve, kAlloc, kCompute, kReserveNext, kAllocNext, kComputeNext, kSynchronize, kReset };
+  static const char* step_name(Step step);  // "reserve", ..., "compute-next", "synchronize", "reset"
+  // A step and whether it must fail: a step expected to fail (with an error containing error_contains, when not
+  // empty) lets the lifecycle go on after its failure, so the next steps retry on the state it left; that it
+  // succeeds, or fails otherwise, is the run's error.
+  struct StepSpec {
+    Step step = Step::kCompute;
+    bool must_fail = false;
+    std::string error_contains;
+  };
+  Result<RunStats> run_steps(const std::vector<StepSpec>& steps, bool check_numerics = true);
   Result<RunStats> run_steps(const std::vector<Step>& steps, bool check_numerics = true);
 
   // The pieces of run(), for callers that drive the scheduler themselves (e.g. a stateful test): writes the seeded
@@ -171,8 +192,11 @@ class Session {
   void step(const char* name) const {
     if (config_.progress) config_.progress(name);
   }
-  Result<RunStats> finish_run(bool check_numerics);  // synchronize, timeline and race counts, numerics
-  int backend_of_device(size_t device) const;        // the scheduler's backend index of a device, -1 if left out
+  Result<RunStats> finish_run(bool check_numerics, RunStats r = {});  // synchronize, timeline and race counts, numerics
+  Status compare_outputs(RunStats* r) const;  // the outputs now against the reference of the evaluations so far
+  Status run_one_step(const StepSpec& spec, int* fresh);
+  uint64_t next_input_seed() const;            // the seed of the next evaluation's inputs
+  int backend_of_device(size_t device) const;  // the scheduler's backend index of a device, -1 if left out
 
   models::LlamaGraph model_;  // model mode
   LoadedGraph loaded_;        // graph mode
@@ -186,6 +210,8 @@ class Session {
   std::vector<Tensor*> next_outputs_;
   std::vector<std::pair<LeafData, uint64_t>> next_input_fill_;
   size_t eval_first_event_ = SIZE_MAX;  // the trace's first event of the first evaluation of this run
+  uint64_t inputs_seed_ = 0;             // the seed of the inputs written last
+  std::vector<uint64_t> compute_seeds_;  // per evaluation so far: the seed of its inputs
   std::vector<bool> computes_;  // every evaluation so far, in order: whether it was the next graph (the reference
                                 // replays them, so it sees the caches the run's graphs wrote)
   // Whether the last evaluation was of the next graph: its outputs are the ones compared.

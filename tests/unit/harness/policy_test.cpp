@@ -237,6 +237,7 @@ const std::vector<OptionCase>& option_cases() {
       {"pins", {"attn_norm-0=gpu0"}, R"([{"tensor": "attn_norm-0", "device": "gpu0"}])"},
       {"op_offload", {""}, "false"},
       {"parallel", {""}, "true"},
+      {"n_copies", {"2"}, "2"},
       {"max_split_inputs", {"12"}, "12"},
       {"scheduler_devices", {"gpu0,cpu"}, R"(["gpu0", "cpu"])"},
   };
@@ -252,7 +253,7 @@ bool same_policy(const PlacementPolicy& a, const PlacementPolicy& b) {
   };
   return a.n_gpu_layers == b.n_gpu_layers && a.tensor_split == b.tensor_split &&
          a.layers_per_device == b.layers_per_device && ov(a) == ov(b) && a.op_offload == b.op_offload &&
-         a.parallel == b.parallel && a.max_split_inputs == b.max_split_inputs &&
+         a.parallel == b.parallel && a.n_copies == b.n_copies && a.max_split_inputs == b.max_split_inputs &&
          a.scheduler_devices == b.scheduler_devices && a.overrides.size() == b.overrides.size() &&
          a.split_mode == b.split_mode && a.main_gpu == b.main_gpu && a.kv_offload == b.kv_offload;
 }
@@ -312,6 +313,7 @@ TEST(PolicyOptions, BadValuesNameTheFlagAndWhatWasExpected) {
            {"layers_per_device", "-1", "--layers-per-device -1: expected layer counts"},
            {"overrides", "=cpu", "--override =cpu: expected REGEX=TARGET"},
            {"pins", "attn_norm-0", "--pin attn_norm-0: expected TENSOR=DEVICE"},
+           {"n_copies", "5", "--n-copies 5: expected a whole number from 1 to 4"},
            {"max_split_inputs", "9", "--max-split-inputs 9: expected a whole number between 10 and 1000000"},
            {"scheduler_devices", "gpu0,", "--scheduler-devices gpu0,: expected device names"},
            {"no_such_option", "1", "no placement option named \"no_such_option\""},
