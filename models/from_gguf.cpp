@@ -261,6 +261,11 @@ Status gpt_oss_keys(const gguf::Model& model, const std::string& p, LlamaConfig&
   c.rope_base_swa = base_swa.value();
   const gguf::Value* type = model.metadata().find_value(p + "rope.scaling.type");
   const std::string* t = type != nullptr ? type->as_string() : nullptr;
+  if (type != nullptr && (t == nullptr || (*t != "yarn" && *t != "linear" && *t != "none"))) {
+    return file_error(model, p + "rope.scaling.type: " + type->to_string() +
+                                 " is not supported for gpt-oss (yarn, "
+                                 "linear or none)");
+  }
   if (t != nullptr && *t == "yarn") {
     auto factor = float_key(model, p + "rope.scaling.factor", 1.0f);
     if (!factor.ok()) return factor.status();

@@ -127,7 +127,8 @@ TEST(FromGgufGptOss, MissingOrInconsistentKeysAreNamed) {
   f.set("gpt-oss.rope.scaling.type", gguf::Value::string("longrope"));
   m = build(f);
   ASSERT_FALSE(m.ok());
-  EXPECT_THAT(m.status().message(), HasSubstr("gpt-oss.rope.scaling.type: 'longrope' is not supported"));
+  EXPECT_THAT(m.status().message(),
+              HasSubstr("gpt-oss.rope.scaling.type: 'longrope' is not supported for gpt-oss (yarn, linear or none)"));
   f = gpt_oss_20b();
   f.set("gpt-oss.expert_used_count", gguf::Value::u32(33));
   m = build(f);
