@@ -78,7 +78,8 @@ Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a) {
     return refuse("-np " + std::to_string(*a.n_parallel) +
                   " (one sequence only; with --kv-unified or per-sequence caches alike)");
   }
-  if (a.swa_full) return refuse("--swa-full (Tessera builds no sliding-window caches)");
+  // --swa-full: full-size caches for the sliding-window layers (llama_kv_cache_iswa's size_swa = size_base), which is
+  // what Tessera builds for them, with or without the flag (LlamaConfig: the window-sized caches are not built yet).
   return r;
 }
 

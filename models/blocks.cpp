@@ -43,7 +43,7 @@ Tensor* rms_norm_mul(Context& ctx, Tensor* x, Tensor* w, float eps, const char* 
 }
 
 Tensor* attention_kv(Context& ctx, const AttentionShape& s, const KvCache& cache, const AttentionInputs& in, Tensor* q,
-                     Tensor* k, Tensor* v, int il, const GraphOrder& order) {
+                     Tensor* k, Tensor* v, int il, const GraphOrder& order, Tensor* sinks) {
   const int64_t hd = s.head_dim, T = s.n_tokens;
   // Write the new rows into the cache, then read the first n_kv slots back through views of the SET_ROWS results
   // (the views depend on the writes, so graph order has the writes first).
@@ -62,11 +62,12 @@ Tensor* attention_kv(Context& ctx, const AttentionShape& s, const KvCache& cache
 
   Tensor* qp = permute(ctx, q, 0, 2, 1, 3);  // [hd, T, n_head]
   if (s.flash_attn) {
-    Tensor* out = named(flash_attn_ext(ctx, qp, kv_k, kv_v, in.mask, s.kq_scale), "fattn", il);  // [hd, n_head, T]
+    Tensor* out =
+        named(flash_attn_ext(ctx, qp, kv_k, kv_v, in.mask, s.kq_scale, sinks), "fattn", il);  // [hd, n_head, T]
     return reshape_2d(ctx, out, hd * s.n_head, T);
   }
   Tensor* kq = named(mul_mat(ctx, kv_k, qp), "kq", il);  // [n_kv, T, n_head]
-  kq = named(soft_max(ctx, kq, in.mask, s.kq_scale), "kq_soft_max", il);
+  kq = named(soft_max(ctx, kq, in.mask, s.kq_scale, sinks), "kq_soft_max", il);
   fix_order(order, kq);  // the scores before the copy of V, so the copy is not live while the scores are computed
   Tensor* vt = named(cont(ctx, transpose(ctx, kv_v)), "v_cont", il);        // [n_kv, hd, n_head_kv]
   Tensor* kqv = named(mul_mat(ctx, vt, kq), "kqv", il);                     // [hd, T, n_head]
@@ -106,8 +107,10 @@ Tensor* self_attention(Context& ctx, const AttentionShape& s, const RopeParams& 
   q = named(rope(ctx, q, in.pos, r.n_rot, r.mode, r.freq_base, r.freq_scale, r.freq_factors), "Qcur_rope", il);
   k = named(rope(ctx, k, in.pos, r.n_rot, r.mode, r.freq_base, r.freq_scale, r.freq_factors), "Kcur_rope", il);
   if (s.q_scale > 0.0f) q = named(scale(ctx, q, s.q_scale), "Qcur_scaled", il);
-  Tensor* out = attention_kv(ctx, s, cache, in, q, k, v, il, order);
-  return named(mul_mat(ctx, w.wo, out), "attn_out", il);
+  Tensor* out = attention_kv(ctx, s, cache, in, q, k, v, il, order, w.sinks);
+  out = mul_mat(ctx, w.wo, out);
+  if (w.bo != nullptr) out = add(ctx, out, w.bo);  // llama.cpp's build_attn: wo, then its bias
+  return named(out, "attn_out", il);
 }
 
 Tensor* swiglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il) {
@@ -136,22 +139,36 @@ Tensor* moe_ffn(Context& ctx, const MoeParams& p, const MoeFfnWeights& w, Tensor
   const int64_t n_embd = cur->ne[0], T = cur->ne[1];
   const int n_used = p.n_expert_used;
   Tensor* logits = named(mul_mat(ctx, w.gate_inp, cur), "ffn_moe_logits", il);  // [n_expert, T]
-  Tensor* probs = named(soft_max(ctx, logits), "ffn_moe_probs", il);
+  if (w.gate_inp_b != nullptr) logits = named(add(ctx, logits, w.gate_inp_b), "ffn_moe_logits_biased", il);
+  // SOFTMAX_WEIGHT: the experts are chosen by logit and the softmax is taken over the chosen ones only.
+  Tensor* probs = p.softmax_weight ? logits : named(soft_max(ctx, logits), "ffn_moe_probs", il);
   Tensor* selected = named(top_k(ctx, probs, n_used), "ffn_moe_topk", il);  // i32 [n_used, T]
   Tensor* weights = named(get_rows(ctx, reshape_3d(ctx, probs, 1, p.n_expert, T), selected), "ffn_moe_weights",
                           il);  // [1, n_used, T]
+  if (p.softmax_weight) {
+    Tensor* w2 = soft_max(ctx, reshape_2d(ctx, weights, n_used, T));
+    weights = named(reshape_3d(ctx, w2, 1, n_used, T), "ffn_moe_weights_softmax", il);
+  }
   if (p.norm_weights) {
     Tensor* w2 = reshape_2d(ctx, weights, n_used, T);
     Tensor* sum = named(sum_rows(ctx, w2), "ffn_moe_weights_sum", il);  // [1, T]
     w2 = named(div(ctx, w2, sum), "ffn_moe_weights_norm", il);
     weights = reshape_3d(ctx, w2, 1, n_used, T);
   }
+  auto biased = [&](Tensor* x, Tensor* b, const char* what) {
+    return b != nullptr ? named(add_id(ctx, x, b, selected), what, il) : x;
+  };
   Tensor* x = reshape_3d(ctx, cur, n_embd, 1, T);
-  Tensor* up = named(mul_mat_id(ctx, w.up_exps, x, selected), "ffn_moe_up", il);        // [n_ff, n_used, T]
+  Tensor* up = named(mul_mat_id(ctx, w.up_exps, x, selected), "ffn_moe_up", il);  // [n_ff, n_used, T]
+  up = biased(up, w.up_exps_b, "ffn_moe_up_biased");
   Tensor* gate = named(mul_mat_id(ctx, w.gate_exps, x, selected), "ffn_moe_gate", il);  // [n_ff, n_used, T]
-  Tensor* act = named(swiglu(ctx, gate, up), "ffn_moe_swiglu", il);
+  gate = biased(gate, w.gate_exps_b, "ffn_moe_gate_biased");
+  Tensor* act = p.oai_alpha > 0.0f
+                    ? named(swiglu_oai(ctx, gate, up, p.oai_alpha, p.oai_limit), "ffn_moe_swiglu_oai", il)
+                    : named(swiglu(ctx, gate, up), "ffn_moe_swiglu", il);
   // [n_embd, n_used, T]
   Tensor* experts = named(mul_mat_id(ctx, w.down_exps, act, selected), "ffn_moe_down", il);
+  experts = biased(experts, w.down_exps_b, "ffn_moe_down_biased");
   experts = named(mul(ctx, experts, weights), "ffn_moe_weighted", il);
   if (experts == nullptr) return nullptr;
   // Sum over the used experts: views of expert e's rows, added up.

@@ -80,6 +80,8 @@ struct AttentionWeights {
   Tensor* bq = nullptr;      // [head_dim * n_head], added to Q after the projection (qwen2)
   Tensor* bk = nullptr;      // [head_dim * n_head_kv]
   Tensor* bv = nullptr;      // [head_dim * n_head_kv]
+  Tensor* bo = nullptr;      // [n_embd], added after the output projection (gpt-oss)
+  Tensor* sinks = nullptr;   // f32 [n_head]: attention sinks (gpt-oss), FLASH_ATTN_EXT's or SOFT_MAX's
   Tensor* q_norm = nullptr;  // [head_dim]: RMS_NORM of each head of Q times q_norm, before rope (qwen3)
   Tensor* k_norm = nullptr;  // [head_dim]: the same for K
   float qk_norm_eps = 1e-6f;
@@ -90,8 +92,9 @@ struct AttentionWeights {
 // through views of those writes ("k-<il>", "v-<il>"), and returns the heads merged, [head_dim * n_head, T], before the
 // output projection. `order` is given Q and the two cache writes (first), and with the MUL_MAT path the softmax'd
 // scores (before V's transposed copy, so that copy is not live while the scores are computed).
+// `sinks` (f32 [n_head] or null): attention sinks, given to FLASH_ATTN_EXT or to the SOFT_MAX of the scores.
 Tensor* attention_kv(Context& ctx, const AttentionShape& shape, const KvCache& cache, const AttentionInputs& in,
-                     Tensor* q, Tensor* k, Tensor* v, int il, const GraphOrder& order);
+                     Tensor* q, Tensor* k, Tensor* v, int il, const GraphOrder& order, Tensor* sinks = nullptr);
 
 // Self-attention of a layer: Q, K, V projections of cur [n_embd, T] ("Qcur", "Kcur", "Vcur"; with their biases added
 // when given; or one fused projection "wqkv" whose rows are viewed as Q, K and V, as llama.cpp's build_qkv), Q and K as
@@ -121,6 +124,11 @@ struct MoeParams {
   int n_expert = 0;
   int n_expert_used = 0;     // top-k
   bool norm_weights = true;  // renormalise the selected experts' weights to sum 1 (Mixtral)
+  // gpt-oss (llama.cpp's build_moe_ffn with LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT, LLM_FFN_SWIGLU_OAI_MOE): the
+  // top experts by router logit, their weights the softmax over the selected logits ("ffn_moe_weights_softmax")
+  bool softmax_weight = false;
+  float oai_alpha = 0.0f;  // > 0: SWIGLU_OAI(gate, up, oai_alpha, oai_limit) instead of SWIGLU ("ffn_moe_swiglu_oai")
+  float oai_limit = 0.0f;
 };
 
 struct MoeFfnWeights {
@@ -128,6 +136,12 @@ struct MoeFfnWeights {
   Tensor* gate_exps = nullptr;  // [n_embd, n_ff, n_expert]
   Tensor* up_exps = nullptr;    // [n_embd, n_ff, n_expert]
   Tensor* down_exps = nullptr;  // [n_ff, n_embd, n_expert]
+  // Optional biases (gpt-oss): the router's, added to its logits ("ffn_moe_logits_biased"), and the experts', added
+  // with ADD_ID after each MUL_MAT_ID ("ffn_moe_{up,gate,down}_biased").
+  Tensor* gate_inp_b = nullptr;   // [n_expert]
+  Tensor* gate_exps_b = nullptr;  // [n_ff, n_expert]
+  Tensor* up_exps_b = nullptr;    // [n_ff, n_expert]
+  Tensor* down_exps_b = nullptr;  // [n_embd, n_expert]
 };
 
 // Mixture-of-experts SwiGLU FFN on cur [n_embd, T]: router logits and SOFT_MAX, TOP_K experts per token, their

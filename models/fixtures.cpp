@@ -506,18 +506,23 @@ Result<File> make_fixture(const std::string& name) {
   return TS_ERROR(StatusCode::kNotFound, "no GGUF fixture named '%s' (known: %s)", name.c_str(), known.c_str());
 }
 
-std::vector<std::string> complete_fixture_names() { return {"tiny-llama", "tiny-mixtral"}; }
+std::vector<std::string> complete_fixture_names() { return {"tiny-llama", "tiny-mixtral", "tiny-gpt-oss"}; }
 
 Result<LlamaConfig> complete_fixture_config(const std::string& name) {
-  if (name != "tiny-llama" && name != "tiny-mixtral") {
-    return Status(StatusCode::kNotFound, "no complete fixture named '" + name + "' (tiny-llama, tiny-mixtral)");
+  if (name != "tiny-llama" && name != "tiny-mixtral" && name != "tiny-gpt-oss") {
+    return Status(StatusCode::kNotFound,
+                  "no complete fixture named '" + name + "' (tiny-llama, tiny-mixtral, tiny-gpt-oss)");
   }
-  auto c = preset(name == "tiny-llama" ? "tiny" : "tiny-moe");
+  auto c = preset(name == "tiny-llama" ? "tiny" : name == "tiny-mixtral" ? "tiny-moe" : "tiny-gpt-oss");
   if (!c.ok()) return c.status();
   c->name = name;
   c->weight_type = Type::kQ4_0;
   c->weight_types = {{"token_embd.weight", Type::kQ8_0}, {"output.weight", Type::kQ8_0}};
   for (int il = 0; il < c->n_layer; ++il) c->weight_types[blk(il, "attn_v.weight")] = Type::kF16;
+  if (name == "tiny-gpt-oss") {  // q8_0 matrices (gpt-oss-20b's attention and embeddings), an f16 output head
+    c->weight_type = Type::kQ8_0;
+    c->weight_types["output.weight"] = Type::kF16;
+  }
   return c;
 }
 

@@ -98,15 +98,17 @@ struct ArchInfo {
   bool eps_required;  // the Qwen loaders require attention.layer_norm_rms_epsilon (llama here defaults to 1e-5)
   bool gemma3;        // gemma3: scaled embeddings, post-norms, GELU FFN, Q scaled, sliding-window layers (gemma3_keys)
   bool phi3;          // phi3: fused QKV and gate/up, Q scaled, LongRoPE factors (phi3_keys)
+  bool gpt_oss;       // gpt-oss: biases, sinks, alternating sliding window, biased experts (gpt_oss_keys)
 };
 
 constexpr ArchInfo kArchs[] = {
-    {"llama", false, false, false, false, true, RopeMode::kNormal, true, false, false, false},
-    {"qwen2", true, false, false, false, false, RopeMode::kNeox, false, true, false, false},
-    {"qwen3", false, true, true, false, false, RopeMode::kNeox, false, true, false, false},
-    {"qwen3moe", false, true, true, true, false, RopeMode::kNeox, false, true, false, false},
-    {"gemma3", false, true, true, false, false, RopeMode::kNeox, false, true, true, false},
-    {"phi3", false, false, false, false, false, RopeMode::kNeox, false, true, false, true},
+    {"llama", false, false, false, false, true, RopeMode::kNormal, true, false, false, false, false},
+    {"qwen2", true, false, false, false, false, RopeMode::kNeox, false, true, false, false, false},
+    {"qwen3", false, true, true, false, false, RopeMode::kNeox, false, true, false, false, false},
+    {"qwen3moe", false, true, true, true, false, RopeMode::kNeox, false, true, false, false, false},
+    {"gemma3", false, true, true, false, false, RopeMode::kNeox, false, true, true, false, false},
+    {"phi3", false, false, false, false, false, RopeMode::kNeox, false, true, false, true, false},
+    {"gpt-oss", true, false, true, true, false, RopeMode::kNeox, false, true, false, false, true},
 };
 
 std::string long_str(int64_t v) { return std::to_string(static_cast<long long>(v)); }
@@ -214,6 +216,73 @@ Status gemma3_keys(const gguf::Model& model, const std::string& p, LlamaConfig& 
   return Status::Ok();
 }
 
+// What llama.cpp's gpt-oss loader and graph take from the keys (llama_model_openai_moe::load_arch_hparams and
+// load_arch_tensors, src/models/openai-moe.cpp; the graph in the same file, formerly src/models/openai-moe-iswa.cpp;
+// build_moe_ffn in src/llama-graph.cpp):
+//   - attention.sliding_window (required): the window of the sliding-window layers, which alternate with global ones
+//     (set_swa_pattern of attention.sliding_window_pattern, 2 when absent: layers 0, 2, 4, ... local);
+//   - rope.freq_base_swa (optional): the local layers' rope base, else rope.freq_base; both layers' rope scale is the
+//     model's;
+//   - rope.scaling.type "yarn" (gpt-oss-20b: factor 32 over original_context_length 4096): llama.cpp's ROPE takes
+//     YaRN's ext_factor, attn_factor, beta_fast and beta_slow, which Tessera's ROPE does not have: the graph is
+//     built with rope's frequency scale 1 / factor (as llama.cpp's freq_scale) for plans and metadata-only runs, and
+//     a memory-backed run refuses (compute_refusal names the key);
+//   - the router's logits plus its bias, the top expert_used_count experts by logit, their weights the softmax over
+//     the selected logits (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT, not renormalised), the experts' biases added
+//     with ADD_ID after each MUL_MAT_ID, SWIGLU_OAI with alpha 1.702 and limit 7 (constants of build_moe_ffn's
+//     LLM_FFN_SWIGLU_OAI_MOE, not in the file);
+//   - Q/K/V and output biases, attention sinks (one per head), the scores scaled by 1 / sqrt(head size); output.weight
+//     is required (no tied embeddings).
+Status gpt_oss_keys(const gguf::Model& model, const std::string& p, LlamaConfig& c) {
+  c.attn_out_bias = true;
+  c.attn_sinks = true;
+  c.moe_bias = true;
+  c.moe_softmax_weight = true;
+  c.moe_norm_weights = false;
+  c.swiglu_oai_alpha = 1.702f;
+  c.swiglu_oai_limit = 7.0f;
+  c.tied_output = false;
+  const std::string window_key = p + "attention.sliding_window";
+  auto n_swa = count_key(model, window_key, -1, c.n_layer);
+  if (!n_swa.ok()) return n_swa.status();
+  if (n_swa.value() < 1 || n_swa.value() > INT32_MAX) {
+    return file_error(model, window_key + ": " + long_str(n_swa.value()) + " is outside [1, 2^31 - 1]");
+  }
+  const std::string pattern_key = p + "attention.sliding_window_pattern";
+  auto pattern = count_key(model, pattern_key, 2, c.n_layer);
+  if (!pattern.ok()) return pattern.status();
+  if (pattern.value() < 1 || pattern.value() > 100000) {
+    return file_error(model, pattern_key + ": " + long_str(pattern.value()) + " is outside [1, 100000]");
+  }
+  c.n_swa = n_swa.value();
+  c.swa_pattern = static_cast<int>(pattern.value());
+  auto base_swa = float_key(model, p + "rope.freq_base_swa", c.rope_base);
+  if (!base_swa.ok()) return base_swa.status();
+  c.rope_base_swa = base_swa.value();
+  const gguf::Value* type = model.metadata().find_value(p + "rope.scaling.type");
+  const std::string* t = type != nullptr ? type->as_string() : nullptr;
+  if (type != nullptr && (t == nullptr || (*t != "yarn" && *t != "linear" && *t != "none"))) {
+    return file_error(model, p + "rope.scaling.type: " + type->to_string() +
+                                 " is not supported for gpt-oss (yarn, "
+                                 "linear or none)");
+  }
+  if (t != nullptr && *t == "yarn") {
+    auto factor = float_key(model, p + "rope.scaling.factor", 1.0f);
+    if (!factor.ok()) return factor.status();
+    if (!(factor.value() > 0.0f) || !std::isfinite(factor.value())) {
+      return file_error(model, p + "rope.scaling.factor: " + std::to_string(factor.value()) + " must be positive");
+    }
+    c.rope_scale = 1.0f / factor.value();
+    c.compute_refusal = model.metadata().source + ": " + p +
+                        "rope.scaling.type is yarn: YaRN rope scaling (ext_factor, attn_factor, beta_fast, "
+                        "beta_slow) is not a Tessera op, so the graph's rope is not the model's";
+  } else {
+    TS_RETURN_IF_ERROR(linear_rope_scaling(model, p, c));
+  }
+  c.rope_scale_swa = c.rope_scale;
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::vector<std::string> gguf_architectures() {
@@ -264,7 +333,7 @@ Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufR
                           {"attention.head_count", &n_head, -1},
                           {"expert_count", &n_expert, experts && arch->moe ? -1 : 0},
                           {"expert_used_count", &n_expert_used, experts && arch->moe ? -1 : 0},
-                          {"expert_feed_forward_length", &n_ff_exp, 0}};
+                          {"expert_feed_forward_length", &n_ff_exp, arch->gpt_oss ? -1 : 0}};
   for (const Count& k : counts) {
     if (!experts && std::string_view(k.key).starts_with("expert_")) continue;  // a dense graph reads none
     if (!arch->moe && std::string_view(k.key) == "expert_feed_forward_length") continue;
@@ -345,6 +414,7 @@ Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufR
   if (!eps.ok()) return eps.status();
   c.norm_eps = eps.value();
   if (arch->gemma3) TS_RETURN_IF_ERROR(gemma3_keys(model, p, c));
+  if (arch->gpt_oss) TS_RETURN_IF_ERROR(gpt_oss_keys(model, p, c));
 
   // The tensor table: vocabulary, types, the optional tensors.
   const gguf::TensorInfo* embd = model.find_tensor("token_embd.weight");
@@ -357,7 +427,7 @@ Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufR
     c.weight_types[t.name] = type.value();
   }
   c.rope_freq_factors = arch->rope_freqs && model.find_tensor("rope_freqs.weight") != nullptr;
-  c.tied_output = model.find_tensor("output.weight") == nullptr;
+  c.tied_output = !arch->gpt_oss && model.find_tensor("output.weight") == nullptr;
 
   // The run.
   auto ctx_len = count_key(model, p + "context_length", 4096, c.n_layer);

@@ -47,6 +47,7 @@ class Builder {
     };
     m_.tok_embd = weight("token_embd", -1, wt, {c_.n_embd, c_.n_vocab});
     if (c_.fused_up) return create_phi3_weights(weight);
+    if (c_.attn_sinks) return create_gpt_oss_weights(weight, bias);
     if (c_.rope_freq_factors) m_.rope_freqs = weight("rope_freqs", -1, f32, {c_.head_dim() / 2});
     m_.layers.resize(static_cast<size_t>(c_.n_layer));
     for (int il = 0; il < c_.n_layer; ++il) {
@@ -125,6 +126,45 @@ class Builder {
     }
   }
 
+  // gpt-oss's order (llama_model_openai_moe::load_arch_tensors, src/models/openai-moe.cpp): the output tensors, then
+  // per layer the norms (post_attention_norm is the FFN's input norm: ffn_norm here), the attention weights, the sinks,
+  // the router and the experts, then the biases.
+  template <class Weight, class Bias>
+  void create_gpt_oss_weights(Weight& weight, Bias& bias) {
+    const Type wt = c_.weight_type, f32 = Type::kF32;
+    const int64_t ne = c_.n_expert;
+    m_.output_norm = weight("output_norm", -1, f32, {c_.n_embd});
+    m_.output = c_.tied_output ? m_.tok_embd : weight("output", -1, wt, {c_.n_embd, c_.n_vocab});
+    m_.layers.resize(static_cast<size_t>(c_.n_layer));
+    for (int il = 0; il < c_.n_layer; ++il) {
+      LlamaLayer& l = m_.layers[static_cast<size_t>(il)];
+      l.attn_norm = weight("attn_norm", il, f32, {c_.n_embd});
+      l.ffn_norm = weight("post_attention_norm", il, f32, {c_.n_embd});
+      l.wq = weight("attn_q", il, wt, {c_.n_embd, c_.n_embd_q()});
+      l.wk = weight("attn_k", il, wt, {c_.n_embd, c_.n_embd_kv()});
+      l.wv = weight("attn_v", il, wt, {c_.n_embd, c_.n_embd_kv()});
+      l.wo = weight("attn_output", il, wt, {c_.n_embd_q(), c_.n_embd});
+      l.attn_sinks = weight("attn_sinks", il, f32, {c_.n_head});
+      l.ffn_gate_inp = weight("ffn_gate_inp", il, f32, {c_.n_embd, ne});
+      l.ffn_gate_exps = weight("ffn_gate_exps", il, wt, {c_.n_embd, c_.n_ff, ne});
+      l.ffn_down_exps = weight("ffn_down_exps", il, wt, {c_.n_ff, c_.n_embd, ne});
+      l.ffn_up_exps = weight("ffn_up_exps", il, wt, {c_.n_embd, c_.n_ff, ne});
+      if (c_.attn_bias) {
+        l.bq = bias("attn_q", il, {c_.n_embd_q()});
+        l.bk = bias("attn_k", il, {c_.n_embd_kv()});
+        l.bv = bias("attn_v", il, {c_.n_embd_kv()});
+      }
+      if (c_.attn_out_bias) l.bo = bias("attn_output", il, {c_.n_embd});
+      if (c_.moe_bias) {
+        l.ffn_gate_inp_b = bias("ffn_gate_inp", il, {ne});
+        l.ffn_gate_exps_b = bias("ffn_gate_exps", il, {c_.n_ff, ne});
+        l.ffn_down_exps_b = bias("ffn_down_exps", il, {c_.n_embd, ne});
+        l.ffn_up_exps_b = bias("ffn_up_exps", il, {c_.n_ff, ne});
+      }
+      create_cache(l, il);
+    }
+  }
+
   void create_inputs() {
     auto input = [&](Tensor* t, const char* name) {
       if (t == nullptr) return t;
@@ -162,8 +202,12 @@ class Builder {
     rope_swa.freq_scale = c_.rope_scale_swa;
     const blocks::AttentionInputs attn_in{.pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = m_.mask};
     const blocks::AttentionInputs attn_in_swa{.pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = m_.mask_swa};
-    const blocks::MoeParams moe{
-        .n_expert = c_.n_expert, .n_expert_used = c_.n_expert_used, .norm_weights = c_.moe_norm_weights};
+    const blocks::MoeParams moe{.n_expert = c_.n_expert,
+                                .n_expert_used = c_.n_expert_used,
+                                .norm_weights = c_.moe_norm_weights,
+                                .softmax_weight = c_.moe_softmax_weight,
+                                .oai_alpha = c_.swiglu_oai_alpha,
+                                .oai_limit = c_.swiglu_oai_limit};
     const blocks::GraphOrder order = [this](Tensor* t) { expand(t); };
 
     Tensor* inp = named(get_rows(ctx_, m_.tok_embd, m_.tokens), "inp_embd", -1);
@@ -181,6 +225,8 @@ class Builder {
                                     .bq = l.bq,
                                     .bk = l.bk,
                                     .bv = l.bv,
+                                    .bo = l.bo,
+                                    .sinks = l.attn_sinks,
                                     .q_norm = l.attn_q_norm,
                                     .k_norm = l.attn_k_norm,
                                     .qk_norm_eps = c_.norm_eps},
@@ -192,7 +238,8 @@ class Builder {
       }
       if (c_.post_norms) cur = blocks::rms_norm_mul(ctx_, cur, l.attn_post_norm, c_.norm_eps, "attn_post_norm", il);
       Tensor* ffn_inp = named(add(ctx_, cur, inp), c_.post_norms ? "sa_out" : "ffn_inp", il);
-      cur = blocks::rms_norm_mul(ctx_, ffn_inp, l.ffn_norm, c_.norm_eps, "ffn_norm", il);
+      cur = blocks::rms_norm_mul(ctx_, ffn_inp, l.ffn_norm, c_.norm_eps, c_.attn_sinks ? "attn_post_norm" : "ffn_norm",
+                                 il);
       if (c_.ffn_gelu) {
         cur = blocks::geglu_ffn(ctx_, {.gate = l.ffn_gate, .up = l.ffn_up, .down = l.ffn_down}, cur, il);
       } else if (c_.is_moe()) {
@@ -200,7 +247,11 @@ class Builder {
                               {.gate_inp = l.ffn_gate_inp,
                                .gate_exps = l.ffn_gate_exps,
                                .up_exps = l.ffn_up_exps,
-                               .down_exps = l.ffn_down_exps},
+                               .down_exps = l.ffn_down_exps,
+                               .gate_inp_b = l.ffn_gate_inp_b,
+                               .gate_exps_b = l.ffn_gate_exps_b,
+                               .up_exps_b = l.ffn_up_exps_b,
+                               .down_exps_b = l.ffn_down_exps_b},
                               cur, il);
       } else {
         cur = blocks::swiglu_ffn(ctx_, {.gate = l.ffn_gate, .up = l.ffn_up, .down = l.ffn_down}, cur, il);
@@ -313,6 +364,20 @@ Status validate(const LlamaConfig& c) {
         "windows or rope_freq_factors");
   }
   if (c.n_ctx_orig < 0) return invalid("n_ctx_orig must be >= 0 (0: n_ctx)");
+  if (c.attn_sinks && (!c.is_moe() || c.ffn_gelu || c.attn_qk_norm || c.post_norms || c.fused_up)) {
+    return invalid(
+        "attn_sinks (gpt-oss's layout) needs experts and goes with none of ffn_gelu, Q/K norms, post-norms "
+        "or fused projections");
+  }
+  if ((c.moe_bias || c.moe_softmax_weight || c.swiglu_oai_alpha != 0.0f) && !c.is_moe()) {
+    return invalid("moe_bias, moe_softmax_weight and swiglu_oai_alpha are for experts (n_expert > 0)");
+  }
+  if (c.attn_out_bias && !c.attn_sinks) return invalid("attn_out_bias is gpt-oss's and needs its layout (attn_sinks)");
+  if (c.moe_bias && !c.attn_sinks) return invalid("moe_bias is gpt-oss's and needs its layout (attn_sinks)");
+  if (!(c.swiglu_oai_alpha >= 0.0f) || !std::isfinite(c.swiglu_oai_alpha) || !(c.swiglu_oai_limit >= 0.0f) ||
+      !std::isfinite(c.swiglu_oai_limit)) {
+    return invalid("swiglu_oai_alpha and swiglu_oai_limit must be finite and >= 0");
+  }
   if (!(c.norm_eps >= 0.0f) || !std::isfinite(c.norm_eps)) return invalid("norm_eps must be finite and >= 0");
   return Status::Ok();
 }
@@ -349,7 +414,13 @@ int LlamaGraph::layer_of(const Tensor* t) const {
                                  l.k_cache,
                                  l.v_cache,
                                  l.attn_post_norm,
-                                 l.ffn_post_norm};
+                                 l.ffn_post_norm,
+                                 l.bo,
+                                 l.attn_sinks,
+                                 l.ffn_gate_inp_b,
+                                 l.ffn_gate_exps_b,
+                                 l.ffn_up_exps_b,
+                                 l.ffn_down_exps_b};
     for (const Tensor* w : all) {
       if (w != nullptr && w == t) return static_cast<int>(il);
     }

@@ -99,6 +99,10 @@ Status fill_tensor(Tensor& t, uint64_t stream, float mean, float stddev, int thr
 }  // namespace
 
 Status fill_random(LlamaGraph& model, uint64_t seed, int threads) {
+  if (!model.config.compute_refusal.empty()) {
+    return Status(StatusCode::kUnsupported, "memory-backed run: " + model.config.compute_refusal +
+                                                "; plan, fit and time it in metadata mode (--metadata)");
+  }
   // Each tensor's stream: its position among the weights, then the cache (the same cache whether the weights are
   // drawn or read from the model's file).
   uint64_t salt = 0;

@@ -8,15 +8,15 @@
 namespace tessera::models {
 
 std::vector<std::string> preset_names() {
-  return {"tiny",        "tiny-moe",  "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
-          "tiny-gemma3", "tiny-phi3", "7b",         "8x7b-moe",   "70b"};
+  return {"tiny",         "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3", "tiny-phi3",
+          "tiny-gpt-oss", "7b",       "8x7b-moe",   "70b"};
 }
 
 Result<LlamaConfig> preset(const std::string& name) {
   LlamaConfig c;
   c.name = name;
   if (name == "tiny" || name == "tiny-moe" || name == "tiny-qwen2" || name == "tiny-qwen3" || name == "tiny-qwen3moe" ||
-      name == "tiny-gemma3" || name == "tiny-phi3") {
+      name == "tiny-gemma3" || name == "tiny-phi3" || name == "tiny-gpt-oss") {
     c.n_layer = 2;
     c.n_embd = 64;
     c.n_ff = 128;
@@ -73,6 +73,31 @@ Result<LlamaConfig> preset(const std::string& name) {
       c.attn_scale = 1.0f / std::sqrt(16.0f);
       c.rope_factors_ls = true;
       c.n_ctx_orig = 32;
+    }
+    if (name == "tiny-gpt-oss") {
+      // llama.cpp's openai-moe-iswa graph (gpt-oss): layers alternating sliding-window (window 16, smaller than the 64
+      // cache slots) and global (set_swa_pattern(2): layers 0 and 2 local), heads of 32 (wq [64, 128], as
+      // gpt-oss-20b's 64 heads of 64 over 2880), Q/K/V and output biases, attention sinks, NEOX rope with the same
+      // base on every layer, no ffn_norm (post_attention_norm is the FFN's input norm), 4 experts of which 2 used
+      // with biases, the softmax over the selected router logits, SWIGLU_OAI (alpha 1.702, limit 7).
+      c.arch = "gpt-oss";
+      c.n_layer = 4;
+      c.n_embd_head = 32;
+      c.rope_mode = RopeMode::kNeox;
+      c.rope_base = 150000.0f;
+      c.rope_base_swa = 150000.0f;
+      c.swa_pattern = 2;
+      c.n_swa = 16;
+      c.attn_bias = true;
+      c.attn_out_bias = true;
+      c.attn_sinks = true;
+      c.n_expert = 4;
+      c.n_expert_used = 2;
+      c.moe_bias = true;
+      c.moe_softmax_weight = true;
+      c.moe_norm_weights = false;
+      c.swiglu_oai_alpha = 1.702f;
+      c.swiglu_oai_limit = 7.0f;
     }
     return c;
   }

@@ -54,6 +54,10 @@ Result<std::vector<uint8_t>> complete_gguf(const LlamaGraph& graph) {
   f.set(p + "rope.freq_base", Value::f32(c.rope_base));
   f.set(p + "attention.layer_norm_rms_epsilon", Value::f32(c.norm_eps));
   if (c.has_swa()) u32("attention.sliding_window", c.n_swa);
+  if (c.arch == "gpt-oss") {  // its loader's optional keys, where they differ from their defaults
+    if (c.swa_pattern != 2) u32("attention.sliding_window_pattern", c.swa_pattern);
+    if (c.rope_base_swa != c.rope_base) f.set(p + "rope.freq_base_swa", Value::f32(c.rope_base_swa));
+  }
   if (c.rope_scale != 1.0f) {
     f.set(p + "rope.scaling.type", Value::string("linear"));
     f.set(p + "rope.scaling.factor", Value::f32(1.0f / c.rope_scale));

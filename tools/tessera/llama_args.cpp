@@ -62,7 +62,8 @@ void add_llama_run_options(CLI::App* app, LlamaRunArgs* a) {
   app->add_option("--flash-attn", a->flash_attn, "llama.cpp's -fa: on or off (auto: not supported yet)");
   app->add_option("--n-parallel", a->n_parallel, "llama.cpp's -np: sequences (1 for now)");
   app->add_flag("--kv-unified", a->kv_unified, "llama.cpp's -kvu: one KV buffer for all sequences");
-  app->add_flag("--swa-full", a->swa_full, "llama.cpp's --swa-full (not supported yet)");
+  app->add_flag("--swa-full", a->swa_full,
+                "llama.cpp's --swa-full: full-size sliding-window caches (Tessera's only kind so far)");
 }
 
 }  // namespace tessera::tool

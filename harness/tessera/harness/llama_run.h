@@ -31,7 +31,8 @@ struct LlamaRunShape {
 };
 
 // Errors (kInvalidArgument) name the llama.cpp flag: a bad value, or "not supported yet: ..." for what Tessera cannot
-// honour (-c 0, -np above 1, --swa-full, K and V caches of different types).
+// honour (-c 0, -np above 1, K and V caches of different types). --swa-full is accepted: Tessera's sliding-window
+// layers have full-size caches.
 Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a);
 
 }  // namespace tessera::harness

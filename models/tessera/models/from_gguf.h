@@ -29,7 +29,7 @@ struct GgufRunShape {
   bool flash_attn = true;
 };
 
-// The architectures build_from_gguf knows ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3").
+// The architectures build_from_gguf knows ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3", "gpt-oss").
 std::vector<std::string> gguf_architectures();
 
 // The config of a GGUF model: hyperparameters from the <arch>.* keys, vocabulary and weight types from the tensor

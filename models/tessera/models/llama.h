@@ -96,6 +96,21 @@ struct LlamaConfig {
                                  // LongRoPE): the long ones when n_ctx > n_ctx_orig, else the short ones
                                  // (llama_model::get_rope_factors)
   int64_t n_ctx_orig = 0;        // rope.scaling.original_context_length; 0: n_ctx
+  // gpt-oss (llama.cpp's openai-moe-iswa graph, LLM_ARCH_OPENAI_MOE): with attn_sinks the weights are created in its
+  // loader's order and the FFN input norm is blk.N.post_attention_norm (there is no ffn_norm).
+  bool attn_out_bias = false;       // blk.N.attn_output.bias (f32 [n_embd]), added after the output projection
+  bool attn_sinks = false;          // blk.N.attn_sinks.weight (f32 [n_head]): a logit per head in the softmax's
+                                    // denominator (FLASH_ATTN_EXT's or SOFT_MAX's sinks)
+  bool moe_bias = false;            // blk.N.ffn_gate_inp.bias (f32 [n_expert]) added to the router logits, and the
+                                    // experts' biases blk.N.ffn_{gate,up,down}_exps.bias (ADD_ID after each MUL_MAT_ID)
+  bool moe_softmax_weight = false;  // the top experts by router logit, their weights the softmax over the selected
+                                    // logits (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT); else softmax, then top-k
+  float swiglu_oai_alpha = 0.0f;    // > 0: the experts' GLU is SWIGLU_OAI with this alpha and swiglu_oai_limit
+  float swiglu_oai_limit = 0.0f;
+  // What the graph does not compute as the model would (a rope scaling that ROPE has no parameters for: gpt-oss's
+  // YaRN): empty, or the reason, naming the key. Plans and metadata-only runs place and time the graph as built;
+  // fill_random (every memory-backed run) refuses with this reason.
+  std::string compute_refusal;
   // A model file holding every tensor's data (from_gguf.h, a "complete" file): fill_random reads the weights from it
   // instead of drawing them. Null for the presets and for header-only files.
   std::shared_ptr<const gguf::Model> weights_file;
@@ -121,35 +136,43 @@ Status validate(const LlamaConfig& config);
 // used), "tiny-gemma3" (6 layers, 5 sliding-window ones of window 16 and a global one, heads of 32, Q/K norms,
 // post-norms, GELU FFN, scaled embeddings, linear rope scaling 2 on the global layer, tied embeddings), "tiny-phi3"
 // (fused QKV and gate/up projections, NEOX rope, Q scaled after rope, LongRoPE factors of which the long ones apply:
-// n_ctx 64 > n_ctx_orig 32).
+// n_ctx 64 > n_ctx_orig 32), "tiny-gpt-oss" (4 layers alternating sliding-window (window 16) and global, QKV and
+// output biases, attention sinks, 4 experts of which 2 used with biases, the router's softmax over the selected
+// logits, SWIGLU_OAI experts, NEOX rope).
 // The large presets use n_ctx 4096 and n_tokens 512; override fields as needed. Unknown name: kNotFound.
 Result<LlamaConfig> preset(const std::string& name);
 std::vector<std::string> preset_names();
 
 // The weights of one layer (null where the variant has none: dense vs MoE).
 struct LlamaLayer {
-  Tensor* attn_norm = nullptr;       // f32 [n_embd]
-  Tensor* wqkv = nullptr;            // fused_qkv: [n_embd, n_embd_q + 2 n_embd_kv] (then no wq, wk, wv)
-  Tensor* wq = nullptr;              // [n_embd, n_embd_q]
-  Tensor* wk = nullptr;              // [n_embd, n_embd_kv]
-  Tensor* wv = nullptr;              // [n_embd, n_embd_kv]
-  Tensor* wo = nullptr;              // [n_embd_q, n_embd]
-  Tensor* bq = nullptr;              // attn_bias: f32 [n_embd_q]
-  Tensor* bk = nullptr;              // attn_bias: f32 [n_embd_kv]
-  Tensor* bv = nullptr;              // attn_bias: f32 [n_embd_kv]
-  Tensor* attn_q_norm = nullptr;     // attn_qk_norm: f32 [head_dim]
-  Tensor* attn_k_norm = nullptr;     // attn_qk_norm: f32 [head_dim]
-  Tensor* attn_post_norm = nullptr;  // post_norms: f32 [n_embd] ("post_attention_norm")
-  Tensor* ffn_norm = nullptr;        // f32 [n_embd]
-  Tensor* ffn_gate = nullptr;        // dense: [n_embd, n_ff]
-  Tensor* ffn_up = nullptr;          // dense: [n_embd, n_ff]
-  Tensor* ffn_down = nullptr;        // dense: [n_ff, n_embd]
-  Tensor* ffn_gate_inp = nullptr;    // MoE router, f32 [n_embd, n_expert]
-  Tensor* ffn_gate_exps = nullptr;   // MoE: [n_embd, n_ff, n_expert]
-  Tensor* ffn_up_exps = nullptr;     // MoE: [n_embd, n_ff, n_expert]
-  Tensor* ffn_down_exps = nullptr;   // MoE: [n_ff, n_embd, n_expert]
-  Tensor* ffn_post_norm = nullptr;   // post_norms: f32 [n_embd] ("post_ffw_norm")
-  Tensor* k_cache = nullptr;         // kv_type [n_embd_kv, n_ctx]
+  Tensor* attn_norm = nullptr;        // f32 [n_embd]
+  Tensor* wqkv = nullptr;             // fused_qkv: [n_embd, n_embd_q + 2 n_embd_kv] (then no wq, wk, wv)
+  Tensor* wq = nullptr;               // [n_embd, n_embd_q]
+  Tensor* wk = nullptr;               // [n_embd, n_embd_kv]
+  Tensor* wv = nullptr;               // [n_embd, n_embd_kv]
+  Tensor* wo = nullptr;               // [n_embd_q, n_embd]
+  Tensor* bq = nullptr;               // attn_bias: f32 [n_embd_q]
+  Tensor* bk = nullptr;               // attn_bias: f32 [n_embd_kv]
+  Tensor* bv = nullptr;               // attn_bias: f32 [n_embd_kv]
+  Tensor* attn_q_norm = nullptr;      // attn_qk_norm: f32 [head_dim]
+  Tensor* attn_k_norm = nullptr;      // attn_qk_norm: f32 [head_dim]
+  Tensor* attn_post_norm = nullptr;   // post_norms: f32 [n_embd] ("post_attention_norm")
+  Tensor* ffn_norm = nullptr;         // f32 [n_embd]
+  Tensor* ffn_gate = nullptr;         // dense: [n_embd, n_ff]
+  Tensor* ffn_up = nullptr;           // dense: [n_embd, n_ff]
+  Tensor* ffn_down = nullptr;         // dense: [n_ff, n_embd]
+  Tensor* ffn_gate_inp = nullptr;     // MoE router, f32 [n_embd, n_expert]
+  Tensor* ffn_gate_exps = nullptr;    // MoE: [n_embd, n_ff, n_expert]
+  Tensor* ffn_up_exps = nullptr;      // MoE: [n_embd, n_ff, n_expert]
+  Tensor* ffn_down_exps = nullptr;    // MoE: [n_ff, n_embd, n_expert]
+  Tensor* ffn_post_norm = nullptr;    // post_norms: f32 [n_embd] ("post_ffw_norm")
+  Tensor* bo = nullptr;               // attn_out_bias: f32 [n_embd]
+  Tensor* attn_sinks = nullptr;       // attn_sinks: f32 [n_head]
+  Tensor* ffn_gate_inp_b = nullptr;   // moe_bias: f32 [n_expert]
+  Tensor* ffn_gate_exps_b = nullptr;  // moe_bias: f32 [n_ff, n_expert]
+  Tensor* ffn_up_exps_b = nullptr;    // moe_bias: f32 [n_ff, n_expert]
+  Tensor* ffn_down_exps_b = nullptr;  // moe_bias: f32 [n_embd, n_expert]
+  Tensor* k_cache = nullptr;          // kv_type [n_embd_kv, n_ctx]
   Tensor* v_cache = nullptr;
 };
 
@@ -193,8 +216,9 @@ Result<LlamaGraph> build_llama(const LlamaConfig& config);
 // Random weights (seeded; approximately normal, scaled by 1/sqrt(ne0); norms around 1) and a random cache (the slots
 // before the new tokens hold earlier tokens' K/V). Each tensor has its own stream and each value depends only on its
 // index in it, so the values are the same for any number of threads (`threads`: at most that many; 0 = one per
-// hardware thread) and, for the same config and seed, for every attention variant. Errors: a tensor that cannot hold
-// values (unallocated, a storage-only type), out of host memory. With config.weights_file the weights are that
+// hardware thread) and, for the same config and seed, for every attention variant. Errors: a config with a
+// compute_refusal (kUnsupported, its reason), a tensor that cannot hold values (unallocated, a storage-only type), out
+// of host memory. With config.weights_file the weights are that
 // file's (read_file_weights) and only the cache is drawn.
 Status fill_random(LlamaGraph& model, uint64_t seed, int threads = 0);
 

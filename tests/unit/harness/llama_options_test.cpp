@@ -178,13 +178,14 @@ TEST(LlamaOptions, ScenarioModelKeysAndRefusals) {
   sc = model(R"("cache_type_k": "f32", "cache_type_v": "f32", "n_parallel": 1, "kv_unified": true)");
   ASSERT_TRUE(sc.ok()) << sc.status().to_string();
   EXPECT_EQ(sc.value().config.model.kv_type, Type::kF32);
+  sc = model(R"("swa_full": true)");  // full-size sliding-window caches: what Tessera builds
+  ASSERT_TRUE(sc.ok()) << sc.status().to_string();
   sc = model(R"("flash_attn": "auto")");
   ASSERT_TRUE(sc.ok()) << sc.status().to_string();
   EXPECT_TRUE(sc.value().config.flash_attn_auto);
   for (const auto& [keys, message] : std::vector<std::pair<std::string, std::string>>{
            {R"("flash_attn": "maybe")", "-fa maybe: expected on, off or auto"},
            {R"("n_parallel": 4)", "not supported yet: -np 4"},
-           {R"("swa_full": true)", "not supported yet: --swa-full"},
            {R"("cache_type_k": "q8_0")", "not supported yet: -ctk and -ctv of different types"},
            {R"("cache_type_v": "q3_k")", "-ctv q3_k: expected f32, f16"},
            {R"("ctx_size": 0)", "not supported yet: -c 0"},

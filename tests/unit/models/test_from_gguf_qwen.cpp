@@ -436,7 +436,7 @@ TEST(FromGgufQwen, TheSupportedListNamesTheQwenArchitectures) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kUnsupported);
   EXPECT_THAT(m.status().message(), HasSubstr("architecture 'qwen2moe' is not supported (Tessera builds: llama, "
-                                              "qwen2, qwen3, qwen3moe, gemma3, phi3)"));
+                                              "qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss)"));
 }
 
 }  // namespace
