@@ -22,6 +22,7 @@
 #include "tessera/builtin.h"
 #include "tessera/gguf.h"
 #include "tessera/models/from_gguf.h"
+#include "json_out.h"
 #include "junit.h"
 #include "llama_args.h"
 #include "progress.h"
@@ -30,6 +31,7 @@ using namespace tessera;
 using namespace tessera::sim;
 using namespace tessera::harness;
 using ojson = nlohmann::ordered_json;
+using tessera::tool::headline;
 using tessera::tool::Progress;
 
 namespace {
@@ -134,46 +136,6 @@ Result<SessionConfig> make_config(Options o) {
   return c;
 }
 
-ojson memory_json(Session& s) {
-  ojson devs = ojson::array();
-  for (const DeviceMemory& m : s.memory()) {
-    devs.push_back({{"device", m.device},
-                    {"layers", m.layers},
-                    {"weights", m.weights},
-                    {"kv_cache", m.cache},
-                    {"compute", m.compute},
-                    {"peak", m.peak},
-                    {"capacity", m.capacity}});
-  }
-  return devs;
-}
-
-ojson splits_json(Session& s) {
-  ojson out = ojson::array();
-  for (const auto& sp : s.sched().splits()) {
-    ojson inputs = ojson::array();
-    for (const Tensor* in : sp.inputs) inputs.push_back({{"name", in->name}, {"bytes", nbytes(*in)}});
-    out.push_back({{"backend", s.sched().backend(sp.backend)->name()},
-                   {"first_node", sp.i_start},
-                   {"end_node", sp.i_end},
-                   {"inputs", inputs}});
-  }
-  return out;
-}
-
-std::string headline(const Session& s) {
-  const SessionConfig& c = s.config();
-  std::string weights;
-  if (c.sim.mode == MemoryMode::kBacked && !c.graph && c.model.weights_file != nullptr) {
-    weights = ", weights from " + c.model.weights_file->metadata().source;
-  }
-  return format_message("%s on topology %s, %s%s", s.describe_workload().c_str(), c.topology.name.c_str(),
-                        memory_mode_name(c.sim.mode), weights.c_str());
-}
-
-// What the JSON reports call the workload: the model preset's name, or the graph file.
-std::string workload_name(const SessionConfig& c) { return c.graph ? c.graph->source : c.model.name; }
-
 // Creates and plans a session, showing its long steps on `progress`; prints the error and returns null on failure
 // (*code says which exit code).
 std::unique_ptr<Session> planned_session(const Options& o, Progress* progress, int* code) {
@@ -232,14 +194,7 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
     }
   }
   if (o.json) {
-    ojson j = {{"topology", s->config().topology.name},
-               {"model", workload_name(s->config())},
-               {"splits", s->sched().n_splits()},
-               {"devices", memory_json(*s)},
-               {"split_list", splits_json(*s)}};
-    ojson ex = ojson::array();
-    for (const std::string& name : explain) ex.push_back(s->explain(name));
-    j["explain"] = ex;
+    const ojson j = tool::plan_json(*s, explain);
     std::cout << j.dump(2) << "\n";
     return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
   }
@@ -279,17 +234,7 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
   }
   const TraceSummary sum = summarize(s->sim().trace());
   if (o.json) {
-    ojson j = {{"topology", s->config().topology.name},
-               {"model", workload_name(s->config())},
-               {"splits", s->sched().n_splits()},
-               {"devices", memory_json(*s)},
-               {"makespan_us", sum.makespan_us},
-               {"copy_bytes", sum.copy_bytes},
-               {"races", st.races},
-               {"numerics_checked", st.checked},
-               {"nmse", st.nmse},
-               {"non_finite", st.non_finite},
-               {"numerics_ok", numerics_ok}};
+    const ojson j = tool::run_json(*s, st, sum, numerics_ok);
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("%s\n\n%s\n", headline(*s).c_str(), s->summary_table().c_str());
@@ -369,9 +314,7 @@ int cmd_repro(const std::vector<std::string>& files, bool json, const std::strin
                      out.passed ? tool::JunitCase::Result::kPassed : tool::JunitCase::Result::kFailed,
                      format_message("%zu of %zu expectations failed", n_failed, out.results.size()), lines});
     if (json) {
-      ojson res = ojson::array();
-      for (const auto& r : out.results) res.push_back({{"expectation", r.what}, {"ok", r.ok}, {"found", r.detail}});
-      all.push_back({{"scenario", sc.value().name}, {"file", files[i]}, {"passed", out.passed}, {"results", res}});
+      all.push_back(tool::repro_scenario_json(sc.value().name, files[i], out));
     } else {
       std::printf("scenario %s (%s): %s\n", sc.value().name.c_str(), files[i].c_str(),
                   out.passed ? "PASSED" : "FAILED");
@@ -459,8 +402,7 @@ int cmd_fit(Options o) {
     return kExpectationFailed;
   }
   if (o.json) {
-    ojson j = {{"topology", cfg.topology.name}, {"model", workload_name(cfg)}, {"n_layer", n_layer},
-               {"layers_per_device", counts},   {"cpu_layers", remaining},     {"devices", memory_json(*s.value())}};
+    const ojson j = tool::fit_json(*s.value(), n_layer, counts, remaining);
     std::cout << j.dump(2) << "\n";
     return kOk;
   }
@@ -486,19 +428,14 @@ int cmd_topologies(const std::string& show, bool json) {
     std::cout << topology_to_json(t.value()) << "\n";
     return kOk;
   }
-  ojson j = ojson::array();
+  if (json) {
+    std::cout << tool::topologies_json().dump(2) << "\n";
+    return kOk;
+  }
   for (const std::string& name : topology_preset_names()) {
     auto t = topology_preset(name);
-    if (!t.ok()) continue;
-    if (json) {
-      ojson devs = ojson::array();
-      for (const auto& d : t.value().devices) devs.push_back({{"name", d.name}, {"memory", d.memory}});
-      j.push_back({{"name", name}, {"description", t.value().description}, {"devices", devs}});
-    } else {
-      std::printf("%-16s %s\n", name.c_str(), t.value().description.c_str());
-    }
+    if (t.ok()) std::printf("%-16s %s\n", name.c_str(), t.value().description.c_str());
   }
-  if (json) std::cout << j.dump(2) << "\n";
   return kOk;
 }
 

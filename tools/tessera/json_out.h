@@ -1,0 +1,32 @@
+// The `tessera` tool's reports shared by the subcommands: the headline and the --json objects (docs/json.md).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tessera/harness/scenario.h"
+#include "tessera/harness/session.h"
+#include "tessera/sim/trace.h"
+
+namespace tessera::tool {
+
+using ojson = nlohmann::ordered_json;
+
+// The first line of the text reports: the workload, the topology and the memory mode.
+std::string headline(const harness::Session& s);
+// What the JSON reports call the workload: the model preset's name, or the graph file.
+std::string workload_name(const harness::SessionConfig& c);
+
+ojson memory_json(harness::Session& s);  // per device: layers, weights, KV cache, compute, peak, capacity
+ojson splits_json(harness::Session& s);  // per split: backend, node range, inputs
+
+// The --json objects of the subcommands.
+ojson plan_json(harness::Session& s, const std::vector<std::string>& explain);
+ojson run_json(harness::Session& s, const harness::RunStats& st, const sim::TraceSummary& sum, bool numerics_ok);
+ojson fit_json(harness::Session& s, int n_layer, const std::vector<int>& layers_per_device, int cpu_layers);
+ojson repro_scenario_json(const std::string& name, const std::string& file, const harness::ScenarioOutcome& out);
+ojson topologies_json();
+
+}  // namespace tessera::tool
