@@ -37,23 +37,58 @@ ojson memory_json(Session& s) {
 
 ojson splits_json(Session& s) {
   ojson out = ojson::array();
-  for (const auto& sp : s.sched().splits()) {
+  for (const SplitRecord& r : s.split_records()) {
     ojson inputs = ojson::array();
-    for (const Tensor* in : sp.inputs) inputs.push_back({{"name", in->name}, {"bytes", nbytes(*in)}});
-    out.push_back({{"backend", s.sched().backend(sp.backend)->name()},
-                   {"first_node", sp.i_start},
-                   {"end_node", sp.i_end},
-                   {"inputs", inputs}});
+    for (const SplitRecord::Input& in : r.inputs) {
+      inputs.push_back({{"name", in.name}, {"bytes", in.bytes}, {"from", in.from}});
+    }
+    const bool has_nodes = r.end_node > r.first_node;
+    out.push_back({{"index", r.index},
+                   {"backend", r.backend},
+                   {"first_node", r.first_node},
+                   {"end_node", r.end_node},
+                   {"nodes", r.end_node - r.first_node},
+                   {"inputs", inputs},
+                   {"first_tensor", has_nodes ? ojson(r.first_tensor) : ojson()},
+                   {"last_tensor", has_nodes ? ojson(r.last_tensor) : ojson()}});
   }
   return out;
 }
 
+ojson format_header(const char* format) { return {{"format", format}, {"version", kJsonFormatVersion}}; }
+
+// What the headline says of the workload: layers, context, tokens, attention, KV cache type (null for a serialized
+// graph, which has none of these) and the weights by type.
+void add_workload(const Session& s, ojson* j) {
+  const SessionConfig& c = s.config();
+  const bool model = !c.graph;
+  (*j)["n_layer"] = model ? ojson(c.model.n_layer) : ojson();
+  (*j)["context"] = model ? ojson(c.model.n_ctx) : ojson();
+  (*j)["tokens"] = model ? ojson(c.model.n_tokens) : ojson();
+  (*j)["flash_attn"] = model ? ojson(c.model.flash_attn) : ojson();
+  (*j)["kv_type"] = model ? ojson(type_name(c.model.kv_type)) : ojson();
+  ojson types = ojson::array();
+  for (const WeightTypeTotal& t : s.weight_types()) {
+    types.push_back({{"type", type_name(t.type)}, {"tensors", t.tensors}, {"bytes", t.bytes}});
+  }
+  (*j)["weight_types"] = types;
+}
+
+// The keys every report of a planned session starts with.
+ojson session_json(const char* format, Session& s) {
+  ojson j = format_header(format);
+  j["topology"] = s.config().topology.name;
+  j["model"] = workload_name(s.config());
+  add_workload(s, &j);
+  return j;
+}
+
 ojson plan_json(Session& s, const std::vector<std::string>& explain) {
-  ojson j = {{"topology", s.config().topology.name},
-             {"model", workload_name(s.config())},
-             {"splits", s.sched().n_splits()},
-             {"devices", memory_json(s)},
-             {"split_list", splits_json(s)}};
+  ojson j = session_json("tessera-plan", s);
+  j["splits"] = s.sched().n_splits();
+  j["copies"] = s.sched().n_copies();
+  j["devices"] = memory_json(s);
+  j["split_list"] = splits_json(s);
   ojson ex = ojson::array();
   for (const std::string& name : explain) ex.push_back(s.explain(name));
   j["explain"] = ex;
@@ -61,22 +96,25 @@ ojson plan_json(Session& s, const std::vector<std::string>& explain) {
 }
 
 ojson run_json(Session& s, const RunStats& st, const TraceSummary& sum, bool numerics_ok) {
-  return {{"topology", s.config().topology.name},
-          {"model", workload_name(s.config())},
-          {"splits", s.sched().n_splits()},
-          {"devices", memory_json(s)},
-          {"makespan_us", sum.makespan_us},
-          {"copy_bytes", sum.copy_bytes},
-          {"races", st.races},
-          {"numerics_checked", st.checked},
-          {"nmse", st.nmse},
-          {"non_finite", st.non_finite},
-          {"numerics_ok", numerics_ok}};
+  ojson j = session_json("tessera-run", s);
+  j["splits"] = s.sched().n_splits();
+  j["devices"] = memory_json(s);
+  j["makespan_us"] = sum.makespan_us;
+  j["copy_bytes"] = sum.copy_bytes;
+  j["races"] = st.races;
+  j["numerics_checked"] = st.checked;
+  j["nmse"] = st.nmse;
+  j["non_finite"] = st.non_finite;
+  j["numerics_ok"] = numerics_ok;
+  return j;
 }
 
-ojson fit_json(Session& s, int n_layer, const std::vector<int>& layers_per_device, int cpu_layers) {
-  return {{"topology", s.config().topology.name},   {"model", workload_name(s.config())}, {"n_layer", n_layer},
-          {"layers_per_device", layers_per_device}, {"cpu_layers", cpu_layers},           {"devices", memory_json(s)}};
+ojson fit_json(Session& s, const std::vector<int>& layers_per_device, int cpu_layers) {
+  ojson j = session_json("tessera-fit", s);
+  j["layers_per_device"] = layers_per_device;
+  j["cpu_layers"] = cpu_layers;
+  j["devices"] = memory_json(s);
+  return j;
 }
 
 ojson repro_scenario_json(const std::string& name, const std::string& file, const ScenarioOutcome& out) {
@@ -85,15 +123,26 @@ ojson repro_scenario_json(const std::string& name, const std::string& file, cons
   return {{"scenario", name}, {"file", file}, {"passed", out.passed}, {"results", res}};
 }
 
+ojson repro_json(const ojson& scenarios, int passed, int failed, int not_run) {
+  ojson j = format_header("tessera-repro");
+  j["scenarios"] = scenarios;
+  j["passed"] = passed;
+  j["failed"] = failed;
+  j["not_run"] = not_run;
+  return j;
+}
+
 ojson topologies_json() {
-  ojson j = ojson::array();
+  ojson list = ojson::array();
   for (const std::string& name : topology_preset_names()) {
     auto t = topology_preset(name);
     if (!t.ok()) continue;
     ojson devs = ojson::array();
     for (const auto& d : t.value().devices) devs.push_back({{"name", d.name}, {"memory", d.memory}});
-    j.push_back({{"name", name}, {"description", t.value().description}, {"devices", devs}});
+    list.push_back({{"name", name}, {"description", t.value().description}, {"devices", devs}});
   }
+  ojson j = format_header("tessera-topologies");
+  j["topologies"] = list;
   return j;
 }
 

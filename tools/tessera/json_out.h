@@ -20,13 +20,17 @@ std::string headline(const harness::Session& s);
 std::string workload_name(const harness::SessionConfig& c);
 
 ojson memory_json(harness::Session& s);  // per device: layers, weights, KV cache, compute, peak, capacity
-ojson splits_json(harness::Session& s);  // per split: backend, node range, inputs
+ojson splits_json(harness::Session& s);  // per split: what the text split table shows (Session::split_records)
 
-// The --json objects of the subcommands.
+// The --json objects of the subcommands (docs/json.md): each starts with "format" ("tessera-plan", ...) and "version"
+// (kJsonFormatVersion; raised when a key changes meaning or goes away, not when one is added).
+constexpr int kJsonFormatVersion = 1;
 ojson plan_json(harness::Session& s, const std::vector<std::string>& explain);
 ojson run_json(harness::Session& s, const harness::RunStats& st, const sim::TraceSummary& sum, bool numerics_ok);
-ojson fit_json(harness::Session& s, int n_layer, const std::vector<int>& layers_per_device, int cpu_layers);
+ojson fit_json(harness::Session& s, const std::vector<int>& layers_per_device, int cpu_layers);
 ojson repro_scenario_json(const std::string& name, const std::string& file, const harness::ScenarioOutcome& out);
+// The scenarios' objects (repro_scenario_json) and the counts of the "N passed, M failed" line.
+ojson repro_json(const ojson& scenarios, int passed, int failed, int not_run);
 ojson topologies_json();
 
 }  // namespace tessera::tool

@@ -26,6 +26,7 @@
 #include "junit.h"
 #include "llama_args.h"
 #include "progress.h"
+#include "version.h"
 
 using namespace tessera;
 using namespace tessera::sim;
@@ -327,7 +328,7 @@ int cmd_repro(const std::vector<std::string>& files, bool json, const std::strin
     (out.passed ? passed : failed) += 1;
     if (!out.passed && code == kOk) code = kExpectationFailed;
   }
-  if (json) std::cout << all.dump(2) << "\n";
+  if (json) std::cout << tool::repro_json(all, passed, failed, unread).dump(2) << "\n";
   std::string summary = format_message("%d passed, %d failed", passed, failed);
   if (unread > 0) summary += format_message(", %d not run (the file could not be read)", unread);
   std::fprintf(json ? stderr : stdout, "%s\n", summary.c_str());
@@ -402,7 +403,7 @@ int cmd_fit(Options o) {
     return kExpectationFailed;
   }
   if (o.json) {
-    const ojson j = tool::fit_json(*s.value(), n_layer, counts, remaining);
+    const ojson j = tool::fit_json(*s.value(), counts, remaining);
     std::cout << j.dump(2) << "\n";
     return kOk;
   }
@@ -447,6 +448,8 @@ int main(int argc, char** argv) {
       "With no subcommand: runs the tiny model on the 1gpu preset and prints a summary.\n"
       "Exit codes: 0 ok, 1 an expectation failed (scenario, race, numerics, does not fit), 2 usage or input "
       "error.");
+  app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION + " (git " + TESSERA_GIT_REVISION + ")",
+                       "print the version and the git revision it was built from, and exit");
   Options o;
   std::vector<std::string> explain;
   bool all_splits = false;
