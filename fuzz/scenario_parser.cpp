@@ -31,6 +31,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const harness::Scenario& scenario = *parsed;
   FUZZ_CHECK(scenario.evaluations >= 1, "accepted evaluations < 1");
+  // Metric expectations: each has a bound; "base" and ratios only in a comparison, ratios >= 0.
+  for (const harness::MetricExpect& m : scenario.expect.metrics) {
+    FUZZ_CHECK(!m.bounds.empty(), "accepted a metric expectation without a bound: " + m.path);
+    for (const harness::MetricBound& b : m.bounds) {
+      FUZZ_CHECK(!b.base && b.ratio < 0, "accepted \"base\" or a ratio outside \"compare\": " + m.path);
+    }
+  }
+  if (scenario.compare) {
+    for (const harness::MetricExpect& m : scenario.compare->expect) {
+      FUZZ_CHECK(!m.bounds.empty(), "accepted a comparison without a bound: " + m.path);
+    }
+  }
   const Status valid = harness::validate_topology(scenario.config.topology);
   FUZZ_CHECK(valid.ok(), "parse_scenario accepted an invalid topology: " + valid.to_string());
   const std::string written = harness::topology_to_json(scenario.config.topology);

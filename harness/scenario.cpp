@@ -11,6 +11,7 @@
 #include "json_read.h"
 #include "policy_json.h"
 #include "scenario_steps.h"
+#include "scenario_expect.h"
 #include "tessera/harness/graph_io.h"
 #include "tessera/harness/llama_run.h"
 #include "tessera/harness/topology.h"
@@ -230,11 +231,11 @@ int get_int_count(const json& v, const std::string& path) {
 }
 
 void parse_expect(const json& v, const std::string& path, Expectations* e) {
-  expect_object(
-      v, path,
-      {"scheduling", "error_contains", "max_splits", "min_splits", "max_split_inputs", "nodes", "peak_memory",
-       "weights", "kv_cache", "no_race", "outputs_match_reference", "max_nmse", "allow_non_finite", "max_reserves"},
-      "an expectations object");
+  expect_object(v, path,
+                {"scheduling", "error_contains", "max_splits", "min_splits", "max_split_inputs", "nodes", "peak_memory",
+                 "weights", "kv_cache", "no_race", "outputs_match_reference", "max_nmse", "allow_non_finite",
+                 "max_reserves", "metrics"},
+                "an expectations object");
   if (const json* x = member(v, "scheduling")) {
     const std::string s = get_string(*x, child(path, "scheduling"));
     if (s != "ok" && s != "error") fail(child(path, "scheduling"), "expected \"ok\" or \"error\", got " + quote(s));
@@ -247,6 +248,7 @@ void parse_expect(const json& v, const std::string& path, Expectations* e) {
   }
   if (const json* x = member(v, "min_splits")) e->min_splits = get_int_count(*x, child(path, "min_splits"));
   if (const json* x = member(v, "max_reserves")) e->max_reserves = get_int_count(*x, child(path, "max_reserves"));
+  if (const json* x = member(v, "metrics")) e->metrics = read_metric_expects(*x, child(path, "metrics"), false);
   if (const json* x = member(v, "nodes")) {
     e->nodes = get_list<Expectations::NodeOn>(
         *x, child(path, "nodes"), "{\"node\": name, \"device\": name} objects",
@@ -319,9 +321,10 @@ Result<TopologyConfig> load_topology_near(const std::string& name, const std::st
 }
 
 Scenario parse_root(const json& root, const std::string& source) {
-  expect_object(root, "",
-                {"name", "description", "topology", "model", "graph", "next_graph", "policy", "run", "expect"},
-                "a scenario object");
+  expect_object(
+      root, "",
+      {"name", "description", "topology", "model", "graph", "next_graph", "policy", "run", "expect", "compare"},
+      "a scenario object");
   Scenario s;
   s.source = source;
   s.name = get_string(required(root, "", "name", "the scenario's name"), "name");
@@ -359,11 +362,12 @@ Scenario parse_root(const json& root, const std::string& source) {
       fail("run.steps", "a \"-next\" step needs a \"next_graph\"");
     }
   }
+  if (const json* x = member(root, "compare")) s.compare = read_comparison(*x, "compare", s.config.policy);
   // A scenario checks something, or says that it only runs ("expect": "nothing"; a failure to run still fails it).
   const json* expect = member(root, "expect");
   if (expect != nullptr && expect->is_string() && expect->get<std::string>() == "nothing") return s;
   if (expect != nullptr) parse_expect(*expect, "expect", &s.expect);
-  if (!s.expect.checks_something()) {
+  if (!s.expect.checks_something() && !s.compare) {
     fail("expect",
          "the scenario checks nothing: give expectations (docs/scenarios.md) or \"expect\": \"nothing\" to only "
          "run it");
@@ -491,6 +495,8 @@ ScenarioOutcome run_once(const Scenario& sc, const Registry* real_devices) {
       }
     }
   }
+  if (session && ok) check_metrics(*session, e.metrics, &out.results);
+  if (sc.compare) check_comparison(sc, ok ? session.get() : nullptr, real_devices, &out.results);
   if (e.no_race.value_or(false)) {
     const size_t races = session ? session->sim().races().size() : 0;
     check("no race", session && races == 0,

@@ -322,7 +322,8 @@ bool SimBackend::cpy_tensor_async(Backend* src_backend, const Tensor& src, Tenso
     sbk->wait_until(e);
   }
   if (s.opt.record_trace) {
-    s.add_event(TraceKind::kCopy, track_, format_message("copy %s -> %s", src.name, dst.name), start, e, n);
+    s.add_event(TraceKind::kCopy, track_, format_message("copy %s -> %s", src.name, dst.name), start, e, n,
+                sb->sim_device()->index());
     s.note_copy(dst);
   }
   s.push(e, [sb, db, sc = src, dc = dst, n] {
@@ -334,6 +335,7 @@ bool SimBackend::cpy_tensor_async(Backend* src_backend, const Tensor& src, Tenso
 }
 
 Status SimBackend::synchronize() {
+  ++dev_->sim()->counters.synchronizes;
   wait_idle();
   if (deferred_error_->empty()) return Status::Ok();
   Status failed(StatusCode::kFailed, *deferred_error_);
@@ -511,6 +513,7 @@ void SimEvent::wait(Backend& backend) {
   if (b == nullptr || !recorded_) return;
   Simulator::Impl& s = *dev_->sim();
   ++s.n_event_waits;
+  ++s.counters.event_waits;
   if (s.opt.faults.drop_event_wait_nth > 0 && s.n_event_waits == s.opt.faults.drop_event_wait_nth) return;
   s.hz.sync(b->agent(), HazardTracker::kHost);
   s.hz.acquire(b->agent(), clock_);
@@ -534,6 +537,7 @@ void SimEvent::add_flow(int to_track, double to_us) {
 void SimEvent::synchronize() {
   if (!recorded_) return;
   Simulator::Impl& s = *dev_->sim();
+  ++s.counters.event_synchronizes;
   const double t = time_ + s.opt.faults.slow_event_us;
   if (t > s.now) s.add_event(TraceKind::kWait, 0, "event synchronize", s.now, t, 0);
   add_flow(0, s.now);

@@ -63,6 +63,7 @@ struct Simulator::Impl {
   int64_t n_allocs = 0;       // allocation attempts (for the fault plan)
   uint64_t n_buffers = 0;     // buffers made (for their names)
   int64_t n_event_waits = 0;  // event waits (for the fault plan)
+  SimCounters counters;       // synchronizations and event waits (Simulator::counters)
   Trace trace;
   // The copy event (index into trace.events) that last wrote the bytes at a destination's data pointer, for the
   // flows from a copy to the nodes that read it; a node writing there ends it.
@@ -77,11 +78,11 @@ struct Simulator::Impl {
   double jitter();
   void push(double end, std::function<void()> apply);
   int add_track(const std::string& name, int device);
-  void add_event(TraceKind kind, int track, std::string name, double start, double end, size_t bytes);
   // A copy event (just added) that wrote `dst`: remembered for the flows to its consumers.
   void note_copy(const Tensor& dst);
   // A device's memory in use changed (a counter sample at the host's time).
   void note_memory(int device, size_t bytes);
+  void add_event(TraceKind kind, int track, std::string name, double start, double end, size_t bytes, int peer = -1);
   // Time of moving bytes between two devices (-1 = host memory).
   double copy_time_us(int from, int to, size_t bytes) const;
 };

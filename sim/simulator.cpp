@@ -138,9 +138,10 @@ int Simulator::Impl::add_track(const std::string& name, int device) {
   return static_cast<int>(trace.tracks.size()) - 1;
 }
 
-void Simulator::Impl::add_event(TraceKind kind, int track, std::string name, double start, double end, size_t bytes) {
+void Simulator::Impl::add_event(TraceKind kind, int track, std::string name, double start, double end, size_t bytes,
+                                int peer) {
   if (!opt.record_trace) return;
-  trace.events.push_back({kind, track, std::move(name), start, end, bytes});
+  trace.events.push_back({kind, track, std::move(name), start, end, bytes, peer});
 }
 
 void Simulator::Impl::note_copy(const Tensor& dst) {
@@ -271,6 +272,7 @@ std::string Simulator::races_report(size_t max) const {
 const std::vector<std::string>& Simulator::errors() const { return impl_->errors; }
 double Simulator::now_us() const { return impl_->now; }
 uint64_t Simulator::commands() const { return impl_->n_commands; }
+const SimCounters& Simulator::counters() const { return impl_->counters; }
 DeviceStats Simulator::stats(size_t device) const { return impl_->devices[device]->stats; }
 const Trace& Simulator::trace() const { return impl_->trace; }
 HazardTracker& Simulator::hazards() { return impl_->hz; }

@@ -318,7 +318,7 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
     why = planner->needs_replan(sched_graph());
   }
   if (!why.empty()) {
-    sync_all();  // nothing may still use the buffers a re-reserve replaces
+    sync_all(&replan_syncs);  // nothing may still use the buffers a re-reserve replaces
     if (params.debug_reserve) std::fprintf(stderr, "tessera scheduler: re-reserve: %s\n", why.c_str());
     Status s = planner->reserve_n(sched_graph(), node_ids, leaf_ids);
     ++reserves;
@@ -345,6 +345,7 @@ Status Scheduler::reserve(Graph& measure_graph) {
   m.sync_idle();
   Status s = m.split(measure_graph, 0);
   if (s.ok()) {
+    ++m.explicit_reserves;
     s = m.planner->reserve_n(m.sched_graph(), m.node_ids, m.leaf_ids);
     ++m.reserves;
     m.record_backends();
@@ -398,9 +399,10 @@ ComputeStatus Scheduler::graph_compute(Graph& graph) {
 
 const std::string& Scheduler::last_error() const { return impl_->last_error; }
 
-void Scheduler::Impl::sync_all() {
+void Scheduler::Impl::sync_all(int* count) {
   for (Backend* b : backends) {
     const Status s = b->synchronize();
+    if (count != nullptr) ++*count;
     if (!s.ok() && pending_error.empty()) pending_error = "scheduler: " + s.message();
   }
 }
@@ -460,6 +462,8 @@ int Scheduler::n_splits() const { return static_cast<int>(impl_->plan.splits.siz
 int Scheduler::n_copies() const { return impl_->n_copies; }
 int Scheduler::current_slot() const { return impl_->slot; }
 int Scheduler::reserve_count() const { return impl_->reserves; }
+int Scheduler::replan_count() const { return impl_->reserves - impl_->explicit_reserves; }
+int Scheduler::replan_synchronizations() const { return impl_->replan_syncs; }
 size_t Scheduler::planner_index_lookups() const { return impl_->planner->index_lookups(); }
 size_t Scheduler::buffer_size(int backend) const {
   if (backend < 0 || backend >= n_backends()) return 0;

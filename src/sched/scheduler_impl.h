@@ -66,6 +66,8 @@ struct Scheduler::Impl {
   int slot = 0;           // slot of the current allocation
   int next_slot = 0;
   int reserves = 0;
+  int explicit_reserves = 0;  // of `reserves`, those of Scheduler::reserve (the rest are alloc_graph's re-plans)
+  int replan_syncs = 0;       // backend synchronizations those re-plans made first
   std::string last_error;
   // A failure of queued work found by a synchronize the user did not call (reserve, reset, a re-reserve): the
   // user's next synchronize (or graph_compute) reports it.
@@ -84,8 +86,8 @@ struct Scheduler::Impl {
   ComputeStatus copy_graph_inputs(int cur);
   Status copy_split_input(const sched::Split& sp, size_t k, int cur, Backend& sb, Event* prev_event, Event* slot_event);
   ComputeStatus compute_split(size_t si, const sched::Split& sp, Backend& sb);
-  // Waits for every backend; failures are kept in pending_error.
-  void sync_all();
+  // Waits for every backend; failures are kept in pending_error. `count`, when given, is incremented per backend.
+  void sync_all(int* count = nullptr);
   // sync_all, and with nothing allocated the slot rotation starts again at slot 0 (nothing is in flight, so every
   // slot is free: the next evaluation takes the slot a fresh scheduler would)
   void sync_idle();

@@ -111,6 +111,11 @@ class Scheduler {
   size_t buffer_size(int backend) const;
   // Times compute buffers were (re)planned by reserve or alloc_graph.
   int reserve_count() const;
+  // Of those, the plans alloc_graph made itself (a re-plan: the first allocation without a reserve, a moved
+  // assignment, a graph that no longer fits), and the backend synchronizations those re-plans made first (one per
+  // backend each: nothing may still use the buffers a re-plan replaces).
+  int replan_count() const;
+  int replan_synchronizations() const;
   // Pointer lookups the graph planner needed to number the tensors of the scheduler's graph, the last time it did
   // (reserve, or alloc_graph's check). 0 when the positions the scheduler hands it were all right (a diagnostic of
   // the fast path: a lookup is slower, never wrong).

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/harness/scenario_metrics.h"
 #include "tessera/harness/session.h"
 #include "tessera/status.h"
 
@@ -40,12 +41,14 @@ struct Expectations {
   double max_nmse = 1e-4;
   bool allow_non_finite = false;    // outputs_match_reference accepts NaN/Inf where the reference has the same
   std::optional<int> max_reserves;  // re-plans of the compute buffers over all evaluations
+  std::vector<MetricExpect>
+      metrics;  // "metrics": bounds on time, traffic, synchronizations, plans (scenario_metrics.h)
 
   // Whether any expectation is set (max_nmse and allow_non_finite only qualify outputs_match_reference).
   bool checks_something() const {
     return scheduling_ok || !error_contains.empty() || max_splits || min_splits || max_split_inputs || !nodes.empty() ||
            !peak_memory.empty() || !weights.empty() || !kv_cache.empty() || no_race.value_or(false) ||
-           outputs_match_reference.value_or(false) || max_reserves;
+           outputs_match_reference.value_or(false) || max_reserves || !metrics.empty();
   }
 };
 
@@ -58,6 +61,7 @@ struct Scenario {
   std::vector<Session::StepSpec> steps;  // "run.steps": when present, Session::run_steps instead of `evaluations`
   int seeds = 1;  // run with simulator seeds seed, seed + 1, ..., seed + seeds - 1; every run must pass
   Expectations expect;
+  std::optional<Comparison> compare;  // "compare": a second run with other policy keys, checked against this one
 };
 
 // Errors name the source, the location and what was expected.

@@ -41,6 +41,14 @@ struct DeviceStats {
   size_t n_commands = 0;
 };
 
+// What the program asked of the simulated streams and events, counted since the simulator was made (scenario
+// expectations "synchronizations", "event_waits"; docs/scenarios.md).
+struct SimCounters {
+  uint64_t synchronizes = 0;        // Backend::synchronize calls on a simulated backend (each stream's, counted once)
+  uint64_t event_waits = 0;         // Event::wait calls on a recorded event (a stream waiting for another's work)
+  uint64_t event_synchronizes = 0;  // Event::synchronize calls on a recorded event (the host waiting for one)
+};
+
 class Simulator {
  public:
   // `real`: the registry of real devices that wrapped devices (DeviceConfig::wraps) see through; the simulator links
@@ -78,6 +86,7 @@ class Simulator {
 
   double now_us() const;  // the host's virtual time
   uint64_t commands() const;
+  const SimCounters& counters() const;
   DeviceStats stats(size_t device) const;
   const Trace& trace() const;  // the timeline so far (copy it to keep it past the simulator)
   // The virtual time a synchronous write of all of t's bytes from the host takes (Buffer::set_tensor): the link

@@ -28,6 +28,7 @@ struct TraceEvent {
   double start_us = 0;  // virtual time, microseconds
   double end_us = 0;    // >= start_us
   size_t bytes = 0;     // bytes moved (copies, set, get, memset) or touched (compute)
+  int peer = -1;        // a copy's source device (index into Trace::devices; the destination is the track's)
 };
 
 struct TraceTrack {
