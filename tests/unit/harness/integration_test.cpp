@@ -1,7 +1,7 @@
 // The scheduler over simulated topologies (integration): the outputs equal the CPU reference; with
-// `parallel` and adversarial seeds the hazard detector finds no race in the scheduler's event flow across 200 seeds;
-// a simulator that drops one of the scheduler's event waits is reported as a race; the same seed gives the same
-// trace and results.
+// `parallel` and adversarial seeds the hazard detector finds no race in the scheduler's event flow across 200 seeds
+// (a quarter under ASan); a simulator that drops one of the scheduler's event waits is reported as a race; the same
+// seed gives the same trace and results.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 
 #include "tessera/harness/reference.h"
 #include "tessera/models/llama.h"
+#include "support/sweep.h"
 #include "unit/sim/sim_fixture.h"
 #include "tessera/alloc.h"
 #include "tessera/build.h"
@@ -314,7 +315,8 @@ TEST(SimIntegration, ParallelAdversarialSeedsHaveNoRaceInTheSchedulersEventFlow)
   const std::vector<float> want = cpu_logits(c, 9);
   SchedulerParams p;
   p.parallel = true;
-  for (uint64_t seed = 1; seed <= 200; ++seed) {
+  const uint64_t seeds = tessera::test::sweep_seeds(200);  // a quarter under ASan (tests/support/sweep.h)
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
     SimOptions o;
     o.seed = seed;
     o.adversarial = true;

@@ -11,6 +11,7 @@
 
 #include "tessera/models/llama.h"
 #include "unit/sim/sim_fixture.h"
+#include "support/sweep.h"
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
 #include "tessera/planner.h"
@@ -141,10 +142,11 @@ constexpr int kEvals = 2 * kParallelCopies + 1;  // every slot used twice, then 
 TEST(SchedParallelMemory, PipelinedEvaluationsHaveNoRaceOverAdversarialSeeds) {
   const LlamaConfig c = model(kLayers);
   const std::vector<std::vector<float>> want = cpu_reference(c, 21, kEvals);
-  // 25 seeds in the suite (each is a full pipelined run; under ASan this is the slowest test); set
+  // 25 seeds in the suite (each is a full pipelined run; under ASan a quarter, tests/support/sweep.h); set
   // TESSERA_RACE_SEEDS=100 (or more) for a longer sweep.
   const char* env = std::getenv("TESSERA_RACE_SEEDS");
-  const uint64_t kSeeds = env != nullptr && std::atoi(env) > 0 ? static_cast<uint64_t>(std::atoi(env)) : 25;
+  const uint64_t kSeeds =
+      env != nullptr && std::atoi(env) > 0 ? static_cast<uint64_t>(std::atoi(env)) : tessera::test::sweep_seeds(25);
   size_t commands = 0;
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     SimOptions o;
@@ -171,7 +173,8 @@ TEST(SchedParallelMemory, PipelinedEvaluationsHaveNoRaceOverAdversarialSeeds) {
 TEST(SchedParallelMemory, EveryEvaluationMatchesTheCpuReference) {
   const LlamaConfig c = model(kLayers);
   const std::vector<std::vector<float>> want = cpu_reference(c, 22, kEvals);
-  for (uint64_t seed = 1; seed <= 20; ++seed) {
+  const uint64_t seeds = tessera::test::sweep_seeds(20);  // a quarter under ASan (tests/support/sweep.h)
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
     SimOptions o;
     o.seed = seed;
     o.adversarial = true;
