@@ -13,6 +13,7 @@
 #include "tessera/harness/graph_data.h"
 #include "tessera/harness/allocate.h"
 #include "tessera/harness/reference.h"
+#include "tessera/harness/split_causes.h"
 
 namespace tessera::harness {
 
@@ -511,10 +512,12 @@ std::string Session::splits_table() const {
   std::string s;
   const auto splits = sched_->splits();
   const Graph& g = *current_;
+  const std::vector<SplitCause> causes = split_causes(*sched_, g);
   for (size_t i = 0; i < splits.size(); ++i) {
     const auto& sp = splits[i];
-    s += format_message("split %zu: %s, nodes %zu..%zu (%zu), %zu inputs\n", i, sched_->backend(sp.backend)->name(),
-                        sp.i_start, sp.i_end, sp.i_end - sp.i_start, sp.inputs.size());
+    s += format_message("split %zu: %s, nodes %zu..%zu (%zu), %zu inputs, cause %s (cut: %s)\n", i,
+                        sched_->backend(sp.backend)->name(), sp.i_start, sp.i_end, sp.i_end - sp.i_start,
+                        sp.inputs.size(), split_cause_name(causes[i]), split_reason_name(sp.reason));
     for (const Tensor* in : sp.inputs) {
       const TensorExplain e = sched_->explain(in);
       s += format_message("    input %s (%s) from %s\n", in->name, format_bytes(nbytes(*in)).c_str(),
@@ -543,11 +546,12 @@ std::string Session::explain(const std::string& name) const {
   const Tensor* t = find_tensor(name);
   if (t == nullptr) return format_message("%s: no tensor of that name in the graph\n", name.c_str());
   const TensorExplain e = sched_->explain(t);
-  std::string s = format_message("%s: %s %s, on %s (cause: %s)", t->name, op_name(t->op), describe(*t).c_str(),
-                                 e.backend < 0 ? "(unassigned)" : e.backend_name.c_str(), cause_name(e.cause));
+  std::string s = format_message("%s: %s %s, on %s, cause %s (%s)", t->name, op_name(t->op), describe(*t).c_str(),
+                                 e.backend < 0 ? "(unassigned)" : e.backend_name.c_str(), cause_name(e.cause),
+                                 cause_description(e.cause));
   if (e.split >= 0) s += format_message(", split %d", e.split);
   if (e.is_copy) s += ", a scheduler copy";
-  return s + "\n";
+  return s + "\n" + op_rule_lines(config_.topology, *t, e.backend_name);
 }
 
 std::string Session::dot() const {

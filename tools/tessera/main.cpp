@@ -17,11 +17,13 @@
 #include "tessera/harness/policy_options.h"
 #include "tessera/harness/scenario.h"
 #include "tessera/harness/session.h"
+#include "tessera/harness/split_causes.h"
 #include "tessera/harness/topology.h"
 #include "tessera/sim/trace.h"
 #include "tessera/builtin.h"
 #include "tessera/gguf.h"
 #include "tessera/models/from_gguf.h"
+#include "commands.h"
 #include "junit.h"
 #include "llama_args.h"
 #include "progress.h"
@@ -150,12 +152,17 @@ ojson memory_json(Session& s) {
 
 ojson splits_json(Session& s) {
   ojson out = ojson::array();
+  const std::vector<SplitCause> causes = split_causes(s.sched(), s.graph());
   for (const auto& sp : s.sched().splits()) {
+    const SplitCause cause = causes[out.size()];
     ojson inputs = ojson::array();
     for (const Tensor* in : sp.inputs) inputs.push_back({{"name", in->name}, {"bytes", nbytes(*in)}});
     out.push_back({{"backend", s.sched().backend(sp.backend)->name()},
                    {"first_node", sp.i_start},
                    {"end_node", sp.i_end},
+                   {"reason", split_cause_name(cause)},
+                   {"reason_text", split_cause_description(cause)},
+                   {"cut", split_reason_name(sp.reason)},
                    {"inputs", inputs}});
   }
   return out;
@@ -231,11 +238,14 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
       return kInputError;
     }
   }
+  const SplitCauseSummary causes = summarize_split_causes(*s, &builtin_registry());
+  progress.done();
   if (o.json) {
     ojson j = {{"topology", s->config().topology.name},
                {"model", workload_name(s->config())},
                {"splits", s->sched().n_splits()},
                {"devices", memory_json(*s)},
+               {"split_causes", tool::split_causes_json(causes)},
                {"split_list", splits_json(*s)}};
     ojson ex = ojson::array();
     for (const std::string& name : explain) ex.push_back(s->explain(name));
@@ -244,7 +254,8 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
     return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
   }
   std::printf("%s\n\n%s\n", headline(*s).c_str(), s->summary_table().c_str());
-  std::printf("%d splits, %d copy slot(s)\n", s->sched().n_splits(), s->sched().n_copies());
+  std::printf("%d splits, %d copy slot(s)\n\n%s\n", s->sched().n_splits(), s->sched().n_copies(),
+              format_split_causes(causes).c_str());
   if (all_splits || s->sched().n_splits() <= 12) {
     std::printf("%s", s->splits_table().c_str());
   } else {
@@ -476,32 +487,6 @@ int cmd_fit(Options o) {
   return kOk;
 }
 
-int cmd_topologies(const std::string& show, bool json) {
-  if (!show.empty()) {
-    auto t = load_topology(show);
-    if (!t.ok()) {
-      std::fprintf(stderr, "tessera: %s\n", t.status().message().c_str());
-      return kInputError;
-    }
-    std::cout << topology_to_json(t.value()) << "\n";
-    return kOk;
-  }
-  ojson j = ojson::array();
-  for (const std::string& name : topology_preset_names()) {
-    auto t = topology_preset(name);
-    if (!t.ok()) continue;
-    if (json) {
-      ojson devs = ojson::array();
-      for (const auto& d : t.value().devices) devs.push_back({{"name", d.name}, {"memory", d.memory}});
-      j.push_back({{"name", name}, {"description", t.value().description}, {"devices", devs}});
-    } else {
-      std::printf("%-16s %s\n", name.c_str(), t.value().description.c_str());
-    }
-  }
-  if (json) std::cout << j.dump(2) << "\n";
-  return kOk;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -579,7 +564,7 @@ int main(int argc, char** argv) {
     if (*dot) return cmd_dot(o, dot_out);
     if (*repro) return cmd_repro(scenario_files, repro_json, junit_file);
     if (*fit) return cmd_fit(o);
-    if (*topologies) return cmd_topologies(show, topo_json);
+    if (*topologies) return tool::cmd_topologies(show, topo_json);
     if (*inspect) {
       auto report = inspect_file(inspect_path, inspect_options);
       if (!report.ok()) {
