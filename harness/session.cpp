@@ -330,16 +330,6 @@ Status Session::set_next_inputs() {
   return fill_all(next_input_fill_, config_.model_seed);
 }
 
-std::string Session::describe_workload() const {
-  if (config_.graph) {
-    return format_message("graph %s (%zu nodes, %zu leafs)", config_.graph->source.c_str(), graph_->n_nodes(),
-                          graph_->n_leafs());
-  }
-  const models::LlamaConfig& c = config_.model;
-  return format_message("model %s (%d layers, %lld tokens, %s attention)", c.name.c_str(), c.n_layer,
-                        static_cast<long long>(c.n_tokens), c.flash_attn ? "flash" : "matmul/softmax");
-}
-
 namespace {
 
 // The outputs of the model, or of the serialized graph (or of the next graph, over the first graph's weights),
@@ -504,28 +494,6 @@ std::string Session::summary_table() const {
     s += format_message("%-10s %6d %12s %12s %12s %12s %12s\n", m.device.c_str(), m.layers,
                         format_bytes(m.weights).c_str(), format_bytes(m.cache).c_str(), format_bytes(m.compute).c_str(),
                         format_bytes(m.peak).c_str(), format_bytes(m.capacity).c_str());
-  }
-  return s;
-}
-
-std::string Session::splits_table() const {
-  std::string s;
-  const auto splits = sched_->splits();
-  const Graph& g = *current_;
-  const std::vector<SplitCause> causes = split_causes(*sched_, g);
-  for (size_t i = 0; i < splits.size(); ++i) {
-    const auto& sp = splits[i];
-    s += format_message("split %zu: %s, nodes %zu..%zu (%zu), %zu inputs, cause %s (cut: %s)\n", i,
-                        sched_->backend(sp.backend)->name(), sp.i_start, sp.i_end, sp.i_end - sp.i_start,
-                        sp.inputs.size(), split_cause_name(causes[i]), split_reason_name(sp.reason));
-    for (const Tensor* in : sp.inputs) {
-      const TensorExplain e = sched_->explain(in);
-      s += format_message("    input %s (%s) from %s\n", in->name, format_bytes(nbytes(*in)).c_str(),
-                          e.backend_name.c_str());
-    }
-    if (sp.i_end > sp.i_start) {
-      s += format_message("    first %s, last %s\n", g.node(sp.i_start)->name, g.node(sp.i_end - 1)->name);
-    }
   }
   return s;
 }

@@ -23,15 +23,17 @@
 #include "tessera/builtin.h"
 #include "tessera/gguf.h"
 #include "tessera/models/from_gguf.h"
-#include "commands.h"
+#include "json_out.h"
 #include "junit.h"
 #include "llama_args.h"
 #include "progress.h"
+#include "version.h"
 
 using namespace tessera;
 using namespace tessera::sim;
 using namespace tessera::harness;
 using ojson = nlohmann::ordered_json;
+using tessera::tool::headline;
 using tessera::tool::Progress;
 
 namespace {
@@ -136,51 +138,6 @@ Result<SessionConfig> make_config(Options o) {
   return c;
 }
 
-ojson memory_json(Session& s) {
-  ojson devs = ojson::array();
-  for (const DeviceMemory& m : s.memory()) {
-    devs.push_back({{"device", m.device},
-                    {"layers", m.layers},
-                    {"weights", m.weights},
-                    {"kv_cache", m.cache},
-                    {"compute", m.compute},
-                    {"peak", m.peak},
-                    {"capacity", m.capacity}});
-  }
-  return devs;
-}
-
-ojson splits_json(Session& s) {
-  ojson out = ojson::array();
-  const std::vector<SplitCause> causes = split_causes(s.sched(), s.graph());
-  for (const auto& sp : s.sched().splits()) {
-    const SplitCause cause = causes[out.size()];
-    ojson inputs = ojson::array();
-    for (const Tensor* in : sp.inputs) inputs.push_back({{"name", in->name}, {"bytes", nbytes(*in)}});
-    out.push_back({{"backend", s.sched().backend(sp.backend)->name()},
-                   {"first_node", sp.i_start},
-                   {"end_node", sp.i_end},
-                   {"reason", split_cause_name(cause)},
-                   {"reason_text", split_cause_description(cause)},
-                   {"cut", split_reason_name(sp.reason)},
-                   {"inputs", inputs}});
-  }
-  return out;
-}
-
-std::string headline(const Session& s) {
-  const SessionConfig& c = s.config();
-  std::string weights;
-  if (c.sim.mode == MemoryMode::kBacked && !c.graph && c.model.weights_file != nullptr) {
-    weights = ", weights from " + c.model.weights_file->metadata().source;
-  }
-  return format_message("%s on topology %s, %s%s", s.describe_workload().c_str(), c.topology.name.c_str(),
-                        memory_mode_name(c.sim.mode), weights.c_str());
-}
-
-// What the JSON reports call the workload: the model preset's name, or the graph file.
-std::string workload_name(const SessionConfig& c) { return c.graph ? c.graph->source : c.model.name; }
-
 // Creates and plans a session, showing its long steps on `progress`; prints the error and returns null on failure
 // (*code says which exit code).
 std::unique_ptr<Session> planned_session(const Options& o, Progress* progress, int* code) {
@@ -238,18 +195,10 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
       return kInputError;
     }
   }
-  const SplitCauseSummary causes = summarize_split_causes(*s, &builtin_registry());
+  const SplitCauseSummary causes = summarize_split_causes(*s, &builtin_registry());  // plans again per option
   progress.done();
   if (o.json) {
-    ojson j = {{"topology", s->config().topology.name},
-               {"model", workload_name(s->config())},
-               {"splits", s->sched().n_splits()},
-               {"devices", memory_json(*s)},
-               {"split_causes", tool::split_causes_json(causes)},
-               {"split_list", splits_json(*s)}};
-    ojson ex = ojson::array();
-    for (const std::string& name : explain) ex.push_back(s->explain(name));
-    j["explain"] = ex;
+    const ojson j = tool::plan_json(*s, explain, causes);
     std::cout << j.dump(2) << "\n";
     return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
   }
@@ -290,17 +239,7 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
   }
   const TraceSummary sum = summarize(s->sim().trace());
   if (o.json) {
-    ojson j = {{"topology", s->config().topology.name},
-               {"model", workload_name(s->config())},
-               {"splits", s->sched().n_splits()},
-               {"devices", memory_json(*s)},
-               {"makespan_us", sum.makespan_us},
-               {"copy_bytes", sum.copy_bytes},
-               {"races", st.races},
-               {"numerics_checked", st.checked},
-               {"nmse", st.nmse},
-               {"non_finite", st.non_finite},
-               {"numerics_ok", numerics_ok}};
+    const ojson j = tool::run_json(*s, st, sum, numerics_ok);
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("%s\n\n%s\n", headline(*s).c_str(), s->summary_table().c_str());
@@ -380,9 +319,7 @@ int cmd_repro(const std::vector<std::string>& files, bool json, const std::strin
                      out.passed ? tool::JunitCase::Result::kPassed : tool::JunitCase::Result::kFailed,
                      format_message("%zu of %zu expectations failed", n_failed, out.results.size()), lines});
     if (json) {
-      ojson res = ojson::array();
-      for (const auto& r : out.results) res.push_back({{"expectation", r.what}, {"ok", r.ok}, {"found", r.detail}});
-      all.push_back({{"scenario", sc.value().name}, {"file", files[i]}, {"passed", out.passed}, {"results", res}});
+      all.push_back(tool::repro_scenario_json(sc.value().name, files[i], out));
     } else {
       std::printf("scenario %s (%s): %s\n", sc.value().name.c_str(), files[i].c_str(),
                   out.passed ? "PASSED" : "FAILED");
@@ -395,7 +332,7 @@ int cmd_repro(const std::vector<std::string>& files, bool json, const std::strin
     (out.passed ? passed : failed) += 1;
     if (!out.passed && code == kOk) code = kExpectationFailed;
   }
-  if (json) std::cout << all.dump(2) << "\n";
+  if (json) std::cout << tool::repro_json(all, passed, failed, unread).dump(2) << "\n";
   std::string summary = format_message("%d passed, %d failed", passed, failed);
   if (unread > 0) summary += format_message(", %d not run (the file could not be read)", unread);
   std::fprintf(json ? stderr : stdout, "%s\n", summary.c_str());
@@ -470,8 +407,7 @@ int cmd_fit(Options o) {
     return kExpectationFailed;
   }
   if (o.json) {
-    ojson j = {{"topology", cfg.topology.name}, {"model", workload_name(cfg)}, {"n_layer", n_layer},
-               {"layers_per_device", counts},   {"cpu_layers", remaining},     {"devices", memory_json(*s.value())}};
+    const ojson j = tool::fit_json(*s.value(), counts, remaining);
     std::cout << j.dump(2) << "\n";
     return kOk;
   }
@@ -487,6 +423,27 @@ int cmd_fit(Options o) {
   return kOk;
 }
 
+int cmd_topologies(const std::string& show, bool json) {
+  if (!show.empty()) {
+    auto t = load_topology(show);
+    if (!t.ok()) {
+      std::fprintf(stderr, "tessera: %s\n", t.status().message().c_str());
+      return kInputError;
+    }
+    std::cout << topology_to_json(t.value()) << "\n";
+    return kOk;
+  }
+  if (json) {
+    std::cout << tool::topologies_json().dump(2) << "\n";
+    return kOk;
+  }
+  for (const std::string& name : topology_preset_names()) {
+    auto t = topology_preset(name);
+    if (t.ok()) std::printf("%-16s %s\n", name.c_str(), t.value().description.c_str());
+  }
+  return kOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -495,6 +452,8 @@ int main(int argc, char** argv) {
       "With no subcommand: runs the tiny model on the 1gpu preset and prints a summary.\n"
       "Exit codes: 0 ok, 1 an expectation failed (scenario, race, numerics, does not fit), 2 usage or input "
       "error.");
+  app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION + " (git " + TESSERA_GIT_REVISION + ")",
+                       "print the version and the git revision it was built from, and exit");
   Options o;
   std::vector<std::string> explain;
   bool all_splits = false;
@@ -564,7 +523,7 @@ int main(int argc, char** argv) {
     if (*dot) return cmd_dot(o, dot_out);
     if (*repro) return cmd_repro(scenario_files, repro_json, junit_file);
     if (*fit) return cmd_fit(o);
-    if (*topologies) return tool::cmd_topologies(show, topo_json);
+    if (*topologies) return cmd_topologies(show, topo_json);
     if (*inspect) {
       auto report = inspect_file(inspect_path, inspect_options);
       if (!report.ok()) {

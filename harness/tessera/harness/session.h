@@ -70,6 +70,30 @@ struct RunStats {
   }
 };
 
+// One split as the reports show it (Session::split_records): the text split table and the JSON split_list are both
+// made from these.
+struct SplitRecord {
+  struct Input {
+    std::string name;
+    size_t bytes = 0;
+    std::string from;  // the backend the input is copied from
+  };
+  int index = 0;
+  std::string backend;
+  size_t first_node = 0, end_node = 0;  // the nodes [first_node, end_node) of the graph
+  std::vector<Input> inputs;
+  std::string first_tensor, last_tensor;  // the names of its first and last node ("" for a split without nodes)
+  // Why it starts (split_causes.h): the cause's name and description, and the scheduler's cut (split_reason_name).
+  std::string reason, reason_text, cut;
+};
+
+// The weights of one tensor type: how many tensors, how many bytes (Session::weight_types).
+struct WeightTypeTotal {
+  Type type = Type::kF32;
+  size_t tensors = 0;
+  size_t bytes = 0;
+};
+
 class Session {
  public:
   // `real_devices`: the registry the topology's wrapped devices see through (Simulator::create); the harness links
@@ -107,8 +131,11 @@ class Session {
   // The tensors compared with the CPU reference: the logits of a model, the outputs of a serialized graph.
   // (Those of the next graph once it was computed.)
   const std::vector<Tensor*>& outputs() const { return last_was_next() ? next_outputs_ : outputs_; }
-  // A short description of what runs: "model tiny (2 layers, 8 tokens, flash attention)" or "graph FILE (N nodes)".
+  // A short description of what runs: "model tiny (2 layers, 8 tokens, flash attention; context 64, weights
+  // q4_0/f32, KV cache f16)" or "graph FILE (N nodes, M leafs; weights f32)" (session_reports.cpp).
   std::string describe_workload() const;
+  // The weights by tensor type, the most bytes first (then by type name): a model file mixes several.
+  std::vector<WeightTypeTotal> weight_types() const;
   const Placement& placement() const { return placement_; }
   std::vector<DeviceMemory> memory() const;
   // A node or leaf by name (the last node of that name), nullptr when none. This and the reports below look at the
@@ -116,8 +143,9 @@ class Session {
   const Tensor* find_tensor(const std::string& name) const;
 
   // Readable reports with a stable ordering.
-  std::string summary_table() const;  // devices: layers, weights, cache, compute, peak / capacity
-  std::string splits_table() const;   // split, backend, nodes, inputs (with their source backend and size)
+  std::string summary_table() const;               // devices: layers, weights, cache, compute, peak / capacity
+  std::string splits_table() const;                // split, backend, nodes, inputs (with their source backend and size)
+  std::vector<SplitRecord> split_records() const;  // what splits_table shows, as data
   std::string explain(const std::string& tensor_name) const;  // backend, cause, split, copy
   std::string dot() const;                                    // Graphviz of the splits, nodes coloured by backend
 

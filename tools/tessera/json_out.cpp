@@ -1,0 +1,176 @@
+// The `tessera` tool's headline and --json objects (docs/json.md).
+#include "json_out.h"
+
+#include "tessera/gguf.h"
+#include "tessera/harness/topology.h"
+
+namespace tessera::tool {
+
+using namespace tessera::harness;
+using namespace tessera::sim;
+
+std::string headline(const Session& s) {
+  const SessionConfig& c = s.config();
+  std::string weights;
+  if (c.sim.mode == MemoryMode::kBacked && !c.graph && c.model.weights_file != nullptr) {
+    weights = ", weights from " + c.model.weights_file->metadata().source;
+  }
+  return format_message("%s on topology %s, %s%s", s.describe_workload().c_str(), c.topology.name.c_str(),
+                        memory_mode_name(c.sim.mode), weights.c_str());
+}
+
+std::string workload_name(const SessionConfig& c) { return c.graph ? c.graph->source : c.model.name; }
+
+ojson memory_json(Session& s) {
+  ojson devs = ojson::array();
+  for (const DeviceMemory& m : s.memory()) {
+    devs.push_back({{"device", m.device},
+                    {"layers", m.layers},
+                    {"weights", m.weights},
+                    {"kv_cache", m.cache},
+                    {"compute", m.compute},
+                    {"peak", m.peak},
+                    {"capacity", m.capacity}});
+  }
+  return devs;
+}
+
+ojson splits_json(Session& s) {
+  ojson out = ojson::array();
+  for (const SplitRecord& r : s.split_records()) {
+    ojson inputs = ojson::array();
+    for (const SplitRecord::Input& in : r.inputs) {
+      inputs.push_back({{"name", in.name}, {"bytes", in.bytes}, {"from", in.from}});
+    }
+    const bool has_nodes = r.end_node > r.first_node;
+    out.push_back({{"index", r.index},
+                   {"backend", r.backend},
+                   {"first_node", r.first_node},
+                   {"end_node", r.end_node},
+                   {"nodes", r.end_node - r.first_node},
+                   {"inputs", inputs},
+                   {"first_tensor", has_nodes ? ojson(r.first_tensor) : ojson()},
+                   {"last_tensor", has_nodes ? ojson(r.last_tensor) : ojson()},
+                   {"reason", r.reason},
+                   {"reason_text", r.reason_text},
+                   {"cut", r.cut}});
+  }
+  return out;
+}
+
+ojson format_header(const char* format) { return {{"format", format}, {"version", kJsonFormatVersion}}; }
+
+// What the headline says of the workload: layers, context, tokens, attention, KV cache type (null for a serialized
+// graph, which has none of these) and the weights by type.
+void add_workload(const Session& s, ojson* j) {
+  const SessionConfig& c = s.config();
+  const bool model = !c.graph;
+  (*j)["n_layer"] = model ? ojson(c.model.n_layer) : ojson();
+  (*j)["context"] = model ? ojson(c.model.n_ctx) : ojson();
+  (*j)["tokens"] = model ? ojson(c.model.n_tokens) : ojson();
+  (*j)["flash_attn"] = model ? ojson(c.model.flash_attn) : ojson();
+  (*j)["kv_type"] = model ? ojson(type_name(c.model.kv_type)) : ojson();
+  ojson types = ojson::array();
+  for (const WeightTypeTotal& t : s.weight_types()) {
+    types.push_back({{"type", type_name(t.type)}, {"tensors", t.tensors}, {"bytes", t.bytes}});
+  }
+  (*j)["weight_types"] = types;
+}
+
+// The keys every report of a planned session starts with.
+ojson session_json(const char* format, Session& s) {
+  ojson j = format_header(format);
+  j["topology"] = s.config().topology.name;
+  j["model"] = workload_name(s.config());
+  add_workload(s, &j);
+  return j;
+}
+
+ojson split_causes_json(const SplitCauseSummary& summary) {
+  auto counts = [](const std::vector<std::pair<std::string, int>>& v) {
+    ojson a = ojson::array();
+    for (const auto& [name, n] : v) a.push_back({{"name", name}, {"splits", n}});
+    return a;
+  };
+  ojson causes = ojson::array();
+  for (const SplitCauseGroup& g : summary.groups) {
+    ojson c = {{"cause", split_cause_name(g.cause)},
+               {"description", split_cause_description(g.cause)},
+               {"splits", g.splits},
+               {"top_layers", counts(g.top_layers)},
+               {"layers", g.n_layers},
+               {"top_ops", counts(g.top_ops)},
+               {"option", g.option.empty() ? ojson() : ojson(g.option)},
+               {"splits_with_option", g.splits_with_option >= 0 ? ojson(g.splits_with_option) : ojson()},
+               {"option_error", g.option_error.empty() ? ojson() : ojson(g.option_error)},
+               {"no_option", g.no_option.empty() ? ojson() : ojson(g.no_option)}};
+    causes.push_back(std::move(c));
+  }
+  return {{"splits", summary.splits}, {"causes", causes}};
+}
+
+ojson plan_json(Session& s, const std::vector<std::string>& explain, const SplitCauseSummary& causes) {
+  ojson j = session_json("tessera-plan", s);
+  j["splits"] = s.sched().n_splits();
+  j["copies"] = s.sched().n_copies();
+  j["devices"] = memory_json(s);
+  j["split_causes"] = split_causes_json(causes);
+  j["split_list"] = splits_json(s);
+  ojson ex = ojson::array();
+  for (const std::string& name : explain) ex.push_back(s.explain(name));
+  j["explain"] = ex;
+  return j;
+}
+
+ojson run_json(Session& s, const RunStats& st, const TraceSummary& sum, bool numerics_ok) {
+  ojson j = session_json("tessera-run", s);
+  j["splits"] = s.sched().n_splits();
+  j["devices"] = memory_json(s);
+  j["makespan_us"] = sum.makespan_us;
+  j["copy_bytes"] = sum.copy_bytes;
+  j["races"] = st.races;
+  j["numerics_checked"] = st.checked;
+  j["nmse"] = st.nmse;
+  j["non_finite"] = st.non_finite;
+  j["numerics_ok"] = numerics_ok;
+  return j;
+}
+
+ojson fit_json(Session& s, const std::vector<int>& layers_per_device, int cpu_layers) {
+  ojson j = session_json("tessera-fit", s);
+  j["layers_per_device"] = layers_per_device;
+  j["cpu_layers"] = cpu_layers;
+  j["devices"] = memory_json(s);
+  return j;
+}
+
+ojson repro_scenario_json(const std::string& name, const std::string& file, const ScenarioOutcome& out) {
+  ojson res = ojson::array();
+  for (const auto& r : out.results) res.push_back({{"expectation", r.what}, {"ok", r.ok}, {"found", r.detail}});
+  return {{"scenario", name}, {"file", file}, {"passed", out.passed}, {"results", res}};
+}
+
+ojson repro_json(const ojson& scenarios, int passed, int failed, int not_run) {
+  ojson j = format_header("tessera-repro");
+  j["scenarios"] = scenarios;
+  j["passed"] = passed;
+  j["failed"] = failed;
+  j["not_run"] = not_run;
+  return j;
+}
+
+ojson topologies_json() {
+  ojson list = ojson::array();
+  for (const std::string& name : topology_preset_names()) {
+    auto t = topology_preset(name);
+    if (!t.ok()) continue;
+    ojson devs = ojson::array();
+    for (const auto& d : t.value().devices) devs.push_back({{"name", d.name}, {"memory", d.memory}});
+    list.push_back({{"name", name}, {"description", t.value().description}, {"devices", devs}});
+  }
+  ojson j = format_header("tessera-topologies");
+  j["topologies"] = list;
+  return j;
+}
+
+}  // namespace tessera::tool

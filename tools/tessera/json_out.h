@@ -1,0 +1,40 @@
+// The `tessera` tool's reports shared by the subcommands: the headline and the --json objects (docs/json.md).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tessera/harness/scenario.h"
+#include "tessera/harness/session.h"
+#include "tessera/harness/split_causes.h"
+#include "tessera/sim/trace.h"
+
+namespace tessera::tool {
+
+using ojson = nlohmann::ordered_json;
+
+// The first line of the text reports: the workload, the topology and the memory mode.
+std::string headline(const harness::Session& s);
+// What the JSON reports call the workload: the model preset's name, or the graph file.
+std::string workload_name(const harness::SessionConfig& c);
+
+ojson memory_json(harness::Session& s);  // per device: layers, weights, KV cache, compute, peak, capacity
+ojson splits_json(harness::Session& s);  // per split: what the text split table shows (Session::split_records)
+
+// The --json objects of the subcommands (docs/json.md): each starts with "format" ("tessera-plan", ...) and "version"
+// (kJsonFormatVersion; raised when a key changes meaning or goes away, not when one is added).
+constexpr int kJsonFormatVersion = 1;
+ojson plan_json(harness::Session& s, const std::vector<std::string>& explain, const harness::SplitCauseSummary& causes);
+// The plan's split causes (key "split_causes"): the split count and, per cause, its name, description, split count,
+// top layers and ops, and the option with the split count of the plan made again with it.
+ojson split_causes_json(const harness::SplitCauseSummary& summary);
+ojson run_json(harness::Session& s, const harness::RunStats& st, const sim::TraceSummary& sum, bool numerics_ok);
+ojson fit_json(harness::Session& s, const std::vector<int>& layers_per_device, int cpu_layers);
+ojson repro_scenario_json(const std::string& name, const std::string& file, const harness::ScenarioOutcome& out);
+// The scenarios' objects (repro_scenario_json) and the counts of the "N passed, M failed" line.
+ojson repro_json(const ojson& scenarios, int passed, int failed, int not_run);
+ojson topologies_json();
+
+}  // namespace tessera::tool
