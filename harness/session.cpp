@@ -14,6 +14,7 @@
 #include "tessera/harness/allocate.h"
 #include "tessera/harness/reference.h"
 #include "session_detail.h"
+#include "tessera/harness/split_causes.h"
 
 namespace tessera::harness {
 
@@ -445,11 +446,12 @@ std::string Session::explain(const std::string& name) const {
   const Tensor* t = find_tensor(name);
   if (t == nullptr) return format_message("%s: no tensor of that name in the graph\n", name.c_str());
   const TensorExplain e = sched_->explain(t);
-  std::string s = format_message("%s: %s %s, on %s (cause: %s)", t->name, op_name(t->op), describe(*t).c_str(),
-                                 e.backend < 0 ? "(unassigned)" : e.backend_name.c_str(), cause_name(e.cause));
+  std::string s = format_message("%s: %s %s, on %s, cause %s (%s)", t->name, op_name(t->op), describe(*t).c_str(),
+                                 e.backend < 0 ? "(unassigned)" : e.backend_name.c_str(), cause_name(e.cause),
+                                 cause_description(e.cause));
   if (e.split >= 0) s += format_message(", split %d", e.split);
   if (e.is_copy) s += ", a scheduler copy";
-  return s + "\n";
+  return s + "\n" + op_rule_lines(config_.topology, *t, e.backend_name);
 }
 
 double Session::weight_upload_us() const {

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "tessera/harness/session.h"
+#include "tessera/harness/split_causes.h"
 
 namespace tessera::harness {
 
@@ -46,9 +47,13 @@ std::vector<SplitRecord> Session::split_records() const {
   std::vector<SplitRecord> out;
   const auto splits = sched_->splits();
   const Graph& g = *current_;
+  const std::vector<SplitCause> causes = split_causes(*sched_, g);
   for (size_t i = 0; i < splits.size(); ++i) {
     const auto& sp = splits[i];
     SplitRecord r;
+    r.reason = split_cause_name(causes[i]);
+    r.reason_text = split_cause_description(causes[i]);
+    r.cut = split_reason_name(sp.reason);
     r.index = static_cast<int>(i);
     r.backend = sched_->backend(sp.backend)->name();
     r.first_node = sp.i_start;
@@ -66,8 +71,9 @@ std::vector<SplitRecord> Session::split_records() const {
 std::string Session::splits_table() const {
   std::string s;
   for (const SplitRecord& r : split_records()) {
-    s += format_message("split %d: %s, nodes %zu..%zu (%zu), %zu inputs\n", r.index, r.backend.c_str(), r.first_node,
-                        r.end_node, r.end_node - r.first_node, r.inputs.size());
+    s += format_message("split %d: %s, nodes %zu..%zu (%zu), %zu inputs, cause %s (cut: %s)\n", r.index,
+                        r.backend.c_str(), r.first_node, r.end_node, r.end_node - r.first_node, r.inputs.size(),
+                        r.reason.c_str(), r.cut.c_str());
     for (const SplitRecord::Input& in : r.inputs) {
       s += format_message("    input %s (%s) from %s\n", in.name.c_str(), format_bytes(in.bytes).c_str(),
                           in.from.c_str());

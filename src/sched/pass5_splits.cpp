@@ -85,7 +85,8 @@ class SplitCutter {
     }
     const int nb = plan.backend(id);
     const int n_src = plan.n_src(i);
-    if (needs_new_split(i, nb, n_src)) start_split(i, nb);
+    SplitReason reason = SplitReason::kFirst;
+    if (needs_new_split(i, nb, n_src, &reason)) start_split(i, nb, reason);
     plan.node_split[i] = cur_split;
     TS_RETURN_IF_ERROR(route_sources(i, nb, n_src));
     drop_stale_copies(id);
@@ -137,11 +138,18 @@ class SplitCutter {
     return n_copied_roots != 0 && k < copied_root.size() && copied_root[k] != 0;
   }
 
-  // Whether node i (on backend nb) starts a new split: on a change of backend; on the same backend when a weight it
-  // reads must be copied (so the memory of the weights copied for the previous split can be reused), or when its new
-  // inputs would pass max_split_inputs.
-  bool needs_new_split(size_t i, int nb, int n_src) const {
-    if (cur == nullptr || nb != cur->backend) return true;
+  // Whether node i (on backend nb) starts a new split, and why: on a change of backend; on the same backend when a
+  // weight it reads must be copied (so the memory of the weights copied for the previous split can be reused), or
+  // when its new inputs would pass max_split_inputs. *reason is set when it does.
+  bool needs_new_split(size_t i, int nb, int n_src, SplitReason* reason) const {
+    if (cur == nullptr) {
+      *reason = SplitReason::kFirst;
+      return true;
+    }
+    if (nb != cur->backend) {
+      *reason = SplitReason::kBackend;
+      return true;
+    }
     if (cur->inputs.empty()) return false;
     const auto id = static_cast<int32_t>(i);
     int new_inputs = 0;
@@ -150,19 +158,24 @@ class SplitCutter {
       if (s < 0 || !foreign(s, nb)) continue;
       // A weight on a backend this one cannot read: start a new split, so the memory of the weights copied for
       // the previous split can be reused.
-      if (plan.has(s, SchedPlan::kIsWeight) && !is_auxiliary_source(plan.op(id), j)) return true;
+      if (plan.has(s, SchedPlan::kIsWeight) && !is_auxiliary_source(plan.op(id), j)) {
+        *reason = SplitReason::kWeightCopy;
+        return true;
+      }
       bool repeated = false;  // a source read twice by the node is one input
       for (int k = 0; k < j; ++k) repeated = repeated || plan.src(i, k) == s;
       if (!repeated && plan.copy_set(s, nb) < 0) ++new_inputs;
     }
     // Counted before adding: no split ever exceeds the limit.
+    *reason = SplitReason::kInputLimit;
     return static_cast<int>(cur->inputs.size()) + new_inputs > opt.max_split_inputs;
   }
 
-  void start_split(size_t i, int nb) {
+  void start_split(size_t i, int nb, SplitReason reason) {
     if (cur != nullptr) cur->i_end = i;
     // The first split starts at node 0: views met before it belong to it (the planner initialises them there).
     cur = &plan.new_split(nb, plan.splits.empty() ? 0 : i, i);
+    cur->reason = reason;
     ++cur_split;
     if (cur_split == 0) {
       for (size_t k = 0; k < i; ++k) plan.node_split[k] = 0;

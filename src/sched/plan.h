@@ -81,7 +81,8 @@ struct Split {
   // The per-slot copies of each input (same order). Usually plan.copy(input, backend, slot), shared with earlier
   // splits on this backend; a fresh set when the input was written in place since those copies were made.
   std::vector<std::array<Tensor*, kParallelCopies>> input_copies;
-  std::vector<int32_t> input_sets;  // the plan's copy set of each input (same order)
+  std::vector<int32_t> input_sets;           // the plan's copy set of each input (same order)
+  SplitReason reason = SplitReason::kFirst;  // why pass 5 started it
 };
 
 struct PassOptions {
@@ -219,6 +220,7 @@ class SchedPlan {
     sp.backend = backend;
     sp.i_start = i_start;
     sp.i_end = i_end;
+    sp.reason = SplitReason::kFirst;
     return sp;
   }
   std::vector<int> node_split;           // split of each node of the user's graph (-1 for views before the first split)

@@ -27,7 +27,7 @@ std::string Scheduler::report() const {
   for (size_t si = 0; si < m.plan.splits.size(); ++si) {
     const sched::Split& sp = m.plan.splits[si];
     out << "## split #" << si << ": " << m.backends[static_cast<size_t>(sp.backend)]->name() << " # "
-        << sp.inputs.size() << " inputs";
+        << sp.inputs.size() << " inputs (cut: " << split_reason_name(sp.reason) << ")";
     for (const Tensor* in : sp.inputs) out << ": [" << in->name << " (" << size_str(nbytes(*in)) << ")] ";
     out << "\n";
     for (size_t i = sp.i_start; i < sp.i_end; ++i) {

@@ -40,6 +40,47 @@ const char* cause_name(Cause cause) {
   return "?";
 }
 
+const char* cause_description(Cause cause) {
+  switch (cause) {
+    case Cause::kUnassigned: return "not assigned to a backend";
+    case Cause::kPinned: return "user pin: placed with set_tensor_backend (--pin)";
+    case Cause::kHasBuffer: return "has memory: the first backend that can use its buffer and run its op";
+    case Cause::kViewSourceHasBuffer: return "view of memory: the first backend that can use its source's buffer";
+    case Cause::kInput: return "graph input: written by the user from the host, on the last backend";
+    case Cause::kWeight: return "weight: the backend of the buffer holding its first weight";
+    case Cause::kOpOffload: return "op offload: a faster backend takes an op whose weight is in host memory";
+    case Cause::kExpanded: return "expansion: grown from a neighbouring node's backend";
+    case Cause::kMostSources: return "best fit: the backend where most of its sources already are";
+    case Cause::kUpgraded: return "upgrade: a higher-priority backend sharing the compute buffer type";
+    case Cause::kViewOfSource: return "view or writer: follows the tensor it views or writes into";
+    case Cause::kConsumer: return "source: takes the backend of the node that uses it";
+    case Cause::kFallback: return "fallback: the first backend that supports the op";
+    case Cause::kCopy: return "copy: a copy the scheduler made for another backend";
+    case Cause::kCount: break;
+  }
+  return "?";
+}
+
+const char* split_reason_name(SplitReason reason) {
+  switch (reason) {
+    case SplitReason::kFirst: return "first";
+    case SplitReason::kBackend: return "backend";
+    case SplitReason::kWeightCopy: return "weight";
+    case SplitReason::kInputLimit: return "inputs";
+  }
+  return "?";
+}
+
+const char* split_reason_description(SplitReason reason) {
+  switch (reason) {
+    case SplitReason::kFirst: return "the graph's first split";
+    case SplitReason::kBackend: return "the node runs on another backend than the split before";
+    case SplitReason::kWeightCopy: return "a weight the node reads is copied from memory this backend cannot use";
+    case SplitReason::kInputLimit: return "the node's new inputs would take the split past max_split_inputs";
+  }
+  return "?";
+}
+
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Scheduler::~Scheduler() {
@@ -478,7 +519,7 @@ void Scheduler::set_eval_callback(EvalCallback callback) { impl_->callback = std
 std::vector<Scheduler::SplitView> Scheduler::splits() const {
   std::vector<SplitView> out;
   for (const auto& s : impl_->plan.splits) {
-    SplitView v{s.backend, s.i_start, s.i_end, {}};
+    SplitView v{s.backend, s.i_start, s.i_end, {}, s.reason};
     for (const Tensor* t : s.inputs) v.inputs.push_back(t);
     out.push_back(std::move(v));
   }

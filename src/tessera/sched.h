@@ -33,6 +33,19 @@ enum class Cause : uint8_t {
   kCount
 };
 const char* cause_name(Cause cause);
+// What a cause means, in words (for reports and tools): "op offload: a faster backend takes an op whose weight is in
+// host memory" for kOpOffload.
+const char* cause_description(Cause cause);
+
+// Why pass 5 started a split (docs/scheduler.md, pass 5); split_reason_name() prints the short code.
+enum class SplitReason : uint8_t {
+  kFirst = 0,   // "first": the graph's first split
+  kBackend,     // "backend": the node runs on another backend than the split before
+  kWeightCopy,  // "weight": same backend, but a weight the node reads must be copied (and the split had inputs)
+  kInputLimit,  // "inputs": same backend, but the node's new inputs would take the split past max_split_inputs
+};
+const char* split_reason_name(SplitReason reason);
+const char* split_reason_description(SplitReason reason);
 
 // The most in-flight copy slots of pipeline parallelism (llama.cpp's GGML_SCHED_MAX_COPIES, also 4 by default).
 constexpr int kParallelCopies = 4;
@@ -127,6 +140,7 @@ class Scheduler {
     int backend;
     size_t i_start, i_end;  // node range of the user's graph
     std::vector<const Tensor*> inputs;
+    SplitReason reason = SplitReason::kFirst;  // why node i_start starts it (the first split: kFirst)
   };
   std::vector<SplitView> splits() const;
   // Splits with backend, inputs (name, size) and nodes (name, op, size, backend, cause).

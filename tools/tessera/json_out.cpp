@@ -50,7 +50,10 @@ ojson splits_json(Session& s) {
                    {"nodes", r.end_node - r.first_node},
                    {"inputs", inputs},
                    {"first_tensor", has_nodes ? ojson(r.first_tensor) : ojson()},
-                   {"last_tensor", has_nodes ? ojson(r.last_tensor) : ojson()}});
+                   {"last_tensor", has_nodes ? ojson(r.last_tensor) : ojson()},
+                   {"reason", r.reason},
+                   {"reason_text", r.reason_text},
+                   {"cut", r.cut}});
   }
   return out;
 }
@@ -83,11 +86,35 @@ ojson session_json(const char* format, Session& s) {
   return j;
 }
 
-ojson plan_json(Session& s, const std::vector<std::string>& explain) {
+ojson split_causes_json(const SplitCauseSummary& summary) {
+  auto counts = [](const std::vector<std::pair<std::string, int>>& v) {
+    ojson a = ojson::array();
+    for (const auto& [name, n] : v) a.push_back({{"name", name}, {"splits", n}});
+    return a;
+  };
+  ojson causes = ojson::array();
+  for (const SplitCauseGroup& g : summary.groups) {
+    ojson c = {{"cause", split_cause_name(g.cause)},
+               {"description", split_cause_description(g.cause)},
+               {"splits", g.splits},
+               {"top_layers", counts(g.top_layers)},
+               {"layers", g.n_layers},
+               {"top_ops", counts(g.top_ops)},
+               {"option", g.option.empty() ? ojson() : ojson(g.option)},
+               {"splits_with_option", g.splits_with_option >= 0 ? ojson(g.splits_with_option) : ojson()},
+               {"option_error", g.option_error.empty() ? ojson() : ojson(g.option_error)},
+               {"no_option", g.no_option.empty() ? ojson() : ojson(g.no_option)}};
+    causes.push_back(std::move(c));
+  }
+  return {{"splits", summary.splits}, {"causes", causes}};
+}
+
+ojson plan_json(Session& s, const std::vector<std::string>& explain, const SplitCauseSummary& causes) {
   ojson j = session_json("tessera-plan", s);
   j["splits"] = s.sched().n_splits();
   j["copies"] = s.sched().n_copies();
   j["devices"] = memory_json(s);
+  j["split_causes"] = split_causes_json(causes);
   j["split_list"] = splits_json(s);
   ojson ex = ojson::array();
   for (const std::string& name : explain) ex.push_back(s.explain(name));

@@ -8,6 +8,7 @@
 
 #include "tessera/harness/scenario.h"
 #include "tessera/harness/session.h"
+#include "tessera/harness/split_causes.h"
 #include "tessera/sim/trace.h"
 
 namespace tessera::tool {
@@ -25,7 +26,10 @@ ojson splits_json(harness::Session& s);  // per split: what the text split table
 // The --json objects of the subcommands (docs/json.md): each starts with "format" ("tessera-plan", ...) and "version"
 // (kJsonFormatVersion; raised when a key changes meaning or goes away, not when one is added).
 constexpr int kJsonFormatVersion = 1;
-ojson plan_json(harness::Session& s, const std::vector<std::string>& explain);
+ojson plan_json(harness::Session& s, const std::vector<std::string>& explain, const harness::SplitCauseSummary& causes);
+// The plan's split causes (key "split_causes"): the split count and, per cause, its name, description, split count,
+// top layers and ops, and the option with the split count of the plan made again with it.
+ojson split_causes_json(const harness::SplitCauseSummary& summary);
 ojson run_json(harness::Session& s, const harness::RunStats& st, const sim::TraceSummary& sum, bool numerics_ok);
 ojson fit_json(harness::Session& s, const std::vector<int>& layers_per_device, int cpu_layers);
 ojson repro_scenario_json(const std::string& name, const std::string& file, const harness::ScenarioOutcome& out);

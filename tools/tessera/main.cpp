@@ -17,6 +17,7 @@
 #include "tessera/harness/policy_options.h"
 #include "tessera/harness/scenario.h"
 #include "tessera/harness/session.h"
+#include "tessera/harness/split_causes.h"
 #include "tessera/harness/topology.h"
 #include "tessera/sim/trace.h"
 #include "tessera/builtin.h"
@@ -194,13 +195,16 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
       return kInputError;
     }
   }
+  const SplitCauseSummary causes = summarize_split_causes(*s, &builtin_registry());  // plans again per option
+  progress.done();
   if (o.json) {
-    const ojson j = tool::plan_json(*s, explain);
+    const ojson j = tool::plan_json(*s, explain, causes);
     std::cout << j.dump(2) << "\n";
     return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
   }
   std::printf("%s\n\n%s\n", headline(*s).c_str(), s->summary_table().c_str());
-  std::printf("%d splits, %d copy slot(s)\n", s->sched().n_splits(), s->sched().n_copies());
+  std::printf("%d splits, %d copy slot(s)\n\n%s\n", s->sched().n_splits(), s->sched().n_copies(),
+              format_split_causes(causes).c_str());
   if (all_splits || s->sched().n_splits() <= 12) {
     std::printf("%s", s->splits_table().c_str());
   } else {

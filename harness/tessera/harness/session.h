@@ -104,6 +104,8 @@ struct SplitRecord {
   size_t first_node = 0, end_node = 0;  // the nodes [first_node, end_node) of the graph
   std::vector<Input> inputs;
   std::string first_tensor, last_tensor;  // the names of its first and last node ("" for a split without nodes)
+  // Why it starts (split_causes.h): the cause's name and description, and the scheduler's cut (split_reason_name).
+  std::string reason, reason_text, cut;
 };
 
 // The weights of one tensor type: how many tensors, how many bytes (Session::weight_types).

@@ -503,7 +503,7 @@ TEST(SimSessionGraph, PinsAreAppliedAndBadPinsAreErrors) {
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   ASSERT_TRUE(s.value()->plan().ok());
   EXPECT_EQ(s.value()->sched().explain(s.value()->find_tensor("attn_norm-1")).cause, Cause::kPinned);
-  EXPECT_THAT(s.value()->explain("attn_norm-1"), HasSubstr("on cpu (cause: user)"));
+  EXPECT_THAT(s.value()->explain("attn_norm-1"), HasSubstr("on cpu, cause user (user pin"));
   c.policy.pins = {{"no-such-tensor", "cpu"}};
   auto bad = Session::create(c, &builtin_registry());
   ASSERT_FALSE(bad.ok());

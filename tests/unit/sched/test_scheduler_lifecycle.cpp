@@ -612,6 +612,7 @@ TEST_P(SchedulerLifecycleModes, ReportListsEverySplitWithInputsAndNodes) {
     const std::string& h = lines[at];
     EXPECT_THAT(h, HasSubstr(s->backend(splits[k].backend)->name()));
     EXPECT_THAT(h, HasSubstr(std::to_string(splits[k].inputs.size()) + " inputs"));
+    EXPECT_THAT(h, HasSubstr(std::string("(cut: ") + split_reason_name(splits[k].reason) + ")"));
     for (const Tensor* in : splits[k].inputs) {
       EXPECT_THAT(h, HasSubstr(std::string(in->name) + " (")) << "input with its size";
     }
