@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tessera/harness/scenario.h"
+#include "unit/harness/scenario_error_of.h"
 #include "tessera/builtin.h"
 
 using namespace tessera;
@@ -16,11 +17,7 @@ using ::testing::HasSubstr;
 
 namespace {
 
-std::string error_of(const std::string& text) {
-  auto s = parse_scenario(text, "case.json");
-  EXPECT_FALSE(s.ok()) << "accepted: " << text;
-  return s.ok() ? std::string() : s.status().message();
-}
+using tessera::harness::test::error_of;
 
 // A scenario checks something or says so: one without expectations (or with only the qualifiers of
 // outputs_match_reference) once passed without checking anything.

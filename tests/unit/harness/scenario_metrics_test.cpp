@@ -7,6 +7,7 @@
 
 #include "tessera/builtin.h"
 #include "tessera/harness/scenario.h"
+#include "unit/harness/scenario_error_of.h"
 
 using namespace tessera;
 using namespace tessera::harness;
@@ -14,11 +15,7 @@ using ::testing::HasSubstr;
 
 namespace {
 
-std::string error_of(const std::string& text) {
-  auto s = parse_scenario(text, "case.json");
-  EXPECT_FALSE(s.ok()) << "accepted: " << text;
-  return s.ok() ? std::string() : s.status().message();
-}
+using tessera::harness::test::error_of;
 
 std::string with_metrics(const std::string& list) {
   return R"({"name": "x", "topology": "1gpu", "expect": {"metrics": )" + list + "}}";
