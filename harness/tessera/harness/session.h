@@ -211,7 +211,7 @@ class Session {
   LoadedGraph next_;
   std::vector<Tensor*> next_outputs_;
   std::vector<std::pair<LeafData, uint64_t>> next_input_fill_;
-  size_t eval_first_event_ = SIZE_MAX;  // the trace's first event of the first evaluation of this run
+  size_t eval_first_event_ = SIZE_MAX;   // the trace's first event of the first evaluation of this run
   uint64_t inputs_seed_ = 0;             // the seed of the inputs written last
   std::vector<uint64_t> compute_seeds_;  // per evaluation so far: the seed of its inputs
   std::vector<bool> computes_;  // every evaluation so far, in order: whether it was the next graph (the reference
