@@ -269,6 +269,11 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
 }
 
 int cmd_dot(Options o, const std::string& out_file) {
+  if (o.json) {  // a shared option (add_common), but dot has no JSON form: refused rather than ignored
+    std::fprintf(stderr,
+                 "tessera: dot --json: dot writes Graphviz only; `tessera plan --json` gives the plan as JSON\n");
+    return kInputError;
+  }
   o.metadata = true;  // a plan reads no values
   int code = kOk;
   Progress progress(true);
