@@ -9,29 +9,13 @@
 
 #include "src/alloc/prefetch.h"
 #include "support/sched_doubles.h"
+#include "unit/sched/gpu_cpu_rig.h"
 #include "unit/sched/sched_net.h"
 
 using namespace tessera;
 using namespace tessera::testnet;
 
 namespace {
-
-// A GPU-like backend (refusing the given ops) and the CPU.
-struct Rig {
-  doubles::RestrictedDevice gdev{"GPU0"};
-  std::unique_ptr<Backend> gpu;
-  std::unique_ptr<Backend> cpu = cpu::make_backend({.n_threads = 1});
-  explicit Rig(std::set<Op> refused = {}) {
-    gdev.refused = std::move(refused);
-    gpu = std::move(gdev.init_backend()).value();
-  }
-  std::unique_ptr<Scheduler> sched(SchedulerParams p = {}) {
-    auto s = Scheduler::create({gpu.get(), cpu.get()}, std::move(p));
-    EXPECT_TRUE(s.ok()) << s.status().message();
-    return s.ok() ? std::move(s).value() : nullptr;
-  }
-  BufferType* gbuf() { return &gdev.buft(); }
-};
 
 // Allocates, sets the inputs, computes and compares with the CPU-only reference.
 void compute_and_compare(Scheduler& s, Net& n, const Build& build, unsigned wseed, unsigned iseed) {

@@ -7,28 +7,13 @@
 #include <set>
 
 #include "support/sched_doubles.h"
+#include "unit/sched/gpu_cpu_rig.h"
 #include "unit/sched/sched_net.h"
 
 using namespace tessera;
 using namespace tessera::testnet;
 
 namespace {
-
-// A GPU-like backend (refusing the given ops) and the CPU.
-struct Rig {
-  doubles::RestrictedDevice gdev{"GPU0"};
-  std::unique_ptr<Backend> gpu;
-  std::unique_ptr<Backend> cpu = cpu::make_backend({.n_threads = 1});
-  explicit Rig(std::set<Op> refused = {}) {
-    gdev.refused = std::move(refused);
-    gpu = std::move(gdev.init_backend()).value();
-  }
-  std::unique_ptr<Scheduler> sched(SchedulerParams p = {}) {
-    auto s = Scheduler::create({gpu.get(), cpu.get()}, std::move(p));
-    EXPECT_TRUE(s.ok()) << s.status().message();
-    return s.ok() ? std::move(s).value() : nullptr;
-  }
-};
 
 std::vector<SplitReason> reasons(const Scheduler& s) {
   std::vector<SplitReason> out;

@@ -1,0 +1,33 @@
+// A GPU-like backend (a restricted device refusing the given ops; non-host buffer type backed by host memory) and
+// the CPU, with a scheduler over both: the rig of the pass-5 and split-reason tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "support/sched_doubles.h"
+#include "tessera/cpu.h"
+#include "tessera/sched.h"
+
+namespace tessera::testnet {
+
+struct Rig {
+  doubles::RestrictedDevice gdev{"GPU0"};
+  std::unique_ptr<Backend> gpu;
+  std::unique_ptr<Backend> cpu = cpu::make_backend({.n_threads = 1});
+  explicit Rig(std::set<Op> refused = {}) {
+    gdev.refused = std::move(refused);
+    gpu = std::move(gdev.init_backend()).value();
+  }
+  std::unique_ptr<Scheduler> sched(SchedulerParams p = {}) {
+    auto s = Scheduler::create({gpu.get(), cpu.get()}, std::move(p));
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+  BufferType* gbuf() { return &gdev.buft(); }
+};
+
+}  // namespace tessera::testnet
