@@ -81,8 +81,14 @@ class Builder {
       if (c_.post_norms) l.ffn_post_norm = weight("post_ffw_norm", il, f32, {c_.n_embd});
       create_cache(l, il);
     }
-    m_.output_norm = weight("output_norm", -1, f32, {c_.n_embd});
-    m_.output = c_.tied_output ? m_.tok_embd : weight("output", -1, wt, {c_.n_embd, c_.n_vocab});
+    create_output(weight);
+  }
+
+  // The output norm and head (the token embedding when tied); where each architecture's loader creates them.
+  template <class Weight>
+  void create_output(Weight& weight) {
+    m_.output_norm = weight("output_norm", -1, Type::kF32, {c_.n_embd});
+    m_.output = c_.tied_output ? m_.tok_embd : weight("output", -1, c_.weight_type, {c_.n_embd, c_.n_vocab});
   }
 
   void create_cache(LlamaLayer& l, int il) {
@@ -101,8 +107,7 @@ class Builder {
   template <class Weight>
   void create_phi3_weights(Weight& weight) {
     const Type wt = c_.weight_type, f32 = Type::kF32;
-    m_.output_norm = weight("output_norm", -1, f32, {c_.n_embd});
-    m_.output = c_.tied_output ? m_.tok_embd : weight("output", -1, wt, {c_.n_embd, c_.n_vocab});
+    create_output(weight);
     m_.layers.resize(static_cast<size_t>(c_.n_layer));
     for (int il = 0; il < c_.n_layer; ++il) {
       LlamaLayer& l = m_.layers[static_cast<size_t>(il)];
@@ -133,8 +138,7 @@ class Builder {
   void create_gpt_oss_weights(Weight& weight, Bias& bias) {
     const Type wt = c_.weight_type, f32 = Type::kF32;
     const int64_t ne = c_.n_expert;
-    m_.output_norm = weight("output_norm", -1, f32, {c_.n_embd});
-    m_.output = c_.tied_output ? m_.tok_embd : weight("output", -1, wt, {c_.n_embd, c_.n_vocab});
+    create_output(weight);
     m_.layers.resize(static_cast<size_t>(c_.n_layer));
     for (int il = 0; il < c_.n_layer; ++il) {
       LlamaLayer& l = m_.layers[static_cast<size_t>(il)];

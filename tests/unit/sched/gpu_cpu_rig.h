@@ -1,5 +1,5 @@
 // A GPU-like backend (a restricted device refusing the given ops; non-host buffer type backed by host memory) and
-// the CPU, with a scheduler over both: the rig of the pass-5 and split-reason tests.
+// the CPU, with a scheduler over both: the rig of the pass-5, split-reason and lifecycle tests.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,10 +15,11 @@
 namespace tessera::testnet {
 
 struct Rig {
-  doubles::RestrictedDevice gdev{"GPU0"};
+  doubles::RestrictedDevice gdev;
   std::unique_ptr<Backend> gpu;
   std::unique_ptr<Backend> cpu = cpu::make_backend({.n_threads = 1});
-  explicit Rig(std::set<Op> refused = {}) {
+  // events: whether GPU0 has events (RestrictedDevice)
+  explicit Rig(std::set<Op> refused = {}, bool events = false) : gdev("GPU0", events) {
     gdev.refused = std::move(refused);
     gpu = std::move(gdev.init_backend()).value();
   }

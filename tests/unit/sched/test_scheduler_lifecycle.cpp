@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "support/sched_doubles.h"
+#include "unit/sched/gpu_cpu_rig.h"
 #include "unit/sched/sched_net.h"
 
 using namespace tessera;
@@ -18,19 +19,9 @@ using ::testing::HasSubstr;
 namespace {
 
 // GPU0 (refusing ROPE and SOFT_MAX, so every layer splits several times) and the CPU.
-struct Rig2 {
-  doubles::RestrictedDevice gdev;
-  std::unique_ptr<Backend> gpu;
-  std::unique_ptr<Backend> cpu = cpu::make_backend({.n_threads = 1});
-  explicit Rig2(bool events = false, std::set<Op> refused = {Op::kRope, Op::kSoftMax}) : gdev("GPU0", events) {
-    gdev.refused = std::move(refused);
-    gpu = std::move(gdev.init_backend()).value();
-  }
-  std::unique_ptr<Scheduler> sched(SchedulerParams p = {}) {
-    auto s = Scheduler::create({gpu.get(), cpu.get()}, std::move(p));
-    EXPECT_TRUE(s.ok()) << s.status().message();
-    return s.ok() ? std::move(s).value() : nullptr;
-  }
+struct Rig2 : Rig {
+  explicit Rig2(bool events = false, std::set<Op> refused = {Op::kRope, Op::kSoftMax})
+      : Rig(std::move(refused), events) {}
 };
 
 // [GPU0 (refuses ROPE), GPU1 (refuses SOFT_MAX), CPU].
