@@ -20,6 +20,7 @@
 #include "json_read.h"
 
 #include "tessera/build.h"
+#include "tessera/rope.h"
 
 namespace tessera::harness {
 
@@ -340,7 +341,8 @@ class GraphReader {
         }
         return soft_max(ctx, src[0], src[1], param_f32(p, 0), src[2]);
       case Op::kRope:
-        return rope(ctx, src[0], src[1], p[0], static_cast<RopeMode>(p[1]), param_f32(p, 2), param_f32(p, 3), src[2]);
+        return rope_ext(ctx, src[0], src[1], p[0], static_cast<RopeMode>(p[1]), param_f32(p, 2), param_f32(p, 3),
+                        rope_yarn_from_slots(p), src[2]);
       case Op::kMulMat: return mul_mat(ctx, src[0], src[1]);
       case Op::kMulMatId: return mul_mat_id(ctx, src[0], src[1], src[2]);
       case Op::kGetRows: return get_rows(ctx, src[0], src[1]);

@@ -104,8 +104,10 @@ Tensor* self_attention(Context& ctx, const AttentionShape& s, const RopeParams& 
   // Per-head norms (qwen3): RMS_NORM over each head's head_dim values, times the norm weight.
   if (w.q_norm != nullptr) q = rms_norm_mul(ctx, q, w.q_norm, w.qk_norm_eps, "Qcur_normed", il);
   if (w.k_norm != nullptr) k = rms_norm_mul(ctx, k, w.k_norm, w.qk_norm_eps, "Kcur_normed", il);
-  q = named(rope(ctx, q, in.pos, r.n_rot, r.mode, r.freq_base, r.freq_scale, r.freq_factors), "Qcur_rope", il);
-  k = named(rope(ctx, k, in.pos, r.n_rot, r.mode, r.freq_base, r.freq_scale, r.freq_factors), "Kcur_rope", il);
+  q = named(rope_ext(ctx, q, in.pos, r.n_rot, r.mode, r.freq_base, r.freq_scale, r.yarn, r.freq_factors), "Qcur_rope",
+            il);
+  k = named(rope_ext(ctx, k, in.pos, r.n_rot, r.mode, r.freq_base, r.freq_scale, r.yarn, r.freq_factors), "Kcur_rope",
+            il);
   if (s.q_scale > 0.0f) q = named(scale(ctx, q, s.q_scale), "Qcur_scaled", il);
   Tensor* out = attention_kv(ctx, s, cache, in, q, k, v, il, order, w.sinks);
   out = mul_mat(ctx, w.wo, out);

@@ -15,6 +15,7 @@
 
 #include "tessera/build.h"
 #include "tessera/context.h"
+#include "tessera/rope.h"
 
 namespace tessera::models::blocks {
 
@@ -54,6 +55,7 @@ struct RopeParams {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
   Tensor* freq_factors = nullptr;  // f32 [n_rot / 2] dividing the frequencies, or null
+  RopeYarn yarn;                   // YaRN scaling (none by default)
 };
 
 // One layer's K and V caches: cache type [head_dim * n_head_kv, n_ctx].

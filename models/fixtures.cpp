@@ -522,6 +522,11 @@ Result<LlamaConfig> complete_fixture_config(const std::string& name) {
   if (name == "tiny-gpt-oss") {  // q8_0 matrices (gpt-oss-20b's attention and embeddings), an f16 output head
     c->weight_type = Type::kQ8_0;
     c->weight_types["output.weight"] = Type::kF16;
+    // gpt-oss-20b's YaRN: factor 32 over 4096 trained positions (rope.scaling.* keys), ext_factor 1; on 16 pairs of
+    // base 150000 the ramp runs from pair 4 to 9.
+    c->rope_scale = c->rope_scale_swa = 1.0f / 32.0f;
+    c->rope_yarn.n_ctx_orig = 4096;
+    c->rope_yarn.ext_factor = 1.0f;
   }
   return c;
 }

@@ -113,16 +113,71 @@ constexpr ArchInfo kArchs[] = {
 
 std::string long_str(int64_t v) { return std::to_string(static_cast<long long>(v)); }
 
-// rope.scaling.type (linear or none; llama.cpp's default is linear) and rope.scaling.factor (else the older
-// rope.scale_linear): rope's frequency scale is the factor's inverse (src/llama-model.cpp load_hparams).
-Status linear_rope_scaling(const gguf::Model& model, const std::string& p, LlamaConfig& c) {
+// YaRN (rope.scaling.type yarn), as llama.cpp sets up ggml_rope_ext for it (load_hparams in src/llama-model.cpp;
+// llama_context's constructor in src/llama-context.cpp; llama_hparams' defaults in src/llama-hparams.h):
+//   - freq_scale = 1 / rope.scaling.factor, as for linear scaling (the caller);
+//   - n_ctx_orig = rope.scaling.original_context_length, else context_length (n_ctx_orig_yarn);
+//   - ext_factor 1 (yarn_ext_factor "not set" becomes 1 for yarn), or rope.scaling.yarn_ext_factor;
+//   - beta_fast 32 and beta_slow 1 (the hparams defaults), or rope.scaling.yarn_beta_fast / yarn_beta_slow;
+//   - attn_factor = rope.scaling.attn_factor (hparams.rope_attn_factor, default 1). llama.cpp's context also sets
+//     yarn_attn_factor to get_mscale(factor) / (1 + 0.1 ln factor), which is 1 (the ROPE kernel applies the
+//     temperature 1 + 0.1 ln factor itself: PR #17945); Tessera's kernel does the same, so only the key's value
+//     remains.
+//   - rope.scaling.yarn_log_multiplier and rope.scaling.yarn_attn_factor (DeepSeek's mscale variants) are refused:
+//     their graphs scale the attention differently.
+Status yarn_rope_scaling(const gguf::Model& model, const std::string& p, LlamaConfig& c) {
+  for (const char* k : {"rope.scaling.yarn_log_multiplier", "rope.scaling.yarn_attn_factor"}) {
+    if (model.metadata().find_value(p + k) != nullptr) {
+      return file_error(model, p + k + " is not supported (only YaRN's plain temperature 1 + 0.1 ln factor is)");
+    }
+  }
+  auto ctx_len = count_key(model, p + "context_length", 4096, c.n_layer);
+  if (!ctx_len.ok()) return ctx_len.status();
+  const std::string orig_key = p + "rope.scaling.original_context_length";
+  auto n_ctx_orig = count_key(model, orig_key, ctx_len.value(), c.n_layer);
+  if (!n_ctx_orig.ok()) return n_ctx_orig.status();
+  if (n_ctx_orig.value() < 1 || n_ctx_orig.value() > INT32_MAX) {
+    return file_error(model, orig_key + ": " + long_str(n_ctx_orig.value()) + " is outside [1, 2^31 - 1]");
+  }
+  RopeYarn y;
+  y.n_ctx_orig = static_cast<int32_t>(n_ctx_orig.value());
+  struct FloatKey {
+    const char* key;
+    float fallback;
+    float* out;
+    bool unit;  // in [0, 1], else positive
+  };
+  for (const FloatKey& k : {FloatKey{"rope.scaling.yarn_ext_factor", 1.0f, &y.ext_factor, true},
+                            FloatKey{"rope.scaling.attn_factor", 1.0f, &y.attn_factor, false},
+                            FloatKey{"rope.scaling.yarn_beta_fast", 32.0f, &y.beta_fast, false},
+                            FloatKey{"rope.scaling.yarn_beta_slow", 1.0f, &y.beta_slow, false}}) {
+    auto v = float_key(model, p + k.key, k.fallback);
+    if (!v.ok()) return v.status();
+    const float x = v.value();
+    if (!std::isfinite(x) || (k.unit ? (x < 0.0f || x > 1.0f) : !(x > 0.0f))) {
+      return file_error(model, p + k.key + ": " + std::to_string(x) +
+                                   (k.unit ? " is outside [0, 1]" : " must be positive and finite"));
+    }
+    *k.out = x;
+  }
+  c.rope_yarn = y;
+  return Status::Ok();
+}
+
+// rope.scaling.type (linear or none, and yarn where allow_yarn; llama.cpp's default is linear) and
+// rope.scaling.factor (else the older rope.scale_linear): rope's frequency scale is the factor's inverse
+// (src/llama-model.cpp load_hparams); yarn adds YaRN's parameters (yarn_rope_scaling). gpt-oss allows yarn; gemma3
+// and phi3 keep refusing it (their files do not use it, and phi3's LongRoPE attn_factor would interact with it).
+Status linear_rope_scaling(const gguf::Model& model, const std::string& p, LlamaConfig& c, bool allow_yarn = false) {
   const gguf::File& f = model.metadata();
+  bool yarn = false;
   if (const gguf::Value* type = f.find_value(p + "rope.scaling.type")) {
     const std::string* t = type->as_string();
-    if (t == nullptr || (*t != "linear" && *t != "none")) {
+    if (t == nullptr || (*t != "linear" && *t != "none" && !(allow_yarn && *t == "yarn"))) {
       return file_error(model, p + "rope.scaling.type: " + type->to_string() + " is not supported for " + c.arch +
-                                   " (linear or none)");
+                                   (allow_yarn ? " (yarn, linear or none)" : " (linear or none)"));
     }
+    yarn = *t == "yarn";
   }
   const bool has_factor = f.find_value(p + "rope.scaling.factor") != nullptr;
   auto factor = float_key(model, p + (has_factor ? "rope.scaling.factor" : "rope.scale_linear"), 0.0f);
@@ -132,6 +187,7 @@ Status linear_rope_scaling(const gguf::Model& model, const std::string& p, Llama
                       p + (has_factor ? "rope.scaling.factor" : "rope.scale_linear") + " must be finite and >= 0");
   }
   c.rope_scale = factor.value() == 0.0f ? 1.0f : 1.0f / factor.value();
+  if (yarn) TS_RETURN_IF_ERROR(yarn_rope_scaling(model, p, c));
   return Status::Ok();
 }
 
@@ -223,10 +279,9 @@ Status gemma3_keys(const gguf::Model& model, const std::string& p, LlamaConfig& 
 //     (set_swa_pattern of attention.sliding_window_pattern, 2 when absent: layers 0, 2, 4, ... local);
 //   - rope.freq_base_swa (optional): the local layers' rope base, else rope.freq_base; both layers' rope scale is the
 //     model's;
-//   - rope.scaling.type "yarn" (gpt-oss-20b: factor 32 over original_context_length 4096): llama.cpp's ROPE takes
-//     YaRN's ext_factor, attn_factor, beta_fast and beta_slow, which Tessera's ROPE does not have: the graph is
-//     built with rope's frequency scale 1 / factor (as llama.cpp's freq_scale) for plans and metadata-only runs, and
-//     a memory-backed run refuses (compute_refusal names the key);
+//   - rope.scaling.type "yarn" (gpt-oss-20b: factor 32 over original_context_length 4096): ROPE with YaRN
+//     (yarn_rope_scaling: ext_factor 1, beta_fast 32, beta_slow 1, attn_factor 1, so cos and sin scaled by
+//     1 + 0.1 ln 32) on every layer, sliding or not (llama.cpp's cparams are the same for both);
 //   - the router's logits plus its bias, the top expert_used_count experts by logit, their weights the softmax over
 //     the selected logits (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT, not renormalised), the experts' biases added
 //     with ADD_ID after each MUL_MAT_ID, SWIGLU_OAI with alpha 1.702 and limit 7 (constants of build_moe_ffn's
@@ -259,26 +314,7 @@ Status gpt_oss_keys(const gguf::Model& model, const std::string& p, LlamaConfig&
   auto base_swa = float_key(model, p + "rope.freq_base_swa", c.rope_base);
   if (!base_swa.ok()) return base_swa.status();
   c.rope_base_swa = base_swa.value();
-  const gguf::Value* type = model.metadata().find_value(p + "rope.scaling.type");
-  const std::string* t = type != nullptr ? type->as_string() : nullptr;
-  if (type != nullptr && (t == nullptr || (*t != "yarn" && *t != "linear" && *t != "none"))) {
-    return file_error(model, p + "rope.scaling.type: " + type->to_string() +
-                                 " is not supported for gpt-oss (yarn, "
-                                 "linear or none)");
-  }
-  if (t != nullptr && *t == "yarn") {
-    auto factor = float_key(model, p + "rope.scaling.factor", 1.0f);
-    if (!factor.ok()) return factor.status();
-    if (!(factor.value() > 0.0f) || !std::isfinite(factor.value())) {
-      return file_error(model, p + "rope.scaling.factor: " + std::to_string(factor.value()) + " must be positive");
-    }
-    c.rope_scale = 1.0f / factor.value();
-    c.compute_refusal = model.metadata().source + ": " + p +
-                        "rope.scaling.type is yarn: YaRN rope scaling (ext_factor, attn_factor, beta_fast, "
-                        "beta_slow) is not a Tessera op, so the graph's rope is not the model's";
-  } else {
-    TS_RETURN_IF_ERROR(linear_rope_scaling(model, p, c));
-  }
+  TS_RETURN_IF_ERROR(linear_rope_scaling(model, p, c, /*allow_yarn=*/true));
   c.rope_scale_swa = c.rope_scale;
   return Status::Ok();
 }

@@ -200,7 +200,8 @@ class Builder {
         .mode = c_.rope_mode,
         .freq_base = c_.rope_base,
         .freq_scale = c_.rope_scale,
-        .freq_factors = c_.rope_factors_ls ? (c_.rope_long() ? m_.rope_long : m_.rope_short) : m_.rope_freqs};
+        .freq_factors = c_.rope_factors_ls ? (c_.rope_long() ? m_.rope_long : m_.rope_short) : m_.rope_freqs,
+        .yarn = c_.rope_yarn};
     blocks::RopeParams rope_swa = rope;
     rope_swa.freq_base = c_.rope_base_swa;
     rope_swa.freq_scale = c_.rope_scale_swa;
@@ -352,6 +353,9 @@ Status validate(const LlamaConfig& c) {
                          {c.rope_base_swa, "rope_base_swa"},
                          {c.rope_scale_swa, "rope_scale_swa"}}) {
     if (!(v > 0.0f) || !std::isfinite(v)) return invalid(format_message("%s must be positive and finite", what));
+  }
+  if (const char* why = rope_yarn_invalid(c.rope_yarn, std::min(c.rope_scale, c.rope_scale_swa))) {
+    return invalid(std::string("rope_yarn: ") + why);
   }
   if (!(c.attn_scale >= 0.0f) || !std::isfinite(c.attn_scale)) return invalid("attn_scale must be finite and >= 0");
   if (c.swa_pattern < 0 || (c.swa_pattern > 0 && c.n_swa < 1)) {

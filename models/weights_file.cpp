@@ -58,7 +58,15 @@ Result<std::vector<uint8_t>> complete_gguf(const LlamaGraph& graph) {
     if (c.swa_pattern != 2) u32("attention.sliding_window_pattern", c.swa_pattern);
     if (c.rope_base_swa != c.rope_base) f.set(p + "rope.freq_base_swa", Value::f32(c.rope_base_swa));
   }
-  if (c.rope_scale != 1.0f) {
+  if (!c.rope_yarn.is_default()) {  // YaRN: the keys from_gguf reads back (yarn_rope_scaling)
+    f.set(p + "rope.scaling.type", Value::string("yarn"));
+    f.set(p + "rope.scaling.factor", Value::f32(1.0f / c.rope_scale));
+    u32("rope.scaling.original_context_length", c.rope_yarn.n_ctx_orig);
+    if (c.rope_yarn.ext_factor != 1.0f) f.set(p + "rope.scaling.yarn_ext_factor", Value::f32(c.rope_yarn.ext_factor));
+    if (c.rope_yarn.attn_factor != 1.0f) f.set(p + "rope.scaling.attn_factor", Value::f32(c.rope_yarn.attn_factor));
+    if (c.rope_yarn.beta_fast != 32.0f) f.set(p + "rope.scaling.yarn_beta_fast", Value::f32(c.rope_yarn.beta_fast));
+    if (c.rope_yarn.beta_slow != 1.0f) f.set(p + "rope.scaling.yarn_beta_slow", Value::f32(c.rope_yarn.beta_slow));
+  } else if (c.rope_scale != 1.0f) {
     f.set(p + "rope.scaling.type", Value::string("linear"));
     f.set(p + "rope.scaling.factor", Value::f32(1.0f / c.rope_scale));
   }

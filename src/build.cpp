@@ -1,5 +1,6 @@
 // Graph-building functions: shape and type checks, then a new tensor recording op, sources and parameters.
 #include "tessera/build.h"
+#include "tessera/rope.h"
 
 #include <cmath>
 #include <cstring>
@@ -367,6 +368,11 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale, Tensor* sin
 
 Tensor* rope(Context& ctx, Tensor* a, Tensor* pos, int n_dims, RopeMode mode, float freq_base, float freq_scale,
              Tensor* freq_factors) {
+  return rope_ext(ctx, a, pos, n_dims, mode, freq_base, freq_scale, RopeYarn{}, freq_factors);
+}
+
+Tensor* rope_ext(Context& ctx, Tensor* a, Tensor* pos, int n_dims, RopeMode mode, float freq_base, float freq_scale,
+                 const RopeYarn& yarn, Tensor* freq_factors) {
   if (a == nullptr || pos == nullptr) return nullptr;
   if (!check_type(ctx, Op::kRope, "src0", a, TypeSet::kFloat) ||
       !check_type(ctx, Op::kRope, "positions", pos, TypeSet::kI32)) {
@@ -388,6 +394,7 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* pos, int n_dims, RopeMode mode, fl
   if (!(freq_base > 0.0f) || !std::isfinite(freq_base) || !std::isfinite(freq_scale)) {
     return bad(ctx, Op::kRope, "freq_base must be positive and finite, freq_scale finite");
   }
+  if (const char* why = rope_yarn_invalid(yarn, freq_scale)) return bad(ctx, Op::kRope, why);
   if (freq_factors != nullptr) {
     if (!check_type(ctx, Op::kRope, "freq_factors", freq_factors, TypeSet::kF32)) return nullptr;
     if (freq_factors->ne[0] < n_dims / 2) {
@@ -403,6 +410,7 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* pos, int n_dims, RopeMode mode, fl
     r->op_params[1] = static_cast<int32_t>(mode);
     set_op_param<float>(*r, 2, freq_base);
     set_op_param<float>(*r, 3, freq_scale);
+    set_rope_yarn(*r, yarn);
   }
   return r;
 }

@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "tessera/cuda.h"
+#include "tessera/rope.h"
 
 namespace tessera::cuda {
 
@@ -120,7 +121,7 @@ bool check_rope(const Tensor& n) {
   if (n_dims <= 0 || n_dims % 2 != 0 || n_dims > a.ne[0]) return false;
   if (!layout_ok(pos) || pos->type != Type::kI32 || pos->ne[0] != a.ne[2] || nelements(*pos) != a.ne[2]) return false;
   if (ff != nullptr && (!layout_ok(ff) || ff->type != Type::kF32 || ff->ne[0] < n_dims / 2)) return false;
-  return true;
+  return rope_yarn_invalid(rope_yarn_of(n), get_op_param<float>(n, 3)) == nullptr;
 }
 
 bool check_mul_mat(const Tensor& n) {

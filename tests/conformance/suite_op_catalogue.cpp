@@ -7,6 +7,7 @@
 
 #include "conformance/backend_conformance.h"
 #include "conformance/suite_util.h"
+#include "tessera/rope.h"
 
 namespace tessera::conformance {
 
@@ -182,6 +183,25 @@ std::vector<OpCase> make_catalogue() {
       add_case(Op::kRope, "rope_" + m + "_partial_ff_" + s, [t, mode](CaseBuilder& b) {
         return rope(b.ctx(), b.input(t, 64, 4, 5), b.indices(100, 5), 32, mode, 500000.0f, 0.5f,
                     b.custom(Type::kF32, {16}, uniform_values(1.0f, 3.0f)));
+      });
+      // YaRN (gpt-oss-20b's: factor 32 over 4096 trained positions, base 150000, ext_factor 1): the ramp's ends
+      // fall inside the rotated pairs (low 8, high 18 of 32), positions far beyond 4096; then a partial rotation with
+      // frequency factors, ext_factor 0.5 and an attention factor.
+      add_case(Op::kRope, "rope_" + m + "_yarn_" + s, [t, mode](CaseBuilder& b) {
+        RopeYarn y;
+        y.n_ctx_orig = 4096;
+        y.ext_factor = 1.0f;
+        return rope_ext(b.ctx(), b.input(t, 64, 4, 5), b.indices(100000, 5), 64, mode, 150000.0f, 1.0f / 32.0f, y);
+      });
+      add_case(Op::kRope, "rope_" + m + "_yarn_partial_ff_" + s, [t, mode](CaseBuilder& b) {
+        RopeYarn y;
+        y.n_ctx_orig = 2048;
+        y.ext_factor = 0.5f;
+        y.attn_factor = 0.75f;
+        y.beta_fast = 16.0f;
+        y.beta_slow = 2.0f;
+        return rope_ext(b.ctx(), b.input(t, 64, 4, 5), b.indices(20000, 5), 32, mode, 10000.0f, 0.25f, y,
+                        b.custom(Type::kF32, {16}, uniform_values(1.0f, 3.0f)));
       });
     }
 

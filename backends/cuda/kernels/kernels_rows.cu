@@ -3,6 +3,7 @@
 // RMS_NORM, SOFT_MAX and ROPE their src0's memory): every output element is written by the thread that read that
 // element, after every read of the row it depends on (row ops write only after their last block reduction).
 #include "common.cuh"
+#include "tessera/rope.h"
 
 namespace tessera::cuda::kernels {
 
@@ -149,8 +150,10 @@ __global__ void soft_max_kernel(TensorDesc a, TensorDesc mask, bool has_mask, Te
 }
 
 // ROPE: one thread per rotated pair or copied dimension of one row (head, token, i3).
+// YaRN (tessera/rope.h): the correction dims and the cos/sin factor come from the host, computed as the CPU does.
 __global__ void rope_kernel(TensorDesc a, TensorDesc pos, TensorDesc ff, bool has_ff, TensorDesc out, int n_dims,
-                            bool neox, float freq_base, float freq_scale) {
+                            bool neox, float freq_base, float freq_scale, float ext_factor, RopeCorrDims corr,
+                            double mscale) {
   int64_t i1, i2, i3;
   row_coords(out.ne, blockIdx.x, &i1, &i2, &i3);
   const int half = n_dims / 2;
@@ -158,10 +161,13 @@ __global__ void rope_kernel(TensorDesc a, TensorDesc pos, TensorDesc ff, bool ha
   for (int64_t c = threadIdx.x; c < half + (a.ne[0] - n_dims); c += blockDim.x) {
     if (c < half) {
       const double factor = has_ff ? static_cast<double>(load_f32(ff, c, 0, 0, 0)) : 1.0;
-      const double theta = position * static_cast<double>(freq_scale) *
-                           pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(c) / n_dims) / factor;
+      const double extrap =
+          position * pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(c) / n_dims) / factor;
+      const double theta = rope_yarn_theta(extrap, static_cast<double>(freq_scale), corr, c, ext_factor);
       double sn, cs;
       sincos(theta, &sn, &cs);
+      sn *= mscale;
+      cs *= mscale;
       const int64_t j0 = neox ? c : 2 * c;
       const int64_t j1 = neox ? c + half : 2 * c + 1;
       const double x0 = load_f32(a, j0, i1, i2, i3);
@@ -264,10 +270,13 @@ Status launch_row_op(const Tensor& node, LaunchContext& ctx) {
     }
     case Op::kRope: {
       const bool has_ff = node.src[2] != nullptr;
-      rope_kernel<<<grid, 64, 0, ctx.stream>>>(a, desc_of(*node.src[1]), has_ff ? desc_of(*node.src[2]) : a, has_ff,
-                                               out, node.op_params[0],
-                                               node.op_params[1] == static_cast<int32_t>(RopeMode::kNeox),
-                                               get_op_param<float>(node, 2), get_op_param<float>(node, 3));
+      const RopeYarn yarn = rope_yarn_of(node);
+      const RopeCorrDims corr = rope_yarn_corr_dims(node.op_params[0], yarn.n_ctx_orig, get_op_param<float>(node, 2),
+                                                    yarn.beta_fast, yarn.beta_slow);
+      rope_kernel<<<grid, 64, 0, ctx.stream>>>(
+          a, desc_of(*node.src[1]), has_ff ? desc_of(*node.src[2]) : a, has_ff, out, node.op_params[0],
+          node.op_params[1] == static_cast<int32_t>(RopeMode::kNeox), get_op_param<float>(node, 2),
+          get_op_param<float>(node, 3), yarn.ext_factor, corr, rope_yarn_mscale(yarn, get_op_param<float>(node, 3)));
       break;
     }
     default: return TS_ERROR(StatusCode::kUnsupported, "no row kernel for %s", describe(node).c_str());

@@ -28,6 +28,7 @@
 #include "tessera/context.h"
 #include "tessera/graph.h"
 #include "tessera/ops.h"
+#include "tessera/rope.h"
 #include "tessera/status.h"
 
 namespace tessera::gguf {
@@ -87,6 +88,9 @@ struct LlamaConfig {
   int64_t n_swa = 0;
   float rope_base_swa = 10000.0f;
   float rope_scale_swa = 1.0f;
+  // YaRN rope scaling of every layer (gpt-oss: rope.scaling.type yarn; llama.cpp's cparams yarn_* apply to the
+  // sliding-window layers too); the default is none.
+  RopeYarn rope_yarn;
   // phi3 (llama.cpp's phi3 graph, src/models/phi3.cpp):
   bool fused_qkv = false;        // blk.N.attn_qkv.weight [n_embd, n_embd_q + 2 n_embd_kv] instead of wq, wk, wv: its
                                  // output is viewed as Q, K and V (llama.cpp's build_qkv)
@@ -107,8 +111,8 @@ struct LlamaConfig {
                                     // logits (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT); else softmax, then top-k
   float swiglu_oai_alpha = 0.0f;    // > 0: the experts' GLU is SWIGLU_OAI with this alpha and swiglu_oai_limit
   float swiglu_oai_limit = 0.0f;
-  // What the graph does not compute as the model would (a rope scaling that ROPE has no parameters for: gpt-oss's
-  // YaRN): empty, or the reason, naming the key. Plans and metadata-only runs place and time the graph as built;
+  // What the graph does not compute as the model would (a file feature Tessera builds for placement but has no op
+  // for): empty, or the reason, naming the key. Plans and metadata-only runs place and time the graph as built;
   // fill_random (every memory-backed run) refuses with this reason.
   std::string compute_refusal;
   // A model file holding every tensor's data (from_gguf.h, a "complete" file): fill_random reads the weights from it

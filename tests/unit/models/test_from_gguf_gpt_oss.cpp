@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <tuple>
 
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
@@ -52,7 +54,24 @@ TEST(FromGgufGptOss, GptOss20bFixtureUsesEveryTensorOnce) {
   EXPECT_EQ(c.rope_mode, RopeMode::kNeox);
   EXPECT_TRUE(c.attn_bias && c.attn_out_bias && c.attn_sinks && c.moe_bias && c.moe_softmax_weight);
   EXPECT_FALSE(c.moe_norm_weights || c.tied_output || c.attn_qk_norm || c.post_norms);
-  EXPECT_THAT(c.compute_refusal, HasSubstr("gpt-oss.rope.scaling.type is yarn"));
+  // YaRN from rope.scaling.{type, factor, original_context_length} and llama.cpp's defaults (ext_factor 1 for yarn,
+  // beta_fast 32, beta_slow 1, attn_factor 1): computed, not refused; every ROPE of the graph has it.
+  EXPECT_EQ(c.compute_refusal, "");
+  EXPECT_EQ(c.rope_yarn.n_ctx_orig, 4096);
+  EXPECT_EQ(c.rope_yarn.ext_factor, 1.0f);
+  EXPECT_EQ(c.rope_yarn.attn_factor, 1.0f);
+  EXPECT_EQ(c.rope_yarn.beta_fast, 32.0f);
+  EXPECT_EQ(c.rope_yarn.beta_slow, 1.0f);
+  int ropes = 0;
+  for (const Tensor* t : m->graph->nodes()) {
+    if (t->op != Op::kRope) continue;
+    ++ropes;
+    const RopeYarn y = rope_yarn_of(*t);
+    EXPECT_EQ(y.n_ctx_orig, 4096) << t->name;
+    EXPECT_EQ(y.ext_factor, 1.0f) << t->name;
+    EXPECT_FLOAT_EQ(get_op_param<float>(*t, 3), 1.0f / 32.0f) << t->name;
+  }
+  EXPECT_EQ(ropes, 2 * 24);  // Q and K of every layer
   expect_uses_the_file_exactly(m.value(), f);
 
   // Layers 0, 2, ..., 22 slide (set_swa_pattern(2)); every attention has its layer's sinks.
@@ -129,6 +148,21 @@ TEST(FromGgufGptOss, MissingOrInconsistentKeysAreNamed) {
   ASSERT_FALSE(m.ok());
   EXPECT_THAT(m.status().message(),
               HasSubstr("gpt-oss.rope.scaling.type: 'longrope' is not supported for gpt-oss (yarn, linear or none)"));
+  // YaRN's keys: out of range or unsupported ones are named.
+  for (auto [key, value, what] :
+       {std::tuple{"gpt-oss.rope.scaling.original_context_length", gguf::Value::u32(0), "0 is outside [1, 2^31 - 1]"},
+        std::tuple{"gpt-oss.rope.scaling.yarn_ext_factor", gguf::Value::f32(2.0f), "is outside [0, 1]"},
+        std::tuple{"gpt-oss.rope.scaling.yarn_beta_fast", gguf::Value::f32(-1.0f), "must be positive and finite"},
+        std::tuple{"gpt-oss.rope.scaling.yarn_beta_slow", gguf::Value::f32(0.0f), "must be positive and finite"},
+        std::tuple{"gpt-oss.rope.scaling.attn_factor", gguf::Value::f32(NAN), "must be positive and finite"},
+        std::tuple{"gpt-oss.rope.scaling.yarn_log_multiplier", gguf::Value::f32(0.1f), "is not supported"}}) {
+    f = gpt_oss_20b();
+    f.set(key, value);
+    m = build(f);
+    ASSERT_FALSE(m.ok()) << key;
+    EXPECT_THAT(m.status().message(), HasSubstr(key)) << key;
+    EXPECT_THAT(m.status().message(), HasSubstr(what)) << key;
+  }
   f = gpt_oss_20b();
   f.set("gpt-oss.expert_used_count", gguf::Value::u32(33));
   m = build(f);
@@ -161,9 +195,9 @@ TEST(FromGgufGptOss, MissingTensorsAreNamed) {
   EXPECT_THAT(m.status().message(), HasSubstr("tensor blk.0.ffn_norm.weight is not used by the gpt-oss architecture"));
 }
 
-// YaRN: the graph is built (plans and metadata-only runs use it); computing it with memory is refused, naming the key.
-// Without rope scaling keys nothing is refused.
-TEST(FromGgufGptOss, YarnRefusesAMemoryBackedCompute) {
+// A config's compute_refusal stops a memory-backed run, with its reason. (No key sets it since YaRN computes.)
+// Without rope scaling keys the rope is plain.
+TEST(FromGgufGptOss, ComputeRefusalStopsAMemoryBackedRun) {
   LlamaConfig c = preset("tiny-gpt-oss").value();
   c.compute_refusal = "m.gguf: gpt-oss.rope.scaling.type is yarn: YaRN";
   LlamaGraph m = build_llama(c).value();
@@ -181,9 +215,11 @@ TEST(FromGgufGptOss, YarnRefusesAMemoryBackedCompute) {
   ASSERT_TRUE(plain.ok()) << plain.status().message();
   EXPECT_EQ(plain->config.compute_refusal, "");
   EXPECT_FLOAT_EQ(plain->config.rope_scale, 1.0f);
+  EXPECT_TRUE(plain->config.rope_yarn.is_default());
 }
 
-// The tiny complete fixture reads back into the preset's config (the oracle test computes the preset).
+// The tiny complete fixture reads back into its config: the preset's, with gpt-oss-20b's YaRN (the oracle test
+// computes the preset with and without YaRN).
 TEST(FromGgufGptOss, TinyCompleteFixtureReadsBackAsThePreset) {
   auto cfg = fixtures::complete_fixture_config("tiny-gpt-oss");
   ASSERT_TRUE(cfg.ok()) << cfg.status().message();
@@ -213,8 +249,47 @@ TEST(FromGgufGptOss, TinyCompleteFixtureReadsBackAsThePreset) {
   EXPECT_EQ(a.moe_norm_weights, b.moe_norm_weights);
   EXPECT_FLOAT_EQ(a.swiglu_oai_alpha, b.swiglu_oai_alpha);
   EXPECT_FLOAT_EQ(a.swiglu_oai_limit, b.swiglu_oai_limit);
+  EXPECT_FLOAT_EQ(a.rope_scale, 1.0f / 32.0f);
+  EXPECT_FLOAT_EQ(a.rope_scale_swa, 1.0f / 32.0f);
+  EXPECT_EQ(a.rope_yarn.n_ctx_orig, 4096);
+  EXPECT_EQ(a.rope_yarn.ext_factor, 1.0f);
   EXPECT_EQ(a.compute_refusal, "");
   expect_uses_the_file_exactly(m.value(), file.value());
+}
+
+// A complete tiny gpt-oss with YaRN (factor 32 over 16 trained positions, a beta_fast other than the default): the
+// writer's yarn keys read back into the same parameters. (test_weights_file.cpp computes such a file: the same logits
+// as the model it was written from.)
+TEST(FromGgufGptOss, TinyCompleteFixtureWithYarnReadsBack) {
+  auto cfg = fixtures::complete_fixture_config("tiny-gpt-oss");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().message();
+  LlamaConfig c = cfg.value();
+  c.rope_scale = c.rope_scale_swa = 1.0f / 32.0f;
+  c.rope_yarn.n_ctx_orig = 16;
+  c.rope_yarn.ext_factor = 1.0f;
+  c.rope_yarn.beta_fast = 8.0f;
+  LlamaGraph g = build_llama(c).value();
+  auto wbuf = alloc_ctx_tensors(*g.weights_ctx, *cpu::buffer_type());  // (held while in use)
+  ASSERT_TRUE(wbuf.ok());
+  auto cbuf = alloc_ctx_tensors(*g.cache_ctx, *cpu::buffer_type());  // (held while in use)
+  ASSERT_TRUE(cbuf.ok());
+  ASSERT_TRUE(fill_random(g, 1).ok());
+  auto bytes = complete_gguf(g);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  auto file = gguf::read_memory(bytes.value(), "tiny-gpt-oss-yarn.gguf");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(file->find_value("gpt-oss.rope.scaling.type")->to_string(), "'yarn'");
+  auto m = build(file.value(), {.n_ctx = 64, .n_tokens = 8});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const LlamaConfig& a = m->config;
+  EXPECT_FLOAT_EQ(a.rope_scale, 1.0f / 32.0f);
+  EXPECT_FLOAT_EQ(a.rope_scale_swa, 1.0f / 32.0f);
+  EXPECT_EQ(a.rope_yarn.n_ctx_orig, 16);
+  EXPECT_EQ(a.rope_yarn.ext_factor, 1.0f);
+  EXPECT_EQ(a.rope_yarn.attn_factor, 1.0f);
+  EXPECT_EQ(a.rope_yarn.beta_fast, 8.0f);
+  EXPECT_EQ(a.rope_yarn.beta_slow, 1.0f);
+  EXPECT_EQ(a.compute_refusal, "");
 }
 
 }  // namespace

@@ -13,6 +13,11 @@
 //     (GptOssTopKRouter);
 //   - expert: gate = Wg x + bg, up = Wu x + bu, gate clamped above at limit, up clamped to [-limit, limit],
 //     out = Wd ((up + 1) * gate * sigmoid(alpha gate)) + bd (GptOssExperts, alpha 1.702, limit 7).
+//   - YaRN (rope_scaling rope_type "yarn"): transformers' _compute_yarn_parameters (modeling_rope_utils.py), written
+//     out below: the inverse frequencies mix the extrapolated 1 / base^(2i/d) and the interpolated ones divided by
+//     factor, by 1 - ramp over [low, high] with low = floor(corr(beta_fast)), high = ceil(corr(beta_slow)),
+//     corr(r) = d ln(L / (2 pi r)) / (2 ln base), L = original_max_position_embeddings (truncate true, the default,
+//     which is also what llama.cpp does); cos and sin are multiplied by attention_factor = 0.1 ln(factor) + 1.
 // Nothing here uses Tessera's ops: the weights are read back as floats and everything else is computed in doubles.
 #include <gtest/gtest.h>
 
@@ -68,13 +73,41 @@ Vec rms_norm(const Vec& x, const std::vector<float>& g, double eps) {
   return y;
 }
 
+// The rotary embedding's inverse frequencies and the factor on cos and sin (HF's rope_init_fn): default rope, or YaRN
+// when yarn_factor > 0 (yarn_factor, yarn_orig_ctx, beta_fast, beta_slow from the model's rope_scaling).
+struct Rotary {
+  Vec inv_freq;
+  double attention_factor = 1.0;
+};
+
+Rotary rotary(size_t hd, double base, double yarn_factor, double yarn_orig_ctx, double beta_fast, double beta_slow) {
+  Rotary r;
+  const size_t half = hd / 2;
+  for (size_t i = 0; i < half; ++i) r.inv_freq.push_back(1.0 / std::pow(base, 2.0 * i / static_cast<double>(hd)));
+  if (yarn_factor <= 0.0) return r;
+  const double pi = 3.14159265358979323846, d = static_cast<double>(hd);
+  auto corr = [&](double rot) { return d * std::log(yarn_orig_ctx / (rot * 2.0 * pi)) / (2.0 * std::log(base)); };
+  const double low = std::max(std::floor(corr(beta_fast)), 0.0);
+  const double high = std::min(std::ceil(corr(beta_slow)), d - 1.0);
+  for (size_t i = 0; i < half; ++i) {
+    const double hi = low == high ? high + 0.001 : high;
+    const double linear = std::clamp((static_cast<double>(i) - low) / (hi - low), 0.0, 1.0);
+    const double extrapolation_factor = 1.0 - linear;
+    const double extrap = r.inv_freq[i], interp = r.inv_freq[i] / yarn_factor;
+    r.inv_freq[i] = interp * (1.0 - extrapolation_factor) + extrap * extrapolation_factor;
+  }
+  r.attention_factor = 0.1 * std::log(yarn_factor) + 1.0;
+  return r;
+}
+
 // rotate_half rope of one head x[from, from + hd): value i pairs with value i + hd / 2.
-void rope_neox(Vec& x, size_t from, size_t hd, int pos, double base) {
+void rope_neox(Vec& x, size_t from, size_t hd, int pos, const Rotary& r) {
   for (size_t i = 0; i < hd / 2; ++i) {
-    const double theta = pos * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+    const double theta = pos * r.inv_freq[i];
+    const double c = std::cos(theta) * r.attention_factor, s = std::sin(theta) * r.attention_factor;
     const double x0 = x[from + i], x1 = x[from + i + hd / 2];
-    x[from + i] = x0 * std::cos(theta) - x1 * std::sin(theta);
-    x[from + i + hd / 2] = x0 * std::sin(theta) + x1 * std::cos(theta);
+    x[from + i] = x0 * c - x1 * s;
+    x[from + i + hd / 2] = x0 * s + x1 * c;
   }
 }
 
@@ -83,10 +116,14 @@ struct Model {
   std::vector<std::vector<float>> k_cache, v_cache;
 };
 
-std::vector<double> oracle_logits(const LlamaConfig& c, const Model& m, const LlamaInputs& in) {
+// yarn_factor 0: plain rope; else YaRN with that factor over yarn_orig_ctx trained positions, beta 32 / 1 (HF's
+// defaults and gpt-oss's config).
+std::vector<double> oracle_logits(const LlamaConfig& c, const Model& m, const LlamaInputs& in, double yarn_factor = 0,
+                                  double yarn_orig_ctx = 0) {
   const int64_t T = c.n_tokens, E = c.n_embd, hd = c.head_dim(), nkv = c.kv_len(), F = c.n_ff;
   const int64_t nq = hd * c.n_head, nk = hd * c.n_head_kv;
   const double alpha = 1.702, limit = 7.0;
+  const Rotary rot = rotary(static_cast<size_t>(hd), c.rope_base, yarn_factor, yarn_orig_ctx, 32.0, 1.0);
   std::vector<Vec> x(static_cast<size_t>(T));
   const std::vector<float>& emb = get(m.w, "token_embd.weight");
   for (int64_t t = 0; t < T; ++t) x[t].assign(emb.begin() + in.tokens[t] * E, emb.begin() + (in.tokens[t] + 1) * E);
@@ -101,8 +138,8 @@ std::vector<double> oracle_logits(const LlamaConfig& c, const Model& m, const Ll
       q[t] = affine(W("attn_q.weight"), E, nq, h, 0, &W("attn_q.bias"));
       Vec k = affine(W("attn_k.weight"), E, nk, h, 0, &W("attn_k.bias"));
       const Vec v = affine(W("attn_v.weight"), E, nk, h, 0, &W("attn_v.bias"));
-      for (int64_t hh = 0; hh < c.n_head; ++hh) rope_neox(q[t], hh * hd, hd, in.pos[t], c.rope_base);
-      for (int64_t hh = 0; hh < c.n_head_kv; ++hh) rope_neox(k, hh * hd, hd, in.pos[t], c.rope_base);
+      for (int64_t hh = 0; hh < c.n_head; ++hh) rope_neox(q[t], hh * hd, hd, in.pos[t], rot);
+      for (int64_t hh = 0; hh < c.n_head_kv; ++hh) rope_neox(k, hh * hd, hd, in.pos[t], rot);
       const size_t slot = static_cast<size_t>(in.kv_idxs[t] * nk);
       for (int64_t i = 0; i < nk; ++i) {
         kc[il][slot + i] = static_cast<float>(k[i]);
@@ -167,7 +204,7 @@ std::vector<double> oracle_logits(const LlamaConfig& c, const Model& m, const Ll
 }
 
 // The model built, filled and computed on the CPU backend; the NMSE of its logits against the oracle's.
-double nmse_against_oracle(LlamaConfig c, uint64_t seed) {
+double nmse_against_oracle(LlamaConfig c, uint64_t seed, double yarn_factor = 0, double yarn_orig_ctx = 0) {
   c.weight_type = Type::kF32;  // exact weights and cache: the comparison is of the graph, not of quantization
   c.kv_type = Type::kF32;
   Result<LlamaGraph> built = build_llama(c);
@@ -192,7 +229,7 @@ double nmse_against_oracle(LlamaConfig c, uint64_t seed) {
   std::unique_ptr<Backend> backend = cpu::make_backend({.n_threads = 2});
   EXPECT_EQ(backend->graph_compute(*g.graph), ComputeStatus::kSuccess) << backend->last_error();
   const std::vector<float> got = tensor_to_f32(*g.logits).value();
-  const std::vector<double> want = oracle_logits(c, m, in);
+  const std::vector<double> want = oracle_logits(c, m, in, yarn_factor, yarn_orig_ctx);
   EXPECT_EQ(got.size(), want.size());
   if (got.size() != want.size()) return INFINITY;
   double err = 0, ref = 0;
@@ -211,6 +248,23 @@ TEST(GptOssOracle, LogitsEqualTheOracles) {
     EXPECT_LT(nmse_against_oracle(c, 7), 1e-8) << (fa ? "flash" : "matmul/softmax");
     c.n_outputs = 3;  // only the last rows: the out_ids path
     EXPECT_LT(nmse_against_oracle(c, 8), 1e-8) << (fa ? "flash" : "matmul/softmax");
+  }
+}
+
+// YaRN as gpt-oss-20b has it (factor 32 over 4096 trained positions, beta 32 / 1) on the tiny model's 16 pairs per
+// head (head_dim 32, base 150000): corr(32) = 32 ln(4096 / 201.06) / 23.84 = 4.05 -> low 4, corr(1) = 32 ln(651.9) /
+// 23.84 = 8.70 -> high 9, the ramp inside the pairs; and over 16 trained positions: corr(32) = -3.40 -> low 0,
+// corr(1) = 1.25 -> high 2, almost all pairs interpolated.
+TEST(GptOssOracle, LogitsWithYarnEqualTheOracles) {
+  for (bool fa : {true, false}) {
+    for (int orig : {4096, 16}) {
+      LlamaConfig c = preset("tiny-gpt-oss").value();
+      c.flash_attn = fa;
+      c.rope_scale = c.rope_scale_swa = 1.0f / 32.0f;
+      c.rope_yarn.n_ctx_orig = orig;
+      c.rope_yarn.ext_factor = 1.0f;
+      EXPECT_LT(nmse_against_oracle(c, 9, 32.0, orig), 1e-8) << (fa ? "flash" : "matmul/softmax") << " orig " << orig;
+    }
   }
 }
 

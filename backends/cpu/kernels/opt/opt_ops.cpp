@@ -9,6 +9,7 @@
 
 #include "../ref/ref_ops.h"
 #include "opt_kernels.h"
+#include "tessera/rope.h"
 
 namespace tessera::cpu::opt {
 
@@ -268,6 +269,10 @@ Status run_rope(const Tensor& node, const Params& p) {
   const double freq_scale = get_op_param<float>(node, 3);
   const int64_t half = n_dims / 2;
   const int64_t n = node.ne[0];
+  const RopeYarn yarn = rope_yarn_of(node);
+  const RopeCorrDims corr = rope_yarn_corr_dims(static_cast<int>(n_dims), yarn.n_ctx_orig, get_op_param<float>(node, 2),
+                                                yarn.beta_fast, yarn.beta_slow);
+  const double mscale = rope_yarn_mscale(yarn, get_op_param<float>(node, 3));
   float* cs = scratch(p, static_cast<size_t>(n_dims));  // cos[0..half), sin[half..n_dims)
   int64_t cached_token = -1;
   MyRows rows(node, p);
@@ -279,10 +284,11 @@ Status run_rope(const Tensor& node, const Params& p) {
       for (int64_t i = 0; i < half; ++i) {
         double factor = 1.0;
         if (ff != nullptr) factor = reinterpret_cast<const float*>(row_ptr(*ff, 0, 0, 0))[i];
-        const double theta = position * freq_scale *
-                             std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims)) / factor;
-        cs[i] = static_cast<float>(std::cos(theta));
-        cs[half + i] = static_cast<float>(std::sin(theta));
+        const double extrap =
+            position * std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims)) / factor;
+        const double theta = rope_yarn_theta(extrap, freq_scale, corr, i, yarn.ext_factor);
+        cs[i] = static_cast<float>(std::cos(theta) * mscale);
+        cs[half + i] = static_cast<float>(std::sin(theta) * mscale);
       }
       cached_token = d.i2;
     }

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "ref_ops.h"
+#include "tessera/rope.h"
 
 namespace tessera::cpu::ref {
 
@@ -127,7 +128,7 @@ Status run_soft_max(const Tensor& node, const ComputeParams& p) {
 }
 
 // ---- ROPE: src1 = pos i32 [ne2], src2 = freq_factors f32 (optional).
-// op_params: [0] n_dims, [1] RopeMode, [2] f32 freq_base, [3] f32 freq_scale ----
+// op_params: [0] n_dims, [1] RopeMode, [2] f32 freq_base, [3] f32 freq_scale, [4..8] YaRN (tessera/rope.h) ----
 
 bool check_rope(const Tensor& node) {
   if (!same_as_float_src0(node)) return false;
@@ -140,7 +141,7 @@ bool check_rope(const Tensor& node) {
   if (n_dims <= 0 || n_dims % 2 != 0 || n_dims > a.ne[0]) return false;
   if (!src_ok(pos) || pos->type != Type::kI32 || pos->ne[0] != a.ne[2] || nelements(*pos) != a.ne[2]) return false;
   if (ff != nullptr && (!src_ok(ff) || ff->type != Type::kF32 || ff->ne[0] < n_dims / 2)) return false;
-  return true;
+  return rope_yarn_invalid(rope_yarn_of(node), get_op_param<float>(node, 3)) == nullptr;
 }
 
 Status run_rope(const Tensor& node, const ComputeParams& p) {
@@ -152,6 +153,10 @@ Status run_rope(const Tensor& node, const ComputeParams& p) {
   const double freq_base = get_op_param<float>(node, 2);
   const double freq_scale = get_op_param<float>(node, 3);
   const int64_t half = n_dims / 2;
+  const RopeYarn yarn = rope_yarn_of(node);
+  const RopeCorrDims corr = rope_yarn_corr_dims(static_cast<int>(n_dims), yarn.n_ctx_orig, get_op_param<float>(node, 2),
+                                                yarn.beta_fast, yarn.beta_slow);
+  const double mscale = rope_yarn_mscale(yarn, get_op_param<float>(node, 3));
   int64_t r0, r1;
   partition(row_count(node), p, &r0, &r1);
   std::vector<float> x(static_cast<size_t>(a.ne[0])), out(static_cast<size_t>(a.ne[0]));
@@ -162,10 +167,11 @@ Status run_rope(const Tensor& node, const ComputeParams& p) {
     const double position = load_i32(pos, d.i2, 0, 0, 0);
     for (int64_t i = 0; i < half; ++i) {
       const double factor = ff != nullptr ? load_f32(*ff, i, 0, 0, 0) : 1.0;
-      const double theta = position * freq_scale *
-                           std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims)) / factor;
-      const double c = std::cos(theta);
-      const double s = std::sin(theta);
+      const double extrap =
+          position * std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims)) / factor;
+      const double theta = rope_yarn_theta(extrap, freq_scale, corr, i, yarn.ext_factor);
+      const double c = std::cos(theta) * mscale;
+      const double s = std::sin(theta) * mscale;
       const int64_t j0 = neox ? i : 2 * i;
       const int64_t j1 = neox ? i + half : 2 * i + 1;
       const double x0 = x[static_cast<size_t>(j0)];
