@@ -130,15 +130,6 @@ constexpr int kFaMaxR = 8;        // head dims per lane: D, Dv <= 256
 constexpr int kFaUnroll = 4;      // keys in flight per warp
 constexpr int kFaMaxSplits = 64;  // key splits per row (fa_merge_kernel: two per lane of one warp)
 
-template <int T>
-__device__ inline float load_kv(const char* e) {
-  if constexpr (T == kTF32) {
-    return *reinterpret_cast<const float*>(e);
-  } else {
-    return hw_f16(*reinterpret_cast<const uint16_t*>(e));
-  }
-}
-
 struct FaState {
   float m, l;
 };
@@ -170,32 +161,35 @@ __global__ void fa_split_kernel(TensorDesc q, TensorDesc k, TensorDesc v, Tensor
 #pragma unroll
   for (int r = 0; r < kFaMaxR; ++r) acc[r] = 0.0f;
   for (int64_t j0 = j_begin + warp * kFaUnroll; j0 < j_end; j0 += kFaWarps * kFaUnroll) {
-    // Every load of the step first (keys, values, mask), so their latencies overlap; then the arithmetic.
-    float s[kFaUnroll], mk[kFaUnroll], vv[kFaUnroll][kFaMaxR];
+    float s[kFaUnroll];
 #pragma unroll
     for (int u = 0; u < kFaUnroll; ++u) {
       const int64_t j = j0 + u;
       float dot = 0.0f;
-      mk[u] = 0.0f;
       if (j < j_end) {
         const char* kp = kbase + j * k.nb[1];
-        const char* vp = vbase + j * v.nb[1];
 #pragma unroll
         for (int r = 0; r < kFaMaxR; ++r) {
-          if (r < rd) dot += qr[r] * load_kv<T>(kp + r * 32 * es);
-          vv[u][r] = r < rv ? load_kv<T>(vp + r * 32 * es) : 0.0f;
+          if (r < rd) {
+            const char* e = kp + r * 32 * es;
+            const float kv =
+                T == kTF32 ? *reinterpret_cast<const float*>(e) : hw_f16(*reinterpret_cast<const uint16_t*>(e));
+            dot += qr[r] * kv;
+          }
         }
-        if (has_mask) mk[u] = load_f32(mask, j, i, 0, 0);
-      } else {
-#pragma unroll
-        for (int r = 0; r < kFaMaxR; ++r) vv[u][r] = 0.0f;
       }
       s[u] = dot;
     }
     float smax = -INFINITY;
 #pragma unroll
     for (int u = 0; u < kFaUnroll; ++u) {
-      const float x = j0 + u >= j_end ? -INFINITY : warp_sum(s[u]) * scale + mk[u];
+      const int64_t j = j0 + u;
+      float x = warp_sum(s[u]) * scale;
+      if (j >= j_end) {
+        x = -INFINITY;
+      } else if (has_mask) {
+        x += load_f32(mask, j, i, 0, 0);
+      }
       s[u] = x;
       smax = fmaxf(smax, x);
     }
@@ -207,11 +201,19 @@ __global__ void fa_split_kernel(TensorDesc q, TensorDesc k, TensorDesc v, Tensor
     for (int r = 0; r < kFaMaxR; ++r) acc[r] *= corr;
 #pragma unroll
     for (int u = 0; u < kFaUnroll; ++u) {
-      if (s[u] == -INFINITY) continue;  // a masked key's value is never used (it may be anything, NaN included)
+      if (s[u] == -INFINITY) continue;
       const float w = expf(s[u] - m_new);
       l += w;
+      const char* vp = vbase + (j0 + u) * v.nb[1];
 #pragma unroll
-      for (int r = 0; r < kFaMaxR; ++r) acc[r] += w * vv[u][r];
+      for (int r = 0; r < kFaMaxR; ++r) {
+        if (r < rv) {
+          const char* e = vp + r * 32 * es;
+          const float vv =
+              T == kTF32 ? *reinterpret_cast<const float*>(e) : hw_f16(*reinterpret_cast<const uint16_t*>(e));
+          acc[r] += w * vv;
+        }
+      }
     }
     m = m_new;
   }
