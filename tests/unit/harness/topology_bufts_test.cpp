@@ -108,7 +108,7 @@ TEST(TopologyBufferTypes, BadInputIsRefusedWithItsLocation) {
               HasSubstr("devices[0].padding[0].extra: expected a size up to 1 GiB"));
   // Buffer types: a name is required, unique among devices and buffer types, not "host"; rules are checked.
   EXPECT_THAT(error_of(topo("", R"("buffer_types": [{"ops": {}}])")),
-              HasSubstr("devices[1].buffer_types[0]: missing key \"name\""));
+              HasSubstr("devices[1].buffer_types[0]: missing required key \"name\""));
   EXPECT_THAT(error_of(topo("", R"("buffer_types": [{"name": ""}])")),
               HasSubstr("devices[1].buffer_types[0].name: expected a non-empty buffer type name"));
   EXPECT_THAT(error_of(topo("", R"("buffer_types": [{"name": "GPU0"}])")),
