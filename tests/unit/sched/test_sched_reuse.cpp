@@ -169,14 +169,15 @@ void expect_full_path(bool parallel, const Change& c) {
 
 TEST_P(SchedReuse, ChangedOpTakesTheFullPath) {
   // norm.1 becomes a SOFT_MAX, which GPU0 refuses: it must leave GPU0
-  expect_full_path(GetParam(),
-                   {"node 'norm.1' (node ",
-                    [](Net& n, Scheduler&, Rig2&) {
-                      Tensor* t = node_named(n.graph, "norm.1");
-                      t->op = Op::kSoftMax;
-                      t->op_params[0] = 0;
-                    },
-                    [](Net& n, Scheduler& s) { EXPECT_EQ(s.explain(node_named(n.graph, "norm.1")).backend, 1); }});
+  expect_full_path(GetParam(), {"node 'norm.1' (node ",
+                                [](Net& n, Scheduler&, Rig2&) {
+                                  Tensor* t = node_named(n.graph, "norm.1");
+                                  t->op = Op::kSoftMax;  // (op_params as they were: only the op changes)
+                                },
+                                [](Net& n, Scheduler& s) {
+                                  EXPECT_THAT(s.plan_reuse().why_not, HasSubstr(": op"));
+                                  EXPECT_EQ(s.explain(node_named(n.graph, "norm.1")).backend, 1);
+                                }});
 }
 
 TEST_P(SchedReuse, ChangedOpParameterTakesTheFullPath) {
@@ -220,7 +221,7 @@ TEST_P(SchedReuse, ChangedTypeTakesTheFullPath) {
 }
 
 TEST_P(SchedReuse, SourceReplacedByAnotherNodeTakesTheFullPath) {
-  // res.2 adds norm.1's input (res.0) instead of the layer's FFN output: another dependency
+  // res.2 adds res.0 instead of res.1, which it reads through a copy: a source pass 5 rewrote is replaced
   expect_full_path(GetParam(), {"node 'res.2' (node ", [](Net& n, Scheduler&, Rig2&) {
                                   node_named(n.graph, "res.2")->src[0] = node_named(n.graph, "res.0");
                                 }});
