@@ -78,6 +78,7 @@ TEST_P(BackendConformance, SupportsOpRejectsInvalidNodes) {
   Tensor* ids25 = leaf(Type::kI32, {2, 5});
   Tensor* ids52 = leaf(Type::kI32, {5, 2});
   Tensor* tokens5 = leaf(Type::kF32, {64, 2, 5});
+  Tensor* ipos = leaf(Type::kI32, {5});
 
   std::vector<std::pair<std::string, Tensor*>> invalid = {
       {"MUL_MAT with an i32 src1", node(Op::kMulMat, Type::kF32, {16, 4}, {w, ix})},
@@ -91,6 +92,8 @@ TEST_P(BackendConformance, SupportsOpRejectsInvalidNodes) {
       {"GET_ROWS with f32 ids", node(Op::kGetRows, Type::kF32, {16, 4}, {w, fids})},
       {"GET_ROWS with a missing ids source", node(Op::kGetRows, Type::kF32, {16, 4}, {w, nullptr})},
       {"ROPE with f32 positions", node(Op::kRope, Type::kF32, {64, 4, 5}, {a3, fpos})},
+      {"ROPE with YaRN ext_factor 2", node(Op::kRope, Type::kF32, {64, 4, 5}, {a3, ipos})},
+      {"ROPE with YaRN and n_ctx_orig 0", node(Op::kRope, Type::kF32, {64, 4, 5}, {a3, ipos})},
       {"MUL_MAT_ID with f32 ids", node(Op::kMulMatId, Type::kF32, {16, 2, 5}, {experts, tokens, fids2})},
       {"UNARY with an unknown UnaryOp", node(Op::kUnary, Type::kF32, {64, 4}, {x})},
       {"SOFT_MAX with f16 sinks", node(Op::kSoftMax, Type::kF32, {64, 4, 3}, {scores, nullptr, sinks_f16})},
@@ -107,6 +110,13 @@ TEST_P(BackendConformance, SupportsOpRejectsInvalidNodes) {
       set_op_param<int32_t>(*t, 1, static_cast<int32_t>(RopeMode::kNormal));
       set_op_param<float>(*t, 2, 10000.0f);
       set_op_param<float>(*t, 3, 1.0f);
+      if (why.find("YaRN") != std::string::npos) {  // slots 4..8 (tessera/rope.h): n_ctx_orig, ext, attn, betas
+        set_op_param<int32_t>(*t, 4, why.find("n_ctx_orig 0") != std::string::npos ? 0 : 4096);
+        set_op_param<float>(*t, 5, why.find("ext_factor 2") != std::string::npos ? 2.0f : 1.0f);
+        set_op_param<float>(*t, 6, 1.0f);
+        set_op_param<float>(*t, 7, 32.0f);
+        set_op_param<float>(*t, 8, 1.0f);
+      }
     }
     if (t->op == Op::kUnary) set_op_param<int32_t>(*t, 0, 1000);
     set_name(*t, "invalid_node");
