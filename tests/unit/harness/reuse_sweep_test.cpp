@@ -32,6 +32,8 @@ TEST_P(ReuseSweep, PipelinedReusedEvaluationsHaveNoRaceAndMatchTheCpu) {
     c.policy.parallel = true;
     c.policy.reuse = true;
     c.policy.n_gpu_layers = 2;  // a layer on the CPU: more splits and copies
+    // an accelerator that cannot write the cache (SET_ROWS) keeps it in host memory, as a user would (-nkvo)
+    c.policy.kv_offload = GetParam() != "accel-no-events";
     c.per_evaluation_inputs = true;
     c.sim.seed = seed;
     c.sim.adversarial = true;
