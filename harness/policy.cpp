@@ -21,6 +21,7 @@ SchedulerParams PlacementPolicy::scheduler_params() const {
   p.parallel = parallel;
   p.n_copies = n_copies;
   p.max_split_inputs = max_split_inputs;
+  p.reuse = reuse;
   return p;
 }
 

@@ -139,42 +139,12 @@ SimDevice::SimDevice(Simulator::Impl* sim, int index, DeviceConfig cfg, Device* 
   stats.memory_total = cfg_.memory;
 }
 
-void SimDevice::memory(size_t* free, size_t* total) const {
-  const size_t hide = sim_->opt.faults.hide_free_bytes;
-  const size_t used = hide > SIZE_MAX - stats.memory_used ? SIZE_MAX : stats.memory_used + hide;  // saturate
-  if (free != nullptr) *free = used >= cfg_.memory ? 0 : cfg_.memory - used;
-  if (total != nullptr) *total = cfg_.memory;
-}
-
 BackendReg* SimDevice::reg() const { return sim_->reg.get(); }
 
 std::vector<BufferType*> SimDevice::extra_buffer_types() {
   std::vector<BufferType*> out;
   for (auto& b : extras_) out.push_back(b.get());
   return out;
-}
-
-Status SimDevice::reserve_memory(size_t size) {
-  TS_DEBUG_ASSERT(stats.memory_used <= cfg_.memory, "simulated memory: device %s uses %zu bytes of its %zu (seed %llu)",
-                  cfg_.name.c_str(), stats.memory_used, cfg_.memory, static_cast<unsigned long long>(sim_->opt.seed));
-  const size_t free = cfg_.memory - std::min(stats.memory_used, cfg_.memory);
-  if (size > free) {
-    return TS_ERROR(StatusCode::kAllocFailed, "%s: out of memory: asked %s, free %s of %s", cfg_.name.c_str(),
-                    format_bytes(size).c_str(), format_bytes(free).c_str(), format_bytes(cfg_.memory).c_str());
-  }
-  stats.memory_used += size;
-  stats.memory_peak = std::max(stats.memory_peak, stats.memory_used);
-  sim_->note_memory(index_, stats.memory_used);
-  return Status::Ok();
-}
-
-void SimDevice::release_memory(size_t size) {
-  TS_DEBUG_ASSERT(size <= stats.memory_used,
-                  "simulated memory: device %s releases %zu bytes, more than the %zu it "
-                  "uses (seed %llu)",
-                  cfg_.name.c_str(), size, stats.memory_used, static_cast<unsigned long long>(sim_->opt.seed));
-  stats.memory_used -= std::min(size, stats.memory_used);
-  sim_->note_memory(index_, stats.memory_used);
 }
 
 Result<std::unique_ptr<Backend>> SimDevice::init_backend(const std::string& params) {

@@ -64,6 +64,10 @@ struct Simulator::Impl {
   uint64_t n_buffers = 0;     // buffers made (for their names)
   int64_t n_event_waits = 0;  // event waits (for the fault plan)
   SimCounters counters;       // synchronizations and event waits (Simulator::counters)
+  // The host pool shared by unified devices and the CPU device (sim_pool.cpp): pool.members empty when no device is
+  // unified (each device then counts only its own memory).
+  PoolStats pool;
+  bool in_pool(int device) const;
   Trace trace;
   // The copy event (index into trace.events) that last wrote the bytes at a destination's data pointer, for the
   // flows from a copy to the nodes that read it; a node writing there ends it.
@@ -86,6 +90,9 @@ struct Simulator::Impl {
   // Time of moving bytes between two devices (-1 = host memory).
   double copy_time_us(int from, int to, size_t bytes) const;
 };
+
+// Fills Impl::pool from the topology once the devices exist (sim_pool.cpp).
+void init_pool(Simulator::Impl* s);
 
 // A kind of memory of a simulated device: its main memory, its pinned host memory, host memory it wraps, or one of
 // its extra buffer types for weights (DeviceConfig::buffer_types[extra]).
@@ -183,8 +190,10 @@ class SimDevice final : public Device {
   const DeviceConfig& config() const { return cfg_; }
   Device* real() const { return real_; }  // wrapped real device (memory-backed mode only), else null
 
-  // Memory accounting (main memory only).
+  // Memory accounting (main memory only; sim_pool.cpp): the device's own limit (memory - reserved - unallocatable)
+  // and, for a member of the host pool, the pool's.
   Status reserve_memory(size_t size);
+  size_t taken_before_use() const;  // the driver's reservation, and the fit margin when SimOptions::fit_margins
   void release_memory(size_t size);
   DeviceStats stats;
 

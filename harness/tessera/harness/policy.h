@@ -68,6 +68,7 @@ struct PlacementPolicy {
   bool parallel = false;
   int n_copies = kParallelCopies;  // with parallel: in-flight copy slots (SchedulerParams::n_copies)
   int max_split_inputs = 30;
+  bool reuse = true;  // SchedulerParams::reuse: keep the plan of a graph allocated again with the same structure
 
   SchedulerParams scheduler_params() const;
 };
