@@ -157,11 +157,10 @@ void kv_buffers(Session& s, const Names& names, const LlamaContextParams& params
     b.bytes += pad(row_size(t->type, t->ne[0]) * static_cast<size_t>(b.cells), bt->alignment());
     if (t->name[6] == 'k') b.layers += 1;
   }
-  // llama_kv_cache_iswa creates the non-SWA cache first.
-  std::stable_sort(out->begin(), out->end(), [](const LlamaBuffer& a, const LlamaBuffer& b) {
-    return a.kind == LlamaBuffer::Kind::kKv && b.kind == LlamaBuffer::Kind::kKv && a.cache == "non-SWA" &&
-           b.cache == "SWA";
-  });
+  // llama_kv_cache_iswa creates the non-SWA cache first (the model buffers, before them, keep their place).
+  auto rank = [](const LlamaBuffer& b) { return b.kind != LlamaBuffer::Kind::kKv ? 0 : b.cache == "SWA" ? 2 : 1; };
+  std::stable_sort(out->begin(), out->end(),
+                   [&](const LlamaBuffer& a, const LlamaBuffer& b) { return rank(a) < rank(b); });
 }
 
 }  // namespace

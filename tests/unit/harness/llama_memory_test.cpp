@@ -46,7 +46,7 @@ models::LlamaConfig fixture(const std::string& name, int64_t n_ctx) {
   auto model = gguf::Model::of_file(std::move(file).value());
   models::GgufRunShape run;
   run.n_ctx = n_ctx;
-  auto built = models::build_from_gguf(model.value(), run);
+  auto built = models::build_from_gguf(model, run);
   EXPECT_TRUE(built.ok()) << built.status().message();
   return built.value().config;
 }
@@ -97,6 +97,25 @@ TEST(LlamaMemory, Llama31_8bModelKvAndOutputBuffersByHand) {
   EXPECT_THAT(log, HasSubstr("sched_reserve: graph splits = "));
 }
 
+// -ot ffn_down=CPU on the same file: the CPU's weights are token_embd and the 32 ffn_down, and llama.cpp maps the
+// span of the file from the first to the end of the last of them (get_mapping_range), the GPU tensors between them
+// included. The file (llama-quantize's order): output, output_norm, rope_freqs, token_embd, then blk.0 ... blk.31,
+// each attn_k, attn_norm, attn_output, attn_q, attn_v, ffn_down, ffn_gate, ffn_norm, ffn_up (every size a multiple
+// of 32: no padding). The span is the whole data, 4,912,898,304 B, less output (430,940,160 B), output_norm
+// (16,384), rope_freqs (256) before it and blk.31's ffn_gate and ffn_up (33,030,144 B each) and ffn_norm (16,384)
+// after it: 4,415,864,832 B = 4211.30 MiB. CUDA0: everything but token_embd and the ffn_down (16 q6_K of 4096 rows x
+// 11,760 B, 16 q4_K of 4096 x 8,064 B: 1,299,185,664 B): 3,318,210,816 B.
+TEST(LlamaMemory, OverriddenWeightsMapTheFileSpan) {
+  auto s = planned(fixture("llama-3.1-8b-q4_k_m", 4096), {gpu("gpu0", 24 * GiB), wrapped_cpu(64 * GiB)},
+                   {{"override_tensor", "ffn_down=CPU"}});
+  ASSERT_NE(s, nullptr);
+  auto r = llama_memory_breakdown(*s);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(bytes_of(r.value(), LlamaBuffer::Kind::kModel, "CPU_Mapped"), 4415864832u);
+  EXPECT_EQ(bytes_of(r.value(), LlamaBuffer::Kind::kModel, "CUDA0"), 3318210816u);
+  EXPECT_THAT(r.value().pipeline.reason, HasSubstr("fewer than two GPUs"));
+}
+
 // A real log: JamePeng/llama-cpp-python pull request #1 (https://github.com/JamePeng/llama-cpp-python/pull/1), a
 // DeepSeek-R1-Distill-Qwen-7B file (qwen2: 28 layers, "n_embd_k_gqa = 512, n_embd_v_gqa = 512" per layer, vocabulary
 // 152064: the shapes of Qwen2.5-7B, whose fixture this uses) on one GPU printed
@@ -128,8 +147,9 @@ TEST(LlamaMemory, Qwen25_7bKvAndOutputMatchAUsersLog) {
 // shapes stands in: the buffers depend on the shapes only. By hand: the CPU maps token_embd alone, q6_K (the type
 // llama-quantize gives a tied embedding): 256000 x 8192 / 256 x 210 B = 1,720,320,000 B = 1640.62 MiB; a layer's K and
 // V at n_ctx 4096, f16: 2 x 8192 x 4096 x 2 B = 128 MiB, so CUDA0's 12 layers 1536 MiB and CUDA1's 28 layers 3584 MiB
-// (the user's split, given here as --layers-per-device 12,28); two GPUs with everything offloaded: pipeline parallelism
-// with 4 copies.
+// (the user's split: here -ts 28,72 with every layer and the output layer offloaded, 41 layers: layer il goes to the
+// first GPU whose cumulative share is above il / 41, so layers 0-11 to CUDA0 as 11 / 41 < 0.28 <= 12 / 41); two GPUs
+// with everything offloaded: pipeline parallelism with 4 copies.
 TEST(LlamaMemory, CommandR35bOnTwoGpusMatchesAUsersLog) {
   models::LlamaConfig m;
   m.name = "command-r-35b-shapes";
@@ -143,8 +163,8 @@ TEST(LlamaMemory, CommandR35bOnTwoGpusMatchesAUsersLog) {
   m.n_tokens = 1;
   m.tied_output = true;
   m.weight_types["token_embd.weight"] = Type::kQ6_K;
-  auto s = planned(m, {gpu("gpu0", 64 * GiB), gpu("gpu1", 64 * GiB), wrapped_cpu(64 * GiB)},
-                   {{"layers_per_device", "12,28"}});
+  auto s =
+      planned(m, {gpu("gpu0", 64 * GiB), gpu("gpu1", 64 * GiB), wrapped_cpu(64 * GiB)}, {{"tensor_split", "28,72"}});
   ASSERT_NE(s, nullptr);
   auto r = llama_memory_breakdown(*s);
   ASSERT_TRUE(r.ok()) << r.status().message();
