@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_profile.h"
 #include "kernels/kernels.h"
 #include "tessera/cuda.h"
 
@@ -183,7 +184,11 @@ CudaBackend* as_cuda_backend(Backend* b);
 class CudaBackend final : public Backend {
  public:
   CudaBackend(CudaDevice* dev, int index, int64_t offload_min_batch)
-      : device_(dev), index_(index), offload_min_batch_(offload_min_batch), name_(format_message("CUDA%d", index)) {}
+      : device_(dev),
+        index_(index),
+        offload_min_batch_(offload_min_batch),
+        name_(format_message("CUDA%d", index)),
+        profiler_(name_) {}
   ~CudaBackend() override {
     cudaSetDevice(index_);
     if (stream_ != nullptr) report(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", nullptr);
@@ -191,6 +196,7 @@ class CudaBackend final : public Backend {
     if (copy_event_ != nullptr) cudaEventDestroy(copy_event_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (index_error_ != nullptr) cudaFreeHost(index_error_);
+    if (pool_ != nullptr) cudaMemPoolDestroy(pool_);
   }
 
   Status init() {
@@ -216,6 +222,19 @@ class CudaBackend final : public Backend {
       return TS_ERROR(StatusCode::kFailed, "CUDA%d: cublasCreate failed (status %d)", index_, static_cast<int>(cs));
     }
     cublasSetStream(cublas_, stream_);
+    // Scratch memory (dequantized weights, split attention states) comes from a pool of this backend that keeps its
+    // memory between graphs: the default pool returns it to the driver at every synchronize, and mapping it again
+    // cost hundreds of microseconds per node (measured on an H200, bench/RESULTS.md).
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = index_;
+    if ((e = cudaMemPoolCreate(&pool_, &props)) != cudaSuccess) {
+      pool_ = nullptr;
+      return cuda_error(e, "cudaMemPoolCreate");
+    }
+    uint64_t keep = UINT64_MAX;
+    cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep);
     int sms = 1;
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, index_);
     sm_count_ = sms;
@@ -297,7 +316,9 @@ class CudaBackend final : public Backend {
     ctx.cublas = cublas_;
     ctx.index_error = index_error_dev_;
     ctx.sm_count = sm_count_;
+    ctx.pool = pool_;
     bool index_ops = false;
+    if (profiler_.enabled()) profiler_.begin_graph();
     for (size_t i = 0; i < graph.n_nodes(); ++i) {
       const Tensor* node = graph.node(i);
       if (node->op == Op::kNone || op_is_view(node->op)) continue;
@@ -318,6 +339,7 @@ class CudaBackend final : public Backend {
           index_ops = true;
         }
         ctx.node_index = static_cast<int32_t>(i);
+        if (profiler_.enabled()) profiler_.before(*node, stream_);
         s = kernels::launch_node(*node, ctx);
       }
       if (!s.ok()) {
@@ -325,6 +347,7 @@ class CudaBackend final : public Backend {
         return ComputeStatus::kFailed;
       }
     }
+    if (profiler_.enabled()) profiler_.end_graph(stream_);
     // Index errors are found on the device: with index ops in the graph, wait for it and report the first one.
     if (index_ops) {
       e = cudaStreamSynchronize(stream_);
@@ -377,6 +400,8 @@ class CudaBackend final : public Backend {
   kernels::IndexError* index_error_ = nullptr;      // host address (mapped pinned memory)
   kernels::IndexError* index_error_dev_ = nullptr;  // the same word as the device sees it
   int sm_count_ = 1;
+  cudaMemPool_t pool_ = nullptr;  // scratch memory, kept between graphs
+  NodeProfiler profiler_;         // TESSERA_CUDA_PROFILE=1 (after name_: it takes the name)
 };
 
 CudaBackend* as_cuda_backend(Backend* b) {

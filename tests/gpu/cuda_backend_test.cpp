@@ -365,6 +365,40 @@ TEST_F(CudaBackendTest, FlashAttentionOverSeveralKeyTiles) {
   }
 }
 
+// The fast paths (kernels_fast.cu) at a decoder's shapes: matvec with all N columns per warp (N 1 and 8, K 4096, a
+// broadcast batch), flash attention split over the keys (few rows, thousands of keys; splits whose keys are all
+// masked; a fully masked row; f32 and f16 K/V; sinks) and float4 element-wise ops (same shape and a broadcast row).
+TEST_F(CudaBackendTest, FastPathsAtDecoderShapes) {
+  for (Type t : {Type::kF32, Type::kF16, Type::kBF16, Type::kQ8_0, Type::kQ4_0}) {
+    for (int64_t n : {1, 8}) {
+      SCOPED_TRACE(::testing::Message() << type_name(t) << " N " << n);
+      expect_matches_cpu(
+          [t, n](CaseBuilder& b) { return mul_mat(b.ctx(), b.input(t, 4096, 40, 1), b.input(Type::kF32, 4096, n, 2)); },
+          t == Type::kF16 ? 1e-5 : 1e-6);
+    }
+  }
+  for (Type kv : {Type::kF16, Type::kF32}) {
+    for (int64_t d : {64, 128, 256}) {
+      SCOPED_TRACE(::testing::Message() << type_name(kv) << " D " << d);
+      expect_matches_cpu(
+          [kv, d](CaseBuilder& b) {
+            Tensor* q = b.input(Type::kF32, d, 2, 4, 1);
+            Tensor* k = b.input(kv, d, 3000, 2, 1);
+            Tensor* v = b.input(kv, d, 3000, 2, 1);
+            Tensor* mask = b.custom(Type::kF16, {3000, 2}, causal_mask(700, 1));  // row 1 fully masked
+            return flash_attn_ext(b.ctx(), q, k, v, mask, 0.09f, d == 128 ? b.input(Type::kF32, 4) : nullptr);
+          },
+          1e-6);
+    }
+  }
+  expect_matches_cpu(
+      [](CaseBuilder& b) { return add(b.ctx(), b.input(Type::kF32, 4096, 33), b.input(Type::kF32, 4096, 33)); }, 0);
+  expect_matches_cpu(
+      [](CaseBuilder& b) { return mul(b.ctx(), b.input(Type::kF32, 4096, 33), b.input(Type::kF32, 4096)); }, 0);
+  expect_matches_cpu(
+      [](CaseBuilder& b) { return div(b.ctx(), b.input(Type::kF32, 512, 3, 5), b.input(Type::kF32, 512)); }, 1e-7);
+}
+
 TEST_F(CudaBackendTest, LongRowsSoftmaxNormsSort) {
   expect_matches_cpu([](CaseBuilder& b) { return soft_max(b.ctx(), b.input(Type::kF32, 5000, 3), nullptr, 0.7f); },
                      1e-6);

@@ -51,7 +51,12 @@ struct LaunchContext {
   IndexError* index_error = nullptr;  // device-visible address of the backend's IndexError
   int32_t node_index = 0;
   int sm_count = 1;
+  // The backend's stream-ordered pool for scratch memory (kept between graphs; null: the device's default pool).
+  cudaMemPool_t pool = nullptr;
 };
+
+// Stream-ordered scratch memory from ctx.pool (or the default pool).
+cudaError_t scratch_alloc(const LaunchContext& ctx, void** p, size_t bytes);
 
 // Runs one compute node (never a view or a leaf). The caller has checked supports(node).
 Status launch_node(const Tensor& node, LaunchContext& ctx);
@@ -67,6 +72,12 @@ Status launch_sort(const Tensor& node, LaunchContext& ctx);         // ARGSORT, 
 Status launch_mul_mat(const Tensor& node, LaunchContext& ctx);
 Status launch_mul_mat_id(const Tensor& node, LaunchContext& ctx);
 Status launch_flash_attn(const Tensor& node, LaunchContext& ctx);
+
+// Fast paths (kernels_fast.cu): each returns false, launching nothing, when the node is outside its preconditions;
+// otherwise it launches and sets *st.
+bool launch_matvec_fast(const Tensor& node, LaunchContext& ctx, Status* st);      // MUL_MAT, N <= kMatvecMaxN
+bool launch_flash_attn_fast(const Tensor& node, LaunchContext& ctx, Status* st);  // f16/f32 K and V, D, Dv <= 256
+bool launch_binary_fast(const Tensor& node, LaunchContext& ctx, Status* st);      // contiguous f32 ADD/MUL/DIV
 
 // Converts any tensor (any type, any strides) to a contiguous f32 array of nelements(t) values in flat order.
 Status launch_to_f32(const TensorDesc& src, float* dst, cudaStream_t stream);

@@ -163,6 +163,11 @@ int unit_bytes(int32_t type) {
 
 }  // namespace
 
+cudaError_t scratch_alloc(const LaunchContext& ctx, void** p, size_t bytes) {
+  if (ctx.pool != nullptr) return cudaMallocFromPoolAsync(p, bytes, ctx.pool, ctx.stream);
+  return cudaMallocAsync(p, bytes, ctx.stream);
+}
+
 Status cuda_status(cudaError_t err, const char* what, const Tensor& node) {
   if (err == cudaSuccess) return Status::Ok();
   return TS_ERROR(StatusCode::kFailed, "CUDA error %s (%s) in %s for %s", cudaGetErrorName(err),

@@ -170,20 +170,21 @@ Status cublas_status(cublasStatus_t s, const Tensor& node) {
 // Stream-ordered scratch memory, freed on the stream when the launcher returns.
 class Scratch {
  public:
-  Scratch(cudaStream_t stream) : stream_(stream) {}
+  explicit Scratch(const LaunchContext& ctx) : ctx_(ctx) {}
   ~Scratch() {
-    for (void* p : ptrs_) cudaFreeAsync(p, stream_);
+    for (void* p : ptrs_)
+      if (p != nullptr) cudaFreeAsync(p, ctx_.stream);
   }
   void* get(size_t bytes, cudaError_t* err) {
     void* p = nullptr;
-    *err = cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, stream_);
+    *err = scratch_alloc(ctx_, &p, bytes == 0 ? 1 : bytes);
     if (*err != cudaSuccess) return nullptr;
     ptrs_[n_++] = p;
     return p;
   }
 
  private:
-  cudaStream_t stream_;
+  const LaunchContext& ctx_;
   void* ptrs_[4] = {};
   int n_ = 0;
 };
@@ -217,6 +218,10 @@ Status launch_mul_mat(const Tensor& node, LaunchContext& ctx) {
   if (nelements(node) == 0) return Status::Ok();
   const MatmulPath path = mul_mat_path(node);
 
+  if (path == MatmulPath::kMatvec && K > 0) {
+    Status st;
+    if (launch_matvec_fast(node, ctx, &st)) return st;
+  }
   if (path == MatmulPath::kMatvec || K == 0) {
     const int64_t rows = N * B2 * B3;
     if (rows > 65535) return TS_ERROR(StatusCode::kUnsupported, "matvec grid too large for %s", describe(node).c_str());
@@ -225,7 +230,7 @@ Status launch_mul_mat(const Tensor& node, LaunchContext& ctx) {
     return cuda_status(cudaGetLastError(), "matvec kernel launch", node);
   }
 
-  Scratch scratch(ctx.stream);
+  Scratch scratch(ctx);
   cudaError_t err = cudaSuccess;
   // src1 as contiguous f32 [K, N, B2, B3].
   const float* b32 = static_cast<const float*>(b.data);
@@ -307,6 +312,8 @@ Status launch_flash_attn(const Tensor& node, LaunchContext& ctx) {
   const int64_t rows = node.ne[1] * node.ne[2] * node.ne[3];
   if (rows == 0 || node.ne[0] == 0) return Status::Ok();
   if (rows > 0x7fffffff) return TS_ERROR(StatusCode::kUnsupported, "too many rows for %s", describe(node).c_str());
+  Status st;
+  if (launch_flash_attn_fast(node, ctx, &st)) return st;
   const Tensor* mask = node.src[3];
   const Tensor* sinks = node.src[4];
   const size_t shmem = static_cast<size_t>(q.ne[0] + kFaThreads) * sizeof(float);

@@ -220,6 +220,8 @@ Status launch_elementwise(const Tensor& node, LaunchContext& ctx) {
     case Op::kAdd:
     case Op::kMul:
     case Op::kDiv: {
+      Status st;
+      if (launch_binary_fast(node, ctx, &st)) return st;
       const int op = node.op == Op::kAdd ? 0 : node.op == Op::kMul ? 1 : 2;
       binary_kernel<<<grid, kThreads, 0, ctx.stream>>>(a, desc_of(*node.src[1]), out, n, op);
       break;
