@@ -38,6 +38,9 @@ Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a) {
                     std::string(flag) + " " + std::to_string(*v) + ": expected 1 to 1048576");
     }
   }
+  r.batch = a.batch;
+  r.ubatch = a.ubatch;
+  r.swa_full = a.swa_full;
   if (a.batch || a.ubatch) {
     int64_t n_batch = a.batch.value_or(2048);
     if (r.ctx > 0) n_batch = std::min(n_batch, r.ctx);
@@ -78,8 +81,9 @@ Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a) {
     return refuse("-np " + std::to_string(*a.n_parallel) +
                   " (one sequence only; with --kv-unified or per-sequence caches alike)");
   }
-  // --swa-full: full-size caches for the sliding-window layers (llama_kv_cache_iswa's size_swa = size_base), which is
-  // what Tessera builds for them, with or without the flag (LlamaConfig: the window-sized caches are not built yet).
+  // --swa-full: full-size caches for the sliding-window layers (llama_kv_cache_iswa's size_swa = size_base). The
+  // memory breakdown sizes them (llama_kv_cells, tessera/harness/llama_memory.h); the simulated graph builds them full
+  // size either way.
   return r;
 }
 

@@ -2,6 +2,7 @@
 #include "json_out.h"
 
 #include "tessera/gguf.h"
+#include "tessera/harness/llama_memory.h"
 #include "tessera/harness/topology.h"
 
 namespace tessera::tool {
@@ -33,6 +34,78 @@ ojson memory_json(Session& s) {
                     {"capacity", m.capacity}});
   }
   return devs;
+}
+
+std::string memory_breakdown_text(Session& s, const LlamaContextParams& params, bool llama_log) {
+  if (s.config().graph) return "";
+  auto b = llama_memory_breakdown(s, params);
+  if (!b.ok()) return "";
+  return (llama_log ? format_llama_log(b.value()) : format_memory_breakdown(b.value())) + "\n";
+}
+
+ojson llama_memory_json(Session& s, const LlamaContextParams& params) {
+  if (s.config().graph) return ojson();
+  auto r = llama_memory_breakdown(s, params);
+  if (!r.ok()) return ojson();
+  const MemoryBreakdown& b = r.value();
+  static const char* const kKinds[] = {"model", "kv", "output", "compute"};
+  ojson buffers = ojson::array();
+  for (const LlamaBuffer& lb : b.buffers) {
+    ojson o = {
+        {"kind", kKinds[static_cast<int>(lb.kind)]}, {"name", lb.name}, {"device", lb.device}, {"bytes", lb.bytes}};
+    if (lb.kind == LlamaBuffer::Kind::kKv) {
+      o["cache"] = lb.cache.empty() ? ojson() : ojson(lb.cache);
+      o["cells"] = lb.cells;
+      o["layers"] = lb.layers;
+    }
+    buffers.push_back(std::move(o));
+  }
+  ojson rows = ojson::array();
+  for (const MemoryBreakdown::Row& r : b.rows()) {
+    rows.push_back({{"name", r.name},
+                    {"device", r.device},
+                    {"model", r.model},
+                    {"kv", r.kv},
+                    {"compute", r.compute},
+                    {"output", r.output},
+                    {"total", r.total()}});
+  }
+  return {{"n_ctx", b.n_ctx},
+          {"n_ubatch", b.n_ubatch},
+          {"kv_type", b.kv_type},
+          {"buffers", buffers},
+          {"totals", rows},
+          {"graph_nodes", b.graph_nodes},
+          {"graph_splits", b.graph_splits},
+          {"pipeline_parallel", b.pipeline.on},
+          {"n_copies", b.pipeline.n_copies},
+          {"pipeline_reason", b.pipeline.on ? ojson() : ojson(b.pipeline.reason)},
+          {"planned_parallel", b.planned_parallel}};
+}
+
+ojson explained_json(Session& s, const std::vector<std::string>& names) {
+  const std::vector<SplitRecord> splits = s.split_records();
+  ojson out = ojson::array();
+  for (const std::string& name : names) {
+    const Tensor* t = s.find_tensor(name);
+    if (t == nullptr) continue;
+    const TensorExplain e = s.sched().explain(t);
+    ojson copied_to = ojson::array();
+    for (const SplitRecord& r : splits) {
+      for (const SplitRecord::Input& in : r.inputs) {
+        if (in.name == name) copied_to.push_back({{"split", r.index}, {"backend", r.backend}});
+      }
+    }
+    out.push_back({{"name", name},
+                   {"op", op_name(t->op)},
+                   {"backend", e.backend < 0 ? ojson() : ojson(e.backend_name)},
+                   {"cause", cause_name(e.cause)},
+                   {"cause_text", cause_description(e.cause)},
+                   {"split", e.split >= 0 ? ojson(e.split) : ojson()},
+                   {"scheduler_copy", e.is_copy},
+                   {"copied_to", copied_to}});
+  }
+  return out;
 }
 
 ojson splits_json(Session& s) {
@@ -109,7 +182,8 @@ ojson split_causes_json(const SplitCauseSummary& summary) {
   return {{"splits", summary.splits}, {"causes", causes}};
 }
 
-ojson plan_json(Session& s, const std::vector<std::string>& explain, const SplitCauseSummary& causes) {
+ojson plan_json(Session& s, const std::vector<std::string>& explain, const SplitCauseSummary& causes,
+                const LlamaContextParams& params) {
   ojson j = session_json("tessera-plan", s);
   j["splits"] = s.sched().n_splits();
   j["copies"] = s.sched().n_copies();
@@ -119,10 +193,13 @@ ojson plan_json(Session& s, const std::vector<std::string>& explain, const Split
   ojson ex = ojson::array();
   for (const std::string& name : explain) ex.push_back(s.explain(name));
   j["explain"] = ex;
+  j["explained"] = explained_json(s, explain);
+  j["llama_memory"] = llama_memory_json(s, params);
   return j;
 }
 
-ojson run_json(Session& s, const RunStats& st, const TraceSummary& sum, bool numerics_ok) {
+ojson run_json(Session& s, const RunStats& st, const TraceSummary& sum, bool numerics_ok,
+               const LlamaContextParams& params) {
   ojson j = session_json("tessera-run", s);
   j["splits"] = s.sched().n_splits();
   j["devices"] = memory_json(s);
@@ -134,6 +211,7 @@ ojson run_json(Session& s, const RunStats& st, const TraceSummary& sum, bool num
   j["nmse"] = st.nmse;
   j["non_finite"] = st.non_finite;
   j["numerics_ok"] = numerics_ok;
+  j["llama_memory"] = llama_memory_json(s, params);
   return j;
 }
 

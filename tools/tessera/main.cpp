@@ -57,6 +57,7 @@ struct Options {
   bool metadata = false;
   int evaluations = 1;
   bool json = false;
+  bool llama_log = false;  // plan, run: the memory breakdown as llama.cpp's log lines
 };
 
 void add_common(CLI::App* app, Options* o) {
@@ -79,6 +80,8 @@ void add_common(CLI::App* app, Options* o) {
                 "run and trace without values (metadata-only memory: models larger than this machine); plan, dot "
                 "and fit always work so");
   app->add_flag("--json", o->json, "machine-readable output");
+  app->add_flag("--llama-log", o->llama_log,
+                "plan, run: llama.cpp's buffers as llama.cpp's own log lines instead of the breakdown table");
 }
 
 // A model named by a file rather than a preset: it ends in ".gguf".
@@ -136,6 +139,12 @@ Result<SessionConfig> make_config(Options o) {
   c.sim.mode = o.metadata ? MemoryMode::kMetadata : MemoryMode::kBacked;
   c.model_seed = o.seed;
   return c;
+}
+
+// -b, -ub and --swa-full for the memory breakdown (make_config has checked them).
+LlamaContextParams context_params(const Options& o) {
+  auto shape = resolve_llama_run(o.llama);
+  return shape.ok() ? llama_context_params(shape.value()) : LlamaContextParams{};
 }
 
 // Creates and plans a session, showing its long steps on `progress`; prints the error and returns null on failure
@@ -198,11 +207,12 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
   const SplitCauseSummary causes = summarize_split_causes(*s, &builtin_registry());  // plans again per option
   progress.done();
   if (o.json) {
-    const ojson j = tool::plan_json(*s, explain, causes);
+    const ojson j = tool::plan_json(*s, explain, causes, context_params(o));
     std::cout << j.dump(2) << "\n";
     return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
   }
-  std::printf("%s\n\n%s\n", headline(*s).c_str(), s->summary_table().c_str());
+  std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table().c_str(),
+              tool::memory_breakdown_text(*s, context_params(o), o.llama_log).c_str());
   std::printf("%d splits, %d copy slot(s)\n\n%s\n", s->sched().n_splits(), s->sched().n_copies(),
               format_split_causes(causes).c_str());
   if (all_splits || s->sched().n_splits() <= 12) {
@@ -241,10 +251,11 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
   // The evaluations only (docs/simulator.md "Makespan"): the weight upload is its own figure, in both memory modes.
   const TraceSummary sum = summarize(s->sim().trace(), st.trace_first, st.trace_last);
   if (o.json) {
-    const ojson j = tool::run_json(*s, st, sum, numerics_ok);
+    const ojson j = tool::run_json(*s, st, sum, numerics_ok, context_params(o));
     std::cout << j.dump(2) << "\n";
   } else {
-    std::printf("%s\n\n%s\n", headline(*s).c_str(), s->summary_table().c_str());
+    std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table().c_str(),
+                tool::memory_breakdown_text(*s, context_params(o), o.llama_log).c_str());
     std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", s->sched().n_splits(), st.makespan_us / 1000.0,
                 format_bytes(sum.copy_bytes).c_str());
     std::printf("weight upload: %.3f ms (weights and KV cache from the host, before the makespan)\n",

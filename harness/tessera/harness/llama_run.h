@@ -28,11 +28,16 @@ struct LlamaRunShape {
   std::optional<bool> flash_attn;
   bool flash_attn_auto = false;  // -fa auto: SessionConfig::flash_attn_auto decides when the model is placed
   std::optional<Type> kv_type;
+  // -b and -ub as given (unset: llama.cpp's 2048 and 512), and --swa-full: the memory breakdown's LlamaContextParams
+  // (tessera/harness/llama_memory.h).
+  std::optional<int64_t> batch, ubatch;
+  bool swa_full = false;
 };
 
 // Errors (kInvalidArgument) name the llama.cpp flag: a bad value, or "not supported yet: ..." for what Tessera cannot
-// honour (-c 0, -np above 1, K and V caches of different types). --swa-full is accepted: Tessera's sliding-window
-// layers have full-size caches.
+// honour (-c 0, -np above 1, K and V caches of different types). --swa-full sizes llama.cpp's sliding-window caches
+// in the memory breakdown (tessera/harness/llama_memory.h); the simulated graph's sliding-window caches are full
+// size.
 Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a);
 
 }  // namespace tessera::harness
