@@ -470,7 +470,12 @@ std::string Session::explain(const std::string& name) const {
                                  cause_description(e.cause));
   if (e.split >= 0) s += format_message(", split %d", e.split);
   if (e.is_copy) s += ", a scheduler copy";
-  return s + "\n" + op_rule_lines(config_.topology, *t, e.backend_name);
+  const SourceResolver original = [this](const Tensor* src) {
+    const TensorExplain se = sched_->explain(src);
+    return se.is_copy && se.copy_of != nullptr ? se.copy_of : src;
+  };
+  return s + "\n" + op_rule_lines(config_.topology, *t, e.backend_name) +
+         buffer_type_rule_lines(config_.topology, *t, e.backend_name, original);
 }
 
 double Session::weight_upload_us() const {

@@ -128,6 +128,10 @@ SimDevice::SimDevice(Simulator::Impl* sim, int index, DeviceConfig cfg, Device* 
       mapped_(this, SimBufferType::Kind::kMapped, cfg_.name + "_Mapped") {
   if (cfg_.caps.host_buffer)
     host_ = std::make_unique<SimBufferType>(this, SimBufferType::Kind::kHost, cfg_.name + "_Host");
+  for (size_t i = 0; i < cfg_.buffer_types.size(); ++i) {
+    extras_.push_back(std::make_unique<SimBufferType>(this, SimBufferType::Kind::kExtra, cfg_.buffer_types[i].name,
+                                                      static_cast<int>(i)));
+  }
   description_ = cfg_.description.empty() ? format_message("simulated %s (%s)", device_type_name(cfg_.type),
                                                            format_bytes(cfg_.memory).c_str())
                                           : cfg_.description;
@@ -136,6 +140,12 @@ SimDevice::SimDevice(Simulator::Impl* sim, int index, DeviceConfig cfg, Device* 
 }
 
 BackendReg* SimDevice::reg() const { return sim_->reg.get(); }
+
+std::vector<BufferType*> SimDevice::extra_buffer_types() {
+  std::vector<BufferType*> out;
+  for (auto& b : extras_) out.push_back(b.get());
+  return out;
+}
 
 Result<std::unique_ptr<Backend>> SimDevice::init_backend(const std::string& params) {
   std::unique_ptr<Backend> inner;
@@ -176,11 +186,24 @@ bool SimDevice::supports_op(const Tensor& op) const {
   }
   // Leafs and views compute nothing: the rules are about kernels. The rules see the real types.
   if (op.op == Op::kNone || op_is_view(op.op)) return can;
-  return can && op_allowed_by_rules(cfg_, op);
+  if (!can || !op_allowed_by_rules(cfg_, op)) return false;
+  // A source in one of this device's extra buffer types: that buffer type's op rules decide too (ggml's CPU backend
+  // refuses an op on a repacked weight unless the repacked kernels take it).
+  for (const Tensor* s : op.src) {
+    if (s == nullptr) continue;
+    const Buffer* b = tensor_buffer(*s);
+    const auto* bt = b != nullptr ? dynamic_cast<const SimBufferType*>(b->type()) : nullptr;
+    if (bt == nullptr || bt->sim_device() != this || bt->kind() != SimBufferType::Kind::kExtra) continue;
+    if (!buffer_type_allows(*bt->extra_config(), op)) return false;
+  }
+  return true;
 }
 
 bool SimDevice::supports_buft(const BufferType& buft) const {
   if (&buft == &main_ || &buft == &mapped_) return true;
+  for (const auto& e : extras_) {
+    if (&buft == e.get()) return true;
+  }
   // A device computing on host memory can read any host buffer.
   return cfg_.host_visible && buft.is_host();
 }

@@ -94,17 +94,24 @@ struct Simulator::Impl {
 // Fills Impl::pool from the topology once the devices exist (sim_pool.cpp).
 void init_pool(Simulator::Impl* s);
 
-// A kind of memory of a simulated device: its main memory, its pinned host memory, or host memory it wraps.
+// A kind of memory of a simulated device: its main memory, its pinned host memory, host memory it wraps, or one of
+// its extra buffer types for weights (DeviceConfig::buffer_types[extra]).
 class SimBufferType final : public BufferType {
  public:
-  enum class Kind { kMain, kHost, kMapped };
-  SimBufferType(SimDevice* dev, Kind kind, std::string name);
+  enum class Kind { kMain, kHost, kMapped, kExtra };
+  SimBufferType(SimDevice* dev, Kind kind, std::string name, int extra = -1);
   const char* name() const override { return name_.c_str(); }
   size_t alignment() const override;
   size_t max_size() const override;
   bool is_host() const override;
+  // nbytes plus the padding rules' bytes (main and extra buffer types; buffer_rules.h).
+  size_t alloc_size(const Tensor& t) const override;
   Device* device() const override;
   Kind kind() const { return kind_; }
+  // Main and extra buffer types take the device's memory (counted, faults apply); host and mapped ones do not.
+  bool in_device_memory() const { return kind_ == Kind::kMain || kind_ == Kind::kExtra; }
+  // The configuration of an extra buffer type (null for the other kinds).
+  const BufferTypeConfig* extra_config() const;
   SimDevice* sim_device() const { return dev_; }
 
  protected:
@@ -114,6 +121,7 @@ class SimBufferType final : public BufferType {
   SimDevice* dev_;
   Kind kind_;
   std::string name_;
+  int extra_;
 };
 
 class SimBuffer final : public Buffer {
@@ -170,6 +178,7 @@ class SimDevice final : public Device {
   Result<std::unique_ptr<Backend>> init_backend(const std::string& params) override;
   BufferType* buffer_type() override { return &main_; }
   BufferType* host_buffer_type() override { return host_ ? host_.get() : nullptr; }
+  std::vector<BufferType*> extra_buffer_types() override;
   Result<std::unique_ptr<Buffer>> buffer_from_host_ptr(void* ptr, size_t size, size_t max_tensor_size) override;
   bool supports_op(const Tensor& op) const override;
   bool supports_buft(const BufferType& buft) const override;
@@ -197,6 +206,7 @@ class SimDevice final : public Device {
   SimBufferType main_;
   std::unique_ptr<SimBufferType> host_;
   SimBufferType mapped_;
+  std::vector<std::unique_ptr<SimBufferType>> extras_;
 };
 
 class SimBackend final : public Backend {

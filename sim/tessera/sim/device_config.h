@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/backend.h"
+#include "tessera/sim/buffer_rules.h"
 #include "tessera/sim/cost_model.h"
 #include "tessera/sim/op_rules.h"
 
@@ -47,6 +48,10 @@ struct DeviceConfig {
   DeviceCaps caps{/*async=*/true, /*host_buffer=*/false, /*buffer_from_host_ptr=*/false, /*events=*/true};
   bool default_allow = true;
   std::vector<OpRule> op_rules;
+  // Padding of the main buffer type's tensors (its alloc_size; buffer_rules.h).
+  std::vector<PaddingRule> padding;
+  // Extra buffer types for weights, each with its own padding and op rules (buffer_rules.h).
+  std::vector<BufferTypeConfig> buffer_types;
   OffloadRule offload;
   CostModel cost;
   // Host <-> device link used when no explicit link names this device and "host".

@@ -1,0 +1,312 @@
+// The log reader over every real log of tests/fidelity/ (issue 31; each file's header cites its public issue): the
+// figures it extracts against the values copied by hand from the log text below (buffer lines in log order, graph
+// nodes and splits, failed allocations, a few parameters). A log added to tests/fidelity/ without a row here fails.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <dirent.h>
+#include <string>
+#include <vector>
+
+#include "tessera/harness/llama_log.h"
+
+using namespace tessera;
+using namespace tessera::harness;
+
+namespace {
+
+struct Buf {
+  const char* device;
+  const char* kind;
+  double mib;
+};
+struct Fail {
+  const char* device;
+  double mib;  // 0: not printed
+  uint64_t bytes;
+  const char* stage;
+};
+struct Expected {
+  const char* file;
+  std::vector<Buf> buffers;
+  int64_t nodes = -1, splits = -1;  // -1: not printed
+  std::vector<Fail> fails;
+  int64_t n_ctx = -1;
+  const char* type_k = "";
+  int64_t offloaded = -1;  // "offloaded N/M layers"
+  const char* arch = "";
+  int64_t n_layer = -1;
+};
+
+std::vector<Expected> expected() {
+  return {
+      {"01-qwen3moe-30b-a3b-partial-1gpu.log",
+       {{"CUDA0", "model", 10750.86}, {"CPU_Mapped", "model", 6940.48}},
+       -1,
+       -1,
+       {},
+       4096,
+       "",
+       30},
+      {"02-4gpu-rowsplit.log",
+       {{"CUDA2", "KV", 703.50},
+        {"CUDA3", "KV", 644.88},
+        {"CUDA0", "compute", 1958.63},
+        {"CUDA1", "compute", 1958.63},
+        {"CUDA2", "compute", 1958.63},
+        {"CUDA3", "compute", 1958.63},
+        {"CUDA_Host", "compute", 62.63}},
+       3126,
+       5,
+       {},
+       -1,
+       "f16"},
+      {"03-2gpu-pipeline-parallel-old-format.log",
+       {{"CPU", "model", 1640.62},
+        {"CUDA0", "model", 5434.38},
+        {"CUDA1", "model", 13989.53},
+        {"CUDA0", "KV", 1536.00},
+        {"CUDA1", "KV", 3584.00},
+        {"CUDA_Host", "output", 1.95},
+        {"CUDA0", "compute", 672.01}},
+       -1,
+       -1,
+       {},
+       4096,
+       "f16",
+       41},
+      {"04-mixtral-8x7b-partial-10of33-old-format.log",
+       {{"CPU", "model", 47324.64},
+        {"CUDA0", "model", 14705.94},
+        {"CUDA_Host", "KV", 44.00},
+        {"CUDA0", "KV", 20.00},
+        {"CUDA0", "compute", 108.03},
+        {"CUDA_Host", "compute", 109.04}},
+       -1,
+       5,
+       {},
+       512,
+       "f16",
+       10},
+      {"05-mixtral-iq2xxs-cpu-only-old-format.log",
+       {{"CPU", "model", 11712.97}, {"CPU", "KV", 64.00}, {"CPU", "input", 9.01}, {"CPU", "compute", 114.53}},
+       -1,
+       -1,
+       {},
+       512,
+       "f16",
+       0},
+      {"06-64layer-q8kv-2gpu.log",
+       {{"CUDA0", "KV", 2788.00},
+        {"CUDA1", "KV", 1564.00},
+        {"CUDA_Host", "output", 0.58},
+        {"CUDA0", "compute", 233.00},
+        {"CUDA1", "compute", 237.51},
+        {"CUDA_Host", "compute", 133.01}},
+       1991,
+       3,
+       {},
+       -1,
+       "q8_0"},
+      {"07-64layer-q8kv-rocm-1gpu.log",
+       {{"ROCm0", "KV", 4352.00},
+        {"ROCm_Host", "output", 0.58},
+        {"ROCm0", "compute", 307.00},
+        {"ROCm_Host", "compute", 74.01}},
+       1991,
+       2,
+       {},
+       -1,
+       "q8_0"},
+      {"08-oom-model-buffer-cuda0.log", {}, -1, -1, {{"CUDA0", 144817.04, 151851674624ull, "model"}}},
+      {"09-apertus-70b-rocm-2gpu-fa-oom-compute.log", {}, -1, -1, {{"ROCm0", 14136.04, 14822711296ull, "compute"}}},
+      {"10-5gpu-oom-compute-old-format.log",
+       {{"CUDA_Host", "output", 0.49}},
+       -1,
+       -1,
+       {{"CUDA4", 144.00, 150995968ull, "compute"}},
+       -1,
+       "f16"},
+      {"11-gemma4-31b-ollama-3gpu-oom-compute.log",
+       {},
+       -1,
+       -1,
+       {{"CUDA1", 19123.94, 20052907008ull, "compute"}, {"CUDA2", 16990.01, 17815312384ull, "compute"}}},
+      {"12-deepseek-class-ollama-partial-1of62-old-format.log",
+       {{"CPU_Mapped", "model", 378582.96},
+        {"CUDA0", "model", 7106.67},
+        {"CPU", "KV", 9600.00},
+        {"CUDA0", "KV", 160.00}},
+       -1,
+       -1,
+       {},
+       2048,
+       "f16",
+       1},
+      {"13-ollama-2gpu-partial-39of41-old-format.log",
+       {{"CPU", "model", 70752.49}, {"CUDA0", "model", 45460.59}},
+       -1,
+       -1,
+       {},
+       -1,
+       "",
+       39},
+      {"14-80layer-ollama-2gpu-new-format.log",
+       {{"CUDA0", "model", 24277.75}, {"CUDA2", "model", 46151.91}, {"CPU_Mapped", "model", 1064.62}},
+       -1,
+       -1,
+       {},
+       -1,
+       "",
+       81},
+      {"15-ollama-2gpu-context-old-format.log",
+       {{"CUDA0", "KV", 5120.00},
+        {"CUDA1", "KV", 3072.00},
+        {"CUDA_Host", "output", 0.60},
+        {"CUDA0", "compute", 2896.01},
+        {"CUDA1", "compute", 2896.02},
+        {"CUDA_Host", "compute", 266.02}},
+       2246,
+       3,
+       {},
+       -1,
+       "f16"},
+      {"16-deepseek-8gpu-ollama-full-offload.log",
+       {{"CUDA0", "model", 48928.09},
+        {"CUDA1", "model", 70752.48},
+        {"CUDA2", "model", 71680.09},
+        {"CUDA3", "model", 52215.30},
+        {"CUDA4", "model", 45108.64},
+        {"CUDA5", "model", 46036.25},
+        {"CUDA6", "model", 28426.68}},
+       -1,
+       -1,
+       {},
+       -1,
+       "",
+       62},
+      {"17-gemma4-moe-koboldcpp-1gpu-fa-swa.log",
+       {{"CUDA0", "model", 11524.27}, {"CUDA_Host", "model", 2445.64}},
+       -1,
+       -1,
+       {},
+       65792,
+       "",
+       31},
+      {"18-gemma4-3gpu-iswa-kv.log",
+       {{"CUDA0", "KV", 512.00}, {"CUDA1", "KV", 1024.00}, {"CUDA2", "KV", 512.00}},
+       -1,
+       -1,
+       {},
+       -1,
+       "f16"},
+      {"19-qwen3moe-235b-ik-llama-2gpu-fa-q8kv.log",
+       {{"CUDA0", "KV", 816.02},
+        {"CUDA1", "KV", 782.02},
+        {"CUDA_Host", "output", 0.58},
+        {"CUDA0", "compute", 144.00},
+        {"CUDA1", "compute", 312.75},
+        {"CUDA_Host", "compute", 120.01}},
+       3672,
+       336,
+       {},
+       -1,
+       "q8_0",
+       -1,
+       "qwen3moe",
+       94},
+      {"20-gpt-oss-120b-3gpu-ncpumoe-cmdline.log", {}, -1, -1, {}},
+      {"21-gemma3-4b-L4-metadata.log", {}, -1, -1, {}, -1, "", -1, "gemma3", 34},
+      {"22-ollama-1gpu-full-context-old-format.log",
+       {{"CUDA0", "KV", 896.00},
+        {"CUDA_Host", "output", 2.00},
+        {"CUDA0", "compute", 424.00},
+        {"CUDA_Host", "compute", 22.01}},
+       902,
+       2,
+       {},
+       -1,
+       "f16"},
+  };
+}
+
+std::string fidelity_dir() { return std::string(TESSERA_SOURCE_DIR) + "/tests/fidelity/"; }
+
+TEST(LlamaLogFidelity, EveryStoredLogHasExpectations) {
+  std::vector<std::string> files;
+  DIR* dir = opendir(fidelity_dir().c_str());
+  ASSERT_NE(dir, nullptr);
+  while (dirent* e = readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name.size() > 4 && name.substr(name.size() - 4) == ".log") files.push_back(name);
+  }
+  closedir(dir);
+  std::sort(files.begin(), files.end());
+  std::vector<std::string> listed;
+  for (const Expected& e : expected()) listed.push_back(e.file);
+  EXPECT_EQ(files, listed);
+}
+
+TEST(LlamaLogFidelity, FiguresMatchTheLogText) {
+  for (const Expected& e : expected()) {
+    SCOPED_TRACE(e.file);
+    auto r = read_llama_log_file(fidelity_dir() + e.file);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const LlamaLog& log = r.value();
+    ASSERT_EQ(log.figures.buffers.size(), e.buffers.size());
+    for (size_t i = 0; i < e.buffers.size(); ++i) {
+      EXPECT_EQ(log.figures.buffers[i].device, e.buffers[i].device) << i;
+      EXPECT_EQ(log.figures.buffers[i].kind, e.buffers[i].kind) << i;
+      EXPECT_DOUBLE_EQ(log.figures.buffers[i].mib, e.buffers[i].mib) << i;
+    }
+    EXPECT_EQ(log.figures.graph_nodes ? log.figures.graph_nodes->value : -1, e.nodes);
+    EXPECT_EQ(log.figures.graph_splits ? log.figures.graph_splits->value : -1, e.splits);
+    ASSERT_EQ(log.failed_allocs.size(), e.fails.size());
+    for (size_t i = 0; i < e.fails.size(); ++i) {
+      EXPECT_EQ(log.failed_allocs[i].device, e.fails[i].device);
+      EXPECT_DOUBLE_EQ(log.failed_allocs[i].mib.value_or(0), e.fails[i].mib);
+      EXPECT_EQ(log.failed_allocs[i].bytes.value_or(0), e.fails[i].bytes);
+      EXPECT_EQ(log.failed_allocs[i].stage, e.fails[i].stage);
+    }
+    EXPECT_EQ(log.context.n_ctx.value_or(-1), e.n_ctx);
+    EXPECT_EQ(log.context.type_k, e.type_k);
+    EXPECT_EQ(log.context.offloaded_layers ? log.context.offloaded_layers->value : -1, e.offloaded);
+    EXPECT_EQ(log.model.arch, e.arch);
+    EXPECT_EQ(log.model.n_layer.value_or(-1), e.n_layer);
+    // Every line is used, skipped or listed.
+    EXPECT_EQ(log.lines_used + log.lines_skipped + static_cast<int>(log.unused.size()), log.lines);
+  }
+}
+
+// The same logs with CRLF line ends and an ANSI colour code on every line give the same figures.
+TEST(LlamaLogFidelity, CrlfAndColourGiveTheSameFigures) {
+  for (const Expected& e : expected()) {
+    SCOPED_TRACE(e.file);
+    auto plain = read_llama_log_file(fidelity_dir() + e.file);
+    ASSERT_TRUE(plain.ok());
+    FILE* f = std::fopen((fidelity_dir() + e.file).c_str(), "rb");
+    ASSERT_NE(f, nullptr);
+    std::string text, mangled;
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    std::fclose(f);
+    bool start = true;
+    for (char c : text) {
+      if (start && c != '#') mangled += "\x1b[0m";
+      start = c == '\n';
+      if (c == '\n') mangled += '\r';
+      mangled += c;
+    }
+    auto other = parse_llama_log(mangled, e.file);
+    ASSERT_TRUE(other.ok());
+    ASSERT_EQ(other.value().figures.buffers.size(), plain.value().figures.buffers.size());
+    for (size_t i = 0; i < e.buffers.size(); ++i) {
+      EXPECT_DOUBLE_EQ(other.value().figures.buffers[i].mib, plain.value().figures.buffers[i].mib);
+    }
+    EXPECT_EQ(other.value().unused.size(), plain.value().unused.size());
+    EXPECT_EQ(other.value().failed_allocs.size(), plain.value().failed_allocs.size());
+  }
+}
+
+}  // namespace
