@@ -24,14 +24,18 @@ std::string workload_name(const SessionConfig& c) { return c.graph ? c.graph->so
 
 ojson memory_json(Session& s) {
   ojson devs = ojson::array();
+  const std::vector<sim::DeviceConfig>& configs = s.config().topology.devices;
   for (const DeviceMemory& m : s.memory()) {
+    size_t reserved = 0;  // the topology's, by name (the rows are in topology order)
+    for (const sim::DeviceConfig& d : configs) reserved = d.name == m.device ? d.reserved : reserved;
     devs.push_back({{"device", m.device},
                     {"layers", m.layers},
                     {"weights", m.weights},
                     {"kv_cache", m.cache},
                     {"compute", m.compute},
                     {"peak", m.peak},
-                    {"capacity", m.capacity}});
+                    {"capacity", m.capacity},
+                    {"reserved", reserved}});
   }
   return devs;
 }
@@ -106,6 +110,15 @@ ojson explained_json(Session& s, const std::vector<std::string>& names) {
                    {"copied_to", copied_to}});
   }
   return out;
+}
+
+// The unified-memory host pool, counted once (null without a unified device).
+ojson host_pool_json(Session& s) {
+  const PoolStats p = s.sim().pool_stats();
+  if (p.members.empty()) return nullptr;
+  ojson names = ojson::array();
+  for (size_t m : p.members) names.push_back(s.config().topology.devices[m].name);
+  return {{"devices", names}, {"capacity", p.capacity}, {"peak", p.peak}, {"reserved", p.reserved}};
 }
 
 ojson splits_json(Session& s) {
@@ -188,6 +201,7 @@ ojson plan_json(Session& s, const std::vector<std::string>& explain, const Split
   j["splits"] = s.sched().n_splits();
   j["copies"] = s.sched().n_copies();
   j["devices"] = memory_json(s);
+  j["host_pool"] = host_pool_json(s);
   j["split_causes"] = split_causes_json(causes);
   j["split_list"] = splits_json(s);
   ojson ex = ojson::array();
@@ -203,6 +217,7 @@ ojson run_json(Session& s, const RunStats& st, const TraceSummary& sum, bool num
   ojson j = session_json("tessera-run", s);
   j["splits"] = s.sched().n_splits();
   j["devices"] = memory_json(s);
+  j["host_pool"] = host_pool_json(s);
   j["makespan_us"] = st.makespan_us;  // the evaluations only (docs/simulator.md "Makespan")
   j["weight_upload_us"] = st.weight_upload_us;
   j["copy_bytes"] = sum.copy_bytes;
@@ -220,6 +235,7 @@ ojson fit_json(Session& s, const std::vector<int>& layers_per_device, int cpu_la
   j["layers_per_device"] = layers_per_device;
   j["cpu_layers"] = cpu_layers;
   j["devices"] = memory_json(s);
+  j["host_pool"] = host_pool_json(s);
   return j;
 }
 
