@@ -2,7 +2,9 @@
 //   BM_CudaMulMat/<type>/<N>     MUL_MAT of a 4096 x 4096 weight by N columns; counters: FLOP/s
 //   BM_CublasSgemm/<N>           raw cublasSgemm of the same shape (the ceiling for the f32 path)
 //   BM_CudaAdd/<n>               ADD of two f32 vectors; counter: bytes/s (read 2 + write 1) vs the device's bandwidth
-//   BM_CudaLlamaLayer/<tokens>   one 7B-shaped decoder layer (q4_0 weights, f16 cache, flash attention) at 1 and 512
+//   BM_CudaFlashAttnDecode/<n_kv> FLASH_ATTN_EXT for one query over n_kv f16 keys, 32 heads of 128; counter: K+V
+//   bytes/s BM_CudaLlamaLayer/<tokens>   one 7B-shaped decoder layer (q4_0 weights, f16 cache, flash attention) at 1
+//   and 512
 //                                tokens, everything on the GPU
 //   BM_CpuLlamaLayer/<tokens>    the same layer on the CPU backend, all hardware threads, optimised kernels
 // Timings are GPU-synchronous (each iteration ends with synchronize()), after one untimed warm-up run.
@@ -124,6 +126,33 @@ void BM_CudaAdd(benchmark::State& state) {
       benchmark::Counter(12.0 * static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// FLASH_ATTN_EXT at decode: 1 query, 32 heads of 128 dims, f16 K and V of n_kv positions (no mask); counter: K and V
+// bytes read per second.
+void BM_CudaFlashAttnDecode(benchmark::State& state) {
+  auto gpu = gpu_or_skip(state);
+  if (!gpu) return;
+  const int64_t n_kv = state.range(0), d = 128, heads = 32;
+  Context ctx(no_alloc());
+  Tensor* q = ctx.new_tensor_3d(Type::kF32, d, 1, heads);
+  Tensor* k = ctx.new_tensor_3d(Type::kF16, d, n_kv, heads);
+  Tensor* v = ctx.new_tensor_3d(Type::kF16, d, n_kv, heads);
+  Tensor* y = flash_attn_ext(ctx, q, k, v, nullptr, 0.088f);
+  auto buf = alloc_ctx_tensors(ctx, *gpu->default_buffer_type());
+  if (!buf.ok()) return state.SkipWithError(buf.status().message().c_str());
+  std::mt19937 rng(1);
+  fill(*q, rng);
+  fill(*k, rng);
+  fill(*v, rng);
+  Graph g;
+  (void)g.build_forward(y);
+  if (gpu->graph_compute(g) != ComputeStatus::kSuccess) return state.SkipWithError(gpu->last_error().c_str());
+  for (auto _ : state) {
+    if (gpu->graph_compute(g) != ComputeStatus::kSuccess) return state.SkipWithError(gpu->last_error().c_str());
+  }
+  state.counters["bytes/s"] =
+      benchmark::Counter(static_cast<double>(nbytes(*k) + nbytes(*v)), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // One 7B-shaped decoder layer (q4_0 weights, f16 cache of 4096 positions, flash attention) on `backend`.
 void llama_layer(benchmark::State& state, Backend& backend) {
   models::LlamaConfig c = models::preset("7b").value();
@@ -181,6 +210,7 @@ BENCHMARK(BM_CudaMulMat)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CublasSgemm)->Arg(1)->Arg(8)->Arg(512)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CudaAdd)->Arg(1 << 20)->Arg(1 << 26)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CudaFlashAttnDecode)->Arg(4096)->Arg(32768)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CudaLlamaLayer)->Arg(1)->Arg(512)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CpuLlamaLayer)->Arg(1)->Arg(512)->Unit(benchmark::kMillisecond);
 

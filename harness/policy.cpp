@@ -21,6 +21,7 @@ SchedulerParams PlacementPolicy::scheduler_params() const {
   p.parallel = parallel;
   p.n_copies = n_copies;
   p.max_split_inputs = max_split_inputs;
+  p.reuse = reuse;
   return p;
 }
 
@@ -71,13 +72,16 @@ bool parse_index(const std::string& text, size_t prefix, int* out) {
   return true;
 }
 
-// Tessera's names: a device ("cpu", "gpu1": its main buffer type) or a buffer type ("gpu0_Host"), case-insensitive.
+// Tessera's names: a device ("cpu", "gpu1": its main buffer type) or a buffer type ("gpu0_Host", an extra buffer
+// type such as "CPU_REPACK"), case-insensitive.
 BufferType* find_tessera_target(const std::vector<Device*>& devices, const std::string& target) {
   for (Device* d : devices) {
     if (strcasecmp(d->name(), target.c_str()) == 0) return d->buffer_type();
   }
   for (Device* d : devices) {
-    for (BufferType* b : {d->buffer_type(), d->host_buffer_type()}) {
+    std::vector<BufferType*> types = d->extra_buffer_types();
+    types.insert(types.begin(), {d->buffer_type(), d->host_buffer_type()});
+    for (BufferType* b : types) {
       if (b != nullptr && strcasecmp(b->name(), target.c_str()) == 0) return b;
     }
   }

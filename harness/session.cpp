@@ -427,6 +427,25 @@ std::string Session::summary_table() const {
                         format_bytes(m.weights).c_str(), format_bytes(m.cache).c_str(), format_bytes(m.compute).c_str(),
                         format_bytes(m.peak).c_str(), format_bytes(m.capacity).c_str());
   }
+  // Unified memory: the members' peaks above overlap in one pool, whose own peak is the figure that must fit.
+  const PoolStats pool = sim_->pool_stats();
+  if (!pool.members.empty()) {
+    std::string names;
+    for (size_t m : pool.members) names += (names.empty() ? "" : " + ") + sim_->device_config(m).name;
+    s += format_message("host pool  (%s, unified memory, counted once): peak %s of %s", names.c_str(),
+                        format_bytes(pool.peak).c_str(), format_bytes(pool.capacity).c_str());
+    if (pool.reserved > 0) s += format_message(", %s reserved", format_bytes(pool.reserved).c_str());
+    if (pool.margins > 0) s += format_message(", %s fit margins", format_bytes(pool.margins).c_str());
+    s += "\n";
+  }
+  std::string reserved;
+  for (size_t d = 0; d < sim_->device_count(); ++d) {
+    const DeviceConfig& c = sim_->device_config(d);
+    if (c.reserved > 0)
+      reserved +=
+          format_message("%s%s %s", reserved.empty() ? "" : ", ", c.name.c_str(), format_bytes(c.reserved).c_str());
+  }
+  if (!reserved.empty()) s += "reserved by the driver (not counted in peak): " + reserved + "\n";
   return s;
 }
 
@@ -451,7 +470,12 @@ std::string Session::explain(const std::string& name) const {
                                  cause_description(e.cause));
   if (e.split >= 0) s += format_message(", split %d", e.split);
   if (e.is_copy) s += ", a scheduler copy";
-  return s + "\n" + op_rule_lines(config_.topology, *t, e.backend_name);
+  const SourceResolver original = [this](const Tensor* src) {
+    const TensorExplain se = sched_->explain(src);
+    return se.is_copy && se.copy_of != nullptr ? se.copy_of : src;
+  };
+  return s + "\n" + op_rule_lines(config_.topology, *t, e.backend_name) +
+         buffer_type_rule_lines(config_.topology, *t, e.backend_name, original);
 }
 
 double Session::weight_upload_us() const {

@@ -2,6 +2,8 @@
 // that changes it (tessera/harness/split_causes.h, docs/scenarios.md).
 #include "tessera/harness/split_causes.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -341,6 +343,44 @@ std::string op_rule_lines(const sim::TopologyConfig& topology, const Tensor& nod
     if (v.allow && v.device != backend) continue;  // allowed elsewhere: it decided nothing about this node
     s += format_message("  %s by %s's op rule %zu: %s\n", v.allow ? "allowed" : "refused", v.device.c_str(), v.rule,
                         v.note.empty() ? "(the rule has no note)" : v.note.c_str());
+  }
+  return s;
+}
+
+std::vector<BufferTypeVerdict> buffer_type_verdicts(const sim::TopologyConfig& topology, const Tensor& node,
+                                                    const SourceResolver& original) {
+  std::vector<BufferTypeVerdict> out;
+  if (node.op == Op::kNone || op_is_view(node.op)) return out;
+  for (const Tensor* s : node.src) {
+    if (s == nullptr) continue;
+    const Tensor* src = original ? original(s) : s;
+    const Buffer* b = src != nullptr ? tensor_buffer(*src) : nullptr;
+    if (b == nullptr) continue;
+    for (const sim::DeviceConfig& d : topology.devices) {
+      for (const sim::BufferTypeConfig& bt : d.buffer_types) {
+        if (strcasecmp(bt.name.c_str(), b->type()->name()) != 0) continue;
+        BufferTypeVerdict v;
+        v.device = d.name, v.buffer_type = bt.name, v.source = src->name;
+        v.allow = sim::buffer_type_allows(bt, node, &v.rule);
+        if (v.rule >= 0) v.note = bt.op_rules[static_cast<size_t>(v.rule)].note;
+        out.push_back(std::move(v));
+      }
+    }
+  }
+  return out;
+}
+
+std::string buffer_type_rule_lines(const sim::TopologyConfig& topology, const Tensor& node, const std::string& backend,
+                                   const SourceResolver& original) {
+  std::string s;
+  for (const BufferTypeVerdict& v : buffer_type_verdicts(topology, node, original)) {
+    if (v.allow && v.device != backend) continue;
+    const std::string rule =
+        v.rule >= 0
+            ? format_message("rule %d: %s", v.rule, v.note.empty() ? "(the rule has no note)" : v.note.c_str())
+            : std::string(v.allow ? "its default (allow): no rule matches" : "its default (deny): no rule matches");
+    s += format_message("  %s by %s's buffer type %s (source %s), %s\n", v.allow ? "allowed" : "refused",
+                        v.device.c_str(), v.buffer_type.c_str(), v.source.c_str(), rule.c_str());
   }
   return s;
 }

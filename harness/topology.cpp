@@ -20,6 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "json_read.h"
+#include "topology_memory.h"
+#include "topology_detail.h"
 #include "tessera/sched.h"
 
 namespace tessera::harness {
@@ -33,9 +35,107 @@ extern const char* const kTopologyPresetTexts[];
 extern const size_t kTopologyPresetCount;
 }  // namespace detail
 
+using namespace json_read;
+
+namespace topology_detail {
+
+ojson op_list(const std::vector<Op>& ops) {
+  ojson out = ojson::array();
+  for (Op op : ops) out.push_back(op_name(op));
+  return out;
+}
+
+ojson type_list(const std::vector<Type>& types) {
+  ojson out = ojson::array();
+  for (Type t : types) out.push_back(type_name(t));
+  return out;
+}
+
+OpRule parse_rule(const json& v, const std::string& path) {
+  expect_object(
+      v, path,
+      {"allow", "deny", "src0_types", "src1_types", "dst_types", "min_batch", "max_batch", "ne0_multiple", "note"},
+      "an op rule object such as {\"deny\": [\"FLASH_ATTN_EXT\"]}");
+  const json* allow = member(v, "allow");
+  const json* deny = member(v, "deny");
+  if ((allow == nullptr) == (deny == nullptr)) {
+    fail(path, "a rule needs exactly one of \"allow\" or \"deny\" (a list of op names; [] for any op)");
+  }
+  OpRule rule;
+  rule.allow = allow != nullptr;
+  const std::string op_path = child(path, rule.allow ? "allow" : "deny");
+  rule.ops = get_list<Op>(rule.allow ? *allow : *deny, op_path, "op names such as [\"MUL_MAT\"]", get_op);
+  auto types = [&](const char* key, std::vector<Type>* out) {
+    if (const json* x = member(v, key))
+      *out = get_list<Type>(*x, child(path, key), "type names such as [\"q4_0\"]", get_type);
+  };
+  types("src0_types", &rule.src0_types);
+  types("src1_types", &rule.src1_types);
+  types("dst_types", &rule.dst_types);
+  if (const json* x = member(v, "min_batch")) rule.min_batch = get_count(*x, child(path, "min_batch"));
+  if (const json* x = member(v, "max_batch")) rule.max_batch = get_count(*x, child(path, "max_batch"));
+  if (const json* x = member(v, "ne0_multiple")) rule.ne0_multiple = get_count(*x, child(path, "ne0_multiple"));
+  if (const json* x = member(v, "note")) rule.note = get_string(*x, child(path, "note"));
+  return rule;
+}
+
+void parse_ops(const json& v, const std::string& path, bool* default_allow, std::vector<OpRule>* rules) {
+  expect_object(v, path, {"default", "rules"}, "an object {\"default\": \"allow\", \"rules\": [...]}");
+  if (const json* x = member(v, "default")) {
+    const std::string p = child(path, "default");
+    if (x->is_string() && x->get_ref<const std::string&>() == "allow") {
+      *default_allow = true;
+    } else if (x->is_string() && x->get_ref<const std::string&>() == "deny") {
+      *default_allow = false;
+    } else {
+      type_fail(p, "\"allow\" or \"deny\"", *x);
+    }
+  }
+  if (const json* x = member(v, "rules")) {
+    *rules = get_list<OpRule>(*x, child(path, "rules"), "op rule objects", parse_rule);
+  }
+}
+
+Status validate_rules(const std::vector<OpRule>& rules, const std::string& path) {
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const OpRule& r = rules[i];
+    const std::string p = element(path, i);
+    if (r.min_batch < 0 || r.max_batch < 0 || r.ne0_multiple < 0) {
+      return invalid(p + ": expected min_batch, max_batch and ne0_multiple >= 0");
+    }
+    if (r.max_batch > 0 && r.min_batch > r.max_batch) {
+      return invalid(p + ": min_batch " + std::to_string(r.min_batch) + " is above max_batch " +
+                     std::to_string(r.max_batch));
+    }
+    for (Op op : r.ops) {
+      if (static_cast<int>(op) <= 0 || static_cast<int>(op) >= kOpCount) return invalid(p + ": expected op names");
+    }
+  }
+  return Status::Ok();
+}
+
+ojson ops_json(bool default_allow, const std::vector<OpRule>& op_rules) {
+  ojson rules = ojson::array();
+  for (const OpRule& r : op_rules) {
+    ojson rule;
+    rule[r.allow ? "allow" : "deny"] = op_list(r.ops);
+    if (!r.src0_types.empty()) rule["src0_types"] = type_list(r.src0_types);
+    if (!r.src1_types.empty()) rule["src1_types"] = type_list(r.src1_types);
+    if (!r.dst_types.empty()) rule["dst_types"] = type_list(r.dst_types);
+    if (r.min_batch != 0) rule["min_batch"] = r.min_batch;
+    if (r.max_batch != 0) rule["max_batch"] = r.max_batch;
+    if (r.ne0_multiple != 0) rule["ne0_multiple"] = r.ne0_multiple;
+    if (!r.note.empty()) rule["note"] = r.note;
+    rules.push_back(std::move(rule));
+  }
+  return ojson{{"default", default_allow ? "allow" : "deny"}, {"rules", std::move(rules)}};
+}
+
+}  // namespace topology_detail
+
 namespace {
 
-using namespace json_read;
+using namespace topology_detail;
 
 // ---------------------------------------------------------------------------------------------------------------
 // The parser proper
@@ -68,51 +168,6 @@ void parse_caps(const json& v, const std::string& path, DeviceCaps* caps) {
   if (const json* x = member(v, "host_buffer")) caps->host_buffer = get_bool(*x, child(path, "host_buffer"));
   if (const json* x = member(v, "from_host_ptr"))
     caps->buffer_from_host_ptr = get_bool(*x, child(path, "from_host_ptr"));
-}
-
-OpRule parse_rule(const json& v, const std::string& path) {
-  expect_object(
-      v, path,
-      {"allow", "deny", "src0_types", "src1_types", "dst_types", "min_batch", "max_batch", "ne0_multiple", "note"},
-      "an op rule object such as {\"deny\": [\"FLASH_ATTN_EXT\"]}");
-  const json* allow = member(v, "allow");
-  const json* deny = member(v, "deny");
-  if ((allow == nullptr) == (deny == nullptr)) {
-    fail(path, "a rule needs exactly one of \"allow\" or \"deny\" (a list of op names; [] for any op)");
-  }
-  OpRule rule;
-  rule.allow = allow != nullptr;
-  const std::string op_path = child(path, rule.allow ? "allow" : "deny");
-  rule.ops = get_list<Op>(rule.allow ? *allow : *deny, op_path, "op names such as [\"MUL_MAT\"]", get_op);
-  auto types = [&](const char* key, std::vector<Type>* out) {
-    if (const json* x = member(v, key))
-      *out = get_list<Type>(*x, child(path, key), "type names such as [\"q4_0\"]", get_type);
-  };
-  types("src0_types", &rule.src0_types);
-  types("src1_types", &rule.src1_types);
-  types("dst_types", &rule.dst_types);
-  if (const json* x = member(v, "min_batch")) rule.min_batch = get_count(*x, child(path, "min_batch"));
-  if (const json* x = member(v, "max_batch")) rule.max_batch = get_count(*x, child(path, "max_batch"));
-  if (const json* x = member(v, "ne0_multiple")) rule.ne0_multiple = get_count(*x, child(path, "ne0_multiple"));
-  if (const json* x = member(v, "note")) rule.note = get_string(*x, child(path, "note"));
-  return rule;
-}
-
-void parse_ops(const json& v, const std::string& path, DeviceConfig* d) {
-  expect_object(v, path, {"default", "rules"}, "an object {\"default\": \"allow\", \"rules\": [...]}");
-  if (const json* x = member(v, "default")) {
-    const std::string p = child(path, "default");
-    if (x->is_string() && x->get_ref<const std::string&>() == "allow") {
-      d->default_allow = true;
-    } else if (x->is_string() && x->get_ref<const std::string&>() == "deny") {
-      d->default_allow = false;
-    } else {
-      type_fail(p, "\"allow\" or \"deny\"", *x);
-    }
-  }
-  if (const json* x = member(v, "rules")) {
-    d->op_rules = get_list<OpRule>(*x, child(path, "rules"), "op rule objects", parse_rule);
-  }
 }
 
 void parse_offload(const json& v, const std::string& path, OffloadRule* o) {
@@ -151,8 +206,9 @@ void parse_cost(const json& v, const std::string& path, CostModel* c) {
 
 DeviceConfig parse_device(const json& v, const std::string& path) {
   expect_object(v, path,
-                {"name", "description", "type", "wraps", "memory", "alignment", "max_alloc", "host_visible", "caps",
-                 "ops", "offload", "cost", "host_link"},
+                {"name", "description", "type", "wraps", "memory", "alignment", "max_alloc", "host_visible", "unified",
+                 "reserved", "unallocatable", "fit_margin", "caps", "ops", "offload", "cost", "host_link", "padding",
+                 "buffer_types"},
                 "a device object such as {\"name\": \"gpu0\", \"type\": \"gpu\", \"memory\": \"24 GiB\"}");
   DeviceConfig d;
   d.name = get_string(required(v, path, "name", "the device's name, e.g. \"gpu0\""), child(path, "name"));
@@ -163,8 +219,10 @@ DeviceConfig parse_device(const json& v, const std::string& path) {
   if (const json* x = member(v, "alignment")) d.alignment = get_size(*x, child(path, "alignment"));
   if (const json* x = member(v, "max_alloc")) d.max_alloc = get_size(*x, child(path, "max_alloc"));
   if (const json* x = member(v, "host_visible")) d.host_visible = get_bool(*x, child(path, "host_visible"));
+  topology_memory::parse(v, path, &d);
   if (const json* x = member(v, "caps")) parse_caps(*x, child(path, "caps"), &d.caps);
-  if (const json* x = member(v, "ops")) parse_ops(*x, child(path, "ops"), &d);
+  if (const json* x = member(v, "ops")) parse_ops(*x, child(path, "ops"), &d.default_allow, &d.op_rules);
+  parse_buffer_keys(v, path, &d);
   if (const json* x = member(v, "offload")) parse_offload(*x, child(path, "offload"), &d.offload);
   if (const json* x = member(v, "cost")) parse_cost(*x, child(path, "cost"), &d.cost);
   if (const json* x = member(v, "host_link")) {
@@ -188,7 +246,7 @@ LinkConfig parse_link(const json& v, const std::string& path) {
 }
 
 TopologyConfig parse_root(const json& root) {
-  expect_object(root, "", {"name", "description", "devices", "links"},
+  expect_object(root, "", {"name", "description", "devices", "links", "sources"},
                 "a JSON object {\"name\": ..., \"devices\": [...], \"links\": [...]} at the top level");
   TopologyConfig t;
   t.name = get_string(required(root, "", "name", "the topology's name"), "name");
@@ -201,6 +259,11 @@ TopologyConfig parse_root(const json& root) {
                                    kMaxBackends, kMaxBackends, t.devices.size()));
   }
   if (const json* x = member(root, "links")) t.links = get_list<LinkConfig>(*x, "links", "link objects", parse_link);
+  if (const json* x = member(root, "sources")) {
+    t.sources = get_list<std::string>(*x, "sources", "strings (where the figures come from)",
+                                      [](const json& e, const std::string& p) { return get_string(e, p); });
+  }
+  topology_memory::resolve(&t);
   return t;
 }
 
@@ -254,20 +317,8 @@ Status validate_device(const DeviceConfig& d, const std::string& path) {
   const int type = static_cast<int>(d.type);
   if (type < 0 || type > static_cast<int>(DeviceType::kAccel))
     return invalid(child(path, "type") + ": expected a device type");
-  for (size_t i = 0; i < d.op_rules.size(); ++i) {
-    const OpRule& r = d.op_rules[i];
-    const std::string p = element(child(child(path, "ops"), "rules"), i);
-    if (r.min_batch < 0 || r.max_batch < 0 || r.ne0_multiple < 0) {
-      return invalid(p + ": expected min_batch, max_batch and ne0_multiple >= 0");
-    }
-    if (r.max_batch > 0 && r.min_batch > r.max_batch) {
-      return invalid(p + ": min_batch " + std::to_string(r.min_batch) + " is above max_batch " +
-                     std::to_string(r.max_batch));
-    }
-    for (Op op : r.ops) {
-      if (static_cast<int>(op) <= 0 || static_cast<int>(op) >= kOpCount) return invalid(p + ": expected op names");
-    }
-  }
+  TS_RETURN_IF_ERROR(validate_rules(d.op_rules, child(child(path, "ops"), "rules")));
+  TS_RETURN_IF_ERROR(validate_buffer_keys(d, path));
   if (d.offload.min_batch < 0)
     return invalid(child(child(path, "offload"), "min_batch") + ": expected a whole number >= 0");
   TS_RETURN_IF_ERROR(validate_cost(d.cost, child(path, "cost")));
@@ -284,20 +335,6 @@ Status validate_device(const DeviceConfig& d, const std::string& path) {
 // ---------------------------------------------------------------------------------------------------------------
 // To JSON
 
-using ojson = nlohmann::ordered_json;
-
-ojson op_list(const std::vector<Op>& ops) {
-  ojson out = ojson::array();
-  for (Op op : ops) out.push_back(op_name(op));
-  return out;
-}
-
-ojson type_list(const std::vector<Type>& types) {
-  ojson out = ojson::array();
-  for (Type t : types) out.push_back(type_name(t));
-  return out;
-}
-
 ojson device_json(const DeviceConfig& d) {
   ojson o;
   o["name"] = d.name;
@@ -308,24 +345,13 @@ ojson device_json(const DeviceConfig& d) {
   o["alignment"] = d.alignment;
   if (d.max_alloc != std::numeric_limits<size_t>::max()) o["max_alloc"] = format_size(d.max_alloc);
   o["host_visible"] = d.host_visible;
+  topology_memory::write(d, &o);
   o["caps"] = ojson{{"async", d.caps.async},
                     {"events", d.caps.events},
                     {"host_buffer", d.caps.host_buffer},
                     {"from_host_ptr", d.caps.buffer_from_host_ptr}};
-  ojson rules = ojson::array();
-  for (const OpRule& r : d.op_rules) {
-    ojson rule;
-    rule[r.allow ? "allow" : "deny"] = op_list(r.ops);
-    if (!r.src0_types.empty()) rule["src0_types"] = type_list(r.src0_types);
-    if (!r.src1_types.empty()) rule["src1_types"] = type_list(r.src1_types);
-    if (!r.dst_types.empty()) rule["dst_types"] = type_list(r.dst_types);
-    if (r.min_batch != 0) rule["min_batch"] = r.min_batch;
-    if (r.max_batch != 0) rule["max_batch"] = r.max_batch;
-    if (r.ne0_multiple != 0) rule["ne0_multiple"] = r.ne0_multiple;
-    if (!r.note.empty()) rule["note"] = r.note;
-    rules.push_back(std::move(rule));
-  }
-  o["ops"] = ojson{{"default", d.default_allow ? "allow" : "deny"}, {"rules", std::move(rules)}};
+  o["ops"] = ops_json(d.default_allow, d.op_rules);
+  buffer_keys_json(d, &o);
   o["offload"] =
       ojson{{"enabled", d.offload.enabled}, {"min_batch", d.offload.min_batch}, {"ops", op_list(d.offload.ops)}};
   ojson cost;
@@ -400,6 +426,7 @@ Status validate_topology(const TopologyConfig& t) {
                      device_type_key(t.devices[i].type) + "\"");
     }
   }
+  TS_RETURN_IF_ERROR(topology_memory::validate(t));
   auto known = [&](const std::string& name) {
     if (iequal(name, "host")) return true;
     for (const DeviceConfig& d : t.devices) {
@@ -407,6 +434,7 @@ Status validate_topology(const TopologyConfig& t) {
     }
     return false;
   };
+  TS_RETURN_IF_ERROR(validate_buffer_type_names(t));
   for (size_t i = 0; i < t.links.size(); ++i) {
     const LinkConfig& l = t.links[i];
     const std::string path = element("links", i);
@@ -449,6 +477,7 @@ std::string topology_to_json(const TopologyConfig& t) {
                             {"latency", format_duration_us(l.latency_us)}});
     }
     root["links"] = std::move(links);
+    if (!t.sources.empty()) root["sources"] = t.sources;
     // Names that are not UTF-8 (impossible from a parsed file) are written with replacement characters.
     return root.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
   } catch (const std::exception& e) {

@@ -128,6 +128,10 @@ SimDevice::SimDevice(Simulator::Impl* sim, int index, DeviceConfig cfg, Device* 
       mapped_(this, SimBufferType::Kind::kMapped, cfg_.name + "_Mapped") {
   if (cfg_.caps.host_buffer)
     host_ = std::make_unique<SimBufferType>(this, SimBufferType::Kind::kHost, cfg_.name + "_Host");
+  for (size_t i = 0; i < cfg_.buffer_types.size(); ++i) {
+    extras_.push_back(std::make_unique<SimBufferType>(this, SimBufferType::Kind::kExtra, cfg_.buffer_types[i].name,
+                                                      static_cast<int>(i)));
+  }
   description_ = cfg_.description.empty() ? format_message("simulated %s (%s)", device_type_name(cfg_.type),
                                                            format_bytes(cfg_.memory).c_str())
                                           : cfg_.description;
@@ -135,36 +139,12 @@ SimDevice::SimDevice(Simulator::Impl* sim, int index, DeviceConfig cfg, Device* 
   stats.memory_total = cfg_.memory;
 }
 
-void SimDevice::memory(size_t* free, size_t* total) const {
-  const size_t hide = sim_->opt.faults.hide_free_bytes;
-  const size_t used = hide > SIZE_MAX - stats.memory_used ? SIZE_MAX : stats.memory_used + hide;  // saturate
-  if (free != nullptr) *free = used >= cfg_.memory ? 0 : cfg_.memory - used;
-  if (total != nullptr) *total = cfg_.memory;
-}
-
 BackendReg* SimDevice::reg() const { return sim_->reg.get(); }
 
-Status SimDevice::reserve_memory(size_t size) {
-  TS_DEBUG_ASSERT(stats.memory_used <= cfg_.memory, "simulated memory: device %s uses %zu bytes of its %zu (seed %llu)",
-                  cfg_.name.c_str(), stats.memory_used, cfg_.memory, static_cast<unsigned long long>(sim_->opt.seed));
-  const size_t free = cfg_.memory - std::min(stats.memory_used, cfg_.memory);
-  if (size > free) {
-    return TS_ERROR(StatusCode::kAllocFailed, "%s: out of memory: asked %s, free %s of %s", cfg_.name.c_str(),
-                    format_bytes(size).c_str(), format_bytes(free).c_str(), format_bytes(cfg_.memory).c_str());
-  }
-  stats.memory_used += size;
-  stats.memory_peak = std::max(stats.memory_peak, stats.memory_used);
-  sim_->note_memory(index_, stats.memory_used);
-  return Status::Ok();
-}
-
-void SimDevice::release_memory(size_t size) {
-  TS_DEBUG_ASSERT(size <= stats.memory_used,
-                  "simulated memory: device %s releases %zu bytes, more than the %zu it "
-                  "uses (seed %llu)",
-                  cfg_.name.c_str(), size, stats.memory_used, static_cast<unsigned long long>(sim_->opt.seed));
-  stats.memory_used -= std::min(size, stats.memory_used);
-  sim_->note_memory(index_, stats.memory_used);
+std::vector<BufferType*> SimDevice::extra_buffer_types() {
+  std::vector<BufferType*> out;
+  for (auto& b : extras_) out.push_back(b.get());
+  return out;
 }
 
 Result<std::unique_ptr<Backend>> SimDevice::init_backend(const std::string& params) {
@@ -206,11 +186,24 @@ bool SimDevice::supports_op(const Tensor& op) const {
   }
   // Leafs and views compute nothing: the rules are about kernels. The rules see the real types.
   if (op.op == Op::kNone || op_is_view(op.op)) return can;
-  return can && op_allowed_by_rules(cfg_, op);
+  if (!can || !op_allowed_by_rules(cfg_, op)) return false;
+  // A source in one of this device's extra buffer types: that buffer type's op rules decide too (ggml's CPU backend
+  // refuses an op on a repacked weight unless the repacked kernels take it).
+  for (const Tensor* s : op.src) {
+    if (s == nullptr) continue;
+    const Buffer* b = tensor_buffer(*s);
+    const auto* bt = b != nullptr ? dynamic_cast<const SimBufferType*>(b->type()) : nullptr;
+    if (bt == nullptr || bt->sim_device() != this || bt->kind() != SimBufferType::Kind::kExtra) continue;
+    if (!buffer_type_allows(*bt->extra_config(), op)) return false;
+  }
+  return true;
 }
 
 bool SimDevice::supports_buft(const BufferType& buft) const {
   if (&buft == &main_ || &buft == &mapped_) return true;
+  for (const auto& e : extras_) {
+    if (&buft == e.get()) return true;
+  }
   // A device computing on host memory can read any host buffer.
   return cfg_.host_visible && buft.is_host();
 }

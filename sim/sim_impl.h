@@ -64,6 +64,10 @@ struct Simulator::Impl {
   uint64_t n_buffers = 0;     // buffers made (for their names)
   int64_t n_event_waits = 0;  // event waits (for the fault plan)
   SimCounters counters;       // synchronizations and event waits (Simulator::counters)
+  // The host pool shared by unified devices and the CPU device (sim_pool.cpp): pool.members empty when no device is
+  // unified (each device then counts only its own memory).
+  PoolStats pool;
+  bool in_pool(int device) const;
   Trace trace;
   // The copy event (index into trace.events) that last wrote the bytes at a destination's data pointer, for the
   // flows from a copy to the nodes that read it; a node writing there ends it.
@@ -87,17 +91,27 @@ struct Simulator::Impl {
   double copy_time_us(int from, int to, size_t bytes) const;
 };
 
-// A kind of memory of a simulated device: its main memory, its pinned host memory, or host memory it wraps.
+// Fills Impl::pool from the topology once the devices exist (sim_pool.cpp).
+void init_pool(Simulator::Impl* s);
+
+// A kind of memory of a simulated device: its main memory, its pinned host memory, host memory it wraps, or one of
+// its extra buffer types for weights (DeviceConfig::buffer_types[extra]).
 class SimBufferType final : public BufferType {
  public:
-  enum class Kind { kMain, kHost, kMapped };
-  SimBufferType(SimDevice* dev, Kind kind, std::string name);
+  enum class Kind { kMain, kHost, kMapped, kExtra };
+  SimBufferType(SimDevice* dev, Kind kind, std::string name, int extra = -1);
   const char* name() const override { return name_.c_str(); }
   size_t alignment() const override;
   size_t max_size() const override;
   bool is_host() const override;
+  // nbytes plus the padding rules' bytes (main and extra buffer types; buffer_rules.h).
+  size_t alloc_size(const Tensor& t) const override;
   Device* device() const override;
   Kind kind() const { return kind_; }
+  // Main and extra buffer types take the device's memory (counted, faults apply); host and mapped ones do not.
+  bool in_device_memory() const { return kind_ == Kind::kMain || kind_ == Kind::kExtra; }
+  // The configuration of an extra buffer type (null for the other kinds).
+  const BufferTypeConfig* extra_config() const;
   SimDevice* sim_device() const { return dev_; }
 
  protected:
@@ -107,6 +121,7 @@ class SimBufferType final : public BufferType {
   SimDevice* dev_;
   Kind kind_;
   std::string name_;
+  int extra_;
 };
 
 class SimBuffer final : public Buffer {
@@ -163,6 +178,7 @@ class SimDevice final : public Device {
   Result<std::unique_ptr<Backend>> init_backend(const std::string& params) override;
   BufferType* buffer_type() override { return &main_; }
   BufferType* host_buffer_type() override { return host_ ? host_.get() : nullptr; }
+  std::vector<BufferType*> extra_buffer_types() override;
   Result<std::unique_ptr<Buffer>> buffer_from_host_ptr(void* ptr, size_t size, size_t max_tensor_size) override;
   bool supports_op(const Tensor& op) const override;
   bool supports_buft(const BufferType& buft) const override;
@@ -174,8 +190,10 @@ class SimDevice final : public Device {
   const DeviceConfig& config() const { return cfg_; }
   Device* real() const { return real_; }  // wrapped real device (memory-backed mode only), else null
 
-  // Memory accounting (main memory only).
+  // Memory accounting (main memory only; sim_pool.cpp): the device's own limit (memory - reserved - unallocatable)
+  // and, for a member of the host pool, the pool's.
   Status reserve_memory(size_t size);
+  size_t taken_before_use() const;  // the driver's reservation, and the fit margin when SimOptions::fit_margins
   void release_memory(size_t size);
   DeviceStats stats;
 
@@ -188,6 +206,7 @@ class SimDevice final : public Device {
   SimBufferType main_;
   std::unique_ptr<SimBufferType> host_;
   SimBufferType mapped_;
+  std::vector<std::unique_ptr<SimBufferType>> extras_;
 };
 
 class SimBackend final : public Backend {

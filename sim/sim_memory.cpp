@@ -37,17 +37,35 @@ SimBuffer* sim_buffer_of(const Simulator::Impl* sim, const Tensor& t) {
 // =====================================================================================================================
 // Buffer types
 
-SimBufferType::SimBufferType(SimDevice* dev, Kind kind, std::string name)
-    : dev_(dev), kind_(kind), name_(std::move(name)) {}
+SimBufferType::SimBufferType(SimDevice* dev, Kind kind, std::string name, int extra)
+    : dev_(dev), kind_(kind), name_(std::move(name)), extra_(extra) {}
 
 // A wrapped device's buffers are the real device's, aligned as the real buffer type aligns them: that alignment
 // applies (a larger configured one could not be honoured by the real allocation).
 size_t SimBufferType::alignment() const {
-  if (kind_ == Kind::kMain && dev_->real() != nullptr) return dev_->real()->buffer_type()->alignment();
+  if (in_device_memory() && dev_->real() != nullptr) return dev_->real()->buffer_type()->alignment();
   return dev_->config().alignment;
 }
-size_t SimBufferType::max_size() const { return kind_ == Kind::kMain ? dev_->config().max_alloc : SIZE_MAX; }
-bool SimBufferType::is_host() const { return kind_ != Kind::kMain || dev_->config().host_visible; }
+size_t SimBufferType::max_size() const { return in_device_memory() ? dev_->config().max_alloc : SIZE_MAX; }
+// An extra buffer type is never host memory: its layout is the device kernels' own (buffer_rules.h).
+bool SimBufferType::is_host() const {
+  if (kind_ == Kind::kExtra) return false;
+  return kind_ != Kind::kMain || dev_->config().host_visible;
+}
+
+size_t SimBufferType::alloc_size(const Tensor& t) const {
+  const size_t n = nbytes(t);
+  const std::vector<PaddingRule>* rules = nullptr;
+  if (kind_ == Kind::kMain) rules = &dev_->config().padding;
+  if (kind_ == Kind::kExtra) rules = &dev_->config().buffer_types[static_cast<size_t>(extra_)].padding;
+  if (rules == nullptr || rules->empty()) return n;
+  const size_t pad = padding_bytes(*rules, t);
+  return pad > SIZE_MAX - n ? SIZE_MAX : n + pad;  // (saturates: a tensor that large fails its allocation)
+}
+
+const BufferTypeConfig* SimBufferType::extra_config() const {
+  return kind_ == Kind::kExtra ? &dev_->config().buffer_types[static_cast<size_t>(extra_)] : nullptr;
+}
 Device* SimBufferType::device() const { return dev_; }
 
 Result<std::unique_ptr<Buffer>> SimBufferType::do_alloc_buffer(size_t size) {
@@ -57,7 +75,7 @@ Result<std::unique_ptr<Buffer>> SimBufferType::do_alloc_buffer(size_t size) {
     return TS_ERROR(StatusCode::kUnsupported, "%s: mapped buffers wrap host memory (use buffer_from_host_ptr)",
                     name_.c_str());
   }
-  if (kind_ == Kind::kMain) {
+  if (in_device_memory()) {
     if (f.fail_alloc_device.empty() || same_name(f.fail_alloc_device, dev_->config().name)) {
       ++s.n_allocs;
       if (f.fail_alloc_nth > 0 && s.n_allocs == f.fail_alloc_nth) {
@@ -74,7 +92,7 @@ Result<std::unique_ptr<Buffer>> SimBufferType::do_alloc_buffer(size_t size) {
   }
   const size_t align = std::max<size_t>(alignment(), 64);
   std::unique_ptr<Buffer> out;
-  if (kind_ == Kind::kMain && dev_->real() != nullptr) {
+  if (in_device_memory() && dev_->real() != nullptr) {
     auto inner = dev_->real()->buffer_type()->alloc_buffer(size);
     if (!inner.ok()) {
       dev_->release_memory(size);
@@ -91,7 +109,7 @@ Result<std::unique_ptr<Buffer>> SimBufferType::do_alloc_buffer(size_t size) {
     const int prot = is_host() ? PROT_READ | PROT_WRITE : PROT_NONE;
     void* p = mmap(nullptr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
-      if (kind_ == Kind::kMain) dev_->release_memory(size);
+      if (in_device_memory()) dev_->release_memory(size);
       return TS_ERROR(StatusCode::kAllocFailed, "%s: cannot reserve %zu bytes of address space", name_.c_str(), size);
     }
     s.reserved[reinterpret_cast<uintptr_t>(p)] = len;
@@ -99,13 +117,13 @@ Result<std::unique_ptr<Buffer>> SimBufferType::do_alloc_buffer(size_t size) {
   } else {
     void* p = std::aligned_alloc(align, round_up(size, align));
     if (p == nullptr) {
-      if (kind_ == Kind::kMain) dev_->release_memory(size);
+      if (in_device_memory()) dev_->release_memory(size);
       return TS_ERROR(StatusCode::kAllocFailed, "%s: out of host memory backing %zu bytes", name_.c_str(), size);
     }
     std::memset(p, kFreshByte, size);
     out = std::make_unique<SimBuffer>(this, size, SimBuffer::Memory::kOwned, p, nullptr);
   }
-  if (kind_ == Kind::kMain) ++dev_->stats.n_allocs;
+  if (in_device_memory()) ++dev_->stats.n_allocs;
   return out;
 }
 
@@ -126,7 +144,7 @@ SimBuffer::~SimBuffer() {
   s.hz.begin_command(HazardTracker::kHost, CommandDesc{"free of buffer", type_->name(), nullptr, size(), 0});
   s.hz.access(hz_id_, 0, size(), /*write=*/true, "");
   s.hz.free_buffer(hz_id_);
-  if (type_->kind() == SimBufferType::Kind::kMain) sim_device()->release_memory(size());
+  if (type_->in_device_memory()) sim_device()->release_memory(size());
   switch (memory_) {
     case Memory::kOwned: std::free(mem_); break;
     case Memory::kReserved: {

@@ -48,6 +48,12 @@ Status check_topology(const TopologyConfig& t) {
       return TS_ERROR(StatusCode::kInvalidArgument, "topology %s: device %s: memory and max_alloc must be > 0",
                       t.name.c_str(), d.name.c_str());
     }
+    if (d.unified && (d.type == DeviceType::kCpu || t.devices.back().type != DeviceType::kCpu)) {
+      return TS_ERROR(StatusCode::kInvalidArgument,
+                      "topology %s: device %s: a unified-memory device shares the host pool of the CPU device, which "
+                      "must be the last device and not unified itself",
+                      t.name.c_str(), d.name.c_str());
+    }
   }
   for (const LinkConfig& l : t.links) {
     for (const std::string* end : {&l.a, &l.b}) {
@@ -227,6 +233,7 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const TopologyConfig& topol
     impl->trace.devices.push_back(cfg.name);
     impl->devices.push_back(std::make_unique<SimDevice>(impl.get(), static_cast<int>(i), cfg, real_dev));
   }
+  init_pool(impl.get());
   return std::unique_ptr<Simulator>(new Simulator(std::move(impl)));
 }
 

@@ -295,6 +295,8 @@ struct GraphPlanner::PlanWalk {
       }
       const PlanInfo& oi = rec(owner);
       if (!oi.allocated || oi.buft != b) continue;
+      // The buffer type may pad the node more than its source (alloc_size per op): the block must hold all of it.
+      if (ga.bufts_[static_cast<size_t>(b)]->alloc_size(*node) > oi.size) continue;
       if (best >= 0) {
         const PlanInfo& bi = rec(best);
         if (std::make_pair(bi.addr.chunk, bi.addr.offset) <= std::make_pair(oi.addr.chunk, oi.addr.offset)) continue;

@@ -24,6 +24,11 @@ std::string Scheduler::report() const {
   const Graph& g = *m.graph;
   out << "splits: " << m.plan.splits.size() << ", backends: " << m.backends.size() << ", slots: " << m.n_copies
       << ", current slot: " << m.slot << "\n";
+  if (m.full_plans + m.reuses > 0) {
+    out << "plan: " << (m.last_reused ? "reused" : "new");
+    if (!m.last_reused && !m.reuse_why.empty()) out << " (not reused: " << m.reuse_why << ")";
+    out << ", " << m.reuses << " reused / " << m.full_plans << " planned\n";
+  }
   for (size_t si = 0; si < m.plan.splits.size(); ++si) {
     const sched::Split& sp = m.plan.splits[si];
     out << "## split #" << si << ": " << m.backends[static_cast<size_t>(sp.backend)]->name() << " # "

@@ -172,6 +172,7 @@ void Scheduler::Impl::reset_plan() {
     }
   }
   placed = false;
+  reuse.clear();
   plan.clear();  // keeps the arrays' capacity for the next split
   plan.copy_ctx.reset();
   graph = nullptr;
@@ -336,6 +337,15 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
   // The slot of this evaluation is chosen at allocation (rotating), never at compute.
   slot = next_slot;
   next_slot = (next_slot + 1) % n_copies;
+  last_reused = false;
+  if (try_reuse(g)) {  // same structure: keep the plan (the nodes now read this slot's copies)
+    last_reused = true;
+    ++reuses;
+    allocated = true;
+    computed = false;
+    return Status::Ok();
+  }
+  if (params.debug_reserve && reuse.valid) std::fprintf(stderr, "tessera scheduler: new plan: %s\n", reuse_why.c_str());
   TS_RETURN_IF_ERROR(split(g, slot));
 
   // Re-reserve when an assignment moved to another buffer type, or the planner says the graph does not fit.
@@ -376,6 +386,8 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
   }
   allocated = true;
   computed = false;
+  ++full_plans;
+  record_reuse(g);
   return Status::Ok();
 }
 
@@ -475,7 +487,9 @@ Status Scheduler::set_tensor_backend(Tensor* t, Backend* backend) {
     return TS_ERROR(StatusCode::kInvalidArgument, "set_tensor_backend: %s is not one of the scheduler's backends",
                     backend != nullptr ? backend->name() : "(null)");
   }
-  impl_->pins[t] = b;
+  auto [it, added] = impl_->pins.try_emplace(t, b);
+  if (added || it->second != b) ++impl_->pins_version;  // a changed pin: the next allocation plans again
+  it->second = b;
   if (impl_->split_done) impl_->plan.set(t, b, Cause::kPinned);
   return Status::Ok();
 }
@@ -515,6 +529,10 @@ size_t Scheduler::buffer_size(int backend) const {
   return total;
 }
 void Scheduler::set_eval_callback(EvalCallback callback) { impl_->callback = std::move(callback); }
+PlanReuse Scheduler::plan_reuse() const {
+  const Impl& m = *impl_;
+  return {m.last_reused, m.last_reused ? std::string() : m.reuse_why, m.reuses, m.full_plans};
+}
 
 std::vector<Scheduler::SplitView> Scheduler::splits() const {
   std::vector<SplitView> out;
@@ -539,6 +557,7 @@ TensorExplain Scheduler::explain(const Tensor* t) const {
     }
   }
   if (e.backend >= 0) e.backend_name = m.backends[static_cast<size_t>(e.backend)]->name();
+  e.plan_reused = m.last_reused;
   e.is_copy = m.plan.is_copy(t);
   if (e.is_copy) e.copy_of = m.plan.tensor(m.plan.copy_origin(m.plan.id_of(t)));
   if (m.graph != nullptr) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "plan.h"
+#include "reuse.h"
 #include "tessera/planner.h"
 #include "tessera/sched.h"
 
@@ -75,6 +76,16 @@ struct Scheduler::Impl {
   EvalCallback callback;
   // events[backend][slot]; null when the device has none
   std::vector<std::vector<std::unique_ptr<Event>>> events;
+
+  // Plan reuse (reuse.cpp, docs/scheduler.md 'Reuse')
+  sched::ReuseRecord reuse;
+  uint64_t pins_version = 0;  // bumped when a pin changes
+  int reuses = 0;             // allocations that kept the plan
+  int full_plans = 0;         // allocations that split and placed the graph
+  bool last_reused = false;   // the last allocation kept the plan
+  std::string reuse_why;      // why the last allocation did not ("" when it did)
+  bool try_reuse(Graph& g);
+  void record_reuse(const Graph& g);
 
   Status split(Graph& g, int slot_for_sources);
   void build_sched_graph(const Graph& g, int s_slot);

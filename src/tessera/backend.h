@@ -250,6 +250,9 @@ class Device {
   virtual Result<std::unique_ptr<Backend>> init_backend(const std::string& params = {}) = 0;
   virtual BufferType* buffer_type() = 0;
   virtual BufferType* host_buffer_type() { return nullptr; }
+  // Extra buffer types for weights (ggml's extra buffer types, e.g. a repacked CPU layout): the device's kernels read
+  // them (supports_buft), and supports_op may refuse an op whose source sits in one (docs/interfaces.md).
+  virtual std::vector<BufferType*> extra_buffer_types() { return {}; }
   // Wraps memory the device does not own (the buffer never frees it).
   virtual Result<std::unique_ptr<Buffer>> buffer_from_host_ptr(void* ptr, size_t size, size_t max_tensor_size);
 

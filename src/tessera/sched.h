@@ -59,7 +59,11 @@ struct SchedulerParams {
   int n_copies = kParallelCopies;
   bool op_offload = true;  // a higher-priority backend may take an op whose weight is in the last backend's host memory
   int max_split_inputs = 30;   // inputs per split (>= 10, the most one node can bring)
-  bool debug_reserve = false;  // report every re-reserve and its reason on stderr
+  bool debug_reserve = false;  // report every re-reserve and its reason on stderr (and why a plan was not reused)
+  // Plan reuse (docs/scheduler.md, 'Reuse'): an allocation of the graph planned last, with the same structure, keeps
+  // the assignment, splits, copies and compute plan and only takes its slot's copies. Off: every allocation splits
+  // and places the graph again.
+  bool reuse = true;
 };
 
 // The most backends one scheduler takes (a copy of a tensor is indexed per backend); Scheduler::create refuses more,
@@ -73,6 +77,16 @@ struct TensorExplain {
   int split = -1;                   // split of a node (-1 for leafs and tensors outside the graph)
   bool is_copy = false;             // a copy made by the scheduler
   const Tensor* copy_of = nullptr;  // is_copy: the tensor it copies (a split's input)
+  bool plan_reused = false;         // the last allocation kept the previous plan (Scheduler::plan_reuse)
+};
+
+// What the last allocation did with the previous plan (docs/scheduler.md, 'Reuse').
+struct PlanReuse {
+  bool reused = false;  // kept it: no split, no placement
+  // Why not, when not: "node 'ffn_out-3' (node 41): op_params", "a pin changed (set_tensor_backend)", ...
+  std::string why_not;
+  int reuses = 0;      // allocations that kept the plan, since creation
+  int full_plans = 0;  // allocations that split and placed the graph
 };
 
 // Called for each node with ask = true ("do you want to observe it?"); after computing up to an observed node the
@@ -134,6 +148,8 @@ class Scheduler {
   // the fast path: a lookup is slower, never wrong).
   size_t planner_index_lookups() const;
   void set_eval_callback(EvalCallback callback);
+  // Whether the last allocation reused the plan, and why not (docs/scheduler.md, 'Reuse').
+  PlanReuse plan_reuse() const;
 
   TensorExplain explain(const Tensor* t) const;
   struct SplitView {

@@ -1,7 +1,9 @@
 // The backend conformance suite instantiated for simulated devices (docs/simulator.md): a pure simulated GPU
 // (memory-backed: its memory is not host-visible, so every value goes through the interface, and computation runs the
 // CPU reference kernels lazily on the virtual clock) in plain and adversarial mode, and the real CPU device wrapped by
-// the simulator. Each factory keeps one simulator for the whole process (devices must outlive their backends).
+// the simulator, and a unified-memory integrated GPU whose host-visible memory is a share of the CPU device's (the host
+// pool, docs/topology.md "Unified memory and overheads"). Each factory keeps one simulator for the whole process
+// (devices must outlive their backends).
 #include <string>
 
 #include "conformance/backend_conformance.h"
@@ -37,13 +39,26 @@ DeviceConfig wrapped_cpu_config() {
   return d;
 }
 
+// An integrated GPU sharing the host pool: up to 4 GiB of the CPU device's 16 GiB, its buffers host memory.
+DeviceConfig unified_gpu_config() {
+  DeviceConfig d = gpu_config();
+  d.name = "simigpu";
+  d.type = tessera::DeviceType::kIgpu;
+  d.unified = true;
+  d.host_visible = true;
+  d.reserved = 64 * tessera::sim::MiB;
+  return d;
+}
+
 Simulator* process_simulator(const char* which, bool adversarial) {
-  static std::unique_ptr<Simulator> gpu, gpu_adv, cpu;
-  std::unique_ptr<Simulator>& slot = std::string(which) == "cpu" ? cpu : (adversarial ? gpu_adv : gpu);
+  static std::unique_ptr<Simulator> gpu, gpu_adv, cpu, igpu;
+  const std::string w = which;
+  std::unique_ptr<Simulator>& slot = w == "cpu" ? cpu : w == "igpu" ? igpu : (adversarial ? gpu_adv : gpu);
   if (!slot) {
     TopologyConfig t;
     t.name = std::string("conformance-") + which;
-    if (std::string(which) == "gpu") t.devices.push_back(gpu_config());
+    if (w == "gpu") t.devices.push_back(gpu_config());
+    if (w == "igpu") t.devices.push_back(unified_gpu_config());
     t.devices.push_back(wrapped_cpu_config());
     SimOptions o;
     o.seed = 1234;
@@ -83,4 +98,5 @@ tessera::conformance::BackendFactory sim_factory(const char* name, const char* w
 
 TESSERA_INSTANTIATE_BACKEND_CONFORMANCE(Sim, sim_factory("SimGpu", "gpu", false),
                                         sim_factory("SimGpuAdversarial", "gpu", true),
-                                        sim_factory("WrappedCpu", "cpu", false));
+                                        sim_factory("WrappedCpu", "cpu", false),
+                                        sim_factory("SimUnifiedGpu", "igpu", false));

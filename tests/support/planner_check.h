@@ -55,9 +55,10 @@ std::vector<Lifetime> lifetimes(const Graph& g, IsPlanned is_planned) {
 }
 
 // "" when no two simultaneously live tensors share bytes, else a description of the first clash. A node may share
-// the bytes of a source whose last use it is when its op can run in place and the layouts match.
-template <typename IsPlanned>
-std::string find_overlap(const Graph& g, IsPlanned is_planned) {
+// the bytes of a source whose last use it is when its op can run in place and the layouts match. A tensor's bytes are
+// size_of(t) from its data pointer (a buffer type's alloc_size: its padding belongs to it), nbytes by default.
+template <typename IsPlanned, typename SizeOf>
+std::string find_overlap(const Graph& g, IsPlanned is_planned, SizeOf size_of) {
   std::vector<Lifetime> l = lifetimes(g, is_planned);
   auto inplace_ok = [](const Tensor* writer, const Tensor* reader_root) {
     if (!op_can_inplace(writer->op)) return false;
@@ -79,7 +80,7 @@ std::string find_overlap(const Graph& g, IsPlanned is_planned) {
       if (ba != bb) continue;
       const char* a0 = static_cast<const char*>(a.t->data);
       const char* b0 = static_cast<const char*>(b.t->data);
-      const size_t an = std::max<size_t>(nbytes(*a.t), 1), bn = std::max<size_t>(nbytes(*b.t), 1);
+      const size_t an = std::max<size_t>(size_of(*a.t), 1), bn = std::max<size_t>(size_of(*b.t), 1);
       if (nbytes(*a.t) == 0 || nbytes(*b.t) == 0) continue;
       if (a0 + an <= b0 || b0 + bn <= a0) continue;
       const bool clash = b.def < a.last || (b.def == a.last && !inplace_ok(b.t, a.t)) || a.def == b.def;
@@ -91,6 +92,11 @@ std::string find_overlap(const Graph& g, IsPlanned is_planned) {
     }
   }
   return {};
+}
+
+template <typename IsPlanned>
+std::string find_overlap(const Graph& g, IsPlanned is_planned) {
+  return find_overlap(g, is_planned, [](const Tensor& t) { return nbytes(t); });
 }
 
 }  // namespace tessera::check

@@ -372,20 +372,23 @@ int cmd_fit(Options o) {
     std::fprintf(stderr, "tessera: fit works on a model's layers (-m), not on a serialized graph (--graph)\n");
     return kInputError;
   }
+  base.value().sim.fit_margins = true;  // each device leaves its topology fit_margin free (docs/topology.md)
   const int n_layer = base.value().model.n_layer;
   std::vector<int> gpus;
   for (size_t i = 0; i + 1 < base.value().topology.devices.size(); ++i) gpus.push_back(static_cast<int>(i));
   std::vector<int> counts;
   Progress progress(!o.json);
+  std::string last_error;  // why the last trial did not plan
   auto fits = [&](const std::vector<int>& c) {
     SessionConfig cfg = base.value();
     cfg.policy.layers_per_device = c;
     cfg.policy.tensor_split.clear();
     cfg.progress = [&progress](const char* step) { progress.step(step); };
     auto s = Session::create(cfg, &builtin_registry());
-    const bool ok = s.ok() && s.value()->plan().ok();
+    const Status st = s.ok() ? s.value()->plan() : s.status();
+    if (!st.ok()) last_error = st.message();
     progress.done();
-    return ok;
+    return st.ok();
   };
   int remaining = n_layer;
   for (size_t g = 0; g < gpus.size(); ++g) {
@@ -394,8 +397,8 @@ int cmd_fit(Options o) {
     std::vector<int> trial = counts;
     trial.push_back(0);
     if (!fits(trial)) {
-      std::fprintf(stderr, "tessera: nothing fits even with no layer on %s (compute buffers or other tensors)\n",
-                   base.value().topology.devices[static_cast<size_t>(gpus[g])].name.c_str());
+      std::fprintf(stderr, "tessera: nothing fits even with no layer on %s (compute buffers or other tensors): %s\n",
+                   base.value().topology.devices[static_cast<size_t>(gpus[g])].name.c_str(), last_error.c_str());
       return kExpectationFailed;
     }
     while (lo < hi) {  // largest count that fits
@@ -427,7 +430,8 @@ int cmd_fit(Options o) {
   for (size_t g = 0; g < counts.size(); ++g) {
     std::printf("  %-8s %d layers\n", cfg.topology.devices[static_cast<size_t>(gpus[g])].name.c_str(), counts[g]);
   }
-  std::printf("  %-8s %d layers\n\n%s", "cpu", remaining, s.value()->summary_table().c_str());
+  std::printf("  %-8s %d layers\n\n%s%s", "cpu", remaining, fit_margins_note(cfg.topology).c_str(),
+              s.value()->summary_table().c_str());
   std::string flag;
   for (size_t g = 0; g < counts.size(); ++g) flag += (g ? "," : "") + std::to_string(counts[g]);
   std::printf("\nuse: --layers-per-device %s\n", flag.c_str());

@@ -125,9 +125,10 @@ __global__ void matvec_rows_kernel(TensorDesc a, TensorDesc b, TensorDesc out, i
 
 // ---- flash attention ----
 
-constexpr int kFaWarps = 4;   // warps per block, each over its own keys
-constexpr int kFaMaxR = 8;    // head dims per lane: D, Dv <= 256
-constexpr int kFaUnroll = 4;  // keys in flight per warp
+constexpr int kFaWarps = 4;       // warps per block, each over its own keys
+constexpr int kFaMaxR = 8;        // head dims per lane: D, Dv <= 256
+constexpr int kFaUnroll = 4;      // keys in flight per warp
+constexpr int kFaMaxSplits = 64;  // key splits per row (fa_merge_kernel: two per lane of one warp)
 
 struct FaState {
   float m, l;
@@ -265,30 +266,44 @@ __global__ void fa_split_kernel(TensorDesc q, TensorDesc k, TensorDesc v, Tensor
     if (r < rv) store_float(out, lane + 32 * r, h, i, b, (M == -INFINITY || L == 0.0f) ? 0.0f : acc[r] / L);
 }
 
-// Merges the S partial states of each row (blockIdx.x), adds the sink, writes the row.
+// Merges the S partial states of each row (blockIdx.x), adds the sink, writes the row. The splits' maxima and
+// weights go through shared memory once, so each thread's loop over the splits has independent loads only.
 __global__ void fa_merge_kernel(const float* partial, int S, TensorDesc sinks, bool has_sinks, TensorDesc out) {
+  __shared__ float f[kFaMaxSplits];
+  __shared__ float total[2];  // M, L
   const int64_t Dv = out.ne[0];
   int64_t h, i, b;
   row_coords(out.ne, blockIdx.x, &h, &i, &b);
   const float* p = partial + static_cast<int64_t>(blockIdx.x) * S * (Dv + 2);
-  float M = -INFINITY;
-  for (int s = 0; s < S; ++s) M = fmaxf(M, p[s * (Dv + 2)]);
-  float sk = -INFINITY;
-  if (has_sinks) {
-    sk = load_f32(sinks, h, 0, 0, 0);
-    M = fmaxf(M, sk);
+  if (threadIdx.x < 32) {
+    // Warp 0: lane s holds splits s and s + 32 (S <= 64).
+    const int lane = threadIdx.x;
+    const float m0 = lane < S ? p[lane * (Dv + 2)] : -INFINITY;
+    const float m1 = lane + 32 < S ? p[(lane + 32) * (Dv + 2)] : -INFINITY;
+    float M = warp_max(fmaxf(m0, m1));
+    float sk = -INFINITY;
+    if (has_sinks) {
+      sk = load_f32(sinks, h, 0, 0, 0);
+      M = fmaxf(M, sk);
+    }
+    const float f0 = m0 == -INFINITY ? 0.0f : expf(m0 - M);
+    const float f1 = m1 == -INFINITY ? 0.0f : expf(m1 - M);
+    if (lane < S) f[lane] = f0;
+    if (lane + 32 < S) f[lane + 32] = f1;
+    float L = warp_sum((lane < S ? p[lane * (Dv + 2) + 1] * f0 : 0.0f) +
+                       (lane + 32 < S ? p[(lane + 32) * (Dv + 2) + 1] * f1 : 0.0f));
+    if (has_sinks && M != -INFINITY) L += expf(sk - M);
+    if (lane == 0) {
+      total[0] = M;
+      total[1] = L;
+    }
   }
-  float L = has_sinks && M != -INFINITY ? expf(sk - M) : 0.0f;
-  for (int s = 0; s < S; ++s) {
-    const float ms = p[s * (Dv + 2)];
-    if (ms != -INFINITY) L += p[s * (Dv + 2) + 1] * expf(ms - M);
-  }
+  __syncthreads();
+  const float M = total[0], L = total[1];
   for (int64_t c = threadIdx.x; c < Dv; c += blockDim.x) {
     float a = 0.0f;
-    for (int s = 0; s < S; ++s) {
-      const float ms = p[s * (Dv + 2)];
-      if (ms != -INFINITY) a += p[s * (Dv + 2) + 2 + c] * expf(ms - M);
-    }
+#pragma unroll 8
+    for (int s = 0; s < S; ++s) a += p[s * (Dv + 2) + 2 + c] * f[s];
     store_float(out, c, h, i, b, (M == -INFINITY || L == 0.0f) ? 0.0f : a / L);
   }
 }
@@ -379,7 +394,7 @@ bool launch_flash_attn_fast(const Tensor& node, LaunchContext& ctx, Status* st) 
   if (rows > 0x7fffffff) return false;
   // Splits over the keys: enough blocks for four per SM, each split at least 256 keys, at most 64 splits.
   int64_t S = (4 * static_cast<int64_t>(ctx.sm_count) + rows - 1) / rows;
-  S = std::min<int64_t>({S, (n_kv + 255) / 256, 64});
+  S = std::min<int64_t>({S, (n_kv + 255) / 256, kFaMaxSplits});
   if (S < 1) S = 1;
   const int64_t chunk = (n_kv + S - 1) / S;
   const TensorDesc dq = desc_of(q), dk = desc_of(k), dv = desc_of(v), dout = desc_of(node);

@@ -23,8 +23,9 @@ namespace tessera::harness {
 
 struct TensorOverride {
   std::string pattern;  // ECMAScript regular expression, searched in the tensor's name
-  // A device name ("cpu", "gpu1": its main memory), a buffer type name ("gpu0_Host") or one of llama.cpp's buffer type
-  // names: "CPU", "CUDA<n>" (the n-th GPU), "CUDA_Host" (the first GPU's host buffer type); see find_override_target.
+  // A device name ("cpu", "gpu1": its main memory), a buffer type name ("gpu0_Host", an extra buffer type such as
+  // "CPU_REPACK") or one of llama.cpp's buffer type names: "CPU", "CUDA<n>" (the n-th GPU), "CUDA_Host" (the first
+  // GPU's host buffer type); see find_override_target.
   std::string target;
   // From llama.cpp's -ot, -cmoe or -ncmoe: like llama.cpp's tensor_buft_overrides (src/llama-model.cpp,
   // load_tensors), it applies to weights only, never to the KV cache. Tessera's --override applies to both.
@@ -67,6 +68,7 @@ struct PlacementPolicy {
   bool parallel = false;
   int n_copies = kParallelCopies;  // with parallel: in-flight copy slots (SchedulerParams::n_copies)
   int max_split_inputs = 30;
+  bool reuse = true;  // SchedulerParams::reuse: keep the plan of a graph allocated again with the same structure
 
   SchedulerParams scheduler_params() const;
 };

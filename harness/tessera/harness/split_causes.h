@@ -5,6 +5,8 @@
 // decide a node on each device, with their notes (explain).
 #pragma once
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
@@ -67,5 +69,21 @@ std::vector<OpRuleVerdict> op_rule_verdicts(const sim::TopologyConfig& topology,
 // The lines explain prints for them: a rule that refused the node on a device, and the rule that allowed it on
 // `backend`, the device it runs on; each with its note.
 std::string op_rule_lines(const sim::TopologyConfig& topology, const Tensor& node, const std::string& backend);
+
+// For each source of `node` in one of the topology's extra buffer types (DeviceConfig::buffer_types), what that
+// buffer type's op rules say about the node on its device: the first matching rule, or the default (rule -1).
+// `original` maps a source to the tensor it stands for (a scheduler copy to the tensor it copies); none: as it is.
+struct BufferTypeVerdict {
+  std::string device, buffer_type, source;
+  int rule = -1;  // index in the buffer type's rules; -1: its default decided
+  bool allow = true;
+  std::string note;
+};
+using SourceResolver = std::function<const Tensor*(const Tensor*)>;
+std::vector<BufferTypeVerdict> buffer_type_verdicts(const sim::TopologyConfig& topology, const Tensor& node,
+                                                    const SourceResolver& original = {});
+// The lines explain prints for them: a refusal on any device, an allowance on `backend` (as op_rule_lines).
+std::string buffer_type_rule_lines(const sim::TopologyConfig& topology, const Tensor& node, const std::string& backend,
+                                   const SourceResolver& original = {});
 
 }  // namespace tessera::harness

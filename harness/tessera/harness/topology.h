@@ -33,4 +33,9 @@ std::string topology_to_json(const sim::TopologyConfig& topology);
 // The rules every topology obeys (docs/topology.md, "Validation"); messages name the field (devices[1].alignment).
 Status validate_topology(const sim::TopologyConfig& topology);
 
+// `tessera fit` plans with SimOptions::fit_margins: each device leaves its fit_margin free (a unified device's comes
+// out of the host pool).
+// "fit margins (left free): gpu0 1 GiB, ...\n", or "" when no device has one.
+std::string fit_margins_note(const sim::TopologyConfig& topology);
+
 }  // namespace tessera::harness

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/backend.h"
+#include "tessera/sim/buffer_rules.h"
 #include "tessera/sim/cost_model.h"
 #include "tessera/sim/op_rules.h"
 
@@ -30,13 +31,27 @@ struct DeviceConfig {
   // Empty: a pure simulated device. Otherwise the name of a real device (e.g. "CPU") seen through this config:
   // memory budget, narrower op set, faults, timings and the hazard detector on top of real computation.
   std::string wraps;
-  size_t memory = 8 * GiB;                                // capacity (total)
+  size_t memory = 8 * GiB;                                // capacity (total); a unified device's cap
   size_t alignment = 256;                                 // a power of two, at most kMaxAlignment
   size_t max_alloc = std::numeric_limits<size_t>::max();  // largest single allocation
   bool host_visible = false;  // buffers are host memory the program may address directly (is_host)
+  // Unified memory (docs/topology.md "Unified memory and overheads"): the device's memory is a share of the host pool,
+  // the memory of the topology's CPU device (its last). `memory` caps the share (as drivers cap it); an allocation on
+  // any device sharing the pool (the CPU included) reduces what the others can allocate.
+  bool unified = false;
+  // Overheads. `reserved`: taken by the driver or runtime before any allocation (a unified device's comes out of the
+  // pool). `unallocatable`: reported free by memory() but never allocatable (allocatable = memory - reserved -
+  // unallocatable - used). `fit_margin`: what `tessera fit` leaves free on the device (llama.cpp's --fit-target).
+  size_t reserved = 0;
+  size_t unallocatable = 0;
+  size_t fit_margin = 0;
   DeviceCaps caps{/*async=*/true, /*host_buffer=*/false, /*buffer_from_host_ptr=*/false, /*events=*/true};
   bool default_allow = true;
   std::vector<OpRule> op_rules;
+  // Padding of the main buffer type's tensors (its alloc_size; buffer_rules.h).
+  std::vector<PaddingRule> padding;
+  // Extra buffer types for weights, each with its own padding and op rules (buffer_rules.h).
+  std::vector<BufferTypeConfig> buffer_types;
   OffloadRule offload;
   CostModel cost;
   // Host <-> device link used when no explicit link names this device and "host".
@@ -56,6 +71,7 @@ struct TopologyConfig {
   std::string description;
   std::vector<DeviceConfig> devices;  // scheduler priority order: first = highest; a CPU device (wrapped) last
   std::vector<LinkConfig> links;
+  std::vector<std::string> sources;  // free text: where a preset's figures come from (cited, one entry each)
   // Device <-> device copies without an explicit link go through the host at min(host bandwidths) and the sum of
   // latencies.
 };

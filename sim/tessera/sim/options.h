@@ -22,6 +22,9 @@ struct SimOptions {
   bool adversarial = false;
   double max_jitter_us = 50.0;
   bool record_trace = true;
+  // Each device keeps its DeviceConfig::fit_margin free as well (what `tessera fit` plans with): the margin counts
+  // like the driver's reservation, a unified device's in the host pool.
+  bool fit_margins = false;
   FaultPlan faults;
 };
 

@@ -41,6 +41,15 @@ struct DeviceStats {
   size_t n_commands = 0;
 };
 
+// The host memory pool that unified-memory devices share with the CPU device (DeviceConfig::unified): its capacity is
+// the CPU device's memory; used and peak count every member's allocations once (the peak is the pool's, not the sum
+// of the members' peaks); reserved is the members' driver reservations, margins their fit margins when
+// SimOptions::fit_margins holds (both taken before any allocation). Empty members: no unified device.
+struct PoolStats {
+  std::vector<size_t> members;  // device indices: the unified devices, then the CPU device
+  size_t capacity = 0, used = 0, peak = 0, reserved = 0, margins = 0;
+};
+
 // What the program asked of the simulated streams and events, counted since the simulator was made (scenario
 // expectations "synchronizations", "event_waits"; docs/scenarios.md).
 struct SimCounters {
@@ -88,6 +97,7 @@ class Simulator {
   uint64_t commands() const;
   const SimCounters& counters() const;
   DeviceStats stats(size_t device) const;
+  PoolStats pool_stats() const;
   const Trace& trace() const;  // the timeline so far (copy it to keep it past the simulator)
   // The virtual time a synchronous write of all of t's bytes from the host takes (Buffer::set_tensor): the link
   // from the host to t's device, 0 for host memory and for a tensor outside this simulator's buffers. The same in

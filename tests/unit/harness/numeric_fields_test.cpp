@@ -92,8 +92,11 @@ const char* const kTopology = R"({
      "offload": {"min_batch": 32, "ops": ["MUL_MAT"]},
      "cost": {"launch_overhead": 5, "flops_f32": 1e12, "flops_f16": 2e12, "flops_quant": 3e12, "bandwidth": 5e11,
               "overrides": [{"op": "ADD", "overhead": 1, "flops": 1e9, "fixed": 2}]},
-     "host_link": {"bandwidth": 2.5e10, "latency": 10}},
-    {"name": "cpu", "type": "cpu", "memory": 4294967296}
+     "host_link": {"bandwidth": 2.5e10, "latency": 10},
+     "padding": [{"row_multiple": 512, "extra": 64}]},
+    {"name": "cpu", "type": "cpu", "memory": 4294967296,
+     "buffer_types": [{"name": "R", "padding": [{"extra": 32}],
+                       "ops": {"rules": [{"allow": ["MUL_MAT"], "ne0_multiple": 8}]}}]}
   ],
   "links": [{"a": "gpu0", "b": "host", "bandwidth": 1e10, "latency": 3}]
 })";
@@ -115,6 +118,14 @@ TEST(NumericFields, TopologyFilesReadEveryFieldExactlyOrNameIt) {
        [&](auto& t) { return Real(dev(t).op_rules[0].ne0_multiple); }},
       {"/devices/0/offload/min_batch", "devices[0].offload.min_batch", 0, kI64, true,
        [&](auto& t) { return Real(dev(t).offload.min_batch); }},
+      {"/devices/0/padding/0/row_multiple", "devices[0].padding[0].row_multiple", 0, Real(sim::kMaxRowMultiple), true,
+       [&](auto& t) { return Real(dev(t).padding[0].row_multiple); }},
+      {"/devices/0/padding/0/extra", "devices[0].padding[0].extra", 0, Real(sim::kMaxPaddingExtra), true,
+       [&](auto& t) { return Real(dev(t).padding[0].extra); }},
+      {"/devices/1/buffer_types/0/padding/0/extra", "devices[1].buffer_types[0].padding[0].extra", 0,
+       Real(sim::kMaxPaddingExtra), true, [&](auto& t) { return Real(t.devices[1].buffer_types[0].padding[0].extra); }},
+      {"/devices/1/buffer_types/0/ops/rules/0/ne0_multiple", "devices[1].buffer_types[0].ops.rules[0].ne0_multiple", 0,
+       kI64, true, [&](auto& t) { return Real(t.devices[1].buffer_types[0].op_rules[0].ne0_multiple); }},
       {"/devices/0/cost/launch_overhead", "devices[0].cost.launch_overhead", 0, kInf, false,
        [&](auto& t) { return Real(dev(t).cost.launch_overhead_us); }},
       {"/devices/0/cost/flops_f32", "devices[0].cost.flops_f32", 0, kInf, false,

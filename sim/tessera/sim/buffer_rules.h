@@ -1,0 +1,54 @@
+// Buffer type rules of simulated devices (docs/topology.md, "Buffer types and padding"): per-tensor padding (a buffer
+// type's alloc_size > nbytes, as ggml's get_alloc_size pads quantized rows on CUDA) and extra buffer types for weights
+// with op rules of their own (ggml's extra buffer types, e.g. CPU_REPACK). Plain data plus the matching functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/ops.h"
+#include "tessera/sim/op_rules.h"
+#include "tessera/tensor.h"
+#include "tessera/types.h"
+
+namespace tessera::sim {
+
+// Bytes a buffer type adds to a tensor. A rule matches a tensor when every field that is set matches (empty lists are
+// unset); the first rule that matches decides, and a tensor no rule matches gets no padding.
+struct PaddingRule {
+  std::vector<Op> ops;      // the tensor's own op (NONE for weights, caches and other leafs)
+  std::vector<Type> types;  // the tensor's type
+  // Pad the last row: when ne[0] % row_multiple != 0, add the bytes of (row_multiple - ne[0] % row_multiple) values
+  // (whole blocks of a quantized type), like CUDA's MATRIX_ROW_PADDING. 0: unset.
+  int64_t row_multiple = 0;
+  size_t extra = 0;  // a fixed number of bytes added after the tensor
+  std::string note;  // why the rule exists
+};
+
+// The largest padding values a topology may give (bounded so nbytes + padding stays far below 2^64).
+constexpr int64_t kMaxRowMultiple = int64_t{1} << 20;
+constexpr size_t kMaxPaddingExtra = size_t{1} << 30;
+
+bool padding_rule_matches(const PaddingRule& rule, const Tensor& t);
+// The bytes the first matching rule adds to t (0 when none matches).
+size_t padding_bytes(const std::vector<PaddingRule>& rules, const Tensor& t);
+
+// A second buffer type on a device, for weights the policy puts there (`-ot PATTERN=NAME`). Its memory counts against
+// the device's; it is never host memory (its layout is the device kernels' own, like a repacked CPU weight), so no
+// other device reads it directly and op offload never takes an op whose weight sits there. An op with a source in it
+// runs on its device only when `op_rules` allow it (first match, else `default_allow`), besides the device's own rules.
+struct BufferTypeConfig {
+  std::string name;  // unique among the topology's devices and buffer types (case-insensitive), e.g. "CPU_REPACK"
+  std::string description;
+  std::vector<PaddingRule> padding;
+  bool default_allow = true;
+  std::vector<OpRule> op_rules;
+};
+
+// Whether the buffer type's op rules allow a node with a source in it (first matching rule, else the default); when
+// `rule` is not null it receives the index of the deciding rule, or -1 for the default.
+bool buffer_type_allows(const BufferTypeConfig& buft, const Tensor& node, int* rule = nullptr);
+
+}  // namespace tessera::sim

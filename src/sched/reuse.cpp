@@ -1,0 +1,151 @@
+// Plan reuse (docs/scheduler.md, 'Reuse'): a graph evaluated again with the same structure keeps its assignment,
+// splits, copies and compute plan; the scheduler only rewrites the nodes' sources to this evaluation's slot copies.
+#include <cstring>
+
+#include "reuse.h"
+#include "scheduler_impl.h"
+
+namespace tessera {
+
+namespace sched {
+
+std::string structure_difference(const Tensor& now, const unsigned char* then_bytes) {
+  Tensor then;  // the recorded bytes as a Tensor (only its structure bytes are meaningful)
+  std::memcpy(static_cast<void*>(&then), then_bytes, kStructureBytes);
+  if (now.type != then.type) return "type";
+  if (std::memcmp(now.ne, then.ne, sizeof now.ne) != 0) return "ne (shape)";
+  if (std::memcmp(now.nb, then.nb, sizeof now.nb) != 0) return "nb (strides)";
+  if (now.op != then.op) return "op";
+  if (std::memcmp(now.op_params, then.op_params, sizeof now.op_params) != 0) return "op_params";
+  if (now.flags != then.flags) return "flags";
+  for (int j = 0; j < kMaxSrc; ++j) {
+    if (now.src[j] != then.src[j]) return "src[" + std::to_string(j) + "]";
+  }
+  if (now.view_src != then.view_src) return "view_src";
+  if (now.view_offs != then.view_offs) return "view_offs";
+  if (now.buffer != then.buffer) return "buffer";
+  return "";
+}
+
+}  // namespace sched
+
+namespace {
+
+std::string describe_position(const Graph& g, size_t i) {
+  const bool node = i < g.n_nodes();
+  const Tensor* t = node ? g.node(i) : g.leaf(i - g.n_nodes());
+  return std::string(node ? "node" : "leaf") + " '" + t->name + "' (" + (node ? "node " : "leaf ") +
+         std::to_string(node ? i : i - g.n_nodes()) + ")";
+}
+
+}  // namespace
+
+// After a full split and allocation: remember the graph as the user has it (the rewritten sources as they were).
+void Scheduler::Impl::record_reuse(const Graph& g) {
+  sched::ReuseRecord& r = reuse;
+  r.clear();
+  if (!params.reuse) return;
+  const size_t n = g.n_nodes() + g.n_leafs();
+  r.n_nodes = g.n_nodes();
+  r.tensors.assign(g.nodes().begin(), g.nodes().end());
+  r.tensors.insert(r.tensors.end(), g.leafs().begin(), g.leafs().end());
+  r.bytes.resize(n * sched::kStructureBytes);
+  for (size_t i = 0; i < n; ++i)
+    std::memcpy(&r.bytes[i * sched::kStructureBytes], r.tensors[i], sched::kStructureBytes);
+  // The sources as the user had them: in reverse, like restore_sources, so a source rewritten twice ends as the user's.
+  for (auto it = plan.rewrites.rbegin(); it != plan.rewrites.rend(); ++it) {
+    std::memcpy(&r.bytes[it->node_index * sched::kStructureBytes + offsetof(Tensor, src) +
+                         static_cast<size_t>(it->src) * sizeof(Tensor*)],
+                &it->original, sizeof(Tensor*));
+  }
+  // The copy set of each rewrite, so that a later evaluation can read the copies of its own slot.
+  std::vector<int32_t>& set_of = r.set_of;
+  set_of.assign(plan.n_ids(), -1);
+  for (size_t set = 0; set < plan.n_copy_sets(); ++set) {
+    for (int s = 0; s < n_copies; ++s) {
+      const int32_t id = plan.copy_id_in_set(static_cast<int32_t>(set), s);
+      if (id >= 0) set_of[static_cast<size_t>(id)] = static_cast<int32_t>(set);
+    }
+  }
+  r.rewrite_sets.clear();
+  for (const auto& w : plan.rewrites) r.rewrite_sets.push_back(set_of[static_cast<size_t>(w.replacement)]);
+  r.pins_version = pins_version;
+  r.placed_slots = 1u << slot;
+  r.valid = true;
+}
+
+// The reuse check of alloc_graph (the new slot is chosen). True when the plan is kept: the nodes now read the copies
+// of `slot`. Otherwise reuse_why says why, and the caller takes the full path.
+bool Scheduler::Impl::try_reuse(Graph& g) {
+  sched::ReuseRecord& r = reuse;
+  if (!params.reuse) return (reuse_why = "reuse is off (SchedulerParams::reuse)"), false;
+  if (!r.valid || !split_done || graph == nullptr) {
+    return (reuse_why = "no plan to reuse (the first evaluation, or after reserve, reset or a failure)"), false;
+  }
+  if (graph != &g) return (reuse_why = "another graph than the planned one"), false;
+  if (pins_version != r.pins_version) return (reuse_why = "a pin changed (set_tensor_backend)"), false;
+  if (g.n_nodes() != r.n_nodes || g.n_nodes() + g.n_leafs() != r.tensors.size()) {
+    reuse_why = "the graph has " + std::to_string(g.n_nodes()) + " nodes and " + std::to_string(g.n_leafs()) +
+                " leafs, the plan " + std::to_string(r.n_nodes) + " and " +
+                std::to_string(r.tensors.size() - r.n_nodes);
+    return false;
+  }
+  const size_t n = r.tensors.size();
+  const auto tensor_at = [&](size_t i) { return i < g.n_nodes() ? g.node(i) : g.leaf(i - g.n_nodes()); };
+  if (std::memcmp(g.nodes().data(), r.tensors.data(), g.n_nodes() * sizeof(Tensor*)) != 0 ||
+      std::memcmp(g.leafs().data(), r.tensors.data() + g.n_nodes(), g.n_leafs() * sizeof(Tensor*)) != 0) {
+    for (size_t i = 0; i < n; ++i) {
+      if (tensor_at(i) != r.tensors[i]) return (reuse_why = describe_position(g, i) + ": another tensor"), false;
+    }
+  }
+  // The nodes read the previous slot's copies: give them the user's sources back before comparing. A rewritten
+  // source the user replaced since is the user's from now on (never overwritten again), and a structure change.
+  for (auto it = plan.rewrites.rbegin(); it != plan.rewrites.rend(); ++it) {
+    Tensor*& src = it->node->src[it->src];
+    if (src != plan.tensor(it->replacement) && src != it->original) {
+      it->original = src;
+      reuse_why = describe_position(g, it->node_index) + ": src[" + std::to_string(it->src) + "]";
+      return false;
+    }
+    src = it->original;
+  }
+  const unsigned char* bytes = r.bytes.data();
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor* t = r.tensors[i];
+    if (std::memcmp(t, bytes + i * sched::kStructureBytes, sched::kStructureBytes) != 0) {
+      std::string field = sched::structure_difference(*t, bytes + i * sched::kStructureBytes);
+      if (field.empty()) field = "padding bytes";  // a Tensor assigned over: padding differs, nothing else
+      reuse_why = describe_position(g, i) + ": " + field;
+      return false;
+    }
+  }
+  // Reuse: the nodes read this slot's copies.
+  for (size_t k = 0; k < plan.rewrites.size(); ++k) {
+    sched::SchedPlan::Rewrite& w = plan.rewrites[k];
+    const int32_t set = r.rewrite_sets[k];
+    w.node->src[w.src] = plan.copy_in_set(set, slot);
+    w.replacement = plan.copy_id_in_set(set, slot);
+  }
+  if ((r.placed_slots >> slot & 1u) == 0) {
+    // This slot's copies have no addresses yet: the planner's graph takes them instead of the last slot's (same
+    // positions, so the recorded source positions hold) and places them in the slot's replica.
+    for (auto [list, pids] : {std::pair{&sched_nodes, &sched_node_pid}, std::pair{&sched_leafs, &sched_leaf_pid}}) {
+      for (size_t k = 0; k < list->size(); ++k) {
+        const int32_t pid = (*pids)[k];
+        if (!plan.is_copy_id(pid) || (list == &sched_nodes && sched_dep_input[k] >= 0)) continue;
+        const int32_t set = r.set_of[static_cast<size_t>(pid)];
+        (*list)[k] = plan.copy_in_set(set, slot);
+        (*pids)[k] = plan.copy_id_in_set(set, slot);
+      }
+    }
+    if (Status s = planner->alloc_graph(sched_graph(), slot); !s.ok()) {
+      reuse_why = "placing the copies of slot " + std::to_string(slot) + ": " + s.message();
+      return false;
+    }
+    r.placed_slots |= 1u << slot;
+  }
+  reuse_why.clear();
+  return true;
+}
+
+}  // namespace tessera
