@@ -1,4 +1,5 @@
-// The `tessera` tool (docs/scenarios.md): plan, run, trace, dot, repro, fit and topologies over simulated topologies.
+// The `tessera` tool (docs/scenarios.md): plan, run, trace, dot, repro, fit, topologies, inspect and compare-log
+// (docs/compare-log.md) over simulated topologies.
 // With no arguments it runs the built-in default (the tiny model on the 1gpu preset) and prints a summary.
 // Exit codes: 0 ok; 1 an expectation failed (a scenario expectation, a race, outputs that do not match the CPU
 // reference, a placement that does not fit or cannot be scheduled); 2 usage or input error.
@@ -27,6 +28,7 @@
 #include "junit.h"
 #include "llama_args.h"
 #include "progress.h"
+#include "subcommands.h"
 #include "version.h"
 
 using namespace tessera;
@@ -521,6 +523,9 @@ int main(int argc, char** argv) {
   inspect->add_option("--array", inspect_options.arrays, "print this array in full (repeatable)")
       ->allow_extra_args(false);
 
+  tessera::tool::CompareLogArgs compare_log_args;
+  CLI::App* compare_log = tessera::tool::add_compare_log(app, compare_log_args);
+
   CLI::App* topologies = app.add_subcommand("topologies", "list the topology presets");
   topologies->add_option("--show", show, "print a preset (or file) as JSON");
   topologies->add_flag("--json", topo_json, "machine-readable output");
@@ -544,6 +549,7 @@ int main(int argc, char** argv) {
     if (*repro) return cmd_repro(scenario_files, repro_json, junit_file);
     if (*fit) return cmd_fit(o);
     if (*topologies) return cmd_topologies(show, topo_json);
+    if (*compare_log) return tessera::tool::cmd_compare_log(compare_log_args);
     if (*inspect) {
       auto report = inspect_file(inspect_path, inspect_options);
       if (!report.ok()) {
