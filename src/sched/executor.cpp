@@ -60,18 +60,28 @@ ComputeStatus Scheduler::Impl::execute() {
 }
 
 // Pipelined user inputs: copy the user's values into this evaluation's slot, once no earlier evaluation that used
-// the slot can still read it.
+// the slot can still read it: the input's own backend, and every other backend that reads the slot's copy where it
+// is, without a copy of its own (a host-visible GPU reading a CPU input: found by the reuse sweep on a unified-memory
+// preset, where gpu0 still read slot 0's tokens while the host wrote the next evaluation's).
 ComputeStatus Scheduler::Impl::copy_graph_inputs(int cur) {
+  std::vector<char> waited(backends.size(), 0);
   for (size_t k = 0; k < plan.graph_inputs.size(); ++k) {
     Tensor* in = plan.graph_inputs[k];
     const int32_t id = plan.graph_input_ids[k];
     const int b = plan.backend(id);
     Tensor* cpy = plan.copy_in_set(plan.copy_set(id, b), cur);
     Status s;
-    if (Event* ev = event(b, cur)) {
-      ev->synchronize();
-    } else {
-      s = backends[static_cast<size_t>(b)]->synchronize();
+    for (size_t r = 0; r < backends.size() && s.ok(); ++r) {
+      if (waited[r] != 0) continue;
+      const bool reads_it =
+          static_cast<int>(r) == b || (cpy->buffer != nullptr && backends[r]->supports_buft(*cpy->buffer->type()));
+      if (!reads_it) continue;
+      waited[r] = 1;
+      if (Event* ev = event(static_cast<int>(r), cur)) {
+        ev->synchronize();
+      } else {
+        s = backends[r]->synchronize();
+      }
     }
     if (s.ok()) s = tensor_copy(*in, *cpy);
     if (!s.ok()) return fail(ComputeStatus::kFailed, "scheduler: " + s.message());
