@@ -92,8 +92,12 @@ bool Scheduler::Impl::try_reuse(Graph& g) {
   }
   const size_t n = r.tensors.size();
   const auto tensor_at = [&](size_t i) { return i < g.n_nodes() ? g.node(i) : g.leaf(i - g.n_nodes()); };
-  if (std::memcmp(g.nodes().data(), r.tensors.data(), g.n_nodes() * sizeof(Tensor*)) != 0 ||
-      std::memcmp(g.leafs().data(), r.tensors.data() + g.n_nodes(), g.n_leafs() * sizeof(Tensor*)) != 0) {
+  // (memcmp only over non-empty ranges: an empty vector's data() may be null, which memcmp must not get.)
+  const bool nodes_differ =
+      g.n_nodes() > 0 && std::memcmp(g.nodes().data(), r.tensors.data(), g.n_nodes() * sizeof(Tensor*)) != 0;
+  const bool leafs_differ = g.n_leafs() > 0 && std::memcmp(g.leafs().data(), r.tensors.data() + g.n_nodes(),
+                                                           g.n_leafs() * sizeof(Tensor*)) != 0;
+  if (nodes_differ || leafs_differ) {
     for (size_t i = 0; i < n; ++i) {
       if (tensor_at(i) != r.tensors[i]) return (reuse_why = describe_position(g, i) + ": another tensor"), false;
     }

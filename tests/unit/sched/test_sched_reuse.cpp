@@ -124,10 +124,17 @@ struct Change {
   std::string why;
   std::function<void(Net&, Scheduler&, Rig2&)> change;
   std::function<void(Net&, Scheduler&)> check = {};
+  std::function<void()> done = {};  // runs last, before the rig goes away (e.g. frees a buffer of the rig's type)
 };
 
 void expect_full_path(bool parallel, const Change& c) {
   Rig2 rig;
+  struct Done {
+    const Change& c;
+    ~Done() {
+      if (c.done) c.done();
+    }
+  } done{c};  // destroyed after the schedulers and the net, before the rig, on every path out
   // the stack, and a window of 16 values into its output (a view with room to move)
   const Build build = [&](Net& n) {
     std::vector<Tensor*> roots = layer_stack(n, {nullptr, &rig.gdev.buft()}, 3);
@@ -243,10 +250,11 @@ TEST_P(SchedReuse, TensorReplacedByAnotherOfTheSameSizeTakesTheFullPath) {
                                   ASSERT_TRUE(TensorAllocator(*buf).alloc(*moved).ok());
                                   q->src[0] = moved;
                                 },
-                                [](Net& n, Scheduler& s) {
+                                [&](Net& n, Scheduler& s) {
                                   EXPECT_EQ(s.explain(node_named(n.graph, "q.0")).backend, 0);
                                   EXPECT_THAT(s.plan_reuse().why_not, HasSubstr("src[0]"));
-                                }});
+                                },
+                                [&] { buf.reset(); }});
 }
 
 TEST_P(SchedReuse, ChangedViewOffsetTakesTheFullPath) {
@@ -293,7 +301,8 @@ TEST_P(SchedReuse, WeightMovedToAnotherBufferTakesTheFullPath) {
                                 [](Net& n, Scheduler& s) {
                                   EXPECT_THAT(s.plan_reuse().why_not, HasSubstr("buffer"));
                                   EXPECT_EQ(s.explain(node_named(n.graph, "q.0")).backend, 0);
-                                }});
+                                },
+                                [&] { buf.reset(); }});
 }
 
 TEST_P(SchedReuse, AnotherGraphTakesTheFullPath) {
