@@ -12,12 +12,14 @@
 
 namespace tessera::test {
 
-inline uint64_t sweep_seeds(uint64_t full, uint64_t min_seeds = 5) {
+// `share` is the divisor under the sanitizers (a quarter by default).
+inline uint64_t sweep_seeds(uint64_t full, uint64_t min_seeds = 5, uint64_t share = 4) {
 #if defined(__SANITIZE_ADDRESS__)
   const char* env = std::getenv("TESSERA_SWEEP_FULL");
-  if (env == nullptr || std::strcmp(env, "1") != 0) return std::min(full, std::max(min_seeds, full / 4));
+  if (env == nullptr || std::strcmp(env, "1") != 0) return std::min(full, std::max(min_seeds, full / share));
 #else
   (void)min_seeds;
+  (void)share;
 #endif
   return full;
 }
