@@ -50,6 +50,23 @@ void fill(Tensor& t, std::mt19937& rng) {
   (void)tensor_from_f32(t, v);
 }
 
+// Times graph_compute(g) on `backend`, after one untimed run: the first launch of each kernel loads its module (lazy
+// loading) and cuBLAS picks and loads its kernels, costing up to ~100 ms once, which a single timed iteration would
+// report as the kernel's time. False (the benchmark marked skipped with the backend's error) when a compute fails.
+bool time_graph(benchmark::State& state, Backend& backend, Graph& g) {
+  if (backend.graph_compute(g) != ComputeStatus::kSuccess) {
+    state.SkipWithError(backend.last_error().c_str());
+    return false;
+  }
+  for (auto _ : state) {
+    if (backend.graph_compute(g) != ComputeStatus::kSuccess) {
+      state.SkipWithError(backend.last_error().c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 void BM_CudaMulMat(benchmark::State& state) {
   auto gpu = gpu_or_skip(state);
   if (!gpu) return;
@@ -66,12 +83,7 @@ void BM_CudaMulMat(benchmark::State& state) {
   fill(*x, rng);
   Graph g;
   (void)g.build_forward(y);
-  // One untimed run first: the first launch of each kernel loads its module (lazy loading) and cuBLAS picks and loads
-  // its kernels, costing up to ~100 ms once, which a single timed iteration would report as the kernel's time.
-  if (gpu->graph_compute(g) != ComputeStatus::kSuccess) return state.SkipWithError(gpu->last_error().c_str());
-  for (auto _ : state) {
-    if (gpu->graph_compute(g) != ComputeStatus::kSuccess) return state.SkipWithError(gpu->last_error().c_str());
-  }
+  if (!time_graph(state, *gpu, g)) return;
   state.counters["FLOP/s"] =
       benchmark::Counter(2.0 * static_cast<double>(m * n * k), benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(type_name(type));
@@ -116,12 +128,7 @@ void BM_CudaAdd(benchmark::State& state) {
   if (!buf.ok()) return state.SkipWithError(buf.status().message().c_str());
   Graph g;
   (void)g.build_forward(y);
-  // One untimed run first: the first launch of each kernel loads its module (lazy loading) and cuBLAS picks and loads
-  // its kernels, costing up to ~100 ms once, which a single timed iteration would report as the kernel's time.
-  if (gpu->graph_compute(g) != ComputeStatus::kSuccess) return state.SkipWithError(gpu->last_error().c_str());
-  for (auto _ : state) {
-    if (gpu->graph_compute(g) != ComputeStatus::kSuccess) return state.SkipWithError(gpu->last_error().c_str());
-  }
+  if (!time_graph(state, *gpu, g)) return;
   state.counters["bytes/s"] =
       benchmark::Counter(12.0 * static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -145,10 +152,7 @@ void BM_CudaFlashAttnDecode(benchmark::State& state) {
   fill(*v, rng);
   Graph g;
   (void)g.build_forward(y);
-  if (gpu->graph_compute(g) != ComputeStatus::kSuccess) return state.SkipWithError(gpu->last_error().c_str());
-  for (auto _ : state) {
-    if (gpu->graph_compute(g) != ComputeStatus::kSuccess) return state.SkipWithError(gpu->last_error().c_str());
-  }
+  if (!time_graph(state, *gpu, g)) return;
   state.counters["bytes/s"] =
       benchmark::Counter(static_cast<double>(nbytes(*k) + nbytes(*v)), benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -172,14 +176,7 @@ void llama_layer(benchmark::State& state, Backend& backend) {
   GraphPlanner planner(buft);
   if (!planner.alloc_graph(*m.graph).ok()) return state.SkipWithError("compute memory does not fit");
   (void)models::set_inputs(m, models::default_inputs(c, 1));
-  if (backend.graph_compute(*m.graph) != ComputeStatus::kSuccess) {
-    return state.SkipWithError(backend.last_error().c_str());
-  }
-  for (auto _ : state) {
-    if (backend.graph_compute(*m.graph) != ComputeStatus::kSuccess) {
-      return state.SkipWithError(backend.last_error().c_str());
-    }
-  }
+  if (!time_graph(state, backend, *m.graph)) return;
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(c.n_tokens), benchmark::Counter::kIsIterationInvariantRate);
 }

@@ -25,6 +25,18 @@ namespace {
 
 gguf::File gpt_oss_20b() { return fixture("gpt-oss-20b-mxfp4"); }
 
+// The bytes of a complete GGUF file of the model `c` with seeded random weights (seed 1), written by complete_gguf.
+Result<std::vector<uint8_t>> complete_bytes(const LlamaConfig& c) {
+  auto g = build_llama(c);
+  if (!g.ok()) return g.status();
+  auto wbuf = alloc_ctx_tensors(*g->weights_ctx, *cpu::buffer_type());  // (held while in use)
+  if (!wbuf.ok()) return wbuf.status();
+  auto cbuf = alloc_ctx_tensors(*g->cache_ctx, *cpu::buffer_type());  // (held while in use)
+  if (!cbuf.ok()) return cbuf.status();
+  if (Status st = fill_random(g.value(), 1); !st.ok()) return st;
+  return complete_gguf(g.value());
+}
+
 // openai/gpt-oss-20b config.json: hidden_size 2880, intermediate_size 2880, num_hidden_layers 24,
 // num_attention_heads 64, num_key_value_heads 8, head_dim 64, num_local_experts 32, num_experts_per_tok 4,
 // vocab_size 201088, rope_theta 150000, rope_scaling yarn factor 32, sliding_window 128, layer_types alternating
@@ -223,13 +235,7 @@ TEST(FromGgufGptOss, ComputeRefusalStopsAMemoryBackedRun) {
 TEST(FromGgufGptOss, TinyCompleteFixtureReadsBackAsThePreset) {
   auto cfg = fixtures::complete_fixture_config("tiny-gpt-oss");
   ASSERT_TRUE(cfg.ok()) << cfg.status().message();
-  LlamaGraph g = build_llama(cfg.value()).value();
-  auto wbuf = alloc_ctx_tensors(*g.weights_ctx, *cpu::buffer_type());  // (held while in use)
-  ASSERT_TRUE(wbuf.ok());
-  auto cbuf = alloc_ctx_tensors(*g.cache_ctx, *cpu::buffer_type());  // (held while in use)
-  ASSERT_TRUE(cbuf.ok());
-  ASSERT_TRUE(fill_random(g, 1).ok());
-  auto bytes = complete_gguf(g);
+  auto bytes = complete_bytes(cfg.value());
   ASSERT_TRUE(bytes.ok()) << bytes.status().message();
   auto file = gguf::read_memory(bytes.value(), "tiny-gpt-oss.gguf");
   ASSERT_TRUE(file.ok()) << file.status().message();
@@ -268,13 +274,7 @@ TEST(FromGgufGptOss, TinyCompleteFixtureWithYarnReadsBack) {
   c.rope_yarn.n_ctx_orig = 16;
   c.rope_yarn.ext_factor = 1.0f;
   c.rope_yarn.beta_fast = 8.0f;
-  LlamaGraph g = build_llama(c).value();
-  auto wbuf = alloc_ctx_tensors(*g.weights_ctx, *cpu::buffer_type());  // (held while in use)
-  ASSERT_TRUE(wbuf.ok());
-  auto cbuf = alloc_ctx_tensors(*g.cache_ctx, *cpu::buffer_type());  // (held while in use)
-  ASSERT_TRUE(cbuf.ok());
-  ASSERT_TRUE(fill_random(g, 1).ok());
-  auto bytes = complete_gguf(g);
+  auto bytes = complete_bytes(c);
   ASSERT_TRUE(bytes.ok()) << bytes.status().message();
   auto file = gguf::read_memory(bytes.value(), "tiny-gpt-oss-yarn.gguf");
   ASSERT_TRUE(file.ok()) << file.status().message();
