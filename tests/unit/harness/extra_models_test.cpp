@@ -306,11 +306,12 @@ TEST(ExtraModels, ScenarioKeysAndExpectations) {
   const std::string main = write_qwen05("tessera-extra-scn-main.gguf");
   const std::string d = write_qwen05("tessera-extra-scn-draft.gguf");
   const std::string topo =
-      R"({"devices": [{"name": "gpu0", "type": "gpu", "memory": "1 GiB"},
+      R"({"name": "draft-test", "devices": [{"name": "gpu0", "type": "gpu", "memory": "1 GiB"},
                       {"name": "cpu", "type": "cpu", "wraps": "CPU", "memory": "16 GiB"}]})";
   auto text = [&](const std::string& draft, const std::string& expect) {
     return R"({"name": "draft-overflow", "topology": )" + topo + R"(, "model": {"gguf": ")" + main +
-           R"(", "ctx_size": 4096}, "draft": )" + draft + R"(, "run": {"mode": "metadata"}, "expect": )" + expect + "}";
+           R"(", "ctx_size": 4096}, "draft": )" + draft + R"(, "run": {"mode": "metadata-only"}, "expect": )" + expect +
+           "}";
   };
   // The 1 GiB GPU of DraftOverflowIsReportedAsTheDrafts: the draft overflows it.
   auto sc = parse_scenario(text(R"({"gguf": ")" + d + R"(", "n_gpu_layers": "all", "ctx_size": 4096})",
@@ -335,4 +336,22 @@ TEST(ExtraModels, ScenarioKeysAndExpectations) {
   EXPECT_THAT(error_of(R"({"gguf": "no-such-draft.gguf"})"), HasSubstr("case.json: draft.gguf: --draft: "));
   EXPECT_THAT(error_of(R"({"gguf": ")" + d + R"(", "n_gpu_layer": 3})"), HasSubstr("draft: unknown key"));
   EXPECT_THAT(error_of(R"({"gguf": ")" + d + R"(", "n_gpu_layers": "some"})"), HasSubstr("draft.n_gpu_layers"));
+}
+
+// A unified-memory GPU (docs/topology.md) whose share and the host pool are both 1.5 GiB = 1,610,612,736 B: the main
+// model takes 715,939,328 + 48 MiB on the GPU and 272,269,312 B on the CPU (1,038,540,288 B of the pool, plus small
+// compute buffers), leaving under 572,072,448 B of the pool; the draft needs 766,270,976 B more on the GPU. The GPU's
+// own share alone would leave 1,610,612,736 - 766,270,976 = 844,341,760 B, enough: only the pool, counted once for
+// both models, makes it overflow.
+TEST(ExtraModels, UnifiedPoolCountsBothModelsOnce) {
+  DeviceConfig g = gpu("gpu0", 3 * GiB / 2);
+  g.unified = true;
+  auto s = main_session({g, wrapped_cpu(3 * GiB / 2)});
+  ASSERT_NE(s, nullptr);
+  auto p = place_extra_models(*s, draft(draft_args("tessera-extra-draft-unified.gguf")), {}, &builtin_registry());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_FALSE(p.value().fits());
+  EXPECT_THAT(p.value().overflows[0], HasSubstr("gpu0 overflows because of the draft model"));
+  EXPECT_EQ(p.value().devices[0].draft_weights + p.value().devices[0].draft_kv, kDraftGpuWeights + kDraftKv4096);
+  EXPECT_LE(p.value().devices[0].main + p.value().devices[0].draft(), p.value().devices[0].allocatable);
 }
