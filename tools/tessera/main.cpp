@@ -491,7 +491,7 @@ int main(int argc, char** argv) {
     if (*repro) return cmd_repro(scenario_files, repro_json, junit_file);
     if (*fit) return cmd_fit(o, fit_args);
     if (*topologies) return cmd_topologies(show, topo_json);
-    if (*compare_log) return tessera::tool::cmd_compare_log(compare_log_args);
+    if (*compare_log) return tessera::tool::cmd_compare_log(compare_log_args, &builtin_registry());
     if (*inspect) {
       auto report = inspect_file(inspect_path, inspect_options);
       if (!report.ok()) {

@@ -10,20 +10,26 @@
 
 #include "tessera/harness/llama_fit.h"
 #include "tessera/harness/llama_log.h"
+#include "tessera/harness/llama_log_predict.h"
 
 namespace tessera::tool {
 
 struct CompareLogArgs {
   std::string path;
+  std::string model;  // -m FILE.gguf
   bool json = false;
+  harness::LogTolerance tolerance;
 };
 // Adds `compare-log LOG [--json]` to the app; the returned subcommand is parsed into `args`.
 CLI::App* add_compare_log(CLI::App& app, CompareLogArgs& args);
-int cmd_compare_log(const CompareLogArgs& args);
+int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices);
 
-// The record as text and as the `tessera-compare-log` JSON object (docs/json.md, docs/json/compare-log.schema.json).
-std::string compare_log_text(const harness::LlamaLog& log);
-nlohmann::ordered_json compare_log_json(const harness::LlamaLog& log);
+// The record and the comparison as text and as the `tessera-compare-log` JSON object (docs/json.md,
+// docs/json/compare-log.schema.json).
+std::string compare_log_text(const harness::LlamaLog& log, const harness::LogPrediction& p,
+                             const harness::LogTolerance& t);
+nlohmann::ordered_json compare_log_json(const harness::LlamaLog& log, const harness::LogPrediction& p,
+                                        const harness::LogTolerance& t);
 
 struct FitArgs {
   bool strict = false;         // --strict: check the given options
