@@ -8,6 +8,7 @@
 #include "tessera/gguf.h"
 #include "tessera/harness/llama_fit.h"
 #include "tessera/harness/topology.h"
+#include "extra_args.h"
 #include "json_out.h"
 #include "progress.h"
 #include "subcommands.h"
@@ -193,9 +194,12 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, SessionFitInp
   }
   auto target = parse_fit_target(a.fit_target);
   if (!target.ok()) return input_error(target.status().message());
-  if (a.fill_in_order) return cmd_fit_fill_in_order(base_r.value(), target.value(), json);
-  Progress progress(!json);
+  // --draft, --mmproj: their memory is reserved on each device first, so the model is fitted in the rest, as llama.cpp
+  // adds it to the fit target (docs/extra-models.md).
   SessionConfig base = base_r.value();
+  if (const int extra = reserve_extra_models_for_fit(&base); extra != kOk) return extra;
+  if (a.fill_in_order) return cmd_fit_fill_in_order(base, target.value(), json);
+  Progress progress(!json);
   // Each trial's long steps (building the graph, planning) on a terminal, as plan shows them.
   base.progress = [&progress](const char* step) { progress.step(step); };
   if (base.policy.split_mode != SplitMode::kLayer) {

@@ -10,31 +10,17 @@ namespace tessera::tool {
 namespace {
 
 // llama.cpp's single-dash long names (common/arg.cpp) and the double-dash names tessera registers for them. -np is
-// --n-parallel here: tessera's --parallel is the scheduler's pipeline parallelism (the "parallel" policy key). The
-// draft and projector flags (-md ... -mm) are extra_args.h's.
+// --n-parallel here: tessera's --parallel is the scheduler's pipeline parallelism (the "parallel" policy key).
 constexpr std::pair<const char*, const char*> kShortNames[] = {
-    {"-ngl", "--n-gpu-layers"},
-    {"-ts", "--tensor-split"},
-    {"-sm", "--split-mode"},
-    {"-mg", "--main-gpu"},
-    {"-ot", "--override-tensor"},
-    {"-cmoe", "--cpu-moe"},
-    {"-ncmoe", "--n-cpu-moe"},
-    {"-nkvo", "--no-kv-offload"},
-    {"-ctk", "--cache-type-k"},
-    {"-ctv", "--cache-type-v"},
-    {"-fa", "--flash-attn"},
-    {"-ub", "--ubatch-size"},
-    {"-np", "--n-parallel"},
-    {"-kvu", "--kv-unified"},
-    {"-fitt", "--fit-target"},
-    {"-fitc", "--fit-ctx"},
-    {"-md", "--model-draft"},
-    {"-ngld", "--gpu-layers-draft"},
-    {"-devd", "--device-draft"},
-    {"-cd", "--ctx-size-draft"},
-    {"-ctkd", "--cache-type-k-draft"},
-    {"-ctvd", "--cache-type-v-draft"},
+    {"-ngl", "--n-gpu-layers"},   {"-ts", "--tensor-split"},  {"-sm", "--split-mode"},   {"-mg", "--main-gpu"},
+    {"-ot", "--override-tensor"}, {"-cmoe", "--cpu-moe"},     {"-ncmoe", "--n-cpu-moe"}, {"-nkvo", "--no-kv-offload"},
+    {"-ctk", "--cache-type-k"},   {"-ctv", "--cache-type-v"}, {"-fa", "--flash-attn"},   {"-ub", "--ubatch-size"},
+    {"-np", "--n-parallel"},      {"-kvu", "--kv-unified"},   {"-fitt", "--fit-target"}, {"-fitc", "--fit-ctx"},
+};
+// The draft model's and the projector's (extra_args.h).
+constexpr std::pair<const char*, const char*> kExtraModelNames[] = {
+    {"-md", "--model-draft"},    {"-ngld", "--gpu-layers-draft"},   {"-devd", "--device-draft"},
+    {"-cd", "--ctx-size-draft"}, {"-ctkd", "--cache-type-k-draft"}, {"-ctvd", "--cache-type-v-draft"},
     {"-mm", "--mmproj"},
 };
 
@@ -45,6 +31,9 @@ std::vector<std::string> llama_argv(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     for (const auto& [from, to] : kShortNames) {
+      if (a == from) a = to;
+    }
+    for (const auto& [from, to] : kExtraModelNames) {
       if (a == from) a = to;
     }
     out.push_back(std::move(a));

@@ -401,13 +401,7 @@ int cmd_fit(Options o, const tessera::tool::FitArgs& args) {
     if (key == "tensor_split" || key == "layers_per_device") in.user_ts = text;
     if (key == "override_tensor" || key == "overrides" || key == "cpu_moe" || key == "n_cpu_moe") in.user_ot = key;
   }
-  // --draft, --mmproj (extra_args.h): their memory is taken from the devices first, the model is fitted in the rest
-  auto base = make_config(o);
-  if (base.ok() && !base.value().graph) {
-    const int extra = tool::reserve_extra_models_for_fit(&base.value());
-    if (extra != kOk) return extra;
-  }
-  return tessera::tool::cmd_fit(args, base, in, is_gguf_path(o.model) ? o.model : "", o.json);
+  return tessera::tool::cmd_fit(args, make_config(o), in, is_gguf_path(o.model) ? o.model : "", o.json);
 }
 
 int cmd_topologies(const std::string& show, bool json) {
