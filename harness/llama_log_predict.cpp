@@ -444,7 +444,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   std::vector<int> used(out.predicted.buffers.size(), 0);
   auto buffer_figure = [&](LogFigure f, const std::string& kind) {
     if (f.kind == "input" || f.kind == "RS") {
-      f.missing = "Tessera does not model llama.cpp's " + f.kind + " buffer";
+      f.missing = "Tessera does not model the " + f.kind + " buffer of llama.cpp";
       return f;
     }
     const std::string& need = kind == "model" ? all_missing : ctx_missing;
