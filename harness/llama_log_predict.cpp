@@ -178,6 +178,13 @@ bool is_name(const char* names, const std::string& w) {
   return false;
 }
 
+// The printed flash_attn ("enabled", "disabled", "auto", "1", "0", "on", "off") as -fa's value.
+std::string fa_value(const std::string& printed) {
+  if (printed == "enabled" || printed == "1" || printed == "on" || printed == "true") return "on";
+  if (printed == "disabled" || printed == "0" || printed == "off" || printed == "false") return "off";
+  return printed;
+}
+
 // The command line's flags: key -> value (the last occurrence; -ot's values joined with ',').
 std::vector<std::pair<std::string, std::string>> command_flags(const std::string& command) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -192,7 +199,17 @@ std::vector<std::pair<std::string, std::string>> command_flags(const std::string
     }
     for (const Flag& f : kPlacementFlags) {
       if (!is_name(f.names, word)) continue;
-      if (f.takes_value && !long_eq) {
+      // -fa was a switch before it took on|off|auto (2025): a following word that is no such value is not its value.
+      auto fa_word = [](const std::string& x) {
+        for (const char* v : {"on", "off", "auto", "enabled", "disabled", "1", "0", "true", "false"}) {
+          if (x == v) return true;
+        }
+        return false;
+      };
+      const bool fa_switch = std::string_view(f.key) == "fa" && !long_eq && (i + 1 >= w.size() || !fa_word(w[i + 1]));
+      if (fa_switch) {
+        value = "on";
+      } else if (f.takes_value && !long_eq) {
         if (i + 1 >= w.size()) break;
         value = w[++i];
       }
@@ -215,13 +232,6 @@ const std::string* param(const LlamaLog& log, const char* key) {
     if (k == key) return &v;
   }
   return nullptr;
-}
-
-// The printed flash_attn ("enabled", "disabled", "auto", "1", "0", "on", "off") as -fa's value.
-std::string fa_value(const std::string& printed) {
-  if (printed == "enabled" || printed == "1" || printed == "on" || printed == "true") return "on";
-  if (printed == "disabled" || printed == "0" || printed == "off" || printed == "false") return "off";
-  return printed;
 }
 
 // What a figure needs: each kind's inputs that the log lacked ("" when every one was printed or given).
@@ -312,9 +322,18 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     out.notes.push_back("flash attention not printed: off assumed (the default of builds before 'auto')");
   }
   const std::string where = log.source + ": ";
+  const std::string command_where =
+      log.command ? "line " + std::to_string(log.command->line) + ": the command line: " : "the command line: ";
   auto shape = resolve_llama_run(run);
-  if (!shape.ok())
-    return Status(StatusCode::kInvalidArgument, where + "the printed context: " + shape.status().message());
+  if (!shape.ok()) {
+    // A context Tessera cannot run (K and V caches of different types, ...): the figures that depend on it say so.
+    missing.ctx = "the printed context cannot be modelled: " + shape.status().message();
+    LlamaRunArgs plain;
+    plain.ctx_size = run.ctx_size;
+    shape = resolve_llama_run(plain);
+    if (!shape.ok())
+      return Status(StatusCode::kInvalidArgument, where + "the printed context: " + shape.status().message());
+  }
 
   // The model.
   models::GgufRunShape gshape;
@@ -363,7 +382,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
         "counted inside N (llama.cpp since mid-2025)");
   } else if (const std::string* v = flag(flags, "ngl")) {
     Status st = apply_policy_option("n_gpu_layers", *v, &policy);
-    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + "the command line: " + st.message());
+    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + command_where + st.message());
   } else if (gpus.count > 0) {
     missing.offload = "no 'offloaded N/M layers to GPU' line (or -ngl on the command line): the layers offloaded";
   }
@@ -372,7 +391,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     if (k == "ngl" || k == "ctx" || k == "batch" || k == "ubatch" || k == "ctk" || k == "ctv" || k == "fa") continue;
     ts_given = ts_given || k == "tensor_split";
     Status st = apply_policy_option(k, v, &policy);
-    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + "the command line: " + st.message());
+    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + command_where + st.message());
   }
   if (const std::string* off = param(log, "offload"); off != nullptr && *off == "0") policy.kv_offload = false;
   if (!ts_given && gpus.count > 1) {
