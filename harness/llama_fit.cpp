@@ -125,8 +125,11 @@ Status Fit::step2_context(int64_t sum_free, int64_t sum_used, int64_t sum_model,
   if (nd_ > 1) {
     // Whole layers (dense) or whole tensors (MoE, about a third of a layer) per device: half a layer or tensor of
     // waste per device expected, (nd + 1) of them allowed for.
-    const int ngl =
-        p_.user_ngl.empty() ? p_.n_layer : std::min(std::max(0, std::atoi(p_.user_ngl.c_str())), p_.n_layer);
+    // min(uint32_t(n_gpu_layers), n_layer): unset, -1 and "all" (negative in llama.cpp) count as every layer.
+    char* end = nullptr;
+    const long given = p_.user_ngl.empty() ? -1 : std::strtol(p_.user_ngl.c_str(), &end, 10);
+    const bool number = !p_.user_ngl.empty() && end != nullptr && *end == '\0' && given >= 0;
+    const int ngl = number ? static_cast<int>(std::min<long>(given, p_.n_layer)) : p_.n_layer;
     const int64_t per_layer = sum_model / std::max(ngl, 1);
     target -= static_cast<int64_t>(nd_ + 1) * per_layer / (p_.n_expert == 0 ? 2 : 6);
   }

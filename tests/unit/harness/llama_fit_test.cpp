@@ -210,6 +210,31 @@ TEST(LlamaFit, MoeFillsWholeLayersThenOnePartialLayer) {
   }
 }
 
+// Step 4 on two GPUs: a partial layer overflows to the next GPU. 4 layers of attention 10 and experts 30 + 30 + 40,
+// output 20, -c 4096; free 300 MiB each, margins 50: targets 250. The given options (everything on GPU 0, 460 MiB) do
+// not fit; with every expert on the CPU there is a surplus. Step 3: GPU 1 takes all 5 layers dense-only (its first,
+// layer 0, whole): 110 + 3 x 10 + 20 = 160; GPU 0 none. Step 4, GPU 0: all whole would be 440 > 250; 4 x 250 / 440 =
+// 2 layers (0 and 1: 220, fits; GPU 1 keeps layer 2 whole and 3 dense-only), then 2 x 30 / 220 -> 1 (330, no). One
+// more partial layer, layer 2, overflowing to CUDA1: attention + up on GPU 0 is 260, not below 250; attention alone
+// 230 (and 100 + 110 + 20 = 230 on GPU 1): taken. GPU 1 then holds layer 3 whole (230 < 250). So -ngl 5 -ts 3,2 and
+// layer 2's FFN on CUDA1.
+TEST(LlamaFit, MoePartialLayerOverflowsToTheNextGpu) {
+  Synthetic m;
+  m.n_layer = 4;
+  m.moe = true;
+  m.n_gpus = 2;
+  FitProblem p = problem(m, {300, 300}, {50, 50});
+  p.n_ctx = 4096;
+  auto r = llama_fit(p, m.measure());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r.value().outcome, FitResult::Outcome::kFitted);
+  EXPECT_EQ(flags_of(p, r.value()), "-c 4096 -ngl 5 -ts 3,2 -ot \"blk\\.2\\.ffn_(gate|up|gate_up|down).*=CUDA1\"");
+  auto use = m.measure()(r.value().setting);
+  ASSERT_TRUE(use.ok());
+  EXPECT_EQ(use.value()[0].total, 230 * kMiB);
+  EXPECT_EQ(use.value()[1].total, 230 * kMiB);
+}
+
 // The flags as llama-fit-params prints them: -ts without its trailing zeros, and only with more than one GPU left.
 TEST(LlamaFit, FlagsDropTrailingZeroShares) {
   FitSetting s;
