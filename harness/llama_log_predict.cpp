@@ -330,6 +330,8 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     missing.ctx = "the printed context cannot be modelled: " + shape.status().message();
     LlamaRunArgs plain;
     plain.ctx_size = run.ctx_size;
+    plain.batch = run.batch;
+    plain.ubatch = run.ubatch;
     shape = resolve_llama_run(plain);
     if (!shape.ok())
       return Status(StatusCode::kInvalidArgument, where + "the printed context: " + shape.status().message());
@@ -338,7 +340,8 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   // The model.
   models::GgufRunShape gshape;
   gshape.n_ctx = shape.value().ctx > 0 ? shape.value().ctx : 4096;
-  gshape.n_tokens = shape.value().tokens > 0 ? shape.value().tokens : 512;
+  // The graph llama.cpp reserves: one micro-batch, min(n_ctx, n_batch, n_ubatch) tokens (512 when unset).
+  gshape.n_tokens = shape.value().tokens > 0 ? shape.value().tokens : std::min<int64_t>(512, gshape.n_ctx);
   gshape.flash_attn = shape.value().flash_attn.value_or(false);
   if (shape.value().kv_type) gshape.kv_type = *shape.value().kv_type;
   std::optional<models::LlamaConfig> model;
