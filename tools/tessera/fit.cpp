@@ -26,6 +26,14 @@ int input_error(const std::string& message) {
   return kInputError;
 }
 
+// A trial that cannot be measured: bad input (an override's pattern, a shape) exits 2, a placement that cannot be
+// planned 1.
+int measure_error(const Status& st) {
+  std::fprintf(stderr, "tessera: %s\n", st.message().c_str());
+  const bool input = st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kNotFound;
+  return input ? kInputError : kExpectationFailed;
+}
+
 // --fit-target: MiB per GPU, comma-separated (llama.cpp's -fitt).
 Result<std::vector<int64_t>> parse_fit_target(const std::string& text) {
   std::vector<int64_t> out;
@@ -186,7 +194,10 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, SessionFitInp
   auto target = parse_fit_target(a.fit_target);
   if (!target.ok()) return input_error(target.status().message());
   if (a.fill_in_order) return cmd_fit_fill_in_order(base_r.value(), target.value(), json);
-  const SessionConfig& base = base_r.value();
+  Progress progress(!json);
+  SessionConfig base = base_r.value();
+  // Each trial's long steps (building the graph, planning) on a terminal, as plan shows them.
+  base.progress = [&progress](const char* step) { progress.step(step); };
   if (base.policy.split_mode != SplitMode::kLayer) {
     return input_error("fit: -sm none and -sm row are not modeled by the fit (llama.cpp refuses row, docs/fit.md)");
   }
@@ -199,31 +210,26 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, SessionFitInp
   if (!problem.ok()) return input_error(problem.status().message());
   const FitProblem& p = problem.value();
   const FitMeasure measure = session_fit_measure(base, in, p, &builtin_registry());
-  Progress progress(!json);
   FitResult result;
   std::vector<FitUse> use;
   if (a.strict) {
-    progress.step("planning the given options");
     FitSetting given;
     given.n_ctx = in.n_ctx;
     result.setting = given;
     auto u = measure(given);
-    if (!u.ok()) return input_error(u.status().message());
+    if (!u.ok()) return measure_error(u.status());
     use = u.value();
   } else {
-    progress.step("fitting (each trial plans the model)");
     auto r = llama_fit(p, measure);
     if (!r.ok()) {
       progress.done();
-      std::fprintf(stderr, "tessera: %s\n", r.status().message().c_str());
-      return kExpectationFailed;
+      return measure_error(r.status());
     }
     result = std::move(r).value();
     auto u = measure(result.setting);
-    if (!u.ok()) return input_error(u.status().message());
+    if (!u.ok()) return measure_error(u.status());
     use = u.value();
   }
-  progress.step("planning the result");
   std::string note;
   Status error;
   auto s = final_session(base, in, p, result.setting, &note, &error);

@@ -25,6 +25,7 @@
 #include "tessera/builtin.h"
 #include "tessera/gguf.h"
 #include "tessera/models/from_gguf.h"
+#include "extra_args.h"
 #include "json_out.h"
 #include "junit.h"
 #include "llama_args.h"
@@ -55,6 +56,7 @@ struct Options {
   // in command-line order, applied in that order by make_config.
   std::vector<std::pair<std::string, std::string>> policy;
   tessera::tool::LlamaRunArgs llama;  // -c, -b, -ub, -ctk, -ctv, -fa, -np, ... (llama_args.h)
+  ExtraModelArgs extra;               // --draft, -ngld, ..., --mmproj (extra_args.h)
   uint64_t seed = 1;
   bool adversarial = false;
   bool metadata = false;
@@ -77,6 +79,7 @@ void add_common(CLI::App* app, Options* o) {
   // The placement options come from the table scenario files read too, with the same names and meaning.
   tessera::tool::add_policy_options(app, &o->policy);
   tessera::tool::add_llama_run_options(app, &o->llama);
+  tessera::tool::add_extra_model_options(app, &o->extra);
   app->add_option("--seed", o->seed, "simulator seed (adversarial delays, weights and inputs)");
   app->add_flag("--adversarial", o->adversarial, "random command delays to explore interleavings");
   app->add_flag("--metadata", o->metadata,
@@ -134,6 +137,9 @@ Result<SessionConfig> make_config(Options o) {
   if (shape.value().flash_attn) c.model.flash_attn = *shape.value().flash_attn;
   if (shape.value().kv_type) c.model.kv_type = *shape.value().kv_type;
   c.flash_attn_auto = shape.value().flash_attn_auto;
+  auto extra = resolve_extra_models(o.extra, &c.topology);
+  if (!extra.ok()) return extra.status();
+  c.extra = std::move(extra).value();
   if (c.model.n_kv > c.model.n_ctx) c.model.n_kv = 0;
   TS_RETURN_IF_ERROR(models::validate(c.model));
   for (const auto& [key, text] : o.policy) TS_RETURN_IF_ERROR(apply_policy_option(key, text, &c.policy));
@@ -209,13 +215,17 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
   }
   const SplitCauseSummary causes = summarize_split_causes(*s, &builtin_registry());  // plans again per option
   progress.done();
-  if (o.json) {
-    const ojson j = tool::plan_json(*s, explain, causes, context_params(o));
-    std::cout << j.dump(2) << "\n";
+  ojson j = o.json ? tool::plan_json(*s, explain, causes, context_params(o)) : ojson();
+  if (!o.json) {
+    std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table().c_str(),
+                tool::memory_breakdown_text(*s, context_params(o), o.llama_log).c_str());
+  }
+  const int extra = tool::report_extra_models(*s, context_params(o), o.llama_log, o.json ? &j : nullptr);
+  if (o.json || extra == kInputError) {
+    if (o.json && extra != kInputError) std::cout << j.dump(2) << "\n";
+    if (extra != kOk) return extra;
     return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
   }
-  std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table().c_str(),
-              tool::memory_breakdown_text(*s, context_params(o), o.llama_log).c_str());
   std::printf("%d splits, %d copy slot(s)\n\n%s\n", s->sched().n_splits(), s->sched().n_copies(),
               format_split_causes(causes).c_str());
   if (all_splits || s->sched().n_splits() <= 12) {
@@ -224,6 +234,7 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
     std::printf("(use --splits to list them)\n");
   }
   for (const std::string& name : explain) std::printf("%s", s->explain(name).c_str());
+  if (extra != kOk) return extra;
   return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
 }
 
@@ -253,12 +264,15 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
   }
   // The evaluations only (docs/simulator.md "Makespan"): the weight upload is its own figure, in both memory modes.
   const TraceSummary sum = summarize(s->sim().trace(), st.trace_first, st.trace_last);
+  int extra = kOk;
   if (o.json) {
-    const ojson j = tool::run_json(*s, st, sum, numerics_ok, context_params(o));
-    std::cout << j.dump(2) << "\n";
+    ojson j = tool::run_json(*s, st, sum, numerics_ok, context_params(o));
+    extra = tool::report_extra_models(*s, context_params(o), o.llama_log, &j);
+    if (extra != kInputError) std::cout << j.dump(2) << "\n";
   } else {
     std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table().c_str(),
                 tool::memory_breakdown_text(*s, context_params(o), o.llama_log).c_str());
+    extra = tool::report_extra_models(*s, context_params(o), o.llama_log, nullptr);
     std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", s->sched().n_splits(), st.makespan_us / 1000.0,
                 format_bytes(sum.copy_bytes).c_str());
     std::printf("weight upload: %.3f ms (weights and KV cache from the host, before the makespan)\n",
@@ -279,6 +293,7 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
       std::printf("trace written to %s (open it in https://ui.perfetto.dev)\n", trace_file.c_str());
     }
   }
+  if (extra != kOk) return extra;
   return st.races == 0 && numerics_ok ? kOk : kExpectationFailed;
 }
 
@@ -386,7 +401,13 @@ int cmd_fit(Options o, const tessera::tool::FitArgs& args) {
     if (key == "tensor_split" || key == "layers_per_device") in.user_ts = text;
     if (key == "override_tensor" || key == "overrides" || key == "cpu_moe" || key == "n_cpu_moe") in.user_ot = key;
   }
-  return tessera::tool::cmd_fit(args, make_config(o), in, is_gguf_path(o.model) ? o.model : "", o.json);
+  // --draft, --mmproj (extra_args.h): their memory is taken from the devices first, the model is fitted in the rest
+  auto base = make_config(o);
+  if (base.ok() && !base.value().graph) {
+    const int extra = tool::reserve_extra_models_for_fit(&base.value());
+    if (extra != kOk) return extra;
+  }
+  return tessera::tool::cmd_fit(args, base, in, is_gguf_path(o.model) ? o.model : "", o.json);
 }
 
 int cmd_topologies(const std::string& show, bool json) {
