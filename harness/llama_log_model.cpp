@@ -99,7 +99,7 @@ Result<models::LlamaConfig> model_from_log_metadata(const LlamaLog& log, const m
                                                     std::vector<std::string>* notes) {
   const LlamaLogModel& m = log.model;
   auto missing = [](const std::string& what) { return Status(StatusCode::kNotFound, what); };
-  if (m.arch.empty()) return missing("the log lacks the model's metadata (no 'print_info: arch = ...' line)");
+  if (m.arch.empty()) return missing("the log lacks the model metadata (no 'print_info: arch = ...' line)");
   const std::string p = m.arch + ".";
   gguf::File file;
   file.source = log.source + " (the printed metadata)";

@@ -178,6 +178,13 @@ bool is_name(const char* names, const std::string& w) {
   return false;
 }
 
+// The printed flash_attn ("enabled", "disabled", "auto", "1", "0", "on", "off") as -fa's value.
+std::string fa_value(const std::string& printed) {
+  if (printed == "enabled" || printed == "1" || printed == "on" || printed == "true") return "on";
+  if (printed == "disabled" || printed == "0" || printed == "off" || printed == "false") return "off";
+  return printed;
+}
+
 // The command line's flags: key -> value (the last occurrence; -ot's values joined with ',').
 std::vector<std::pair<std::string, std::string>> command_flags(const std::string& command) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -192,7 +199,17 @@ std::vector<std::pair<std::string, std::string>> command_flags(const std::string
     }
     for (const Flag& f : kPlacementFlags) {
       if (!is_name(f.names, word)) continue;
-      if (f.takes_value && !long_eq) {
+      // -fa was a switch before it took on|off|auto (2025): a following word that is no such value is not its value.
+      auto fa_word = [](const std::string& x) {
+        for (const char* v : {"on", "off", "auto", "enabled", "disabled", "1", "0", "true", "false"}) {
+          if (x == v) return true;
+        }
+        return false;
+      };
+      const bool fa_switch = std::string_view(f.key) == "fa" && !long_eq && (i + 1 >= w.size() || !fa_word(w[i + 1]));
+      if (fa_switch) {
+        value = "on";
+      } else if (f.takes_value && !long_eq) {
         if (i + 1 >= w.size()) break;
         value = w[++i];
       }
@@ -215,13 +232,6 @@ const std::string* param(const LlamaLog& log, const char* key) {
     if (k == key) return &v;
   }
   return nullptr;
-}
-
-// The printed flash_attn ("enabled", "disabled", "auto", "1", "0", "on", "off") as -fa's value.
-std::string fa_value(const std::string& printed) {
-  if (printed == "enabled" || printed == "1" || printed == "on" || printed == "true") return "on";
-  if (printed == "disabled" || printed == "0" || printed == "off" || printed == "false") return "off";
-  return printed;
 }
 
 // What a figure needs: each kind's inputs that the log lacked ("" when every one was printed or given).
@@ -312,14 +322,26 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     out.notes.push_back("flash attention not printed: off assumed (the default of builds before 'auto')");
   }
   const std::string where = log.source + ": ";
+  const std::string command_where =
+      log.command ? "line " + std::to_string(log.command->line) + ": the command line: " : "the command line: ";
   auto shape = resolve_llama_run(run);
-  if (!shape.ok())
-    return Status(StatusCode::kInvalidArgument, where + "the printed context: " + shape.status().message());
+  if (!shape.ok()) {
+    // A context Tessera cannot run (K and V caches of different types, ...): the figures that depend on it say so.
+    missing.ctx = "the printed context cannot be modelled: " + shape.status().message();
+    LlamaRunArgs plain;
+    plain.ctx_size = run.ctx_size;
+    plain.batch = run.batch;
+    plain.ubatch = run.ubatch;
+    shape = resolve_llama_run(plain);
+    if (!shape.ok())
+      return Status(StatusCode::kInvalidArgument, where + "the printed context: " + shape.status().message());
+  }
 
   // The model.
   models::GgufRunShape gshape;
   gshape.n_ctx = shape.value().ctx > 0 ? shape.value().ctx : 4096;
-  gshape.n_tokens = shape.value().tokens > 0 ? shape.value().tokens : 512;
+  // The graph llama.cpp reserves: one micro-batch, min(n_ctx, n_batch, n_ubatch) tokens (512 when unset).
+  gshape.n_tokens = shape.value().tokens > 0 ? shape.value().tokens : std::min<int64_t>(512, gshape.n_ctx);
   gshape.flash_attn = shape.value().flash_attn.value_or(false);
   if (shape.value().kv_type) gshape.kv_type = *shape.value().kv_type;
   std::optional<models::LlamaConfig> model;
@@ -363,7 +385,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
         "counted inside N (llama.cpp since mid-2025)");
   } else if (const std::string* v = flag(flags, "ngl")) {
     Status st = apply_policy_option("n_gpu_layers", *v, &policy);
-    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + "the command line: " + st.message());
+    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + command_where + st.message());
   } else if (gpus.count > 0) {
     missing.offload = "no 'offloaded N/M layers to GPU' line (or -ngl on the command line): the layers offloaded";
   }
@@ -372,7 +394,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     if (k == "ngl" || k == "ctx" || k == "batch" || k == "ubatch" || k == "ctk" || k == "ctv" || k == "fa") continue;
     ts_given = ts_given || k == "tensor_split";
     Status st = apply_policy_option(k, v, &policy);
-    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + "the command line: " + st.message());
+    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + command_where + st.message());
   }
   if (const std::string* off = param(log, "offload"); off != nullptr && *off == "0") policy.kv_offload = false;
   if (!ts_given && gpus.count > 1) {
@@ -444,7 +466,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   std::vector<int> used(out.predicted.buffers.size(), 0);
   auto buffer_figure = [&](LogFigure f, const std::string& kind) {
     if (f.kind == "input" || f.kind == "RS") {
-      f.missing = "Tessera does not model llama.cpp's " + f.kind + " buffer";
+      f.missing = "Tessera does not model the " + f.kind + " buffer of llama.cpp";
       return f;
     }
     const std::string& need = kind == "model" ? all_missing : ctx_missing;

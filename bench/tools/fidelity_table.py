@@ -7,6 +7,7 @@ figure is within issue 31's targets (0.5 % model and KV, 10 % compute, 2 % nodes
 Usage: bench/tools/fidelity_table.py BUILD_DIR   (e.g. build/default; its fixtures/ folder holds the GGUF fixtures)
 """
 import json
+import re
 import os
 import shlex
 import subprocess
@@ -69,8 +70,14 @@ def main():
             f"{f['device']} {f['printed']:.2f} / " + ("n/p" if f["predicted"] is None else f"{f['predicted']:.2f}")
             for f in fails) or "–"
         within = "–" if p["predicted"] == 0 else ("yes" if p["off"] == 0 else f"no ({p['off']} off)")
-        missing = sorted({f["missing"] for f in figs if f["predicted"] is None})
-        short = "; ".join(m[:160] + ("…" if len(m) > 160 else "") for m in missing) or "–"
+        # The lines the log lacks, as quoted in the reasons ('print_info: n_ff = N', ...), once each.
+        lines = []
+        for f in figs:
+            if f["predicted"] is not None:
+                continue
+            quoted = re.findall(r"'([^']+)'", f["missing"]) or [f["missing"]]
+            lines += [q for q in quoted if q not in lines]
+        short = "; ".join(f"`{q}`" for q in lines) or "–"
         print(f"| {log[:2]} | {cell(figs, 'model')} | {cell(figs, 'KV')} | {cell(figs, 'compute')} | {failed} "
               f"| {count(figs, 'graph nodes')} | {count(figs, 'graph splits')} | {p['predicted']}/{len(figs)} "
               f"| {within} | {short} |")

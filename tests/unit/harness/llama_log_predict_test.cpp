@@ -119,6 +119,38 @@ TEST(LlamaLogPredict, TwoGpusSplitByTheirFreeMemory) {
   expect_mib(p, "KV", "CUDA1", kKvLayer);
 }
 
+TEST(LlamaLogPredict, TheCommandLineGivesTheSplit) {
+  // No free memory printed, but -ts 1,3 on the printed command line: the same cumulative fractions 0.25, 1 as above.
+  // "-fa" without a value (the switch of 2024's builds) is followed by "-c": not its value.
+  std::string text =
+      "$ ./llama-cli -m /models/synthetic-q8_0.gguf -ngl 99 -fa -c 256 --tensor-split 1,3\n" + synthetic();
+  text = replace(text, "load_tensors:        CUDA0 model buffer size =     5.31 MiB\n",
+                 "load_tensors:        CUDA0 model buffer size =     2.39 MiB\n"
+                 "load_tensors:        CUDA1 model buffer size =     2.92 MiB\n");
+  const LogPrediction p = predict(text);
+  expect_mib(p, "model", "CUDA0", kLayer);
+  expect_mib(p, "model", "CUDA1", kLayer + kOutput);
+  // Without -ts the two GPUs' shares are unknown: the per-device figures say which lines would tell.
+  const LogPrediction q = predict(replace(text, " --tensor-split 1,3", ""));
+  const LogFigure* f = find(q, "model", "CUDA1");
+  ASSERT_NE(f, nullptr);
+  EXPECT_FALSE(f->predicted.has_value());
+  EXPECT_NE(f->missing.find("MiB free' lines (or -ts on the command line)"), std::string::npos) << f->missing;
+}
+
+TEST(LlamaLogPredict, AContextTesseraCannotRunLeavesTheModelBuffersPredicted) {
+  // K and V caches of different types are not modelled: the KV figure says why, the model buffers are predicted.
+  const LogPrediction p = predict(
+      "llama_kv_cache_init: kv_size = 256, offload = 1, type_k = 'q8_0', type_v = 'f16', "
+      "n_layer = 2, can_shift = 1\n" +
+      synthetic());
+  const LogFigure* kv = find(p, "KV", "CUDA0");
+  ASSERT_NE(kv, nullptr);
+  EXPECT_FALSE(kv->predicted.has_value());
+  EXPECT_NE(kv->missing.find("the printed context cannot be modelled"), std::string::npos) << kv->missing;
+  expect_mib(p, "model", "CUDA0", 2 * kLayer + kOutput);
+}
+
 TEST(LlamaLogPredict, AFailedModelAllocationIsTheWholeBuffer) {
   // The CUDA0 model buffer llama.cpp tried to allocate: 2 layers + the output layer = 5567744 B.
   const std::string text =
