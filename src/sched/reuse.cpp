@@ -115,33 +115,42 @@ bool Scheduler::Impl::try_reuse(Graph& g) {
   if (!parked.empty()) {
     if (Status s = place_parked(); !s.ok()) return (reuse_why = "placing the graph again: " + s.message()), false;
   }
-  // The nodes read the previous slot's copies: give them the user's sources back before comparing. A rewritten
-  // source the user replaced since is the user's from now on (never overwritten again), and a structure change.
-  for (auto it = plan.rewrites.rbegin(); it != plan.rewrites.rend(); ++it) {
-    Tensor*& src = it->node->src[it->src];
-    if (src != plan.tensor(it->replacement) && src != it->original) {
-      it->original = src;
-      reuse_why = describe_position(g, it->node_index) + ": src[" + std::to_string(it->src) + "]";
-      return false;
-    }
-    src = it->original;
-  }
+  // One walk over the tensors in order (pass 5 made the rewrites in node order): a node's rewritten sources back to
+  // the user's, its bytes compared with the record, then its sources to this slot's copies. Each Tensor is read once,
+  // and on a graph whose Tensors outgrow the caches the walk prefetches them ahead (they need not be adjacent). A
+  // rewritten source the user replaced since is the user's from now on (never overwritten again), and a change. On a
+  // change the walk stops: the full path restores every rewritten source from the plan.
   const unsigned char* bytes = r.bytes.data();
+  const size_t n_rewrites = plan.rewrites.size();
+  const bool far = detail::tensors_far(n);
+  constexpr size_t kAhead = 8;
+  size_t k = 0;
   for (size_t i = 0; i < n; ++i) {
-    const Tensor* t = r.tensors[i];
+    if (far && i + kAhead < n) detail::prefetch_bytes(r.tensors[i + kAhead], 0, sched::kStructureBytes);
+    Tensor* t = r.tensors[i];
+    const size_t k0 = k;
+    for (; k < n_rewrites && plan.rewrites[k].node_index == i; ++k) {
+      sched::SchedPlan::Rewrite& w = plan.rewrites[k];
+      Tensor*& src = t->src[w.src];
+      if (src != plan.tensor(w.replacement) && src != w.original) {
+        w.original = src;
+        reuse_why = describe_position(g, i) + ": src[" + std::to_string(w.src) + "]";
+        return false;
+      }
+      src = w.original;
+    }
     if (std::memcmp(t, bytes + i * sched::kStructureBytes, sched::kStructureBytes) != 0) {
       std::string field = sched::structure_difference(*t, bytes + i * sched::kStructureBytes);
       if (field.empty()) field = "padding bytes";  // a Tensor assigned over: padding differs, nothing else
       reuse_why = describe_position(g, i) + ": " + field;
       return false;
     }
-  }
-  // Reuse: the nodes read this slot's copies.
-  for (size_t k = 0; k < plan.rewrites.size(); ++k) {
-    sched::SchedPlan::Rewrite& w = plan.rewrites[k];
-    const int32_t set = r.rewrite_sets[k];
-    w.node->src[w.src] = plan.copy_in_set(set, slot);
-    w.replacement = plan.copy_id_in_set(set, slot);
+    for (size_t q = k0; q < k; ++q) {  // reuse so far: the node reads this slot's copies
+      sched::SchedPlan::Rewrite& w = plan.rewrites[q];
+      const int32_t set = r.rewrite_sets[q];
+      t->src[w.src] = plan.copy_in_set(set, slot);
+      w.replacement = plan.copy_id_in_set(set, slot);
+    }
   }
   if ((r.placed_slots >> slot & 1u) == 0) {
     // This slot's copies have no addresses yet: the offsets of the planned slot's, in this slot's replica.
