@@ -15,7 +15,7 @@ constexpr std::pair<const char*, const char*> kShortNames[] = {
     {"-ngl", "--n-gpu-layers"},   {"-ts", "--tensor-split"},  {"-sm", "--split-mode"},   {"-mg", "--main-gpu"},
     {"-ot", "--override-tensor"}, {"-cmoe", "--cpu-moe"},     {"-ncmoe", "--n-cpu-moe"}, {"-nkvo", "--no-kv-offload"},
     {"-ctk", "--cache-type-k"},   {"-ctv", "--cache-type-v"}, {"-fa", "--flash-attn"},   {"-ub", "--ubatch-size"},
-    {"-np", "--n-parallel"},      {"-kvu", "--kv-unified"},
+    {"-np", "--n-parallel"},      {"-kvu", "--kv-unified"},   {"-fitt", "--fit-target"}, {"-fitc", "--fit-ctx"},
 };
 
 }  // namespace

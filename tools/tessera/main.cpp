@@ -15,6 +15,7 @@
 
 #include "tessera/harness/graph_io.h"
 #include "tessera/harness/inspect.h"
+#include "tessera/harness/llama_fit.h"
 #include "tessera/harness/policy_options.h"
 #include "tessera/harness/scenario.h"
 #include "tessera/harness/session.h"
@@ -369,83 +370,22 @@ int cmd_repro(const std::vector<std::string>& files, bool json, const std::strin
   return code;
 }
 
-// The largest number of layers per GPU, filling the GPUs in order: each GPU gets as many of the remaining layers as
-// fit next to the earlier ones (weights, KV cache and compute buffers), the rest stays on the CPU.
-int cmd_fit(Options o) {
+// `tessera fit` (tools/tessera/fit.cpp, docs/fit.md): what the user set of the context and the placement, for
+// llama.cpp's fit, which may change only what the user left unset.
+int cmd_fit(Options o, const tessera::tool::FitArgs& args) {
   o.metadata = true;  // sizes only
-  auto base = make_config(o);
-  if (!base.ok()) {
-    std::fprintf(stderr, "tessera: %s\n", base.status().message().c_str());
-    return kInputError;
+  SessionFitInputs in;
+  in.params = context_params(o);
+  in.tokens_given = o.tokens > 0 || o.llama.batch || o.llama.ubatch;
+  in.n_ctx = o.ctx > 0 ? o.ctx : 0;
+  auto shape = resolve_llama_run(o.llama);
+  if (shape.ok() && shape.value().ctx > 0) in.n_ctx = shape.value().ctx;
+  for (const auto& [key, text] : o.policy) {
+    if (key == "n_gpu_layers" && text != "auto") in.user_ngl = text;
+    if (key == "tensor_split" || key == "layers_per_device") in.user_ts = text;
+    if (key == "override_tensor" || key == "overrides" || key == "cpu_moe" || key == "n_cpu_moe") in.user_ot = key;
   }
-  if (base.value().graph) {
-    std::fprintf(stderr, "tessera: fit works on a model's layers (-m), not on a serialized graph (--graph)\n");
-    return kInputError;
-  }
-  base.value().sim.fit_margins = true;  // each device leaves its topology fit_margin free (docs/topology.md)
-  const int n_layer = base.value().model.n_layer;
-  std::vector<int> gpus;
-  for (size_t i = 0; i + 1 < base.value().topology.devices.size(); ++i) gpus.push_back(static_cast<int>(i));
-  std::vector<int> counts;
-  Progress progress(!o.json);
-  std::string last_error;  // why the last trial did not plan
-  auto fits = [&](const std::vector<int>& c) {
-    SessionConfig cfg = base.value();
-    cfg.policy.layers_per_device = c;
-    cfg.policy.tensor_split.clear();
-    cfg.progress = [&progress](const char* step) { progress.step(step); };
-    auto s = Session::create(cfg, &builtin_registry());
-    const Status st = s.ok() ? s.value()->plan() : s.status();
-    if (!st.ok()) last_error = st.message();
-    progress.done();
-    return st.ok();
-  };
-  int remaining = n_layer;
-  for (size_t g = 0; g < gpus.size(); ++g) {
-    std::fprintf(stderr, "fit: %s ...\n", base.value().topology.devices[static_cast<size_t>(gpus[g])].name.c_str());
-    int lo = 0, hi = remaining;
-    std::vector<int> trial = counts;
-    trial.push_back(0);
-    if (!fits(trial)) {
-      std::fprintf(stderr, "tessera: nothing fits even with no layer on %s (compute buffers or other tensors): %s\n",
-                   base.value().topology.devices[static_cast<size_t>(gpus[g])].name.c_str(), last_error.c_str());
-      return kExpectationFailed;
-    }
-    while (lo < hi) {  // largest count that fits
-      const int mid = (lo + hi + 1) / 2;
-      trial.back() = mid;
-      if (fits(trial)) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    counts.push_back(lo);
-    remaining -= lo;
-  }
-  SessionConfig cfg = base.value();
-  cfg.policy.layers_per_device = counts;
-  auto s = Session::create(cfg, &builtin_registry());
-  if (!s.ok() || !s.value()->plan().ok()) {
-    std::fprintf(stderr, "tessera: the final placement does not plan\n");
-    return kExpectationFailed;
-  }
-  if (o.json) {
-    const ojson j = tool::fit_json(*s.value(), counts, remaining);
-    std::cout << j.dump(2) << "\n";
-    return kOk;
-  }
-  std::printf("%s\n\nlargest offload that fits (GPUs filled in order, compute buffers included):\n",
-              headline(*s.value()).c_str());
-  for (size_t g = 0; g < counts.size(); ++g) {
-    std::printf("  %-8s %d layers\n", cfg.topology.devices[static_cast<size_t>(gpus[g])].name.c_str(), counts[g]);
-  }
-  std::printf("  %-8s %d layers\n\n%s%s", "cpu", remaining, fit_margins_note(cfg.topology).c_str(),
-              s.value()->summary_table().c_str());
-  std::string flag;
-  for (size_t g = 0; g < counts.size(); ++g) flag += (g ? "," : "") + std::to_string(counts[g]);
-  std::printf("\nuse: --layers-per-device %s\n", flag.c_str());
-  return kOk;
+  return tessera::tool::cmd_fit(args, make_config(o), in, is_gguf_path(o.model) ? o.model : "", o.json);
 }
 
 int cmd_topologies(const std::string& show, bool json) {
@@ -512,8 +452,10 @@ int main(int argc, char** argv) {
   repro->add_flag("--json", repro_json, "machine-readable output");
   repro->add_option("--junit", junit_file, "also write a JUnit XML report (one test case per scenario file)");
 
-  CLI::App* fit = app.add_subcommand("fit", "largest layer offload per device that fits each device's memory");
+  CLI::App* fit = app.add_subcommand("fit", "llama.cpp's fit of -c, -ngl, -ts and -ot to the GPUs' free memory");
   add_common(fit, &o);
+  tessera::tool::FitArgs fit_args;
+  tessera::tool::add_fit_options(fit, &fit_args);
 
   CLI::App* inspect = app.add_subcommand("inspect", "a GGUF model file: metadata, tensors by layer, totals per type");
   std::string inspect_path;
@@ -547,9 +489,9 @@ int main(int argc, char** argv) {
     if (*trace) return cmd_run(o, trace_out, true);  // says "trace written" only once it is
     if (*dot) return cmd_dot(o, dot_out);
     if (*repro) return cmd_repro(scenario_files, repro_json, junit_file);
-    if (*fit) return cmd_fit(o);
+    if (*fit) return cmd_fit(o, fit_args);
     if (*topologies) return cmd_topologies(show, topo_json);
-    if (*compare_log) return tessera::tool::cmd_compare_log(compare_log_args);
+    if (*compare_log) return tessera::tool::cmd_compare_log(compare_log_args, &builtin_registry());
     if (*inspect) {
       auto report = inspect_file(inspect_path, inspect_options);
       if (!report.ok()) {
