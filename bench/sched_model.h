@@ -55,13 +55,13 @@ struct Model {
   PlaceholderBuffer cpu_cache{cpu::buffer_type(), BufferUsage::kAny};
   PlaceholderBuffer gpu_cache{&backends().gpu_dev.buft(), BufferUsage::kAny};
 
-  explicit Model(int n_layer) {
+  explicit Model(int n_layer, int64_t n_tokens = kTokens) {
     Result<LlamaConfig> p = preset("tiny");
     LlamaConfig cfg = *p;
     cfg.n_layer = n_layer;
     cfg.n_ctx = kCtx;
     cfg.n_kv = kCtx;
-    cfg.n_tokens = kTokens;
+    cfg.n_tokens = n_tokens;
     cfg.flash_attn = false;
     Result<LlamaGraph> r = build_llama(cfg);
     if (!r.ok()) {

@@ -141,6 +141,40 @@ bool decode_loop(bool reuse, int tokens, double* alloc_ns, double* total_ns, int
   return true;
 }
 
+// Two graphs in turn (issue 33, deliverable 4): a prompt batch (kTokens) and a decode step (1 token) of the same
+// model shape, after one reserve with the prompt batch, alternated `rounds` times; per allocation, the mean
+// alloc_graph time with the plan cache (SchedulerParams::plan_cache 4) and without it (1: every switch plans again),
+// and the full plans made.
+bool alternate(int layers, int rounds, int plan_cache, double* ns_per_alloc, int* full_plans, size_t* nodes) {
+  Model prompt(layers), decode(layers, 1);
+  for (Model* m : {&prompt, &decode}) {
+    for (auto* list : {&m->m.weights, &m->m.kv_cache}) {
+      for (Tensor* t : *list) {
+        if (t->data == nullptr) t->data = reinterpret_cast<void*>(uintptr_t{1} << 40);
+      }
+    }
+  }
+  SchedulerParams p;
+  p.plan_cache = plan_cache;
+  auto s = Scheduler::create(backends().list(), p);
+  if (!s.ok() || !(*s)->reserve(prompt.graph()).ok()) return false;
+  double total = 0;
+  for (int r = 0; r < rounds; ++r) {
+    for (Model* m : {&prompt, &decode}) {
+      const double t0 = now_ns();
+      if (!(*s)->alloc_graph(m->graph()).ok()) {
+        std::fprintf(stderr, "alloc_graph: %s\n", (*s)->last_error().c_str());
+        return false;
+      }
+      total += now_ns() - t0;
+    }
+  }
+  *ns_per_alloc = total / (2.0 * rounds);
+  *full_plans = (*s)->plan_reuse().full_plans;
+  *nodes = prompt.graph().n_nodes();
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -191,6 +225,19 @@ int main(int argc, char** argv) {
     size_t nodes = 0;
     if (!decode_loop(reuse, tokens, &alloc, &total, &splits, &nodes)) return 1;
     std::printf("| %s | %zu | %d | %.1f | %.1f |\n", reuse ? "on" : "off", nodes, splits, alloc / 1e3, total / 1e3);
+  }
+  std::printf("\nTwo graphs in turn (a batch of %d tokens and a decode step), 10 rounds after one reserve\n\n",
+              static_cast<int>(kTokens));
+  std::printf("| layers | nodes | plan_cache | full plans | alloc_graph us/allocation |\n|---:|---:|---:|---:|---:|\n");
+  for (int layers : layer_counts) {
+    for (int cache : {4, 1}) {
+      double ns = 0;
+      int plans = 0;
+      size_t nodes = 0;
+      if (!alternate(layers, 10, cache, &ns, &plans, &nodes)) return 1;
+      std::printf("| %d | %zu | %d | %d | %.1f |\n", layers, nodes, cache, plans, ns / 1e3);
+      std::fflush(stdout);
+    }
   }
   return 0;
 }

@@ -71,6 +71,15 @@ void Scheduler::Impl::record_reuse(const Graph& g) {
   for (const auto& w : plan.rewrites) r.rewrite_sets.push_back(set_of[static_cast<size_t>(w.replacement)]);
   r.pins_version = pins_version;
   r.placed_slots = 1u << slot;
+  // With pipelining: where the planner put this slot's copies, for the other slots (place_slot_copies)
+  for (size_t k = 0; n_copies > 1 && k < sched_nodes.size() + sched_leafs.size(); ++k) {
+    const bool node = k < sched_nodes.size();
+    const size_t at = node ? k : k - sched_nodes.size();
+    const int32_t pid = node ? sched_node_pid[at] : sched_leaf_pid[at];
+    if (!plan.is_copy_id(pid) || (node && sched_dep_input[at] >= 0)) continue;
+    r.copy_places.push_back(
+        {set_of[static_cast<size_t>(pid)], node ? planner->planned_node(at) : planner->planned_leaf(at)});
+  }
   r.valid = true;
 }
 
@@ -79,10 +88,10 @@ void Scheduler::Impl::record_reuse(const Graph& g) {
 bool Scheduler::Impl::try_reuse(Graph& g) {
   sched::ReuseRecord& r = reuse;
   if (!params.reuse) return (reuse_why = "reuse is off (SchedulerParams::reuse)"), false;
-  if (!r.valid || !split_done || graph == nullptr) {
+  if (graph != &g) return (reuse_why = why_not_cached(g)), false;
+  if (!r.valid || !split_done) {
     return (reuse_why = "no plan to reuse (the first evaluation, or after reserve, reset or a failure)"), false;
   }
-  if (graph != &g) return (reuse_why = "another graph than the planned one"), false;
   if (pins_version != r.pins_version) return (reuse_why = "a pin changed (set_tensor_backend)"), false;
   if (g.n_nodes() != r.n_nodes || g.n_nodes() + g.n_leafs() != r.tensors.size()) {
     reuse_why = "the graph has " + std::to_string(g.n_nodes()) + " nodes and " + std::to_string(g.n_leafs()) +
@@ -102,47 +111,50 @@ bool Scheduler::Impl::try_reuse(Graph& g) {
       if (tensor_at(i) != r.tensors[i]) return (reuse_why = describe_position(g, i) + ": another tensor"), false;
     }
   }
-  // The nodes read the previous slot's copies: give them the user's sources back before comparing. A rewritten
-  // source the user replaced since is the user's from now on (never overwritten again), and a structure change.
-  for (auto it = plan.rewrites.rbegin(); it != plan.rewrites.rend(); ++it) {
-    Tensor*& src = it->node->src[it->src];
-    if (src != plan.tensor(it->replacement) && src != it->original) {
-      it->original = src;
-      reuse_why = describe_position(g, it->node_index) + ": src[" + std::to_string(it->src) + "]";
-      return false;
-    }
-    src = it->original;
+  // A plan taken from the cache: its graph's placements back first (they are structure: the buffers)
+  if (!parked.empty()) {
+    if (Status s = place_parked(); !s.ok()) return (reuse_why = "placing the graph again: " + s.message()), false;
   }
+  // One walk over the tensors in order (pass 5 made the rewrites in node order): a node's rewritten sources back to
+  // the user's, its bytes compared with the record, then its sources to this slot's copies. Each Tensor is read once,
+  // and on a graph whose Tensors outgrow the caches the walk prefetches them ahead (they need not be adjacent). A
+  // rewritten source the user replaced since is the user's from now on (never overwritten again), and a change. On a
+  // change the walk stops: the full path restores every rewritten source from the plan.
   const unsigned char* bytes = r.bytes.data();
+  const size_t n_rewrites = plan.rewrites.size();
+  const bool far = detail::tensors_far(n);
+  constexpr size_t kAhead = 8;
+  size_t k = 0;
   for (size_t i = 0; i < n; ++i) {
-    const Tensor* t = r.tensors[i];
+    if (far && i + kAhead < n) detail::prefetch_bytes(r.tensors[i + kAhead], 0, sched::kStructureBytes);
+    Tensor* t = r.tensors[i];
+    const size_t k0 = k;
+    for (; k < n_rewrites && plan.rewrites[k].node_index == i; ++k) {
+      sched::SchedPlan::Rewrite& w = plan.rewrites[k];
+      Tensor*& src = t->src[w.src];
+      if (src != plan.tensor(w.replacement) && src != w.original) {
+        w.original = src;
+        reuse_why = describe_position(g, i) + ": src[" + std::to_string(w.src) + "]";
+        return false;
+      }
+      src = w.original;
+    }
     if (std::memcmp(t, bytes + i * sched::kStructureBytes, sched::kStructureBytes) != 0) {
       std::string field = sched::structure_difference(*t, bytes + i * sched::kStructureBytes);
       if (field.empty()) field = "padding bytes";  // a Tensor assigned over: padding differs, nothing else
       reuse_why = describe_position(g, i) + ": " + field;
       return false;
     }
-  }
-  // Reuse: the nodes read this slot's copies.
-  for (size_t k = 0; k < plan.rewrites.size(); ++k) {
-    sched::SchedPlan::Rewrite& w = plan.rewrites[k];
-    const int32_t set = r.rewrite_sets[k];
-    w.node->src[w.src] = plan.copy_in_set(set, slot);
-    w.replacement = plan.copy_id_in_set(set, slot);
+    for (size_t q = k0; q < k; ++q) {  // reuse so far: the node reads this slot's copies
+      sched::SchedPlan::Rewrite& w = plan.rewrites[q];
+      const int32_t set = r.rewrite_sets[q];
+      t->src[w.src] = plan.copy_in_set(set, slot);
+      w.replacement = plan.copy_id_in_set(set, slot);
+    }
   }
   if ((r.placed_slots >> slot & 1u) == 0) {
-    // This slot's copies have no addresses yet: the planner's graph takes them instead of the last slot's (same
-    // positions, so the recorded source positions hold) and places them in the slot's replica.
-    for (auto [list, pids] : {std::pair{&sched_nodes, &sched_node_pid}, std::pair{&sched_leafs, &sched_leaf_pid}}) {
-      for (size_t k = 0; k < list->size(); ++k) {
-        const int32_t pid = (*pids)[k];
-        if (!plan.is_copy_id(pid) || (list == &sched_nodes && sched_dep_input[k] >= 0)) continue;
-        const int32_t set = r.set_of[static_cast<size_t>(pid)];
-        (*list)[k] = plan.copy_in_set(set, slot);
-        (*pids)[k] = plan.copy_id_in_set(set, slot);
-      }
-    }
-    if (Status s = planner->alloc_graph(sched_graph(), slot); !s.ok()) {
+    // This slot's copies have no addresses yet: the offsets of the planned slot's, in this slot's replica.
+    if (Status s = place_slot_copies(slot); !s.ok()) {
       reuse_why = "placing the copies of slot " + std::to_string(slot) + ": " + s.message();
       return false;
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/graph.h"
+#include "tessera/planner.h"
 #include "tessera/tensor.h"
 
 namespace tessera::sched {
@@ -29,9 +30,17 @@ struct ReuseRecord {
   std::vector<int32_t> set_of;        // per plan id: the copy set of a copy, -1 for other tensors
   uint64_t pins_version = 0;
   uint32_t placed_slots = 0;  // bit s: this plan's copies of slot s have addresses
+  // With pipelining: where the planner put each copy of the planned slot (copy set, planned block), so the copies of
+  // another slot get the same offsets in that slot's replica without the planner (whose plan may be another graph's)
+  struct CopyPlace {
+    int32_t set;
+    PlannedTensor where;
+  };
+  std::vector<CopyPlace> copy_places;
   void clear() {
     valid = false;
     placed_slots = 0;
+    copy_places.clear();
   }
 };
 

@@ -110,6 +110,10 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::vector<Backend*> backe
     return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: max_split_inputs %d is below %d (one node's sources)",
                     params.max_split_inputs, kMaxSrc);
   }
+  if (params.plan_cache < 1 || params.plan_cache > kMaxCachedPlans) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: plan_cache %d is outside 1 to %d (plans kept)",
+                    params.plan_cache, kMaxCachedPlans);
+  }
   if (params.n_copies < 1 || params.n_copies > kParallelCopies) {
     return TS_ERROR(StatusCode::kInvalidArgument, "scheduler: n_copies %d is outside 1 to %d (in-flight copy slots)",
                     params.n_copies, kParallelCopies);
@@ -338,6 +342,15 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
   slot = next_slot;
   next_slot = (next_slot + 1) % n_copies;
   last_reused = false;
+  switched = false;
+  if (graph != &g) {
+    // Another graph: its memory is laid out by another plan, so an evaluation in flight may still read where this
+    // one's inputs (written by the host after this call) or nodes go. Wait for them, then the current plan into the
+    // cache and g's (if cached) out.
+    switched = graph != nullptr && split_done;
+    if (graph != nullptr) sync_all();
+    switch_plan(g);
+  }
   if (try_reuse(g)) {  // same structure: keep the plan (the nodes now read this slot's copies)
     last_reused = true;
     ++reuses;
@@ -371,8 +384,11 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
   if (!why.empty()) {
     sync_all(&replan_syncs);  // nothing may still use the buffers a re-reserve replaces
     if (params.debug_reserve) std::fprintf(stderr, "tessera scheduler: re-reserve: %s\n", why.c_str());
+    const size_t bytes_before = compute_bytes();
     Status s = planner->reserve_n(sched_graph(), node_ids, leaf_ids);
     ++reserves;
+    // grown buffers replace the old ones: the cached plans' addresses are gone
+    if (compute_bytes() != bytes_before) drop_cache("was dropped: the compute buffers grew (a graph outgrew them)");
     if (!s.ok()) {
       reset_plan();
       return Status(StatusCode::kAllocFailed, "scheduler: " + s.message());
@@ -396,6 +412,7 @@ Status Scheduler::Impl::do_alloc(Graph& g) {
 Status Scheduler::reserve(Graph& measure_graph) {
   Impl& m = *impl_;
   m.sync_idle();
+  m.drop_cache("was dropped by reserve");
   Status s = m.split(measure_graph, 0);
   if (s.ok()) {
     ++m.explicit_reserves;
@@ -410,6 +427,7 @@ Status Scheduler::reserve(Graph& measure_graph) {
 Result<std::vector<size_t>> Scheduler::reserve_size(Graph& graph) {
   Impl& m = *impl_;
   m.sync_idle();
+  m.drop_cache("was dropped by reserve_size");
   TS_RETURN_IF_ERROR(m.split(graph, 0));
   Result<std::vector<size_t>> sizes = m.planner->reserve_size(m.sched_graph(), m.node_ids, m.leaf_ids);
   m.reset_plan();
@@ -477,6 +495,7 @@ Status Scheduler::synchronize() {
 void Scheduler::reset() {
   impl_->sync_idle();
   impl_->reset_plan();
+  impl_->drop_cache("was dropped by reset");
   impl_->pins.clear();
 }
 
@@ -531,7 +550,9 @@ size_t Scheduler::buffer_size(int backend) const {
 void Scheduler::set_eval_callback(EvalCallback callback) { impl_->callback = std::move(callback); }
 PlanReuse Scheduler::plan_reuse() const {
   const Impl& m = *impl_;
-  return {m.last_reused, m.last_reused ? std::string() : m.reuse_why, m.reuses, m.full_plans};
+  const int current = m.graph != nullptr && m.reuse.valid ? 1 : 0;
+  return {m.last_reused, m.last_reused ? std::string() : m.reuse_why, m.reuses, m.full_plans,
+          static_cast<int>(m.cache.size()) + current};
 }
 
 std::vector<Scheduler::SplitView> Scheduler::splits() const {

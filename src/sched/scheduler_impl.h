@@ -13,7 +13,38 @@
 
 namespace tessera {
 
-struct Scheduler::Impl {
+namespace sched {
+
+// What a split and allocation leave behind for one graph: the plan, the planner's view of it and the reuse record. The
+// scheduler's current plan is the PlanState its Impl derives from; the plan cache holds the others (parked: their
+// graph has its sources and placements back, recorded in `parked`).
+struct PlanState {
+  SchedPlan plan;
+  Graph* graph = nullptr;  // the user graph of this plan (sources rewritten while current)
+  // What the planner sees (docs/scheduler.md, 'Compute memory'): node and leaf lists, no Graph (its duplicate check is
+  // not needed: the lists are built from an already deduplicated graph). Reused across splits.
+  std::vector<Tensor*> sched_nodes, sched_leafs;
+  // Where each node's sources and each tensor's view source are in those lists (GraphNodes::Positions), so the
+  // planner numbers them without pointer lookups.
+  std::vector<int32_t> sched_src_pos, sched_node_vsrc_pos, sched_leaf_vsrc_pos;
+  std::vector<int32_t> sched_node_pid, sched_leaf_pid;  // plan id of each node / leaf of the lists
+  std::vector<int32_t> sched_dep_input;                 // per node: the input's plan id for a dependency node, else -1
+  std::vector<int> node_ids, leaf_ids;                  // buffer type id per node/leaf of sched_graph
+  std::vector<int> node_backends, leaf_backends;        // backend per node/leaf of sched_graph
+  bool split_done = false;
+  ReuseRecord reuse;
+  // Parked: the placements the scheduler released in the graph (position in reuse.tensors, buffer, address)
+  struct Placement {
+    size_t index;
+    Buffer* buffer;
+    void* data;
+  };
+  std::vector<Placement> parked;
+};
+
+}  // namespace sched
+
+struct Scheduler::Impl : sched::PlanState {
   std::vector<Backend*> backends;
   std::vector<BufferType*> bufts;         // per backend
   std::vector<int> buft_id;               // per backend: index into unique_bufts
@@ -27,16 +58,7 @@ struct Scheduler::Impl {
   int n_copies = 1;
 
   std::unordered_map<const Tensor*, int> pins;  // user assignments
-  sched::SchedPlan plan;
-  Graph* graph = nullptr;  // the user graph of the current plan (sources rewritten until reset)
-  // What the planner sees (docs/scheduler.md, 'Compute memory'): node and leaf lists, no Graph (its duplicate check is
-  // not needed: the lists are built from an already deduplicated graph). Reused across splits.
-  std::vector<Tensor*> sched_nodes, sched_leafs;
-  // Where each node's sources and each tensor's view source are in those lists (GraphNodes::Positions), so the
-  // planner numbers them without pointer lookups; sched_pos is the position of each plan id (scratch).
-  std::vector<int32_t> sched_src_pos, sched_node_vsrc_pos, sched_leaf_vsrc_pos, sched_pos;
-  std::vector<int32_t> sched_node_pid, sched_leaf_pid;  // plan id of each node / leaf of the lists
-  std::vector<int32_t> sched_dep_input;                 // per node: the input's plan id for a dependency node, else -1
+  std::vector<int32_t> sched_pos;               // the position of each plan id in the planner's lists (scratch)
   GraphNodes sched_graph() const {
     // exact: record_sched_positions derived them from the plan of this split (see there)
     return {sched_nodes, sched_leafs, {sched_src_pos, sched_node_vsrc_pos, sched_leaf_vsrc_pos, true}};
@@ -55,12 +77,9 @@ struct Scheduler::Impl {
     leaf_ids.push_back(buft);
     leaf_backends.push_back(backend);
   }
-  std::vector<int> node_ids, leaf_ids;                      // buffer type id per node/leaf of sched_graph
-  std::vector<int> node_backends, leaf_backends;            // backend per node/leaf of sched_graph
   std::vector<int> prev_node_backends, prev_leaf_backends;  // for the re-reserve rule
   std::unique_ptr<GraphPlanner> planner;
 
-  bool split_done = false;
   bool allocated = false;
   bool placed = false;    // the planner may have placed tensors of `graph` (an allocation ran, even a failed one)
   bool computed = false;  // the allocation was used by a compute already
@@ -77,15 +96,28 @@ struct Scheduler::Impl {
   // events[backend][slot]; null when the device has none
   std::vector<std::vector<std::unique_ptr<Event>>> events;
 
-  // Plan reuse (reuse.cpp, docs/scheduler.md 'Reuse')
-  sched::ReuseRecord reuse;
-  uint64_t pins_version = 0;  // bumped when a pin changes
-  int reuses = 0;             // allocations that kept the plan
-  int full_plans = 0;         // allocations that split and placed the graph
-  bool last_reused = false;   // the last allocation kept the plan
-  std::string reuse_why;      // why the last allocation did not ("" when it did)
+  // Plan reuse (reuse.cpp, docs/scheduler.md 'Reuse') and the plan cache (plan_cache.cpp, 'Plan cache')
+  std::vector<std::unique_ptr<sched::PlanState>> cache;         // the parked plans, most recently used first
+  std::vector<std::pair<const Graph*, std::string>> forgotten;  // graphs whose plan left the cache, and why (bounded)
+  uint64_t pins_version = 0;                                    // bumped when a pin changes
+  int reuses = 0;                                               // allocations that kept the plan
+  int full_plans = 0;                                           // allocations that split and placed the graph
+  bool last_reused = false;                                     // the last allocation kept the plan
+  std::string reuse_why;                                        // why the last allocation did not ("" when it did)
+  bool switched = false;  // the last allocation came after another graph's plan (a switch of graphs)
   bool try_reuse(Graph& g);
   void record_reuse(const Graph& g);
+  // The plan cache: park() puts the current plan in the cache (its graph restored: sources and placements) or, when
+  // it cannot be kept, resets it; switch_plan(g) parks the current plan and makes g's cached plan the current one
+  // (false: none). drop_cache forgets every parked plan (`why` is kept for the graphs' next why_not).
+  void park();
+  bool switch_plan(const Graph& g);
+  void drop_cache(const std::string& why);
+  void forget(const Graph* g, std::string why);
+  std::string why_not_cached(const Graph& g) const;
+  size_t compute_bytes() const;     // the planner's buffers, all ids and replicas (a growth replaces buffers)
+  Status place_parked();            // puts the current plan's parked placements back (try_reuse)
+  Status place_slot_copies(int s);  // gives the copies of slot s their planned addresses
 
   Status split(Graph& g, int slot_for_sources);
   void build_sched_graph(const Graph& g, int s_slot);

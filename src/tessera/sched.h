@@ -64,7 +64,14 @@ struct SchedulerParams {
   // the assignment, splits, copies and compute plan and only takes its slot's copies. Off: every allocation splits
   // and places the graph again.
   bool reuse = true;
+  // With reuse: the plans kept, one per graph, the current one included (docs/scheduler.md, 'Plan cache'), 1 to
+  // kMaxCachedPlans; least recently used out first. 1: only the last graph's plan (allocating another graph forgets
+  // it). Out of range: Scheduler::create refuses it.
+  int plan_cache = 4;
 };
+
+// The most plans SchedulerParams::plan_cache may keep.
+constexpr int kMaxCachedPlans = 16;
 
 // The most backends one scheduler takes (a copy of a tensor is indexed per backend); Scheduler::create refuses more,
 // and topology files may list at most this many devices.
@@ -87,6 +94,7 @@ struct PlanReuse {
   std::string why_not;
   int reuses = 0;      // allocations that kept the plan, since creation
   int full_plans = 0;  // allocations that split and placed the graph
+  int cached = 0;      // plans held now (the current one included; SchedulerParams::plan_cache at most)
 };
 
 // Called for each node with ask = true ("do you want to observe it?"); after computing up to an observed node the
@@ -94,9 +102,10 @@ struct PlanReuse {
 using EvalCallback = std::function<bool(Tensor* t, bool ask)>;
 
 // Lifetime contract: the graph given to reserve / alloc_graph / graph_compute is used by the scheduler until the next
-// split of another graph, reset(), or the scheduler's destruction. At each of those the scheduler restores the
+// allocation of another graph, reset(), or the scheduler's destruction. At each of those the scheduler restores the
 // graph's sources and releases its placements (tensors it put in its compute buffers get a null buffer and data), so
-// keep the graph's context alive until then. Read outputs before that point.
+// keep the graph's context alive until then. Read outputs before that point. A plan kept in the plan cache never
+// touches its graph until that graph is allocated again, so a graph may be freed at any time after that point.
 class Scheduler {
  public:
   // Errors: no backends, a null backend, the last backend not a CPU device, a compute buffer type the backend does

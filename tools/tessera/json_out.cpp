@@ -107,9 +107,44 @@ ojson explained_json(Session& s, const std::vector<std::string>& names) {
                    {"cause_text", cause_description(e.cause)},
                    {"split", e.split >= 0 ? ojson(e.split) : ojson()},
                    {"scheduler_copy", e.is_copy},
-                   {"copied_to", copied_to}});
+                   {"copied_to", copied_to},
+                   {"plan_reused", e.plan_reused}});
   }
   return out;
+}
+
+std::string plan_reuse_text(const Scheduler& s) {
+  const PlanReuse r = s.plan_reuse();
+  std::string out = format_message("plans: %d full, %d reused (of %d allocations, %d kept now)", r.full_plans, r.reuses,
+                                   r.full_plans + r.reuses, r.cached);
+  if (r.full_plans + r.reuses > 0) {
+    out += r.reused ? "; the last allocation reused the plan" : "; the last allocation planned: " + r.why_not;
+  }
+  return out + "\n";
+}
+
+std::string explain_run_text(Session& s, const std::string& name) {
+  const PlanReuse r = s.sched().plan_reuse();
+  return s.explain(name) + "  plan: " + (r.reused ? "reused (no split, no placement)" : "new: " + r.why_not) + "\n";
+}
+
+bool explained_exist(Session& s, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    if (s.find_tensor(name) == nullptr) {
+      std::fprintf(stderr, "tessera: --explain %s: no tensor of that name in the graph\n", name.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+ojson plan_reuse_json(const Scheduler& s) {
+  const PlanReuse r = s.plan_reuse();
+  return {{"full_plans", r.full_plans},
+          {"reuses", r.reuses},
+          {"cached", r.cached},
+          {"last_reused", r.reused},
+          {"why_not", r.reused || r.full_plans + r.reuses == 0 ? ojson() : ojson(r.why_not)}};
 }
 
 // The unified-memory host pool, counted once (null without a unified device).
@@ -213,7 +248,7 @@ ojson plan_json(Session& s, const std::vector<std::string>& explain, const Split
 }
 
 ojson run_json(Session& s, const RunStats& st, const TraceSummary& sum, bool numerics_ok,
-               const LlamaContextParams& params) {
+               const LlamaContextParams& params, const std::vector<std::string>& explain) {
   ojson j = session_json("tessera-run", s);
   j["splits"] = s.sched().n_splits();
   j["devices"] = memory_json(s);
@@ -226,6 +261,8 @@ ojson run_json(Session& s, const RunStats& st, const TraceSummary& sum, bool num
   j["nmse"] = st.nmse;
   j["non_finite"] = st.non_finite;
   j["numerics_ok"] = numerics_ok;
+  j["plan_reuse"] = plan_reuse_json(s.sched());
+  j["explained"] = explained_json(s, explain);
   j["llama_memory"] = llama_memory_json(s, params);
   return j;
 }

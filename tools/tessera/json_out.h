@@ -29,6 +29,14 @@ ojson llama_memory_json(harness::Session& s, const harness::LlamaContextParams& 
 // The --explain tensors as records: name, op, backend, cause, split, whether it is a scheduler copy, and the
 // backends it is copied to as a split input.
 ojson explained_json(harness::Session& s, const std::vector<std::string>& names);
+// Plan reuse over the run's allocations (docs/scheduler.md 'Reuse'): full plans, reuses, whether the last allocation
+// kept the plan and why not (node and field). The text is one line ("plans: ..."); the JSON is the key "plan_reuse".
+std::string plan_reuse_text(const Scheduler& s);
+ojson plan_reuse_json(const Scheduler& s);
+// --explain after a run: the placement (Session::explain) and whether the last allocation reused the plan.
+std::string explain_run_text(harness::Session& s, const std::string& name);
+// False (after saying which on standard error) when an --explain name is no tensor of the graph.
+bool explained_exist(harness::Session& s, const std::vector<std::string>& names);
 ojson memory_json(harness::Session& s);  // per device: layers, weights, KV cache, compute, peak, capacity
 ojson splits_json(harness::Session& s);  // per split: what the text split table shows (Session::split_records)
 
@@ -41,7 +49,7 @@ ojson plan_json(harness::Session& s, const std::vector<std::string>& explain, co
 // top layers and ops, and the option with the split count of the plan made again with it.
 ojson split_causes_json(const harness::SplitCauseSummary& summary);
 ojson run_json(harness::Session& s, const harness::RunStats& st, const sim::TraceSummary& sum, bool numerics_ok,
-               const harness::LlamaContextParams& params);
+               const harness::LlamaContextParams& params, const std::vector<std::string>& explain);
 ojson fit_json(harness::Session& s, const std::vector<int>& layers_per_device, int cpu_layers);
 ojson repro_scenario_json(const std::string& name, const std::string& file, const harness::ScenarioOutcome& out);
 // The scenarios' objects (repro_scenario_json) and the counts of the "N passed, M failed" line.

@@ -207,12 +207,7 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
   Progress progress(!o.json);
   auto s = planned_session(o, &progress, &code);
   if (!s) return code;
-  for (const std::string& name : explain) {
-    if (s->find_tensor(name) == nullptr) {
-      std::fprintf(stderr, "tessera: --explain %s: no tensor of that name in the graph\n", name.c_str());
-      return kInputError;
-    }
-  }
+  if (!tool::explained_exist(*s, explain)) return kInputError;
   const SplitCauseSummary causes = summarize_split_causes(*s, &builtin_registry());  // plans again per option
   progress.done();
   ojson j = o.json ? tool::plan_json(*s, explain, causes, context_params(o)) : ojson();
@@ -238,11 +233,13 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
   return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
 }
 
-int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_note) {
+int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_note,
+            const std::vector<std::string>& explain = {}) {
   int code = kOk;
   Progress progress(!o.json);
   auto s = planned_session(o, &progress, &code);
   if (!s) return code;
+  if (!tool::explained_exist(*s, explain)) return kInputError;
   std::fprintf(stderr, "tessera: running %d evaluation(s)...\n", o.evaluations);
   auto r = s->run(o.evaluations, true);
   progress.done();
@@ -266,7 +263,7 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
   const TraceSummary sum = summarize(s->sim().trace(), st.trace_first, st.trace_last);
   int extra = kOk;
   if (o.json) {
-    ojson j = tool::run_json(*s, st, sum, numerics_ok, context_params(o));
+    ojson j = tool::run_json(*s, st, sum, numerics_ok, context_params(o), explain);
     extra = tool::report_extra_models(*s, context_params(o), o.llama_log, &j);
     if (extra != kInputError) std::cout << j.dump(2) << "\n";
   } else {
@@ -289,6 +286,8 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
     }
     std::printf("races: %zu\n", st.races);
     if (st.races > 0) std::printf("%s", s->sim().races_report(3).c_str());
+    std::printf("%s", tool::plan_reuse_text(s->sched()).c_str());
+    for (const std::string& name : explain) std::printf("%s", tool::explain_run_text(*s, name).c_str());
     if (!trace_file.empty() && !quiet_trace_note) {
       std::printf("trace written to %s (open it in https://ui.perfetto.dev)\n", trace_file.c_str());
     }
@@ -453,6 +452,7 @@ int main(int argc, char** argv) {
   add_common(run, &o);
   run->add_option("--evaluations", o.evaluations, "evaluations in flight")->check(CLI::Range(1, 1000));
   run->add_option("--trace", trace_file, "also write a Chrome trace file");
+  run->add_option("--explain", explain, "explain a tensor's placement after the run, and the plan's reuse");
 
   CLI::App* trace = app.add_subcommand("trace", "run and write the Chrome trace (Perfetto) of the simulation");
   add_common(trace, &o);
@@ -500,7 +500,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*plan) return cmd_plan(o, explain, all_splits, save_graph);
-    if (*run) return cmd_run(o, trace_file, false);
+    if (*run) return cmd_run(o, trace_file, false, explain);
     if (*trace) return cmd_run(o, trace_out, true);  // says "trace written" only once it is
     if (*dot) return cmd_dot(o, dot_out);
     if (*repro) return cmd_repro(scenario_files, repro_json, junit_file);

@@ -191,6 +191,99 @@ TEST(SchedParallelMemory, EveryEvaluationMatchesTheCpuReference) {
   }
 }
 
+// Two models on one scheduler, evaluated in turn (a prompt batch of 4 tokens and a decode step of 1, each with its own
+// weights and KV cache, as a draft and a main model): the plan cache keeps both plans, and switching between them
+// with evaluations in flight keeps the slots' copies and events right. With 3 slots the two plans take every slot in
+// turn (slot s is used by the prompt, then by the decode step, ...), under adversarial seeds: no race, and the outputs
+// of each evaluation are the CPU reference's (synchronized: every one of them; pipelined: the last).
+struct TwoModels {
+  std::unique_ptr<Simulator> sim;
+  std::vector<std::unique_ptr<Backend>> backends;
+  LlamaGraph m[2];
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::unique_ptr<Scheduler> sched;
+
+  TwoModels(const SimOptions& opt, const LlamaConfig (&c)[2], int n_copies) {
+    sim = make_sim(gpu_and_cpu(), opt);
+    backends = sim->make_backends().value();
+    BufferType* gpu_buft = sim->device(0)->buffer_type();
+    BufferType* cpu_buft = sim->device(1)->buffer_type();
+    for (int k = 0; k < 2; ++k) {
+      m[k] = build_llama(c[k]).value();
+      // the second half of the layers and the output head on the GPU, the rest (and the caches with them) on the CPU
+      auto on_gpu = [&](int layer) { return layer >= c[k].n_layer / 2; };
+      std::vector<std::pair<Tensor*, BufferType*>> where;
+      for (Tensor* w : m[k].weights) {
+        const int layer = m[k].layer_of(w);
+        where.emplace_back(w, (layer >= 0 ? on_gpu(layer) : w != m[k].tok_embd) ? gpu_buft : cpu_buft);
+      }
+      for (auto usage : {BufferUsage::kWeights, BufferUsage::kAny}) {
+        auto b = allocate_tensors(where, usage);
+        EXPECT_TRUE(b.ok()) << b.status().to_string();
+        for (auto& buf : b.value()) buffers.push_back(std::move(buf));
+        where.clear();
+        for (Tensor* kv : m[k].kv_cache) where.emplace_back(kv, on_gpu(m[k].layer_of(kv)) ? gpu_buft : cpu_buft);
+      }
+      EXPECT_TRUE(fill_random(m[k], 30 + static_cast<uint64_t>(k)).ok());
+    }
+    SchedulerParams p;
+    p.parallel = true;
+    p.n_copies = n_copies;
+    sched = std::move(Scheduler::create({backends[0].get(), backends[1].get()}, p)).value();
+  }
+  ~TwoModels() {
+    sched.reset();
+    buffers.clear();
+    backends.clear();
+  }
+  ComputeStatus submit(int k, int e) {
+    if (Status s = sched->alloc_graph(*m[k].graph); !s.ok()) {
+      ADD_FAILURE() << s.to_string();
+      return ComputeStatus::kAllocFailed;
+    }
+    EXPECT_TRUE(set_inputs(m[k], default_inputs(m[k].config, input_seed(e))).ok());
+    return sched->graph_compute_async(*m[k].graph);
+  }
+};
+
+TEST(SchedParallelMemory, AlternatingCachedPlansInFlightHaveNoRace) {
+  constexpr int kTurns = 3;  // prompt, prompt, decode, decode, ... : 12 allocations over 3 slots, each slot 4 times
+  LlamaConfig c[2] = {model(2), model(2)};
+  c[0].n_tokens = 4;
+  c[0].n_outputs = 1;
+  c[1].n_tokens = 1;
+  std::vector<std::vector<float>> want[2] = {cpu_reference(c[0], 30, 2 * kTurns), cpu_reference(c[1], 31, 2 * kTurns)};
+  const uint64_t seeds = tessera::test::sweep_seeds(3);
+  for (bool pipelined : {true, false}) {
+    for (uint64_t seed = 1; seed <= seeds; ++seed) {
+      SCOPED_TRACE(std::string(pipelined ? "pipelined" : "synchronized") + ", seed " + std::to_string(seed));
+      SimOptions o;
+      o.seed = seed;
+      o.adversarial = true;
+      o.record_trace = false;
+      TwoModels tm(o, c, 3);
+      for (int turn = 0; turn < kTurns; ++turn) {
+        for (int k = 0; k < 2; ++k) {
+          for (int e = 2 * turn; e < 2 * turn + 2; ++e) {  // two evaluations of one model in turn
+            ASSERT_EQ(tm.submit(k, e), ComputeStatus::kSuccess) << tm.sched->last_error();
+            EXPECT_EQ(tm.sched->plan_reuse().reused, e > 0) << tm.sched->plan_reuse().why_not;
+            if (pipelined) continue;  // in flight: the next allocation (of either model) comes first
+            ASSERT_TRUE(tm.sched->synchronize().ok());
+            expect_close(tensor_to_f32(*tm.m[k].logits).value(), want[k][static_cast<size_t>(e)],
+                         "model " + std::to_string(k) + ", evaluation " + std::to_string(e));
+          }
+        }
+      }
+      ASSERT_TRUE(tm.sched->synchronize().ok());
+      expect_close(tensor_to_f32(*tm.m[1].logits).value(), want[1].back(), "the last evaluation");
+      EXPECT_EQ(tm.sched->plan_reuse().full_plans, 2);
+      EXPECT_EQ(tm.sched->plan_reuse().reuses, 4 * kTurns - 2);
+      ASSERT_TRUE(tm.sim->races().empty()) << tm.sim->races_report();
+      ASSERT_TRUE(tm.sim->errors().empty()) << tm.sim->errors()[0];
+    }
+  }
+}
+
 // Bytes of the copies that can be in flight at once in one evaluation, per backend: at each split, the copies made
 // for it or for an earlier split of its backend and still read by it or a later split, plus the graph inputs' copies
 // (alive for the whole evaluation), each rounded up to `align`.

@@ -257,6 +257,60 @@ TEST_P(SchedReuse, TensorReplacedByAnotherOfTheSameSizeTakesTheFullPath) {
                                 [&] { buf.reset(); }});
 }
 
+// Identity is structure (docs/scheduler.md, "Why identity is structure"): the graph rebuilt in the same Graph with a
+// new tensor of the same op, shape and sources at the last node's position. The new object has no address: a reused
+// plan would leave it unplaced.
+TEST_P(SchedReuse, NodeReplacedByAnotherObjectOfTheSameShapeTakesTheFullPath) {
+  Tensor* fresh = nullptr;
+  expect_full_path(GetParam(), {"node 'win_out' (node ",
+                                [&](Net& n, Scheduler&, Rig2&) {
+                                  // (node by node: the nodes read the scheduler's copies until it plans again)
+                                  std::vector<Tensor*> nodes = n.graph.nodes(), leafs = n.graph.leafs();
+                                  ASSERT_EQ(nodes.back(), node_named(n.graph, "win_out"));
+                                  fresh = scale(n.ctx, node_named(n.graph, "win"), 1.0f);
+                                  set_name(*fresh, "win_out");
+                                  set_output(*fresh);
+                                  nodes.back() = fresh;
+                                  n.graph.clear();
+                                  for (Tensor* t : leafs) ASSERT_TRUE(n.graph.add_leaf(t).ok());
+                                  for (Tensor* t : nodes) ASSERT_TRUE(n.graph.add_node(t).ok());
+                                },
+                                [&](Net& n, Scheduler& s) {
+                                  EXPECT_THAT(s.plan_reuse().why_not, HasSubstr(": another tensor"));
+                                  EXPECT_EQ(node_named(n.graph, "win_out"), fresh);
+                                  EXPECT_NE(fresh->data, nullptr) << "the new object is placed";
+                                  EXPECT_GE(s.explain(fresh).backend, 0);
+                                }});
+}
+
+// A weight replaced by another object of the same type and shape in the same kind of memory (CPU host): the
+// placement would not change, but the copy that takes it to GPU0 must read the new one.
+TEST_P(SchedReuse, WeightReplacedByAnotherInTheSameMemoryTakesTheFullPath) {
+  Tensor* other = nullptr;
+  Tensor* old = nullptr;
+  std::unique_ptr<Buffer> buf;
+  Context ctx{{.no_alloc = true}};
+  expect_full_path(GetParam(), {"node 'q.0' (node ",
+                                [&](Net& n, Scheduler&, Rig2&) {
+                                  Tensor* q = node_named(n.graph, "q.0");
+                                  old = q->src[0];
+                                  other = ctx.new_tensor_2d(old->type, old->ne[0], old->ne[1]);
+                                  set_name(*other, "blk.0.w1.other");
+                                  buf = std::move(cpu::buffer_type()->alloc_buffer(nbytes(*other) + 64)).value();
+                                  buf->set_usage(BufferUsage::kWeights);
+                                  ASSERT_TRUE(TensorAllocator(*buf).alloc(*other).ok());
+                                  q->src[0] = other;
+                                },
+                                [&](Net&, Scheduler& s) {
+                                  EXPECT_THAT(s.plan_reuse().why_not, HasSubstr("src[0]"));
+                                  EXPECT_GE(s.explain(other).backend, 0) << "the plan reads the new weight";
+                                  for (const auto& sp : s.splits()) {
+                                    for (const Tensor* in : sp.inputs) EXPECT_NE(in, old) << "a copy of the old one";
+                                  }
+                                },
+                                [&] { buf.reset(); }});
+}
+
 TEST_P(SchedReuse, ChangedViewOffsetTakesTheFullPath) {
   // the window starts 64 bytes later: its address must follow
   expect_full_path(GetParam(),
@@ -315,7 +369,7 @@ TEST_P(SchedReuse, AnotherGraphTakesTheFullPath) {
   ASSERT_TRUE(s->alloc_graph(a.graph).ok()) << s->last_error();
   ASSERT_TRUE(s->alloc_graph(b.graph).ok()) << s->last_error();
   EXPECT_FALSE(s->plan_reuse().reused);
-  EXPECT_EQ(s->plan_reuse().why_not, "another graph than the planned one");
+  EXPECT_EQ(s->plan_reuse().why_not, "another graph than the planned one (no plan of it in the cache)");
   ASSERT_TRUE(s->alloc_graph(b.graph).ok()) << s->last_error();
   EXPECT_TRUE(s->plan_reuse().reused);
   b.set_inputs(4);
