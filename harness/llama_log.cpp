@@ -173,11 +173,4 @@ Result<LlamaLog> read_llama_log_file(const std::string& path) {
   return parse_llama_log(ss.str(), path);
 }
 
-Result<LlamaLogFigures> predict_log_figures(const LlamaLog& log) {
-  return TS_ERROR(StatusCode::kUnsupported,
-                  "%s: predictions are not connected yet (the memory breakdown of issue 31, deliverable 2, builds "
-                  "the model, devices and options from the record)",
-                  log.source.c_str());
-}
-
 }  // namespace tessera::harness

@@ -192,7 +192,16 @@ bool Reader::loader(std::string_view body) {
     std::string_view head = trimmed(r.substr(0, eq));
     const size_t sp = head.find(' ');
     if (eq == std::string_view::npos || sp == std::string_view::npos || sp == 0) return false;
-    log_.model.kv.emplace_back(std::string(head.substr(0, sp)), std::string(trimmed(r.substr(eq + 3))));
+    const std::string_view key = head.substr(0, sp), type = trimmed(head.substr(sp + 1));
+    // "tokenizer.ggml.tokens arr[str,151936]": the vocabulary's size is in the type.
+    if (key == "tokenizer.ggml.tokens" && type.starts_with("arr[")) {
+      const size_t comma = type.find(',');
+      int64_t n = 0;
+      if (comma != std::string_view::npos && whole_int(type.substr(comma + 1, type.size() - comma - 2), n)) {
+        log_.model.n_tokens_array = n;
+      }
+    }
+    log_.model.kv.emplace_back(std::string(key), std::string(trimmed(r.substr(eq + 3))));
     return true;
   }
   if (consume(r, "- type")) {
@@ -390,6 +399,8 @@ void Reader::finish() {
   field("n_ctx_train", "context_length", m.n_ctx_train);
   field("n_expert", "expert_count", m.n_expert);
   field("n_expert_used", "expert_used_count", m.n_expert_used);
+  field("n_vocab", "vocab_size", m.n_vocab);
+  if (!m.n_vocab && m.n_tokens_array) m.n_vocab = m.n_tokens_array;
   auto text = [&](std::string& out, std::string_view a, std::string_view b) {
     if (const std::string* s = info(a))
       out = *s;

@@ -12,6 +12,7 @@
 #include "policy_json.h"
 #include "scenario_steps.h"
 #include "scenario_expect.h"
+#include "scenario_extra.h"
 #include "tessera/harness/graph_io.h"
 #include "tessera/harness/llama_run.h"
 #include "tessera/harness/topology.h"
@@ -234,7 +235,7 @@ void parse_expect(const json& v, const std::string& path, Expectations* e) {
   expect_object(v, path,
                 {"scheduling", "error_contains", "max_splits", "min_splits", "max_split_inputs", "nodes", "peak_memory",
                  "weights", "kv_cache", "no_race", "outputs_match_reference", "max_nmse", "allow_non_finite",
-                 "max_reserves", "metrics"},
+                 "max_reserves", "metrics", "extra_models_fit", "extra_overflow_contains"},
                 "an expectations object");
   if (const json* x = member(v, "scheduling")) {
     const std::string s = get_string(*x, child(path, "scheduling"));
@@ -249,6 +250,7 @@ void parse_expect(const json& v, const std::string& path, Expectations* e) {
   if (const json* x = member(v, "min_splits")) e->min_splits = get_int_count(*x, child(path, "min_splits"));
   if (const json* x = member(v, "max_reserves")) e->max_reserves = get_int_count(*x, child(path, "max_reserves"));
   if (const json* x = member(v, "metrics")) e->metrics = read_metric_expects(*x, child(path, "metrics"), false);
+  parse_extra_expect(v, path, e);
   if (const json* x = member(v, "nodes")) {
     e->nodes = get_list<Expectations::NodeOn>(
         *x, child(path, "nodes"), "{\"node\": name, \"device\": name} objects",
@@ -321,10 +323,10 @@ Result<TopologyConfig> load_topology_near(const std::string& name, const std::st
 }
 
 Scenario parse_root(const json& root, const std::string& source) {
-  expect_object(
-      root, "",
-      {"name", "description", "topology", "model", "graph", "next_graph", "policy", "run", "expect", "compare"},
-      "a scenario object");
+  expect_object(root, "",
+                {"name", "description", "topology", "model", "graph", "next_graph", "policy", "run", "expect",
+                 "compare", "draft", "mmproj"},
+                "a scenario object");
   Scenario s;
   s.source = source;
   s.name = get_string(required(root, "", "name", "the scenario's name"), "name");
@@ -355,6 +357,7 @@ Scenario parse_root(const json& root, const std::string& source) {
     if (member(root, "graph") == nullptr) fail("next_graph", "a next graph needs a first one in \"graph\"");
     s.config.next_graph = parse_graph_source(*x, source, "next_graph");
   }
+  parse_extra_models(root, source, &s.config);
   if (const json* x = member(root, "policy")) read_policy_json(*x, "policy", &s.config.policy);
   if (const json* x = member(root, "run")) parse_run(*x, "run", &s);
   for (const Session::StepSpec& st : s.steps) {
@@ -494,6 +497,7 @@ ScenarioOutcome run_once(const Scenario& sc, const Registry* real_devices) {
         }
       }
     }
+    check_extra_expect(*session, e, real_devices, check);
   }
   if (session && ok) check_metrics(*session, e.metrics, &out.results);
   if (sc.compare) check_comparison(sc, ok ? session.get() : nullptr, real_devices, &out.results);

@@ -1,7 +1,7 @@
-// `tessera compare-log LOG` (docs/compare-log.md): reads a pasted llama.cpp / ollama log and prints the record the
-// reader built (harness/llama_log.cpp), text or --json (docs/json.md, docs/json/compare-log.schema.json), with every
-// line it could not use. The comparison with Tessera's predictions comes through harness::predict_log_figures, which
-// is not connected yet: the report says so.
+// `tessera compare-log LOG` (docs/compare-log.md): reads a pasted llama.cpp / ollama log, prints the record the
+// reader built (harness/llama_log.cpp) with every line it could not use, and compares each printed figure with
+// Tessera's prediction (harness/llama_log_predict.cpp), text or --json (docs/json.md,
+// docs/json/compare-log.schema.json). Exit 1 when a predicted figure is off by more than its tolerance.
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -45,6 +45,78 @@ void join(std::ostringstream& out, const std::vector<std::string>& parts) {
   if (!first) out << "\n";
 }
 
+// The comparison: one row per printed figure (printed, predicted, difference in MiB or count and in %), or why it
+// was not predicted.
+std::string comparison_text(const LogPrediction& p, const LogTolerance& t) {
+  std::ostringstream out;
+  char buf[512];
+  out << "\nprediction: " << (p.model.empty() ? "no model" : "the model from " + p.model) << "\n";
+  if (!p.unavailable.empty()) out << "  not predicted: " << p.unavailable << "\n";
+  for (const std::string& n : p.notes) out << "  note: " << n << "\n";
+  std::snprintf(buf, sizeof buf,
+                "\nprinted vs predicted (tolerance: model/KV/output %g %%, compute %g %%, nodes %g %%, splits %g %%)\n",
+                t.memory_pct, t.compute_pct, t.nodes_pct, t.splits_pct);
+  out << buf;
+  int predicted = 0, off = 0;
+  const std::string* above = nullptr;  // the reason printed last: a run of figures missing the same says it once
+  for (const LogFigure& f : p.figures) {
+    const char* unit = f.is_count() ? "" : " MiB";
+    if (!f.predicted) {
+      std::snprintf(buf, sizeof buf, "  %-14s %-10s %12.2f%-4s not predicted (line %d): ", f.kind.c_str(),
+                    f.device.c_str(), f.printed, unit, f.line);
+      out << buf << (above != nullptr && *above == f.missing ? "as above" : f.missing) << "\n";
+      above = &f.missing;
+      continue;
+    }
+    above = nullptr;
+    ++predicted;
+    const bool ok = within_tolerance(f, t);
+    off += ok ? 0 : 1;
+    std::snprintf(buf, sizeof buf,
+                  "  %-14s %-10s %12.2f%-4s predicted %12.2f%-4s diff %+10.2f %+8.2f %%  %s (line %d)\n",
+                  f.kind.c_str(), f.device.c_str(), f.printed, unit, *f.predicted, unit, f.diff(), f.percent(),
+                  ok ? "ok" : "OFF", f.line);
+    out << buf;
+  }
+  out << "  " << p.figures.size() << " figures printed, " << predicted << " predicted, " << off
+      << " off by more than the tolerance\n";
+  return out.str();
+}
+
+ojson comparison_json(const LogPrediction& p, const LogTolerance& t) {
+  ojson figures = ojson::array();
+  int off = 0, predicted = 0;
+  for (const LogFigure& f : p.figures) {
+    const bool ok = within_tolerance(f, t);
+    predicted += f.predicted ? 1 : 0;
+    off += ok ? 0 : 1;
+    figures.push_back({{"kind", f.kind},
+                       {"device", f.device},
+                       {"printed", f.printed},
+                       {"line", f.line},
+                       {"predicted", opt(f.predicted)},
+                       {"diff", f.predicted ? ojson(f.diff()) : ojson(nullptr)},
+                       {"percent", f.predicted ? ojson(f.percent()) : ojson(nullptr)},
+                       {"tolerance_pct", tolerance_of(f, t)},
+                       {"within", f.predicted ? ojson(ok) : ojson(nullptr)},
+                       {"missing", f.missing}});
+  }
+  ojson notes = ojson::array();
+  for (const std::string& n : p.notes) notes.push_back(n);
+  return {{"available", predicted > 0},
+          {"reason", p.unavailable},
+          {"model", p.model},
+          {"notes", notes},
+          {"tolerance",
+           {{"memory_pct", t.memory_pct},
+            {"compute_pct", t.compute_pct},
+            {"nodes_pct", t.nodes_pct},
+            {"splits_pct", t.splits_pct}}},
+          {"figures", figures},
+          {"predicted", predicted},
+          {"off", off}};
+}
+
 }  // namespace
 
 CLI::App* add_compare_log(CLI::App& app, CompareLogArgs& args) {
@@ -52,11 +124,23 @@ CLI::App* add_compare_log(CLI::App& app, CompareLogArgs& args) {
                                    "read a pasted llama.cpp / ollama log: metadata, parameters, devices, buffer sizes, "
                                    "graph, failed allocations, and every line not used");
   c->add_option("log", args.path, "the log file")->required();
+  c->add_option("-m,--model", args.model, "the model's GGUF file (else the model comes from the printed metadata)");
+  c->add_option("--tolerance", args.tolerance.memory_pct,
+                "how far (in %) a model, KV, output buffer or failed model allocation may be off (default 0.5)")
+      ->check(CLI::Range(0.0, 1000.0));
+  c->add_option("--compute-tolerance", args.tolerance.compute_pct,
+                "how far (in %) a compute buffer or failed compute allocation may be off (default 10)")
+      ->check(CLI::Range(0.0, 1000.0));
+  c->add_option("--nodes-tolerance", args.tolerance.nodes_pct, "how far (in %) graph nodes may be off (default 2)")
+      ->check(CLI::Range(0.0, 1000.0));
+  c->add_option("--splits-tolerance", args.tolerance.splits_pct,
+                "how far (in %) graph splits may be off (default 0: equal)")
+      ->check(CLI::Range(0.0, 1000.0));
   c->add_flag("--json", args.json, "machine-readable output");
   return c;
 }
 
-std::string compare_log_text(const LlamaLog& log) {
+std::string compare_log_text(const LlamaLog& log, const LogPrediction& p, const LogTolerance& t) {
   std::ostringstream out;
   char buf[512];
   out << "log " << log.source << ": " << log.lines << " lines, " << log.lines_used << " used, " << log.lines_skipped
@@ -142,15 +226,14 @@ std::string compare_log_text(const LlamaLog& log) {
   if (!log.errors.empty()) out << "\nerrors\n";
   for (const LogText& e : log.errors) out << "  " << e.line << ": " << e.text << "\n";
 
-  auto predicted = predict_log_figures(log);
-  out << "\npredictions: " << (predicted.ok() ? "available" : "not available: " + predicted.status().message()) << "\n";
+  out << comparison_text(p, t);
 
   out << "\nlines not used (" << log.unused.size() << ")\n";
   for (const LlamaLogLine& u : log.unused) out << "  " << u.line << ": " << u.text << "\n";
   return out.str();
 }
 
-ojson compare_log_json(const LlamaLog& log) {
+ojson compare_log_json(const LlamaLog& log, const LogPrediction& p, const LogTolerance& t) {
   const LlamaLogModel& m = log.model;
   const LlamaLogContext& c = log.context;
   ojson j;
@@ -239,26 +322,37 @@ ojson compare_log_json(const LlamaLog& log) {
   ojson errors = ojson::array();
   for (const LogText& e : log.errors) errors.push_back({{"text", e.text}, {"line", e.line}});
   j["errors"] = errors;
-  auto predicted = predict_log_figures(log);
-  j["prediction"] = {{"available", predicted.ok()},
-                     {"reason", predicted.ok() ? std::string() : predicted.status().message()}};
+  j["prediction"] = comparison_json(p, t);
   ojson unused = ojson::array();
   for (const LlamaLogLine& u : log.unused) unused.push_back({{"line", u.line}, {"text", u.text}});
   j["unused"] = unused;
   return j;
 }
 
-int cmd_compare_log(const CompareLogArgs& args) {
+int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices) {
   auto log = read_llama_log_file(args.path);
   if (!log.ok()) {
     std::fprintf(stderr, "tessera: %s\n", log.status().message().c_str());
     return 2;
   }
+  LogPredictOptions options;
+  options.model_file = args.model;
+  options.real_devices = real_devices;
+  auto p = predict_log(log.value(), options);
+  if (!p.ok()) {
+    std::fprintf(stderr, "tessera: %s\n", p.status().message().c_str());
+    return 2;
+  }
   if (args.json) {
     // A pasted log may hold bytes that are not UTF-8 (a terminal's code page): replaced, not an exception.
-    std::cout << compare_log_json(log.value()).dump(2, ' ', false, ojson::error_handler_t::replace) << "\n";
+    std::cout
+        << compare_log_json(log.value(), p.value(), args.tolerance).dump(2, ' ', false, ojson::error_handler_t::replace)
+        << "\n";
   } else {
-    std::fputs(compare_log_text(log.value()).c_str(), stdout);
+    std::fputs(compare_log_text(log.value(), p.value(), args.tolerance).c_str(), stdout);
+  }
+  for (const LogFigure& f : p.value().figures) {
+    if (!within_tolerance(f, args.tolerance)) return 1;
   }
   return 0;
 }

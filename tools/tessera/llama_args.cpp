@@ -10,12 +10,32 @@ namespace tessera::tool {
 namespace {
 
 // llama.cpp's single-dash long names (common/arg.cpp) and the double-dash names tessera registers for them. -np is
-// --n-parallel here: tessera's --parallel is the scheduler's pipeline parallelism (the "parallel" policy key).
+// --n-parallel here: tessera's --parallel is the scheduler's pipeline parallelism (the "parallel" policy key). The
+// draft and projector flags (-md ... -mm) are extra_args.h's.
 constexpr std::pair<const char*, const char*> kShortNames[] = {
-    {"-ngl", "--n-gpu-layers"},   {"-ts", "--tensor-split"},  {"-sm", "--split-mode"},   {"-mg", "--main-gpu"},
-    {"-ot", "--override-tensor"}, {"-cmoe", "--cpu-moe"},     {"-ncmoe", "--n-cpu-moe"}, {"-nkvo", "--no-kv-offload"},
-    {"-ctk", "--cache-type-k"},   {"-ctv", "--cache-type-v"}, {"-fa", "--flash-attn"},   {"-ub", "--ubatch-size"},
-    {"-np", "--n-parallel"},      {"-kvu", "--kv-unified"},
+    {"-ngl", "--n-gpu-layers"},
+    {"-ts", "--tensor-split"},
+    {"-sm", "--split-mode"},
+    {"-mg", "--main-gpu"},
+    {"-ot", "--override-tensor"},
+    {"-cmoe", "--cpu-moe"},
+    {"-ncmoe", "--n-cpu-moe"},
+    {"-nkvo", "--no-kv-offload"},
+    {"-ctk", "--cache-type-k"},
+    {"-ctv", "--cache-type-v"},
+    {"-fa", "--flash-attn"},
+    {"-ub", "--ubatch-size"},
+    {"-np", "--n-parallel"},
+    {"-kvu", "--kv-unified"},
+    {"-fitt", "--fit-target"},
+    {"-fitc", "--fit-ctx"},
+    {"-md", "--model-draft"},
+    {"-ngld", "--gpu-layers-draft"},
+    {"-devd", "--device-draft"},
+    {"-cd", "--ctx-size-draft"},
+    {"-ctkd", "--cache-type-k-draft"},
+    {"-ctvd", "--cache-type-v-draft"},
+    {"-mm", "--mmproj"},
 };
 
 }  // namespace

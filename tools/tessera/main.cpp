@@ -15,6 +15,7 @@
 
 #include "tessera/harness/graph_io.h"
 #include "tessera/harness/inspect.h"
+#include "tessera/harness/llama_fit.h"
 #include "tessera/harness/policy_options.h"
 #include "tessera/harness/scenario.h"
 #include "tessera/harness/session.h"
@@ -24,6 +25,7 @@
 #include "tessera/builtin.h"
 #include "tessera/gguf.h"
 #include "tessera/models/from_gguf.h"
+#include "extra_args.h"
 #include "json_out.h"
 #include "junit.h"
 #include "llama_args.h"
@@ -54,6 +56,7 @@ struct Options {
   // in command-line order, applied in that order by make_config.
   std::vector<std::pair<std::string, std::string>> policy;
   tessera::tool::LlamaRunArgs llama;  // -c, -b, -ub, -ctk, -ctv, -fa, -np, ... (llama_args.h)
+  ExtraModelArgs extra;               // --draft, -ngld, ..., --mmproj (extra_args.h)
   uint64_t seed = 1;
   bool adversarial = false;
   bool metadata = false;
@@ -76,6 +79,7 @@ void add_common(CLI::App* app, Options* o) {
   // The placement options come from the table scenario files read too, with the same names and meaning.
   tessera::tool::add_policy_options(app, &o->policy);
   tessera::tool::add_llama_run_options(app, &o->llama);
+  tessera::tool::add_extra_model_options(app, &o->extra);
   app->add_option("--seed", o->seed, "simulator seed (adversarial delays, weights and inputs)");
   app->add_flag("--adversarial", o->adversarial, "random command delays to explore interleavings");
   app->add_flag("--metadata", o->metadata,
@@ -133,6 +137,9 @@ Result<SessionConfig> make_config(Options o) {
   if (shape.value().flash_attn) c.model.flash_attn = *shape.value().flash_attn;
   if (shape.value().kv_type) c.model.kv_type = *shape.value().kv_type;
   c.flash_attn_auto = shape.value().flash_attn_auto;
+  auto extra = resolve_extra_models(o.extra, &c.topology);
+  if (!extra.ok()) return extra.status();
+  c.extra = std::move(extra).value();
   if (c.model.n_kv > c.model.n_ctx) c.model.n_kv = 0;
   TS_RETURN_IF_ERROR(models::validate(c.model));
   for (const auto& [key, text] : o.policy) TS_RETURN_IF_ERROR(apply_policy_option(key, text, &c.policy));
@@ -208,13 +215,17 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
   }
   const SplitCauseSummary causes = summarize_split_causes(*s, &builtin_registry());  // plans again per option
   progress.done();
-  if (o.json) {
-    const ojson j = tool::plan_json(*s, explain, causes, context_params(o));
-    std::cout << j.dump(2) << "\n";
+  ojson j = o.json ? tool::plan_json(*s, explain, causes, context_params(o)) : ojson();
+  if (!o.json) {
+    std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table().c_str(),
+                tool::memory_breakdown_text(*s, context_params(o), o.llama_log).c_str());
+  }
+  const int extra = tool::report_extra_models(*s, context_params(o), o.llama_log, o.json ? &j : nullptr);
+  if (o.json || extra == kInputError) {
+    if (o.json && extra != kInputError) std::cout << j.dump(2) << "\n";
+    if (extra != kOk) return extra;
     return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
   }
-  std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table().c_str(),
-              tool::memory_breakdown_text(*s, context_params(o), o.llama_log).c_str());
   std::printf("%d splits, %d copy slot(s)\n\n%s\n", s->sched().n_splits(), s->sched().n_copies(),
               format_split_causes(causes).c_str());
   if (all_splits || s->sched().n_splits() <= 12) {
@@ -223,6 +234,7 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
     std::printf("(use --splits to list them)\n");
   }
   for (const std::string& name : explain) std::printf("%s", s->explain(name).c_str());
+  if (extra != kOk) return extra;
   return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
 }
 
@@ -252,12 +264,15 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
   }
   // The evaluations only (docs/simulator.md "Makespan"): the weight upload is its own figure, in both memory modes.
   const TraceSummary sum = summarize(s->sim().trace(), st.trace_first, st.trace_last);
+  int extra = kOk;
   if (o.json) {
-    const ojson j = tool::run_json(*s, st, sum, numerics_ok, context_params(o));
-    std::cout << j.dump(2) << "\n";
+    ojson j = tool::run_json(*s, st, sum, numerics_ok, context_params(o));
+    extra = tool::report_extra_models(*s, context_params(o), o.llama_log, &j);
+    if (extra != kInputError) std::cout << j.dump(2) << "\n";
   } else {
     std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table().c_str(),
                 tool::memory_breakdown_text(*s, context_params(o), o.llama_log).c_str());
+    extra = tool::report_extra_models(*s, context_params(o), o.llama_log, nullptr);
     std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", s->sched().n_splits(), st.makespan_us / 1000.0,
                 format_bytes(sum.copy_bytes).c_str());
     std::printf("weight upload: %.3f ms (weights and KV cache from the host, before the makespan)\n",
@@ -278,6 +293,7 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
       std::printf("trace written to %s (open it in https://ui.perfetto.dev)\n", trace_file.c_str());
     }
   }
+  if (extra != kOk) return extra;
   return st.races == 0 && numerics_ok ? kOk : kExpectationFailed;
 }
 
@@ -370,83 +386,28 @@ int cmd_repro(const std::vector<std::string>& files, bool json, const std::strin
   return code;
 }
 
-// The largest number of layers per GPU, filling the GPUs in order: each GPU gets as many of the remaining layers as
-// fit next to the earlier ones (weights, KV cache and compute buffers), the rest stays on the CPU.
-int cmd_fit(Options o) {
+// `tessera fit` (tools/tessera/fit.cpp, docs/fit.md): what the user set of the context and the placement, for
+// llama.cpp's fit, which may change only what the user left unset.
+int cmd_fit(Options o, const tessera::tool::FitArgs& args) {
   o.metadata = true;  // sizes only
+  SessionFitInputs in;
+  in.params = context_params(o);
+  in.tokens_given = o.tokens > 0 || o.llama.batch || o.llama.ubatch;
+  in.n_ctx = o.ctx > 0 ? o.ctx : 0;
+  auto shape = resolve_llama_run(o.llama);
+  if (shape.ok() && shape.value().ctx > 0) in.n_ctx = shape.value().ctx;
+  for (const auto& [key, text] : o.policy) {
+    if (key == "n_gpu_layers" && text != "auto") in.user_ngl = text;
+    if (key == "tensor_split" || key == "layers_per_device") in.user_ts = text;
+    if (key == "override_tensor" || key == "overrides" || key == "cpu_moe" || key == "n_cpu_moe") in.user_ot = key;
+  }
+  // --draft, --mmproj (extra_args.h): their memory is taken from the devices first, the model is fitted in the rest
   auto base = make_config(o);
-  if (!base.ok()) {
-    std::fprintf(stderr, "tessera: %s\n", base.status().message().c_str());
-    return kInputError;
+  if (base.ok() && !base.value().graph) {
+    const int extra = tool::reserve_extra_models_for_fit(&base.value());
+    if (extra != kOk) return extra;
   }
-  if (base.value().graph) {
-    std::fprintf(stderr, "tessera: fit works on a model's layers (-m), not on a serialized graph (--graph)\n");
-    return kInputError;
-  }
-  base.value().sim.fit_margins = true;  // each device leaves its topology fit_margin free (docs/topology.md)
-  const int n_layer = base.value().model.n_layer;
-  std::vector<int> gpus;
-  for (size_t i = 0; i + 1 < base.value().topology.devices.size(); ++i) gpus.push_back(static_cast<int>(i));
-  std::vector<int> counts;
-  Progress progress(!o.json);
-  std::string last_error;  // why the last trial did not plan
-  auto fits = [&](const std::vector<int>& c) {
-    SessionConfig cfg = base.value();
-    cfg.policy.layers_per_device = c;
-    cfg.policy.tensor_split.clear();
-    cfg.progress = [&progress](const char* step) { progress.step(step); };
-    auto s = Session::create(cfg, &builtin_registry());
-    const Status st = s.ok() ? s.value()->plan() : s.status();
-    if (!st.ok()) last_error = st.message();
-    progress.done();
-    return st.ok();
-  };
-  int remaining = n_layer;
-  for (size_t g = 0; g < gpus.size(); ++g) {
-    std::fprintf(stderr, "fit: %s ...\n", base.value().topology.devices[static_cast<size_t>(gpus[g])].name.c_str());
-    int lo = 0, hi = remaining;
-    std::vector<int> trial = counts;
-    trial.push_back(0);
-    if (!fits(trial)) {
-      std::fprintf(stderr, "tessera: nothing fits even with no layer on %s (compute buffers or other tensors): %s\n",
-                   base.value().topology.devices[static_cast<size_t>(gpus[g])].name.c_str(), last_error.c_str());
-      return kExpectationFailed;
-    }
-    while (lo < hi) {  // largest count that fits
-      const int mid = (lo + hi + 1) / 2;
-      trial.back() = mid;
-      if (fits(trial)) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    counts.push_back(lo);
-    remaining -= lo;
-  }
-  SessionConfig cfg = base.value();
-  cfg.policy.layers_per_device = counts;
-  auto s = Session::create(cfg, &builtin_registry());
-  if (!s.ok() || !s.value()->plan().ok()) {
-    std::fprintf(stderr, "tessera: the final placement does not plan\n");
-    return kExpectationFailed;
-  }
-  if (o.json) {
-    const ojson j = tool::fit_json(*s.value(), counts, remaining);
-    std::cout << j.dump(2) << "\n";
-    return kOk;
-  }
-  std::printf("%s\n\nlargest offload that fits (GPUs filled in order, compute buffers included):\n",
-              headline(*s.value()).c_str());
-  for (size_t g = 0; g < counts.size(); ++g) {
-    std::printf("  %-8s %d layers\n", cfg.topology.devices[static_cast<size_t>(gpus[g])].name.c_str(), counts[g]);
-  }
-  std::printf("  %-8s %d layers\n\n%s%s", "cpu", remaining, fit_margins_note(cfg.topology).c_str(),
-              s.value()->summary_table().c_str());
-  std::string flag;
-  for (size_t g = 0; g < counts.size(); ++g) flag += (g ? "," : "") + std::to_string(counts[g]);
-  std::printf("\nuse: --layers-per-device %s\n", flag.c_str());
-  return kOk;
+  return tessera::tool::cmd_fit(args, base, in, is_gguf_path(o.model) ? o.model : "", o.json);
 }
 
 int cmd_topologies(const std::string& show, bool json) {
@@ -512,8 +473,10 @@ int main(int argc, char** argv) {
   repro->add_flag("--json", repro_json, "machine-readable output");
   repro->add_option("--junit", junit_file, "also write a JUnit XML report (one test case per scenario file)");
 
-  CLI::App* fit = app.add_subcommand("fit", "largest layer offload per device that fits each device's memory");
+  CLI::App* fit = app.add_subcommand("fit", "llama.cpp's fit of -c, -ngl, -ts and -ot to the GPUs' free memory");
   add_common(fit, &o);
+  tessera::tool::FitArgs fit_args;
+  tessera::tool::add_fit_options(fit, &fit_args);
 
   CLI::App* inspect = app.add_subcommand("inspect", "a GGUF model file: metadata, tensors by layer, totals per type");
   std::string inspect_path;
@@ -547,9 +510,9 @@ int main(int argc, char** argv) {
     if (*trace) return cmd_run(o, trace_out, true);  // says "trace written" only once it is
     if (*dot) return cmd_dot(o, dot_out);
     if (*repro) return cmd_repro(scenario_files, repro_json, junit_file);
-    if (*fit) return cmd_fit(o);
+    if (*fit) return cmd_fit(o, fit_args);
     if (*topologies) return cmd_topologies(show, topo_json);
-    if (*compare_log) return tessera::tool::cmd_compare_log(compare_log_args);
+    if (*compare_log) return tessera::tool::cmd_compare_log(compare_log_args, &builtin_registry());
     if (*inspect) {
       auto report = inspect_file(inspect_path, inspect_options);
       if (!report.ok()) {

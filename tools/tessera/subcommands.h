@@ -1,4 +1,5 @@
-// `tessera` subcommands kept outside main.cpp: `compare-log` (compare_log.cpp, docs/compare-log.md). Each returns the
+// `tessera` subcommands kept outside main.cpp: `compare-log` (compare_log.cpp, docs/compare-log.md) and `fit`
+// (fit.cpp and fit_order.cpp, docs/fit.md). Each returns the
 // tool's exit code: 0 ok, 1 an expectation failed, 2 usage or input error.
 #pragma once
 
@@ -7,20 +8,44 @@
 
 #include <string>
 
+#include "tessera/harness/llama_fit.h"
 #include "tessera/harness/llama_log.h"
+#include "tessera/harness/llama_log_predict.h"
 
 namespace tessera::tool {
 
 struct CompareLogArgs {
   std::string path;
+  std::string model;  // -m FILE.gguf
   bool json = false;
+  harness::LogTolerance tolerance;
 };
 // Adds `compare-log LOG [--json]` to the app; the returned subcommand is parsed into `args`.
 CLI::App* add_compare_log(CLI::App& app, CompareLogArgs& args);
-int cmd_compare_log(const CompareLogArgs& args);
+int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices);
 
-// The record as text and as the `tessera-compare-log` JSON object (docs/json.md, docs/json/compare-log.schema.json).
-std::string compare_log_text(const harness::LlamaLog& log);
-nlohmann::ordered_json compare_log_json(const harness::LlamaLog& log);
+// The record and the comparison as text and as the `tessera-compare-log` JSON object (docs/json.md,
+// docs/json/compare-log.schema.json).
+std::string compare_log_text(const harness::LlamaLog& log, const harness::LogPrediction& p,
+                             const harness::LogTolerance& t);
+nlohmann::ordered_json compare_log_json(const harness::LlamaLog& log, const harness::LogPrediction& p,
+                                        const harness::LogTolerance& t);
+
+struct FitArgs {
+  bool strict = false;         // --strict: check the given options
+  bool fill_in_order = false;  // --fill-in-order: Tessera's own search
+  std::string fit_target;      // --fit-target (-fitt): MiB, one value or one per GPU
+  int64_t fit_ctx = 4096;      // --fit-ctx (-fitc)
+};
+// Adds fit's own options to its subcommand.
+void add_fit_options(CLI::App* fit, FitArgs* args);
+// `base`: the session config of the common options (its error is an input error); `in`: what the user set of the
+// context and the placement (SessionFitInputs' n_ctx_train, n_ctx_min and fit_target are filled here); `model_path`:
+// the GGUF file, "" for a preset.
+int cmd_fit(const FitArgs& args, const Result<harness::SessionConfig>& base, harness::SessionFitInputs in,
+            const std::string& model_path, bool json);
+// --fill-in-order: the largest layer offload per GPU, GPUs in order; `fit_target` in bytes (empty: the topology's
+// fit_margin).
+int cmd_fit_fill_in_order(harness::SessionConfig base, const std::vector<int64_t>& fit_target, bool json);
 
 }  // namespace tessera::tool

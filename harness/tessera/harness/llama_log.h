@@ -48,6 +48,9 @@ struct LlamaLogModel {
   std::vector<std::pair<std::string, std::string>> info;      // "n_layer" -> "94", "file type" -> "Q4_K - Medium"
   std::string arch;                                           // print_info arch, or general.architecture
   std::optional<int64_t> n_layer, n_embd, n_head, n_head_kv, n_swa, n_ctx_train, n_expert, n_expert_used;
+  // print_info n_vocab, else <arch>.vocab_size, else the length of tokenizer.ggml.tokens ("arr[str,151936]").
+  std::optional<int64_t> n_vocab;
+  std::optional<int64_t> n_tokens_array;                       // that length, as printed in the kv line's type
   std::string model_type, model_params, file_type, file_size;  // as printed: "30B.A3B", "30.53 B", "60.87 GiB (..)"
 };
 
@@ -138,9 +141,6 @@ Result<LlamaLog> read_llama_log_file(const std::string& path);
 // logs and llama.cpp's timestamps removed, then trimmed.
 std::string clean_log_line(std::string_view raw);
 
-// The hook of `tessera compare-log` (issue 31): the figures Tessera predicts for the model, devices and parameters
-// the log printed, to compare with `log.figures`. Not connected yet: returns kUnsupported until the memory breakdown
-// (issue 31, deliverable 2) builds the model and topology from the record.
-Result<LlamaLogFigures> predict_log_figures(const LlamaLog& log);
+// The predictions of these figures: tessera/harness/llama_log_predict.h.
 
 }  // namespace tessera::harness

@@ -43,12 +43,16 @@ struct Expectations {
   std::optional<int> max_reserves;  // re-plans of the compute buffers over all evaluations
   std::vector<MetricExpect>
       metrics;  // "metrics": bounds on time, traffic, synchronizations, plans (scenario_metrics.h)
+  // The extra models ("draft", "mmproj"): whether they fit beside the main model, and a part of an overflow's line.
+  std::optional<bool> extra_models_fit;
+  std::string extra_overflow_contains;
 
   // Whether any expectation is set (max_nmse and allow_non_finite only qualify outputs_match_reference).
   bool checks_something() const {
     return scheduling_ok || !error_contains.empty() || max_splits || min_splits || max_split_inputs || !nodes.empty() ||
            !peak_memory.empty() || !weights.empty() || !kv_cache.empty() || no_race.value_or(false) ||
-           outputs_match_reference.value_or(false) || max_reserves || !metrics.empty();
+           outputs_match_reference.value_or(false) || max_reserves || !metrics.empty() || extra_models_fit ||
+           !extra_overflow_contains.empty();
   }
 };
 

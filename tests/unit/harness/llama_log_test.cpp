@@ -319,11 +319,4 @@ TEST(LlamaLog, Errors) {
   ASSERT_EQ(big.unused.size(), 1u);
 }
 
-TEST(LlamaLog, PredictionHookNotConnectedYet) {
-  const LlamaLog log = parse_ok("llama_context: graph splits = 1\n");
-  auto p = predict_log_figures(log);
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.status().code(), StatusCode::kUnsupported);
-}
-
 }  // namespace

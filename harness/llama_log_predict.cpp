@@ -1,0 +1,502 @@
+// The predictions of `tessera compare-log` (tessera/harness/llama_log_predict.h; docs/compare-log.md says what each
+// figure needs and what is assumed).
+#include "tessera/harness/llama_log_predict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "llama_log_model.h"
+#include "tessera/harness/llama_memory.h"
+#include "tessera/harness/llama_run.h"
+#include "tessera/harness/policy_options.h"
+#include "tessera/harness/session.h"
+#include "tessera/harness/topology.h"
+#include "tessera/models/from_gguf.h"
+
+namespace tessera::harness {
+
+namespace {
+
+double mib(size_t bytes) { return static_cast<double>(bytes) / 1024.0 / 1024.0; }
+
+// The log's GPU backend ("CUDA", "ROCm") from its device and buffer names; "CUDA" when none says.
+std::string gpu_backend(const LlamaLog& log) {
+  auto of = [](const std::string& name) -> std::string {
+    for (const char* b : {"CUDA", "ROCm"}) {
+      if (name.rfind(b, 0) == 0) return b;
+    }
+    return "";
+  };
+  for (const LlamaLogDevice& d : log.devices) {
+    if (!of(d.name).empty()) return of(d.name);
+  }
+  for (const LlamaLogBuffer& b : log.figures.buffers) {
+    if (!of(b.device).empty()) return of(b.device);
+  }
+  for (const LlamaLogFailedAlloc& a : log.failed_allocs) {
+    if (!of(a.device).empty()) return of(a.device);
+  }
+  return "CUDA";
+}
+
+// The GPU index of a name "CUDA3" / "ROCm0", or -1 ("CUDA_Host", "CPU").
+int gpu_index(const std::string& name) {
+  for (const char* b : {"CUDA", "ROCm"}) {
+    const size_t n = std::char_traits<char>::length(b);
+    if (name.size() > n && name.compare(0, n, b) == 0 && std::isdigit(static_cast<unsigned char>(name[n]))) {
+      return std::atoi(name.c_str() + n);
+    }
+  }
+  return -1;
+}
+
+// The GPUs llama.cpp used: the "using device" lines (with free memory) when printed, else the backend's device list
+// ("Device 0: ..."), else as many as the highest GPU index in a buffer or failed-allocation name says.
+struct Gpus {
+  int count = 0;
+  std::vector<int64_t> free_mib;  // per GPU, when every one printed it
+  std::string source;             // which lines said
+};
+
+Gpus log_gpus(const LlamaLog& log) {
+  Gpus g;
+  // The highest GPU index a buffer or failed allocation names (a draft model's 'using device' line may name fewer).
+  int named_by_figures = 0;
+  for (const LlamaLogBuffer& b : log.figures.buffers)
+    named_by_figures = std::max(named_by_figures, gpu_index(b.device) + 1);
+  for (const LlamaLogFailedAlloc& a : log.failed_allocs) {
+    named_by_figures = std::max(named_by_figures, std::max(gpu_index(a.device), a.device_index) + 1);
+  }
+  std::vector<const LlamaLogDevice*> named;
+  for (const LlamaLogDevice& d : log.devices) {
+    if (!d.name.empty() && gpu_index(d.name) >= 0) named.push_back(&d);
+  }
+  if (!named.empty()) {
+    g.count = static_cast<int>(named.size());
+    g.source = "the 'using device' lines";
+    for (const LlamaLogDevice* d : named) {
+      if (!d->free_mib) {
+        g.free_mib.clear();
+        break;
+      }
+      g.free_mib.push_back(*d->free_mib);
+    }
+  } else {
+    for (const LlamaLogDevice& d : log.devices) g.count = std::max(g.count, d.index + 1);
+    if (g.count > 0) g.source = "the 'Device N:' lines";
+  }
+  if (named_by_figures > g.count) {
+    g.count = named_by_figures;
+    g.free_mib.clear();
+    g.source = "the GPU names of the buffer lines";
+  }
+  if (g.count == 0) g.source = "no GPU named";
+  return g;
+}
+
+// The simulated topology: a GPU per log GPU (llama.cpp CUDA's 128-byte alignment, ggml-cuda.cu
+// ggml_backend_cuda_buffer_type_get_alignment; op offload of MUL_MAT / MUL_MAT_ID from 32 tokens, ggml-cuda.cu
+// ggml_backend_cuda_device_offload_op) and the CPU. Memory is not what is compared: every device gets room enough
+// for any buffer (1 PiB), so a log of a failed allocation still gets its sizes.
+std::string topology_json(int n_gpus) {
+  std::ostringstream s;
+  s << R"({"name": "from-log", "description": "the GPUs of a llama.cpp log", "devices": [)";
+  for (int i = 0; i < n_gpus; ++i) {
+    s << R"({"name": "gpu)" << i << R"(", "type": "gpu", "memory": "1024 TiB", "alignment": 128, )"
+      << R"("caps": {"async": true, "events": true, "host_buffer": true, "from_host_ptr": false}, )"
+      << R"("offload": {"min_batch": 32, "ops": ["MUL_MAT", "MUL_MAT_ID"]}}, )";
+  }
+  s << R"({"name": "cpu", "type": "cpu", "wraps": "CPU", "memory": "1024 TiB", "alignment": 64, )"
+    << R"("host_visible": true, "caps": {"async": false, "events": false, "host_buffer": false, )"
+    << R"("from_host_ptr": true}}]})";
+  return s.str();
+}
+
+// The command line's words, with simple quoting ('...' and "...").
+std::vector<std::string> words(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  char quote = 0;
+  bool any = false;
+  for (char ch : text) {
+    if (quote != 0) {
+      if (ch == quote) {
+        quote = 0;
+      } else {
+        cur += ch;
+      }
+    } else if (ch == '\'' || ch == '"') {
+      quote = ch;
+      any = true;
+    } else if (ch == ' ' || ch == '\t') {
+      if (any || !cur.empty()) out.push_back(cur);
+      cur.clear();
+      any = false;
+    } else {
+      cur += ch;
+    }
+  }
+  if (any || !cur.empty()) out.push_back(cur);
+  return out;
+}
+
+// llama.cpp's placement flags on a printed command line, as the option table's keys (policy_options.h); a flag
+// without a value is a switch.
+struct Flag {
+  const char* names;  // comma-separated spellings
+  const char* key;
+  bool takes_value;
+};
+constexpr Flag kPlacementFlags[] = {
+    {"-ts,--tensor-split", "tensor_split", true},
+    {"-sm,--split-mode", "split_mode", true},
+    {"-mg,--main-gpu", "main_gpu", true},
+    {"-ot,--override-tensor", "override_tensor", true},
+    {"-cmoe,--cpu-moe", "cpu_moe", false},
+    {"-ncmoe,--n-cpu-moe", "n_cpu_moe", true},
+    {"-nkvo,--no-kv-offload", "kv_offload", false},
+    {"--no-op-offload", "op_offload", false},
+    {"-ngl,--n-gpu-layers,--gpu-layers", "ngl", true},
+    {"-c,--ctx-size", "ctx", true},
+    {"-b,--batch-size", "batch", true},
+    {"-ub,--ubatch-size", "ubatch", true},
+    {"-ctk,--cache-type-k", "ctk", true},
+    {"-ctv,--cache-type-v", "ctv", true},
+    {"-fa,--flash-attn", "fa", true},
+};
+
+bool is_name(const char* names, const std::string& w) {
+  std::string_view all(names);
+  while (!all.empty()) {
+    const size_t comma = all.find(',');
+    if (all.substr(0, comma) == w) return true;
+    if (comma == std::string_view::npos) break;
+    all.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// The command line's flags: key -> value (the last occurrence; -ot's values joined with ',').
+std::vector<std::pair<std::string, std::string>> command_flags(const std::string& command) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::vector<std::string> w = words(command);
+  for (size_t i = 0; i < w.size(); ++i) {
+    std::string word = w[i], value;
+    const size_t eq = word.find('=');
+    const bool long_eq = word.rfind("--", 0) == 0 && eq != std::string::npos;
+    if (long_eq) {
+      value = word.substr(eq + 1);
+      word = word.substr(0, eq);
+    }
+    for (const Flag& f : kPlacementFlags) {
+      if (!is_name(f.names, word)) continue;
+      if (f.takes_value && !long_eq) {
+        if (i + 1 >= w.size()) break;
+        value = w[++i];
+      }
+      out.emplace_back(f.key, value);
+    }
+  }
+  return out;
+}
+
+const std::string* flag(const std::vector<std::pair<std::string, std::string>>& flags, const char* key) {
+  const std::string* v = nullptr;
+  for (const auto& [k, val] : flags) {
+    if (k == key) v = &val;
+  }
+  return v;
+}
+
+const std::string* param(const LlamaLog& log, const char* key) {
+  for (const auto& [k, v] : log.context.params) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+// The printed flash_attn ("enabled", "disabled", "auto", "1", "0", "on", "off") as -fa's value.
+std::string fa_value(const std::string& printed) {
+  if (printed == "enabled" || printed == "1" || printed == "on" || printed == "true") return "on";
+  if (printed == "disabled" || printed == "0" || printed == "off" || printed == "false") return "off";
+  return printed;
+}
+
+// What a figure needs: each kind's inputs that the log lacked ("" when every one was printed or given).
+struct Missing {
+  std::string model;    // no model
+  std::string split;    // several GPUs, no -ts and no free memory: which GPU holds what is unknown
+  std::string offload;  // no "offloaded N/M layers" line
+  std::string ctx;      // no n_ctx
+};
+
+LogFigure figure(const std::string& kind, const std::string& device, double printed, int line) {
+  LogFigure f;
+  f.kind = kind;
+  f.device = device;
+  f.printed = printed;
+  f.line = line;
+  return f;
+}
+
+std::string join_missing(std::initializer_list<const std::string*> parts) {
+  std::string s;
+  for (const std::string* p : parts) {
+    if (p->empty()) continue;
+    s += (s.empty() ? "" : "; ") + *p;
+  }
+  return s;
+}
+
+}  // namespace
+
+double LogFigure::percent() const {
+  if (!predicted) return 0;
+  if (printed == 0) return *predicted == 0 ? 0 : 100;
+  return (*predicted - printed) / printed * 100.0;
+}
+
+double tolerance_of(const LogFigure& f, const LogTolerance& t) {
+  if (f.kind == "graph nodes") return t.nodes_pct;
+  if (f.kind == "graph splits") return t.splits_pct;
+  if (f.kind == "compute" || f.kind == "failed compute") return t.compute_pct;
+  return t.memory_pct;
+}
+
+bool within_tolerance(const LogFigure& f, const LogTolerance& t) {
+  if (!f.predicted) return true;
+  if (f.kind == "graph splits") return std::fabs(*f.predicted - f.printed) <= std::fabs(f.printed) * t.splits_pct / 100;
+  // Printed sizes have two decimals: a difference below the rounding (0.005 MiB) is no difference.
+  const double slack = f.is_count() ? 0.0 : 0.005;
+  return std::fabs(f.diff()) <= std::fabs(f.printed) * tolerance_of(f, t) / 100.0 + slack;
+}
+
+Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& options) {
+  LogPrediction out;
+  const LlamaLogContext& c = log.context;
+  const auto flags = log.command ? command_flags(log.command->text) : decltype(command_flags("")){};
+  const std::string backend = gpu_backend(log);
+  Missing missing;
+
+  // The run: the printed context first, then the command line, then llama.cpp's defaults (with a note).
+  LlamaRunArgs run;
+  if (c.kv_size) {
+    run.ctx_size = c.kv_size;
+  } else if (c.n_ctx) {
+    run.ctx_size = c.n_ctx;
+  } else if (const std::string* v = flag(flags, "ctx")) {
+    run.ctx_size = std::atoll(v->c_str());
+  } else {
+    missing.ctx = "no 'n_ctx = N' (or 'kv_size = N') line: the context size";
+  }
+  if (c.n_batch) run.batch = c.n_batch;
+  if (c.n_ubatch) run.ubatch = c.n_ubatch;
+  if (!c.n_ubatch && !flag(flags, "ubatch")) {
+    out.notes.push_back("no 'n_ubatch = N' line: llama.cpp's default 512 tokens per micro-batch assumed");
+  }
+  if (!c.type_k.empty()) run.cache_k = c.type_k;
+  if (!c.type_v.empty()) run.cache_v = c.type_v;
+  if (!c.flash_attn.empty()) run.flash_attn = fa_value(c.flash_attn);
+  for (const auto& [k, v] : flags) {
+    if (k == "batch" && !run.batch) run.batch = std::atoll(v.c_str());
+    if (k == "ubatch" && !run.ubatch) run.ubatch = std::atoll(v.c_str());
+    if (k == "ctk" && !run.cache_k) run.cache_k = v;
+    if (k == "ctv" && !run.cache_v) run.cache_v = v;
+    if (k == "fa" && !run.flash_attn) run.flash_attn = v;
+  }
+  if (!run.cache_k) out.notes.push_back("no KV cache type printed: llama.cpp's default f16 assumed");
+  if (!run.flash_attn) {
+    run.flash_attn = "off";
+    out.notes.push_back("flash attention not printed: off assumed (the default of builds before 'auto')");
+  }
+  const std::string where = log.source + ": ";
+  auto shape = resolve_llama_run(run);
+  if (!shape.ok())
+    return Status(StatusCode::kInvalidArgument, where + "the printed context: " + shape.status().message());
+
+  // The model.
+  models::GgufRunShape gshape;
+  gshape.n_ctx = shape.value().ctx > 0 ? shape.value().ctx : 4096;
+  gshape.n_tokens = shape.value().tokens > 0 ? shape.value().tokens : 512;
+  gshape.flash_attn = shape.value().flash_attn.value_or(false);
+  if (shape.value().kv_type) gshape.kv_type = *shape.value().kv_type;
+  std::optional<models::LlamaConfig> model;
+  if (!options.model_file.empty()) {
+    auto file = gguf::read_model(options.model_file);
+    if (!file.ok()) return file.status();
+    auto cfg = models::llama_config_from_gguf(file.value(), gshape);
+    if (!cfg.ok()) return cfg.status();
+    model = cfg.value();
+    out.model = options.model_file + " (-m)";
+  } else {
+    auto cfg = model_from_log_metadata(log, gshape, &out.notes);
+    if (cfg.ok()) {
+      model = cfg.value();
+      out.model = "the printed metadata";
+    } else {
+      missing.model = "the model: no -m FILE.gguf, and " + cfg.status().message();
+    }
+  }
+
+  // The topology and the placement.
+  const Gpus gpus = log_gpus(log);
+  SessionConfig cfg;
+  auto topo = parse_topology(topology_json(gpus.count), "the devices of " + log.source);
+  if (!topo.ok()) return topo.status();
+  cfg.topology = std::move(topo).value();
+  PlacementPolicy& policy = cfg.policy;
+  if (c.repeating_offloaded) {
+    // "offloading K repeating layers" (the last K) and, or not, "offloading output layer": what was offloaded,
+    // whichever way the build counted -ngl (before mid-2025 the output layer came on top of N, now it counts inside N).
+    // Tessera's -ngl counts it inside: K + 1, with the output layer's tensors kept on the CPU when it was not.
+    const int64_t k = *c.repeating_offloaded;
+    TS_RETURN_IF_ERROR(
+        apply_policy_option("n_gpu_layers", std::to_string(k > 0 || c.output_offloaded ? k + 1 : 0), &policy));
+    if (!c.output_offloaded && k > 0)
+      TS_RETURN_IF_ERROR(apply_policy_option("override_tensor", "^output=CPU", &policy));
+  } else if (c.offloaded_layers) {
+    TS_RETURN_IF_ERROR(apply_policy_option("n_gpu_layers", std::to_string(c.offloaded_layers->value), &policy));
+    out.notes.push_back(
+        "no 'offloading K repeating layers' line: 'offloaded N/M' read as -ngl N, the output layer "
+        "counted inside N (llama.cpp since mid-2025)");
+  } else if (const std::string* v = flag(flags, "ngl")) {
+    Status st = apply_policy_option("n_gpu_layers", *v, &policy);
+    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + "the command line: " + st.message());
+  } else if (gpus.count > 0) {
+    missing.offload = "no 'offloaded N/M layers to GPU' line (or -ngl on the command line): the layers offloaded";
+  }
+  bool ts_given = false;
+  for (const auto& [k, v] : flags) {
+    if (k == "ngl" || k == "ctx" || k == "batch" || k == "ubatch" || k == "ctk" || k == "ctv" || k == "fa") continue;
+    ts_given = ts_given || k == "tensor_split";
+    Status st = apply_policy_option(k, v, &policy);
+    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + "the command line: " + st.message());
+  }
+  if (const std::string* off = param(log, "offload"); off != nullptr && *off == "0") policy.kv_offload = false;
+  if (!ts_given && gpus.count > 1) {
+    if (!gpus.free_mib.empty()) {
+      // llama.cpp's default split: each GPU's free memory (src/llama-model.cpp, load_tensors).
+      policy.tensor_split.assign(gpus.free_mib.begin(), gpus.free_mib.end());
+    } else {
+      missing.split = "no 'using device " + backend + "N (...) - M MiB free' lines (or -ts on the command line): " +
+                      "how the layers are split between the " + std::to_string(gpus.count) + " GPUs";
+    }
+  }
+  out.notes.push_back(std::to_string(gpus.count) + " GPU(s), from " + gpus.source);
+
+  // Plan and take the breakdown.
+  std::optional<MemoryBreakdown> breakdown;
+  if (model) {
+    cfg.model = *model;
+    cfg.sim.mode = sim::MemoryMode::kMetadata;
+    cfg.flash_attn_auto = shape.value().flash_attn_auto;
+    TS_RETURN_IF_ERROR(models::validate(cfg.model));
+    auto s = Session::create(cfg, options.real_devices);
+    if (!s.ok()) return Status(StatusCode::kInvalidArgument, where + s.status().message());
+    PipelineDecision pp = llama_pipeline_parallel(*s.value());
+    if (pp.on) {
+      // llama.cpp keeps n_copies copies of the split inputs: plan so (a fork may print another GGML_SCHED_MAX_COPIES).
+      cfg.policy.parallel = true;
+      cfg.policy.n_copies = c.n_copies ? static_cast<int>(c.n_copies->value) : pp.n_copies;
+      s = Session::create(cfg, options.real_devices);
+      if (!s.ok()) return Status(StatusCode::kInvalidArgument, where + s.status().message());
+    }
+    Status p = s.value()->plan();
+    if (!p.ok()) return Status(StatusCode::kInvalidArgument, where + "the placement cannot be planned: " + p.message());
+    auto b = llama_memory_breakdown(*s.value(), llama_context_params(shape.value()));
+    if (!b.ok()) return b.status();
+    breakdown = std::move(b).value();
+    out.notes.push_back(std::string("pipeline parallelism ") +
+                        (pp.on ? "on (n_copies " + std::to_string(cfg.policy.n_copies) + ")" : "off: " + pp.reason));
+  }
+
+  // The predicted buffers, named as the log names them.
+  auto rename = [&](std::string name) {
+    if (backend != "CUDA" && name.rfind("CUDA", 0) == 0) name = backend + name.substr(4);
+    return name;
+  };
+  if (breakdown) {
+    // The output layer kept on the CPU by the override above is, for llama.cpp, an output layer that was not
+    // offloaded: its output buffer is the CPU's (src/llama-context.cpp, the host buffer type of dev_output).
+    const bool output_on_cpu = c.repeating_offloaded && *c.repeating_offloaded > 0 && !c.output_offloaded;
+    for (const LlamaBuffer& b : breakdown->buffers) {
+      static const char* kinds[] = {"model", "KV", "output", "compute"};
+      const std::string name = b.kind == LlamaBuffer::Kind::kOutput && output_on_cpu ? "CPU" : rename(b.name);
+      out.predicted.buffers.push_back({name, kinds[static_cast<int>(b.kind)], mib(b.bytes), 0});
+    }
+    out.predicted.graph_nodes = LogInt{static_cast<int64_t>(breakdown->graph_nodes), 0};
+    out.predicted.graph_splits = LogInt{breakdown->graph_splits, 0};
+  }
+
+  // Each printed figure against its prediction. Host buffers have had other names: the 2024 format's "CPU" model
+  // buffer is the mapped file ("CPU_Mapped" since), and the KV of layers left on the CPU was in "CUDA_Host" memory.
+  const std::string host = backend + "_Host";
+  auto same = [&](const std::string& kind, const std::string& printed, const std::string& predicted) {
+    if (printed == predicted) return true;
+    if (kind == "model" && printed == "CPU" && predicted == "CPU_Mapped") return true;
+    if (kind == "KV" && printed == host && predicted == "CPU") return true;
+    return false;
+  };
+  const std::string all_missing = join_missing({&missing.model, &missing.offload, &missing.split});
+  const std::string ctx_missing = join_missing({&missing.model, &missing.offload, &missing.split, &missing.ctx});
+  std::vector<int> used(out.predicted.buffers.size(), 0);
+  auto buffer_figure = [&](LogFigure f, const std::string& kind) {
+    if (f.kind == "input" || f.kind == "RS") {
+      f.missing = "Tessera does not model llama.cpp's " + f.kind + " buffer";
+      return f;
+    }
+    const std::string& need = kind == "model" ? all_missing : ctx_missing;
+    if (!need.empty()) {
+      f.missing = need;
+      return f;
+    }
+    // The n-th printed buffer of a (device, kind) is the n-th predicted one (an iSWA model's two KV caches).
+    double sum = 0;
+    bool found = false;
+    for (size_t i = 0; i < out.predicted.buffers.size(); ++i) {
+      const LlamaLogBuffer& p = out.predicted.buffers[i];
+      if (used[i] || p.kind != kind || !same(kind, f.device, p.device)) continue;
+      used[i] = 1;
+      sum = p.mib;
+      found = true;
+      break;
+    }
+    f.predicted = found ? sum : 0.0;  // a buffer Tessera does not predict is predicted as 0 MiB
+    return f;
+  };
+  for (const LlamaLogBuffer& b : log.figures.buffers) {
+    out.figures.push_back(buffer_figure(figure(b.kind, b.device, b.mib, b.line), b.kind));
+  }
+  auto count_figure = [&](const std::optional<LogInt>& printed, const std::optional<LogInt>& predicted,
+                          const char* kind) {
+    if (!printed) return;
+    LogFigure f = figure(kind, "", static_cast<double>(printed->value), printed->line);
+    if (!ctx_missing.empty()) {
+      f.missing = ctx_missing;
+    } else {
+      f.predicted = static_cast<double>(predicted->value);
+    }
+    out.figures.push_back(f);
+  };
+  count_figure(log.figures.graph_nodes, out.predicted.graph_nodes, "graph nodes");
+  count_figure(log.figures.graph_splits, out.predicted.graph_splits, "graph splits");
+  // A failed allocation: the buffer llama.cpp tried to allocate (its whole size, as printed in MiB or bytes).
+  for (const LlamaLogFailedAlloc& a : log.failed_allocs) {
+    std::string dev = a.device.empty() && a.device_index >= 0 ? backend + std::to_string(a.device_index) : a.device;
+    const double printed = a.bytes ? static_cast<double>(*a.bytes) / 1024.0 / 1024.0 : a.mib.value_or(0);
+    LogFigure f = figure(a.stage == "compute" ? "failed compute" : "failed model", dev, printed, a.line);
+    if (a.stage.empty()) {
+      f.missing = "the failing allocation's stage (no 'alloc_tensor_range' or 'ggml_gallocr_reserve_n' line)";
+    } else {
+      f = buffer_figure(f, a.stage == "compute" ? "compute" : "model");
+      f.kind = a.stage == "compute" ? "failed compute" : "failed model";
+    }
+    out.figures.push_back(f);
+  }
+  if (!missing.model.empty()) out.unavailable = missing.model;
+  return out;
+}
+
+}  // namespace tessera::harness
