@@ -31,6 +31,7 @@ constexpr MetricInfo kMetrics[] = {
     {"host_blocked", Unit::kTime, kNone, "time the host blocked"},
     {"copy_bytes", Unit::kBytes, kFromTo, "bytes copied"},
     {"copies", Unit::kCount, kFromTo, "copies"},
+    {"copy_time", Unit::kTime, kFromTo, "time copying"},
     {"split_copy_bytes", Unit::kBytes, kSplit, "bytes copied into a split"},
     {"compute_bytes", Unit::kBytes, kDevice, "compute buffer bytes"},
     {"peak_memory", Unit::kBytes, kDevice, "peak memory"},
@@ -155,16 +156,17 @@ Result<double> measure(Session& s, const MetricExpect& m) {
   const std::string& k = m.metric;
   if (k == "makespan") return sim::summarize(s.sim().trace()).makespan_us;
   if (k == "host_blocked") return s.sim().now_us();  // the host's clock advances only while it blocks
-  if (k == "copy_bytes" || k == "copies") {
+  if (k == "copy_bytes" || k == "copies" || k == "copy_time") {
     const sim::Trace& trace = s.sim().trace();
     const int from = m.from.empty() ? -2 : trace_device(trace, m.from);
     const int to = m.to.empty() ? -2 : trace_device(trace, m.to);
     for (const auto& [name, d] : {std::pair{&m.from, from}, {&m.to, to}}) {
       if (d == -3) return Status(StatusCode::kInvalidArgument, "no device " + quote(*name));
     }
-    double bytes = 0, count = 0;
+    double bytes = 0, count = 0, time = 0;
     for (const sim::TraceEvent& e : trace.events) {
-      const int dev = trace.tracks[static_cast<size_t>(e.track)].device;
+      // A host-driven command names its device itself (its track is the host's).
+      const int dev = e.device >= 0 ? e.device : trace.tracks[static_cast<size_t>(e.track)].device;
       int src = -1, dst = -1;  // -1: the host
       if (e.kind == sim::TraceKind::kCopy) {
         src = e.peer;
@@ -179,8 +181,9 @@ Result<double> measure(Session& s, const MetricExpect& m) {
       if ((from != -2 && src != from) || (to != -2 && dst != to)) continue;
       bytes += static_cast<double>(e.bytes);
       count += 1;
+      time += e.end_us - e.start_us;
     }
-    return k == "copies" ? count : bytes;
+    return k == "copies" ? count : k == "copy_time" ? time : bytes;
   }
   if (k == "split_copy_bytes") {
     const std::vector<Scheduler::SplitView> views = s.sched().splits();

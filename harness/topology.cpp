@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_read.h"
+#include "topology_hosts.h"
 #include "topology_memory.h"
 #include "topology_detail.h"
 #include "tessera/sched.h"
@@ -206,9 +207,9 @@ void parse_cost(const json& v, const std::string& path, CostModel* c) {
 
 DeviceConfig parse_device(const json& v, const std::string& path) {
   expect_object(v, path,
-                {"name", "description", "type", "wraps", "memory", "alignment", "max_alloc", "host_visible", "unified",
-                 "reserved", "unallocatable", "fit_margin", "caps", "ops", "offload", "cost", "host_link", "padding",
-                 "buffer_types"},
+                {"name",         "description", "type",     "wraps",         "memory",     "alignment",   "max_alloc",
+                 "host_visible", "unified",     "reserved", "unallocatable", "fit_margin", "host",        "caps",
+                 "ops",          "offload",     "cost",     "host_link",     "padding",    "buffer_types"},
                 "a device object such as {\"name\": \"gpu0\", \"type\": \"gpu\", \"memory\": \"24 GiB\"}");
   DeviceConfig d;
   d.name = get_string(required(v, path, "name", "the device's name, e.g. \"gpu0\""), child(path, "name"));
@@ -220,6 +221,7 @@ DeviceConfig parse_device(const json& v, const std::string& path) {
   if (const json* x = member(v, "max_alloc")) d.max_alloc = get_size(*x, child(path, "max_alloc"));
   if (const json* x = member(v, "host_visible")) d.host_visible = get_bool(*x, child(path, "host_visible"));
   topology_memory::parse(v, path, &d);
+  topology_hosts::parse_device_host(v, path, &d);
   if (const json* x = member(v, "caps")) parse_caps(*x, child(path, "caps"), &d.caps);
   if (const json* x = member(v, "ops")) parse_ops(*x, child(path, "ops"), &d.default_allow, &d.op_rules);
   parse_buffer_keys(v, path, &d);
@@ -246,7 +248,7 @@ LinkConfig parse_link(const json& v, const std::string& path) {
 }
 
 TopologyConfig parse_root(const json& root) {
-  expect_object(root, "", {"name", "description", "devices", "links", "sources"},
+  expect_object(root, "", {"name", "description", "hosts", "devices", "links", "sources"},
                 "a JSON object {\"name\": ..., \"devices\": [...], \"links\": [...]} at the top level");
   TopologyConfig t;
   t.name = get_string(required(root, "", "name", "the topology's name"), "name");
@@ -259,6 +261,7 @@ TopologyConfig parse_root(const json& root) {
                                    kMaxBackends, kMaxBackends, t.devices.size()));
   }
   if (const json* x = member(root, "links")) t.links = get_list<LinkConfig>(*x, "links", "link objects", parse_link);
+  topology_hosts::parse_hosts(root, &t);
   if (const json* x = member(root, "sources")) {
     t.sources = get_list<std::string>(*x, "sources", "strings (where the figures come from)",
                                       [](const json& e, const std::string& p) { return get_string(e, p); });
@@ -346,6 +349,7 @@ ojson device_json(const DeviceConfig& d) {
   if (d.max_alloc != std::numeric_limits<size_t>::max()) o["max_alloc"] = format_size(d.max_alloc);
   o["host_visible"] = d.host_visible;
   topology_memory::write(d, &o);
+  topology_hosts::write_device_host(d, &o);
   o["caps"] = ojson{{"async", d.caps.async},
                     {"events", d.caps.events},
                     {"host_buffer", d.caps.host_buffer},
@@ -458,7 +462,7 @@ Status validate_topology(const TopologyConfig& t) {
       }
     }
   }
-  return Status::Ok();
+  return topology_hosts::validate(t);
 }
 
 std::string topology_to_json(const TopologyConfig& t) {
@@ -477,6 +481,7 @@ std::string topology_to_json(const TopologyConfig& t) {
                             {"latency", format_duration_us(l.latency_us)}});
     }
     root["links"] = std::move(links);
+    topology_hosts::write_hosts(t, &root);
     if (!t.sources.empty()) root["sources"] = t.sources;
     // Names that are not UTF-8 (impossible from a parsed file) are written with replacement characters.
     return root.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";

@@ -87,9 +87,26 @@ struct Simulator::Impl {
   // A device's memory in use changed (a counter sample at the host's time).
   void note_memory(int device, size_t bytes);
   void add_event(TraceKind kind, int track, std::string name, double start, double end, size_t bytes, int peer = -1);
-  // Time of moving bytes between two devices (-1 = host memory).
+  // Time of moving bytes between two devices (-1 = host memory; sim_network.cpp).
   double copy_time_us(int from, int to, size_t bytes) const;
+
+  // Hosts (sim_network.cpp): the host of each device (-1: the local host, else an index into topo.hosts) and, per
+  // remote host, the network links from the local host to it (one per host on the way).
+  struct Hop {
+    double bandwidth;
+    double latency_us;
+  };
+  std::vector<int> device_host;
+  std::vector<std::vector<Hop>> host_path;
+  // The time of a copy between two endpoints on one host (no network), and of one endpoint's link to its host.
+  double same_host_copy_us(int from, int to, double bytes) const;
+  double host_leg_us(int device, double bytes) const;
 };
+
+// The topology's hosts and the rules of remote devices (sim_network.cpp); an error names the rule.
+Status check_hosts(const TopologyConfig& t);
+// Fills Impl::device_host and Impl::host_path once check_hosts has passed.
+void init_network(Simulator::Impl* s);
 
 // Fills Impl::pool from the topology once the devices exist (sim_pool.cpp).
 void init_pool(Simulator::Impl* s);

@@ -202,7 +202,10 @@ double SimBuffer::host_op(TraceKind kind, const Tensor* t, size_t offset, size_t
   s.hz.access(hz_id_, (t != nullptr ? offset_of(*t) : 0) + offset, size, write, tname);
   const int dev = sim_device()->index();
   const double dur = type_->is_host() ? 0.0 : s.copy_time_us(write ? -1 : dev, write ? dev : -1, size);
-  if (s.opt.record_trace) s.add_event(kind, 0, format_message("%s %s", what, tname), s.now, s.now + dur, size);
+  if (s.opt.record_trace) {
+    s.add_event(kind, 0, format_message("%s %s", what, tname), s.now, s.now + dur, size);
+    if (!type_->is_host()) s.trace.events.back().device = dev;  // bytes over a link, not a host memory access
+  }
   return dur;
 }
 
@@ -247,7 +250,9 @@ bool SimBuffer::cpy_tensor(const Tensor& src, Tensor& dst) {
   write_bytes(dst, 0, tmp.data(), n);
   const double dur = s.copy_time_us(sb->sim_device()->index(), sim_device()->index(), n);
   if (s.opt.record_trace) {
-    s.add_event(TraceKind::kCopy, 0, format_message("copy %s -> %s", src.name, dst.name), s.now, s.now + dur, n);
+    s.add_event(TraceKind::kCopy, 0, format_message("copy %s -> %s", src.name, dst.name), s.now, s.now + dur, n,
+                sb->sim_device()->index());
+    s.trace.events.back().device = sim_device()->index();
     s.note_copy(dst);
   }
   s.advance_host(s.now + dur);

@@ -69,7 +69,7 @@ Status check_topology(const TopologyConfig& t) {
                       t.name.c_str(), l.a.c_str(), l.b.c_str());
     }
   }
-  return Status::Ok();
+  return check_hosts(t);
 }
 
 }  // namespace
@@ -160,40 +160,6 @@ void Simulator::Impl::note_memory(int device, size_t bytes) {
   trace.counters.push_back({device, now, bytes});
 }
 
-double Simulator::Impl::copy_time_us(int from, int to, size_t bytes) const {
-  const double b = static_cast<double>(bytes);
-  const double slow = opt.faults.slow_copy_factor > 0 ? opt.faults.slow_copy_factor : 1.0;
-  if (from == to) {
-    if (from < 0) return 0.0;
-    const CostModel& m = topo.devices[static_cast<size_t>(from)].cost;
-    return slow * (m.launch_overhead_us + (m.mem_bandwidth > 0 ? b / m.mem_bandwidth * 1e6 : 0.0));
-  }
-  const std::string host = "host";
-  const std::string& na = from < 0 ? host : topo.devices[static_cast<size_t>(from)].name;
-  const std::string& nb = to < 0 ? host : topo.devices[static_cast<size_t>(to)].name;
-  for (const LinkConfig& l : topo.links) {
-    if ((same_name(l.a, na) && same_name(l.b, nb)) || (same_name(l.a, nb) && same_name(l.b, na))) {
-      return slow * (l.latency_us + b / l.bandwidth * 1e6);
-    }
-  }
-  // No explicit link: through the host.
-  double bw = 1e300, lat = 0.0;
-  for (int d : {from, to}) {
-    if (d < 0) continue;
-    const DeviceConfig& c = topo.devices[static_cast<size_t>(d)];
-    double dbw = c.host_bandwidth, dlat = c.host_latency_us;
-    for (const LinkConfig& l : topo.links) {
-      if ((same_name(l.a, c.name) && same_name(l.b, host)) || (same_name(l.a, host) && same_name(l.b, c.name))) {
-        dbw = l.bandwidth;
-        dlat = l.latency_us;
-      }
-    }
-    bw = std::min(bw, dbw);
-    lat += dlat;
-  }
-  return slow * (lat + (bw > 0 ? b / bw * 1e6 : 0.0));
-}
-
 // ---- Simulator ----
 
 Simulator::Simulator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -234,6 +200,7 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const TopologyConfig& topol
     impl->devices.push_back(std::make_unique<SimDevice>(impl.get(), static_cast<int>(i), cfg, real_dev));
   }
   init_pool(impl.get());
+  init_network(impl.get());
   return std::unique_ptr<Simulator>(new Simulator(std::move(impl)));
 }
 

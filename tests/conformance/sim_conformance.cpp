@@ -2,8 +2,10 @@
 // (memory-backed: its memory is not host-visible, so every value goes through the interface, and computation runs the
 // CPU reference kernels lazily on the virtual clock) in plain and adversarial mode, and the real CPU device wrapped by
 // the simulator, and a unified-memory integrated GPU whose host-visible memory is a share of the CPU device's (the host
-// pool, docs/topology.md "Unified memory and overheads"). Each factory keeps one simulator for the whole process
-// (devices must outlive their backends).
+// pool, docs/topology.md "Unified memory and overheads"), and a remote GPU on another host reached over 10 GbE, as
+// llama.cpp's RPC backend reaches an rpc-server's device (docs/topology.md "Hosts and remote devices": no host buffer
+// type, no buffers from host pointers, never host memory; every copy crosses the network). Each factory keeps one
+// simulator for the whole process (devices must outlive their backends).
 #include <string>
 
 #include "conformance/backend_conformance.h"
@@ -50,15 +52,31 @@ DeviceConfig unified_gpu_config() {
   return d;
 }
 
+// A GPU on host "node1", 10 GbE away (1.25 GB/s, 50 us), with llama.cpp's RPC device's capabilities.
+DeviceConfig remote_gpu_config() {
+  DeviceConfig d = gpu_config();
+  d.name = "simrpc";
+  d.host = "node1";
+  d.caps = {/*async=*/false, /*host_buffer=*/false, /*buffer_from_host_ptr=*/false, /*events=*/false};
+  return d;
+}
+
 Simulator* process_simulator(const char* which, bool adversarial) {
-  static std::unique_ptr<Simulator> gpu, gpu_adv, cpu, igpu;
+  static std::unique_ptr<Simulator> gpu, gpu_adv, cpu, igpu, rpc;
   const std::string w = which;
-  std::unique_ptr<Simulator>& slot = w == "cpu" ? cpu : w == "igpu" ? igpu : (adversarial ? gpu_adv : gpu);
+  std::unique_ptr<Simulator>& slot = w == "cpu"    ? cpu
+                                     : w == "igpu" ? igpu
+                                     : w == "rpc"  ? rpc
+                                                   : (adversarial ? gpu_adv : gpu);
   if (!slot) {
     TopologyConfig t;
     t.name = std::string("conformance-") + which;
     if (w == "gpu") t.devices.push_back(gpu_config());
     if (w == "igpu") t.devices.push_back(unified_gpu_config());
+    if (w == "rpc") {
+      t.devices.push_back(remote_gpu_config());
+      t.hosts.push_back({"node1", "", "", 1.25e9, 50.0});
+    }
     t.devices.push_back(wrapped_cpu_config());
     SimOptions o;
     o.seed = 1234;
@@ -99,4 +117,5 @@ tessera::conformance::BackendFactory sim_factory(const char* name, const char* w
 TESSERA_INSTANTIATE_BACKEND_CONFORMANCE(Sim, sim_factory("SimGpu", "gpu", false),
                                         sim_factory("SimGpuAdversarial", "gpu", true),
                                         sim_factory("WrappedCpu", "cpu", false),
-                                        sim_factory("SimUnifiedGpu", "igpu", false));
+                                        sim_factory("SimUnifiedGpu", "igpu", false),
+                                        sim_factory("SimRemoteGpu", "rpc", false));

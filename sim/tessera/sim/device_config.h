@@ -45,6 +45,11 @@ struct DeviceConfig {
   size_t reserved = 0;
   size_t unallocatable = 0;
   size_t fit_margin = 0;
+  // The host the device is on (docs/topology.md "Hosts and remote devices"): empty (or "host") for the local host, the
+  // one running the program and the scheduler; otherwise the name of one of TopologyConfig::hosts, reached over the
+  // network like a llama.cpp RPC server's device. A remote device's buffers are never host memory here; every copy to
+  // or from it crosses the network (its host link is then the link to its own host, e.g. that machine's PCIe).
+  std::string host;
   DeviceCaps caps{/*async=*/true, /*host_buffer=*/false, /*buffer_from_host_ptr=*/false, /*events=*/true};
   bool default_allow = true;
   std::vector<OpRule> op_rules;
@@ -66,11 +71,22 @@ struct LinkConfig {
   double latency_us = 10.0;
 };
 
+// A host other than the local one, reached through a network link from the host `via` (empty or "host": the local
+// host), like a llama.cpp RPC server (tools/rpc/README.md in ggml-org/llama.cpp). bandwidth 0 means no link: an error.
+struct HostConfig {
+  std::string name;  // unique among hosts and devices (case-insensitive); not "host"
+  std::string description;
+  std::string via;        // the host it is reached through
+  double bandwidth = 0;   // bytes/s of the network link to `via`
+  double latency_us = 0;  // one crossing of that link
+};
+
 struct TopologyConfig {
   std::string name;
   std::string description;
   std::vector<DeviceConfig> devices;  // scheduler priority order: first = highest; a CPU device (wrapped) last
   std::vector<LinkConfig> links;
+  std::vector<HostConfig> hosts;     // remote hosts (the local host is implicit)
   std::vector<std::string> sources;  // free text: where a preset's figures come from (cited, one entry each)
   // Device <-> device copies without an explicit link go through the host at min(host bandwidths) and the sum of
   // latencies.

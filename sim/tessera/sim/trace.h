@@ -29,6 +29,9 @@ struct TraceEvent {
   double end_us = 0;    // >= start_us
   size_t bytes = 0;     // bytes moved (copies, set, get, memset) or touched (compute)
   int peer = -1;        // a copy's source device (index into Trace::devices; the destination is the track's)
+  // A host-driven command over a link (a synchronous set or get of device memory, a blocking device-to-device copy;
+  // its track is the host's): the device it writes (set, copy) or reads (get); -1 otherwise (the track's device).
+  int device = -1;
 };
 
 struct TraceTrack {

@@ -139,6 +139,10 @@ TEST(ScenarioMetricsRun, EachMetricMeetsItsHandWorkedValueAndFailsWhenTheBoundIs
        "expect.metrics[0]: copy_bytes from cpu to gpu0 <= 231.00 KiB (236544 B)"},
       {R"("metric": "copies", "from": "cpu", "to": "gpu0")", R"("equals": 14)", R"("at_most": 13)",
        "expect.metrics[0]: copies from cpu to gpu0 <= 13"},
+      // 14 copies from the CPU (host link 50 GB/s, 1 us) to gpu0 (25 GB/s, 10 us), 237568 B in all: through the host
+      // at the slower 25 GB/s, 11 us each: 14 x 11 + 237568 / 25e9 s = 154 + 9.50272 = 163.50272 us.
+      {R"("metric": "copy_time", "from": "cpu", "to": "gpu0")", R"("at_least": 163.50271, "at_most": 163.50273)",
+       R"("at_most": "163.5 us")", "expect.metrics[0]: copy_time from cpu to gpu0 <= 163.500 us"},
       {R"("metric": "split_copy_bytes", "split": 2)", R"("equals": 18432)", R"("at_least": 18433)",
        "expect.metrics[0]: split_copy_bytes of split 2 >= 18.00 KiB (18433 B)"},
       {R"("metric": "splits")", R"("equals": 8)", R"("at_least": 9)", "expect.metrics[0]: splits >= 9"},

@@ -51,6 +51,7 @@ void expect_same_device(const DeviceConfig& a, const DeviceConfig& b) {
   EXPECT_EQ(a.reserved, b.reserved);
   EXPECT_EQ(a.unallocatable, b.unallocatable);
   EXPECT_EQ(a.fit_margin, b.fit_margin);
+  EXPECT_EQ(a.host, b.host);
   EXPECT_EQ(a.caps.async, b.caps.async);
   EXPECT_EQ(a.caps.events, b.caps.events);
   EXPECT_EQ(a.caps.host_buffer, b.caps.host_buffer);
@@ -91,6 +92,14 @@ void expect_same_topology(const TopologyConfig& a, const TopologyConfig& b) {
     EXPECT_EQ(a.links[i].bandwidth, b.links[i].bandwidth);
     EXPECT_EQ(a.links[i].latency_us, b.links[i].latency_us);
   }
+  ASSERT_EQ(a.hosts.size(), b.hosts.size());
+  for (size_t i = 0; i < a.hosts.size(); ++i) {
+    EXPECT_EQ(a.hosts[i].name, b.hosts[i].name);
+    EXPECT_EQ(a.hosts[i].description, b.hosts[i].description);
+    EXPECT_EQ(a.hosts[i].via, b.hosts[i].via);
+    EXPECT_EQ(a.hosts[i].bandwidth, b.hosts[i].bandwidth);
+    EXPECT_EQ(a.hosts[i].latency_us, b.hosts[i].latency_us);
+  }
 }
 
 // The error message of text that must not parse.
@@ -119,7 +128,8 @@ const char* const kRequiredPresets[] = {"1gpu",
                                         "rtx3090-rtx3060",
                                         "laptop-64gb-unified",
                                         "apu-128gb-96gb-gpu",
-                                        "8x-h100-80gb-nvlink"};
+                                        "8x-h100-80gb-nvlink",
+                                        "2-hosts-2x-rtx3090-10gbe-rpc"};
 
 }  // namespace
 
