@@ -102,6 +102,21 @@ std::vector<FitUse> fit_use_of(Session& s, const FitProblem& problem, const Llam
       use[g].total += static_cast<int64_t>(r.total());
     }
   }
+  // A unified-memory GPU (docs/fit.md "Unified memory"): its weights and KV sit in a host-visible buffer type, which
+  // the breakdown names CUDA_Host on the host, so its CUDA<n> row holds only the compute buffer. What it draws from its
+  // share of the host pool is the simulator's per-device accounting (`tessera plan`'s device table): weights + KV +
+  // compute, counted here once, for the GPU (the fit, as llama.cpp, does not count the CPU's memory).
+  const std::vector<DeviceMemory> mem = s.memory();
+  const auto& devices = s.config().topology.devices;
+  size_t g = 0;
+  for (size_t d = 0; d < devices.size() && d < mem.size() && g < use.size(); ++d) {
+    if (devices[d].type == DeviceType::kCpu) continue;
+    if (devices[d].unified) {
+      use[g].model = static_cast<int64_t>(mem[d].weights);
+      use[g].total = static_cast<int64_t>(mem[d].weights + mem[d].cache + mem[d].compute);
+    }
+    ++g;
+  }
   return use;
 }
 
