@@ -7,6 +7,7 @@
 
 #include "json_read.h"
 #include "tessera/harness/topology.h"
+#include "tessera/sim/hosts.h"
 
 namespace tessera::harness::topology_hosts {
 
@@ -18,17 +19,6 @@ namespace {
 
 // At most this many remote hosts (a topology has at most 16 devices, so more hosts could hold no device).
 constexpr size_t kMaxHosts = 16;
-
-bool is_local(const std::string& host) { return host.empty() || iequal(host, "host"); }
-
-// The index of the host named `name`; -1 for the local host, -2 when unknown.
-int find_host(const TopologyConfig& t, const std::string& name) {
-  if (is_local(name)) return -1;
-  for (size_t i = 0; i < t.hosts.size(); ++i) {
-    if (iequal(t.hosts[i].name, name)) return static_cast<int>(i);
-  }
-  return -2;
-}
 
 std::string host_names(const TopologyConfig& t) {
   std::string s = "host";
@@ -44,7 +34,7 @@ HostConfig parse_host(const json& v, const std::string& path) {
   h.name = get_string(required(v, path, "name", "the host's name, e.g. \"node1\""), child(path, "name"));
   if (const json* x = member(v, "description")) h.description = get_string(*x, child(path, "description"));
   if (const json* x = member(v, "via")) h.via = get_string(*x, child(path, "via"));
-  if (is_local(h.via)) h.via.clear();  // "host": the local host, written as the default
+  if (is_local_host(h.via)) h.via.clear();  // "host": the local host, written as the default
   if (const json* x = member(v, "link")) {
     const std::string p = child(path, "link");
     expect_object(*x, p, {"bandwidth", "latency"},
@@ -72,7 +62,7 @@ void parse_hosts(const json& root, TopologyConfig* t) {
 
 void parse_device_host(const json& v, const std::string& path, DeviceConfig* d) {
   if (const json* x = member(v, "host")) d->host = get_string(*x, child(path, "host"), "a host name");
-  if (is_local(d->host)) d->host.clear();  // "host": the local host, written as the default
+  if (is_local_host(d->host)) d->host.clear();  // "host": the local host, written as the default
 }
 
 Status validate(const TopologyConfig& t) {
@@ -81,7 +71,7 @@ Status validate(const TopologyConfig& t) {
     const HostConfig& h = t.hosts[i];
     const std::string path = element("hosts", i);
     if (h.name.empty()) return invalid(child(path, "name") + ": expected a non-empty host name");
-    if (is_local(h.name)) {
+    if (is_local_host(h.name)) {
       return invalid(child(path, "name") +
                      ": \"host\" is the local host (the one running the program), which is implicit; give the remote "
                      "host another name");
@@ -209,7 +199,7 @@ void write_hosts(const TopologyConfig& t, ojson* root) {
     ojson o;
     o["name"] = h.name;
     if (!h.description.empty()) o["description"] = h.description;
-    if (!is_local(h.via)) o["via"] = h.via;
+    if (!is_local_host(h.via)) o["via"] = h.via;
     o["link"] = ojson{{"bandwidth", format_rate(h.bandwidth)}, {"latency", format_duration_us(h.latency_us)}};
     hosts.push_back(std::move(o));
   }
@@ -217,7 +207,7 @@ void write_hosts(const TopologyConfig& t, ojson* root) {
 }
 
 void write_device_host(const DeviceConfig& d, ojson* device) {
-  if (!is_local(d.host)) (*device)["host"] = d.host;
+  if (!is_local_host(d.host)) (*device)["host"] = d.host;
 }
 
 }  // namespace tessera::harness::topology_hosts

@@ -14,21 +14,11 @@
 #include <cmath>
 
 #include "sim_impl.h"
+#include "tessera/sim/hosts.h"
 
 namespace tessera::sim {
 
 namespace {
-
-bool is_local(const std::string& host) { return host.empty() || same_name(host, "host"); }
-
-// The index of the host named `name` in t.hosts; -1 for the local host, -2 when there is none of that name.
-int find_host(const TopologyConfig& t, const std::string& name) {
-  if (is_local(name)) return -1;
-  for (size_t i = 0; i < t.hosts.size(); ++i) {
-    if (same_name(t.hosts[i].name, name)) return static_cast<int>(i);
-  }
-  return -2;
-}
 
 Status bad(const TopologyConfig& t, const std::string& what) {
   return Status(StatusCode::kInvalidArgument, "topology " + t.name + ": " + what);
@@ -36,10 +26,20 @@ Status bad(const TopologyConfig& t, const std::string& what) {
 
 }  // namespace
 
+bool is_local_host(const std::string& host) { return host.empty() || same_name(host, "host"); }
+
+int find_host(const TopologyConfig& t, const std::string& name) {
+  if (is_local_host(name)) return -1;
+  for (size_t i = 0; i < t.hosts.size(); ++i) {
+    if (same_name(t.hosts[i].name, name)) return static_cast<int>(i);
+  }
+  return -2;
+}
+
 Status check_hosts(const TopologyConfig& t) {
   for (size_t i = 0; i < t.hosts.size(); ++i) {
     const HostConfig& h = t.hosts[i];
-    if (h.name.empty() || is_local(h.name)) return bad(t, "a remote host needs a name other than \"host\"");
+    if (h.name.empty() || is_local_host(h.name)) return bad(t, "a remote host needs a name other than \"host\"");
     for (size_t j = 0; j < i; ++j) {
       if (same_name(t.hosts[j].name, h.name)) return bad(t, "two hosts named " + h.name);
     }
