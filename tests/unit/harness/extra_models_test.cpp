@@ -26,6 +26,7 @@
 #include "tessera/harness/scenario.h"
 #include "tessera/models/from_gguf.h"
 #include "unit/sim/sim_fixture.h"
+#include "support/temp_dir.h"
 
 using namespace tessera;
 using namespace tessera::sim;
@@ -73,7 +74,7 @@ std::string write_qwen05(const std::string& name) {
     f.add_tensor(blk(il, "ffn_down.weight"), T::kF16, {4864, 896});
   }
   EXPECT_TRUE(f.layout().ok());
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = tessera::test::temp_dir() + name;
   const Status st = gguf::write_file(path, f);
   EXPECT_TRUE(st.ok()) << st.message();
   return path;
@@ -95,7 +96,7 @@ std::string write_mmproj(const std::string& name, const std::string& arch = "cli
   f.add_tensor("v.patch_embd.weight", gguf::TensorType::kF16, {14, 14, 3, 768});
   f.add_tensor("mm.0.weight", gguf::TensorType::kF16, {768, 896});
   EXPECT_TRUE(f.layout().ok());
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = tessera::test::temp_dir() + name;
   const Status st = gguf::write_file(path, f);
   EXPECT_TRUE(st.ok()) << st.message();
   return path;
@@ -106,11 +107,13 @@ std::unique_ptr<Session> main_session(std::vector<DeviceConfig> devices, const E
                                       bool flash_attn = true) {
   auto file = gguf::read_model(write_qwen05("tessera-extra-main.gguf"));
   EXPECT_TRUE(file.ok()) << file.status().message();
+  if (!file.ok()) return nullptr;
   models::GgufRunShape run;
   run.n_ctx = 4096;
   run.flash_attn = flash_attn;
   auto built = models::build_from_gguf(file.value(), run);
   EXPECT_TRUE(built.ok()) << built.status().message();
+  if (!built.ok()) return nullptr;
   SessionConfig c;
   c.topology = topology(std::move(devices));
   c.model = built.value().config;
@@ -281,7 +284,7 @@ TEST(ExtraModels, BadOptionsAndFilesAreNamed) {
   a.ngld = "many";
   EXPECT_THAT(error_of(a), HasSubstr("-ngld many: expected a layer count"));
   a = ExtraModelArgs{};
-  a.draft = ::testing::TempDir() + "no-such-draft.gguf";
+  a.draft = tessera::test::temp_dir() + "no-such-draft.gguf";
   EXPECT_THAT(error_of(a), HasSubstr("no-such-draft.gguf"));
   a = ExtraModelArgs{};
   a.mmproj = write_qwen05("tessera-extra-not-clip.gguf");

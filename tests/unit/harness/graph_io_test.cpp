@@ -20,6 +20,7 @@
 #include "tessera/cpu.h"
 #include "tessera/graph_copy.h"
 #include "tessera/harness/graph_io.h"
+#include "support/temp_dir.h"
 
 using namespace tessera;
 using namespace tessera::harness;
@@ -218,7 +219,7 @@ TEST(SimGraphIo, RoundTripGraphView) {
 
 TEST(SimGraphIo, FileRoundTripAndFormat) {
   HandGraph h = hand_graph();
-  const std::string path = (std::filesystem::temp_directory_path() / "tessera_graph_io_test.json").string();
+  const std::string path = tessera::test::temp_path("tessera_graph_io_test.json");
   ASSERT_TRUE(save_graph_file(*h.graph, path).ok());
   Result<LoadedGraph> l = load_graph_file(path);
   ASSERT_TRUE(l.ok()) << l.status().to_string();

@@ -9,6 +9,7 @@
 
 #include "tessera/gguf.h"
 #include "tessera/harness/inspect.h"
+#include "support/temp_dir.h"
 
 using namespace tessera;
 using namespace tessera::harness;
@@ -84,7 +85,7 @@ TEST(Inspect, JsonHasEveryTensorAndTheTotals) {
 }
 
 TEST(Inspect, FileErrorsNameTheFileOrTheKey) {
-  const std::string path = ::testing::TempDir() + "tessera-inspect-test.gguf";
+  const std::string path = tessera::test::temp_dir() + "tessera-inspect-test.gguf";
   ASSERT_TRUE(gguf::write_file(path, small_model()).ok());
   auto ok = inspect_file(path, {.arrays = {"tokenizer.ggml.tokens"}});
   ASSERT_TRUE(ok.ok()) << ok.status().message();

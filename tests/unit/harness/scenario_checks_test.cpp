@@ -10,6 +10,7 @@
 #include "tessera/harness/scenario.h"
 #include "unit/harness/scenario_error_of.h"
 #include "tessera/builtin.h"
+#include "support/temp_dir.h"
 
 using namespace tessera;
 using namespace tessera::harness;
@@ -38,7 +39,7 @@ TEST(SimScenarioParse, AScenarioWithoutExpectationsIsAnError) {
 
 // "topology" names a preset or a file; a relative file name is relative to the scenario file's directory.
 TEST(SimScenarioParse, ATopologyFileIsFoundNextToTheScenario) {
-  const std::string dir = ::testing::TempDir() + "tessera-topology-near/";
+  const std::string dir = tessera::test::temp_dir() + "tessera-topology-near/";
   std::filesystem::create_directories(dir + "rigs");
   {
     std::ofstream(dir + "rigs/small.json") << R"({"name": "small", "devices": [

@@ -17,6 +17,7 @@
 #include "tessera/harness/session.h"
 #include "tessera/harness/topology.h"
 #include "tessera/builtin.h"
+#include "support/temp_dir.h"
 
 using namespace tessera;
 using namespace tessera::sim;
@@ -364,7 +365,7 @@ std::string tiny_graph_json(bool flash_attn, int64_t n_tokens = 0) {
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = tessera::test::temp_dir() + name;
   FILE* f = std::fopen(path.c_str(), "wb");
   EXPECT_NE(f, nullptr) << path;
   if (f != nullptr) {
@@ -403,7 +404,7 @@ TEST(SimScenarioGraph, AGraphFileIsFoundNextToTheScenario) {
                      "nodes": [{"node": "kq_soft_max-0", "device": "cpu"}]}})");
   auto s = load_scenario_file(scenario);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
-  EXPECT_EQ(s.value().config.graph->source, ::testing::TempDir() + "tessera-graph-next.json");
+  EXPECT_EQ(s.value().config.graph->source, tessera::test::temp_dir() + "tessera-graph-next.json");
   ASSERT_EQ(s.value().config.policy.pins.size(), 1u);
   EXPECT_EQ(s.value().config.policy.pins[0].device, "cpu");
   const ScenarioOutcome out = run_scenario(s.value(), &builtin_registry());

@@ -17,6 +17,7 @@
 #include "tessera/graph_copy.h"
 #include "tessera/models/from_gguf.h"
 #include "tessera/planner.h"
+#include "support/temp_dir.h"
 
 using namespace tessera;
 using namespace tessera::models;
@@ -81,7 +82,7 @@ std::vector<uint8_t> bytes_of(const Tensor& t) {
 }
 
 std::string write_temp(const std::string& name, const std::vector<uint8_t>& bytes) {
-  const std::string path = (std::filesystem::path(::testing::TempDir()) / name).string();
+  const std::string path = (std::filesystem::path(tessera::test::temp_dir()) / name).string();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   EXPECT_TRUE(out.good()) << path;
