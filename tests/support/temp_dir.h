@@ -2,8 +2,8 @@
 //
 // ctest runs every test case as its own process (gtest_discover_tests) and `ctest -j` runs several at once, so two
 // cases of one file that write the same fixed name under ::testing::TempDir() race: one truncates the file while the
-// other reads it (CI stop 42: ExtraModels.MmprojOverflowIsReportedAsTheProjectors read a half-written GGUF and crashed).
-// Files written for a test go here instead.
+// other reads it (CI stop 42: ExtraModels.MmprojOverflowIsReportedAsTheProjectors read a half-written GGUF and
+// crashed). Files written for a test go here instead.
 #pragma once
 
 #include <gtest/gtest.h>
