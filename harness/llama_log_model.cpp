@@ -181,7 +181,7 @@ Result<models::LlamaConfig> model_from_log_metadata(const LlamaLog& log, const m
   std::map<std::string, int64_t> quantized = printed;
   quantized.erase("f32");
   std::map<std::string, int64_t> derived;
-  const std::string ftype = lower(m.file_type);
+  models::fixtures::FileType kind;
   if (quantized.size() == 1) {
     Type q;
     if (!type_from_name(quantized.begin()->first.c_str(), &q)) {
@@ -191,29 +191,48 @@ Result<models::LlamaConfig> model_from_log_metadata(const LlamaLog& log, const m
     notes->push_back("weights: " + quantized.begin()->first +
                      " for every matrix, f32 for norms, routers and biases "
                      "(one quantized type printed)");
-  } else if (ftype.rfind("q4_k - medium", 0) == 0 || ftype.rfind("mxfp4", 0) == 0) {
-    const auto kind = ftype[0] == 'q' ? models::fixtures::FileType::kQ4_K_M : models::fixtures::FileType::kMXFP4_MOE;
+  } else if (models::fixtures::file_type_from_name(m.file_type, &kind)) {
     std::vector<models::fixtures::SourceTensor> src;
     for (const Tensor* t : weights) {
       std::vector<int64_t> ne(t->ne, t->ne + 4);
       while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
       src.push_back({t->name, ne, stays_f32(*t) ? gguf::TensorType::kF32 : gguf::TensorType::kF16});
     }
-    models::fixtures::QuantModel qm{m.arch, c.n_layer, c.n_head, c.n_head_kv, c.n_expert};
-    auto types = models::fixtures::quantized_types(qm, kind, src);
-    if (!types.ok()) return missing("llama-quantize's types for this metadata: " + types.status().message());
-    for (size_t i = 0; i < weights.size(); ++i) {
-      Type t;
-      if (!type_from_gguf_id(static_cast<int>(types.value()[i]), &t)) return missing("a type Tessera does not know");
-      c.weight_types[weights[i]->name] = t;
+    // Without and, when the counts then differ from the printed ones, with an importance matrix (the log does not
+    // say; it changes ffn_down of Q4_0, Q5_0, IQ4_NL and IQ4_XS files): the choice whose counts match is kept.
+    for (bool imatrix : {false, true}) {
+      models::fixtures::QuantModel qm{m.arch, c.n_layer, c.n_head, c.n_head_kv, c.n_expert, imatrix};
+      auto types = models::fixtures::quantized_types(qm, kind, src);
+      if (!types.ok()) return missing("llama-quantize's types for this metadata: " + types.status().message());
+      c.weight_types.clear();
+      derived.clear();
+      for (size_t i = 0; i < weights.size(); ++i) {
+        Type t;
+        if (!type_from_gguf_id(static_cast<int>(types.value()[i]), &t)) return missing("a type Tessera does not know");
+        c.weight_types[weights[i]->name] = t;
+        derived[lower(type_name(t))] += 1;
+      }
+      if (derived == printed) {
+        if (imatrix) notes->push_back("weights: the printed counts need an importance matrix's rule for ffn_down");
+        break;
+      }
+      if (imatrix) {  // neither matches: keep the rules without one (the note below says the counts differ)
+        types = models::fixtures::quantized_types({m.arch, c.n_layer, c.n_head, c.n_head_kv, c.n_expert}, kind, src);
+        for (size_t i = 0; i < weights.size(); ++i) {
+          Type t;
+          if (type_from_gguf_id(static_cast<int>(types.value()[i]), &t)) c.weight_types[weights[i]->name] = t;
+        }
+      }
     }
-    notes->push_back("weights: llama-quantize's " + m.file_type + " rules (no importance matrix)");
+    notes->push_back("weights: llama-quantize's " + m.file_type + " rules");
   } else {
     return missing(
         format_message("per-tensor weight types: the log prints %s and file type '%s'; Tessera derives "
-                       "them for one quantized type, Q4_K_M or MXFP4_MOE only (pass -m FILE.gguf)",
+                       "them for one quantized type or a file type whose rules it implements (the legacy and K-quant "
+                       "mixes, IQ4_NL, IQ4_XS, MXFP4 MoE; pass -m FILE.gguf)",
                        counts_text(printed).c_str(), m.file_type.c_str()));
   }
+  derived.clear();
   for (const auto& [name, t] : c.weight_types) derived[lower(type_name(t))] += 1;
   if (derived != printed) {
     notes->push_back("the derived weight types (" + counts_text(derived) + ") differ from the printed ones (" +

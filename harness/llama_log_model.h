@@ -14,7 +14,8 @@ namespace tessera::harness {
 // The model of the log's metadata: the hyperparameters from the `llama_model_loader: - kv` lines (or print_info's
 // n_layer, n_embd, ...) read as a GGUF file's keys by models::llama_config_from_gguf, the tensors of the
 // architecture's graph, and each weight's type from the printed type counts: exact when one quantized type is
-// printed; llama-quantize's rules (models::fixtures::quantized_types) for file type Q4_K_M or MXFP4_MOE, checked
+// printed; llama-quantize's rules (models::fixtures::quantized_types) for the printed file type (the legacy and K-quant
+// mixes, IQ4_NL, IQ4_XS, MXFP4 MoE; with or without an importance matrix, whichever matches), checked
 // against the printed counts. Tied embeddings: whichever of the two graphs has the printed tensor count. Errors
 // (kNotFound): the lines the log lacks, or why the printed metadata gives no model; `notes` gets what was assumed.
 Result<models::LlamaConfig> model_from_log_metadata(const LlamaLog& log, const models::GgufRunShape& run,

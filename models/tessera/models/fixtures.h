@@ -40,11 +40,33 @@ Result<LlamaConfig> complete_fixture_config(const std::string& name);
 
 // ---- llama.cpp's choice of tensor types (exposed for the tests and for other fixtures) ----
 
-// llama_ftype (llama.cpp include/llama.h): the file types the fixtures use, as written to general.file_type.
+// llama_ftype (llama.cpp include/llama.h): the file types whose rules quantized_types implements, as written to
+// general.file_type.
 enum class FileType : uint32_t {
+  kQ4_0 = 2,        // LLAMA_FTYPE_MOSTLY_Q4_0
+  kQ4_1 = 3,        // LLAMA_FTYPE_MOSTLY_Q4_1
+  kQ8_0 = 7,        // LLAMA_FTYPE_MOSTLY_Q8_0
+  kQ5_0 = 8,        // LLAMA_FTYPE_MOSTLY_Q5_0
+  kQ5_1 = 9,        // LLAMA_FTYPE_MOSTLY_Q5_1
+  kQ2_K = 10,       // LLAMA_FTYPE_MOSTLY_Q2_K
+  kQ3_K_S = 11,     // LLAMA_FTYPE_MOSTLY_Q3_K_S
+  kQ3_K_M = 12,     // LLAMA_FTYPE_MOSTLY_Q3_K_M
+  kQ3_K_L = 13,     // LLAMA_FTYPE_MOSTLY_Q3_K_L
+  kQ4_K_S = 14,     // LLAMA_FTYPE_MOSTLY_Q4_K_S
   kQ4_K_M = 15,     // LLAMA_FTYPE_MOSTLY_Q4_K_M
+  kQ5_K_S = 16,     // LLAMA_FTYPE_MOSTLY_Q5_K_S
+  kQ5_K_M = 17,     // LLAMA_FTYPE_MOSTLY_Q5_K_M
+  kQ6_K = 18,       // LLAMA_FTYPE_MOSTLY_Q6_K
+  kQ2_K_S = 21,     // LLAMA_FTYPE_MOSTLY_Q2_K_S
+  kIQ4_NL = 25,     // LLAMA_FTYPE_MOSTLY_IQ4_NL
+  kIQ4_XS = 30,     // LLAMA_FTYPE_MOSTLY_IQ4_XS
   kMXFP4_MOE = 38,  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
 };
+
+// The file type of llama.cpp's printed name (llama_model_ftype_name: "Q4_K - Medium", "Q8_0", "IQ4_XS - 4.25 bpw",
+// "MXFP4 MoE", ...; case-insensitive, a " (guessed)" suffix allowed), or false for a name whose rules are not
+// implemented (the IQ1/IQ2/IQ3 types, TQ, F16/BF16/F32: a log of one of those prints one quantized type or none).
+bool file_type_from_name(const std::string& printed, FileType* out);
 
 // The hyperparameters llama-quantize's type choice depends on.
 struct QuantModel {
@@ -52,7 +74,8 @@ struct QuantModel {
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
-  int64_t n_expert = 0;  // 0 for a dense model
+  int64_t n_expert = 0;      // 0 for a dense model
+  bool has_imatrix = false;  // quantized with an importance matrix (changes ffn_down of Q4_0, Q5_0, IQ4_NL, IQ4_XS)
 };
 
 // A tensor as convert_hf_to_gguf.py writes it, before quantization.
@@ -69,8 +92,8 @@ bool weight_name_less(const std::string& a, const std::string& b);
 
 // The types llama-quantize gives `tensors`, taken in that order (the order matters: attn_v's "more bits" layers are
 // counted along it; sort by weight_name_less first to match llama-quantize). One type per tensor. Implements the
-// rules of llama_tensor_get_type (llama.cpp src/llama-quant.cpp) that apply to Q4_K_M and MXFP4_MOE without an
-// importance matrix or user overrides; see fixtures.cpp for each rule and its source. Errors (kInvalidArgument, naming
+// rules of llama_tensor_get_type (llama.cpp src/llama-quant.cpp) for the file types above, without user overrides; see
+// quant_types.cpp for each rule and its source. Errors (kInvalidArgument, naming
 // the tensor): a row length no type fits, where llama-quantize throws too (a q8_0 row that is not a whole number of
 // 32-value blocks), and a shape that is not 1 to 4 positive dimensions.
 Result<std::vector<gguf::TensorType>> quantized_types(const QuantModel& model, FileType ftype,
