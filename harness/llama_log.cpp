@@ -147,7 +147,12 @@ Result<LlamaLog> parse_llama_log(std::string_view text, const std::string& sourc
       ++log.lines_skipped;
       continue;
     }
-    if (reader.line(line, number)) {
+    if (log.draft_line == 0 && line.find("loading draft model") != std::string::npos) log.draft_line = number;
+    if (log.draft_line != 0) {
+      // llama-server loads a draft model after the main one: its metadata, devices and buffers are not the main
+      // model's, so from there on lines are listed as not used.
+      log.unused.push_back({number, line});
+    } else if (reader.line(line, number)) {
       ++log.lines_used;
     } else {
       log.unused.push_back({number, line});

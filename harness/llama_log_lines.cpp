@@ -42,11 +42,38 @@ std::string unquote(std::string_view v) {
   return std::string(v);
 }
 
+// The word's last path component: "./build/bin/llama-cli" -> "llama-cli".
+std::string_view base_name(std::string_view word) {
+  const size_t slash = word.find_last_of("/\\");
+  return slash == std::string_view::npos ? word : word.substr(slash + 1);
+}
+
 }  // namespace
+
+// A command line as users paste it: "$ ./llama-cli -m ...", a shell prompt before it ("[user@host dir]$ ./llama-cli
+// ..."), or the program's own path first ("./build/bin/llama-server -m ...", "**llama-server** -a ...", "`llama-cli
+// ...`"): a llama.cpp program (its file name starting "llama-", or main / server) followed by at least one option.
+bool is_command_line(std::string_view s) {
+  if (starts_with(s, "$ ")) return true;
+  std::string_view r = s;
+  const size_t prompt = r.find("$ ");
+  if (prompt != std::string_view::npos && prompt > 0 && (r[prompt - 1] == ']' || r[prompt - 1] == '~')) {
+    r = r.substr(prompt + 2);
+  }
+  while (!r.empty() && (r.front() == '*' || r.front() == '`' || r.front() == ' ')) r.remove_prefix(1);
+  const size_t sp = r.find(' ');
+  if (sp == std::string_view::npos) return false;
+  std::string_view program = r.substr(0, sp);
+  while (!program.empty() && (program.back() == '*' || program.back() == '`')) program.remove_suffix(1);
+  if (program.empty() || program.back() == ':') return false;
+  const std::string_view name = base_name(program);
+  const bool llama = starts_with(name, "llama-") || name == "main" || name == "server";
+  return llama && r.find(" -", sp) != std::string_view::npos;
+}
 
 bool Reader::line(const std::string& text, int n) {
   std::string_view s(text);
-  if (starts_with(s, "$ ")) {
+  if (is_command_line(s)) {
     if (!log_.command) log_.command = LogText{text, n};
     return true;
   }
@@ -313,6 +340,13 @@ bool Reader::error(std::string_view body, int n) {
   for (std::string_view m : kMarks) {
     if (body.find(m) == std::string_view::npos) continue;
     log_.errors.push_back({std::string(body), n});
+    // "llama_kv_cache_init: failed to allocate buffer for kv cache" (2025: "llama_kv_cache: failed to allocate
+    // buffer for kv cache"): the allocation that failed just before it (alloc_tensor_range's, read as the weights')
+    // was the KV cache's.
+    if (body.find("buffer for kv cache") != std::string_view::npos && !log_.failed_allocs.empty() &&
+        log_.failed_allocs.back().stage == "model" && n - log_.failed_allocs.back().line <= 3) {
+      log_.failed_allocs.back().stage = "kv";
+    }
     // "error loading model: unable to allocate CUDA0 buffer": the failure before it was the weights'.
     if (body.find("unable to allocate") != std::string_view::npos) {
       for (LlamaLogFailedAlloc& a : log_.failed_allocs) {
@@ -358,6 +392,8 @@ void Reader::finish() {
     if (s && whole_int(*s, v)) out = v;
   };
   int_param("n_ctx", c.n_ctx);
+  // the bench tools (batched-bench, sweep-bench) print the context as n_kv_max (= llama_n_ctx)
+  if (!c.n_ctx) int_param("n_kv_max", c.n_ctx);
   int_param("n_batch", c.n_batch);
   int_param("n_ubatch", c.n_ubatch);
   int_param("n_seq_max", c.n_seq_max);
@@ -384,6 +420,21 @@ void Reader::finish() {
   if (const std::string* s = info("arch")) m.arch = *s;
   if (m.arch.empty()) {
     if (const std::string* s = kv("general.architecture")) m.arch = *s;
+  }
+  if (m.arch.empty()) {
+    // no general.architecture line: the prefix of the architecture's own keys ("qwen2.block_count" -> qwen2)
+    for (const auto& [k, v] : m.kv) {
+      const size_t dot = k.find('.');
+      if (dot == std::string::npos || k.compare(0, dot, "general") == 0 || k.compare(0, dot, "tokenizer") == 0 ||
+          k.compare(0, dot, "split") == 0 || k.compare(0, dot, "quantize") == 0) {
+        continue;
+      }
+      const std::string rest = k.substr(dot + 1);
+      if (rest == "block_count" || rest == "embedding_length" || rest == "attention.head_count") {
+        m.arch = k.substr(0, dot);
+        break;
+      }
+    }
   }
   auto field = [&](std::string_view info_key, const std::string& kv_suffix, std::optional<int64_t>& out) {
     int64_t v = 0;

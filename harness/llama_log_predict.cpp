@@ -193,6 +193,8 @@ std::vector<std::pair<std::string, std::string>> command_flags(const std::string
     std::string word = w[i], value;
     const size_t eq = word.find('=');
     const bool long_eq = word.rfind("--", 0) == 0 && eq != std::string::npos;
+    // llama.cpp reads '_' in a long option's name as '-' (common_params_parse_ex): --n_gpu_layers is --n-gpu-layers.
+    if (word.rfind("--", 0) == 0) std::replace(word.begin(), word.begin() + std::min(eq, word.size()), '_', '-');
     if (long_eq) {
       value = word.substr(eq + 1);
       word = word.substr(0, eq);
@@ -386,6 +388,10 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   } else if (const std::string* v = flag(flags, "ngl")) {
     Status st = apply_policy_option("n_gpu_layers", *v, &policy);
     if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + command_where + st.message());
+  } else if (const std::string* p = param(log, "n_gpu_layers")) {
+    // the bench tools' parameter line ("main: n_kv_max = 16384, ..., n_gpu_layers = 99, ...")
+    Status st = apply_policy_option("n_gpu_layers", *p, &policy);
+    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + "the printed n_gpu_layers: " + st.message());
   } else if (gpus.count > 0) {
     missing.offload = "no 'offloaded N/M layers to GPU' line (or -ngl on the command line): the layers offloaded";
   }
@@ -508,12 +514,14 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   for (const LlamaLogFailedAlloc& a : log.failed_allocs) {
     std::string dev = a.device.empty() && a.device_index >= 0 ? backend + std::to_string(a.device_index) : a.device;
     const double printed = a.bytes ? static_cast<double>(*a.bytes) / 1024.0 / 1024.0 : a.mib.value_or(0);
-    LogFigure f = figure(a.stage == "compute" ? "failed compute" : "failed model", dev, printed, a.line);
+    // the buffer of the stage: the weights', the KV cache's or the compute buffer
+    const std::string buffer = a.stage == "compute" ? "compute" : a.stage == "kv" ? "KV" : "model";
+    LogFigure f = figure("failed " + buffer, dev, printed, a.line);
     if (a.stage.empty()) {
       f.missing = "the failing allocation's stage (no 'alloc_tensor_range' or 'ggml_gallocr_reserve_n' line)";
     } else {
-      f = buffer_figure(f, a.stage == "compute" ? "compute" : "model");
-      f.kind = a.stage == "compute" ? "failed compute" : "failed model";
+      f = buffer_figure(f, buffer);
+      f.kind = "failed " + buffer;
     }
     out.figures.push_back(f);
   }

@@ -85,6 +85,9 @@ inline bool whole_int(std::string_view s, int64_t& out) {
 }
 
 // Reads one cleaned line at a time into the log; finish() derives the typed fields.
+// Whether the line is a pasted command line (llama_log_lines.cpp).
+bool is_command_line(std::string_view s);
+
 class Reader {
  public:
   explicit Reader(LlamaLog& log) : log_(log) {}

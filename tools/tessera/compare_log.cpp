@@ -229,6 +229,7 @@ std::string compare_log_text(const LlamaLog& log, const LogPrediction& p, const 
   out << comparison_text(p, t);
 
   out << "\nlines not used (" << log.unused.size() << ")\n";
+  if (log.draft_line != 0) out << "  (from line " << log.draft_line << " on: the draft model's, not read)\n";
   for (const LlamaLogLine& u : log.unused) out << "  " << u.line << ": " << u.text << "\n";
   return out.str();
 }

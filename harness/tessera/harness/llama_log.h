@@ -93,7 +93,8 @@ struct LlamaLogDevice {
 
 // A failed allocation: "allocating 144817.04 MiB on device 0: cudaMalloc failed" and/or the allocator's
 // "failed to allocate CUDA0 buffer of size 151851674624" (joined into one record when they follow each other).
-// stage: "model" (alloc_tensor_range, loading the weights), "compute" (ggml_gallocr_reserve_n), or "" (unknown).
+// stage: "model" (alloc_tensor_range, loading the weights), "kv" (the same, followed by "failed to allocate buffer for
+// kv cache"), "compute" (ggml_gallocr_reserve_n), or "" (unknown).
 struct LlamaLogFailedAlloc {
   std::string device;  // "CUDA0", "ROCm0"; "" when only the device index was printed
   int device_index = -1;
@@ -120,7 +121,7 @@ struct LlamaLog {
   int lines_used = 0;
   int lines_skipped = 0;  // blank lines, the fidelity files' leading "# " header and "[... cut by Tessera" markers
   std::optional<LogText> build;    // "build: 6096 (fd1234cb) ..." / "main: build = 1971 (1182cf4d)"
-  std::optional<LogText> command;  // a "$ ./llama-cli ..." line
+  std::optional<LogText> command;  // a pasted command line: "$ ./llama-cli ...", "./build/bin/llama-server ..."
   LlamaLogModel model;
   LlamaLogContext context;
   std::vector<LlamaLogDevice> devices;
@@ -128,6 +129,7 @@ struct LlamaLog {
   std::vector<LlamaLogFailedAlloc> failed_allocs;
   std::vector<LogText> errors;       // "error loading model: ...", "failed to allocate compute buffers", ...
   std::vector<LlamaLogLine> unused;  // every non-empty line not used, with its line number
+  int draft_line = 0;  // "... loading draft model '...'": this line and those after it are the draft's (not used)
 };
 
 // Reads a log. `source` names it in errors ("FILE: line N: ..."). Errors (an unreadable input): a NUL byte (not a

@@ -210,7 +210,7 @@ std::vector<Expected> expected() {
        3672,
        336,
        {},
-       -1,
+       16384,  // "main: n_kv_max = 16384" (line 53)
        "q8_0",
        -1,
        "qwen3moe",

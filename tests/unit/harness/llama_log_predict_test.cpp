@@ -211,4 +211,25 @@ TEST(LlamaLogPredict, AModelFileThatCannotBeReadIsAnInputError) {
   EXPECT_NE(p.status().message().find("/nonexistent/model.gguf"), std::string::npos) << p.status().message();
 }
 
+TEST(LlamaLogPredict, UnderscoresInALongOptionAndTheKvCacheThatFailed) {
+  // "--n_gpu_layers 1" is llama.cpp's -ngl 1: only the output layer on the GPU (its 546048 B), both layers on the CPU.
+  std::string text = replace(synthetic(),
+                             "load_tensors: offloading 2 repeating layers to GPU\n"
+                             "load_tensors: offloading output layer to GPU\n"
+                             "load_tensors: offloaded 3/3 layers to GPU\n",
+                             "");
+  text = "[me@box llama.cpp]$ ./llama-cli -m /models/synthetic-q8_0.gguf --n_gpu_layers 1\n" + text;
+  const LogPrediction p = predict(text);
+  expect_mib(p, "model", "CUDA0", kOutput);
+  // The KV cache (2 layers x 262144 B on the GPU with -ngl 3) fails: the failed allocation is compared with it.
+  const std::string kv_fail = replace(synthetic(), "llama_kv_cache:      CUDA0 KV buffer size =     0.50 MiB\n",
+                                      "alloc_tensor_range: failed to allocate CUDA0 buffer of size 524288\n"
+                                      "llama_kv_cache: failed to allocate buffer for kv cache\n");
+  const LogPrediction q = predict(kv_fail);
+  const LogFigure* f = find(q, "failed KV", "CUDA0");
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->predicted.has_value()) << f->missing;
+  EXPECT_NEAR(*f->predicted, 2 * kKvLayer / kMiB, 1e-9);
+}
+
 }  // namespace

@@ -319,4 +319,71 @@ TEST(LlamaLog, Errors) {
   ASSERT_EQ(big.unused.size(), 1u);
 }
 
+// Command lines as users paste them (each form from a public thread): a shell prompt before the program
+// (llama.cpp#9517), the program in Markdown bold (llama.cpp#11200), the program's path first (llama.cpp PR #22790).
+// A log line naming a llama.cpp function, or prose, is not a command.
+TEST(LlamaLog, CommandLinesAsUsersPasteThem) {
+  for (const char* line : {
+           "[gohary@MainPC llama.cpp]$ ./llama-cli -m models/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf -ngl 999",
+           "**llama-server** -a qwenv25coder-32b -ts 10,6 -ngl 99 -c 32768",
+           "$ ./build/bin/llama-mtmd-cli -hf ggml-org/gemma-3-4b-it-GGUF --n_gpu_layers 99",
+           "./build/bin/llama-server -m /models/x.gguf -c 8192",
+           "`llama-cli -m x.gguf -ngl 10`",
+       }) {
+    const LlamaLog log = parse_ok(std::string(line) + "\nllama_context: n_ctx = 1\n");
+    ASSERT_TRUE(log.command) << line;
+    EXPECT_EQ(log.command->line, 1) << line;
+  }
+  for (const char* line : {
+           "llama_model_loader: - kv   0: general.architecture str = llama",
+           "I ran llama-server -ngl 99 and it failed",
+           "llama-server: error: unknown argument",
+           "./llama-server",
+       }) {
+    const LlamaLog log = parse_ok(std::string(line) + "\nllama_context: n_ctx = 1\n");
+    EXPECT_FALSE(log.command) << line;
+  }
+}
+
+// tests/fidelity/06 (llama.cpp#11200): llama-server loads a draft model after the main one; the draft's device line
+// (and whatever follows) is not read as the main model's.
+TEST(LlamaLog, DraftModelLinesAreNotRead) {
+  const LlamaLog log = parse_ok(
+      "llama_new_context_with_model: graph splits = 3\n"
+      "srv    load_model: loading draft model 'qwen2.5-coder:1.5b-instruct-q8_0.gguf'\n"
+      "llama_model_load_from_file: using device CUDA1 (NVIDIA GeForce RTX 3090 Ti) - 9866 MiB free\n"
+      "llama_new_context_with_model: n_ctx = 32768\n");
+  EXPECT_EQ(log.draft_line, 2);
+  EXPECT_TRUE(log.devices.empty());
+  EXPECT_FALSE(log.context.n_ctx);
+  EXPECT_EQ(log.lines_used, 1);
+  ASSERT_EQ(log.unused.size(), 3u);
+  EXPECT_EQ(log.unused[0].line, 2);
+}
+
+// A KV cache that does not fit: alloc_tensor_range fails, then llama_kv_cache_init says the buffer was the cache's
+// (llama.cpp src/llama-kv-cache.cpp: "failed to allocate buffer for kv cache").
+TEST(LlamaLog, FailedKvCacheAllocation) {
+  const LlamaLog log = parse_ok(
+      "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 16384.00 MiB on device 0: cudaMalloc failed: out of "
+      "memory\n"
+      "alloc_tensor_range: failed to allocate CUDA0 buffer of size 17179869184\n"
+      "llama_kv_cache_init: failed to allocate buffer for kv cache\n");
+  ASSERT_EQ(log.failed_allocs.size(), 1u);
+  EXPECT_EQ(log.failed_allocs[0].stage, "kv");
+  EXPECT_EQ(*log.failed_allocs[0].bytes, 17179869184ull);
+}
+
+// The architecture from its keys' prefix when general.architecture was not printed (llama.cpp#11200's excerpt), and
+// the bench tools' parameter line (ik_llama.cpp PR #370, tests/fidelity/19): n_kv_max is the context size.
+TEST(LlamaLog, ArchFromKeyPrefixAndBenchParameters) {
+  const LlamaLog log = parse_ok(
+      "llama_model_loader: - kv  18:                          qwen2.block_count u32              = 64\n"
+      "main: n_kv_max = 16384, n_batch = 2048, n_ubatch = 512, flash_attn = 1, n_gpu_layers = 99, n_threads = 32\n");
+  EXPECT_EQ(log.model.arch, "qwen2");
+  EXPECT_EQ(log.model.n_layer, 64);
+  EXPECT_EQ(log.context.n_ctx, 16384);
+  EXPECT_EQ(log.context.n_batch, 2048);
+}
+
 }  // namespace
