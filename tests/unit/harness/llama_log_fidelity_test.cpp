@@ -226,7 +226,10 @@ std::vector<Expected> expected() {
        2,
        {},
        -1,
-       "f16"},
+       "f16",
+       -1,
+       "llama",
+       28},
   };
 }
 
