@@ -217,7 +217,7 @@ std::vector<Expected> expected() {
        -1,
        "qwen3moe",
        94},
-      {"20-gpt-oss-120b-3gpu-ncpumoe-cmdline.log", {}, -1, -1, {}},
+      {"20-gpt-oss-120b-3gpu-ncpumoe-cmdline.log", {}, -1, -1, {}, -1, "", -1, "gpt-oss", 36},
       {"21-gemma3-4b-L4-metadata.log", {}, -1, -1, {}, -1, "", -1, "gemma3", 34},
       {"22-ollama-1gpu-full-context-old-format.log",
        {{"CUDA0", "KV", 896.00},
