@@ -227,6 +227,13 @@ std::vector<Expected> expected() {
        {},
        -1,
        "f16"},
+      {"23-qwen2.5-7b-ollama-cpu-only-old-format.log",
+       {{"CPU", "model", 4460.45}, {"CPU", "KV", 448.00}, {"CPU", "output", 2.38}, {"CPU", "compute", 492.01}},
+       986,
+       1,
+       {},
+       8192,
+       "f16"},
   };
 }
 
