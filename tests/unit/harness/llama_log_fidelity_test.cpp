@@ -234,6 +234,21 @@ std::vector<Expected> expected() {
        {},
        8192,
        "f16"},
+      {"24-llama3.1-8b-dolphin3-ollama-1gpu-old-format.log",
+       {{"CPU", "model", 281.82},
+        {"CUDA0", "model", 4403.50},
+        {"CUDA0", "KV", 1024.00},
+        {"CUDA_Host", "output", 2.02},
+        {"CUDA0", "compute", 560.00},
+        {"CUDA_Host", "compute", 24.01}},
+       1030,
+       2,
+       {},
+       8192,
+       "f16",
+       33,
+       "llama",
+       32},
   };
 }
 
