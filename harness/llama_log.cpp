@@ -133,6 +133,15 @@ Result<LlamaLog> parse_llama_log(std::string_view text, const std::string& sourc
     if (raw.find('\0') != std::string_view::npos) {
       return TS_ERROR(StatusCode::kInvalidArgument, "%s: line %d: a NUL byte: not a text log", source.c_str(), number);
     }
+    // ollama's runner (its journal or docker prefix, its Go lines, its model store): see LlamaLog::ollama.
+    if (!log.ollama &&
+        (raw.find("ollama[") != std::string_view::npos || raw.find("ollama  |") != std::string_view::npos ||
+         raw.find("source=server.go") != std::string_view::npos ||
+         raw.find("source=runner.go") != std::string_view::npos ||
+         raw.find(".ollama/models/blobs") != std::string_view::npos ||
+         raw.find(".ollama\\models\\blobs") != std::string_view::npos)) {
+      log.ollama = true;
+    }
     const std::string line = clean_log_line(raw);
     if (line.empty()) {
       ++log.lines_skipped;

@@ -128,6 +128,14 @@ bool Reader::line(const std::string& text, int n) {
   if (starts_with(body, "allocating ") || body.find("failed to allocate ") != std::string_view::npos) {
     if (failed(fn, body, n)) return true;
   }
+  // "n_ctx_per_seq (2048) < n_ctx_train (131072) -- the full capacity of the model will not be utilized"
+  if (starts_with(body, "n_ctx_per_seq (")) {
+    std::string_view r = body.substr(15);
+    int64_t v = 0;
+    if (!take_int(r, v) || !consume(r, ")")) return false;
+    log_.context.params.emplace_back("n_ctx_per_seq", std::to_string(v));
+    return true;
+  }
   if (fn_is(fn, "llama_context") || fn_is(fn, "llama_new_context_with_model") || fn_has(fn, "kv_cache") ||
       fn_is(fn, "main")) {
     if (key_values(body)) return true;

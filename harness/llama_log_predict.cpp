@@ -414,6 +414,28 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   }
   out.notes.push_back(std::to_string(gpus.count) + " GPU(s), from " + gpus.source);
 
+  // The sequences (the output buffer holds a row per sequence): the printed n_seq_max, else n_ctx / n_ctx_per_seq,
+  // else --parallel, else 1.
+  int64_t n_seq_max = 1;
+  int64_t per_seq = 0;
+  if (c.n_seq_max) {
+    n_seq_max = *c.n_seq_max;
+  } else if (const std::string* ps = param(log, "n_ctx_per_seq");
+             ps != nullptr && c.n_ctx &&
+             std::sscanf(ps->c_str(), "%lld", reinterpret_cast<long long*>(&per_seq)) == 1 && per_seq > 0 &&
+             *c.n_ctx % per_seq == 0) {
+    n_seq_max = *c.n_ctx / per_seq;
+    out.notes.push_back("n_seq_max " + std::to_string(n_seq_max) + ": n_ctx / n_ctx_per_seq");
+  } else if (options.n_seq_max > 0) {
+    n_seq_max = options.n_seq_max;
+    out.notes.push_back("n_seq_max " + std::to_string(n_seq_max) + ": from --parallel");
+  } else {
+    out.notes.push_back("no 'n_seq_max' line: 1 sequence assumed (--parallel N gives another)");
+  }
+  if (log.ollama) {
+    out.notes.push_back("an ollama log: its llama.cpp returns embeddings too (output rows of n_vocab + n_embd)");
+  }
+
   // Plan and take the breakdown.
   std::optional<MemoryBreakdown> breakdown;
   if (model) {
@@ -433,7 +455,10 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     }
     Status p = s.value()->plan();
     if (!p.ok()) return Status(StatusCode::kInvalidArgument, where + "the placement cannot be planned: " + p.message());
-    auto b = llama_memory_breakdown(*s.value(), llama_context_params(shape.value()));
+    LlamaContextParams params = llama_context_params(shape.value());
+    params.n_seq_max = n_seq_max;
+    params.embeddings = log.ollama;
+    auto b = llama_memory_breakdown(*s.value(), params);
     if (!b.ok()) return b.status();
     breakdown = std::move(b).value();
     out.notes.push_back(std::string("pipeline parallelism ") +

@@ -223,12 +223,13 @@ Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextPar
   b.kv_type = type_name(m.kv_type);
   model_buffers(s, names, &b.buffers);
   kv_buffers(s, names, params, &b.buffers);
-  // The output buffer (src/llama-context.cpp, output_reserve(n_seq_max) in llama_context's constructor): logits of
-  // n_vocab floats for each of n_seq_max (1) outputs, no embeddings; in the host buffer type of the output layer's
-  // device (CUDA_Host for a GPU), else the CPU's.
+  // The output buffer (src/llama-context.cpp, output_reserve(n_seq_max) in llama_context's constructor): for each of
+  // n_seq_max outputs, n_vocab floats of logits and, when the context returns embeddings, n_embd more; in the host
+  // buffer type of the output layer's device (CUDA_Host for a GPU), else the CPU's.
   const bool out_gpu = names.is_gpu(s.placement().output_device);
+  const int64_t row = m.n_vocab + (params.embeddings ? m.n_embd : 0);
   buffer(&b.buffers, LlamaBuffer::Kind::kOutput, out_gpu ? "CUDA_Host" : "CPU", names.host()).bytes =
-      static_cast<size_t>(m.n_vocab) * sizeof(float);
+      static_cast<size_t>(std::max<int64_t>(params.n_seq_max, 1) * row) * sizeof(float);
   // The compute buffers (src/llama-context.cpp, sched_reserve): per backend, printed when above 1 byte; the CPU
   // backend's is in the first GPU's host buffer type (CUDA_Host) when there is a GPU.
   Scheduler& sched = s.sched();

@@ -125,6 +125,10 @@ CLI::App* add_compare_log(CLI::App& app, CompareLogArgs& args) {
                                    "graph, failed allocations, and every line not used");
   c->add_option("log", args.path, "the log file")->required();
   c->add_option("-m,--model", args.model, "the model's GGUF file (else the model comes from the printed metadata)");
+  c->add_option("--parallel", args.n_seq_max,
+                "the sequences llama.cpp ran with (-np; ollama's OLLAMA_NUM_PARALLEL), when the log prints neither "
+                "n_seq_max nor n_ctx_per_seq (default 1)")
+      ->check(CLI::Range(1, 4096));
   c->add_option("--tolerance", args.tolerance.memory_pct,
                 "how far (in %) a model, KV, output buffer or failed model allocation may be off (default 0.5)")
       ->check(CLI::Range(0.0, 1000.0));
@@ -339,6 +343,7 @@ int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices) {
   LogPredictOptions options;
   options.model_file = args.model;
   options.real_devices = real_devices;
+  options.n_seq_max = args.n_seq_max;
   auto p = predict_log(log.value(), options);
   if (!p.ok()) {
     std::fprintf(stderr, "tessera: %s\n", p.status().message().c_str());

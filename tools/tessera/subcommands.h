@@ -16,7 +16,8 @@ namespace tessera::tool {
 
 struct CompareLogArgs {
   std::string path;
-  std::string model;  // -m FILE.gguf
+  std::string model;      // -m FILE.gguf
+  int64_t n_seq_max = 0;  // -np / --parallel: the sequences, when the log does not print them
   bool json = false;
   harness::LogTolerance tolerance;
 };

@@ -129,6 +129,9 @@ struct LlamaLog {
   std::vector<LlamaLogFailedAlloc> failed_allocs;
   std::vector<LogText> errors;       // "error loading model: ...", "failed to allocate compute buffers", ...
   std::vector<LlamaLogLine> unused;  // every non-empty line not used, with its line number
+  // Printed by ollama's runner (a line with its journal or docker prefix, its Go log lines "source=server.go" /
+  // "source=runner.go", or a model from its store ".ollama/models/blobs"): ollama's llama.cpp returns embeddings.
+  bool ollama = false;
   int draft_line = 0;  // "... loading draft model '...'": this line and those after it are the draft's (not used)
 };
 

@@ -20,6 +20,7 @@ namespace tessera::harness {
 struct LogPredictOptions {
   std::string model_file;  // -m FILE.gguf: the model's tensors from the file (else the printed metadata)
   const Registry* real_devices = nullptr;  // the real CPU that the simulated topology's CPU wraps (as for sessions)
+  int64_t n_seq_max = 0;  // --parallel N: the sequences, when the log prints neither n_seq_max nor n_ctx_per_seq
 };
 
 // One figure the log printed, and Tessera's prediction of it.

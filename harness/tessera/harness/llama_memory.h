@@ -21,6 +21,8 @@ struct LlamaContextParams {
   int64_t n_batch = 2048;
   int64_t n_ubatch = 512;
   bool swa_full = false;
+  int64_t n_seq_max = 1;    // -np: the output buffer holds one row of logits per sequence
+  bool embeddings = false;  // the context also returns embeddings (ollama's runner does): n_embd more per row
 };
 // From the run options as given (unset: llama.cpp's defaults).
 LlamaContextParams llama_context_params(const LlamaRunShape& shape);

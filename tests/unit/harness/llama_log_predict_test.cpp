@@ -41,11 +41,12 @@ std::string replace(std::string text, const std::string& from, const std::string
   return text;
 }
 
-LogPrediction predict(const std::string& text) {
+LogPrediction predict(const std::string& text, int64_t parallel = 0) {
   auto log = parse_llama_log(text, "synthetic.log");
   EXPECT_TRUE(log.ok()) << log.status().message();
   LogPredictOptions o;
   o.real_devices = &builtin_registry();
+  o.n_seq_max = parallel;
   auto p = predict_log(log.value(), o);
   EXPECT_TRUE(p.ok()) << p.status().message();
   return p.ok() ? p.value() : LogPrediction{};
@@ -230,6 +231,25 @@ TEST(LlamaLogPredict, UnderscoresInALongOptionAndTheKvCacheThatFailed) {
   ASSERT_NE(f, nullptr);
   ASSERT_TRUE(f->predicted.has_value()) << f->missing;
   EXPECT_NEAR(*f->predicted, 2 * kKvLayer / kMiB, 1e-9);
+}
+
+// The output buffer holds a row per sequence (llama.cpp's output_reserve(n_seq_max)): 4 x 1000 floats with
+// "n_seq_max = 4"; the same from n_ctx / n_ctx_per_seq (256 / 64) when n_seq_max is not printed, or from --parallel.
+// An ollama log (its journal prefix) adds n_embd = 512 floats per row (ollama's llama.cpp returns embeddings; its
+// printed output buffers, tests/fidelity/22-24, are (n_vocab + n_embd) x 4 sequences x 4 B).
+TEST(LlamaLogPredict, TheOutputBufferHasARowPerSequence) {
+  const std::string four = replace(synthetic(), "n_seq_max     = 1", "n_seq_max     = 4");
+  expect_mib(predict(four), "output", "CUDA_Host", 4 * 1000 * 4);
+  const std::string per_seq =
+      replace(synthetic(), "llama_context: n_seq_max     = 1\n",
+              "llama_context: n_ctx_per_seq (64) < n_ctx_train (4096) -- the full capacity of the model will not be "
+              "utilized\n");
+  expect_mib(predict(per_seq), "output", "CUDA_Host", 4 * 1000 * 4);
+  const std::string unprinted = replace(synthetic(), "llama_context: n_seq_max     = 1\n", "");
+  expect_mib(predict(unprinted), "output", "CUDA_Host", 1000 * 4);
+  expect_mib(predict(unprinted, 2), "output", "CUDA_Host", 2 * 1000 * 4);
+  const std::string ollama = "Dec 31 01:58:00 host ollama[555324]: " + four;
+  expect_mib(predict(ollama), "output", "CUDA_Host", 4 * (1000 + 512) * 4);
 }
 
 }  // namespace
