@@ -56,6 +56,7 @@ std::string_view base_name(std::string_view word) {
 bool is_command_line(std::string_view s) {
   if (starts_with(s, "$ ")) return true;
   std::string_view r = s;
+  if (starts_with(r, "+ ")) r.remove_prefix(2);  // a shell's trace (set -x), as llama.cpp's CI prints its commands
   const size_t prompt = r.find("$ ");
   if (prompt != std::string_view::npos && prompt > 0 && (r[prompt - 1] == ']' || r[prompt - 1] == '~')) {
     r = r.substr(prompt + 2);
@@ -136,8 +137,9 @@ bool Reader::line(const std::string& text, int n) {
     log_.context.params.emplace_back("n_ctx_per_seq", std::to_string(v));
     return true;
   }
+  // early 2025: "init: kv_size = 2048, offload = 1, type_k = 'f16', ..." (llama_kv_cache_unified::init)
   if (fn_is(fn, "llama_context") || fn_is(fn, "llama_new_context_with_model") || fn_has(fn, "kv_cache") ||
-      fn_is(fn, "main")) {
+      fn_is(fn, "main") || (fn_is(fn, "init") && starts_with(body, "kv_size ="))) {
     if (key_values(body)) return true;
   }
   return error(body, n);

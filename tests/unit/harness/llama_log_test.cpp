@@ -329,6 +329,8 @@ TEST(LlamaLog, CommandLinesAsUsersPasteThem) {
            "$ ./build/bin/llama-mtmd-cli -hf ggml-org/gemma-3-4b-it-GGUF --n_gpu_layers 99",
            "./build/bin/llama-server -m /models/x.gguf -c 8192",
            "`llama-cli -m x.gguf -ngl 10`",
+           // llama.cpp's CI (ggml-org/ci) prints its commands with the shell's trace prefix
+           "+ ./bin/llama-cli -no-cnv --model ../models-mnt/pythia/2.8B/ggml-model-f16.gguf -t 1 -ngl 99 -c 0",
        }) {
     const LlamaLog log = parse_ok(std::string(line) + "\nllama_context: n_ctx = 1\n");
     ASSERT_TRUE(log.command) << line;
@@ -384,6 +386,11 @@ TEST(LlamaLog, ArchFromKeyPrefixAndBenchParameters) {
   EXPECT_EQ(log.model.n_layer, 64);
   EXPECT_EQ(log.context.n_ctx, 16384);
   EXPECT_EQ(log.context.n_batch, 2048);
+  // early 2025's cache line (ggml-org/ci, build 4700s): "init: kv_size = ..."
+  const LlamaLog init = parse_ok(
+      "init: kv_size = 2048, offload = 1, type_k = 'q8_0', type_v = 'q8_0', n_layer = 32, can_shift = 1\n");
+  EXPECT_EQ(init.context.kv_size, 2048);
+  EXPECT_EQ(init.context.type_k, "q8_0");
 }
 
 }  // namespace
