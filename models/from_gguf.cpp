@@ -343,6 +343,7 @@ Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufR
   }
   const std::string p = arch_name.value() + ".";
   LlamaConfig c;
+  c.kq_mask_f32 = true;  // llama.cpp's mask (llama.h: kq_mask_f32)
   c.arch = arch->name;
   c.attn_bias = arch->attn_bias;
   c.attn_qk_norm = arch->qk_norm;

@@ -179,8 +179,9 @@ class Builder {
     m_.tokens = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_tokens");
     m_.pos = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_pos");
     m_.kv_idxs = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_kv_idxs");
-    m_.mask = input(ctx_.new_tensor_2d(Type::kF16, c_.kv_len(), c_.n_tokens), "inp_kq_mask");
-    if (c_.has_swa()) m_.mask_swa = input(ctx_.new_tensor_2d(Type::kF16, c_.kv_len(), c_.n_tokens), "inp_kq_mask_swa");
+    const Type mask_type = c_.kq_mask_f32 && !c_.flash_attn ? Type::kF32 : Type::kF16;
+    m_.mask = input(ctx_.new_tensor_2d(mask_type, c_.kv_len(), c_.n_tokens), "inp_kq_mask");
+    if (c_.has_swa()) m_.mask_swa = input(ctx_.new_tensor_2d(mask_type, c_.kv_len(), c_.n_tokens), "inp_kq_mask_swa");
     if (c_.outputs() < c_.n_tokens) m_.out_ids = input(ctx_.new_tensor_1d(Type::kI32, c_.outputs()), "inp_out_ids");
   }
 

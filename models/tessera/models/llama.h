@@ -52,6 +52,10 @@ struct LlamaConfig {
   Type weight_type = Type::kQ4_0;  // the large matrices (norms are f32, the MoE router f32)
   Type kv_type = Type::kF16;
   bool flash_attn = true;
+  // The attention mask's type as llama.cpp makes it: f32 (build_inp_kq_mask creates it f32 and casts it to f16 only
+  // for flash attention). Models read from GGUF files set it for the softmax path (a flash-attention graph keeps an f16
+  // mask: its cast is not modelled); the built-in presets keep an f16 mask.
+  bool kq_mask_f32 = false;
   // Mixture of experts: n_expert > 0 replaces the dense FFN by n_expert experts of which n_expert_used are used.
   int n_expert = 0;
   int n_expert_used = 0;

@@ -10,6 +10,7 @@
 
 #include "tessera/gguf.h"
 #include "tessera/models/from_gguf.h"
+#include "tessera/models/llama.h"
 
 using namespace tessera;
 using namespace tessera::models;
@@ -127,6 +128,24 @@ TEST(FromGguf, TheRunShapeComesFromTheOptionsAndTheContextFromTheFile) {
   ASSERT_TRUE(m2.ok());
   EXPECT_EQ(m2->config.n_ctx, 512);
   EXPECT_FALSE(m2->config.flash_attn);
+}
+
+// llama.cpp's attention mask is an f32 input (build_inp_kq_mask; cast to f16 only for flash attention): a model read
+// from a file has it so on the softmax path, which the host and GPU compute buffers of real logs show
+// (tests/fidelity/24: CUDA_Host 24.01 MiB = 8 MiB of embeddings + a 16 MiB f32 mask of 8192 x 512; 28: 12.00 MiB =
+// 8 + 4 MiB at 2048 x 512). With flash attention the mask stays f16; the built-in presets keep an f16 mask.
+TEST(FromGguf, TheSoftmaxMaskIsF32AsInLlamaCpp) {
+  auto softmax = build(llama_file({}), {.n_ctx = 512, .n_tokens = 4, .flash_attn = false});
+  ASSERT_TRUE(softmax.ok()) << softmax.status().message();
+  EXPECT_EQ(softmax->mask->type, Type::kF32);
+  auto fa = build(llama_file({}), {.n_ctx = 512, .n_tokens = 4, .flash_attn = true});
+  ASSERT_TRUE(fa.ok()) << fa.status().message();
+  EXPECT_EQ(fa->mask->type, Type::kF16);
+  LlamaConfig preset = models::preset("tiny").value();
+  preset.flash_attn = false;
+  auto p = build_llama(preset);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->mask->type, Type::kF16);
 }
 
 TEST(FromGguf, MixtureOfExperts) {
