@@ -387,8 +387,8 @@ TEST(LlamaLog, ArchFromKeyPrefixAndBenchParameters) {
   EXPECT_EQ(log.context.n_ctx, 16384);
   EXPECT_EQ(log.context.n_batch, 2048);
   // early 2025's cache line (ggml-org/ci, build 4700s): "init: kv_size = ..."
-  const LlamaLog init = parse_ok(
-      "init: kv_size = 2048, offload = 1, type_k = 'q8_0', type_v = 'q8_0', n_layer = 32, can_shift = 1\n");
+  const LlamaLog init =
+      parse_ok("init: kv_size = 2048, offload = 1, type_k = 'q8_0', type_v = 'q8_0', n_layer = 32, can_shift = 1\n");
   EXPECT_EQ(init.context.kv_size, 2048);
   EXPECT_EQ(init.context.type_k, "q8_0");
 }
