@@ -259,6 +259,21 @@ std::vector<Expected> expected() {
        33,
        "llama",
        32},
+      {"25-open-llama-7b-f16-v100-ci-old-format.log",
+       {{"CPU", "model", 250.00},
+        {"CUDA0", "model", 12603.02},
+        {"CUDA0", "KV", 256.00},
+        {"CUDA_Host", "output", 62.50},
+        {"CUDA0", "compute", 70.50},
+        {"CUDA_Host", "compute", 9.00}},
+       1060,
+       2,
+       {},
+       512,
+       "f16",
+       33,
+       "llama",
+       32},
   };
 }
 
