@@ -304,6 +304,21 @@ std::vector<Expected> expected() {
        33,
        "llama",
        32},
+      {"28-open-llama-7b-q5_1-perplexity-ctx2048-v100-ci-old-format.log",
+       {{"CPU", "model", 93.75},
+        {"CUDA0", "model", 4735.56},
+        {"CUDA0", "KV", 1024.00},
+        {"CUDA_Host", "output", 62.50},
+        {"CUDA0", "compute", 164.00},
+        {"CUDA_Host", "compute", 12.00}},
+       1060,
+       2,
+       {},
+       2048,
+       "f16",
+       33,
+       "llama",
+       32},
   };
 }
 
