@@ -349,6 +349,21 @@ std::vector<Expected> expected() {
        33,
        "llama",
        32},
+      {"31-open-llama-7b-q4_k-v100-ci-old-format.log",
+       {{"CPU", "model", 70.31},
+        {"CUDA0", "model", 3820.94},
+        {"CUDA0", "KV", 256.00},
+        {"CUDA_Host", "output", 62.50},
+        {"CUDA0", "compute", 70.50},
+        {"CUDA_Host", "compute", 9.00}},
+       1060,
+       2,
+       {},
+       512,
+       "f16",
+       33,
+       "llama",
+       32},
   };
 }
 
