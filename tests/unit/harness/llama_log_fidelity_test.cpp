@@ -364,6 +364,21 @@ std::vector<Expected> expected() {
        33,
        "llama",
        32},
+      {"32-open-llama-7b-q5_k-v100-ci-old-format.log",
+       {{"CPU", "model", 85.94},
+        {"CUDA0", "model", 4474.94},
+        {"CUDA0", "KV", 256.00},
+        {"CUDA_Host", "output", 62.50},
+        {"CUDA0", "compute", 70.50},
+        {"CUDA_Host", "compute", 9.00}},
+       1060,
+       2,
+       {},
+       512,
+       "f16",
+       33,
+       "llama",
+       32},
   };
 }
 
