@@ -435,6 +435,14 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   if (log.ollama) {
     out.notes.push_back("an ollama log: its llama.cpp returns embeddings too (output rows of n_vocab + n_embd)");
   }
+  // The build number ("build: 6096 (fd1234cb) ...", "main: build = 2459 (d199ca79)"): before 2540 (llama.cpp PR
+  // #6122) the output buffer had a row for every token of a batch.
+  long long build_number = 0;
+  if (log.build && std::sscanf(log.build->text.c_str(), "%lld", &build_number) == 1 && build_number > 0 &&
+      build_number < 2540) {
+    out.notes.push_back("build " + std::to_string(build_number) +
+                        " (before llama.cpp PR #6122, build 2540): an output row for every token of a batch");
+  }
 
   // Plan and take the breakdown.
   std::optional<MemoryBreakdown> breakdown;
@@ -458,6 +466,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     LlamaContextParams params = llama_context_params(shape.value());
     params.n_seq_max = n_seq_max;
     params.embeddings = log.ollama;
+    params.output_per_batch_token = build_number > 0 && build_number < 2540;
     auto b = llama_memory_breakdown(*s.value(), params);
     if (!b.ok()) return b.status();
     breakdown = std::move(b).value();

@@ -228,8 +228,9 @@ Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextPar
   // buffer type of the output layer's device (CUDA_Host for a GPU), else the CPU's.
   const bool out_gpu = names.is_gpu(s.placement().output_device);
   const int64_t row = m.n_vocab + (params.embeddings ? m.n_embd : 0);
+  const int64_t rows = params.output_per_batch_token ? std::min(m.n_ctx, params.n_batch) : params.n_seq_max;
   buffer(&b.buffers, LlamaBuffer::Kind::kOutput, out_gpu ? "CUDA_Host" : "CPU", names.host()).bytes =
-      static_cast<size_t>(std::max<int64_t>(params.n_seq_max, 1) * row) * sizeof(float);
+      static_cast<size_t>(std::max<int64_t>(rows, 1) * row) * sizeof(float);
   // The compute buffers (src/llama-context.cpp, sched_reserve): per backend, printed when above 1 byte; the CPU
   // backend's is in the first GPU's host buffer type (CUDA_Host) when there is a GPU.
   Scheduler& sched = s.sched();

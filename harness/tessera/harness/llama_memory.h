@@ -23,6 +23,9 @@ struct LlamaContextParams {
   bool swa_full = false;
   int64_t n_seq_max = 1;    // -np: the output buffer holds one row of logits per sequence
   bool embeddings = false;  // the context also returns embeddings (ollama's runner does): n_embd more per row
+  // Builds before llama.cpp PR #6122 (build 2540, 2024-03-26) reserved an output row for every token of a batch
+  // (n_batch rows), not one per sequence.
+  bool output_per_batch_token = false;
 };
 // From the run options as given (unset: llama.cpp's defaults).
 LlamaContextParams llama_context_params(const LlamaRunShape& shape);

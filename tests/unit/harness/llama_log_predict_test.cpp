@@ -250,6 +250,9 @@ TEST(LlamaLogPredict, TheOutputBufferHasARowPerSequence) {
   expect_mib(predict(unprinted, 2), "output", "CUDA_Host", 2 * 1000 * 4);
   const std::string ollama = "Dec 31 01:58:00 host ollama[555324]: " + four;
   expect_mib(predict(ollama), "output", "CUDA_Host", 4 * (1000 + 512) * 4);
+  // Before build 2540 (llama.cpp PR #6122, tests/fidelity/25-32) a row for every token of the batch: n_batch 256.
+  expect_mib(predict("main: build = 2459 (d199ca79)\n" + four), "output", "CUDA_Host", 256 * 1000 * 4);
+  expect_mib(predict("main: build = 2540 (557410b8)\n" + four), "output", "CUDA_Host", 4 * 1000 * 4);
 }
 
 }  // namespace
