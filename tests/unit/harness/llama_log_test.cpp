@@ -331,6 +331,8 @@ TEST(LlamaLog, CommandLinesAsUsersPasteThem) {
            "`llama-cli -m x.gguf -ngl 10`",
            // llama.cpp's CI (ggml-org/ci) prints its commands with the shell's trace prefix
            "+ ./bin/llama-cli -no-cnv --model ../models-mnt/pythia/2.8B/ggml-model-f16.gguf -t 1 -ngl 99 -c 0",
+           // environment assignments before the program (a form seen in users' threads)
+           "CUDA_VISIBLE_DEVICES=2 GGML_CUDA_NO_PINNED=1 llama-server -m x.gguf -ngl 80 --no-kv-offload",
        }) {
     const LlamaLog log = parse_ok(std::string(line) + "\nllama_context: n_ctx = 1\n");
     ASSERT_TRUE(log.command) << line;
