@@ -57,10 +57,9 @@ bool is_command_line(std::string_view s) {
   if (starts_with(s, "$ ")) return true;
   std::string_view r = s;
   if (starts_with(r, "+ ")) r.remove_prefix(2);  // a shell's trace (set -x), as llama.cpp's CI prints its commands
+  // a shell prompt before it: "[me@box dir]$ ", "me@box:~/dir$ ", "(base) me@box:~$ "
   const size_t prompt = r.find("$ ");
-  if (prompt != std::string_view::npos && prompt > 0 && (r[prompt - 1] == ']' || r[prompt - 1] == '~')) {
-    r = r.substr(prompt + 2);
-  }
+  if (prompt != std::string_view::npos && prompt > 0) r = r.substr(prompt + 2);
   while (!r.empty() && (r.front() == '*' || r.front() == '`' || r.front() == ' ')) r.remove_prefix(1);
   // environment assignments before the program ("CUDA_VISIBLE_DEVICES=2 llama-server ...")
   while (true) {
