@@ -437,6 +437,22 @@ std::vector<Expected> expected() {
        95,
        "qwen3moe",
        94},
+      {"37-qwen3moe-235b-q8_0-1gpu-nommap-ot-fa-q8kv.log",
+       {{"CUDA_Host", "model", 630.59},
+        {"CUDA0", "model", 41723.89},
+        {"CPU", "model", 196001.25},
+        {"CUDA_Host", "output", 0.58},
+        {"CUDA0", "KV", 3196.00},
+        {"CUDA0", "compute", 1024.00},
+        {"CUDA_Host", "compute", 72.01}},
+       5741,
+       402,
+       {},
+       32768,
+       "q8_0",
+       95,
+       "qwen3moe",
+       94},
   };
 }
 
