@@ -136,6 +136,11 @@ bool Reader::line(const std::string& text, int n) {
   if (starts_with(body, "allocating ") || body.find("failed to allocate ") != std::string_view::npos) {
     if (failed(fn, body, n)) return true;
   }
+  // "loading model tensors, this can take a while... (mmap = false)"
+  if (starts_with(body, "loading model tensors") && body.find("(mmap = ") != std::string_view::npos) {
+    log_.context.params.emplace_back("mmap", body.find("(mmap = false)") != std::string_view::npos ? "false" : "true");
+    return true;
+  }
   // "n_ctx_per_seq (2048) < n_ctx_train (131072) -- the full capacity of the model will not be utilized"
   if (starts_with(body, "n_ctx_per_seq (")) {
     std::string_view r = body.substr(15);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "llama_log_model.h"
@@ -165,6 +166,7 @@ constexpr Flag kPlacementFlags[] = {
     {"-ctk,--cache-type-k", "ctk", true},
     {"-ctv,--cache-type-v", "ctv", true},
     {"-fa,--flash-attn", "fa", true},
+    {"--no-mmap", "no_mmap", false},
 };
 
 bool is_name(const char* names, const std::string& w) {
@@ -397,7 +399,10 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   }
   bool ts_given = false;
   for (const auto& [k, v] : flags) {
-    if (k == "ngl" || k == "ctx" || k == "batch" || k == "ubatch" || k == "ctk" || k == "ctv" || k == "fa") continue;
+    if (k == "ngl" || k == "ctx" || k == "batch" || k == "ubatch" || k == "ctk" || k == "ctv" || k == "fa" ||
+        k == "no_mmap") {
+      continue;
+    }
     ts_given = ts_given || k == "tensor_split";
     Status st = apply_policy_option(k, v, &policy);
     if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + command_where + st.message());
@@ -467,6 +472,8 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     params.n_seq_max = n_seq_max;
     params.embeddings = log.ollama;
     params.output_per_batch_token = build_number > 0 && build_number < 2540;
+    const std::string* mmap = param(log, "mmap");
+    params.use_mmap = !((mmap != nullptr && *mmap == "false") || flag(flags, "no_mmap") != nullptr);
     auto b = llama_memory_breakdown(*s.value(), params);
     if (!b.ok()) return b.status();
     breakdown = std::move(b).value();
@@ -528,7 +535,31 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     f.predicted = found ? sum : 0.0;  // a buffer Tessera does not predict is predicted as 0 MiB
     return f;
   };
+  // A model split across files (split.count > 1) is mapped file by file: llama.cpp prints a mapped model buffer per
+  // file, and which tensors each file holds is not in the log. Those buffers are compared as one figure, their sum,
+  // with Tessera's one mapped buffer.
+  int64_t split_count = 0;
+  for (const auto& [k, v] : log.model.kv) {
+    if (k == "split.count") split_count = std::atoll(v.c_str());
+  }
+  std::vector<LlamaLogBuffer> printed_buffers;
   for (const LlamaLogBuffer& b : log.figures.buffers) {
+    const bool mapped = b.kind == "model" && b.device.find("_Mapped") != std::string::npos;
+    if (split_count > 1 && mapped) {
+      auto same_buffer = [&](const LlamaLogBuffer& o) { return o.kind == b.kind && o.device == b.device; };
+      auto it = std::find_if(printed_buffers.begin(), printed_buffers.end(), same_buffer);
+      if (it != printed_buffers.end()) {
+        it->mib += b.mib;
+        continue;
+      }
+    }
+    printed_buffers.push_back(b);
+  }
+  if (printed_buffers.size() < log.figures.buffers.size()) {
+    out.notes.push_back("a model in " + std::to_string(split_count) +
+                        " files: its mapped model buffers (one per file) are compared as their sum");
+  }
+  for (const LlamaLogBuffer& b : printed_buffers) {
     out.figures.push_back(buffer_figure(figure(b.kind, b.device, b.mib, b.line), b.kind));
   }
   auto count_figure = [&](const std::optional<LogInt>& printed, const std::optional<LogInt>& predicted,

@@ -3,6 +3,7 @@
 #include "tessera/harness/llama_memory.h"
 
 #include <algorithm>
+#include <regex>
 #include <cstring>
 #include <map>
 
@@ -88,7 +89,16 @@ LlamaBuffer& buffer(std::vector<LlamaBuffer>* out, LlamaBuffer::Kind kind, const
 // llama-quantize writes it (weight_name_less order, each tensor at a multiple of 32 bytes). Tied embeddings: llama.cpp
 // creates the output head as a copy of token_embd on the output layer's device (TENSOR_DUPLICATED), so a GPU that
 // holds the output layer also holds token_embd's bytes.
-void model_buffers(Session& s, const Names& names, std::vector<LlamaBuffer>* out) {
+// Whether the first override matching the weight's name sends it to the CPU's own buffer type ("CPU" / "cpu").
+bool overridden_to_cpu(const Session& s, const Tensor& t) {
+  for (const TensorOverride& o : s.config().policy.overrides) {
+    if (!std::regex_search(t.name, std::regex(o.pattern))) continue;
+    return o.target == "CPU" || o.target == "cpu";
+  }
+  return false;
+}
+
+void model_buffers(Session& s, const Names& names, const LlamaContextParams& params, std::vector<LlamaBuffer>* out) {
   const Placement& p = s.placement();
   std::vector<std::pair<const Tensor*, BufferType*>> weights;
   for (const auto& [t, bt] : p.where) {
@@ -111,6 +121,11 @@ void model_buffers(Session& s, const Names& names, std::vector<LlamaBuffer>* out
   for (const auto& [t, bt] : weights) {
     const int dev = names.index_of(bt->device()->name());
     if (!names.is_gpu(dev)) {
+      if (!params.use_mmap) {  // read into a buffer: pinned host memory, or the CPU's when an override says so
+        const bool cpu = names.n_gpus() == 0 || overridden_to_cpu(s, *t);
+        buffer(out, LlamaBuffer::Kind::kModel, cpu ? "CPU" : "CUDA_Host", host).bytes += pad(nbytes(*t), 32);
+        continue;
+      }
       first = std::min(first, offset[t]);
       last = std::max(last, offset[t] + nbytes(*t));
       continue;
@@ -132,8 +147,12 @@ void model_buffers(Session& s, const Names& names, std::vector<LlamaBuffer>* out
   }
   if (first != SIZE_MAX) buffer(out, LlamaBuffer::Kind::kModel, "CPU_Mapped", host).bytes = last - first;
   // In llama.cpp's order: the host's buffers (CPU_Mapped, CUDA_Host), then the GPUs' in device order.
+  // (--no-mmap: the CPU's own buffer comes last.)
   auto rank = [](const LlamaBuffer& b) {
-    return b.name == "CPU_Mapped" ? -2 : b.name == "CUDA_Host" ? -1 : std::stoi(b.name.substr(4));
+    return b.name == "CPU_Mapped"  ? -2
+           : b.name == "CUDA_Host" ? -1
+           : b.name == "CPU"       ? 1 << 20
+                                   : std::stoi(b.name.substr(4));
   };
   std::stable_sort(out->begin(), out->end(),
                    [&](const LlamaBuffer& a, const LlamaBuffer& b) { return rank(a) < rank(b); });
@@ -221,7 +240,7 @@ Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextPar
   b.n_ctx = m.n_ctx;
   b.n_ubatch = llama_ubatch(m.n_ctx, params);
   b.kv_type = type_name(m.kv_type);
-  model_buffers(s, names, &b.buffers);
+  model_buffers(s, names, params, &b.buffers);
   kv_buffers(s, names, params, &b.buffers);
   // The output buffer (src/llama-context.cpp, output_reserve(n_seq_max) in llama_context's constructor): for each of
   // n_seq_max outputs, n_vocab floats of logits and, when the context returns embeddings, n_embd more; in the host

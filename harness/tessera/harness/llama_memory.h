@@ -26,6 +26,9 @@ struct LlamaContextParams {
   // Builds before llama.cpp PR #6122 (build 2540, 2024-03-26) reserved an output row for every token of a batch
   // (n_batch rows), not one per sequence.
   bool output_per_batch_token = false;
+  // --no-mmap: weights in the CPU's memory are read into buffers instead of mapped: the first GPU's host buffer
+  // ("CUDA_Host", pinned) when there is a GPU, the CPU's ("CPU") for those an override sends to the CPU.
+  bool use_mmap = true;
 };
 // From the run options as given (unset: llama.cpp's defaults).
 LlamaContextParams llama_context_params(const LlamaRunShape& shape);
