@@ -399,6 +399,16 @@ std::vector<Expected> expected() {
        -1,
        "qwen2",
        24},
+      {"43-qwen3-32b-q4_0-ik-llama-arm-cpu-old-format.log",
+       {{"CPU", "model", 17830.96}, {"CPU", "KV", 10240.00}, {"CPU", "output", 0.58}, {"CPU", "compute", 5252.01}},
+       1989,
+       1,
+       {},
+       40960,
+       "f16",
+       -1,
+       "qwen3",
+       64},
   };
 }
 
