@@ -409,6 +409,22 @@ std::vector<Expected> expected() {
        -1,
        "qwen3",
        64},
+      {"44-gpt-oss-20b-mxfp4-1gpu-ncpumoe-fa-iswa.log",
+       {{"CUDA0", "model", 1242.03},
+        {"CPU_Mapped", "model", 10949.33},
+        {"CUDA_Host", "output", 0.77},
+        {"CUDA0", "KV", 3072.00},
+        {"CUDA0", "KV", 18.00},
+        {"CUDA0", "compute", 456.98},
+        {"CUDA_Host", "compute", 263.15}},
+       1352,
+       146,
+       {},
+       131072,
+       "f16",
+       25,
+       "gpt-oss",
+       24},
   };
 }
 
