@@ -425,6 +425,16 @@ std::vector<Expected> expected() {
        25,
        "gpt-oss",
        24},
+      {"45-phi3-mini-4k-q4_k_m-cpu-rust-bindings-old-format.log",
+       {{"CPU_Mapped", "model", 2281.66}, {"CPU", "KV", 768.00}, {"CPU", "output", 0.12}, {"CPU", "compute", 168.01}},
+       1286,
+       1,
+       {},
+       2048,
+       "f16",
+       -1,
+       "phi3",
+       32},
   };
 }
 
