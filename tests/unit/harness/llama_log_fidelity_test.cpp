@@ -435,6 +435,21 @@ std::vector<Expected> expected() {
        -1,
        "phi3",
        32},
+      {"46-qwen3moe-30b-a3b-q4_k_m-3090ti-fa-sweep-bench.log",
+       {{"CUDA0", "model", 17596.43},
+        {"CPU_Mapped", "model", 166.92},
+        {"CUDA_Host", "output", 0.58},
+        {"CUDA0", "KV", 3072.00},
+        {"CUDA0", "compute", 300.75},
+        {"CUDA_Host", "compute", 68.01}},
+       2935,
+       2,
+       {},
+       32768,
+       "f16",
+       49,
+       "qwen3moe",
+       48},
   };
 }
 
