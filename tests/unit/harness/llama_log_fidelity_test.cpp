@@ -450,6 +450,16 @@ std::vector<Expected> expected() {
        49,
        "qwen3moe",
        48},
+      {"47-qwen3moe-30b-a3b-q5_k_m-windows-cpu.log",
+       {{"CPU_Mapped", "model", 20713.44}, {"CPU", "output", 0.58}, {"CPU", "KV", 384.00}, {"CPU", "compute", 300.75}},
+       3126,
+       1,
+       {},
+       4096,
+       "f16",
+       0,
+       "qwen3moe",
+       48},
   };
 }
 
