@@ -121,7 +121,8 @@ Result<LlamaLog> parse_llama_log(std::string_view text, const std::string& sourc
   LlamaLog log;
   log.source = source;
   Reader reader(log);
-  bool header = true;  // the fidelity files' leading "# " lines
+  bool header = true;                                  // the fidelity files' leading "# " lines
+  std::vector<std::pair<int, std::string>> continued;  // the lines of a command continued with '\' so far
   size_t pos = 0;
   int number = 0;
   while (pos < text.size()) {
@@ -156,6 +157,30 @@ Result<LlamaLog> parse_llama_log(std::string_view text, const std::string& sourc
       ++log.lines_skipped;
       continue;
     }
+    // A command continued over several lines ("./llama-cli \", "  -ngl 99 \", ...): joined, and read as one.
+    if (!continued.empty() || (line.size() > 1 && line.back() == '\\')) {
+      continued.emplace_back(number, line);
+      if (line.back() == '\\') continue;
+      std::string joined;
+      for (const auto& [n, l] : continued) {
+        joined += l.back() == '\\' ? l.substr(0, l.size() - 1) : l;
+      }
+      std::vector<std::pair<int, std::string>> lines;
+      lines.swap(continued);
+      if (!log.command && llama_log_scan::is_command_line(joined)) {
+        log.command = LogText{joined, lines.front().first};
+        log.lines_used += static_cast<int>(lines.size());
+        continue;
+      }
+      for (const auto& [n, l] : lines) {
+        if (reader.line(l, n)) {
+          ++log.lines_used;
+        } else {
+          log.unused.push_back({n, l});
+        }
+      }
+      continue;
+    }
     if (log.draft_line == 0 && line.find("loading draft model") != std::string::npos) log.draft_line = number;
     if (log.draft_line != 0) {
       // llama-server loads a draft model after the main one: its metadata, devices and buffers are not the main
@@ -167,6 +192,7 @@ Result<LlamaLog> parse_llama_log(std::string_view text, const std::string& sourc
       log.unused.push_back({number, line});
     }
   }
+  for (const auto& [n, l] : continued) log.unused.push_back({n, l});  // a continuation the text ends in
   log.lines = number;
   reader.finish();
   if (log.lines_used == 0) {

@@ -57,11 +57,18 @@ bool is_command_line(std::string_view s) {
   if (starts_with(s, "$ ")) return true;
   std::string_view r = s;
   if (starts_with(r, "+ ")) r.remove_prefix(2);  // a shell's trace (set -x), as llama.cpp's CI prints its commands
+  // a shell prompt before it: "[me@box dir]$ ", "me@box:~/dir$ ", "(base) me@box:~$ "
   const size_t prompt = r.find("$ ");
-  if (prompt != std::string_view::npos && prompt > 0 && (r[prompt - 1] == ']' || r[prompt - 1] == '~')) {
-    r = r.substr(prompt + 2);
-  }
+  if (prompt != std::string_view::npos && prompt > 0) r = r.substr(prompt + 2);
   while (!r.empty() && (r.front() == '*' || r.front() == '`' || r.front() == ' ')) r.remove_prefix(1);
+  // environment assignments before the program ("CUDA_VISIBLE_DEVICES=2 llama-server ...")
+  while (true) {
+    const size_t end = r.find(' ');
+    const size_t eq = r.find('=');
+    if (end == std::string_view::npos || eq == std::string_view::npos || eq > end || eq == 0) break;
+    if (!std::all_of(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(eq), is_ident)) break;
+    r.remove_prefix(end + 1);
+  }
   const size_t sp = r.find(' ');
   if (sp == std::string_view::npos) return false;
   std::string_view program = r.substr(0, sp);

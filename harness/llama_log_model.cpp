@@ -72,6 +72,56 @@ constexpr std::pair<const char*, const char*> kInfoKeys[] = {
     {"n_ctx_train", "context_length"},
 };
 
+bool stays_f32(const Tensor& t);
+std::string lower(std::string s);
+
+// Source tensors for llama-quantize's rules: the graph's weights in the file's order, f32 where they stay f32.
+std::vector<models::fixtures::SourceTensor> sources(const std::vector<const Tensor*>& weights) {
+  std::vector<models::fixtures::SourceTensor> src;
+  for (const Tensor* t : weights) {
+    std::vector<int64_t> ne(t->ne, t->ne + 4);
+    while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
+    src.push_back({t->name, ne, stays_f32(*t) ? gguf::TensorType::kF32 : gguf::TensorType::kF16});
+  }
+  return src;
+}
+
+// The counts per type name ("q4_k" -> 193) of llama-quantize's types for `kind`.
+std::map<std::string, int64_t> derived_counts(const models::fixtures::QuantModel& qm, models::fixtures::FileType kind,
+                                              const std::vector<models::fixtures::SourceTensor>& src) {
+  std::map<std::string, int64_t> out;
+  auto types = models::fixtures::quantized_types(qm, kind, src);
+  if (!types.ok()) return out;
+  for (gguf::TensorType t : types.value()) {
+    Type tt;
+    if (type_from_gguf_id(static_cast<int>(t), &tt)) out[lower(type_name(tt))] += 1;
+  }
+  return out;
+}
+
+// A log without a file type line: the one file type (of those whose rules are implemented, with or without an
+// importance matrix) whose derived counts equal the printed ones; false when none or several do.
+bool file_type_from_counts(const std::string& arch, const models::LlamaConfig& c,
+                           const std::vector<const Tensor*>& weights, const std::map<std::string, int64_t>& printed,
+                           models::fixtures::FileType* out) {
+  using F = models::fixtures::FileType;
+  static const F kAll[] = {F::kQ4_0,   F::kQ4_1,   F::kQ8_0,   F::kQ5_0,   F::kQ5_1,   F::kQ2_K,
+                           F::kQ3_K_S, F::kQ3_K_M, F::kQ3_K_L, F::kQ4_K_S, F::kQ4_K_M, F::kQ5_K_S,
+                           F::kQ5_K_M, F::kQ6_K,   F::kQ2_K_S, F::kIQ4_NL, F::kIQ4_XS, F::kMXFP4_MOE};
+  const std::vector<models::fixtures::SourceTensor> src = sources(weights);
+  int found = 0;
+  for (F f : kAll) {
+    for (bool imatrix : {false, true}) {
+      if (derived_counts({arch, c.n_layer, c.n_head, c.n_head_kv, c.n_expert, imatrix}, f, src) == printed) {
+        if (found == 0 || *out != f) ++found;
+        *out = f;
+        break;
+      }
+    }
+  }
+  return found == 1;
+}
+
 // Whether a weight stays f32 in a quantized file: 1-D tensors, norms, the MoE router, biases (convert_hf_to_gguf.py
 // writes them f32 and llama-quantize leaves them so; fixtures.cpp, Draft::weight).
 bool stays_f32(const Tensor& t) {
@@ -112,6 +162,12 @@ Result<models::LlamaConfig> model_from_log_metadata(const LlamaLog& log, const m
     const std::string* v = find(m.info, info);
     if (v == nullptr || file.find_value(p + suffix) != nullptr) continue;
     if (auto value = value_of(*v)) file.set(p + suffix, *value);
+  }
+  // The norm epsilon changes no size: when neither its key nor print_info's f_norm_rms_eps was printed, 1e-6.
+  if (file.find_value(p + "attention.layer_norm_rms_epsilon") == nullptr &&
+      file.find_value(p + "attention.layer_norm_epsilon") == nullptr) {
+    file.set(p + "attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-6f));
+    notes->push_back("no norm epsilon printed: 1e-6 assumed (it changes no size)");
   }
   // What every architecture needs: say each line the log lacks.
   std::vector<std::string> lacks;
@@ -191,13 +247,10 @@ Result<models::LlamaConfig> model_from_log_metadata(const LlamaLog& log, const m
     notes->push_back("weights: " + quantized.begin()->first +
                      " for every matrix, f32 for norms, routers and biases "
                      "(one quantized type printed)");
-  } else if (models::fixtures::file_type_from_name(m.file_type, &kind)) {
-    std::vector<models::fixtures::SourceTensor> src;
-    for (const Tensor* t : weights) {
-      std::vector<int64_t> ne(t->ne, t->ne + 4);
-      while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
-      src.push_back({t->name, ne, stays_f32(*t) ? gguf::TensorType::kF32 : gguf::TensorType::kF16});
-    }
+  } else if (models::fixtures::file_type_from_name(m.file_type, &kind) ||
+             (m.file_type.empty() && file_type_from_counts(m.arch, c, weights, printed, &kind))) {
+    if (m.file_type.empty()) notes->push_back("no file type printed: the mix whose type counts equal the printed ones");
+    const std::vector<models::fixtures::SourceTensor> src = sources(weights);
     // Without and, when the counts then differ from the printed ones, with an importance matrix (the log does not
     // say; it changes ffn_down of Q4_0, Q5_0, IQ4_NL and IQ4_XS files): the choice whose counts match is kept.
     for (bool imatrix : {false, true}) {

@@ -255,4 +255,24 @@ TEST(LlamaLogPredict, TheOutputBufferHasARowPerSequence) {
   expect_mib(predict("main: build = 2540 (557410b8)\n" + four), "output", "CUDA_Host", 4 * 1000 * 4);
 }
 
+// A log with type counts but no file type line: the mix whose derived counts equal the printed ones. Q4_K_M on the
+// synthetic model (2 layers: use_more_bits(i, 2) holds for layer 1 only): q6_K for blk.1's attn_v and ffn_down and
+// for the output, q4_K for the 13 other matrices. q4_K: 144 B per 256 values, q6_K: 210 B. CUDA0 holds both layers
+// and the output layer:
+//   layer 0: attn_q 512 x 288 = 147456, attn_k and attn_v 256 x 288 = 73728 each, attn_output 147456, ffn_gate and
+//            ffn_up 1024 x 288 = 294912 each, ffn_down 512 x 576 = 294912, norms 2 x 2048: 1331200 B;
+//   layer 1: attn_v 256 x 420 = 107520 and ffn_down 512 x 840 = 430080 instead: 1331200 + 33792 + 135168 = 1500160 B;
+//   output 1000 x 420 = 420000 B, padded to CUDA's 128 B: 420096; output_norm 2048.
+TEST(LlamaLogPredict, TheFileTypeFromTheTypeCountsWhenNotPrinted) {
+  std::string text = replace(synthetic(), "print_info: file type   = Q8_0\n", "");
+  text = replace(text, "llama_model_loader: - type q8_0:   16 tensors\n",
+                 "llama_model_loader: - type q4_K:   13 tensors\nllama_model_loader: - type q6_K:    3 tensors\n");
+  text = replace(text, "general.file_type u32              = 7\n", "general.quantization_version u32   = 2\n");
+  const LogPrediction p = predict(text);
+  expect_mib(p, "model", "CUDA0", 1331200 + 1500160 + 420096 + 2048);
+  bool noted = false;
+  for (const std::string& n : p.notes) noted = noted || n.find("no file type printed") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
 }  // namespace

@@ -331,11 +331,30 @@ TEST(LlamaLog, CommandLinesAsUsersPasteThem) {
            "`llama-cli -m x.gguf -ngl 10`",
            // llama.cpp's CI (ggml-org/ci) prints its commands with the shell's trace prefix
            "+ ./bin/llama-cli -no-cnv --model ../models-mnt/pythia/2.8B/ggml-model-f16.gguf -t 1 -ngl 99 -c 0",
+           // a user@host prompt (ik_llama.cpp's github-data, issue #514)
+           "(base) mukul@jarvis:~/dev-ai$ ./llama.cpp/llama-cli --model m.gguf -ngl 99",
+           // environment assignments before the program (a form seen in users' threads)
+           "CUDA_VISIBLE_DEVICES=2 GGML_CUDA_NO_PINNED=1 llama-server -m x.gguf -ngl 80 --no-kv-offload",
        }) {
     const LlamaLog log = parse_ok(std::string(line) + "\nllama_context: n_ctx = 1\n");
     ASSERT_TRUE(log.command) << line;
     EXPECT_EQ(log.command->line, 1) << line;
   }
+  // A command continued over several lines with '\' (ik_llama.cpp's github-data, PR #370): one command, its first
+  // line's number, every line used.
+  const LlamaLog multi = parse_ok(
+      "CUDA_VISIBLE_DEVICES=\"0\" \\\n"
+      "./build/bin/llama-sweep-bench \\\n"
+      "    --model /mnt/x.gguf \\\n"
+      "    --no-mmap \\\n"
+      "    -ngl 99\n"
+      "llama_context: n_ctx = 1\n");
+  ASSERT_TRUE(multi.command);
+  EXPECT_EQ(multi.command->line, 1);
+  EXPECT_NE(multi.command->text.find("--no-mmap"), std::string::npos) << multi.command->text;
+  EXPECT_NE(multi.command->text.find("-ngl 99"), std::string::npos) << multi.command->text;
+  EXPECT_EQ(multi.lines_used, 6);
+  EXPECT_TRUE(multi.unused.empty());
   for (const char* line : {
            "llama_model_loader: - kv   0: general.architecture str = llama",
            "I ran llama-server -ngl 99 and it failed",
