@@ -534,6 +534,20 @@ std::vector<Expected> expected() {
        0,
        "qwen3moe",
        48},
+      {"48-gpt-oss-20b-ik-llama-1gpu-oom-compute-old-format.log",
+       {{"CPU", "model", 10335.57},
+        {"CPU", "model", 586.82},
+        {"CUDA0", "model", 1242.03},
+        {"CUDA0", "KV", 6144.00},
+        {"CUDA_Host", "output", 1.53}},
+       -1,
+       -1,
+       {{"CUDA0", 16929.88, 17752270848ull, "compute"}},
+       131072,
+       "f16",
+       25,
+       "gpt-oss",
+       24},
   };
 }
 
