@@ -179,7 +179,7 @@ class Builder {
     m_.tokens = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_tokens");
     m_.pos = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_pos");
     m_.kv_idxs = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_kv_idxs");
-    const Type mask_type = c_.kq_mask_f32 ? Type::kF32 : Type::kF16;
+    const Type mask_type = c_.kq_mask_f32 && !c_.flash_attn ? Type::kF32 : Type::kF16;
     m_.mask = input(ctx_.new_tensor_2d(mask_type, c_.kv_len(), c_.n_tokens), "inp_kq_mask");
     if (c_.has_swa()) m_.mask_swa = input(ctx_.new_tensor_2d(mask_type, c_.kv_len(), c_.n_tokens), "inp_kq_mask_swa");
     if (c_.outputs() < c_.n_tokens) m_.out_ids = input(ctx_.new_tensor_1d(Type::kI32, c_.outputs()), "inp_out_ids");
@@ -206,16 +206,8 @@ class Builder {
     blocks::RopeParams rope_swa = rope;
     rope_swa.freq_base = c_.rope_base_swa;
     rope_swa.freq_scale = c_.rope_scale_swa;
-    // Flash attention reads an f16 mask: llama.cpp casts its f32 input (build_inp_kq_mask, ggml_cast).
-    auto cast_f16 = [&](Tensor* mask) {
-      if (mask == nullptr || !c_.flash_attn || mask->type == Type::kF16) return mask;
-      Tensor* f16 = ctx_.new_tensor_2d(Type::kF16, mask->ne[0], mask->ne[1]);
-      if (f16 == nullptr) return static_cast<Tensor*>(nullptr);
-      set_name(*f16, (std::string(mask->name) + "_f16").c_str());
-      return cpy(ctx_, mask, f16);
-    };
-    const blocks::AttentionInputs attn_in{.pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = cast_f16(m_.mask)};
-    const blocks::AttentionInputs attn_in_swa{.pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = cast_f16(m_.mask_swa)};
+    const blocks::AttentionInputs attn_in{.pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = m_.mask};
+    const blocks::AttentionInputs attn_in_swa{.pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = m_.mask_swa};
     const blocks::MoeParams moe{.n_expert = c_.n_expert,
                                 .n_expert_used = c_.n_expert_used,
                                 .norm_weights = c_.moe_norm_weights,
