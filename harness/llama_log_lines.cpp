@@ -57,9 +57,20 @@ bool is_command_line(std::string_view s) {
   if (starts_with(s, "$ ")) return true;
   std::string_view r = s;
   if (starts_with(r, "+ ")) r.remove_prefix(2);  // a shell's trace (set -x), as llama.cpp's CI prints its commands
-  // a shell prompt before it: "[me@box dir]$ ", "me@box:~/dir$ ", "(base) me@box:~$ "
-  const size_t prompt = r.find("$ ");
-  if (prompt != std::string_view::npos && prompt > 0) r = r.substr(prompt + 2);
+  // a shell prompt before it: "[me@box dir]$ ", "me@box:~/dir$ ", "(base) me@box:~$ ", root's "root@box:~/dir# ",
+  // PowerShell's "PS C:\dir> "
+  for (std::string_view end : {"$ ", "# ", "> "}) {
+    const size_t prompt = r.find(end);
+    if (prompt == std::string_view::npos || prompt == 0) continue;
+    const std::string_view before = r.substr(0, prompt);
+    const bool looks_like_prompt =
+        end == "$ " || before.find('@') != std::string_view::npos || starts_with(before, "PS ") || before.back() == '~';
+    // (a "> " or "# " inside a command's own arguments is not a prompt)
+    if (looks_like_prompt && (starts_with(before, "PS ") || before.find(" -") == std::string_view::npos)) {
+      r = r.substr(prompt + 2);
+      break;
+    }
+  }
   while (!r.empty() && (r.front() == '*' || r.front() == '`' || r.front() == ' ')) r.remove_prefix(1);
   // environment assignments before the program ("CUDA_VISIBLE_DEVICES=2 llama-server ...")
   while (true) {
@@ -150,8 +161,8 @@ bool Reader::line(const std::string& text, int n) {
     return true;
   }
   // early 2025: "init: kv_size = 2048, offload = 1, type_k = 'f16', ..." (llama_kv_cache_unified::init)
-  if (fn_is(fn, "llama_context") || fn_is(fn, "llama_new_context_with_model") || fn_has(fn, "kv_cache") ||
-      fn_is(fn, "main") || (fn_is(fn, "init") && starts_with(body, "kv_size ="))) {
+  if (fn_is(fn, "llama_context") || fn_is(fn, "llama_new_context_with_model") || fn_is(fn, "llama_init_from_model") ||
+      fn_has(fn, "kv_cache") || fn_is(fn, "main") || (fn_is(fn, "init") && starts_with(body, "kv_size ="))) {
     if (key_values(body)) return true;
   }
   return error(body, n);

@@ -333,6 +333,9 @@ TEST(LlamaLog, CommandLinesAsUsersPasteThem) {
            "+ ./bin/llama-cli -no-cnv --model ../models-mnt/pythia/2.8B/ggml-model-f16.gguf -t 1 -ngl 99 -c 0",
            // a user@host prompt (ik_llama.cpp's github-data, issue #514)
            "(base) mukul@jarvis:~/dev-ai$ ./llama.cpp/llama-cli --model m.gguf -ngl 99",
+           // root's prompt (255doesnotexist/bpi-f3_demos, qwen2.md) and PowerShell's (ik_llama.cpp's github-data #380)
+           "root@k1:~/llama.cpp# ./llama-cli -m qwen2.gguf -fa -c 32768",
+           "PS C:\\neuro\\llama-avx2> ./llama-server.exe -t 8 -c 4096 -m x.gguf",
            // environment assignments before the program (a form seen in users' threads)
            "CUDA_VISIBLE_DEVICES=2 GGML_CUDA_NO_PINNED=1 llama-server -m x.gguf -ngl 80 --no-kv-offload",
        }) {
@@ -410,6 +413,9 @@ TEST(LlamaLog, ArchFromKeyPrefixAndBenchParameters) {
       parse_ok("init: kv_size = 2048, offload = 1, type_k = 'q8_0', type_v = 'q8_0', n_layer = 32, can_shift = 1\n");
   EXPECT_EQ(init.context.kv_size, 2048);
   EXPECT_EQ(init.context.type_k, "q8_0");
+  // early 2025's context lines (ggml-org/ci, build 4463): "llama_init_from_model: n_ctx = ..."
+  const LlamaLog from_model = parse_ok("llama_init_from_model: n_ctx         = 512\n");
+  EXPECT_EQ(from_model.context.n_ctx, 512);
 }
 
 }  // namespace
