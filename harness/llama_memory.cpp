@@ -89,11 +89,19 @@ LlamaBuffer& buffer(std::vector<LlamaBuffer>* out, LlamaBuffer::Kind kind, const
 // llama-quantize writes it (weight_name_less order, each tensor at a multiple of 32 bytes). Tied embeddings: llama.cpp
 // creates the output head as a copy of token_embd on the output layer's device (TENSOR_DUPLICATED), so a GPU that
 // holds the output layer also holds token_embd's bytes.
-// Whether the first override matching the weight's name sends it to the CPU's own buffer type ("CPU" / "cpu").
-bool overridden_to_cpu(const Session& s, const Tensor& t) {
+// The overrides' patterns, compiled once, with whether each sends a weight to the CPU's own buffer type.
+std::vector<std::pair<std::regex, bool>> cpu_overrides(const Session& s) {
+  std::vector<std::pair<std::regex, bool>> out;
   for (const TensorOverride& o : s.config().policy.overrides) {
-    if (!std::regex_search(t.name, std::regex(o.pattern))) continue;
-    return o.target == "CPU" || o.target == "cpu";
+    out.emplace_back(std::regex(o.pattern), o.target == "CPU" || o.target == "cpu");
+  }
+  return out;
+}
+
+// Whether the first override matching the weight's name sends it to the CPU's own buffer type ("CPU" / "cpu").
+bool overridden_to_cpu(const std::vector<std::pair<std::regex, bool>>& overrides, const Tensor& t) {
+  for (const auto& [pattern, cpu] : overrides) {
+    if (std::regex_search(t.name, pattern)) return cpu;
   }
   return false;
 }
@@ -118,11 +126,12 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
   }
   size_t first = SIZE_MAX, last = 0;
   const std::string host = names.host();
+  const auto overrides = params.use_mmap ? std::vector<std::pair<std::regex, bool>>{} : cpu_overrides(s);
   for (const auto& [t, bt] : weights) {
     const int dev = names.index_of(bt->device()->name());
     if (!names.is_gpu(dev)) {
       if (!params.use_mmap) {  // read into a buffer: pinned host memory, or the CPU's when an override says so
-        const bool cpu = names.n_gpus() == 0 || overridden_to_cpu(s, *t);
+        const bool cpu = names.n_gpus() == 0 || overridden_to_cpu(overrides, *t);
         buffer(out, LlamaBuffer::Kind::kModel, cpu ? "CPU" : "CUDA_Host", host).bytes += pad(nbytes(*t), 32);
         continue;
       }
