@@ -275,4 +275,23 @@ TEST(LlamaLogPredict, TheFileTypeFromTheTypeCountsWhenNotPrinted) {
   EXPECT_TRUE(noted);
 }
 
+// --no-mmap ("(mmap = false)" on the load line): the weights in the CPU's memory are read into the first GPU's host
+// buffer (CUDA_Host) instead of being mapped, or into the CPU's own buffer where an -ot sends them. With
+// "--n_gpu_layers 1" only the output layer is on CUDA0; token_embd (544000 B) and both layers (2510848 B each) are in
+// the CPU's memory, every size a multiple of 32 (no padding).
+TEST(LlamaLogPredict, WithoutMmapTheWeightsAreReadIntoHostBuffers) {
+  std::string text = replace(synthetic(),
+                             "load_tensors: offloading 2 repeating layers to GPU\n"
+                             "load_tensors: offloading output layer to GPU\n"
+                             "load_tensors: offloaded 3/3 layers to GPU\n",
+                             "load_tensors: loading model tensors, this can take a while... (mmap = false)\n");
+  text = replace(text, "load_tensors:   CPU_Mapped model buffer size =     0.52 MiB\n",
+                 "load_tensors:    CUDA_Host model buffer size =     5.31 MiB\n"
+                 "load_tensors:          CPU model buffer size =     2.39 MiB\n");
+  const LogPrediction p = predict("$ ./llama-cli -m m.gguf --n_gpu_layers 1 -ot 'blk\\.1\\.=CPU'\n" + text);
+  expect_mib(p, "model", "CUDA_Host", 544000 + kLayer);
+  expect_mib(p, "model", "CPU", kLayer);
+  expect_mib(p, "model", "CUDA0", kOutput);
+}
+
 }  // namespace
