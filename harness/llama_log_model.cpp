@@ -251,33 +251,26 @@ Result<models::LlamaConfig> model_from_log_metadata(const LlamaLog& log, const m
              (m.file_type.empty() && file_type_from_counts(m.arch, c, weights, printed, &kind))) {
     if (m.file_type.empty()) notes->push_back("no file type printed: the mix whose type counts equal the printed ones");
     const std::vector<models::fixtures::SourceTensor> src = sources(weights);
-    // Without and, when the counts then differ from the printed ones, with an importance matrix (the log does not
-    // say; it changes ffn_down of Q4_0, Q5_0, IQ4_NL and IQ4_XS files): the choice whose counts match is kept.
-    for (bool imatrix : {false, true}) {
-      models::fixtures::QuantModel qm{m.arch, c.n_layer, c.n_head, c.n_head_kv, c.n_expert, imatrix};
-      auto types = models::fixtures::quantized_types(qm, kind, src);
-      if (!types.ok()) return missing("llama-quantize's types for this metadata: " + types.status().message());
-      c.weight_types.clear();
-      derived.clear();
-      for (size_t i = 0; i < weights.size(); ++i) {
-        Type t;
-        if (!type_from_gguf_id(static_cast<int>(types.value()[i]), &t)) return missing("a type Tessera does not know");
-        c.weight_types[weights[i]->name] = t;
-        derived[lower(type_name(t))] += 1;
-      }
-      if (derived == printed) {
-        if (imatrix) notes->push_back("weights: the printed counts need an importance matrix's rule for ffn_down");
-        break;
-      }
-      if (imatrix) {  // neither matches: keep the rules without one (the note below says the counts differ)
-        types = models::fixtures::quantized_types({m.arch, c.n_layer, c.n_head, c.n_head_kv, c.n_expert}, kind, src);
-        for (size_t i = 0; i < weights.size(); ++i) {
-          Type t;
-          if (type_from_gguf_id(static_cast<int>(types.value()[i]), &t)) c.weight_types[weights[i]->name] = t;
-        }
+    // Without an importance matrix, or with one when only that gives the printed counts (the log does not say; it
+    // changes ffn_down of Q4_0, Q5_0, IQ4_NL and IQ4_XS files). When neither does, the rules without one (the note
+    // below says the counts differ).
+    models::fixtures::QuantModel qm{m.arch, c.n_layer, c.n_head, c.n_head_kv, c.n_expert, false};
+    if (derived_counts(qm, kind, src) != printed) {
+      models::fixtures::QuantModel with = qm;
+      with.has_imatrix = true;
+      if (derived_counts(with, kind, src) == printed) {
+        qm = with;
+        notes->push_back("weights: the printed counts need an importance matrix's rule for ffn_down");
       }
     }
-    notes->push_back("weights: llama-quantize's " + m.file_type + " rules");
+    auto types = models::fixtures::quantized_types(qm, kind, src);
+    if (!types.ok()) return missing("llama-quantize's types for this metadata: " + types.status().message());
+    for (size_t i = 0; i < weights.size(); ++i) {
+      Type t;
+      if (!type_from_gguf_id(static_cast<int>(types.value()[i]), &t)) return missing("a type Tessera does not know");
+      c.weight_types[weights[i]->name] = t;
+    }
+    notes->push_back("weights: llama-quantize's " + (m.file_type.empty() ? "" : m.file_type + " ") + "rules");
   } else {
     return missing(
         format_message("per-tensor weight types: the log prints %s and file type '%s'; Tessera derives "
