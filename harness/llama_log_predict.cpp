@@ -422,13 +422,12 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   // The sequences (the output buffer holds a row per sequence): the printed n_seq_max, else n_ctx / n_ctx_per_seq,
   // else --parallel, else 1.
   int64_t n_seq_max = 1;
-  int64_t per_seq = 0;
+  long long per_seq = 0;
   if (c.n_seq_max) {
     n_seq_max = *c.n_seq_max;
-  } else if (const std::string* ps = param(log, "n_ctx_per_seq");
-             ps != nullptr && c.n_ctx &&
-             std::sscanf(ps->c_str(), "%lld", reinterpret_cast<long long*>(&per_seq)) == 1 && per_seq > 0 &&
-             *c.n_ctx % per_seq == 0) {
+  } else if (const std::string* ps = param(log, "n_ctx_per_seq"); ps != nullptr && c.n_ctx &&
+                                                                  std::sscanf(ps->c_str(), "%lld", &per_seq) == 1 &&
+                                                                  per_seq > 0 && *c.n_ctx % per_seq == 0) {
     n_seq_max = *c.n_ctx / per_seq;
     out.notes.push_back("n_seq_max " + std::to_string(n_seq_max) + ": n_ctx / n_ctx_per_seq");
   } else if (options.n_seq_max > 0) {
