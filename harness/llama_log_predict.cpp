@@ -441,9 +441,8 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   }
   // The build number ("build: 6096 (fd1234cb) ...", "main: build = 2459 (d199ca79)"): before 2540 (llama.cpp PR
   // #6122) the output buffer had a row for every token of a batch.
-  long long build_number = 0;
-  if (log.build && std::sscanf(log.build->text.c_str(), "%lld", &build_number) == 1 && build_number > 0 &&
-      build_number < 2540) {
+  const long long build_number = log.build ? std::strtoll(log.build->text.c_str(), nullptr, 10) : 0;  // saturates
+  if (build_number > 0 && build_number < 2540) {
     out.notes.push_back("build " + std::to_string(build_number) +
                         " (before llama.cpp PR #6122, build 2540): an output row for every token of a batch");
   }
@@ -539,7 +538,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   // with Tessera's one mapped buffer.
   int64_t split_count = 0;
   for (const auto& [k, v] : log.model.kv) {
-    if (k == "split.count") split_count = std::atoll(v.c_str());
+    if (k == "split.count") split_count = std::strtoll(v.c_str(), nullptr, 10);
   }
   std::vector<LlamaLogBuffer> printed_buffers;
   for (const LlamaLogBuffer& b : log.figures.buffers) {
