@@ -453,7 +453,10 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     cfg.model = *model;
     cfg.sim.mode = sim::MemoryMode::kMetadata;
     cfg.flash_attn_auto = shape.value().flash_attn_auto;
-    TS_RETURN_IF_ERROR(models::validate(cfg.model));
+    // printed metadata Tessera cannot build a model of (e.g. n_embd not a whole number of q8_0 blocks): bad input
+    if (Status v = models::validate(cfg.model); !v.ok()) {
+      return Status(StatusCode::kInvalidArgument, where + "the log's model: " + v.message());
+    }
     auto s = Session::create(cfg, options.real_devices);
     if (!s.ok()) return Status(StatusCode::kInvalidArgument, where + s.status().message());
     PipelineDecision pp = llama_pipeline_parallel(*s.value());
