@@ -147,6 +147,19 @@ bool Reader::line(const std::string& text, int n) {
   if (starts_with(body, "allocating ") || body.find("failed to allocate ") != std::string_view::npos) {
     if (failed(fn, body, n)) return true;
   }
+  // "layer   3 assigned to device CUDA0, is_swa = 0" (2025-2026, debug verbosity)
+  if (starts_with(body, "layer ") && body.find(" assigned to device ") != std::string_view::npos) {
+    std::string_view r = body.substr(6);
+    trim_left(r);
+    int64_t il = 0;
+    if (!take_int(r, il) || !consume(r, "assigned to device")) return false;
+    trim_left(r);
+    const size_t end = r.find_first_of(", ");
+    const std::string device(r.substr(0, end));
+    if (device.empty()) return false;
+    log_.context.layer_devices.emplace_back(il, device);
+    return true;
+  }
   // "loading model tensors, this can take a while... (mmap = false)"
   if (starts_with(body, "loading model tensors") && body.find("(mmap = ") != std::string_view::npos) {
     log_.context.params.emplace_back("mmap", body.find("(mmap = false)") != std::string_view::npos ? "false" : "true");

@@ -408,7 +408,26 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + command_where + st.message());
   }
   if (const std::string* off = param(log, "offload"); off != nullptr && *off == "0") policy.kv_offload = false;
-  if (!ts_given && gpus.count > 1) {
+  // "layer N assigned to device CUDAk" for every repeating layer: the split as it was, whatever the free memory (the
+  // output layer, not printed, counted on the last layer's GPU as llama.cpp's split puts it there).
+  std::vector<double> assigned;
+  if (!ts_given && gpus.count > 1 && log.model.n_layer &&
+      static_cast<int64_t>(c.layer_devices.size()) == *log.model.n_layer) {
+    assigned.assign(static_cast<size_t>(gpus.count), 0.0);
+    int last = -1;
+    for (const auto& [il, device] : c.layer_devices) {
+      const int k = gpu_index(device);
+      if (k < 0 || k >= gpus.count) continue;  // a layer kept on the CPU
+      assigned[static_cast<size_t>(k)] += 1;
+      last = k;
+    }
+    if (last >= 0) assigned[static_cast<size_t>(last)] += 1;
+    if (last < 0) assigned.clear();
+  }
+  if (!assigned.empty()) {
+    policy.tensor_split = assigned;
+    out.notes.push_back("the split from the 'layer N assigned to device' lines");
+  } else if (!ts_given && gpus.count > 1) {
     if (!gpus.free_mib.empty()) {
       // llama.cpp's default split: each GPU's free memory (src/llama-model.cpp, load_tensors).
       policy.tensor_split.assign(gpus.free_mib.begin(), gpus.free_mib.end());

@@ -77,6 +77,8 @@ struct LlamaLogContext {
   std::optional<int64_t> repeating_offloaded;  // "offloading 30 repeating layers to GPU"
   bool output_offloaded = false;  // "offloading output layer to GPU" (2024: "offloading non-repeating layers")
   std::optional<int64_t> kv_cells_non_swa, kv_cells_swa;  // llama_kv_cache_iswa: "creating [non-]SWA KV cache"
+  // "load_tensors: layer   3 assigned to device CUDA0, is_swa = 0" (printed at debug verbosity): layer -> device
+  std::vector<std::pair<int64_t, std::string>> layer_devices;
   std::vector<LlamaLogKvCache> kv_caches;
 };
 

@@ -294,4 +294,23 @@ TEST(LlamaLogPredict, WithoutMmapTheWeightsAreReadIntoHostBuffers) {
   expect_mib(p, "model", "CUDA0", kOutput);
 }
 
+// The split from the 'layer N assigned to device' lines (llama.cpp's load_tensors at debug verbosity) when neither
+// free memory nor -ts is printed: layer 0 on CUDA0, layer 1 on CUDA1, and the output layer (not printed) with the
+// last one, as -ts 1,2 would place them: CUDA0 one layer, CUDA1 one layer and the output layer.
+TEST(LlamaLogPredict, TheLayerAssignmentLinesGiveTheSplit) {
+  std::string text = replace(synthetic(), "load_tensors:        CUDA0 model buffer size =     5.31 MiB\n",
+                             "load_tensors: layer   0 assigned to device CUDA0, is_swa = 0\n"
+                             "load_tensors: layer   1 assigned to device CUDA1, is_swa = 0\n"
+                             "load_tensors:        CUDA0 model buffer size =     2.39 MiB\n"
+                             "load_tensors:        CUDA1 model buffer size =     2.92 MiB\n");
+  const LogPrediction p = predict(text);
+  expect_mib(p, "model", "CUDA0", kLayer);
+  expect_mib(p, "model", "CUDA1", kLayer + kOutput);
+  // Only some layers printed: not the split (and without free memory or -ts, not predicted per device).
+  const LogPrediction q = predict(replace(text, "load_tensors: layer   1 assigned to device CUDA1, is_swa = 0\n", ""));
+  const LogFigure* f = find(q, "model", "CUDA1");
+  ASSERT_NE(f, nullptr);
+  EXPECT_FALSE(f->predicted.has_value());
+}
+
 }  // namespace

@@ -416,6 +416,13 @@ TEST(LlamaLog, ArchFromKeyPrefixAndBenchParameters) {
   // early 2025's context lines (ggml-org/ci, build 4463): "llama_init_from_model: n_ctx = ..."
   const LlamaLog from_model = parse_ok("llama_init_from_model: n_ctx         = 512\n");
   EXPECT_EQ(from_model.context.n_ctx, 512);
+  // tests/fidelity/14 (ollama#11986): "layer N assigned to device CUDAk" lines.
+  const LlamaLog layers = parse_ok(
+      "load_tensors: layer   0 assigned to device CUDA0, is_swa = 0\n"
+      "load_tensors: layer  79 assigned to device CUDA2, is_swa = 0\n");
+  ASSERT_EQ(layers.context.layer_devices.size(), 2u);
+  EXPECT_EQ(layers.context.layer_devices[1].first, 79);
+  EXPECT_EQ(layers.context.layer_devices[1].second, "CUDA2");
 }
 
 }  // namespace
