@@ -471,11 +471,8 @@ void Reader::finish() {
     // no general.architecture line: the prefix of the architecture's own keys ("qwen2.block_count" -> qwen2)
     for (const auto& [k, v] : m.kv) {
       const size_t dot = k.find('.');
-      if (dot == std::string::npos || k.compare(0, dot, "general") == 0 || k.compare(0, dot, "tokenizer") == 0 ||
-          k.compare(0, dot, "split") == 0 || k.compare(0, dot, "quantize") == 0) {
-        continue;
-      }
-      const std::string rest = k.substr(dot + 1);
+      if (dot == std::string::npos) continue;
+      const std::string rest = k.substr(dot + 1);  // only an architecture's own keys end so
       if (rest == "block_count" || rest == "embedding_length" || rest == "attention.head_count") {
         m.arch = k.substr(0, dot);
         break;

@@ -104,13 +104,9 @@ std::map<std::string, int64_t> derived_counts(const models::fixtures::QuantModel
 bool file_type_from_counts(const std::string& arch, const models::LlamaConfig& c,
                            const std::vector<const Tensor*>& weights, const std::map<std::string, int64_t>& printed,
                            models::fixtures::FileType* out) {
-  using F = models::fixtures::FileType;
-  static const F kAll[] = {F::kQ4_0,   F::kQ4_1,   F::kQ8_0,   F::kQ5_0,   F::kQ5_1,   F::kQ2_K,
-                           F::kQ3_K_S, F::kQ3_K_M, F::kQ3_K_L, F::kQ4_K_S, F::kQ4_K_M, F::kQ5_K_S,
-                           F::kQ5_K_M, F::kQ6_K,   F::kQ2_K_S, F::kIQ4_NL, F::kIQ4_XS, F::kMXFP4_MOE};
   const std::vector<models::fixtures::SourceTensor> src = sources(weights);
   int found = 0;
-  for (F f : kAll) {
+  for (models::fixtures::FileType f : models::fixtures::file_types_with_rules()) {
     for (bool imatrix : {false, true}) {
       if (derived_counts({arch, c.n_layer, c.n_head, c.n_head_kv, c.n_expert, imatrix}, f, src) == printed) {
         if (found == 0 || *out != f) ++found;

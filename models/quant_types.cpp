@@ -302,35 +302,46 @@ Result<std::vector<TensorType>> quantized_types(const QuantModel& model, FileTyp
   return types;
 }
 
+namespace {
+
+// llama_model_ftype_name's names (llama.cpp src/llama-model-loader.cpp), lower-cased.
+constexpr std::pair<const char*, FileType> kFileTypeNames[] = {
+    {"q4_0", FileType::kQ4_0},
+    {"q4_1", FileType::kQ4_1},
+    {"q8_0", FileType::kQ8_0},
+    {"q5_0", FileType::kQ5_0},
+    {"q5_1", FileType::kQ5_1},
+    {"q2_k - medium", FileType::kQ2_K},
+    {"q2_k - small", FileType::kQ2_K_S},
+    {"q3_k - small", FileType::kQ3_K_S},
+    {"q3_k - medium", FileType::kQ3_K_M},
+    {"q3_k - large", FileType::kQ3_K_L},
+    {"q4_k - small", FileType::kQ4_K_S},
+    {"q4_k - medium", FileType::kQ4_K_M},
+    {"q5_k - small", FileType::kQ5_K_S},
+    {"q5_k - medium", FileType::kQ5_K_M},
+    {"q6_k", FileType::kQ6_K},
+    {"iq4_nl - 4.5 bpw", FileType::kIQ4_NL},
+    {"iq4_xs - 4.25 bpw", FileType::kIQ4_XS},
+    {"mxfp4 moe", FileType::kMXFP4_MOE},
+};
+
+}  // namespace
+
+std::vector<FileType> file_types_with_rules() {
+  std::vector<FileType> out;
+  for (const auto& [name, f] : kFileTypeNames) out.push_back(f);
+  return out;
+}
+
 bool file_type_from_name(const std::string& printed, FileType* out) {
-  // llama_model_ftype_name's names (llama.cpp src/llama-model-loader.cpp), lower-cased.
-  static const std::pair<const char*, FileType> kNames[] = {
-      {"q4_0", FileType::kQ4_0},
-      {"q4_1", FileType::kQ4_1},
-      {"q8_0", FileType::kQ8_0},
-      {"q5_0", FileType::kQ5_0},
-      {"q5_1", FileType::kQ5_1},
-      {"q2_k - medium", FileType::kQ2_K},
-      {"q2_k - small", FileType::kQ2_K_S},
-      {"q3_k - small", FileType::kQ3_K_S},
-      {"q3_k - medium", FileType::kQ3_K_M},
-      {"q3_k - large", FileType::kQ3_K_L},
-      {"q4_k - small", FileType::kQ4_K_S},
-      {"q4_k - medium", FileType::kQ4_K_M},
-      {"q5_k - small", FileType::kQ5_K_S},
-      {"q5_k - medium", FileType::kQ5_K_M},
-      {"q6_k", FileType::kQ6_K},
-      {"iq4_nl - 4.5 bpw", FileType::kIQ4_NL},
-      {"iq4_xs - 4.25 bpw", FileType::kIQ4_XS},
-      {"mxfp4 moe", FileType::kMXFP4_MOE},
-  };
   std::string name = lower(printed);
   const std::string guessed = " (guessed)";
   if (name.size() > guessed.size() && name.compare(name.size() - guessed.size(), guessed.size(), guessed) == 0) {
     name.resize(name.size() - guessed.size());
   }
   while (!name.empty() && (name.back() == ' ' || name.back() == '\r')) name.pop_back();
-  for (const auto& [n, f] : kNames) {
+  for (const auto& [n, f] : kFileTypeNames) {
     if (name == n) {
       *out = f;
       return true;

@@ -67,6 +67,8 @@ enum class FileType : uint32_t {
 // "MXFP4 MoE", ...; case-insensitive, a " (guessed)" suffix allowed), or false for a name whose rules are not
 // implemented (the IQ1/IQ2/IQ3 types, TQ, F16/BF16/F32: a log of one of those prints one quantized type or none).
 bool file_type_from_name(const std::string& printed, FileType* out);
+// Every file type above (those file_type_from_name knows by name).
+std::vector<FileType> file_types_with_rules();
 
 // The hyperparameters llama-quantize's type choice depends on.
 struct QuantModel {
