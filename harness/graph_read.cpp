@@ -319,8 +319,8 @@ class GraphReader {
       case Op::kReshape: return reshape_4d(ctx, src[0], s.ne[0], s.ne[1], s.ne[2], s.ne[3]);
       case Op::kPermute: return permute(ctx, src[0], p[0], p[1], p[2], p[3]);
       case Op::kTranspose: return transpose(ctx, src[0]);
-      case Op::kCpy: return cpy(ctx, src[0], src[1]);
-      case Op::kCont: return cont(ctx, src[0]);
+      case Op::kCpy: return src[1] != nullptr ? cpy(ctx, src[0], src[1]) : cast(ctx, src[0], s.type);
+      case Op::kCont: return cont_4d(ctx, src[0], s.ne[0], s.ne[1], s.ne[2], s.ne[3]);
       case Op::kDup: return dup(ctx, src[0]);
       case Op::kAdd: return tessera::add(ctx, src[0], src[1]);
       case Op::kMul: return mul(ctx, src[0], src[1]);

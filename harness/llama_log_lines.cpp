@@ -105,6 +105,10 @@ bool Reader::line(const std::string& text, int n) {
     body = s.substr(i + 1);
     trim_left(body);
   }
+  // llama.cpp's function names before early 2025 (print_info:, load_tensors:, llama_context: since)
+  if (fn_is(fn, "llm_load_print_meta") || fn_is(fn, "llm_load_tensors") || fn_is(fn, "llama_new_context_with_model")) {
+    log_.old_format = true;
+  }
   if (fn_is(fn, "build") || (fn_is(fn, "main") && starts_with(body, "build = "))) {
     if (!log_.build) log_.build = LogText{std::string(fn_is(fn, "build") ? body : body.substr(8)), n};
     return true;

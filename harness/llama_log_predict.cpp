@@ -466,11 +466,39 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
                         " (before llama.cpp PR #6122, build 2540): an output row for every token of a batch");
   }
 
+  // llama.cpp's graph as the build made it (llama_cpp_graph.h): the printed build, else the era of the log's format.
+  // A build below 1000 is a build without its git history ("build = 1 (a07c32e)"), not a number to go by.
+  int graph_build = 0;
+  if (build_number >= 1000 && build_number <= 1000000) {
+    graph_build = static_cast<int>(build_number);
+  } else {
+    graph_build = log.old_format ? models::kLlamaCppOldFormatBuild : models::kLlamaCppNewestBuild;
+    out.notes.push_back(std::string(build_number > 0 ? "build " + std::to_string(build_number) +
+                                                           " is no llama.cpp "
+                                                           "build number"
+                                                     : "no build line") +
+                        ": the graph of llama.cpp build " + std::to_string(graph_build) + " assumed (" +
+                        (log.old_format ? "the log's older format: builds 2572-4462 make the same graph"
+                                        : "the newest build whose graph was checked") +
+                        ")");
+  }
+
   // Plan and take the breakdown.
   std::optional<MemoryBreakdown> breakdown;
   if (model) {
     cfg.model = *model;
+    cfg.model.llama_cpp_build = graph_build;
+    // llama.cpp's iSWA cache: the sliding-window layers hold fewer cells and read them all (llama_kv_cells)
+    for (int il = 0; cfg.model.has_swa() && il < cfg.model.n_layer; ++il) {
+      if (!cfg.model.is_swa(il)) continue;
+      const int64_t cells = llama_kv_cells(cfg.model, il, llama_context_params(shape.value()));
+      cfg.model.n_ctx_swa = cells < cfg.model.n_ctx ? cells : 0;
+      break;
+    }
     cfg.sim.mode = sim::MemoryMode::kMetadata;
+    // ggml-alloc's rules: each buffer packed online (best fit), never offline; graph inputs freed after their last use
+    cfg.policy.online_packing = true;
+    cfg.policy.free_inputs = true;
     cfg.flash_attn_auto = shape.value().flash_attn_auto;
     // printed metadata Tessera cannot build a model of (e.g. n_embd not a whole number of q8_0 blocks): bad input
     if (Status v = models::validate(cfg.model); !v.ok()) {

@@ -22,6 +22,8 @@ SchedulerParams PlacementPolicy::scheduler_params() const {
   p.n_copies = n_copies;
   p.max_split_inputs = max_split_inputs;
   p.reuse = reuse;
+  p.online_packing = online_packing;
+  p.free_inputs = free_inputs;
   return p;
 }
 

@@ -28,12 +28,12 @@ Session::~Session() {
 
 namespace {
 
-// Graph mode: the weights written by SET_ROWS (through views) are caches; usage ANY rather than WEIGHTS.
+// Graph mode: the weights written by SET_ROWS or CPY (through views) are caches; usage ANY rather than WEIGHTS.
 std::vector<Tensor*> written_leafs(const Graph& g) {
   std::vector<Tensor*> out;
   for (const Tensor* n : g.nodes()) {
-    if (n->op != Op::kSetRows || n->src[0] == nullptr) continue;
-    Tensor* base = n->src[0];
+    Tensor* base = n->op == Op::kSetRows ? n->src[0] : n->op == Op::kCpy ? n->src[1] : nullptr;
+    if (base == nullptr) continue;
     while (base->view_src != nullptr) base = base->view_src;
     // (a leaf that is not an input; SET_ROWS into a computed tensor writes into the scheduler's memory)
     if (base->op != Op::kNone || (base->flags & kFlagInput) != 0) continue;

@@ -42,9 +42,95 @@ Tensor* rms_norm_mul(Context& ctx, Tensor* x, Tensor* w, float eps, const char* 
   return named(mul(ctx, named(rms_norm(ctx, x, eps), "norm", il), w), what, il);
 }
 
+namespace {
+
+// A llama.cpp build's cache write and read (llama_cpp_graph.h): with kv_cpy, VIEW + CPY of the new rows at the cache
+// head (V transposed without flash attention); else SET_ROWS of 2d VIEWs (a transposed V through three RESHAPEs and
+// per-element indices). The reads view the cache itself, [head_dim, n_kv, n_head_kv] (V transposed: [n_kv, head_dim,
+// n_head_kv]); with kv_permutes as llama.cpp makes them, heads before slots, then permuted. `order` gets the writes
+// (graph order keeps them before the reads, as in llama.cpp, where the reads view the cache leaf).
+struct CacheViews {
+  Tensor* k = nullptr;
+  Tensor* v = nullptr;
+};
+CacheViews llama_cpp_cache(Context& ctx, const AttentionShape& s, const KvCache& cache, const AttentionInputs& in,
+                           Tensor* k, Tensor* v, const GraphOrder& order) {
+  const LlamaCppGraph& g = *s.cpp;
+  const int64_t hd = s.head_dim, T = s.n_tokens, n_kv_embd = hd * s.n_head_kv;
+  const int64_t n_ctx = cache.v->ne[1];
+  const bool v_trans = !s.flash_attn;
+  const size_t k_row = cache.k->nb[1], v_row = cache.v->nb[1];
+  const size_t v_el = type_traits(cache.v->type).type_size;  // a transposed V is f16 / f32 (quantized needs flash)
+  Tensor *k_w = nullptr, *v_w = nullptr;
+  if (g.kv_cpy) {
+    if (g.k_write_reshape) k = reshape_2d(ctx, k, n_kv_embd, T);
+    k_w = cpy(ctx, k, view_1d(ctx, cache.k, n_kv_embd * T, static_cast<size_t>(in.kv_head) * k_row));
+    if (g.v_store_reshape) v = reshape_2d(ctx, v, n_kv_embd, T);
+    if (v_trans) {
+      Tensor* dst = view_2d(ctx, cache.v, T, n_kv_embd, static_cast<size_t>(n_ctx) * v_el,
+                            static_cast<size_t>(in.kv_head) * v_el);
+      v_w = cpy(ctx, transpose(ctx, v), dst);
+    } else {
+      v_w = cpy(ctx, v, view_1d(ctx, cache.v, n_kv_embd * T, static_cast<size_t>(in.kv_head) * v_row));
+    }
+  } else {
+    // k and v are [head_dim, n_head_kv, T] (v may be a strided view of a fused projection): 2d views of their rows
+    k_w = set_rows(ctx, cache.k, view_2d(ctx, k, n_kv_embd, T, k->nb[2], 0), in.kv_idxs);
+    if (v_trans) {
+      // V's rows merged: by a reshape when contiguous, else a copy (a fused projection's view), as cpy_v does
+      Tensor* v2 = is_contiguous(*v) ? reshape_2d(ctx, v, n_kv_embd, T) : cont_2d(ctx, v, n_kv_embd, T);
+      Tensor* flat = reshape_2d(ctx, cache.v, 1, n_ctx * n_kv_embd);
+      v_w = set_rows(ctx, flat, reshape_2d(ctx, v2, 1, n_kv_embd * T), in.v_idxs);
+    } else {
+      v_w = set_rows(ctx, cache.v, view_2d(ctx, v, n_kv_embd, T, v->nb[2], 0), in.kv_idxs);
+    }
+  }
+  if (k_w == nullptr || v_w == nullptr) return {};
+  fix_order(order, k_w);
+  fix_order(order, v_w);
+  const size_t k_head = row_size(cache.k->type, hd);
+  CacheViews r;
+  if (g.kv_permutes) {
+    r.k = permute(ctx, view_3d(ctx, cache.k, hd, s.n_head_kv, s.n_kv, k_head, k_row, 0), 0, 2, 1, 3);
+  } else {
+    r.k = view_3d(ctx, cache.k, hd, s.n_kv, s.n_head_kv, k_row, k_head, 0);
+  }
+  if (v_trans) {  // slot s of dim d of head h at (h * hd + d) * n_ctx + s
+    const size_t dim = static_cast<size_t>(n_ctx) * v_el, head = dim * static_cast<size_t>(hd);
+    r.v = g.kv_permutes ? permute(ctx, view_3d(ctx, cache.v, s.n_kv, s.n_head_kv, hd, head, dim, 0), 0, 2, 1, 3)
+                        : view_3d(ctx, cache.v, s.n_kv, hd, s.n_head_kv, dim, head, 0);
+  } else {
+    const size_t v_head = row_size(cache.v->type, hd);
+    r.v = g.kv_permutes ? permute(ctx, view_3d(ctx, cache.v, hd, s.n_head_kv, s.n_kv, v_head, v_row, 0), 0, 2, 1, 3)
+                        : view_3d(ctx, cache.v, hd, s.n_kv, s.n_head_kv, v_row, v_head, 0);
+  }
+  return r;
+}
+
+}  // namespace
+
 Tensor* attention_kv(Context& ctx, const AttentionShape& s, const KvCache& cache, const AttentionInputs& in, Tensor* q,
                      Tensor* k, Tensor* v, int il, const GraphOrder& order, Tensor* sinks) {
   const int64_t hd = s.head_dim, T = s.n_tokens;
+  Tensor *kv_k = nullptr, *kv_v = nullptr;
+  if (s.cpp != nullptr) {
+    fix_order(order, q);
+    const CacheViews views = llama_cpp_cache(ctx, s, cache, in, k, v, order);
+    kv_k = named(views.k, "k", il);
+    kv_v = named(views.v, "v", il);
+    if (kv_k == nullptr || kv_v == nullptr) return nullptr;
+    // [hd, n_head, T] -> [hd, T, n_head], through a view per stream (one stream) from llama.cpp's PR #14363
+    if (s.cpp->q_stream_view) q = view_4d(ctx, q, hd, s.n_head, T, 1, q->nb[1], q->nb[2], q->nb[3], 0);
+    Tensor* qp = permute(ctx, q, 0, 2, 1, 3);
+    if (s.flash_attn) {
+      Tensor* out = named(flash_attn_ext(ctx, qp, kv_k, kv_v, in.mask, s.kq_scale, sinks), "fattn", il);
+      return reshape_2d(ctx, out, hd * s.n_head, T);
+    }
+    Tensor* kq = named(mul_mat(ctx, kv_k, qp), "kq", il);  // [n_kv, T, n_head]
+    kq = named(soft_max(ctx, kq, in.mask, s.kq_scale, sinks), "kq_soft_max", il);
+    Tensor* kqv = named(mul_mat(ctx, kv_v, kq), "kqv", il);  // V transposed in the cache: [hd, T, n_head]
+    return named(cont_2d(ctx, permute(ctx, kqv, 0, 2, 1, 3), hd * s.n_head, T), "kqv_merged_cont", il);
+  }
   // Write the new rows into the cache, then read the first n_kv slots back through views of the SET_ROWS results
   // (the views depend on the writes, so graph order has the writes first).
   Tensor* k_set = set_rows(ctx, cache.k, reshape_2d(ctx, k, hd * s.n_head_kv, T), in.kv_idxs);
@@ -57,8 +143,8 @@ Tensor* attention_kv(Context& ctx, const AttentionShape& s, const KvCache& cache
   fix_order(order, v_set);
   const size_t row = cache.k->nb[1];                // one cache slot: all KV heads
   const size_t head = row_size(cache.k->type, hd);  // one head inside a slot
-  Tensor* kv_k = named(view_3d(ctx, k_set, hd, s.n_kv, s.n_head_kv, row, head, 0), "k", il);
-  Tensor* kv_v = named(view_3d(ctx, v_set, hd, s.n_kv, s.n_head_kv, row, head, 0), "v", il);
+  kv_k = named(view_3d(ctx, k_set, hd, s.n_kv, s.n_head_kv, row, head, 0), "k", il);
+  kv_v = named(view_3d(ctx, v_set, hd, s.n_kv, s.n_head_kv, row, head, 0), "v", il);
 
   Tensor* qp = permute(ctx, q, 0, 2, 1, 3);  // [hd, T, n_head]
   if (s.flash_attn) {
@@ -90,16 +176,36 @@ Tensor* self_attention(Context& ctx, const AttentionShape& s, const RopeParams& 
     if (qkv == nullptr) return nullptr;
     const size_t f = sizeof(float), head = hd * f, row = qkv->nb[1];
     const int64_t nq = hd * s.n_head, nk = hd * s.n_head_kv;
-    q = named(view_3d(ctx, qkv, hd, s.n_head, T, head, row, 0), "Qcur", il);
-    k = named(view_3d(ctx, qkv, hd, s.n_head_kv, T, head, row, nq * f), "Kcur", il);
-    // V as the cache rows it is written to: [n_embd_kv, T] with the token stride of qkv (llama.cpp's cpy_v).
-    v = named(view_2d(ctx, qkv, nk, T, row, (nq + nk) * f), "Vcur", il);
+    if (s.cpp != nullptr && s.cpp->qkv_cont) {
+      // llama.cpp before its PR #14568: contiguous copies of 2d views, then reshaped to heads
+      q = reshape_3d(ctx, named(cont(ctx, view_2d(ctx, qkv, nq, T, row, 0)), "Qcur", il), hd, s.n_head, T);
+      k = reshape_3d(ctx, named(cont(ctx, view_2d(ctx, qkv, nk, T, row, nq * f)), "Kcur", il), hd, s.n_head_kv, T);
+      v = named(cont(ctx, view_2d(ctx, qkv, nk, T, row, (nq + nk) * f)), "Vcur", il);
+      if (s.cpp->v_reshape_3d) v = reshape_3d(ctx, v, hd, s.n_head_kv, T);
+    } else {
+      q = named(view_3d(ctx, qkv, hd, s.n_head, T, head, row, 0), "Qcur", il);
+      k = named(view_3d(ctx, qkv, hd, s.n_head_kv, T, head, row, nq * f), "Kcur", il);
+      // V as the cache rows it is written to: [n_embd_kv, T] with the token stride of qkv (llama.cpp's cpy_v); a
+      // llama.cpp graph views it as heads, as Q and K
+      Tensor* v_rows = view_2d(ctx, qkv, nk, T, row, (nq + nk) * f);
+      if (s.cpp == nullptr) {
+        v = v_rows;
+      } else if (s.cpp->fused_v_cont_3d) {  // llama.cpp 6195-6409: one copy to heads
+        v = cont_4d(ctx, v_rows, hd, s.n_head_kv, T, 1);
+      } else if (s.cpp->fused_v_cont) {  // 5837-6194: a copy, then heads
+        v = reshape_3d(ctx, cont(ctx, v_rows), hd, s.n_head_kv, T);
+      } else {
+        v = view_3d(ctx, qkv, hd, s.n_head_kv, T, head, row, (nq + nk) * f);
+      }
+      v = named(v, "Vcur", il);
+    }
   } else {
     q = named(project(w.wq, w.bq), "Qcur", il);
     k = named(project(w.wk, w.bk), "Kcur", il);
     v = named(project(w.wv, w.bv), "Vcur", il);
     q = reshape_3d(ctx, q, hd, s.n_head, T);
     k = reshape_3d(ctx, k, hd, s.n_head_kv, T);
+    if (s.cpp != nullptr && s.cpp->v_reshape_3d) v = reshape_3d(ctx, v, hd, s.n_head_kv, T);
   }
   // Per-head norms (qwen3): RMS_NORM over each head's head_dim values, times the norm weight.
   if (w.q_norm != nullptr) q = rms_norm_mul(ctx, q, w.q_norm, w.qk_norm_eps, "Qcur_normed", il);
@@ -115,23 +221,43 @@ Tensor* self_attention(Context& ctx, const AttentionShape& s, const RopeParams& 
   return named(out, "attn_out", il);
 }
 
-Tensor* swiglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il) {
+namespace {
+
+// A GLU of gate and up, or (llama.cpp before GGML_OP_GLU: cpp->split_glu) the activation of gate times up.
+Tensor* gated(Context& ctx, Tensor* gate, Tensor* up, GluOp op, const LlamaCppGraph* cpp, const char* what, int il) {
+  if (cpp == nullptr || !cpp->split_glu) return named(glu(ctx, gate, up, op), what, il);
+  Tensor* act = unary(ctx, gate, op == GluOp::kGeglu ? UnaryOp::kGelu : UnaryOp::kSilu);
+  return named(mul(ctx, act, up), what, il);
+}
+
+}  // namespace
+
+Tensor* swiglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il, const LlamaCppGraph* cpp) {
   if (w.gate == nullptr) {  // fused gate and up (phi3)
     Tensor* up = named(mul_mat(ctx, w.up, cur), "ffn_up", il);
-    Tensor* act = named(glu(ctx, up, nullptr, GluOp::kSwiglu), "ffn_swiglu", il);
+    Tensor* act = nullptr;
+    if (cpp != nullptr && cpp->split_glu && up != nullptr) {
+      // llama.cpp's build_ffn before GGML_OP_GLU: each half copied out of a view, SILU of the first times the second
+      const int64_t n_ff = up->ne[0] / 2;
+      Tensor* x0 = cont(ctx, view_2d(ctx, up, n_ff, up->ne[1], up->nb[1], 0));
+      Tensor* x1 = cont(ctx, view_2d(ctx, up, n_ff, up->ne[1], up->nb[1], row_size(up->type, n_ff)));
+      act = named(mul(ctx, silu(ctx, x0), x1), "ffn_swiglu", il);
+    } else {
+      act = named(glu(ctx, up, nullptr, GluOp::kSwiglu), "ffn_swiglu", il);
+    }
     return named(mul_mat(ctx, w.down, act), "ffn_out", il);
   }
   Tensor* gate = named(mul_mat(ctx, w.gate, cur), "ffn_gate", il);
   Tensor* up = named(mul_mat(ctx, w.up, cur), "ffn_up", il);
-  Tensor* act = named(swiglu(ctx, gate, up), "ffn_swiglu", il);
+  Tensor* act = gated(ctx, gate, up, GluOp::kSwiglu, cpp, "ffn_swiglu", il);
   return named(mul_mat(ctx, w.down, act), "ffn_out", il);
 }
 
-Tensor* geglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il) {
+Tensor* geglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il, const LlamaCppGraph* cpp) {
   // llama.cpp's build_ffn (LLM_FFN_GELU, LLM_FFN_PAR): up first, then gate, then GEGLU of the two.
   Tensor* up = named(mul_mat(ctx, w.up, cur), "ffn_up", il);
   Tensor* gate = named(mul_mat(ctx, w.gate, cur), "ffn_gate", il);
-  Tensor* act = named(glu(ctx, gate, up, GluOp::kGeglu), "ffn_geglu", il);
+  Tensor* act = gated(ctx, gate, up, GluOp::kGeglu, cpp, "ffn_geglu", il);
   return named(mul_mat(ctx, w.down, act), "ffn_out", il);
 }
 
@@ -144,7 +270,15 @@ Tensor* moe_ffn(Context& ctx, const MoeParams& p, const MoeFfnWeights& w, Tensor
   if (w.gate_inp_b != nullptr) logits = named(add(ctx, logits, w.gate_inp_b), "ffn_moe_logits_biased", il);
   // SOFTMAX_WEIGHT: the experts are chosen by logit and the softmax is taken over the chosen ones only.
   Tensor* probs = p.softmax_weight ? logits : named(soft_max(ctx, logits), "ffn_moe_probs", il);
-  Tensor* selected = named(top_k(ctx, probs, n_used), "ffn_moe_topk", il);  // i32 [n_used, T]
+  // i32 [n_used, T]; llama.cpp: ARGSORT (descending) and a VIEW of its first n_used columns (ggml_top_k)
+  Tensor* selected = nullptr;
+  if (p.cpp != nullptr) {
+    Tensor* sorted = argsort(ctx, probs, SortOrder::kDesc);
+    if (sorted != nullptr) selected = view_2d(ctx, sorted, n_used, T, sorted->nb[1], 0);
+    selected = named(selected, "ffn_moe_topk", il);
+  } else {
+    selected = named(top_k(ctx, probs, n_used), "ffn_moe_topk", il);
+  }
   Tensor* weights = named(get_rows(ctx, reshape_3d(ctx, probs, 1, p.n_expert, T), selected), "ffn_moe_weights",
                           il);  // [1, n_used, T]
   if (p.softmax_weight) {
@@ -167,7 +301,7 @@ Tensor* moe_ffn(Context& ctx, const MoeParams& p, const MoeFfnWeights& w, Tensor
   gate = biased(gate, w.gate_exps_b, "ffn_moe_gate_biased");
   Tensor* act = p.oai_alpha > 0.0f
                     ? named(swiglu_oai(ctx, gate, up, p.oai_alpha, p.oai_limit), "ffn_moe_swiglu_oai", il)
-                    : named(swiglu(ctx, gate, up), "ffn_moe_swiglu", il);
+                    : gated(ctx, gate, up, GluOp::kSwiglu, p.cpp, "ffn_moe_swiglu", il);
   // [n_embd, n_used, T]
   Tensor* experts = named(mul_mat_id(ctx, w.down_exps, act, selected), "ffn_moe_down", il);
   experts = biased(experts, w.down_exps_b, "ffn_moe_down_biased");

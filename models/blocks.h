@@ -15,6 +15,7 @@
 
 #include "tessera/build.h"
 #include "tessera/context.h"
+#include "tessera/models/llama_cpp_graph.h"
 #include "tessera/rope.h"
 
 namespace tessera::models::blocks {
@@ -47,6 +48,8 @@ struct AttentionShape {
   float kq_scale = 1.0f;   // the scores are kq * kq_scale + mask
   float q_scale = 0.0f;    // > 0: Q is scaled by it (SCALE, "Qcur_scaled") after rope (gemma3)
   bool flash_attn = true;  // FLASH_ATTN_EXT, else MUL_MAT -> SOFT_MAX -> MUL_MAT
+  // A llama.cpp build's graph (llama_cpp_graph.h), or null for Tessera's own.
+  const LlamaCppGraph* cpp = nullptr;
 };
 
 struct RopeParams {
@@ -66,10 +69,14 @@ struct KvCache {
 
 // The inputs every attention layer reads: pos i32 [n_tokens] (rope positions), kv_idxs i32 [n_tokens] (the cache
 // slots the new rows go to), mask [n_kv, n_tokens] (added to the scores).
+// A llama.cpp graph writing with VIEW + CPY has no kv_idxs: it writes the slots from kv_head on. One writing a
+// transposed V with SET_ROWS indexes V's elements: v_idxs i32 [head_dim * n_head_kv * n_tokens].
 struct AttentionInputs {
   Tensor* pos = nullptr;
   Tensor* kv_idxs = nullptr;
   Tensor* mask = nullptr;
+  Tensor* v_idxs = nullptr;
+  int64_t kv_head = 0;
 };
 
 struct AttentionWeights {
@@ -117,10 +124,12 @@ struct DenseFfnWeights {
 // SwiGLU FFN: down(swiglu(gate(cur), up(cur))) ("ffn_gate", "ffn_up", "ffn_swiglu", "ffn_out"); cur [n_embd, T].
 // Without gate (phi3's fused gate_up, up [n_embd, 2 n_ff]): down(swiglu(up(cur))), the single-input SWIGLU of the
 // two halves (SiLU of the first), as llama.cpp's build_ffn with LLM_FFN_SWIGLU.
-Tensor* swiglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il);
+// `cpp` (a llama.cpp build's graph, or null): with split_glu, SILU then MUL (and a fused up projection's halves as
+// VIEW + CONT each) instead of one GLU.
+Tensor* swiglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il, const LlamaCppGraph* cpp = nullptr);
 
 // GELU-gated FFN (gemma): down(geglu(gate(cur), up(cur))) ("ffn_up", "ffn_gate", "ffn_geglu", "ffn_out").
-Tensor* geglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il);
+Tensor* geglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il, const LlamaCppGraph* cpp = nullptr);
 
 struct MoeParams {
   int n_expert = 0;
@@ -131,6 +140,8 @@ struct MoeParams {
   bool softmax_weight = false;
   float oai_alpha = 0.0f;  // > 0: SWIGLU_OAI(gate, up, oai_alpha, oai_limit) instead of SWIGLU ("ffn_moe_swiglu_oai")
   float oai_limit = 0.0f;
+  // A llama.cpp build's graph (null: Tessera's): experts chosen by ARGSORT + VIEW, and split_glu.
+  const LlamaCppGraph* cpp = nullptr;
 };
 
 struct MoeFfnWeights {

@@ -19,7 +19,12 @@ Status invalid(const std::string& msg) { return Status(StatusCode::kInvalidArgum
 
 class Builder {
  public:
-  Builder(const LlamaConfig& c, LlamaGraph& m) : c_(c), m_(m), ctx_(*m.ctx) {}
+  Builder(const LlamaConfig& c, LlamaGraph& m)
+      : c_(c),
+        m_(m),
+        ctx_(*m.ctx),
+        cpp_graph_(llama_cpp_graph(c.llama_cpp_build)),
+        cpp_(c.llama_cpp_build > 0 ? &cpp_graph_ : nullptr) {}
 
   // The first error of adding tensors to the graph early (see expand).
   const Status& graph_status() const { return graph_status_; }
@@ -93,8 +98,9 @@ class Builder {
 
   void create_cache(LlamaLayer& l, int il) {
     Context& kc = *m_.cache_ctx;
-    l.k_cache = kc.new_tensor_2d(c_.kv_type, c_.n_embd_kv(), c_.n_ctx);
-    l.v_cache = kc.new_tensor_2d(c_.kv_type, c_.n_embd_kv(), c_.n_ctx);
+    const int64_t cells = c_.is_swa(il) ? c_.ctx_swa() : c_.n_ctx;
+    l.k_cache = kc.new_tensor_2d(c_.kv_type, c_.n_embd_kv(), cells);
+    l.v_cache = kc.new_tensor_2d(c_.kv_type, c_.n_embd_kv(), cells);
     if (l.k_cache != nullptr) format_name(*l.k_cache, "cache_k_l%d", il);
     if (l.v_cache != nullptr) format_name(*l.v_cache, "cache_v_l%d", il);
     m_.kv_cache.push_back(l.k_cache);
@@ -178,11 +184,24 @@ class Builder {
     };
     m_.tokens = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_tokens");
     m_.pos = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_pos");
-    m_.kv_idxs = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_kv_idxs");
-    const Type mask_type = c_.kq_mask_f32 && !c_.flash_attn ? Type::kF32 : Type::kF16;
+    // A llama.cpp graph of the VIEW + CPY era writes at the cache head (no indices); one writing a transposed V with
+    // SET_ROWS indexes each of V's elements (llama.cpp's inp_v_idxs; i64 there, i32 here).
+    if (cpp_ == nullptr || !cpp_->kv_cpy) {
+      m_.kv_idxs = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_kv_idxs");
+    }
+    if (cpp_ != nullptr && !cpp_->kv_cpy && !c_.flash_attn) {
+      m_.v_idxs = input(ctx_.new_tensor_1d(Type::kI32, c_.n_embd_kv() * c_.n_tokens), "inp_v_idxs");
+    }
+    // A llama.cpp graph's mask is f32 always (cast to f16 for flash attention in build(), as build_inp_kq_mask does)
+    const Type mask_type = cpp_ != nullptr || (c_.kq_mask_f32 && !c_.flash_attn) ? Type::kF32 : Type::kF16;
     m_.mask = input(ctx_.new_tensor_2d(mask_type, c_.kv_len(), c_.n_tokens), "inp_kq_mask");
-    if (c_.has_swa()) m_.mask_swa = input(ctx_.new_tensor_2d(mask_type, c_.kv_len(), c_.n_tokens), "inp_kq_mask_swa");
-    if (c_.outputs() < c_.n_tokens) m_.out_ids = input(ctx_.new_tensor_1d(Type::kI32, c_.outputs()), "inp_out_ids");
+    if (c_.has_swa()) {
+      m_.mask_swa = input(ctx_.new_tensor_2d(mask_type, c_.kv_len_swa(), c_.n_tokens), "inp_kq_mask_swa");
+    }
+    // llama.cpp builds inp_out_ids even when every token is an output (llama_cpp_graph.h, out_ids_always)
+    if (c_.outputs() < c_.n_tokens || (cpp_ != nullptr && cpp_->out_ids_always)) {
+      m_.out_ids = input(ctx_.new_tensor_1d(Type::kI32, c_.outputs()), "inp_out_ids");
+    }
   }
 
   // One decoder step; returns the logits.
@@ -195,7 +214,8 @@ class Builder {
         .n_kv = c_.kv_len(),
         .kq_scale = c_.attn_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(static_cast<float>(c_.head_dim())),
         .q_scale = c_.attn_scale,
-        .flash_attn = c_.flash_attn};
+        .flash_attn = c_.flash_attn,
+        .cpp = cpp_};
     const blocks::RopeParams rope{
         .n_rot = static_cast<int>(c_.head_dim()),
         .mode = c_.rope_mode,
@@ -203,17 +223,34 @@ class Builder {
         .freq_scale = c_.rope_scale,
         .freq_factors = c_.rope_factors_ls ? (c_.rope_long() ? m_.rope_long : m_.rope_short) : m_.rope_freqs,
         .yarn = c_.rope_yarn};
+    blocks::AttentionShape shape_swa = shape;
+    shape_swa.n_kv = c_.kv_len_swa();
     blocks::RopeParams rope_swa = rope;
     rope_swa.freq_base = c_.rope_base_swa;
     rope_swa.freq_scale = c_.rope_scale_swa;
-    const blocks::AttentionInputs attn_in{.pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = m_.mask};
-    const blocks::AttentionInputs attn_in_swa{.pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = m_.mask_swa};
+    // The new tokens' slots (default_inputs): the last n_tokens of the n_kv attended to.
+    const int64_t kv_head = c_.kv_len() - c_.n_tokens;
+    // llama.cpp casts its f32 masks to f16 for flash attention, once per graph (ggml_cast: a CPY node each)
+    Tensor* mask = m_.mask;
+    Tensor* mask_swa = m_.mask_swa;
+    if (cpp_ != nullptr && c_.flash_attn) {
+      mask = named(cast(ctx_, mask, Type::kF16), "kq_mask_cnv", -1);
+      if (mask_swa != nullptr) mask_swa = named(cast(ctx_, mask_swa, Type::kF16), "kq_mask_swa_cnv", -1);
+    }
+    const blocks::AttentionInputs attn_in{
+        .pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = mask, .v_idxs = m_.v_idxs, .kv_head = kv_head};
+    const blocks::AttentionInputs attn_in_swa{.pos = m_.pos,
+                                              .kv_idxs = m_.kv_idxs,
+                                              .mask = mask_swa,
+                                              .v_idxs = m_.v_idxs,
+                                              .kv_head = c_.kv_len_swa() - c_.n_tokens};
     const blocks::MoeParams moe{.n_expert = c_.n_expert,
                                 .n_expert_used = c_.n_expert_used,
                                 .norm_weights = c_.moe_norm_weights,
                                 .softmax_weight = c_.moe_softmax_weight,
                                 .oai_alpha = c_.swiglu_oai_alpha,
-                                .oai_limit = c_.swiglu_oai_limit};
+                                .oai_limit = c_.swiglu_oai_limit,
+                                .cpp = cpp_};
     const blocks::GraphOrder order = [this](Tensor* t) { expand(t); };
 
     Tensor* inp = named(get_rows(ctx_, m_.tok_embd, m_.tokens), "inp_embd", -1);
@@ -222,7 +259,7 @@ class Builder {
       const LlamaLayer& l = m_.layers[static_cast<size_t>(il)];
       const bool swa = c_.is_swa(il);
       Tensor* cur = blocks::rms_norm_mul(ctx_, inp, l.attn_norm, c_.norm_eps, "attn_norm", il);
-      cur = blocks::self_attention(ctx_, shape, swa ? rope_swa : rope,
+      cur = blocks::self_attention(ctx_, swa ? shape_swa : shape, swa ? rope_swa : rope,
                                    {.wqkv = l.wqkv,
                                     .wq = l.wq,
                                     .wk = l.wk,
@@ -247,7 +284,7 @@ class Builder {
       cur = blocks::rms_norm_mul(ctx_, ffn_inp, l.ffn_norm, c_.norm_eps, c_.attn_sinks ? "attn_post_norm" : "ffn_norm",
                                  il);
       if (c_.ffn_gelu) {
-        cur = blocks::geglu_ffn(ctx_, {.gate = l.ffn_gate, .up = l.ffn_up, .down = l.ffn_down}, cur, il);
+        cur = blocks::geglu_ffn(ctx_, {.gate = l.ffn_gate, .up = l.ffn_up, .down = l.ffn_down}, cur, il, cpp_);
       } else if (c_.is_moe()) {
         cur = blocks::moe_ffn(ctx_, moe,
                               {.gate_inp = l.ffn_gate_inp,
@@ -260,7 +297,7 @@ class Builder {
                                .down_exps_b = l.ffn_down_exps_b},
                               cur, il);
       } else {
-        cur = blocks::swiglu_ffn(ctx_, {.gate = l.ffn_gate, .up = l.ffn_up, .down = l.ffn_down}, cur, il);
+        cur = blocks::swiglu_ffn(ctx_, {.gate = l.ffn_gate, .up = l.ffn_up, .down = l.ffn_down}, cur, il, cpp_);
       }
       if (c_.post_norms) cur = blocks::rms_norm_mul(ctx_, cur, l.ffn_post_norm, c_.norm_eps, "ffn_post_norm", il);
       inp = named(add(ctx_, cur, ffn_inp), "l_out", il);
@@ -279,6 +316,8 @@ class Builder {
   const LlamaConfig& c_;
   LlamaGraph& m_;
   Context& ctx_;
+  const LlamaCppGraph cpp_graph_;
+  const LlamaCppGraph* cpp_;  // null: Tessera's own graph
   Status graph_status_;
 };
 
@@ -310,6 +349,7 @@ Status validate(const LlamaConfig& c) {
   if (c.n_kv < 0 || c.n_kv > c.n_ctx) return invalid("n_kv must be in [0, n_ctx] (0 = n_ctx)");
   if (c.n_tokens > c.kv_len()) return invalid("n_tokens must be <= n_kv (the new tokens are part of the cache)");
   if (c.n_outputs < 0 || c.n_outputs > c.n_tokens) return invalid("n_outputs must be in [0, n_tokens]");
+  if (c.llama_cpp_build < 0) return invalid("llama_cpp_build must be >= 0 (0: Tessera's own graph)");
   if (c.n_expert < 0 || c.n_expert_used < 0 || (c.n_expert == 0) != (c.n_expert_used == 0) ||
       c.n_expert_used > c.n_expert) {
     return invalid("experts: need 0 < n_expert_used <= n_expert, or both 0 for a dense FFN");
@@ -359,6 +399,9 @@ Status validate(const LlamaConfig& c) {
     return invalid(std::string("rope_yarn: ") + why);
   }
   if (!(c.attn_scale >= 0.0f) || !std::isfinite(c.attn_scale)) return invalid("attn_scale must be finite and >= 0");
+  if (c.n_ctx_swa < 0 || c.n_ctx_swa > c.n_ctx || (c.n_ctx_swa > 0 && c.n_ctx_swa < c.n_tokens)) {
+    return invalid("n_ctx_swa must be 0 (n_ctx) or in [n_tokens, n_ctx]");
+  }
   if (c.swa_pattern < 0 || (c.swa_pattern > 0 && c.n_swa < 1)) {
     return invalid("sliding-window attention needs swa_pattern >= 1 and n_swa >= 1 (or swa_pattern 0: none)");
   }
@@ -392,7 +435,10 @@ Status validate(const LlamaConfig& c) {
 }
 
 std::vector<Tensor*> LlamaGraph::inputs() const {
-  std::vector<Tensor*> v{tokens, pos, kv_idxs, mask};
+  std::vector<Tensor*> v{tokens, pos};
+  for (Tensor* t : {kv_idxs, v_idxs, mask}) {
+    if (t != nullptr) v.push_back(t);
+  }
   if (mask_swa != nullptr) v.push_back(mask_swa);
   if (out_ids != nullptr) v.push_back(out_ids);
   return v;

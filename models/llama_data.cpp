@@ -99,6 +99,12 @@ Status fill_tensor(Tensor& t, uint64_t stream, float mean, float stddev, int thr
 }  // namespace
 
 Status fill_random(LlamaGraph& model, uint64_t seed, int threads) {
+  if (model.config.has_swa() && model.config.ctx_swa() < model.config.n_ctx) {
+    return Status(StatusCode::kUnsupported,
+                  "memory-backed run: sliding-window caches smaller than the context (n_ctx_swa " +
+                      std::to_string(model.config.n_ctx_swa) +
+                      ") are modelled for placement and memory only; use full-size ones (--swa-full)");
+  }
   if (!model.config.compute_refusal.empty()) {
     return Status(StatusCode::kUnsupported, "memory-backed run: " + model.config.compute_refusal +
                                                 "; plan, fit and time it in metadata mode (--metadata)");
@@ -138,6 +144,14 @@ LlamaInputs default_inputs(const LlamaConfig& c, uint64_t seed) {
     in.kv_idxs.push_back(static_cast<int32_t>(first + i));
   }
   for (int64_t i = c.n_tokens - c.outputs(); i < T; ++i) in.out_ids.push_back(static_cast<int32_t>(i));
+  // A transposed V written by SET_ROWS (a llama.cpp graph without flash attention, llama_cpp_graph.h): dim d of the
+  // token in slot s is element d * n_ctx + s of the cache, listed token by token as the token's values are.
+  if (c.llama_cpp_build > 0 && !c.flash_attn && !llama_cpp_graph(c.llama_cpp_build).kv_cpy) {
+    const int64_t nk = c.n_embd_kv();
+    for (int64_t i = 0; i < T; ++i) {
+      for (int64_t d = 0; d < nk; ++d) in.v_idxs.push_back(static_cast<int32_t>(d * c.n_ctx + first + i));
+    }
+  }
   in.mask.assign(static_cast<size_t>(n_kv * T), 0.0f);
   for (int64_t i = 0; i < T; ++i) {
     for (int64_t j = first + i + 1; j < n_kv; ++j) {
@@ -168,6 +182,7 @@ Status set_inputs(LlamaGraph& m, const LlamaInputs& in) {
   TS_RETURN_IF_ERROR(set_i32(m.tokens, in.tokens));
   TS_RETURN_IF_ERROR(set_i32(m.pos, in.pos));
   TS_RETURN_IF_ERROR(set_i32(m.kv_idxs, in.kv_idxs));
+  TS_RETURN_IF_ERROR(set_i32(m.v_idxs, in.v_idxs));
   TS_RETURN_IF_ERROR(set_i32(m.out_ids, in.out_ids));
   if (static_cast<int64_t>(in.mask.size()) != nelements(*m.mask)) {
     return TS_ERROR(StatusCode::kInvalidArgument, "set_inputs: the mask needs %lld values, got %zu",

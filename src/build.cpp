@@ -203,12 +203,53 @@ Tensor* cpy(Context& ctx, Tensor* a, Tensor* b) {
   return r;
 }
 
+Tensor* cast(Context& ctx, Tensor* a, Type type) {
+  if (a == nullptr) return nullptr;
+  if (!check_type(ctx, Op::kCpy, "source", a, TypeSet::kAny)) return nullptr;
+  if (!type_is_valid(type) || !type_in(type, TypeSet::kAny)) {
+    return bad(ctx, Op::kCpy, std::string("cannot cast to type ") + (type_is_valid(type) ? type_name(type) : "?"));
+  }
+  if (is_integer_type(a->type) != is_integer_type(type)) {
+    return bad(ctx, Op::kCpy,
+               "integer types (i8, i16, i32, i64) can only be cast to and from integer types: " + describe(*a) +
+                   " -> " + type_name(type));
+  }
+  if (a->ne[0] % type_traits(type).block_size != 0) {
+    return bad(ctx, Op::kCpy,
+               format_message("ne0 %lld is not a multiple of the %s block size", static_cast<long long>(a->ne[0]),
+                              type_name(type)));
+  }
+  Tensor* r = make(ctx, Op::kCpy, type, a->ne, {a});
+  if (r != nullptr) format_name(*r, "%.50s (cast)", a->name);
+  return r;
+}
+
 static Tensor* cont_like(Context& ctx, Op op, Tensor* a) {
   if (a == nullptr) return nullptr;
   if (!check_type(ctx, op, "source", a, TypeSet::kAny)) return nullptr;
   return make(ctx, op, a->type, a->ne, {a});
 }
 Tensor* cont(Context& ctx, Tensor* a) { return cont_like(ctx, Op::kCont, a); }
+Tensor* cont_4d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+  if (a == nullptr) return nullptr;
+  if (!check_type(ctx, Op::kCont, "source", a, TypeSet::kAny)) return nullptr;
+  int64_t n = 1;  // the product with overflow checks, as reshape_4d
+  const bool overflows =
+      __builtin_mul_overflow(ne0, ne1, &n) || __builtin_mul_overflow(n, ne2, &n) || __builtin_mul_overflow(n, ne3, &n);
+  if (ne0 < 1 || ne1 < 1 || ne2 < 1 || ne3 < 1 || overflows || n != nelements(*a)) {
+    return bad(ctx, Op::kCont,
+               format_message("cannot copy %s (%lld elements) to the shape [%lld, %lld, %lld, %lld]",
+                              describe(*a).c_str(), static_cast<long long>(nelements(*a)), static_cast<long long>(ne0),
+                              static_cast<long long>(ne1), static_cast<long long>(ne2), static_cast<long long>(ne3)));
+  }
+  if (ne0 % type_traits(a->type).block_size != 0) {
+    return bad(ctx, Op::kCont,
+               format_message("ne0 %lld is not a multiple of the %s block size", static_cast<long long>(ne0),
+                              type_traits(a->type).name));
+  }
+  const int64_t ne[4] = {ne0, ne1, ne2, ne3};
+  return make(ctx, Op::kCont, a->type, ne, {a});
+}
 Tensor* dup(Context& ctx, Tensor* a) { return cont_like(ctx, Op::kDup, a); }
 
 // ---------------------------------------------------------------------------------------------------------------

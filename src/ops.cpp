@@ -13,7 +13,7 @@ const OpTraits kOps[kOpCount] = {
     {"RESHAPE", 1, 1, true, false},
     {"PERMUTE", 1, 1, true, false},
     {"TRANSPOSE", 1, 1, true, false},
-    {"CPY", 2, 2, false, false},
+    {"CPY", 1, 2, false, false},  // one source: a cast (the node is the destination)
     {"CONT", 1, 1, false, false},
     {"DUP", 1, 1, false, false},
     {"ADD", 2, 2, false, true},

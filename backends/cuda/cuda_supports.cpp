@@ -63,6 +63,10 @@ bool same_as_float_src0(const Tensor& n) {
 bool check_cpy(const Tensor& n) {
   const Tensor* a = n.src[0];
   const Tensor* b = n.src[1];
+  if (b == nullptr) {  // a cast: the node is the destination, a's shape
+    return layout_ok(a) && is_any(a->type) && is_any(n.type) && (a->type == Type::kI32) == (n.type == Type::kI32) &&
+           same_ne(n, *a);
+  }
   if (!layout_ok(a) || !layout_ok(b) || !is_any(a->type) || !is_any(b->type)) return false;
   if ((a->type == Type::kI32) != (b->type == Type::kI32)) return false;
   return nelements(*a) == nelements(*b) && n.type == b->type && same_ne(n, *b);
@@ -70,7 +74,9 @@ bool check_cpy(const Tensor& n) {
 
 bool check_cont(const Tensor& n) {
   const Tensor* a = n.src[0];
-  return layout_ok(a) && is_any(a->type) && n.type == a->type && same_ne(n, *a);
+  // CONT may also give the copy another shape of as many elements (cont_4d); DUP keeps the shape
+  return layout_ok(a) && is_any(a->type) && n.type == a->type &&
+         (same_ne(n, *a) || (n.op == Op::kCont && nelements(n) == nelements(*a)));
 }
 
 bool check_binary(const Tensor& n) {

@@ -77,7 +77,8 @@ struct GraphPlanner::PlanWalk {
   }
 
   // Step 0. What each tensor brings to the plan, read from its Tensor once: whether it has memory of its own
-  // (external: never touched), whether it is pinned (INPUT or OUTPUT: never freed nor computed over in place), and
+  // (external: never touched), whether it is pinned (INPUT or OUTPUT, or with free_inputs OUTPUT only: never freed nor
+  // computed over in place), and
   // whether it is an INPUT (placed before the walk). Pinning a view pins its root too.
   void record_tensors() {
     for (size_t i = 0; far && i < std::min(kAhead, ix.tensors.size()); ++i) {
@@ -89,11 +90,13 @@ struct GraphPlanner::PlanWalk {
       }
       const Tensor* t = ix.tensors[i];
       info[i].external = ga.is_external(t);
-      info[i].pinned = info[i].pinned || is_pinned(t);
+      // (with free_inputs, ggml-alloc's rule: only OUTPUT pins)
+      const bool pins = ga.free_inputs_ ? (t->flags & kFlagOutput) != 0 : is_pinned(t);
+      info[i].pinned = info[i].pinned || pins;
       info[i].input = (t->flags & kFlagInput) != 0;
       // A view flagged INPUT or OUTPUT pins the memory of its root as well (an OUTPUT reshape of an intermediate must
       // still hold its values after the graph ran).
-      if (ix.vsrc[i] >= 0 && is_pinned(t) && i < ix.n_nodes + ix.n_leafs) {
+      if (ix.vsrc[i] >= 0 && pins && i < ix.n_nodes + ix.n_leafs) {
         info[static_cast<size_t>(ix.vsrc[i])].pinned = true;
       }
     }

@@ -138,6 +138,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::vector<Backend*> backe
     impl->buft_id.push_back(id);
   }
   impl->params = std::move(params);
+  if (impl->params.free_inputs) impl->params.reuse = false;  // (SchedulerParams::free_inputs)
   impl->n_copies = impl->params.parallel ? impl->params.n_copies : 1;
   impl->n_unique = impl->unique_bufts.size();
   if (impl->n_copies > 1) {
@@ -145,6 +146,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::vector<Backend*> backe
     for (size_t u = 0; u < impl->n_unique; ++u) impl->unique_bufts.push_back(impl->unique_bufts[u]);
   }
   impl->planner = std::make_unique<GraphPlanner>(impl->unique_bufts);
+  if (impl->params.online_packing) impl->planner->set_packing(GraphPlanner::Packing::kOnline);
+  impl->planner->set_free_inputs(impl->params.free_inputs);
   for (size_t u = 0; u < impl->n_unique && impl->n_copies > 1; ++u) {
     impl->planner->set_replicas(impl->region_id(static_cast<int>(u)), impl->n_copies);
   }

@@ -34,8 +34,15 @@ Tensor* transpose(Context& ctx, Tensor* a);
 // counts must match; integer types (i8, i16, i32, i64) only to/from integer types. The result is a view of b (same
 // shape and type) with op CPY.
 Tensor* cpy(Context& ctx, Tensor* a, Tensor* b);
+// a converted to `type` in a tensor of its own (ggml_cast): op CPY with no second source, a's shape, contiguous.
+// Integer types only to/from integer types; ne0 a multiple of the type's block size.
+Tensor* cast(Context& ctx, Tensor* a, Type type);
 // A contiguous copy of a (same type, same shape). a: Any.
 Tensor* cont(Context& ctx, Tensor* a);
+// A contiguous copy of a in the shape [ne0, ne1, ne2, ne3] (ggml_cont_4d): a's elements in flat order, as reshape
+// would give them had a been contiguous. Element counts must match; ne0 a multiple of a's block size. a: Any.
+Tensor* cont_4d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+inline Tensor* cont_2d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1) { return cont_4d(ctx, a, ne0, ne1, 1, 1); }
 // Same as cont (kept as its own op, as in the anchor).
 Tensor* dup(Context& ctx, Tensor* a);
 

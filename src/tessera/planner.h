@@ -113,6 +113,11 @@ class GraphPlanner {
   // the next plan.
   enum class Packing { kBest, kOnline, kOffline };
   void set_packing(Packing p) { packing_ = p; }
+  // Whether INPUT tensors are freed after their last reader, as ggml-alloc frees them (placed first all the same; only
+  // OUTPUT tensors are then never freed). Off (the default), inputs live for the whole evaluation. For predicting
+  // ggml-alloc's buffer sizes; takes effect at the next plan.
+  void set_free_inputs(bool on) { free_inputs_ = on; }
+  bool free_inputs() const { return free_inputs_; }
   Packing packing() const { return packing_; }
   // Why the graph cannot be placed with the last plan, or an empty string when it can: node or leaf counts differ,
   // a tensor needs more bytes than planned (so a chunk would have to grow), the graph's structure differs (a source
@@ -187,6 +192,7 @@ class GraphPlanner {
   Plan plan_;
   int replans_ = 0;
   Packing packing_ = Packing::kBest;
+  bool free_inputs_ = false;
   bool check_positions_ = false;               // check exact positions (GraphNodes::Positions::exact)
   mutable std::unique_ptr<GraphIndex> index_;  // scratch, reused across calls
   mutable Plan spare_;                         // the plan under construction (its memory reused across calls)

@@ -68,6 +68,12 @@ struct SchedulerParams {
   // kMaxCachedPlans; least recently used out first. 1: only the last graph's plan (allocating another graph forgets
   // it). Out of range: Scheduler::create refuses it.
   int plan_cache = 4;
+  // How the compute plan packs each buffer (GraphPlanner::Packing): the default keeps the smaller of the online and
+  // offline packings; online alone is what ggml-alloc does (llama.cpp's figures are predicted so).
+  bool online_packing = false;
+  // Graph inputs freed after their last reader (GraphPlanner::set_free_inputs), as ggml-alloc frees them; plan reuse
+  // is then off (a kept plan's input lifetimes are not checked). For predicting llama.cpp's buffers.
+  bool free_inputs = false;
 };
 
 // The most plans SchedulerParams::plan_cache may keep.

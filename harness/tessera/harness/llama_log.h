@@ -134,6 +134,9 @@ struct LlamaLog {
   // Printed by ollama's runner (a line with its journal or docker prefix, its Go log lines "source=server.go" /
   // "source=runner.go", or a model from its store ".ollama/models/blobs"): ollama's llama.cpp returns embeddings.
   bool ollama = false;
+  // A line of llama.cpp's older function names (llm_load_print_meta:, llm_load_tensors:, llama_new_context_with_model:;
+  // renamed by builds 4463-4500, early 2025): without a build line, the graph of that era is assumed.
+  bool old_format = false;
   int draft_line = 0;  // "... loading draft model '...'": this line and those after it are the draft's (not used)
 };
 

@@ -69,6 +69,8 @@ struct PlacementPolicy {
   int n_copies = kParallelCopies;  // with parallel: in-flight copy slots (SchedulerParams::n_copies)
   int max_split_inputs = 30;
   bool reuse = true;  // SchedulerParams::reuse: keep the plan of a graph allocated again with the same structure
+  bool online_packing = false;  // SchedulerParams::online_packing: pack compute buffers as ggml-alloc does
+  bool free_inputs = false;     // SchedulerParams::free_inputs: free graph inputs after their last use, as ggml-alloc
 
   SchedulerParams scheduler_params() const;
 };

@@ -19,6 +19,7 @@
 // [n_outputs] when only some tokens produce logits. Output (flag OUTPUT): logits f32 [n_vocab, n_outputs].
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -30,6 +31,7 @@
 #include "tessera/ops.h"
 #include "tessera/rope.h"
 #include "tessera/status.h"
+#include "tessera/models/llama_cpp_graph.h"
 
 namespace tessera::gguf {
 struct Model;
@@ -90,6 +92,10 @@ struct LlamaConfig {
   // (n_ctx), as llama.cpp's --swa-full.
   int swa_pattern = 0;
   int64_t n_swa = 0;
+  // > 0: the sliding-window layers' caches hold this many cells (llama.cpp's iSWA cache, min(n_ctx, PAD(n_swa +
+  // n_ubatch, 256)): tessera/harness/llama_memory.h, llama_kv_cells), and their attention reads them all; 0: n_ctx
+  // (--swa-full). Placement and memory only: a memory-backed run refuses a cache smaller than n_ctx.
+  int64_t n_ctx_swa = 0;
   float rope_base_swa = 10000.0f;
   float rope_scale_swa = 1.0f;
   // YaRN rope scaling of every layer (gpt-oss: rope.scaling.type yarn; llama.cpp's cparams yarn_* apply to the
@@ -115,6 +121,9 @@ struct LlamaConfig {
                                     // logits (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT); else softmax, then top-k
   float swiglu_oai_alpha = 0.0f;    // > 0: the experts' GLU is SWIGLU_OAI with this alpha and swiglu_oai_limit
   float swiglu_oai_limit = 0.0f;
+  // > 0: the graph llama.cpp's build of that number makes (llama_cpp_graph.h: its ops, node count and compute buffers;
+  // `tessera compare-log` sets it from the log's build line); 0: Tessera's own graph.
+  int llama_cpp_build = 0;
   // What the graph does not compute as the model would (a file feature Tessera builds for placement but has no op
   // for): empty, or the reason, naming the key. Plans and metadata-only runs place and time the graph as built;
   // fill_random (every memory-backed run) refuses with this reason.
@@ -127,6 +136,8 @@ struct LlamaConfig {
   int64_t n_embd_q() const { return head_dim() * n_head; }  // Q and the attention output: wq's ne1, wo's ne0
   int64_t n_embd_kv() const { return head_dim() * n_head_kv; }
   int64_t kv_len() const { return n_kv > 0 ? n_kv : n_ctx; }
+  int64_t ctx_swa() const { return n_ctx_swa > 0 ? n_ctx_swa : n_ctx; }  // a sliding-window layer's cells
+  int64_t kv_len_swa() const { return std::min(kv_len(), ctx_swa()); }   // and the cells it attends to
   int64_t outputs() const { return n_outputs > 0 ? n_outputs : n_tokens; }
   bool is_moe() const { return n_expert > 0; }
   bool has_swa() const { return swa_pattern > 0; }
@@ -194,9 +205,10 @@ struct LlamaGraph {
   // Inputs and output.
   Tensor* tokens = nullptr;
   Tensor* pos = nullptr;
-  Tensor* kv_idxs = nullptr;
+  Tensor* kv_idxs = nullptr;  // null in a llama.cpp graph that writes the cache at its head (VIEW + CPY)
+  Tensor* v_idxs = nullptr;   // a llama.cpp graph writing a transposed V with SET_ROWS: i32 [n_embd_kv * n_tokens]
   Tensor* mask = nullptr;
-  Tensor* mask_swa = nullptr;  // has_swa(): the sliding-window layers' mask f16 [n_kv, n_tokens]
+  Tensor* mask_swa = nullptr;  // has_swa(): the sliding-window layers' mask f16 [kv_len_swa(), n_tokens]
   Tensor* out_ids = nullptr;   // only when n_outputs < n_tokens
   Tensor* logits = nullptr;
 
@@ -234,6 +246,7 @@ Status fill_random(LlamaGraph& model, uint64_t seed, int threads = 0);
 // cache slots of the same index, with a causal mask; logits for the last n_outputs tokens.
 struct LlamaInputs {
   std::vector<int32_t> tokens, pos, kv_idxs, out_ids;
+  std::vector<int32_t> v_idxs;  // the cache element of each V value (dim d of slot s: d * n_ctx + s), for v_idxs
   std::vector<float> mask;      // [n_kv, n_tokens], 0 or -inf
   std::vector<float> mask_swa;  // has_swa(): the same, also -inf for the slots n_swa or more positions back
 };

@@ -220,7 +220,20 @@ double nmse_against_oracle(LlamaConfig c, uint64_t seed, double yarn_factor = 0,
   for (Tensor* w : g.weights) m.w[w->name] = tensor_to_f32(*w).value();
   for (const LlamaLayer& l : g.layers) {
     m.k_cache.push_back(tensor_to_f32(*l.k_cache).value());
-    m.v_cache.push_back(tensor_to_f32(*l.v_cache).value());
+    std::vector<float> vc = tensor_to_f32(*l.v_cache).value();
+    if (c.llama_cpp_build > 0 && !c.flash_attn) {
+      // llama.cpp's V cache without flash attention holds V transposed (dim d of slot s at d * n_ctx + s); the oracle
+      // reads [n_embd_kv] per slot
+      const int64_t nk = c.n_embd_kv();
+      std::vector<float> by_slot(vc.size());
+      for (int64_t s = 0; s < c.n_ctx; ++s) {
+        for (int64_t d = 0; d < nk; ++d) {
+          by_slot[static_cast<size_t>(s * nk + d)] = vc[static_cast<size_t>(d * c.n_ctx + s)];
+        }
+      }
+      vc = std::move(by_slot);
+    }
+    m.v_cache.push_back(std::move(vc));
   }
   GraphPlanner planner(cpu::buffer_type());
   EXPECT_TRUE(planner.alloc_graph(*g.graph).ok());
@@ -248,6 +261,22 @@ TEST(GptOssOracle, LogitsEqualTheOracles) {
     EXPECT_LT(nmse_against_oracle(c, 7), 1e-8) << (fa ? "flash" : "matmul/softmax");
     c.n_outputs = 3;  // only the last rows: the out_ids path
     EXPECT_LT(nmse_against_oracle(c, 8), 1e-8) << (fa ? "flash" : "matmul/softmax");
+  }
+}
+
+// llama.cpp's gpt-oss graphs (llama_cpp_graph.h; gpt-oss arrived at build 6096, so after SET_ROWS became the
+// default): argsort + view expert choice, the masks cast for flash attention, the permuted cache reads, a transposed V
+// written by element without flash attention, and an earlier build's graph as well (every switch of its era).
+TEST(GptOssOracle, LlamaCppGraphsEqualTheOracles) {
+  for (int build : {5913, 6071, 6699}) {
+    for (bool fa : {true, false}) {
+      LlamaConfig c = preset("tiny-gpt-oss").value();
+      c.flash_attn = fa;
+      c.llama_cpp_build = build;
+      EXPECT_LT(nmse_against_oracle(c, 7), 1e-8) << (fa ? "flash" : "matmul/softmax") << " build " << build;
+      c.n_outputs = 3;
+      EXPECT_LT(nmse_against_oracle(c, 8), 1e-8) << (fa ? "flash" : "matmul/softmax") << " build " << build;
+    }
   }
 }
 

@@ -73,11 +73,15 @@ Status validate_ids(const Tensor& node, const Tensor& ids, int64_t limit) {
   return Status::Ok();
 }
 
-// ---- CPY: src0 = a, src1 = b; node is a view of b ----
+// ---- CPY: src0 = a, src1 = b; node is a view of b (or, without src1, a cast: the node has its own memory) ----
 
 bool check_cpy(const Tensor& node) {
   const Tensor* a = node.src[0];
   const Tensor* b = node.src[1];
+  if (b == nullptr) {  // a cast: the node is the destination, a's shape
+    return src_ok(a) && is_any_type(a->type) && is_any_type(node.type) &&
+           (a->type == Type::kI32) == (node.type == Type::kI32) && same_ne(node, *a);
+  }
   if (!src_ok(a) || !src_ok(b)) return false;
   if (!is_any_type(a->type) || !is_any_type(b->type)) return false;
   if ((a->type == Type::kI32) != (b->type == Type::kI32)) return false;
@@ -92,7 +96,8 @@ Status run_cpy(const Tensor& node, const ComputeParams& p) { return copy_flat(no
 bool check_cont(const Tensor& node) {
   const Tensor* a = node.src[0];
   if (!src_ok(a) || !is_any_type(a->type)) return false;
-  return node.type == a->type && same_ne(node, *a);
+  // CONT may also give the copy another shape of as many elements (cont_4d); DUP keeps the shape
+  return node.type == a->type && (same_ne(node, *a) || (node.op == Op::kCont && nelements(node) == nelements(*a)));
 }
 
 Status run_cont(const Tensor& node, const ComputeParams& p) { return copy_flat(node, *node.src[0], p); }

@@ -1,0 +1,61 @@
+// llama.cpp's graph as its builds made it. llama.cpp has changed the ops of its graph many times (the node count it
+// prints, "graph nodes = N", and a little of its compute buffers change with them); a llama.cpp log names its build
+// ("build: 5605 (5787b5da)", "main: build = 2459 (d199ca79)"), and `tessera compare-log` builds that build's graph.
+// Tessera's own graph (LlamaConfig::llama_cpp_build 0) is none of them: it writes the cache with SET_ROWS and reads it
+// untransposed, merges the heads with CONT + RESHAPE, and picks experts with one TOP_K node.
+//
+// Each switch below names the llama.cpp change (pull request) and the first build with it, counted as llama.cpp
+// counts its builds (the commits of master: `git rev-list --count`). They were read in llama.cpp's source at those
+// builds and checked against the node counts users' logs print (docs/compare-log.md, "llama.cpp's graph by build",
+// lists the sources and the logs).
+#pragma once
+
+namespace tessera::models {
+
+struct LlamaCppGraph {
+  int build = 0;  // the llama.cpp build (> 0)
+
+  // The last layer's two GET_ROWS of inp_out_ids (the attention output and the residual), built even when every token
+  // is an output, as in the graph llama.cpp reserves: from 2540 (PR #6122, the output buffer per output row).
+  bool out_ids_always = false;
+  // The KV cache written with VIEW + CPY at the cache head (llm_build_kv_store, later cpy_k / cpy_v): before 6071
+  // (PR #14959 made ggml_set_rows the default). From 6071: SET_ROWS of 2d VIEWs of K and V (with V transposed: three
+  // RESHAPEs, the rows indexed per element).
+  bool kv_cpy = false;
+  // With kv_cpy: a RESHAPE of K to 2d before its write, from 5817 (PR #14285, the set_rows path's preparation).
+  bool k_write_reshape = false;
+  // With kv_cpy: V reshaped to 2d before its write: before 2572 (PR #6369 removed a reshape "likely not needed") and
+  // again from 4919 (PR #12449, where the builders hand V over as [head_dim, n_head_kv, T]).
+  bool v_store_reshape = false;
+  // The model builders reshape V to [head_dim, n_head_kv, T] as they do Q and K: from 4919 (PR #12449).
+  bool v_reshape_3d = false;
+  // build_attn_mha permutes K and V (the cache read as [head_dim, n_head_kv, n_kv]) as well as Q: from 5429
+  // (PR #13194).
+  bool kv_permutes = false;
+  // Q viewed per stream (ggml_view_4d) before its permute: from 5913 (PR #14363).
+  bool q_stream_view = false;
+  // SILU (or GELU) then MUL instead of one GLU node, and a fused up projection's halves each as VIEW + CONT: before
+  // 5776 (PR #14158, GGML_OP_GLU in build_ffn and build_moe_ffn).
+  bool split_glu = false;
+  // A fused QKV projection's Q, K and V as CONTs of 2d views, Q and K (from 4919 V too) then reshaped to heads:
+  // before 5837 (PR #14568 removed those CONTs).
+  bool qkv_cont = false;
+  // From 5837 (Q and K views of the fused projection) until 6410 (PR #15662): V still a contiguous copy, CONT + RESHAPE
+  // to heads, and from 6195 (PR #15380) one CONT to heads (ggml_cont_3d).
+  bool fused_v_cont = false;
+  bool fused_v_cont_3d = false;
+  // In every build: without flash attention the V cache holds V transposed (read by a view, no copy); the heads are
+  // merged by one CONT (ggml_cont_2d); MoE experts are chosen by ARGSORT + VIEW (ggml_top_k; build_moe_ffn kept that
+  // when GGML_OP_TOP_K arrived, PR #17365).
+};
+
+// The builds a log without a build line is given: one in llama.cpp's older log format (llm_load_print_meta:, before
+// build 4463; every build from 2572 to 4918 makes the same graph) and one in today's (the newest build checked).
+constexpr int kLlamaCppOldFormatBuild = 4400;
+constexpr int kLlamaCppNewestBuild = 6699;
+
+// The graph of llama.cpp build `build` (>= 1). Builds before 2459 are given 2459's graph (the oldest checked): earlier
+// ones also shifted K inside the reserved graph (before PR #5691), which is not modelled.
+LlamaCppGraph llama_cpp_graph(int build);
+
+}  // namespace tessera::models
