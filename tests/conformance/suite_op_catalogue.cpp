@@ -91,6 +91,17 @@ std::vector<OpCase> make_catalogue() {
     add_case(Op::kDup, "dup_permuted_" + s,
              [t](CaseBuilder& b) { return dup(b.ctx(), permute(b.ctx(), b.input(t, 64, 3, 4, 2), 0, 2, 1, 3)); });
   }
+  // cast (ggml_cast, a CPY into a tensor of its own: llama.cpp's f32 mask to f16) and cont_4d (another shape in flat
+  // order: llama.cpp's heads merged by ggml_cont_2d), a few types each (the copy kernels are CPY's and CONT's)
+  for (auto [ta, tb] : {std::pair{Type::kF32, Type::kF16}, {Type::kF16, Type::kF32}, {Type::kF32, Type::kQ8_0}}) {
+    add_case(Op::kCpy, "cast_" + tn(ta) + "_" + tn(tb),
+             [ta, tb](CaseBuilder& b) { return cast(b.ctx(), b.input(ta, 64, 4, 3), tb); });
+  }
+  for (Type t : {Type::kF32, Type::kF16, Type::kQ4_0}) {
+    add_case(Op::kCont, "cont_4d_permuted_" + tn(t), [t](CaseBuilder& b) {
+      return cont_4d(b.ctx(), permute(b.ctx(), b.input(t, 64, 3, 4, 2), 0, 2, 1, 3), 256, 3, 2, 1);
+    });
+  }
   for (Type t : kNonQuantTypes) {
     add_case(Op::kCont, "cont_transposed_" + tn(t),
              [t](CaseBuilder& b) { return cont(b.ctx(), transpose(b.ctx(), b.input(t, 16, 5))); });
