@@ -425,6 +425,8 @@ class Parser {
       in_.skip(count * detail::scalar_bytes(elem));  // count * size <= left, checked above
       return Status::Ok();
     }
+    // (count is within both the budget and the bytes left: a vocabulary's 150k strings are stored without regrowth)
+    if (store) arr->values.reserve(count);
     path_.push_back(0);
     for (uint64_t j = 0; j < count; ++j) {
       path_.back() = j;
