@@ -148,6 +148,47 @@ bool Reader::line(const std::string& text, int n) {
   if (body.find("using device ") != std::string_view::npos || starts_with(s, "Device ")) {
     return device(starts_with(s, "Device ") ? s : body, n);
   }
+  // The Vulkan backend's list (2024): "ggml_vulkan: Found 1 Vulkan devices:", then "Vulkan0: Intel(R) HD Graphics 520
+  // (SKL GT2) (Intel open-source Mesa driver) | uma: 1 | fp16: 1 | warp size: 32"
+  if (fn_is(fn, "ggml_vulkan") && starts_with(body, "Found ") &&
+      body.find("Vulkan devices") != std::string_view::npos) {
+    return true;
+  }
+  if (starts_with(fn, "Vulkan") && fn.size() > 6 && body.find(" | ") != std::string_view::npos) {
+    std::string_view digits = fn.substr(6);
+    int64_t v = 0;
+    if (!take_int(digits, v) || !digits.empty() || v > 1024) return false;
+    LlamaLogDevice d;
+    d.name = std::string(fn);
+    d.index = static_cast<int>(v);
+    d.description = std::string(trimmed(body.substr(0, body.find(" | "))));
+    d.line = n;
+    log_.devices.push_back(d);
+    return true;
+  }
+  // "ggml_vulkan: Device memory allocation of size 1879048192 failed." (the next lines say whose buffer it was)
+  if (fn_is(fn, "ggml_vulkan") && starts_with(body, "Device memory allocation of size ")) {
+    std::string_view r = body.substr(33);
+    uint64_t bytes = 0;
+    if (!take_u64(r, bytes) || !consume(r, "failed")) return false;
+    LlamaLogFailedAlloc a;
+    a.bytes = bytes;
+    a.line = n;
+    int vulkan = 0;  // the device, when the log listed exactly one
+    for (const LlamaLogDevice& d : log_.devices) {
+      if (starts_with(d.name, "Vulkan")) {
+        ++vulkan;
+        a.device = d.name;
+        a.device_index = d.index;
+      }
+    }
+    if (vulkan != 1) {
+      a.device.clear();
+      a.device_index = -1;
+    }
+    log_.failed_allocs.push_back(a);
+    return true;
+  }
   if (starts_with(body, "allocating ") || body.find("failed to allocate ") != std::string_view::npos) {
     if (failed(fn, body, n)) return true;
   }
@@ -189,6 +230,19 @@ bool Reader::line(const std::string& text, int n) {
 bool Reader::buffer(std::string_view fn, std::string_view body, int n) {
   const size_t at = body.find("buffer size");
   std::string_view head = trimmed(body.substr(0, at)), rest = body.substr(at + 11);
+  // The 2024 Vulkan backend named its model buffers by the device's description ("Intel(R) HD Graphics 520 (SKL GT2)
+  // buffer size = ..."): the listed device whose description starts with it.
+  if (fn_has(fn, "load_tensors")) {
+    for (const LlamaLogDevice& d : log_.devices) {
+      if (!d.name.empty() && !head.empty() && head.find(' ') != std::string_view::npos &&
+          starts_with(d.description, head)) {
+        double mib = 0;
+        if (!consume(rest, "=") || !take_number(rest, mib) || !consume(rest, "MiB")) return false;
+        log_.figures.buffers.push_back({d.name, "model", mib, n});
+        return true;
+      }
+    }
+  }
   const size_t sp = head.find(' ');
   std::string device(head.substr(0, sp)), kind;
   if (sp != std::string_view::npos) kind = std::string(trimmed(head.substr(sp)));
@@ -393,8 +447,10 @@ bool Reader::error(std::string_view body, int n) {
     // "llama_kv_cache_init: failed to allocate buffer for kv cache" (2025: "llama_kv_cache: failed to allocate
     // buffer for kv cache"): the allocation that failed just before it (alloc_tensor_range's, read as the weights')
     // was the KV cache's.
+    // (a Vulkan "Device memory allocation ... failed" has no stage of its own: "")
     if (body.find("buffer for kv cache") != std::string_view::npos && !log_.failed_allocs.empty() &&
-        log_.failed_allocs.back().stage == "model" && n - log_.failed_allocs.back().line <= 3) {
+        (log_.failed_allocs.back().stage == "model" || log_.failed_allocs.back().stage.empty()) &&
+        n - log_.failed_allocs.back().line <= 3) {
       log_.failed_allocs.back().stage = "kv";
     }
     // "error loading model: unable to allocate CUDA0 buffer": the failure before it was the weights'.

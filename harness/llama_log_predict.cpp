@@ -25,7 +25,7 @@ double mib(size_t bytes) { return static_cast<double>(bytes) / 1024.0 / 1024.0; 
 // The log's GPU backend ("CUDA", "ROCm") from its device and buffer names; "CUDA" when none says.
 std::string gpu_backend(const LlamaLog& log) {
   auto of = [](const std::string& name) -> std::string {
-    for (const char* b : {"CUDA", "ROCm"}) {
+    for (const char* b : {"CUDA", "ROCm", "Vulkan"}) {
       if (name.rfind(b, 0) == 0) return b;
     }
     return "";
@@ -44,7 +44,7 @@ std::string gpu_backend(const LlamaLog& log) {
 
 // The GPU index of a name "CUDA3" / "ROCm0", or -1 ("CUDA_Host", "CPU").
 int gpu_index(const std::string& name) {
-  for (const char* b : {"CUDA", "ROCm"}) {
+  for (const char* b : {"CUDA", "ROCm", "Vulkan"}) {
     const size_t n = std::char_traits<char>::length(b);
     if (name.size() > n && name.compare(0, n, b) == 0 && std::isdigit(static_cast<unsigned char>(name[n]))) {
       return std::atoi(name.c_str() + n);
@@ -76,7 +76,8 @@ Gpus log_gpus(const LlamaLog& log) {
   }
   if (!named.empty()) {
     g.count = static_cast<int>(named.size());
-    g.source = "the 'using device' lines";
+    g.source = named.front()->name.rfind("Vulkan", 0) == 0 && named.front()->index >= 0 ? "the Vulkan device list"
+                                                                                        : "the 'using device' lines";
     for (const LlamaLogDevice* d : named) {
       if (!d->free_mib) {
         g.free_mib.clear();
@@ -460,23 +461,24 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   }
   // The build number ("build: 6096 (fd1234cb) ...", "main: build = 2459 (d199ca79)"): before 2540 (llama.cpp PR
   // #6122) the output buffer had a row for every token of a batch.
-  const long long build_number = log.build ? std::strtoll(log.build->text.c_str(), nullptr, 10) : 0;  // saturates
+  // A build below 1000 is a build without its git history ("build = 1 (a07c32e)"), not a number to go by.
+  const long long printed_build = log.build ? std::strtoll(log.build->text.c_str(), nullptr, 10) : 0;  // saturates
+  const long long build_number = printed_build >= 1000 ? printed_build : 0;
   if (build_number > 0 && build_number < 2540) {
     out.notes.push_back("build " + std::to_string(build_number) +
                         " (before llama.cpp PR #6122, build 2540): an output row for every token of a batch");
   }
 
   // llama.cpp's graph as the build made it (llama_cpp_graph.h): the printed build, else the era of the log's format.
-  // A build below 1000 is a build without its git history ("build = 1 (a07c32e)"), not a number to go by.
   int graph_build = 0;
-  if (build_number >= 1000 && build_number <= 1000000) {
+  if (build_number > 0 && build_number <= 1000000) {
     graph_build = static_cast<int>(build_number);
   } else {
     graph_build = log.old_format ? models::kLlamaCppOldFormatBuild : models::kLlamaCppNewestBuild;
-    out.notes.push_back(std::string(build_number > 0 ? "build " + std::to_string(build_number) +
-                                                           " is no llama.cpp "
-                                                           "build number"
-                                                     : "no build line") +
+    out.notes.push_back(std::string(printed_build > 0 ? "build " + std::to_string(printed_build) +
+                                                            " is no llama.cpp build number (a build without its "
+                                                            "history)"
+                                                      : "no build line") +
                         ": the graph of llama.cpp build " + std::to_string(graph_build) + " assumed (" +
                         (log.old_format ? "the log's older format: builds 2572-4462 make the same graph"
                                         : "the newest build whose graph was checked") +

@@ -425,4 +425,43 @@ TEST(LlamaLog, ArchFromKeyPrefixAndBenchParameters) {
   EXPECT_EQ(layers.context.layer_devices[1].second, "CUDA2");
 }
 
+// tests/fidelity/49 (secext2022/pmks-2, b3617 built without its history): the 2024 Vulkan backend's device list, its
+// model buffer named by the device's description, and its failed allocation, whose stage the next line gives.
+TEST(LlamaLog, VulkanDevicesBuffersAndFailedKvAllocation) {
+  const LlamaLog log = parse_ok(
+      "ggml_vulkan: Found 1 Vulkan devices:\n"
+      "Vulkan0: Intel(R) HD Graphics 520 (SKL GT2) (Intel open-source Mesa driver) | uma: 1 | fp16: 1 | warp size: 32\n"
+      "llm_load_tensors: offloaded 29/29 layers to GPU\n"
+      "llm_load_tensors:        CPU buffer size =   552.23 MiB\n"
+      "llm_load_tensors: Intel(R) HD Graphics 520 (SKL GT2) buffer size =  7165.44 MiB\n"
+      "ggml_vulkan: Device memory allocation of size 1879048192 failed.\n"
+      "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory\n"
+      "llama_kv_cache_init: failed to allocate buffer for kv cache\n");
+  ASSERT_EQ(log.devices.size(), 1u);
+  EXPECT_EQ(log.devices[0].name, "Vulkan0");
+  EXPECT_EQ(log.devices[0].index, 0);
+  EXPECT_EQ(log.devices[0].description, "Intel(R) HD Graphics 520 (SKL GT2) (Intel open-source Mesa driver)");
+  ASSERT_EQ(log.figures.buffers.size(), 2u);
+  EXPECT_EQ(log.figures.buffers[1].device, "Vulkan0");
+  EXPECT_EQ(log.figures.buffers[1].kind, "model");
+  EXPECT_DOUBLE_EQ(log.figures.buffers[1].mib, 7165.44);
+  ASSERT_EQ(log.failed_allocs.size(), 1u);
+  EXPECT_EQ(log.failed_allocs[0].device, "Vulkan0");
+  EXPECT_EQ(log.failed_allocs[0].bytes, 1879048192u);
+  EXPECT_EQ(log.failed_allocs[0].stage, "kv");
+}
+
+// Several Vulkan devices: the failed allocation names none of them (the line does not say which).
+TEST(LlamaLog, VulkanFailureWithSeveralDevicesNamesNone) {
+  const LlamaLog log = parse_ok(
+      "Vulkan0: AMD Radeon RX 7900 XTX (RADV NAVI31) | uma: 0 | fp16: 1 | warp size: 64\n"
+      "Vulkan1: AMD Radeon RX 6800 (RADV NAVI21) | uma: 0 | fp16: 1 | warp size: 64\n"
+      "ggml_vulkan: Device memory allocation of size 1024 failed.\n");
+  ASSERT_EQ(log.devices.size(), 2u);
+  ASSERT_EQ(log.failed_allocs.size(), 1u);
+  EXPECT_EQ(log.failed_allocs[0].device, "");
+  EXPECT_EQ(log.failed_allocs[0].device_index, -1);
+  EXPECT_EQ(log.failed_allocs[0].bytes, 1024u);
+}
+
 }  // namespace
