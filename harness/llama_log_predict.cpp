@@ -99,16 +99,16 @@ Gpus log_gpus(const LlamaLog& log) {
 }
 
 // The simulated topology: a GPU per log GPU (llama.cpp CUDA's 128-byte alignment, ggml-cuda.cu
-// ggml_backend_cuda_buffer_type_get_alignment; op offload of MUL_MAT / MUL_MAT_ID from 32 tokens, ggml-cuda.cu
-// ggml_backend_cuda_device_offload_op) and the CPU. Memory is not what is compared: every device gets room enough
-// for any buffer (1 PiB), so a log of a failed allocation still gets its sizes.
+// ggml_backend_cuda_buffer_type_get_alignment; op offload of any op but GET_ROWS from a batch of 32 as ggml-cuda.cu's
+// ggml_backend_cuda_device_offload_op counts it: sim::ggml_cuda_batch_size) and the CPU. Memory is not what is
+// compared: every device gets room enough for any buffer (1 PiB), so a log of a failed allocation still gets its sizes.
 std::string topology_json(int n_gpus) {
   std::ostringstream s;
   s << R"({"name": "from-log", "description": "the GPUs of a llama.cpp log", "devices": [)";
   for (int i = 0; i < n_gpus; ++i) {
     s << R"({"name": "gpu)" << i << R"(", "type": "gpu", "memory": "1024 TiB", "alignment": 128, )"
       << R"("caps": {"async": true, "events": true, "host_buffer": true, "from_host_ptr": false}, )"
-      << R"("offload": {"min_batch": 32, "ops": ["MUL_MAT", "MUL_MAT_ID"]}}, )";
+      << R"("offload": {"min_batch": 32, "batch": "ggml-cuda"}}, )";
   }
   s << R"({"name": "cpu", "type": "cpu", "wraps": "CPU", "memory": "1024 TiB", "alignment": 64, )"
     << R"("host_visible": true, "caps": {"async": false, "events": false, "host_buffer": false, )"

@@ -172,12 +172,18 @@ void parse_caps(const json& v, const std::string& path, DeviceCaps* caps) {
 }
 
 void parse_offload(const json& v, const std::string& path, OffloadRule* o) {
-  expect_object(v, path, {"enabled", "min_batch", "ops"}, "an object {\"min_batch\": 32, \"ops\": [...]}");
+  expect_object(v, path, {"enabled", "min_batch", "ops", "batch"}, "an object {\"min_batch\": 32, \"ops\": [...]}");
   o->enabled = true;  // present: on unless it says otherwise
   if (const json* x = member(v, "enabled")) o->enabled = get_bool(*x, child(path, "enabled"));
   if (const json* x = member(v, "min_batch")) o->min_batch = get_count(*x, child(path, "min_batch"));
   if (const json* x = member(v, "ops"))
     o->ops = get_list<Op>(*x, child(path, "ops"), "op names such as [\"MUL_MAT\"]", get_op);
+  if (const json* x = member(v, "batch")) {
+    const std::string what = "\"tokens\" or \"ggml-cuda\"";
+    const std::string b = get_string(*x, child(path, "batch"), what);
+    if (b != "tokens" && b != "ggml-cuda") type_fail(child(path, "batch"), what, *x);
+    o->ggml_cuda_batch = b == "ggml-cuda";
+  }
 }
 
 CostModel::Override parse_override(const json& v, const std::string& path) {
@@ -356,8 +362,10 @@ ojson device_json(const DeviceConfig& d) {
                     {"from_host_ptr", d.caps.buffer_from_host_ptr}};
   o["ops"] = ops_json(d.default_allow, d.op_rules);
   buffer_keys_json(d, &o);
-  o["offload"] =
-      ojson{{"enabled", d.offload.enabled}, {"min_batch", d.offload.min_batch}, {"ops", op_list(d.offload.ops)}};
+  o["offload"] = ojson{{"enabled", d.offload.enabled},
+                       {"min_batch", d.offload.min_batch},
+                       {"ops", op_list(d.offload.ops)},
+                       {"batch", d.offload.ggml_cuda_batch ? "ggml-cuda" : "tokens"}};
   ojson cost;
   cost["launch_overhead"] = format_duration_us(d.cost.launch_overhead_us);
   cost["flops_f32"] = format_flops(d.cost.flops_f32);

@@ -63,6 +63,7 @@ struct Options {
   int evaluations = 1;
   bool json = false;
   bool llama_log = false;  // plan, run: the memory breakdown as llama.cpp's log lines
+  int llama_build = 0;     // a GGUF model planned as this llama.cpp build's graph (0: the newest checked)
 };
 
 void add_common(CLI::App* app, Options* o) {
@@ -85,6 +86,11 @@ void add_common(CLI::App* app, Options* o) {
   app->add_flag("--metadata", o->metadata,
                 "run and trace without values (metadata-only memory: models larger than this machine); plan, dot "
                 "and fit always work so");
+  app->add_option("--llama-build", o->llama_build,
+                  "a GGUF model in plan, dot, fit: the graph of this llama.cpp build (its ops and node count; "
+                  "default: the newest checked, " +
+                      std::to_string(models::kLlamaCppNewestBuild) + "; docs/compare-log.md)")
+      ->check(CLI::Range(1, 1000000));
   app->add_flag("--json", o->json, "machine-readable output");
   app->add_flag("--llama-log", o->llama_log,
                 "plan, run: llama.cpp's buffers as llama.cpp's own log lines instead of the breakdown table");
@@ -147,6 +153,24 @@ Result<SessionConfig> make_config(Options o) {
   c.sim.adversarial = o.adversarial;
   c.sim.mode = o.metadata ? MemoryMode::kMetadata : MemoryMode::kBacked;
   c.model_seed = o.seed;
+  if (o.llama_build > 0 && !(is_gguf_path(o.model) && o.metadata)) {
+    return Status(StatusCode::kInvalidArgument,
+                  "--llama-build: for a GGUF model (-m FILE.gguf) in plan, dot, fit or --metadata runs");
+  }
+  if (is_gguf_path(o.model) && o.metadata) {
+    // llama.cpp's model: the graph of its build (the newest checked unless --llama-build) and ggml-alloc's rules
+    // (online packing, inputs freed after their last use), as compare-log predicts llama.cpp's figures
+    // (docs/compare-log.md)
+    c.model.llama_cpp_build = o.llama_build > 0 ? o.llama_build : models::kLlamaCppNewestBuild;
+    c.policy.online_packing = true;
+    c.policy.free_inputs = true;
+    for (int il = 0; c.model.has_swa() && il < c.model.n_layer; ++il) {
+      if (!c.model.is_swa(il)) continue;
+      const int64_t cells = llama_kv_cells(c.model, il, llama_context_params(shape.value()));
+      c.model.n_ctx_swa = cells < c.model.n_ctx ? cells : 0;
+      break;
+    }
+  }
   return c;
 }
 

@@ -566,6 +566,16 @@ std::vector<Expected> expected() {
        25,
        "gpt-oss",
        24},
+      {"49-qwen2-7b-q8_0-vulkan-hd520-oom-kv-spliced-old-format.log",
+       {{"CPU", "model", 552.23}, {"Vulkan0", "model", 7165.44}},
+       -1,
+       -1,
+       {{"Vulkan0", 0, 1879048192ull, "kv"}},
+       32768,
+       "",
+       29,
+       "qwen2",
+       28},
   };
 }
 
