@@ -489,18 +489,8 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   std::optional<MemoryBreakdown> breakdown;
   if (model) {
     cfg.model = *model;
-    cfg.model.llama_cpp_build = graph_build;
-    // llama.cpp's iSWA cache: the sliding-window layers hold fewer cells and read them all (llama_kv_cells)
-    for (int il = 0; cfg.model.has_swa() && il < cfg.model.n_layer; ++il) {
-      if (!cfg.model.is_swa(il)) continue;
-      const int64_t cells = llama_kv_cells(cfg.model, il, llama_context_params(shape.value()));
-      cfg.model.n_ctx_swa = cells < cfg.model.n_ctx ? cells : 0;
-      break;
-    }
+    use_llama_cpp_rules(cfg, graph_build, llama_context_params(shape.value()));
     cfg.sim.mode = sim::MemoryMode::kMetadata;
-    // ggml-alloc's rules: each buffer packed online (best fit), never offline; graph inputs freed after their last use
-    cfg.policy.online_packing = true;
-    cfg.policy.free_inputs = true;
     cfg.flash_attn_auto = shape.value().flash_attn_auto;
     // printed metadata Tessera cannot build a model of (e.g. n_embd not a whole number of q8_0 blocks): bad input
     if (Status v = models::validate(cfg.model); !v.ok()) {

@@ -210,6 +210,19 @@ int64_t llama_kv_cells(const models::LlamaConfig& m, int il, const LlamaContextP
   return static_cast<int64_t>(pad(static_cast<size_t>(std::min(m.n_ctx, m.n_swa + llama_ubatch(m.n_ctx, p))), 256));
 }
 
+void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& p) {
+  c.model.llama_cpp_build = build;
+  c.policy.online_packing = true;
+  c.policy.free_inputs = true;
+  c.model.n_ctx_swa = 0;
+  for (int il = 0; c.model.has_swa() && il < c.model.n_layer; ++il) {
+    if (!c.model.is_swa(il)) continue;
+    const int64_t cells = llama_kv_cells(c.model, il, p);
+    if (cells < c.model.n_ctx) c.model.n_ctx_swa = cells;
+    break;
+  }
+}
+
 PipelineDecision llama_pipeline_parallel(Session& s) {
   const SessionConfig& c = s.config();
   const Names names(c.topology);

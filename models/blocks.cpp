@@ -118,33 +118,26 @@ Tensor* attention_kv(Context& ctx, const AttentionShape& s, const KvCache& cache
     const CacheViews views = llama_cpp_cache(ctx, s, cache, in, k, v, order);
     kv_k = named(views.k, "k", il);
     kv_v = named(views.v, "v", il);
-    if (kv_k == nullptr || kv_v == nullptr) return nullptr;
-    // [hd, n_head, T] -> [hd, T, n_head], through a view per stream (one stream) from llama.cpp's PR #14363
-    if (s.cpp->q_stream_view) q = view_4d(ctx, q, hd, s.n_head, T, 1, q->nb[1], q->nb[2], q->nb[3], 0);
-    Tensor* qp = permute(ctx, q, 0, 2, 1, 3);
-    if (s.flash_attn) {
-      Tensor* out = named(flash_attn_ext(ctx, qp, kv_k, kv_v, in.mask, s.kq_scale, sinks), "fattn", il);
-      return reshape_2d(ctx, out, hd * s.n_head, T);
-    }
-    Tensor* kq = named(mul_mat(ctx, kv_k, qp), "kq", il);  // [n_kv, T, n_head]
-    kq = named(soft_max(ctx, kq, in.mask, s.kq_scale, sinks), "kq_soft_max", il);
-    Tensor* kqv = named(mul_mat(ctx, kv_v, kq), "kqv", il);  // V transposed in the cache: [hd, T, n_head]
-    return named(cont_2d(ctx, permute(ctx, kqv, 0, 2, 1, 3), hd * s.n_head, T), "kqv_merged_cont", il);
+    // (Q then goes [hd, n_head, T] -> [hd, T, n_head] through a view per stream, one stream, from llama.cpp's PR
+    // #14363)
+    if (s.cpp->q_stream_view && q != nullptr) q = view_4d(ctx, q, hd, s.n_head, T, 1, q->nb[1], q->nb[2], q->nb[3], 0);
+  } else {
+    // Write the new rows into the cache, then read the first n_kv slots back through views of the SET_ROWS results
+    // (the views depend on the writes, so graph order has the writes first).
+    Tensor* k_set = set_rows(ctx, cache.k, reshape_2d(ctx, k, hd * s.n_head_kv, T), in.kv_idxs);
+    Tensor* v_set = set_rows(ctx, cache.v, v, in.kv_idxs);
+    if (k_set == nullptr || v_set == nullptr) return nullptr;
+    // Fix the order as llama.cpp does (Q, K, V and the cache writes first), rather than leave it to the depth-first
+    // walk from the logits, which would visit V's sources first because the attention reads V first.
+    fix_order(order, q);
+    fix_order(order, k_set);
+    fix_order(order, v_set);
+    const size_t row = cache.k->nb[1];                // one cache slot: all KV heads
+    const size_t head = row_size(cache.k->type, hd);  // one head inside a slot
+    kv_k = named(view_3d(ctx, k_set, hd, s.n_kv, s.n_head_kv, row, head, 0), "k", il);
+    kv_v = named(view_3d(ctx, v_set, hd, s.n_kv, s.n_head_kv, row, head, 0), "v", il);
   }
-  // Write the new rows into the cache, then read the first n_kv slots back through views of the SET_ROWS results
-  // (the views depend on the writes, so graph order has the writes first).
-  Tensor* k_set = set_rows(ctx, cache.k, reshape_2d(ctx, k, hd * s.n_head_kv, T), in.kv_idxs);
-  Tensor* v_set = set_rows(ctx, cache.v, v, in.kv_idxs);
-  if (k_set == nullptr || v_set == nullptr) return nullptr;
-  // Fix the order as llama.cpp does (Q, K, V and the cache writes first), rather than leave it to the depth-first
-  // walk from the logits, which would visit V's sources first because the attention reads V first.
-  fix_order(order, q);
-  fix_order(order, k_set);
-  fix_order(order, v_set);
-  const size_t row = cache.k->nb[1];                // one cache slot: all KV heads
-  const size_t head = row_size(cache.k->type, hd);  // one head inside a slot
-  kv_k = named(view_3d(ctx, k_set, hd, s.n_kv, s.n_head_kv, row, head, 0), "k", il);
-  kv_v = named(view_3d(ctx, v_set, hd, s.n_kv, s.n_head_kv, row, head, 0), "v", il);
+  if (kv_k == nullptr || kv_v == nullptr) return nullptr;
 
   Tensor* qp = permute(ctx, q, 0, 2, 1, 3);  // [hd, T, n_head]
   if (s.flash_attn) {
@@ -154,6 +147,11 @@ Tensor* attention_kv(Context& ctx, const AttentionShape& s, const KvCache& cache
   }
   Tensor* kq = named(mul_mat(ctx, kv_k, qp), "kq", il);  // [n_kv, T, n_head]
   kq = named(soft_max(ctx, kq, in.mask, s.kq_scale, sinks), "kq_soft_max", il);
+  if (s.cpp != nullptr) {
+    // llama.cpp's cache holds V transposed without flash attention: read as it is; the heads merged by one CONT
+    Tensor* kqv = named(mul_mat(ctx, kv_v, kq), "kqv", il);  // [hd, T, n_head]
+    return named(cont_2d(ctx, permute(ctx, kqv, 0, 2, 1, 3), hd * s.n_head, T), "kqv_merged_cont", il);
+  }
   fix_order(order, kq);  // the scores before the copy of V, so the copy is not live while the scores are computed
   Tensor* vt = named(cont(ctx, transpose(ctx, kv_v)), "v_cont", il);        // [n_kv, hd, n_head_kv]
   Tensor* kqv = named(mul_mat(ctx, vt, kq), "kqv", il);                     // [hd, T, n_head]

@@ -161,15 +161,8 @@ Result<SessionConfig> make_config(Options o) {
     // llama.cpp's model: the graph of its build (the newest checked unless --llama-build) and ggml-alloc's rules
     // (online packing, inputs freed after their last use), as compare-log predicts llama.cpp's figures
     // (docs/compare-log.md)
-    c.model.llama_cpp_build = o.llama_build > 0 ? o.llama_build : models::kLlamaCppNewestBuild;
-    c.policy.online_packing = true;
-    c.policy.free_inputs = true;
-    for (int il = 0; c.model.has_swa() && il < c.model.n_layer; ++il) {
-      if (!c.model.is_swa(il)) continue;
-      const int64_t cells = llama_kv_cells(c.model, il, llama_context_params(shape.value()));
-      c.model.n_ctx_swa = cells < c.model.n_ctx ? cells : 0;
-      break;
-    }
+    use_llama_cpp_rules(c, o.llama_build > 0 ? o.llama_build : models::kLlamaCppNewestBuild,
+                        llama_context_params(shape.value()));
   }
   return c;
 }

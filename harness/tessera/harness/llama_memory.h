@@ -39,6 +39,11 @@ int64_t llama_ubatch(int64_t n_ctx, const LlamaContextParams& p);
 // with --swa-full; for a sliding-window layer GGML_PAD(min(n_ctx, n_swa + n_ubatch), 256).
 int64_t llama_kv_cells(const models::LlamaConfig& m, int il, const LlamaContextParams& p);
 
+// Plans c's model as llama.cpp plans it: the graph of llama.cpp build `build` (models/tessera/models/
+// llama_cpp_graph.h), ggml-alloc's rules (online packing, graph inputs freed after their last use) and an iSWA model's
+// own smaller sliding-window cache (llama_kv_cells; unless p.swa_full). compare-log and the tool's GGUF plans use it.
+void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& p);
+
 // One buffer llama.cpp allocates.
 struct LlamaBuffer {
   enum class Kind { kModel, kKv, kOutput, kCompute };
