@@ -100,7 +100,7 @@ Gpus log_gpus(const LlamaLog& log) {
 
 // The simulated topology: a GPU per log GPU (llama.cpp CUDA's 128-byte alignment, ggml-cuda.cu
 // ggml_backend_cuda_buffer_type_get_alignment; op offload of any op but GET_ROWS from a batch of 32 as ggml-cuda.cu's
-// ggml_backend_cuda_device_offload_op counts it: sim::ggml_cuda_batch_size) and the CPU. Memory is not what is
+// ggml_backend_cuda_device_offload_op counts it: ggml_offload_batch_size) and the CPU. Memory is not what is
 // compared: every device gets room enough for any buffer (1 PiB), so a log of a failed allocation still gets its sizes.
 std::string topology_json(int n_gpus) {
   std::ostringstream s;

@@ -9,16 +9,6 @@ namespace tessera::sim {
 
 int64_t batch_size(const Tensor& op) { return op.op == Op::kMulMatId ? op.ne[2] : op.ne[1]; }
 
-int64_t ggml_cuda_batch_size(const Tensor& op) {
-  switch (op.op) {
-    case Op::kGetRows: return 0;
-    case Op::kMulMat: return op.ne[1];
-    case Op::kMulMatId:
-    case Op::kRope: return op.ne[2];
-    default: return op.ne[1] * op.ne[2] * op.ne[3];
-  }
-}
-
 namespace {
 
 template <typename T>
@@ -57,7 +47,7 @@ bool op_allowed_by_rules(const DeviceConfig& cfg, const Tensor& node) {
 
 bool offload_wanted(const DeviceConfig& cfg, const Tensor& node) {
   const OffloadRule& r = cfg.offload;
-  return r.enabled && (r.ggml_cuda_batch ? ggml_cuda_batch_size(node) : batch_size(node)) >= r.min_batch &&
+  return r.enabled && (r.ggml_cuda_batch ? ggml_offload_batch_size(node) : batch_size(node)) >= r.min_batch &&
          in(r.ops, node.op);
 }
 

@@ -157,6 +157,16 @@ bool Backend::supports_op(const Tensor& op) const { return device()->supports_op
 bool Backend::supports_buft(const BufferType& buft) const { return device()->supports_buft(buft); }
 bool Backend::offload_op(const Tensor& op) const { return device()->offload_op(op); }
 
+int64_t ggml_offload_batch_size(const Tensor& op) {
+  switch (op.op) {
+    case Op::kGetRows: return 0;
+    case Op::kMulMat: return op.ne[1];
+    case Op::kMulMatId:
+    case Op::kRope: return op.ne[2];
+    default: return op.ne[1] * op.ne[2] * op.ne[3];
+  }
+}
+
 // Events are only created by devices that support them, so a backend without events never receives one.
 void Backend::event_record(Event& event) { event.record(*this); }
 void Backend::event_wait(Event& event) { event.wait(*this); }

@@ -277,14 +277,6 @@ bool supports_node(const Tensor& n) {
   return false;
 }
 
-int64_t offload_batch_size(const Tensor& op) {
-  switch (op.op) {
-    case Op::kGetRows: return 0;
-    case Op::kMulMat: return op.ne[1];
-    case Op::kMulMatId:
-    case Op::kRope: return op.ne[2];
-    default: return op.ne[1] * op.ne[2] * op.ne[3];
-  }
-}
+int64_t offload_batch_size(const Tensor& op) { return ggml_offload_batch_size(op); }
 
 }  // namespace tessera::cuda

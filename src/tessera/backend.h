@@ -303,4 +303,10 @@ Status view_init(Tensor& t);
 // The buffer holding t's bytes (t's own, else its view_src's); nullptr when unallocated.
 Buffer* tensor_buffer(const Tensor& t);
 
+// The batch an op works on as llama.cpp's CUDA backend counts it for op offload (ggml-cuda.cu get_op_batch_size):
+// 0 for GET_ROWS (never worth a transfer), ne[1] for MUL_MAT, ne[2] for MUL_MAT_ID and ROPE, the rows
+// (ne[1] x ne[2] x ne[3]) of any other op. The CUDA backend's offload_op and simulated devices with offload
+// "batch": "ggml-cuda" compare it with their threshold.
+int64_t ggml_offload_batch_size(const Tensor& op);
+
 }  // namespace tessera

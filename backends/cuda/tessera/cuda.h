@@ -48,8 +48,8 @@ bool is_cuda(const Backend& backend);
 
 // The op support check behind supports_op (no GPU needed): op, types, shapes and the kernels' launch limits.
 bool supports_node(const Tensor& node);
-// The batch size offload_op compares with the threshold: N for MUL_MAT, tokens for MUL_MAT_ID and ROPE, 0 for
-// GET_ROWS (never worth a transfer), rows otherwise.
+// The batch size offload_op compares with the threshold: ggml_offload_batch_size (tessera/backend.h; N for MUL_MAT,
+// tokens for MUL_MAT_ID and ROPE, 0 for GET_ROWS, rows otherwise).
 int64_t offload_batch_size(const Tensor& op);
 
 }  // namespace tessera::cuda

@@ -42,13 +42,9 @@ struct OffloadRule {
   bool enabled = false;
   int64_t min_batch = 32;  // batch_size(op) >= min_batch
   std::vector<Op> ops;     // empty: any op
-  // The batch size as ggml-cuda's op offload takes it (ggml_cuda_batch_size) rather than batch_size: what llama.cpp's
-  // CUDA backend asks for, ADD_ID and the norms' MUL by a host weight included.
+  // The batch size as ggml-cuda's op offload takes it (ggml_offload_batch_size, tessera/backend.h) rather than
+  // batch_size: what llama.cpp's CUDA backend asks for, ADD_ID and the norms' MUL by a host weight included.
   bool ggml_cuda_batch = false;
 };
-
-// ggml-cuda's batch size of an op for op offload (ggml-cuda.cu get_op_batch_size): 0 for GET_ROWS (never offloaded),
-// ne[1] for MUL_MAT, ne[2] for MUL_MAT_ID and ROPE, the rows (ne[1] x ne[2] x ne[3]) of any other op.
-int64_t ggml_cuda_batch_size(const Tensor& op);
 
 }  // namespace tessera::sim

@@ -394,6 +394,30 @@ TEST(SimOpRules, OffloadOpsListLimitsTheOpsAndEmptyMeansAny) {
   EXPECT_TRUE(offload_wanted(denied, *mm));
 }
 
+// "batch": "ggml-cuda" counts batches as llama.cpp's CUDA backend does (ggml-cuda.cu get_op_batch_size): an ADD_ID of
+// [64, 4 used experts, 8 tokens] has 32 rows (offloaded at 32, where the token count, 8, would not be); MUL_MAT_ID its
+// tokens; GET_ROWS never.
+TEST(SimOpRules, OffloadWithGgmlCudaBatchesCountsRows) {
+  Context ctx({.no_alloc = true});
+  Tensor* x = ctx.new_tensor_3d(Type::kF32, 64, 4, 8);
+  Tensor* bias = ctx.new_tensor_2d(Type::kF32, 64, 16);
+  Tensor* ids = ctx.new_tensor_2d(Type::kI32, 4, 8);
+  Tensor* add = add_id(ctx, x, bias, ids);
+  ASSERT_NE(add, nullptr) << ctx.status().message();
+  Tensor* rows = get_rows(ctx, ctx.new_tensor_2d(Type::kF32, 64, 100), ctx.new_tensor_1d(Type::kI32, 512));
+  ASSERT_NE(rows, nullptr) << ctx.status().message();
+  EXPECT_EQ(ggml_offload_batch_size(*add), 32);
+  EXPECT_EQ(ggml_offload_batch_size(*rows), 0);
+  DeviceConfig d = with_offload(true, 32, {});
+  EXPECT_FALSE(offload_wanted(d, *add));  // tokens: ne[1] = 4
+  d.offload.ggml_cuda_batch = true;
+  EXPECT_TRUE(offload_wanted(d, *add));
+  EXPECT_FALSE(offload_wanted(d, *rows));  // 512 rows gathered, but GET_ROWS is never offloaded
+  Nodes n;
+  EXPECT_TRUE(offload_wanted(d, *n.mul_mat_id_node(64, 16, 8, 2, 40)));  // MUL_MAT_ID: its 40 tokens
+  EXPECT_FALSE(offload_wanted(d, *n.mul_mat_node(Type::kF32, 64, 16, 31)));
+}
+
 // =====================================================================================================================
 // Through a simulated device: supports_op and offload_op consult the rules
 
