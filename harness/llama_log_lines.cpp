@@ -232,10 +232,9 @@ bool Reader::buffer(std::string_view fn, std::string_view body, int n) {
   std::string_view head = trimmed(body.substr(0, at)), rest = body.substr(at + 11);
   // The 2024 Vulkan backend named its model buffers by the device's description ("Intel(R) HD Graphics 520 (SKL GT2)
   // buffer size = ..."): the listed device whose description starts with it.
-  if (fn_has(fn, "load_tensors")) {
+  if (fn_has(fn, "load_tensors") && head.find(' ') != std::string_view::npos) {
     for (const LlamaLogDevice& d : log_.devices) {
-      if (!d.name.empty() && !head.empty() && head.find(' ') != std::string_view::npos &&
-          starts_with(d.description, head)) {
+      if (!d.name.empty() && starts_with(d.description, head)) {
         double mib = 0;
         if (!consume(rest, "=") || !take_number(rest, mib) || !consume(rest, "MiB")) return false;
         log_.figures.buffers.push_back({d.name, "model", mib, n});

@@ -112,26 +112,35 @@ Tensor* view_1d(Context& ctx, Tensor* a, int64_t ne0, size_t offset) {
   return view_4d(ctx, a, ne0, 1, 1, 1, rs, rs, rs, offset);
 }
 
+// Whether a's elements fit the shape ne (as many elements, the product without overflow, ne0 a whole number of a's
+// blocks); else the error in ctx, worded with `verb` ("reshape", "copy"). RESHAPE and CONT to a shape share it.
+static bool shape_holds(Context& ctx, Op op, const char* verb, const Tensor& a, const int64_t ne[4]) {
+  int64_t n = 1;  // the product with overflow checks (ne0 * ne1 * ne2 * ne3 could wrap to the source's count)
+  const bool overflows = __builtin_mul_overflow(ne[0], ne[1], &n) || __builtin_mul_overflow(n, ne[2], &n) ||
+                         __builtin_mul_overflow(n, ne[3], &n);
+  if (ne[0] < 0 || ne[1] < 0 || ne[2] < 0 || ne[3] < 0 || overflows || n != nelements(a)) {
+    bad(ctx, op,
+        format_message("cannot %s %s (%lld elements) to [%lld, %lld, %lld, %lld]", verb, describe(a).c_str(),
+                       static_cast<long long>(nelements(a)), static_cast<long long>(ne[0]),
+                       static_cast<long long>(ne[1]), static_cast<long long>(ne[2]), static_cast<long long>(ne[3])));
+    return false;
+  }
+  const TypeTraits& tt = type_traits(a.type);
+  if (ne[0] % tt.block_size != 0) {
+    bad(ctx, op,
+        format_message("ne0 %lld is not a multiple of the %s block size", static_cast<long long>(ne[0]), tt.name));
+    return false;
+  }
+  return true;
+}
+
 Tensor* reshape_4d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
   if (a == nullptr) return nullptr;
   if (!is_contiguous(*a)) return bad(ctx, Op::kReshape, describe(*a) + " is not contiguous");
-  int64_t n = 1;  // the product with overflow checks (ne0 * ne1 * ne2 * ne3 could wrap to the source's count)
-  const bool overflows =
-      __builtin_mul_overflow(ne0, ne1, &n) || __builtin_mul_overflow(n, ne2, &n) || __builtin_mul_overflow(n, ne3, &n);
-  if (ne0 < 0 || ne1 < 0 || ne2 < 0 || ne3 < 0 || overflows || n != nelements(*a)) {
-    return bad(ctx, Op::kReshape,
-               format_message("cannot reshape %s (%lld elements) to [%lld, %lld, %lld, %lld]", describe(*a).c_str(),
-                              static_cast<long long>(nelements(*a)), static_cast<long long>(ne0),
-                              static_cast<long long>(ne1), static_cast<long long>(ne2), static_cast<long long>(ne3)));
-  }
-  const TypeTraits& tt = type_traits(a->type);
-  if (ne0 % tt.block_size != 0) {
-    return bad(ctx, Op::kReshape,
-               format_message("ne0 %lld is not a multiple of the %s block size", static_cast<long long>(ne0), tt.name));
-  }
   const int64_t ne[4] = {ne0, ne1, ne2, ne3};
+  if (!shape_holds(ctx, Op::kReshape, "reshape", *a, ne)) return nullptr;
   size_t nb[4];
-  nb[0] = tt.type_size;
+  nb[0] = type_traits(a->type).type_size;
   nb[1] = row_size(a->type, ne0);
   nb[2] = nb[1] * static_cast<size_t>(ne1);
   nb[3] = nb[2] * static_cast<size_t>(ne2);
@@ -233,21 +242,8 @@ Tensor* cont(Context& ctx, Tensor* a) { return cont_like(ctx, Op::kCont, a); }
 Tensor* cont_4d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
   if (a == nullptr) return nullptr;
   if (!check_type(ctx, Op::kCont, "source", a, TypeSet::kAny)) return nullptr;
-  int64_t n = 1;  // the product with overflow checks, as reshape_4d
-  const bool overflows =
-      __builtin_mul_overflow(ne0, ne1, &n) || __builtin_mul_overflow(n, ne2, &n) || __builtin_mul_overflow(n, ne3, &n);
-  if (ne0 < 1 || ne1 < 1 || ne2 < 1 || ne3 < 1 || overflows || n != nelements(*a)) {
-    return bad(ctx, Op::kCont,
-               format_message("cannot copy %s (%lld elements) to the shape [%lld, %lld, %lld, %lld]",
-                              describe(*a).c_str(), static_cast<long long>(nelements(*a)), static_cast<long long>(ne0),
-                              static_cast<long long>(ne1), static_cast<long long>(ne2), static_cast<long long>(ne3)));
-  }
-  if (ne0 % type_traits(a->type).block_size != 0) {
-    return bad(ctx, Op::kCont,
-               format_message("ne0 %lld is not a multiple of the %s block size", static_cast<long long>(ne0),
-                              type_traits(a->type).name));
-  }
   const int64_t ne[4] = {ne0, ne1, ne2, ne3};
+  if (!shape_holds(ctx, Op::kCont, "copy", *a, ne)) return nullptr;
   return make(ctx, Op::kCont, a->type, ne, {a});
 }
 Tensor* dup(Context& ctx, Tensor* a) { return cont_like(ctx, Op::kDup, a); }

@@ -274,6 +274,13 @@ void compare_with_oracle(LlamaConfig c, uint64_t seed) {
                              << c.llama_cpp_build;
 }
 
+// A preset's name as a test name ("tiny-qwen3" -> "tiny_qwen3").
+std::string preset_test_name(const ::testing::TestParamInfo<std::string>& i) {
+  std::string s = i.param;
+  std::replace(s.begin(), s.end(), '-', '_');
+  return s;
+}
+
 class QwenOracle : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(QwenOracle, LogitsEqualTheOracles) {
@@ -289,11 +296,7 @@ TEST_P(QwenOracle, LogitsEqualTheOracles) {
 INSTANTIATE_TEST_SUITE_P(Presets, QwenOracle,
                          ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
                                            "tiny-gemma3", "tiny-phi3"),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string s = i.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+                         preset_test_name);
 
 // llama.cpp's graphs of other builds (llama_cpp_graph.h: VIEW + CPY cache writes at the head, a transposed V without
 // flash attention, SILU + MUL, ARGSORT + VIEW expert choice, the fused projections' CONTs, per-element V indices with
@@ -319,11 +322,7 @@ TEST_P(LlamaCppGraphOracle, LogitsEqualTheOraclesInEveryEra) {
 INSTANTIATE_TEST_SUITE_P(Presets, LlamaCppGraphOracle,
                          ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
                                            "tiny-gemma3", "tiny-phi3"),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string s = i.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+                         preset_test_name);
 
 // The presets have the switches their architectures need (the oracle above follows the config, so this is what ties
 // a preset to its architecture).
