@@ -24,8 +24,6 @@
 
 namespace tessera::harness {
 
-using namespace tessera::sim;
-
 namespace {
 
 using json = nlohmann::json;

@@ -23,7 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/ops.h"
-#include "tessera/harness/topology.h"
+#include "tessera/harness/units.h"
 #include "tessera/status.h"
 #include "tessera/types.h"
 
