@@ -1,9 +1,9 @@
-// llama.cpp's graph by build (see llama_cpp_graph.h; the sources are listed in docs/compare-log.md).
-#include "tessera/models/llama_cpp_graph.h"
+// llama.cpp's graph by build (see tessera/harness/llama_cpp_graph.h; the sources are listed in docs/compare-log.md).
+#include "tessera/harness/llama_cpp_graph.h"
 
 #include <algorithm>
 
-namespace tessera::models {
+namespace tessera::harness {
 
 namespace {
 
@@ -23,9 +23,9 @@ constexpr int kOldest = 2459;          // the oldest build whose graph was check
 
 }  // namespace
 
-LlamaCppGraph llama_cpp_graph(int build) {
+models::LlamaCppGraph llama_cpp_graph(int build) {
   const int b = std::max(build, kOldest);
-  LlamaCppGraph g;
+  models::LlamaCppGraph g;
   g.build = build;
   g.out_ids_always = b >= kOutIds;
   g.kv_cpy = b < kSetRows;
@@ -41,4 +41,4 @@ LlamaCppGraph llama_cpp_graph(int build) {
   return g;
 }
 
-}  // namespace tessera::models
+}  // namespace tessera::harness

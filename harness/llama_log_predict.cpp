@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "llama_log_model.h"
+#include "tessera/harness/llama_cpp_graph.h"
 #include "tessera/harness/llama_memory.h"
 #include "tessera/harness/llama_run.h"
 #include "tessera/harness/policy_options.h"
@@ -474,7 +475,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   if (build_number > 0 && build_number <= 1000000) {
     graph_build = static_cast<int>(build_number);
   } else {
-    graph_build = log.old_format ? models::kLlamaCppOldFormatBuild : models::kLlamaCppNewestBuild;
+    graph_build = log.old_format ? kLlamaCppOldFormatBuild : kLlamaCppNewestBuild;
     out.notes.push_back(std::string(printed_build > 0 ? "build " + std::to_string(printed_build) +
                                                             " is no llama.cpp build number (a build without its "
                                                             "history)"

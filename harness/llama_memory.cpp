@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 
+#include "tessera/harness/llama_cpp_graph.h"
 #include "tessera/models/fixtures.h"
 
 namespace tessera::harness {
@@ -211,7 +212,7 @@ int64_t llama_kv_cells(const models::LlamaConfig& m, int il, const LlamaContextP
 }
 
 void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& p) {
-  c.model.llama_cpp_build = build;
+  c.model.llama_cpp = llama_cpp_graph(build);
   c.policy.online_packing = true;
   c.policy.free_inputs = true;
   c.model.n_ctx_swa = 0;

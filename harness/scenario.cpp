@@ -357,7 +357,7 @@ Scenario parse_root(const json& root, const std::string& source) {
     if (member(root, "graph") == nullptr) fail("next_graph", "a next graph needs a first one in \"graph\"");
     s.config.next_graph = parse_graph_source(*x, source, "next_graph");
   }
-  parse_extra_models(root, source, &s.config);
+  parse_extra_models(root, source, &s);
   if (const json* x = member(root, "policy")) read_policy_json(*x, "policy", &s.config.policy);
   if (const json* x = member(root, "run")) parse_run(*x, "run", &s);
   for (const Session::StepSpec& st : s.steps) {
@@ -497,7 +497,7 @@ ScenarioOutcome run_once(const Scenario& sc, const Registry* real_devices) {
         }
       }
     }
-    check_extra_expect(*session, e, real_devices, check);
+    check_extra_expect(*session, sc.extra, e, real_devices, check);
   }
   if (session && ok) check_metrics(*session, e.metrics, &out.results);
   if (sc.compare) check_comparison(sc, ok ? session.get() : nullptr, real_devices, &out.results);

@@ -32,7 +32,8 @@ void check_device(const std::string& name, const sim::TopologyConfig& t, const s
 
 }  // namespace
 
-void parse_extra_models(const json& root, const std::string& source, SessionConfig* config) {
+void parse_extra_models(const json& root, const std::string& source, Scenario* scenario) {
+  const SessionConfig* config = &scenario->config;
   if (const json* v = member(root, "draft")) {
     const std::string path = "draft";
     expect_object(*v, path, {"gguf", "n_gpu_layers", "devices", "ctx_size", "cache_type"}, "a draft model object");
@@ -60,7 +61,7 @@ void parse_extra_models(const json& root, const std::string& source, SessionConf
       d.n_ctx = (c + 255) / 256 * 256;
     }
     if (const json* x = member(*v, "cache_type")) d.kv_type = get_type(*x, child(path, "cache_type"));
-    config->extra.draft = d;
+    scenario->extra.draft = d;
   }
   if (const json* v = member(root, "mmproj")) {
     const std::string path = "mmproj";
@@ -68,11 +69,11 @@ void parse_extra_models(const json& root, const std::string& source, SessionConf
     MmprojSpec m;
     m.path = near(get_string(required(*v, path, "gguf", "the projector's GGUF file"), child(path, "gguf")), source);
     if (const json* x = member(*v, "offload")) m.offload = get_bool(*x, child(path, "offload"));
-    config->extra.mmproj = m;
+    scenario->extra.mmproj = m;
   }
-  if (config->extra.empty()) return;
-  if (config->graph) fail(config->extra.draft ? "draft" : "mmproj", "extra models go beside a model, not a graph");
-  const Status st = check_extra_models(config->extra);
+  if (scenario->extra.empty()) return;
+  if (config->graph) fail(scenario->extra.draft ? "draft" : "mmproj", "extra models go beside a model, not a graph");
+  const Status st = check_extra_models(scenario->extra);
   if (!st.ok()) fail(st.message().rfind("--draft", 0) == 0 ? "draft.gguf" : "mmproj.gguf", st.message());
 }
 
@@ -84,10 +85,10 @@ void parse_extra_expect(const json& v, const std::string& path, Expectations* e)
   }
 }
 
-void check_extra_expect(Session& s, const Expectations& e, const Registry* real_devices,
+void check_extra_expect(Session& s, const ExtraModels& extra, const Expectations& e, const Registry* real_devices,
                         const std::function<void(std::string what, bool ok, std::string detail)>& check) {
   if (!e.extra_models_fit && e.extra_overflow_contains.empty()) return;
-  auto p = place_extra_models(s, s.config().extra, LlamaContextParams{}, real_devices);
+  auto p = place_extra_models(s, extra, LlamaContextParams{}, real_devices);
   if (!p.ok()) {
     check("the extra models are placed", false, p.status().message());
     return;

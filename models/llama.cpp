@@ -23,8 +23,8 @@ class Builder {
       : c_(c),
         m_(m),
         ctx_(*m.ctx),
-        cpp_graph_(llama_cpp_graph(c.llama_cpp_build)),
-        cpp_(c.llama_cpp_build > 0 ? &cpp_graph_ : nullptr) {}
+        cpp_graph_(c.llama_cpp.value_or(LlamaCppGraph{})),
+        cpp_(c.llama_cpp ? &cpp_graph_ : nullptr) {}
 
   // The first error of adding tensors to the graph early (see expand).
   const Status& graph_status() const { return graph_status_; }
@@ -349,7 +349,9 @@ Status validate(const LlamaConfig& c) {
   if (c.n_kv < 0 || c.n_kv > c.n_ctx) return invalid("n_kv must be in [0, n_ctx] (0 = n_ctx)");
   if (c.n_tokens > c.kv_len()) return invalid("n_tokens must be <= n_kv (the new tokens are part of the cache)");
   if (c.n_outputs < 0 || c.n_outputs > c.n_tokens) return invalid("n_outputs must be in [0, n_tokens]");
-  if (c.llama_cpp_build < 0) return invalid("llama_cpp_build must be >= 0 (0: Tessera's own graph)");
+  if (c.llama_cpp && c.llama_cpp->build < 1) {
+    return invalid("llama_cpp.build must be >= 1 (unset llama_cpp: Tessera's own graph)");
+  }
   if (c.n_expert < 0 || c.n_expert_used < 0 || (c.n_expert == 0) != (c.n_expert_used == 0) ||
       c.n_expert_used > c.n_expert) {
     return invalid("experts: need 0 < n_expert_used <= n_expert, or both 0 for a dense FFN");

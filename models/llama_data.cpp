@@ -146,7 +146,7 @@ LlamaInputs default_inputs(const LlamaConfig& c, uint64_t seed) {
   for (int64_t i = c.n_tokens - c.outputs(); i < T; ++i) in.out_ids.push_back(static_cast<int32_t>(i));
   // A transposed V written by SET_ROWS (a llama.cpp graph without flash attention, llama_cpp_graph.h): dim d of the
   // token in slot s is element d * n_ctx + s of the cache, listed token by token as the token's values are.
-  if (c.llama_cpp_build > 0 && !c.flash_attn && !llama_cpp_graph(c.llama_cpp_build).kv_cpy) {
+  if (c.llama_cpp && !c.flash_attn && !c.llama_cpp->kv_cpy) {
     const int64_t nk = c.n_embd_kv();
     for (int64_t i = 0; i < T; ++i) {
       for (int64_t d = 0; d < nk; ++d) in.v_idxs.push_back(static_cast<int32_t>(d * c.n_ctx + first + i));

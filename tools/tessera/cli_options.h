@@ -1,11 +1,13 @@
-// llama.cpp's spelling on tessera's command line (docs/scenarios.md, "Placement options"): its single-dash names
-// (-ngl, -ts, -ot, -cmoe, ...) and its run options (-c, -b, -ub, -ctk, -ctv, -fa, -np, --kv-unified, --swa-full),
-// with llama.cpp's meaning (common/arg.cpp; src/llama-context.cpp for how the context and batches are rounded).
+// The placement options and llama.cpp's run options (-c, -b, -ub, -ctk, -ctv, -fa, -np, --kv-unified, --swa-full) on
+// tessera's command line (docs/scenarios.md, "Placement options"), registered on CLI11 under their double-dash names;
+// main rewrites llama.cpp's single-dash spellings to those first (tessera/harness/llama_args.h), and the run options
+// mean what llama.cpp means (tessera/harness/llama_run.h).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -13,10 +15,6 @@
 #include "tessera/harness/llama_run.h"
 
 namespace tessera::tool {
-
-// The arguments with llama.cpp's single-dash long names ("-ngl") rewritten to their double-dash names
-// ("--n-gpu-layers"), which CLI11 can take; everything else as given.
-std::vector<std::string> llama_argv(int argc, char** argv);
 
 // Every placement option of the table (tessera/harness/policy_options.h), registered on `app`: each occurrence is
 // appended to `given` as (key, text) in command-line order, so -ot, -cmoe and -ncmoe keep llama.cpp's order (the

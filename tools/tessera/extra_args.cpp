@@ -59,9 +59,9 @@ ojson extra_models_json(const ExtraModelsPlacement& p, const LlamaContextParams&
   return o;
 }
 
-int reserve_extra_models_for_fit(SessionConfig* config) {
-  if (config->extra.empty()) return 0;
-  auto extra = extra_models_alone(*config, config->extra, &builtin_registry());
+int reserve_extra_models_for_fit(SessionConfig* config, const ExtraModels& models) {
+  if (models.empty()) return 0;
+  auto extra = extra_models_alone(*config, models, &builtin_registry());
   if (!extra.ok()) {
     std::fprintf(stderr, "tessera: %s\n", extra.status().message().c_str());
     return 2;
@@ -76,10 +76,11 @@ int reserve_extra_models_for_fit(SessionConfig* config) {
   return 0;
 }
 
-int report_extra_models(Session& s, const LlamaContextParams& params, bool llama_log, ojson* json) {
+int report_extra_models(Session& s, const ExtraModels& extra, const LlamaContextParams& params, bool llama_log,
+                        ojson* json) {
   if (json != nullptr) (*json)["extra_models"] = ojson();
-  if (s.config().extra.empty()) return 0;
-  auto p = place_extra_models(s, s.config().extra, params, &builtin_registry());
+  if (extra.empty()) return 0;
+  auto p = place_extra_models(s, extra, params, &builtin_registry());
   if (!p.ok()) {
     std::fprintf(stderr, "tessera: %s\n", p.status().message().c_str());
     return 2;

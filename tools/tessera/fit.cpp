@@ -186,8 +186,8 @@ void add_fit_options(CLI::App* fit, FitArgs* a) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
 }
 
-int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, SessionFitInputs in, const std::string& model_path,
-            bool json) {
+int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, const ExtraModels& extra, SessionFitInputs in,
+            const std::string& model_path, bool json) {
   if (!base_r.ok()) return input_error(base_r.status().message());
   if (base_r.value().graph) {
     return input_error("fit works on a model's layers (-m), not on a serialized graph (--graph)");
@@ -197,7 +197,7 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, SessionFitInp
   // --draft, --mmproj: their memory is reserved on each device first, so the model is fitted in the rest, as llama.cpp
   // adds it to the fit target (docs/extra-models.md).
   SessionConfig base = base_r.value();
-  if (const int extra = reserve_extra_models_for_fit(&base); extra != kOk) return extra;
+  if (const int code = reserve_extra_models_for_fit(&base, extra); code != kOk) return code;
   if (a.fill_in_order) return cmd_fit_fill_in_order(base, target.value(), json);
   Progress progress(!json);
   // Each trial's long steps (building the graph, planning) on a terminal, as plan shows them.

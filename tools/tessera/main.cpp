@@ -15,6 +15,8 @@
 
 #include "tessera/harness/graph_io.h"
 #include "tessera/harness/inspect.h"
+#include "tessera/harness/llama_args.h"
+#include "tessera/harness/llama_cpp_graph.h"
 #include "tessera/harness/llama_fit.h"
 #include "tessera/harness/policy_options.h"
 #include "tessera/harness/scenario.h"
@@ -28,7 +30,7 @@
 #include "extra_args.h"
 #include "json_out.h"
 #include "junit.h"
-#include "llama_args.h"
+#include "cli_options.h"
 #include "progress.h"
 #include "subcommands.h"
 #include "version.h"
@@ -55,7 +57,7 @@ struct Options {
   // The placement options (tessera/harness/policy_options.h), as given: (key, text) per occurrence ("" for a switch),
   // in command-line order, applied in that order by make_config.
   std::vector<std::pair<std::string, std::string>> policy;
-  tessera::tool::LlamaRunArgs llama;  // -c, -b, -ub, -ctk, -ctv, -fa, -np, ... (llama_args.h)
+  tessera::tool::LlamaRunArgs llama;  // -c, -b, -ub, -ctk, -ctv, -fa, -np, ... (cli_options.h)
   ExtraModelArgs extra;               // --draft, -ngld, ..., --mmproj (extra_args.h)
   uint64_t seed = 1;
   bool adversarial = false;
@@ -89,7 +91,7 @@ void add_common(CLI::App* app, Options* o) {
   app->add_option("--llama-build", o->llama_build,
                   "a GGUF model in plan, dot, fit: the graph of this llama.cpp build (its ops and node count; "
                   "default: the newest checked, " +
-                      std::to_string(models::kLlamaCppNewestBuild) + "; docs/compare-log.md)")
+                      std::to_string(harness::kLlamaCppNewestBuild) + "; docs/compare-log.md)")
       ->check(CLI::Range(1, 1000000));
   app->add_flag("--json", o->json, "machine-readable output");
   app->add_flag("--llama-log", o->llama_log,
@@ -101,7 +103,9 @@ bool is_gguf_path(const std::string& model) {
   return model.size() > 5 && model.compare(model.size() - 5, 5, ".gguf") == 0;
 }
 
-Result<SessionConfig> make_config(Options o) {
+// The session config of the common options. The extra models (--draft, --mmproj) are checked here too and go to
+// *extra when it is given: they are placed beside the planned session (extra_args.h).
+Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
   SessionConfig c;
   auto shape = resolve_llama_run(o.llama);
   if (!shape.ok()) return shape.status();
@@ -145,7 +149,7 @@ Result<SessionConfig> make_config(Options o) {
   c.flash_attn_auto = shape.value().flash_attn_auto;
   auto extra = resolve_extra_models(o.extra, &c.topology);
   if (!extra.ok()) return extra.status();
-  c.extra = std::move(extra).value();
+  if (extra_out != nullptr) *extra_out = std::move(extra).value();
   if (c.model.n_kv > c.model.n_ctx) c.model.n_kv = 0;
   TS_RETURN_IF_ERROR(models::validate(c.model));
   for (const auto& [key, text] : o.policy) TS_RETURN_IF_ERROR(apply_policy_option(key, text, &c.policy));
@@ -161,7 +165,7 @@ Result<SessionConfig> make_config(Options o) {
     // llama.cpp's model: the graph of its build (the newest checked unless --llama-build) and ggml-alloc's rules
     // (online packing, inputs freed after their last use), as compare-log predicts llama.cpp's figures
     // (docs/compare-log.md)
-    use_llama_cpp_rules(c, o.llama_build > 0 ? o.llama_build : models::kLlamaCppNewestBuild,
+    use_llama_cpp_rules(c, o.llama_build > 0 ? o.llama_build : harness::kLlamaCppNewestBuild,
                         llama_context_params(shape.value()));
   }
   return c;
@@ -174,10 +178,11 @@ LlamaContextParams context_params(const Options& o) {
 }
 
 // Creates and plans a session, showing its long steps on `progress`; prints the error and returns null on failure
-// (*code says which exit code).
-std::unique_ptr<Session> planned_session(const Options& o, Progress* progress, int* code) {
+// (*code says which exit code). The extra models of the options go to *extra when it is given.
+std::unique_ptr<Session> planned_session(const Options& o, Progress* progress, int* code,
+                                         ExtraModels* extra = nullptr) {
   progress->step("reading the model and the topology");
-  auto cfg = make_config(o);
+  auto cfg = make_config(o, extra);
   if (!cfg.ok()) {
     progress->done();
     std::fprintf(stderr, "tessera: %s\n", cfg.status().message().c_str());
@@ -222,7 +227,8 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
   o.metadata = true;
   int code = kOk;
   Progress progress(!o.json);
-  auto s = planned_session(o, &progress, &code);
+  ExtraModels extra_models;
+  auto s = planned_session(o, &progress, &code, &extra_models);
   if (!s) return code;
   if (!tool::explained_exist(*s, explain)) return kInputError;
   const SplitCauseSummary causes = summarize_split_causes(*s, &builtin_registry());  // plans again per option
@@ -232,7 +238,7 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
     std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table().c_str(),
                 tool::memory_breakdown_text(*s, context_params(o), o.llama_log).c_str());
   }
-  const int extra = tool::report_extra_models(*s, context_params(o), o.llama_log, o.json ? &j : nullptr);
+  const int extra = tool::report_extra_models(*s, extra_models, context_params(o), o.llama_log, o.json ? &j : nullptr);
   if (o.json || extra == kInputError) {
     if (o.json && extra != kInputError) std::cout << j.dump(2) << "\n";
     if (extra != kOk) return extra;
@@ -254,7 +260,8 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
             const std::vector<std::string>& explain = {}) {
   int code = kOk;
   Progress progress(!o.json);
-  auto s = planned_session(o, &progress, &code);
+  ExtraModels extra_models;
+  auto s = planned_session(o, &progress, &code, &extra_models);
   if (!s) return code;
   if (!tool::explained_exist(*s, explain)) return kInputError;
   std::fprintf(stderr, "tessera: running %d evaluation(s)...\n", o.evaluations);
@@ -281,12 +288,12 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
   int extra = kOk;
   if (o.json) {
     ojson j = tool::run_json(*s, st, sum, numerics_ok, context_params(o), explain);
-    extra = tool::report_extra_models(*s, context_params(o), o.llama_log, &j);
+    extra = tool::report_extra_models(*s, extra_models, context_params(o), o.llama_log, &j);
     if (extra != kInputError) std::cout << j.dump(2) << "\n";
   } else {
     std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table().c_str(),
                 tool::memory_breakdown_text(*s, context_params(o), o.llama_log).c_str());
-    extra = tool::report_extra_models(*s, context_params(o), o.llama_log, nullptr);
+    extra = tool::report_extra_models(*s, extra_models, context_params(o), o.llama_log, nullptr);
     std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", s->sched().n_splits(), st.makespan_us / 1000.0,
                 format_bytes(sum.copy_bytes).c_str());
     std::printf("weight upload: %.3f ms (weights and KV cache from the host, before the makespan)\n",
@@ -417,7 +424,9 @@ int cmd_fit(Options o, const tessera::tool::FitArgs& args) {
     if (key == "tensor_split" || key == "layers_per_device") in.user_ts = text;
     if (key == "override_tensor" || key == "overrides" || key == "cpu_moe" || key == "n_cpu_moe") in.user_ot = key;
   }
-  return tessera::tool::cmd_fit(args, make_config(o), in, is_gguf_path(o.model) ? o.model : "", o.json);
+  ExtraModels extra;
+  auto base = make_config(o, &extra);
+  return tessera::tool::cmd_fit(args, base, extra, in, is_gguf_path(o.model) ? o.model : "", o.json);
 }
 
 int cmd_topologies(const std::string& show, bool json) {
@@ -507,7 +516,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   try {
     // llama.cpp's single-dash names (-ngl, -ts, -ot, ...) as their double-dash names; CLI11 takes the rest reversed.
-    std::vector<std::string> args = tessera::tool::llama_argv(argc, argv);
+    std::vector<std::string> args = tessera::harness::llama_argv(argc, argv);
     args.erase(args.begin());
     std::reverse(args.begin(), args.end());
     app.parse(args);

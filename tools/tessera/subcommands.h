@@ -40,11 +40,12 @@ struct FitArgs {
 };
 // Adds fit's own options to its subcommand.
 void add_fit_options(CLI::App* fit, FitArgs* args);
-// `base`: the session config of the common options (its error is an input error); `in`: what the user set of the
+// `base`: the session config of the common options (its error is an input error); `extra`: the extra models of the
+// options (--draft, --mmproj), reserved on the devices first; `in`: what the user set of the
 // context and the placement (SessionFitInputs' n_ctx_train, n_ctx_min and fit_target are filled here); `model_path`:
 // the GGUF file, "" for a preset.
-int cmd_fit(const FitArgs& args, const Result<harness::SessionConfig>& base, harness::SessionFitInputs in,
-            const std::string& model_path, bool json);
+int cmd_fit(const FitArgs& args, const Result<harness::SessionConfig>& base, const harness::ExtraModels& extra,
+            harness::SessionFitInputs in, const std::string& model_path, bool json);
 // --fill-in-order: the largest layer offload per GPU, GPUs in order; `fit_target` in bytes (empty: the topology's
 // fit_margin).
 int cmd_fit_fill_in_order(harness::SessionConfig base, const std::vector<int64_t>& fit_target, bool json);

@@ -1,6 +1,6 @@
 // llama.cpp's run options (-c, -b, -ub, -ctk, -ctv, -fa, -np, --kv-unified, --swa-full) with llama.cpp's meaning
 // (common/arg.cpp for the values; src/llama-context.cpp for how the context and the batches are rounded), in
-// Tessera's terms: the command line (tools/tessera/llama_args.cpp) and scenario files' "model" keys ("ctx_size",
+// Tessera's terms: the command line (tools/tessera/cli_options.cpp) and scenario files' "model" keys ("ctx_size",
 // "batch_size", ...) read them into LlamaRunArgs and resolve them here, so both mean the same (docs/scenarios.md).
 #pragma once
 

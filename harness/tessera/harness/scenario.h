@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/harness/scenario_metrics.h"
+#include "tessera/harness/extra_specs.h"
 #include "tessera/harness/session.h"
 #include "tessera/status.h"
 
@@ -61,6 +62,7 @@ struct Scenario {
   std::string description;
   std::string source;  // file name
   SessionConfig config;
+  ExtraModels extra;  // "draft" and "mmproj": placed beside the planned model when an expectation is on them
   int evaluations = 1;
   std::vector<Session::StepSpec> steps;  // "run.steps": when present, Session::run_steps instead of `evaluations`
   int seeds = 1;  // run with simulator seeds seed, seed + 1, ..., seed + seeds - 1; every run must pass

@@ -13,7 +13,6 @@
 
 #include "tessera/models/llama.h"
 #include "tessera/sched.h"
-#include "tessera/harness/extra_specs.h"
 #include "tessera/harness/graph_data.h"
 #include "tessera/harness/graph_io.h"
 #include "tessera/harness/policy.h"
@@ -52,9 +51,6 @@ struct SessionConfig {
   // Called at the start of each step of create, plan and run that may take long ("building the graph", "filling the
   // weights", "planning", ...) with the step's name, for a progress display; may be empty.
   std::function<void(const char* step)> progress;
-  // A draft model and a projector beside the model (extra_specs.h): create ignores them; place_extra_models places
-  // them next to the planned session.
-  ExtraModels extra;
 };
 
 // The seed of evaluation e's inputs with per-evaluation inputs: model_seed for evaluation 0, then a different one

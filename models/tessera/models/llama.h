@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,9 +122,10 @@ struct LlamaConfig {
                                     // logits (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT); else softmax, then top-k
   float swiglu_oai_alpha = 0.0f;    // > 0: the experts' GLU is SWIGLU_OAI with this alpha and swiglu_oai_limit
   float swiglu_oai_limit = 0.0f;
-  // > 0: the graph llama.cpp's build of that number makes (llama_cpp_graph.h: its ops, node count and compute buffers;
-  // `tessera compare-log` sets it from the log's build line); 0: Tessera's own graph.
-  int llama_cpp_build = 0;
+  // Set: the graph a llama.cpp build makes (llama_cpp_graph.h: its ops, node count and compute buffers; the switches of
+  // build N are llama_cpp_graph(N), tessera/harness/llama_cpp_graph.h, which `tessera compare-log` takes from the
+  // log's build line); unset: Tessera's own graph.
+  std::optional<LlamaCppGraph> llama_cpp;
   // What the graph does not compute as the model would (a file feature Tessera builds for placement but has no op
   // for): empty, or the reason, naming the key. Plans and metadata-only runs place and time the graph as built;
   // fill_random (every memory-backed run) refuses with this reason.

@@ -1,19 +1,16 @@
-// llama.cpp's graph as its builds made it. llama.cpp has changed the ops of its graph many times (the node count it
-// prints, "graph nodes = N", and a little of its compute buffers change with them); a llama.cpp log names its build
-// ("build: 5605 (5787b5da)", "main: build = 2459 (d199ca79)"), and `tessera compare-log` builds that build's graph.
-// Tessera's own graph (LlamaConfig::llama_cpp_build 0) is none of them: it writes the cache with SET_ROWS and reads it
+// The variants of llama.cpp's graph the decoder builds (LlamaConfig::llama_cpp). llama.cpp has changed the ops of its
+// graph many times (the node count it prints, "graph nodes = N", and a little of its compute buffers change with
+// them); each switch below is one such change. Which build made which graph -- the switches of each build, from the
+// pull request and first build of each change -- is llama.cpp's rule, in harness/llama_cpp_graph.cpp
+// (llama_cpp_graph(build); docs/compare-log.md, "llama.cpp's graph by build", lists the sources and the logs).
+// Tessera's own graph (LlamaConfig::llama_cpp unset) is none of them: it writes the cache with SET_ROWS and reads it
 // untransposed, merges the heads with CONT + RESHAPE, and picks experts with one TOP_K node.
-//
-// Each switch below names the llama.cpp change (pull request) and the first build with it, counted as llama.cpp
-// counts its builds (the commits of master: `git rev-list --count`). They were read in llama.cpp's source at those
-// builds and checked against the node counts users' logs print (docs/compare-log.md, "llama.cpp's graph by build",
-// lists the sources and the logs).
 #pragma once
 
 namespace tessera::models {
 
 struct LlamaCppGraph {
-  int build = 0;  // the llama.cpp build (> 0)
+  int build = 0;  // the llama.cpp build (> 0) these switches are of
 
   // The last layer's two GET_ROWS of inp_out_ids (the attention output and the residual), built even when every token
   // is an output, as in the graph llama.cpp reserves: from 2540 (PR #6122, the output buffer per output row).
@@ -48,14 +45,5 @@ struct LlamaCppGraph {
   // merged by one CONT (ggml_cont_2d); MoE experts are chosen by ARGSORT + VIEW (ggml_top_k; build_moe_ffn kept that
   // when GGML_OP_TOP_K arrived, PR #17365).
 };
-
-// The builds a log without a build line is given: one in llama.cpp's older log format (llm_load_print_meta:, before
-// build 4463; every build from 2572 to 4918 makes the same graph) and one in today's (the newest build checked).
-constexpr int kLlamaCppOldFormatBuild = 4400;
-constexpr int kLlamaCppNewestBuild = 6699;
-
-// The graph of llama.cpp build `build` (>= 1). Builds before 2459 are given 2459's graph (the oldest checked): earlier
-// ones also shifted K inside the reserved graph (before PR #5691), which is not modelled.
-LlamaCppGraph llama_cpp_graph(int build);
 
 }  // namespace tessera::models

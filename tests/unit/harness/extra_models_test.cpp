@@ -103,8 +103,7 @@ std::string write_mmproj(const std::string& name, const std::string& arch = "cli
 }
 
 // The main model: the same 0.5B file at -c 4096, planned metadata-only on `devices`.
-std::unique_ptr<Session> main_session(std::vector<DeviceConfig> devices, const ExtraModels& extra = {},
-                                      bool flash_attn = true) {
+std::unique_ptr<Session> main_session(std::vector<DeviceConfig> devices, bool flash_attn = true) {
   auto file = gguf::read_model(write_qwen05("tessera-extra-main.gguf"));
   EXPECT_TRUE(file.ok()) << file.status().message();
   if (!file.ok()) return nullptr;
@@ -118,7 +117,6 @@ std::unique_ptr<Session> main_session(std::vector<DeviceConfig> devices, const E
   c.topology = topology(std::move(devices));
   c.model = built.value().config;
   c.sim.mode = MemoryMode::kMetadata;
-  c.extra = extra;
   auto s = Session::create(c, &builtin_registry());
   EXPECT_TRUE(s.ok()) << s.status().message();
   if (!s.ok()) return nullptr;
@@ -232,7 +230,7 @@ TEST(ExtraModels, MmprojWeightsAndComputeByHand) {
   EXPECT_EQ(cpu.value().devices[2].mmproj_weights, kMmprojWeights);
   EXPECT_EQ(cpu.value().mmproj->buffer_name, "CPU");
 
-  auto no_fa = main_session({gpu("gpu0", 4 * GiB), wrapped_cpu(16 * GiB)}, {}, false);
+  auto no_fa = main_session({gpu("gpu0", 4 * GiB), wrapped_cpu(16 * GiB)}, false);
   ASSERT_NE(no_fa, nullptr);
   a.no_mmproj_offload = false;
   auto q = place_extra_models(*no_fa, draft(a), {}, &builtin_registry());

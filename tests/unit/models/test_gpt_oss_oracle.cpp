@@ -31,6 +31,7 @@
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
 #include "tessera/graph_copy.h"
+#include "tessera/harness/llama_cpp_graph.h"
 #include "tessera/models/llama.h"
 #include "tessera/planner.h"
 
@@ -221,7 +222,7 @@ double nmse_against_oracle(LlamaConfig c, uint64_t seed, double yarn_factor = 0,
   for (const LlamaLayer& l : g.layers) {
     m.k_cache.push_back(tensor_to_f32(*l.k_cache).value());
     std::vector<float> vc = tensor_to_f32(*l.v_cache).value();
-    if (c.llama_cpp_build > 0 && !c.flash_attn) {
+    if (c.llama_cpp && !c.flash_attn) {
       // llama.cpp's V cache without flash attention holds V transposed (dim d of slot s at d * n_ctx + s); the oracle
       // reads [n_embd_kv] per slot
       const int64_t nk = c.n_embd_kv();
@@ -272,7 +273,7 @@ TEST(GptOssOracle, LlamaCppGraphsEqualTheOracles) {
     for (bool fa : {true, false}) {
       LlamaConfig c = preset("tiny-gpt-oss").value();
       c.flash_attn = fa;
-      c.llama_cpp_build = build;
+      c.llama_cpp = harness::llama_cpp_graph(build);
       EXPECT_LT(nmse_against_oracle(c, 7), 1e-8) << (fa ? "flash" : "matmul/softmax") << " build " << build;
       c.n_outputs = 3;
       EXPECT_LT(nmse_against_oracle(c, 8), 1e-8) << (fa ? "flash" : "matmul/softmax") << " build " << build;

@@ -1,18 +1,19 @@
-// llama.cpp's graph by build (models/tessera/models/llama_cpp_graph.h): the switches at the builds of the changes that
-// set them, and the node counts llama.cpp printed in users' logs (tests/fidelity/, each log's header cites it), built
-// here from the tiny presets with the logs' layer and expert counts (a node count depends on the layers, the experts
-// used, the architecture, flash attention and the build, not on the sizes). That the graphs compute the same decoder
-// step is test_qwen_oracle.cpp's and test_gpt_oss_oracle.cpp's LlamaCppGraph tests.
+// llama.cpp's graph by build (harness/tessera/harness/llama_cpp_graph.h): the switches at the builds of the changes
+// that set them, and the node counts llama.cpp printed in users' logs (tests/fidelity/, each log's header cites it),
+// built here from the tiny presets with the logs' layer and expert counts (a node count depends on the layers, the
+// experts used, the architecture, flash attention and the build, not on the sizes). That the graphs compute the same
+// decoder step is test_qwen_oracle.cpp's and test_gpt_oss_oracle.cpp's LlamaCppGraph tests.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 
 #include "tessera/models/llama.h"
-#include "tessera/models/llama_cpp_graph.h"
+#include "tessera/harness/llama_cpp_graph.h"
 
 using namespace tessera;
 using namespace tessera::models;
+using tessera::harness::llama_cpp_graph;
 
 namespace {
 
@@ -71,7 +72,7 @@ LlamaConfig config_of(const PrintedCount& p) {
     c.n_expert_used = p.n_expert_used;
   }
   c.flash_attn = p.flash_attn;
-  c.llama_cpp_build = p.build;
+  c.llama_cpp = llama_cpp_graph(p.build);
   return c;
 }
 
@@ -105,7 +106,7 @@ TEST(LlamaCppGraph, Build2459LayerOps) {
   LlamaConfig c = preset("tiny").value();
   c.n_layer = 3;
   c.flash_attn = false;
-  c.llama_cpp_build = 2459;
+  c.llama_cpp = llama_cpp_graph(2459);
   Result<LlamaGraph> m = build_llama(c);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   std::map<std::string, size_t> ops;
@@ -127,16 +128,16 @@ TEST(LlamaCppGraph, Build2459LayerOps) {
   EXPECT_EQ(ops, want);
 }
 
-// Tessera's own graph is untouched by the switches (build 0), and a negative build is refused.
+// Tessera's own graph is untouched by the switches (llama_cpp unset), and switches of no build (< 1) are refused.
 TEST(LlamaCppGraph, BuildZeroIsTesserasGraphAndNegativeIsRefused) {
   LlamaConfig c = preset("tiny").value();
   c.flash_attn = false;
   const size_t own = build_llama(c).value().graph->n_nodes();
   EXPECT_EQ(own, static_cast<size_t>(c.n_layer) * 32 + 4);  // 32 per layer (docs/compare-log.md)
-  c.llama_cpp_build = -1;
+  c.llama_cpp = LlamaCppGraph{};                            // build 0
   Result<LlamaGraph> bad = build_llama(c);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("llama_cpp_build"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("llama_cpp.build"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
 #include "tessera/graph_copy.h"
+#include "tessera/harness/llama_cpp_graph.h"
 #include "tessera/models/llama.h"
 #include "tessera/planner.h"
 
@@ -242,7 +243,7 @@ void compare_with_oracle(LlamaConfig c, uint64_t seed) {
   for (const LlamaLayer& l : m.layers) {
     v.k_cache.push_back(tensor_to_f32(*l.k_cache).value());
     std::vector<float> vc = tensor_to_f32(*l.v_cache).value();
-    if (c.llama_cpp_build > 0 && !c.flash_attn) {
+    if (c.llama_cpp && !c.flash_attn) {
       // llama.cpp's V cache without flash attention holds V transposed: dim d of slot s at d * n_ctx + s; the oracle
       // reads [n_embd_kv] per slot
       const int64_t nk = c.n_embd_kv();
@@ -271,7 +272,7 @@ void compare_with_oracle(LlamaConfig c, uint64_t seed) {
   }
   EXPECT_GT(ref, 0.0);
   EXPECT_LT(err / ref, 1e-8) << c.name << (c.flash_attn ? " flash" : " matmul/softmax") << " llama.cpp build "
-                             << c.llama_cpp_build;
+                             << (c.llama_cpp ? c.llama_cpp->build : 0);
 }
 
 // A preset's name as a test name ("tiny-qwen3" -> "tiny_qwen3").
@@ -311,7 +312,7 @@ TEST_P(LlamaCppGraphOracle, LogitsEqualTheOraclesInEveryEra) {
     for (bool fa : {true, false}) {
       LlamaConfig c = preset(GetParam()).value();
       c.flash_attn = fa;
-      c.llama_cpp_build = build;
+      c.llama_cpp = harness::llama_cpp_graph(build);
       compare_with_oracle(c, 17);
       c.n_outputs = 3;  // only the last rows
       compare_with_oracle(c, 18);

@@ -1,0 +1,24 @@
+// llama.cpp's graph as its builds made it: the switches of models::LlamaCppGraph (the variants the decoder builds,
+// tessera/models/llama_cpp_graph.h) that llama.cpp build N had. A llama.cpp log names its build ("build: 5605
+// (5787b5da)", "main: build = 2459 (d199ca79)"), and `tessera compare-log` builds that build's graph.
+//
+// Each switch is set from the llama.cpp change (pull request) that made it and the first build with it, counted as
+// llama.cpp counts its builds (the commits of master: `git rev-list --count`). They were read in llama.cpp's source
+// at those builds and checked against the node counts users' logs print (docs/compare-log.md, "llama.cpp's graph by
+// build", lists the sources and the logs).
+#pragma once
+
+#include "tessera/models/llama_cpp_graph.h"
+
+namespace tessera::harness {
+
+// The builds a log without a build line is given: one in llama.cpp's older log format (llm_load_print_meta:, before
+// build 4463; every build from 2572 to 4918 makes the same graph) and one in today's (the newest build checked).
+constexpr int kLlamaCppOldFormatBuild = 4400;
+constexpr int kLlamaCppNewestBuild = 6699;
+
+// The graph of llama.cpp build `build` (>= 1). Builds before 2459 are given 2459's graph (the oldest checked): earlier
+// ones also shifted K inside the reserved graph (before PR #5691), which is not modelled.
+models::LlamaCppGraph llama_cpp_graph(int build);
+
+}  // namespace tessera::harness
