@@ -19,8 +19,8 @@
 
 #include "sched_model.h"
 #include "tessera/builtin.h"
-#include "tessera/harness/session.h"
-#include "tessera/harness/topology.h"
+#include "tessera/harness/session/session.h"
+#include "tessera/harness/topology/topology.h"
 
 using namespace tessera;
 using namespace tessera::bench;

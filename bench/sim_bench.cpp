@@ -16,9 +16,9 @@
 #include "tessera/alloc.h"
 #include "tessera/build.h"
 #include "tessera/sched.h"
-#include "tessera/harness/allocate.h"
+#include "tessera/harness/placement/allocate.h"
 #include "tessera/sim/simulator.h"
-#include "tessera/harness/topology.h"
+#include "tessera/harness/topology/topology.h"
 #include "tessera/builtin.h"
 
 using namespace tessera;

@@ -8,7 +8,7 @@
 #include <unordered_set>
 
 #include "fuzz_input.h"
-#include "tessera/harness/graph_io.h"
+#include "tessera/harness/graph/graph_io.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;

@@ -3,7 +3,7 @@
 // skipped or listed as unused (none dropped), every line number is within the input and increasing in the unused
 // list, figures are finite and non-negative, and the same text with CRLF line ends reads to the same figures. A
 // record of a small model (the printed metadata and context kept small, so one input stays fast) is also predicted
-// (tessera/harness/llama_log_predict.h): an error names the source, and every predicted figure is finite.
+// (tessera/llama/llama_log_predict.h): an error names the source, and every predicted figure is finite.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -11,8 +11,8 @@
 
 #include "fuzz_input.h"
 #include "tessera/builtin.h"
-#include "tessera/harness/llama_log.h"
-#include "tessera/harness/llama_log_predict.h"
+#include "tessera/llama/llama_log.h"
+#include "tessera/llama/llama_log_predict.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;

@@ -14,7 +14,7 @@
 
 #include "tessera/models/llama.h"
 #include "tessera/cpu.h"
-#include "tessera/harness/graph_io.h"
+#include "tessera/harness/graph/graph_io.h"
 #include "gguf_seeds.h"
 
 namespace {

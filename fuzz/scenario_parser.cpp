@@ -8,8 +8,8 @@
 #include <string_view>
 
 #include "fuzz_input.h"
-#include "tessera/harness/scenario.h"
-#include "tessera/harness/topology.h"
+#include "tessera/scenario/scenario.h"
+#include "tessera/harness/topology/topology.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;

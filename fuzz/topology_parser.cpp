@@ -6,7 +6,7 @@
 #include <string>
 
 #include "fuzz_input.h"
-#include "tessera/harness/topology.h"
+#include "tessera/harness/topology/topology.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;

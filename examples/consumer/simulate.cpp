@@ -19,8 +19,8 @@
 #include "tessera/builtin.h"
 #include "tessera/cpu.h"
 #include "tessera/graph_copy.h"
-#include "tessera/harness/session.h"
-#include "tessera/harness/topology.h"
+#include "tessera/harness/session/session.h"
+#include "tessera/harness/topology/topology.h"
 #include "tessera/models/llama.h"
 #include "tessera/sim/simulator.h"
 

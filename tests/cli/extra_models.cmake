@@ -12,7 +12,7 @@ add_test(NAME cli.extra.no_offload_without_mmproj COMMAND ${EXPECT_EXIT} 2
          --output-contains "--no-mmproj-offload: without a projector"
          -- $<TARGET_FILE:tessera> plan --no-mmproj-offload)
 # A clip header (tests/cli/mmproj-tiny-clip.gguf, 445 bytes written with Python's struct module from docs/gguf.md, the
-# header of tests/unit/harness/extra_models_test.cpp's write_mmproj:
+# header of tests/unit/llama/extra_models_test.cpp's write_mmproj:
 # image 224, patch 14, embedding 768, FFN 3072, 12 heads; v.patch_embd.weight [14, 14, 3, 768] and mm.0.weight
 # [768, 896] f16): 2,279,424 B of weights = 2.17 MiB on CUDA0, compute 4 x 256 x (3072 + 3 x 768) = 5,505,024 B
 # = 5.25 MiB.

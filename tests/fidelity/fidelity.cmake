@@ -32,7 +32,7 @@ endforeach()
 # compare-log's exit codes with predictions (docs/compare-log.md): 1 when a figure is off (log 01 with the wrong
 # model: Llama 3.1 8B's 4.58 GiB of tensors cannot be the 17691 MiB the log printed), 2 for a model file that cannot
 # be read; and the synthetic log of tests/cli (every figure worked out by hand in
-# tests/unit/harness/llama_log_predict_test.cpp) predicted within the default tolerances, text and --json (schema).
+# tests/unit/llama/llama_log_predict_test.cpp) predicted within the default tolerances, text and --json (schema).
 set(FIDELITY_01 ${FIDELITY_DIR}/01-qwen3moe-30b-a3b-partial-1gpu.log)
 add_test(NAME cli.compare_log.off COMMAND ${EXPECT_EXIT} 1 --output-contains "2 predicted, 2 off by more than the tolerance"
          -- $<TARGET_FILE:tessera> compare-log ${FIDELITY_01} -m ${TESSERA_FIXTURES_DIR}/llama-3.1-8b-q4_k_m.gguf)

@@ -10,14 +10,14 @@
 #include <vector>
 
 #include "cuda_test_util.h"
-#include "tessera/harness/reference.h"
+#include "tessera/harness/session/reference.h"
 #include "tessera/models/llama.h"
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
 #include "tessera/planner.h"
 #include "tessera/graph_copy.h"
 #include "tessera/sched.h"
-#include "tessera/harness/allocate.h"
+#include "tessera/harness/placement/allocate.h"
 #include "tessera/sim/simulator.h"
 #include "tessera/builtin.h"
 

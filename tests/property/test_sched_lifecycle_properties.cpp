@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "tessera/harness/scenario.h"
-#include "tessera/harness/session.h"
+#include "tessera/scenario/scenario.h"
+#include "tessera/harness/session/session.h"
 #include "tessera/builtin.h"
 
 using namespace tessera;

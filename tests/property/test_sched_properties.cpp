@@ -26,9 +26,9 @@
 
 #include "support/graph_gen.h"
 #include "tessera/graph_copy.h"
-#include "tessera/harness/graph_io.h"
-#include "tessera/harness/session.h"
-#include "tessera/harness/topology.h"
+#include "tessera/harness/graph/graph_io.h"
+#include "tessera/harness/session/session.h"
+#include "tessera/harness/topology/topology.h"
 #include "tessera/builtin.h"
 
 using namespace tessera;

@@ -16,7 +16,7 @@
 #include "tessera/build.h"
 #include "tessera/context.h"
 #include "tessera/gguf.h"
-#include "tessera/harness/graph_io.h"
+#include "tessera/harness/graph/graph_io.h"
 
 using namespace tessera;
 

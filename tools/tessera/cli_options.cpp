@@ -1,7 +1,7 @@
 // The placement and run options on tessera's command line (see cli_options.h).
 #include "cli_options.h"
 
-#include "tessera/harness/policy_options.h"
+#include "tessera/harness/placement/policy_options.h"
 
 namespace tessera::tool {
 

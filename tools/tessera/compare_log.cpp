@@ -1,6 +1,6 @@
 // `tessera compare-log LOG` (docs/compare-log.md): reads a pasted llama.cpp / ollama log, prints the record the
-// reader built (harness/llama_log.cpp) with every line it could not use, and compares each printed figure with
-// Tessera's prediction (harness/llama_log_predict.cpp), text or --json (docs/json.md,
+// reader built (llama/llama_log.cpp) with every line it could not use, and compares each printed figure with
+// Tessera's prediction (llama/llama_log_predict.cpp), text or --json (docs/json.md,
 // docs/json/compare-log.schema.json). Exit 1 when a predicted figure is off by more than its tolerance.
 #include <cstdio>
 #include <iostream>

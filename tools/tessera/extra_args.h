@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "tessera/harness/extra_models.h"
+#include "tessera/llama/extra_models.h"
 
 namespace tessera::tool {
 

@@ -1,13 +1,13 @@
 // `tessera fit` (docs/fit.md): llama.cpp's fit of -c, -ngl, -ts and -ot to the simulated devices' free memory
-// (tessera/harness/llama_fit.h), --strict (does the user's own placement leave each GPU its margin?) and
+// (tessera/llama/llama_fit.h), --strict (does the user's own placement leave each GPU its margin?) and
 // --fill-in-order (the largest layer offload per GPU, GPUs filled in order).
 #include <cstdio>
 #include <iostream>
 
 #include "tessera/builtin.h"
 #include "tessera/gguf.h"
-#include "tessera/harness/llama_fit.h"
-#include "tessera/harness/topology.h"
+#include "tessera/llama/llama_fit.h"
+#include "tessera/harness/topology/topology.h"
 #include "extra_args.h"
 #include "json_out.h"
 #include "progress.h"

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "tessera/builtin.h"
-#include "tessera/harness/topology.h"
+#include "tessera/harness/topology/topology.h"
 #include "json_out.h"
 #include "progress.h"
 #include "subcommands.h"

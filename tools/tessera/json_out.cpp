@@ -2,8 +2,8 @@
 #include "json_out.h"
 
 #include "tessera/gguf.h"
-#include "tessera/harness/llama_memory.h"
-#include "tessera/harness/topology.h"
+#include "tessera/llama/llama_memory.h"
+#include "tessera/harness/topology/topology.h"
 
 namespace tessera::tool {
 

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "tessera/harness/llama_memory.h"
-#include "tessera/harness/scenario.h"
-#include "tessera/harness/session.h"
-#include "tessera/harness/split_causes.h"
+#include "tessera/llama/llama_memory.h"
+#include "tessera/scenario/scenario.h"
+#include "tessera/harness/session/session.h"
+#include "tessera/harness/session/split_causes.h"
 #include "tessera/sim/trace.h"
 
 namespace tessera::tool {
@@ -21,7 +21,8 @@ std::string headline(const harness::Session& s);
 // What the JSON reports call the workload: the model preset's name, or the graph file.
 std::string workload_name(const harness::SessionConfig& c);
 
-// llama.cpp's buffers (harness/llama_memory.h): the table, or with llama_log llama.cpp's log lines, and a blank line;
+// llama.cpp's buffers (tessera/llama/llama_memory.h): the table, or with llama_log llama.cpp's log lines, and a blank
+// line;
 // "" for a serialized graph.
 std::string memory_breakdown_text(harness::Session& s, const harness::LlamaContextParams& params, bool llama_log);
 // The same as the --json key "llama_memory" (null for a serialized graph).

@@ -13,16 +13,16 @@
 #include <iostream>
 #include <sstream>
 
-#include "tessera/harness/graph_io.h"
-#include "tessera/harness/inspect.h"
-#include "tessera/harness/llama_args.h"
-#include "tessera/harness/llama_cpp_graph.h"
-#include "tessera/harness/llama_fit.h"
-#include "tessera/harness/policy_options.h"
-#include "tessera/harness/scenario.h"
-#include "tessera/harness/session.h"
-#include "tessera/harness/split_causes.h"
-#include "tessera/harness/topology.h"
+#include "tessera/harness/graph/graph_io.h"
+#include "tessera/harness/inspect/inspect.h"
+#include "tessera/llama/llama_args.h"
+#include "tessera/llama/llama_cpp_graph.h"
+#include "tessera/llama/llama_fit.h"
+#include "tessera/harness/placement/policy_options.h"
+#include "tessera/scenario/scenario.h"
+#include "tessera/harness/session/session.h"
+#include "tessera/harness/session/split_causes.h"
+#include "tessera/harness/topology/topology.h"
 #include "tessera/sim/trace.h"
 #include "tessera/builtin.h"
 #include "tessera/gguf.h"
@@ -54,8 +54,8 @@ struct Options {
   int tokens = 0;     // 0: the preset's
   int ctx = 0;        // 0: the preset's
   bool no_flash_attn = false;
-  // The placement options (tessera/harness/policy_options.h), as given: (key, text) per occurrence ("" for a switch),
-  // in command-line order, applied in that order by make_config.
+  // The placement options (tessera/harness/placement/policy_options.h), as given: (key, text) per occurrence ("" for a
+  // switch), in command-line order, applied in that order by make_config.
   std::vector<std::pair<std::string, std::string>> policy;
   tessera::tool::LlamaRunArgs llama;  // -c, -b, -ub, -ctk, -ctv, -fa, -np, ... (cli_options.h)
   ExtraModelArgs extra;               // --draft, -ngld, ..., --mmproj (extra_args.h)

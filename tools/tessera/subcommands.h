@@ -8,9 +8,9 @@
 
 #include <string>
 
-#include "tessera/harness/llama_fit.h"
-#include "tessera/harness/llama_log.h"
-#include "tessera/harness/llama_log_predict.h"
+#include "tessera/llama/llama_fit.h"
+#include "tessera/llama/llama_log.h"
+#include "tessera/llama/llama_log_predict.h"
 
 namespace tessera::tool {
 

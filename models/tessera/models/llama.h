@@ -94,7 +94,7 @@ struct LlamaConfig {
   int swa_pattern = 0;
   int64_t n_swa = 0;
   // > 0: the sliding-window layers' caches hold this many cells (llama.cpp's iSWA cache, min(n_ctx, PAD(n_swa +
-  // n_ubatch, 256)): tessera/harness/llama_memory.h, llama_kv_cells), and their attention reads them all; 0: n_ctx
+  // n_ubatch, 256)): tessera/llama/llama_memory.h, llama_kv_cells), and their attention reads them all; 0: n_ctx
   // (--swa-full). Placement and memory only: a memory-backed run refuses a cache smaller than n_ctx.
   int64_t n_ctx_swa = 0;
   float rope_base_swa = 10000.0f;
@@ -123,7 +123,7 @@ struct LlamaConfig {
   float swiglu_oai_alpha = 0.0f;    // > 0: the experts' GLU is SWIGLU_OAI with this alpha and swiglu_oai_limit
   float swiglu_oai_limit = 0.0f;
   // Set: the graph a llama.cpp build makes (llama_cpp_graph.h: its ops, node count and compute buffers; the switches of
-  // build N are llama_cpp_graph(N), tessera/harness/llama_cpp_graph.h, which `tessera compare-log` takes from the
+  // build N are llama_cpp_graph(N), tessera/llama/llama_cpp_graph.h, which `tessera compare-log` takes from the
   // log's build line); unset: Tessera's own graph.
   std::optional<LlamaCppGraph> llama_cpp;
   // What the graph does not compute as the model would (a file feature Tessera builds for placement but has no op

@@ -1,7 +1,7 @@
 // The variants of llama.cpp's graph the decoder builds (LlamaConfig::llama_cpp). llama.cpp has changed the ops of its
 // graph many times (the node count it prints, "graph nodes = N", and a little of its compute buffers change with
 // them); each switch below is one such change. Which build made which graph -- the switches of each build, from the
-// pull request and first build of each change -- is llama.cpp's rule, in harness/llama_cpp_graph.cpp
+// pull request and first build of each change -- is llama.cpp's rule, in llama/llama_cpp_graph.cpp
 // (llama_cpp_graph(build); docs/compare-log.md, "llama.cpp's graph by build", lists the sources and the logs).
 // Tessera's own graph (LlamaConfig::llama_cpp unset) is none of them: it writes the cache with SET_ROWS and reads it
 // untransposed, merges the heads with CONT + RESHAPE, and picks experts with one TOP_K node.

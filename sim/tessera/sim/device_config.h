@@ -1,5 +1,6 @@
-// Configuration of simulated devices and topologies. Plain data: the topology loader (tessera/harness/topology.h)
-// fills it from a JSON file, tests fill it by hand, and the simulator (tessera/sim/simulator.h) builds devices from it.
+// Configuration of simulated devices and topologies. Plain data: the topology loader
+// (tessera/harness/topology/topology.h) fills it from a JSON file, tests fill it by hand, and the simulator
+// (tessera/sim/simulator.h) builds devices from it.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // Hosts by name, for the simulator's network timing (sim/sim_network.cpp) and the topology loader's checks
-// (harness/topology_hosts.cpp); docs/topology.md "Hosts and remote devices".
+// (harness/topology/topology_hosts.cpp); docs/topology.md "Hosts and remote devices".
 #pragma once
 
 #include <string>

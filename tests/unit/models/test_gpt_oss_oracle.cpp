@@ -31,7 +31,7 @@
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
 #include "tessera/graph_copy.h"
-#include "tessera/harness/llama_cpp_graph.h"
+#include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/models/llama.h"
 #include "tessera/planner.h"
 

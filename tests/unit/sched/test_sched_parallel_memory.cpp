@@ -17,7 +17,7 @@
 #include "tessera/planner.h"
 #include "tessera/graph_copy.h"
 #include "tessera/sched.h"
-#include "tessera/harness/allocate.h"
+#include "tessera/harness/placement/allocate.h"
 
 using namespace tessera;
 using namespace tessera::sim;

@@ -1,0 +1,19 @@
+// What session.cpp and session_run.cpp share (not part of the harness's interface).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tessera/harness/session/session.h"
+
+namespace tessera::harness {
+
+// Out of host memory in memory-backed mode: the error says the way out, metadata-only mode.
+Status with_metadata_hint(Status s, const SessionConfig& config);
+
+// The outputs the run's evaluations should have left, computed on the plain CPU backend: `computes` says for each
+// evaluation whether it was the next graph, `seeds` the seed of its inputs (model_seed for all when empty).
+Result<std::vector<float>> cpu_reference(const SessionConfig& config, const std::vector<bool>& computes,
+                                         const std::vector<uint64_t>& seeds);
+
+}  // namespace tessera::harness

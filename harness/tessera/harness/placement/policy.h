@@ -1,0 +1,111 @@
+// Placement policies with llama.cpp's meaning (src/llama-model.cpp, load_tensors): how many layers go to the GPUs
+// (-ngl, the output layer first), how they are split across GPUs (-ts shares rounded as llama.cpp rounds them, -sm,
+// -mg, or Tessera's explicit counts), tensor-override patterns (regular expression on weight names -> buffer type,
+// -ot, -cmoe, -ncmoe), -nkvo, op_offload, parallel and max_split_inputs. A policy places onto any devices (the Device
+// interface: their type, memory and buffer types), simulated or real; the command line and scenario files read its
+// options from one table (tessera/harness/placement/policy_options.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/backend.h"
+#include "tessera/sched.h"
+#include "tessera/status.h"
+
+namespace tessera::sim {
+class Simulator;
+}  // namespace tessera::sim
+
+namespace tessera::harness {
+
+struct TensorOverride {
+  std::string pattern;  // ECMAScript regular expression, searched in the tensor's name
+  // A device name ("cpu", "gpu1": its main memory), a buffer type name ("gpu0_Host", an extra buffer type such as
+  // "CPU_REPACK") or one of llama.cpp's buffer type names: "CPU", "CUDA<n>" (the n-th GPU), "CUDA_Host" (the first
+  // GPU's host buffer type); see find_override_target.
+  std::string target;
+  // From llama.cpp's -ot, -cmoe or -ncmoe: like llama.cpp's tensor_buft_overrides (src/llama-model.cpp,
+  // load_tensors), it applies to weights only, never to the KV cache. Tessera's --override applies to both.
+  bool weights_only = false;
+};
+
+// llama.cpp's --split-mode (common/arg.cpp "-sm"; src/llama.cpp llama_model_load: with "none" the model's device list
+// is main_gpu alone). kRow is refused when the model is placed: Tessera does not split rows yet.
+enum class SplitMode { kLayer, kNone, kRow };
+
+// A user pin (Scheduler::set_tensor_backend): the tensor of that name runs on (or stays on) that device's backend.
+struct TensorPin {
+  std::string tensor;
+  std::string device;
+};
+
+struct PlacementPolicy {
+  // llama.cpp's -ngl (src/llama-model.cpp, load_tensors): the output layer (output, output_norm) is "layer n_layer"
+  // and counts inside N, so layers from i_gpu_start = max(n_layer + 1 - N, 0) up to and including the output layer
+  // are offloaded: N = 1 offloads the output layer alone, N = n_layer + 1 everything. -1 = all ("all", "auto").
+  // The input layer (token_embd) always stays on the CPU.
+  int n_gpu_layers = -1;
+  // Shares of the offloaded layers per GPU (in device order; missing entries are 0). Empty or all zero: each GPU's
+  // free memory, as llama.cpp does. Rounded as llama.cpp rounds them: cumulative float fractions, and layer il goes
+  // to the first GPU whose fraction is above (il - i_gpu_start) / n_offloaded (std::upper_bound).
+  std::vector<double> tensor_split;
+  SplitMode split_mode = SplitMode::kLayer;
+  int main_gpu = 0;  // the GPU of split_mode none (an index into the GPUs)
+  // llama.cpp's -nkvo clears it: the KV cache stays in host memory (src/llama-kv-cache.cpp: offload false -> CPU).
+  bool kv_offload = true;
+  // Explicit layer counts per GPU (overrides n_gpu_layers and tensor_split when non-empty). The first GPU takes the
+  // first offloaded layers.
+  std::vector<int> layers_per_device;
+  std::vector<TensorOverride> overrides;  // first match wins
+  std::vector<TensorPin> pins;            // applied to the scheduler before planning
+  // The devices whose backends the scheduler gets, by name (topology order is kept; the CPU must be among them, as
+  // the scheduler's last backend). Empty: every device. Weights placed on a device left out are a scheduling error.
+  std::vector<std::string> scheduler_devices;
+  bool op_offload = true;
+  bool parallel = false;
+  int n_copies = kParallelCopies;  // with parallel: in-flight copy slots (SchedulerParams::n_copies)
+  int max_split_inputs = 30;
+  bool reuse = true;  // SchedulerParams::reuse: keep the plan of a graph allocated again with the same structure
+  bool online_packing = false;  // SchedulerParams::online_packing: pack compute buffers as ggml-alloc does
+  bool free_inputs = false;     // SchedulerParams::free_inputs: free graph inputs after their last use, as ggml-alloc
+
+  SchedulerParams scheduler_params() const;
+};
+
+// The layer a tensor belongs to from its name ("blk.12.ffn_up.weight", "cache_k_l12"); -1 for none.
+int layer_of_name(const char* name);
+
+// The devices a policy places onto, in the scheduler's priority order: every non-CPU device is a "GPU" that can take
+// offloaded layers, and the last device is the CPU, which takes the rest. Indices below are into this list.
+// Which device each layer goes to, n_layer + 1 entries: the last is the output layer's. Layers not offloaded go to
+// the last device (the CPU). Errors: a negative or too long layer count, a negative share, more shares or counts
+// than GPUs, split mode row, a main GPU out of range.
+Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int n_layer, const PlacementPolicy& policy);
+
+// The buffer type an override's target names (see TensorOverride::target); nullptr when none.
+BufferType* find_override_target(const std::vector<Device*>& devices, const std::string& target);
+
+struct Placement {
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::pair<Tensor*, BufferType*>> where;  // every placed tensor and its buffer type
+  std::vector<int> layer_device;                       // per layer
+  int output_device = 0;                               // the output layer's
+  // Bytes of weights and of caches per device (index as in the device list).
+  std::vector<size_t> weight_bytes, cache_bytes;
+};
+
+// Places weights (usage WEIGHTS) and caches by the policy onto `devices` (ordered as for layer_devices): layer tensors
+// on their layer's device, the output head (a name starting "output") on the output layer's, other weights (token
+// embedding) on the CPU; overrides first; the caches on the CPU without kv_offload. n_layer: the model's layer count.
+// Errors: an override whose pattern is not a valid regular expression or whose target is unknown, a placement that does
+// not fit (the allocation error, naming the device).
+Result<Placement> place_model(const std::vector<Device*>& devices, const std::vector<Tensor*>& weights,
+                              const std::vector<Tensor*>& caches, int n_layer, const PlacementPolicy& policy);
+
+// The devices of a simulator in its topology order (the scheduler's priority order).
+std::vector<Device*> devices_of(const sim::Simulator& simulator);
+
+}  // namespace tessera::harness

@@ -1,0 +1,41 @@
+// Topology files: JSON <-> TopologyConfig, the presets shipped with the project, and the unit parsers
+// ("8 GiB", "900 GB/s", "5 us", "50 TFLOP/s") the scenario loader and the CLI share. The format is documented in
+// docs/topology.md. Every error names the source (file name or "<preset NAME>"), the location (line:column for
+// syntax errors, the JSON path such as devices[1].memory otherwise) and what was expected; no input crashes.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/sim/device_config.h"
+#include "tessera/harness/common/units.h"
+#include "tessera/status.h"
+
+namespace tessera::harness {
+
+// Parses and validates a topology. `source` names the text in every error message.
+Result<sim::TopologyConfig> parse_topology(std::string_view json_text, const std::string& source);
+// Reads and parses a file; errors name the path (and the OS reason when it cannot be read).
+Result<sim::TopologyConfig> load_topology_file(const std::string& path);
+// A preset compiled into the library (harness/topology/presets/NAME.json); kNotFound lists the names.
+Result<sim::TopologyConfig> topology_preset(const std::string& name);
+std::vector<std::string> topology_preset_names();
+// The embedded JSON text of a preset (nullptr when there is none of that name).
+const char* topology_preset_text(const std::string& name);
+// A preset name, else a file path.
+Result<sim::TopologyConfig> load_topology(const std::string& name_or_path);
+
+// Pretty JSON in the file format; parse_topology reads it back to an equal config.
+std::string topology_to_json(const sim::TopologyConfig& topology);
+
+// The rules every topology obeys (docs/topology.md, "Validation"); messages name the field (devices[1].alignment).
+Status validate_topology(const sim::TopologyConfig& topology);
+
+// `tessera fit` plans with SimOptions::fit_margins: each device leaves its fit_margin free (a unified device's comes
+// out of the host pool).
+// "fit margins (left free): gpu0 1 GiB, ...\n", or "" when no device has one.
+std::string fit_margins_note(const sim::TopologyConfig& topology);
+
+}  // namespace tessera::harness

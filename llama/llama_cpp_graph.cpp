@@ -1,0 +1,44 @@
+// llama.cpp's graph by build (see tessera/llama/llama_cpp_graph.h; the sources are listed in docs/compare-log.md).
+#include "tessera/llama/llama_cpp_graph.h"
+
+#include <algorithm>
+
+namespace tessera::harness {
+
+namespace {
+
+// The first build with each change (llama.cpp's master, `git rev-list --count` of the merge commit).
+constexpr int kOutIds = 2540;          // PR #6122
+constexpr int kNoStoreReshape = 2572;  // PR #6369 (057400a3)
+constexpr int kQkvShapes = 4919;       // PR #12449 (75422e8b)
+constexpr int kKvPermutes = 5429;      // PR #13194
+constexpr int kGlu = 5776;             // PR #14158 (a0535ffa)
+constexpr int kKWriteReshape = 5817;   // PR #14285
+constexpr int kNoQkvCont = 5837;       // PR #14568 (12f55c30)
+constexpr int kStreams = 5913;         // PR #14363 (225e7a14)
+constexpr int kMergedConts = 6195;     // PR #15380 (baa9255a)
+constexpr int kNoFusedVCont = 6410;    // PR #15662 (cf0e3ba1)
+constexpr int kSetRows = 6071;         // PR #14959 (a4569c41)
+constexpr int kOldest = 2459;          // the oldest build whose graph was checked against a log
+
+}  // namespace
+
+models::LlamaCppGraph llama_cpp_graph(int build) {
+  const int b = std::max(build, kOldest);
+  models::LlamaCppGraph g;
+  g.build = build;
+  g.out_ids_always = b >= kOutIds;
+  g.kv_cpy = b < kSetRows;
+  g.k_write_reshape = g.kv_cpy && b >= kKWriteReshape;
+  g.v_store_reshape = g.kv_cpy && (b < kNoStoreReshape || b >= kQkvShapes);
+  g.v_reshape_3d = b >= kQkvShapes;
+  g.kv_permutes = b >= kKvPermutes;
+  g.q_stream_view = b >= kStreams;
+  g.split_glu = b < kGlu;
+  g.qkv_cont = b < kNoQkvCont;
+  g.fused_v_cont = !g.qkv_cont && b < kNoFusedVCont;
+  g.fused_v_cont_3d = g.fused_v_cont && b >= kMergedConts;
+  return g;
+}
+
+}  // namespace tessera::harness

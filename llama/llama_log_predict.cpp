@@ -1,0 +1,638 @@
+// The predictions of `tessera compare-log` (tessera/llama/llama_log_predict.h; docs/compare-log.md says what each
+// figure needs and what is assumed).
+#include "tessera/llama/llama_log_predict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "llama_log_model.h"
+#include "tessera/llama/llama_cpp_graph.h"
+#include "tessera/llama/llama_memory.h"
+#include "tessera/llama/llama_run.h"
+#include "tessera/harness/placement/policy_options.h"
+#include "tessera/harness/session/session.h"
+#include "tessera/harness/topology/topology.h"
+#include "tessera/models/from_gguf.h"
+
+namespace tessera::harness {
+
+namespace {
+
+double mib(size_t bytes) { return static_cast<double>(bytes) / 1024.0 / 1024.0; }
+
+// The log's GPU backend ("CUDA", "ROCm") from its device and buffer names; "CUDA" when none says.
+std::string gpu_backend(const LlamaLog& log) {
+  auto of = [](const std::string& name) -> std::string {
+    for (const char* b : {"CUDA", "ROCm", "Vulkan"}) {
+      if (name.rfind(b, 0) == 0) return b;
+    }
+    return "";
+  };
+  for (const LlamaLogDevice& d : log.devices) {
+    if (!of(d.name).empty()) return of(d.name);
+  }
+  for (const LlamaLogBuffer& b : log.figures.buffers) {
+    if (!of(b.device).empty()) return of(b.device);
+  }
+  for (const LlamaLogFailedAlloc& a : log.failed_allocs) {
+    if (!of(a.device).empty()) return of(a.device);
+  }
+  return "CUDA";
+}
+
+// The GPU index of a name "CUDA3" / "ROCm0", or -1 ("CUDA_Host", "CPU").
+int gpu_index(const std::string& name) {
+  for (const char* b : {"CUDA", "ROCm", "Vulkan"}) {
+    const size_t n = std::char_traits<char>::length(b);
+    if (name.size() > n && name.compare(0, n, b) == 0 && std::isdigit(static_cast<unsigned char>(name[n]))) {
+      return std::atoi(name.c_str() + n);
+    }
+  }
+  return -1;
+}
+
+// The GPUs llama.cpp used: the "using device" lines (with free memory) when printed, else the backend's device list
+// ("Device 0: ..."), else as many as the highest GPU index in a buffer or failed-allocation name says.
+struct Gpus {
+  int count = 0;
+  std::vector<int64_t> free_mib;  // per GPU, when every one printed it
+  std::string source;             // which lines said
+};
+
+Gpus log_gpus(const LlamaLog& log) {
+  Gpus g;
+  // The highest GPU index a buffer or failed allocation names (a draft model's 'using device' line may name fewer).
+  int named_by_figures = 0;
+  for (const LlamaLogBuffer& b : log.figures.buffers)
+    named_by_figures = std::max(named_by_figures, gpu_index(b.device) + 1);
+  for (const LlamaLogFailedAlloc& a : log.failed_allocs) {
+    named_by_figures = std::max(named_by_figures, std::max(gpu_index(a.device), a.device_index) + 1);
+  }
+  std::vector<const LlamaLogDevice*> named;
+  for (const LlamaLogDevice& d : log.devices) {
+    if (!d.name.empty() && gpu_index(d.name) >= 0) named.push_back(&d);
+  }
+  if (!named.empty()) {
+    g.count = static_cast<int>(named.size());
+    g.source = named.front()->name.rfind("Vulkan", 0) == 0 && named.front()->index >= 0 ? "the Vulkan device list"
+                                                                                        : "the 'using device' lines";
+    for (const LlamaLogDevice* d : named) {
+      if (!d->free_mib) {
+        g.free_mib.clear();
+        break;
+      }
+      g.free_mib.push_back(*d->free_mib);
+    }
+  } else {
+    for (const LlamaLogDevice& d : log.devices) g.count = std::max(g.count, d.index + 1);
+    if (g.count > 0) g.source = "the 'Device N:' lines";
+  }
+  if (named_by_figures > g.count) {
+    g.count = named_by_figures;
+    g.free_mib.clear();
+    g.source = "the GPU names of the buffer lines";
+  }
+  if (g.count == 0) g.source = "no GPU named";
+  return g;
+}
+
+// The simulated topology: a GPU per log GPU (llama.cpp CUDA's 128-byte alignment, ggml-cuda.cu
+// ggml_backend_cuda_buffer_type_get_alignment; op offload of any op but GET_ROWS from a batch of 32 as ggml-cuda.cu's
+// ggml_backend_cuda_device_offload_op counts it: ggml_offload_batch_size) and the CPU. Memory is not what is
+// compared: every device gets room enough for any buffer (1 PiB), so a log of a failed allocation still gets its sizes.
+std::string topology_json(int n_gpus) {
+  std::ostringstream s;
+  s << R"({"name": "from-log", "description": "the GPUs of a llama.cpp log", "devices": [)";
+  for (int i = 0; i < n_gpus; ++i) {
+    s << R"({"name": "gpu)" << i << R"(", "type": "gpu", "memory": "1024 TiB", "alignment": 128, )"
+      << R"("caps": {"async": true, "events": true, "host_buffer": true, "from_host_ptr": false}, )"
+      << R"("offload": {"min_batch": 32, "batch": "ggml-cuda"}}, )";
+  }
+  s << R"({"name": "cpu", "type": "cpu", "wraps": "CPU", "memory": "1024 TiB", "alignment": 64, )"
+    << R"("host_visible": true, "caps": {"async": false, "events": false, "host_buffer": false, )"
+    << R"("from_host_ptr": true}}]})";
+  return s.str();
+}
+
+// The command line's words, with simple quoting ('...' and "...").
+std::vector<std::string> words(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  char quote = 0;
+  bool any = false;
+  for (char ch : text) {
+    if (quote != 0) {
+      if (ch == quote) {
+        quote = 0;
+      } else {
+        cur += ch;
+      }
+    } else if (ch == '\'' || ch == '"') {
+      quote = ch;
+      any = true;
+    } else if (ch == ' ' || ch == '\t') {
+      if (any || !cur.empty()) out.push_back(cur);
+      cur.clear();
+      any = false;
+    } else {
+      cur += ch;
+    }
+  }
+  if (any || !cur.empty()) out.push_back(cur);
+  return out;
+}
+
+// llama.cpp's placement flags on a printed command line, as the option table's keys (policy_options.h); a flag
+// without a value is a switch.
+struct Flag {
+  const char* names;  // comma-separated spellings
+  const char* key;
+  bool takes_value;
+};
+constexpr Flag kPlacementFlags[] = {
+    {"-ts,--tensor-split", "tensor_split", true},
+    {"-sm,--split-mode", "split_mode", true},
+    {"-mg,--main-gpu", "main_gpu", true},
+    {"-ot,--override-tensor", "override_tensor", true},
+    {"-cmoe,--cpu-moe", "cpu_moe", false},
+    {"-ncmoe,--n-cpu-moe", "n_cpu_moe", true},
+    {"-nkvo,--no-kv-offload", "kv_offload", false},
+    {"--no-op-offload", "op_offload", false},
+    {"-ngl,--n-gpu-layers,--gpu-layers", "ngl", true},
+    {"-c,--ctx-size", "ctx", true},
+    {"-b,--batch-size", "batch", true},
+    {"-ub,--ubatch-size", "ubatch", true},
+    {"-ctk,--cache-type-k", "ctk", true},
+    {"-ctv,--cache-type-v", "ctv", true},
+    {"-fa,--flash-attn", "fa", true},
+    {"--no-mmap", "no_mmap", false},
+};
+
+bool is_name(const char* names, const std::string& w) {
+  std::string_view all(names);
+  while (!all.empty()) {
+    const size_t comma = all.find(',');
+    if (all.substr(0, comma) == w) return true;
+    if (comma == std::string_view::npos) break;
+    all.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// The printed flash_attn ("enabled", "disabled", "auto", "1", "0", "on", "off") as -fa's value.
+std::string fa_value(const std::string& printed) {
+  if (printed == "enabled" || printed == "1" || printed == "on" || printed == "true") return "on";
+  if (printed == "disabled" || printed == "0" || printed == "off" || printed == "false") return "off";
+  return printed;
+}
+
+// The command line's flags: key -> value (the last occurrence; -ot's values joined with ',').
+std::vector<std::pair<std::string, std::string>> command_flags(const std::string& command) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::vector<std::string> w = words(command);
+  for (size_t i = 0; i < w.size(); ++i) {
+    std::string word = w[i], value;
+    const size_t eq = word.find('=');
+    const bool long_eq = word.rfind("--", 0) == 0 && eq != std::string::npos;
+    // llama.cpp reads '_' in a long option's name as '-' (common_params_parse_ex): --n_gpu_layers is --n-gpu-layers.
+    if (word.rfind("--", 0) == 0) std::replace(word.begin(), word.begin() + std::min(eq, word.size()), '_', '-');
+    if (long_eq) {
+      value = word.substr(eq + 1);
+      word = word.substr(0, eq);
+    }
+    for (const Flag& f : kPlacementFlags) {
+      if (!is_name(f.names, word)) continue;
+      // -fa was a switch before it took on|off|auto (2025): a following word that is no such value is not its value.
+      auto fa_word = [](const std::string& x) {
+        for (const char* v : {"on", "off", "auto", "enabled", "disabled", "1", "0", "true", "false"}) {
+          if (x == v) return true;
+        }
+        return false;
+      };
+      const bool fa_switch = std::string_view(f.key) == "fa" && !long_eq && (i + 1 >= w.size() || !fa_word(w[i + 1]));
+      if (fa_switch) {
+        value = "on";
+      } else if (f.takes_value && !long_eq) {
+        if (i + 1 >= w.size()) break;
+        value = w[++i];
+      }
+      out.emplace_back(f.key, value);
+    }
+  }
+  return out;
+}
+
+const std::string* flag(const std::vector<std::pair<std::string, std::string>>& flags, const char* key) {
+  const std::string* v = nullptr;
+  for (const auto& [k, val] : flags) {
+    if (k == key) v = &val;
+  }
+  return v;
+}
+
+const std::string* param(const LlamaLog& log, const char* key) {
+  for (const auto& [k, v] : log.context.params) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+// What a figure needs: each kind's inputs that the log lacked ("" when every one was printed or given).
+struct Missing {
+  std::string model;    // no model
+  std::string split;    // several GPUs, no -ts and no free memory: which GPU holds what is unknown
+  std::string offload;  // no "offloaded N/M layers" line
+  std::string ctx;      // no n_ctx
+};
+
+LogFigure figure(const std::string& kind, const std::string& device, double printed, int line) {
+  LogFigure f;
+  f.kind = kind;
+  f.device = device;
+  f.printed = printed;
+  f.line = line;
+  return f;
+}
+
+std::string join_missing(std::initializer_list<const std::string*> parts) {
+  std::string s;
+  for (const std::string* p : parts) {
+    if (p->empty()) continue;
+    s += (s.empty() ? "" : "; ") + *p;
+  }
+  return s;
+}
+
+}  // namespace
+
+double LogFigure::percent() const {
+  if (!predicted) return 0;
+  if (printed == 0) return *predicted == 0 ? 0 : 100;
+  return (*predicted - printed) / printed * 100.0;
+}
+
+double tolerance_of(const LogFigure& f, const LogTolerance& t) {
+  if (f.kind == "graph nodes") return t.nodes_pct;
+  if (f.kind == "graph splits") return t.splits_pct;
+  if (f.kind == "compute" || f.kind == "failed compute") return t.compute_pct;
+  return t.memory_pct;
+}
+
+bool within_tolerance(const LogFigure& f, const LogTolerance& t) {
+  if (!f.predicted) return true;
+  if (f.kind == "graph splits") return std::fabs(*f.predicted - f.printed) <= std::fabs(f.printed) * t.splits_pct / 100;
+  // Printed sizes have two decimals: a difference below the rounding (0.005 MiB) is no difference.
+  const double slack = f.is_count() ? 0.0 : 0.005;
+  return std::fabs(f.diff()) <= std::fabs(f.printed) * tolerance_of(f, t) / 100.0 + slack;
+}
+
+Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& options) {
+  LogPrediction out;
+  const LlamaLogContext& c = log.context;
+  const auto flags = log.command ? command_flags(log.command->text) : decltype(command_flags("")){};
+  const std::string backend = gpu_backend(log);
+  Missing missing;
+
+  // The run: the printed context first, then the command line, then llama.cpp's defaults (with a note).
+  LlamaRunArgs run;
+  if (c.kv_size) {
+    run.ctx_size = c.kv_size;
+  } else if (c.n_ctx) {
+    run.ctx_size = c.n_ctx;
+  } else if (const std::string* v = flag(flags, "ctx")) {
+    run.ctx_size = std::atoll(v->c_str());
+  } else {
+    missing.ctx = "no 'n_ctx = N' (or 'kv_size = N') line: the context size";
+  }
+  if (c.n_batch) run.batch = c.n_batch;
+  if (c.n_ubatch) run.ubatch = c.n_ubatch;
+  if (!c.n_ubatch && !flag(flags, "ubatch")) {
+    out.notes.push_back("no 'n_ubatch = N' line: llama.cpp's default 512 tokens per micro-batch assumed");
+  }
+  if (!c.type_k.empty()) run.cache_k = c.type_k;
+  if (!c.type_v.empty()) run.cache_v = c.type_v;
+  if (!c.flash_attn.empty()) run.flash_attn = fa_value(c.flash_attn);
+  for (const auto& [k, v] : flags) {
+    if (k == "batch" && !run.batch) run.batch = std::atoll(v.c_str());
+    if (k == "ubatch" && !run.ubatch) run.ubatch = std::atoll(v.c_str());
+    if (k == "ctk" && !run.cache_k) run.cache_k = v;
+    if (k == "ctv" && !run.cache_v) run.cache_v = v;
+    if (k == "fa" && !run.flash_attn) run.flash_attn = v;
+  }
+  if (!run.cache_k) out.notes.push_back("no KV cache type printed: llama.cpp's default f16 assumed");
+  if (!run.flash_attn) {
+    run.flash_attn = "off";
+    out.notes.push_back("flash attention not printed: off assumed (the default of builds before 'auto')");
+  }
+  const std::string where = log.source + ": ";
+  const std::string command_where =
+      log.command ? "line " + std::to_string(log.command->line) + ": the command line: " : "the command line: ";
+  auto shape = resolve_llama_run(run);
+  if (!shape.ok()) {
+    // A context Tessera cannot run (K and V caches of different types, ...): the figures that depend on it say so.
+    missing.ctx = "the printed context cannot be modelled: " + shape.status().message();
+    LlamaRunArgs plain;
+    plain.ctx_size = run.ctx_size;
+    plain.batch = run.batch;
+    plain.ubatch = run.ubatch;
+    shape = resolve_llama_run(plain);
+    if (!shape.ok())
+      return Status(StatusCode::kInvalidArgument, where + "the printed context: " + shape.status().message());
+  }
+
+  // The model.
+  models::GgufRunShape gshape;
+  gshape.n_ctx = shape.value().ctx > 0 ? shape.value().ctx : 4096;
+  // The graph llama.cpp reserves: one micro-batch, min(n_ctx, n_batch, n_ubatch) tokens (512 when unset).
+  gshape.n_tokens = shape.value().tokens > 0 ? shape.value().tokens : std::min<int64_t>(512, gshape.n_ctx);
+  gshape.flash_attn = shape.value().flash_attn.value_or(false);
+  if (shape.value().kv_type) gshape.kv_type = *shape.value().kv_type;
+  std::optional<models::LlamaConfig> model;
+  if (!options.model_file.empty()) {
+    auto file = gguf::read_model(options.model_file);
+    if (!file.ok()) return file.status();
+    auto cfg = models::llama_config_from_gguf(file.value(), gshape);
+    if (!cfg.ok()) return cfg.status();
+    model = cfg.value();
+    out.model = options.model_file + " (-m)";
+  } else {
+    auto cfg = model_from_log_metadata(log, gshape, &out.notes);
+    if (cfg.ok()) {
+      model = cfg.value();
+      out.model = "the printed metadata";
+    } else {
+      missing.model = "the model: no -m FILE.gguf, and " + cfg.status().message();
+    }
+  }
+
+  // The topology and the placement.
+  const Gpus gpus = log_gpus(log);
+  SessionConfig cfg;
+  auto topo = parse_topology(topology_json(gpus.count), "the devices of " + log.source);
+  if (!topo.ok()) return topo.status();
+  cfg.topology = std::move(topo).value();
+  PlacementPolicy& policy = cfg.policy;
+  if (c.repeating_offloaded) {
+    // "offloading K repeating layers" (the last K) and, or not, "offloading output layer": what was offloaded,
+    // whichever way the build counted -ngl (before mid-2025 the output layer came on top of N, now it counts inside N).
+    // Tessera's -ngl counts it inside: K + 1, with the output layer's tensors kept on the CPU when it was not.
+    const int64_t k = *c.repeating_offloaded;
+    TS_RETURN_IF_ERROR(
+        apply_policy_option("n_gpu_layers", std::to_string(k > 0 || c.output_offloaded ? k + 1 : 0), &policy));
+    if (!c.output_offloaded && k > 0)
+      TS_RETURN_IF_ERROR(apply_policy_option("override_tensor", "^output=CPU", &policy));
+  } else if (c.offloaded_layers) {
+    TS_RETURN_IF_ERROR(apply_policy_option("n_gpu_layers", std::to_string(c.offloaded_layers->value), &policy));
+    out.notes.push_back(
+        "no 'offloading K repeating layers' line: 'offloaded N/M' read as -ngl N, the output layer "
+        "counted inside N (llama.cpp since mid-2025)");
+  } else if (const std::string* v = flag(flags, "ngl")) {
+    Status st = apply_policy_option("n_gpu_layers", *v, &policy);
+    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + command_where + st.message());
+  } else if (const std::string* p = param(log, "n_gpu_layers")) {
+    // the bench tools' parameter line ("main: n_kv_max = 16384, ..., n_gpu_layers = 99, ...")
+    Status st = apply_policy_option("n_gpu_layers", *p, &policy);
+    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + "the printed n_gpu_layers: " + st.message());
+  } else if (gpus.count > 0) {
+    missing.offload = "no 'offloaded N/M layers to GPU' line (or -ngl on the command line): the layers offloaded";
+  }
+  bool ts_given = false;
+  for (const auto& [k, v] : flags) {
+    if (k == "ngl" || k == "ctx" || k == "batch" || k == "ubatch" || k == "ctk" || k == "ctv" || k == "fa" ||
+        k == "no_mmap") {
+      continue;
+    }
+    ts_given = ts_given || k == "tensor_split";
+    Status st = apply_policy_option(k, v, &policy);
+    if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + command_where + st.message());
+  }
+  if (const std::string* off = param(log, "offload"); off != nullptr && *off == "0") policy.kv_offload = false;
+  // "layer N assigned to device CUDAk" for every repeating layer: the split as it was, whatever the free memory (the
+  // output layer, not printed, counted on the last layer's GPU as llama.cpp's split puts it there).
+  std::vector<double> assigned;
+  if (!ts_given && gpus.count > 1 && log.model.n_layer &&
+      static_cast<int64_t>(c.layer_devices.size()) == *log.model.n_layer) {
+    assigned.assign(static_cast<size_t>(gpus.count), 0.0);
+    int last = -1;
+    for (const auto& [il, device] : c.layer_devices) {
+      const int k = gpu_index(device);
+      if (k < 0 || k >= gpus.count) continue;  // a layer kept on the CPU
+      assigned[static_cast<size_t>(k)] += 1;
+      last = k;
+    }
+    if (last >= 0) assigned[static_cast<size_t>(last)] += 1;
+    if (last < 0) assigned.clear();
+  }
+  if (!assigned.empty()) {
+    policy.tensor_split = assigned;
+    out.notes.push_back("the split from the 'layer N assigned to device' lines");
+  } else if (!ts_given && gpus.count > 1) {
+    if (!gpus.free_mib.empty()) {
+      // llama.cpp's default split: each GPU's free memory (src/llama-model.cpp, load_tensors).
+      policy.tensor_split.assign(gpus.free_mib.begin(), gpus.free_mib.end());
+    } else {
+      missing.split = "no 'using device " + backend + "N (...) - M MiB free' lines (or -ts on the command line): " +
+                      "how the layers are split between the " + std::to_string(gpus.count) + " GPUs";
+    }
+  }
+  out.notes.push_back(std::to_string(gpus.count) + " GPU(s), from " + gpus.source);
+
+  // The sequences (the output buffer holds a row per sequence): the printed n_seq_max, else n_ctx / n_ctx_per_seq,
+  // else --parallel, else 1.
+  int64_t n_seq_max = 1;
+  long long per_seq = 0;
+  if (c.n_seq_max) {
+    n_seq_max = *c.n_seq_max;
+  } else if (const std::string* ps = param(log, "n_ctx_per_seq"); ps != nullptr && c.n_ctx &&
+                                                                  std::sscanf(ps->c_str(), "%lld", &per_seq) == 1 &&
+                                                                  per_seq > 0 && *c.n_ctx % per_seq == 0) {
+    n_seq_max = *c.n_ctx / per_seq;
+    out.notes.push_back("n_seq_max " + std::to_string(n_seq_max) + ": n_ctx / n_ctx_per_seq");
+  } else if (options.n_seq_max > 0) {
+    n_seq_max = options.n_seq_max;
+    out.notes.push_back("n_seq_max " + std::to_string(n_seq_max) + ": from --parallel");
+  } else {
+    out.notes.push_back("no 'n_seq_max' line: 1 sequence assumed (--parallel N gives another)");
+  }
+  if (log.ollama) {
+    out.notes.push_back("an ollama log: its llama.cpp returns embeddings too (output rows of n_vocab + n_embd)");
+  }
+  // The build number ("build: 6096 (fd1234cb) ...", "main: build = 2459 (d199ca79)"): before 2540 (llama.cpp PR
+  // #6122) the output buffer had a row for every token of a batch.
+  // A build below 1000 is a build without its git history ("build = 1 (a07c32e)"), not a number to go by.
+  const long long printed_build = log.build ? std::strtoll(log.build->text.c_str(), nullptr, 10) : 0;  // saturates
+  const long long build_number = printed_build >= 1000 ? printed_build : 0;
+  if (build_number > 0 && build_number < 2540) {
+    out.notes.push_back("build " + std::to_string(build_number) +
+                        " (before llama.cpp PR #6122, build 2540): an output row for every token of a batch");
+  }
+
+  // llama.cpp's graph as the build made it (llama_cpp_graph.h): the printed build, else the era of the log's format.
+  int graph_build = 0;
+  if (build_number > 0 && build_number <= 1000000) {
+    graph_build = static_cast<int>(build_number);
+  } else {
+    graph_build = log.old_format ? kLlamaCppOldFormatBuild : kLlamaCppNewestBuild;
+    out.notes.push_back(std::string(printed_build > 0 ? "build " + std::to_string(printed_build) +
+                                                            " is no llama.cpp build number (a build without its "
+                                                            "history)"
+                                                      : "no build line") +
+                        ": the graph of llama.cpp build " + std::to_string(graph_build) + " assumed (" +
+                        (log.old_format ? "the log's older format: builds 2572-4462 make the same graph"
+                                        : "the newest build whose graph was checked") +
+                        ")");
+  }
+
+  // Plan and take the breakdown.
+  std::optional<MemoryBreakdown> breakdown;
+  if (model) {
+    cfg.model = *model;
+    use_llama_cpp_rules(cfg, graph_build, llama_context_params(shape.value()));
+    cfg.sim.mode = sim::MemoryMode::kMetadata;
+    cfg.flash_attn_auto = shape.value().flash_attn_auto;
+    // printed metadata Tessera cannot build a model of (e.g. n_embd not a whole number of q8_0 blocks): bad input
+    if (Status v = models::validate(cfg.model); !v.ok()) {
+      return Status(StatusCode::kInvalidArgument, where + "the log's model: " + v.message());
+    }
+    auto s = Session::create(cfg, options.real_devices);
+    if (!s.ok()) return Status(StatusCode::kInvalidArgument, where + s.status().message());
+    PipelineDecision pp = llama_pipeline_parallel(*s.value());
+    if (pp.on) {
+      // llama.cpp keeps n_copies copies of the split inputs: plan so (a fork may print another GGML_SCHED_MAX_COPIES).
+      cfg.policy.parallel = true;
+      cfg.policy.n_copies = c.n_copies ? static_cast<int>(c.n_copies->value) : pp.n_copies;
+      s = Session::create(cfg, options.real_devices);
+      if (!s.ok()) return Status(StatusCode::kInvalidArgument, where + s.status().message());
+    }
+    Status p = s.value()->plan();
+    if (!p.ok()) return Status(StatusCode::kInvalidArgument, where + "the placement cannot be planned: " + p.message());
+    LlamaContextParams params = llama_context_params(shape.value());
+    params.n_seq_max = n_seq_max;
+    params.embeddings = log.ollama;
+    params.output_per_batch_token = build_number > 0 && build_number < 2540;
+    const std::string* mmap = param(log, "mmap");
+    params.use_mmap = !((mmap != nullptr && *mmap == "false") || flag(flags, "no_mmap") != nullptr);
+    auto b = llama_memory_breakdown(*s.value(), params);
+    if (!b.ok()) return b.status();
+    breakdown = std::move(b).value();
+    out.notes.push_back(std::string("pipeline parallelism ") +
+                        (pp.on ? "on (n_copies " + std::to_string(cfg.policy.n_copies) + ")" : "off: " + pp.reason));
+  }
+
+  // The predicted buffers, named as the log names them.
+  auto rename = [&](std::string name) {
+    if (backend != "CUDA" && name.rfind("CUDA", 0) == 0) name = backend + name.substr(4);
+    return name;
+  };
+  if (breakdown) {
+    // The output layer kept on the CPU by the override above is, for llama.cpp, an output layer that was not
+    // offloaded: its output buffer is the CPU's (src/llama-context.cpp, the host buffer type of dev_output).
+    const bool output_on_cpu = c.repeating_offloaded && *c.repeating_offloaded > 0 && !c.output_offloaded;
+    for (const LlamaBuffer& b : breakdown->buffers) {
+      static const char* kinds[] = {"model", "KV", "output", "compute"};
+      const std::string name = b.kind == LlamaBuffer::Kind::kOutput && output_on_cpu ? "CPU" : rename(b.name);
+      out.predicted.buffers.push_back({name, kinds[static_cast<int>(b.kind)], mib(b.bytes), 0});
+    }
+    out.predicted.graph_nodes = LogInt{static_cast<int64_t>(breakdown->graph_nodes), 0};
+    out.predicted.graph_splits = LogInt{breakdown->graph_splits, 0};
+  }
+
+  // Each printed figure against its prediction. Host buffers have had other names: the 2024 format's "CPU" model
+  // buffer is the mapped file ("CPU_Mapped" since), and the KV of layers left on the CPU was in "CUDA_Host" memory.
+  const std::string host = backend + "_Host";
+  auto same = [&](const std::string& kind, const std::string& printed, const std::string& predicted) {
+    if (printed == predicted) return true;
+    if (kind == "model" && printed == "CPU" && predicted == "CPU_Mapped") return true;
+    if (kind == "KV" && printed == host && predicted == "CPU") return true;
+    return false;
+  };
+  const std::string all_missing = join_missing({&missing.model, &missing.offload, &missing.split});
+  const std::string ctx_missing = join_missing({&missing.model, &missing.offload, &missing.split, &missing.ctx});
+  std::vector<int> used(out.predicted.buffers.size(), 0);
+  auto buffer_figure = [&](LogFigure f, const std::string& kind) {
+    if (f.kind == "input" || f.kind == "RS") {
+      f.missing = "Tessera does not model the " + f.kind + " buffer of llama.cpp";
+      return f;
+    }
+    const std::string& need = kind == "model" ? all_missing : ctx_missing;
+    if (!need.empty()) {
+      f.missing = need;
+      return f;
+    }
+    // The n-th printed buffer of a (device, kind) is the n-th predicted one (an iSWA model's two KV caches).
+    double sum = 0;
+    bool found = false;
+    for (size_t i = 0; i < out.predicted.buffers.size(); ++i) {
+      const LlamaLogBuffer& p = out.predicted.buffers[i];
+      if (used[i] || p.kind != kind || !same(kind, f.device, p.device)) continue;
+      used[i] = 1;
+      sum = p.mib;
+      found = true;
+      break;
+    }
+    f.predicted = found ? sum : 0.0;  // a buffer Tessera does not predict is predicted as 0 MiB
+    return f;
+  };
+  // A model split across files (split.count > 1) is mapped file by file: llama.cpp prints a mapped model buffer per
+  // file, and which tensors each file holds is not in the log. Those buffers are compared as one figure, their sum,
+  // with Tessera's one mapped buffer.
+  int64_t split_count = 0;
+  for (const auto& [k, v] : log.model.kv) {
+    if (k == "split.count") split_count = std::strtoll(v.c_str(), nullptr, 10);
+  }
+  std::vector<LlamaLogBuffer> printed_buffers;
+  for (const LlamaLogBuffer& b : log.figures.buffers) {
+    const bool mapped = b.kind == "model" && b.device.find("_Mapped") != std::string::npos;
+    if (split_count > 1 && mapped) {
+      auto same_buffer = [&](const LlamaLogBuffer& o) { return o.kind == b.kind && o.device == b.device; };
+      auto it = std::find_if(printed_buffers.begin(), printed_buffers.end(), same_buffer);
+      if (it != printed_buffers.end()) {
+        it->mib += b.mib;
+        continue;
+      }
+    }
+    printed_buffers.push_back(b);
+  }
+  if (printed_buffers.size() < log.figures.buffers.size()) {
+    out.notes.push_back("a model in " + std::to_string(split_count) +
+                        " files: its mapped model buffers (one per file) are compared as their sum");
+  }
+  for (const LlamaLogBuffer& b : printed_buffers) {
+    out.figures.push_back(buffer_figure(figure(b.kind, b.device, b.mib, b.line), b.kind));
+  }
+  auto count_figure = [&](const std::optional<LogInt>& printed, const std::optional<LogInt>& predicted,
+                          const char* kind) {
+    if (!printed) return;
+    LogFigure f = figure(kind, "", static_cast<double>(printed->value), printed->line);
+    if (!ctx_missing.empty()) {
+      f.missing = ctx_missing;
+    } else {
+      f.predicted = static_cast<double>(predicted->value);
+    }
+    out.figures.push_back(f);
+  };
+  count_figure(log.figures.graph_nodes, out.predicted.graph_nodes, "graph nodes");
+  count_figure(log.figures.graph_splits, out.predicted.graph_splits, "graph splits");
+  // A failed allocation: the buffer llama.cpp tried to allocate (its whole size, as printed in MiB or bytes).
+  for (const LlamaLogFailedAlloc& a : log.failed_allocs) {
+    std::string dev = a.device.empty() && a.device_index >= 0 ? backend + std::to_string(a.device_index) : a.device;
+    const double printed = a.bytes ? static_cast<double>(*a.bytes) / 1024.0 / 1024.0 : a.mib.value_or(0);
+    // the buffer of the stage: the weights', the KV cache's or the compute buffer
+    const std::string buffer = a.stage == "compute" ? "compute" : a.stage == "kv" ? "KV" : "model";
+    LogFigure f = figure("failed " + buffer, dev, printed, a.line);
+    if (a.stage.empty()) {
+      f.missing = "the failing allocation's stage (no 'alloc_tensor_range' or 'ggml_gallocr_reserve_n' line)";
+    } else {
+      f = buffer_figure(f, buffer);
+      f.kind = "failed " + buffer;
+    }
+    out.figures.push_back(f);
+  }
+  if (!missing.model.empty()) out.unavailable = missing.model;
+  return out;
+}
+
+}  // namespace tessera::harness

@@ -1,0 +1,407 @@
+// The memory llama.cpp allocates for a planned session (see tessera/llama/llama_memory.h; docs/scenarios.md,
+// "Memory breakdown", cites each rule).
+#include "tessera/llama/llama_memory.h"
+
+#include <algorithm>
+#include <regex>
+#include <cstring>
+#include <map>
+
+#include "tessera/llama/llama_cpp_graph.h"
+#include "tessera/models/fixtures.h"
+
+namespace tessera::harness {
+
+using sim::DeviceConfig;
+using sim::format_bytes;
+
+namespace {
+
+size_t pad(size_t n, size_t a) { return a == 0 ? n : (n + a - 1) / a * a; }
+
+bool is_cache(const Tensor* t) { return std::strncmp(t->name, "cache_", 6) == 0; }
+
+// GGML_SCHED_MAX_COPIES (ggml/src/ggml-backend.cpp), the copies a pipeline-parallel scheduler keeps.
+constexpr int kLlamaMaxCopies = 4;
+
+// llama.cpp's name of a topology device: the n-th GPU (any device that is not the CPU) is "CUDA<n>", the CPU "CPU".
+class Names {
+ public:
+  explicit Names(const sim::TopologyConfig& topo) : topo_(topo) {
+    int n = 0;
+    for (const DeviceConfig& d : topo.devices) gpu_index_.push_back(d.type == DeviceType::kCpu ? -1 : n++);
+    n_gpus_ = n;
+  }
+  int n_gpus() const { return n_gpus_; }
+  int index_of(const std::string& device) const {
+    for (size_t i = 0; i < topo_.devices.size(); ++i) {
+      if (topo_.devices[i].name == device) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  bool is_gpu(int i) const { return i >= 0 && gpu_index_[static_cast<size_t>(i)] >= 0; }
+  std::string device_buffer(int i) const {
+    return is_gpu(i) ? "CUDA" + std::to_string(gpu_index_[static_cast<size_t>(i)]) : "CPU";
+  }
+  // The CPU device's name (host memory), or "" without one.
+  std::string host() const {
+    for (const DeviceConfig& d : topo_.devices) {
+      if (d.type == DeviceType::kCpu) return d.name;
+    }
+    return "";
+  }
+
+ private:
+  const sim::TopologyConfig& topo_;
+  std::vector<int> gpu_index_;
+  int n_gpus_ = 0;
+};
+
+// What llama.cpp's CUDA buffer type allocates for a weight (ggml-cuda.cu, get_alloc_size): a quantized tensor whose
+// rows are not a multiple of MATRIX_ROW_PADDING (512) values gets the bytes of the missing values of one row more, so
+// that kernels may read whole 512-value blocks past its last row.
+size_t cuda_alloc_size(const Tensor& t) {
+  size_t size = nbytes(t);
+  const int64_t rem = t.ne[0] % 512;
+  if (type_traits(t.type).is_quantized && rem != 0) size += row_size(t.type, 512 - rem);
+  return size;
+}
+
+// Adds `bytes` to the buffer (kind, name) of `out`, creating it in order of first appearance.
+LlamaBuffer& buffer(std::vector<LlamaBuffer>* out, LlamaBuffer::Kind kind, const std::string& name,
+                    const std::string& device, const std::string& cache = "") {
+  for (LlamaBuffer& b : *out) {
+    if (b.kind == kind && b.name == name && b.cache == cache) return b;
+  }
+  LlamaBuffer b;
+  b.kind = kind;
+  b.name = name;
+  b.device = device;
+  b.cache = cache;
+  out->push_back(b);
+  return out->back();
+}
+
+// The model buffers (src/llama-model.cpp, load_tensors). Weights in a device's memory: one buffer per buffer type,
+// each tensor's allocation size (a GPU's: cuda_alloc_size) padded to the type's alignment, the topology device's
+// (ggml_backend_alloc_ctx_tensors_from_buft). Weights
+// in the CPU's memory are the model file mapped (mmap, llama.cpp's default): "CPU_Mapped", the span of the file from
+// the first to the end of the last such tensor (llama_model_loader::get_mapping_range), the file laid out as
+// llama-quantize writes it (weight_name_less order, each tensor at a multiple of 32 bytes). Tied embeddings: llama.cpp
+// creates the output head as a copy of token_embd on the output layer's device (TENSOR_DUPLICATED), so a GPU that
+// holds the output layer also holds token_embd's bytes.
+// The overrides' patterns, compiled once, with whether each sends a weight to the CPU's own buffer type.
+std::vector<std::pair<std::regex, bool>> cpu_overrides(const Session& s) {
+  std::vector<std::pair<std::regex, bool>> out;
+  for (const TensorOverride& o : s.config().policy.overrides) {
+    out.emplace_back(std::regex(o.pattern), o.target == "CPU" || o.target == "cpu");
+  }
+  return out;
+}
+
+// Whether the first override matching the weight's name sends it to the CPU's own buffer type ("CPU" / "cpu").
+bool overridden_to_cpu(const std::vector<std::pair<std::regex, bool>>& overrides, const Tensor& t) {
+  for (const auto& [pattern, cpu] : overrides) {
+    if (std::regex_search(t.name, pattern)) return cpu;
+  }
+  return false;
+}
+
+void model_buffers(Session& s, const Names& names, const LlamaContextParams& params, std::vector<LlamaBuffer>* out) {
+  const Placement& p = s.placement();
+  std::vector<std::pair<const Tensor*, BufferType*>> weights;
+  for (const auto& [t, bt] : p.where) {
+    if (!is_cache(t)) weights.emplace_back(t, bt);
+  }
+  // The file's layout.
+  std::vector<const Tensor*> order;
+  for (const auto& w : weights) order.push_back(w.first);
+  std::stable_sort(order.begin(), order.end(), [](const Tensor* a, const Tensor* b) {
+    return models::fixtures::weight_name_less(a->name, b->name);
+  });
+  std::map<const Tensor*, size_t> offset;
+  size_t at = 0;
+  for (const Tensor* t : order) {
+    offset[t] = at;
+    at = pad(at + nbytes(*t), 32);
+  }
+  size_t first = SIZE_MAX, last = 0;
+  const std::string host = names.host();
+  const auto overrides = params.use_mmap ? std::vector<std::pair<std::regex, bool>>{} : cpu_overrides(s);
+  for (const auto& [t, bt] : weights) {
+    const int dev = names.index_of(bt->device()->name());
+    if (!names.is_gpu(dev)) {
+      if (!params.use_mmap) {  // read into a buffer: pinned host memory, or the CPU's when an override says so
+        const bool cpu = names.n_gpus() == 0 || overridden_to_cpu(overrides, *t);
+        buffer(out, LlamaBuffer::Kind::kModel, cpu ? "CPU" : "CUDA_Host", host).bytes += pad(nbytes(*t), 32);
+        continue;
+      }
+      first = std::min(first, offset[t]);
+      last = std::max(last, offset[t] + nbytes(*t));
+      continue;
+    }
+    // A GPU's own memory, or pinned host memory of a GPU ("CUDA_Host", -ot ...=CUDA_Host).
+    const std::string name = !bt->is_host() ? names.device_buffer(dev) : "CUDA_Host";
+    const std::string device = !bt->is_host() ? bt->device()->name() : host;
+    const size_t size = bt->is_host() ? bt->alloc_size(*t) : std::max(bt->alloc_size(*t), cuda_alloc_size(*t));
+    buffer(out, LlamaBuffer::Kind::kModel, name, device).bytes += pad(size, bt->alignment());
+  }
+  const models::LlamaConfig& m = s.config().model;
+  if (m.tied_output && names.is_gpu(p.output_device)) {
+    for (const auto& [t, bt] : weights) {
+      if (std::strcmp(t->name, "token_embd.weight") != 0) continue;
+      BufferType* gpu = devices_of(s.sim())[static_cast<size_t>(p.output_device)]->buffer_type();
+      buffer(out, LlamaBuffer::Kind::kModel, names.device_buffer(p.output_device), gpu->device()->name()).bytes +=
+          pad(std::max(gpu->alloc_size(*t), cuda_alloc_size(*t)), gpu->alignment());
+    }
+  }
+  if (first != SIZE_MAX) buffer(out, LlamaBuffer::Kind::kModel, "CPU_Mapped", host).bytes = last - first;
+  // In llama.cpp's order: the host's buffers (CPU_Mapped, CUDA_Host), then the GPUs' in device order.
+  // (--no-mmap: the CPU's own buffer comes last.)
+  auto rank = [](const LlamaBuffer& b) {
+    return b.name == "CPU_Mapped"  ? -2
+           : b.name == "CUDA_Host" ? -1
+           : b.name == "CPU"       ? 1 << 20
+                                   : std::stoi(b.name.substr(4));
+  };
+  std::stable_sort(out->begin(), out->end(),
+                   [&](const LlamaBuffer& a, const LlamaBuffer& b) { return rank(a) < rank(b); });
+}
+
+// The KV buffers (src/llama-kv-cache.cpp): per cache (one, or llama_kv_cache_iswa's non-SWA and SWA caches) one buffer
+// per buffer type holding its layers, each layer's K and V [n_embd_kv, cells] of the cache type; the cells of
+// llama_kv_cells. A cache in the CPU's memory (-nkvo) is a "CPU" buffer.
+void kv_buffers(Session& s, const Names& names, const LlamaContextParams& params, std::vector<LlamaBuffer>* out) {
+  const models::LlamaConfig& m = s.config().model;
+  for (const auto& [t, bt] : s.placement().where) {
+    if (!is_cache(t)) continue;
+    const int il = layer_of_name(t->name);
+    const int dev = names.index_of(bt->device()->name());
+    const std::string cache = !m.has_swa() ? "" : m.is_swa(il) ? "SWA" : "non-SWA";
+    const bool gpu = names.is_gpu(dev) && !bt->is_host();
+    const std::string name = gpu ? names.device_buffer(dev) : names.is_gpu(dev) ? "CUDA_Host" : "CPU";
+    const std::string device = gpu ? bt->device()->name() : names.host();
+    LlamaBuffer& b = buffer(out, LlamaBuffer::Kind::kKv, name, device, cache);
+    b.cells = llama_kv_cells(m, il, params);
+    b.bytes += pad(row_size(t->type, t->ne[0]) * static_cast<size_t>(b.cells), bt->alignment());
+    if (t->name[6] == 'k') b.layers += 1;
+  }
+  // llama_kv_cache_iswa creates the non-SWA cache first (the model buffers, before them, keep their place).
+  auto rank = [](const LlamaBuffer& b) { return b.kind != LlamaBuffer::Kind::kKv ? 0 : b.cache == "SWA" ? 2 : 1; };
+  std::stable_sort(out->begin(), out->end(),
+                   [&](const LlamaBuffer& a, const LlamaBuffer& b) { return rank(a) < rank(b); });
+}
+
+}  // namespace
+
+LlamaContextParams llama_context_params(const LlamaRunShape& shape) {
+  LlamaContextParams p;
+  if (shape.batch) p.n_batch = *shape.batch;
+  if (shape.ubatch) p.n_ubatch = *shape.ubatch;
+  p.swa_full = shape.swa_full;
+  return p;
+}
+
+int64_t llama_ubatch(int64_t n_ctx, const LlamaContextParams& p) {
+  return std::min(std::min(n_ctx, p.n_batch), p.n_ubatch);
+}
+
+int64_t llama_kv_cells(const models::LlamaConfig& m, int il, const LlamaContextParams& p) {
+  if (!m.is_swa(il) || p.swa_full) return m.n_ctx;
+  return static_cast<int64_t>(pad(static_cast<size_t>(std::min(m.n_ctx, m.n_swa + llama_ubatch(m.n_ctx, p))), 256));
+}
+
+void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& p) {
+  c.model.llama_cpp = llama_cpp_graph(build);
+  c.policy.online_packing = true;
+  c.policy.free_inputs = true;
+  c.model.n_ctx_swa = 0;
+  for (int il = 0; c.model.has_swa() && il < c.model.n_layer; ++il) {
+    if (!c.model.is_swa(il)) continue;
+    const int64_t cells = llama_kv_cells(c.model, il, p);
+    if (cells < c.model.n_ctx) c.model.n_ctx_swa = cells;
+    break;
+  }
+}
+
+PipelineDecision llama_pipeline_parallel(Session& s) {
+  const SessionConfig& c = s.config();
+  const Names names(c.topology);
+  const Placement& p = s.placement();
+  PipelineDecision d;
+  auto off = [&](const char* why) {
+    d.reason = why;
+    return d;
+  };
+  if (c.graph) return off("a serialized graph, not a llama.cpp model");
+  if (names.n_gpus() < 2) return off("fewer than two GPUs");
+  if (c.policy.split_mode != SplitMode::kLayer) return off("split mode is not layer");
+  for (int ld : p.layer_device) {
+    if (!names.is_gpu(ld)) return off("not every layer is offloaded");
+  }
+  if (!names.is_gpu(p.output_device)) return off("the output layer is not offloaded");
+  if (!c.policy.kv_offload) return off("the KV cache is not offloaded (-nkvo)");
+  if (!c.policy.overrides.empty()) return off("tensor overrides are given (-ot, -cmoe, -ncmoe)");
+  for (const DeviceConfig& dc : c.topology.devices) {
+    if (dc.type != DeviceType::kCpu && (!dc.caps.async || !dc.caps.events)) {
+      return off("a GPU without async compute or events");
+    }
+  }
+  d.on = true;
+  d.n_copies = kLlamaMaxCopies;
+  return d;
+}
+
+Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextParams& params) {
+  const SessionConfig& c = s.config();
+  if (c.graph) {
+    return Status(StatusCode::kInvalidArgument, "the memory breakdown is of a model, not of a serialized graph");
+  }
+  const Names names(c.topology);
+  const models::LlamaConfig& m = c.model;
+  MemoryBreakdown b;
+  b.n_ctx = m.n_ctx;
+  b.n_ubatch = llama_ubatch(m.n_ctx, params);
+  b.kv_type = type_name(m.kv_type);
+  model_buffers(s, names, params, &b.buffers);
+  kv_buffers(s, names, params, &b.buffers);
+  // The output buffer (src/llama-context.cpp, output_reserve(n_seq_max) in llama_context's constructor): for each of
+  // n_seq_max outputs, n_vocab floats of logits and, when the context returns embeddings, n_embd more; in the host
+  // buffer type of the output layer's device (CUDA_Host for a GPU), else the CPU's.
+  const bool out_gpu = names.is_gpu(s.placement().output_device);
+  const int64_t row = m.n_vocab + (params.embeddings ? m.n_embd : 0);
+  const int64_t rows = params.output_per_batch_token ? std::min(m.n_ctx, params.n_batch) : params.n_seq_max;
+  buffer(&b.buffers, LlamaBuffer::Kind::kOutput, out_gpu ? "CUDA_Host" : "CPU", names.host()).bytes =
+      static_cast<size_t>(std::max<int64_t>(rows, 1) * row) * sizeof(float);
+  // The compute buffers (src/llama-context.cpp, sched_reserve): per backend, printed when above 1 byte; the CPU
+  // backend's is in the first GPU's host buffer type (CUDA_Host) when there is a GPU.
+  Scheduler& sched = s.sched();
+  for (int i = 0; i < sched.n_backends(); ++i) {
+    const size_t bytes = sched.buffer_size(i);
+    if (bytes <= 1) continue;
+    const int dev = names.index_of(sched.backend(i)->name());
+    const bool gpu = names.is_gpu(dev);
+    const std::string name = gpu ? names.device_buffer(dev) : names.n_gpus() > 0 ? "CUDA_Host" : "CPU";
+    buffer(&b.buffers, LlamaBuffer::Kind::kCompute, name, gpu ? sched.backend(i)->name() : names.host()).bytes += bytes;
+  }
+  b.graph_nodes = s.graph().n_nodes();
+  b.graph_splits = sched.n_splits();
+  b.pipeline = llama_pipeline_parallel(s);
+  b.planned_parallel = sched.n_copies() > 1;
+  return b;
+}
+
+std::vector<MemoryBreakdown::Row> MemoryBreakdown::rows() const {
+  std::vector<Row> out;
+  for (const LlamaBuffer& lb : buffers) {
+    Row* r = nullptr;
+    for (Row& x : out) {
+      if (x.name == lb.name) r = &x;
+    }
+    if (r == nullptr) {
+      out.push_back(Row{lb.name, lb.device});
+      r = &out.back();
+    }
+    switch (lb.kind) {
+      case LlamaBuffer::Kind::kModel: r->model += lb.bytes; break;
+      case LlamaBuffer::Kind::kKv: r->kv += lb.bytes; break;
+      case LlamaBuffer::Kind::kCompute: r->compute += lb.bytes; break;
+      case LlamaBuffer::Kind::kOutput: r->output += lb.bytes; break;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+double mib(size_t bytes) { return static_cast<double>(bytes) / 1024.0 / 1024.0; }
+
+std::string pipeline_line(const MemoryBreakdown& b) {
+  if (b.pipeline.on) {
+    return format_message("pipeline parallelism: llama.cpp enables it (n_copies=%d)%s", b.pipeline.n_copies,
+                          b.planned_parallel ? "" : "; this plan has it off (--parallel plans with it)");
+  }
+  return format_message("pipeline parallelism: off in llama.cpp (%s)%s", b.pipeline.reason.c_str(),
+                        b.planned_parallel ? "; this plan has it on (--parallel)" : "");
+}
+
+}  // namespace
+
+std::string format_memory_breakdown(const MemoryBreakdown& b) {
+  std::string s =
+      format_message("llama.cpp's buffers (n_ctx %lld, n_ubatch %lld, KV cache %s):\n", static_cast<long long>(b.n_ctx),
+                     static_cast<long long>(b.n_ubatch), b.kv_type.c_str());
+  s += format_message("%-12s %-10s %12s %12s %12s %12s %12s\n", "buffer", "memory", "model", "KV", "compute", "output",
+                      "total");
+  auto row = [](const MemoryBreakdown::Row& r) {
+    return format_message("%-12s %-10s %12s %12s %12s %12s %12s\n", r.name.c_str(), r.device.c_str(),
+                          format_bytes(r.model).c_str(), format_bytes(r.kv).c_str(), format_bytes(r.compute).c_str(),
+                          format_bytes(r.output).c_str(), format_bytes(r.total()).c_str());
+  };
+  MemoryBreakdown::Row sum{"total", ""};
+  for (const MemoryBreakdown::Row& r : b.rows()) {
+    s += row(r);
+    sum.model += r.model;
+    sum.kv += r.kv;
+    sum.compute += r.compute;
+    sum.output += r.output;
+  }
+  s += row(sum);
+  for (const LlamaBuffer& lb : b.buffers) {
+    if (lb.kind == LlamaBuffer::Kind::kKv && !lb.cache.empty()) {
+      s += format_message("KV %s cache in %s: %lld cells, %d layers\n", lb.cache.c_str(), lb.name.c_str(),
+                          static_cast<long long>(lb.cells), lb.layers);
+    }
+  }
+  s += format_message("graph nodes = %zu, graph splits = %d\n", b.graph_nodes, b.graph_splits);
+  return s + pipeline_line(b) + "\n";
+}
+
+std::string format_llama_log(const MemoryBreakdown& b) {
+  std::string s;
+  for (const LlamaBuffer& lb : b.buffers) {
+    if (lb.kind == LlamaBuffer::Kind::kModel) {
+      s += format_message("load_tensors: %12s model buffer size = %8.2f MiB\n", lb.name.c_str(), mib(lb.bytes));
+    }
+  }
+  for (const LlamaBuffer& lb : b.buffers) {
+    if (lb.kind == LlamaBuffer::Kind::kOutput) {
+      s += format_message("llama_context: %10s  output buffer size = %8.2f MiB\n", lb.name.c_str(), mib(lb.bytes));
+    }
+  }
+  // Per cache: its cells, its buffers, then its size line (llama_kv_cache's constructor); K and V are halves.
+  for (const char* cache : {"", "non-SWA", "SWA"}) {
+    size_t total = 0;
+    int layers = 0;
+    int64_t cells = 0;
+    for (const LlamaBuffer& lb : b.buffers) {
+      if (lb.kind != LlamaBuffer::Kind::kKv || lb.cache != cache) continue;
+      if (total == 0 && *cache != '\0') {
+        s += format_message("llama_kv_cache_iswa: creating %7s KV cache, size = %lld cells\n", cache,
+                            static_cast<long long>(lb.cells));
+      }
+      s += format_message("llama_kv_cache: %10s KV buffer size = %8.2f MiB\n", lb.name.c_str(), mib(lb.bytes));
+      total += lb.bytes;
+      layers += lb.layers;
+      cells = lb.cells;
+    }
+    if (total > 0) {
+      s += format_message(
+          "llama_kv_cache: size = %7.2f MiB (%6lld cells, %3d layers,  1/1 seqs), K (%s): %7.2f MiB, V (%s): %7.2f "
+          "MiB\n",
+          mib(total), static_cast<long long>(cells), layers, b.kv_type.c_str(), mib(total / 2), b.kv_type.c_str(),
+          mib(total / 2));
+    }
+  }
+  if (b.pipeline.on) s += "llama_context: pipeline parallelism enabled\n";
+  for (const LlamaBuffer& lb : b.buffers) {
+    if (lb.kind == LlamaBuffer::Kind::kCompute) {
+      s += format_message("sched_reserve: %10s compute buffer size = %8.2f MiB\n", lb.name.c_str(), mib(lb.bytes));
+    }
+  }
+  s += format_message("sched_reserve: graph nodes  = %zu\n", b.graph_nodes);
+  s += format_message("sched_reserve: graph splits = %d\n", b.graph_splits);
+  return s;
+}
+
+}  // namespace tessera::harness

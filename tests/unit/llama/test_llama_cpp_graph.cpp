@@ -1,0 +1,143 @@
+// llama.cpp's graph by build (llama/tessera/llama/llama_cpp_graph.h): the switches at the builds of the changes
+// that set them, and the node counts llama.cpp printed in users' logs (tests/fidelity/, each log's header cites it),
+// built here from the tiny presets with the logs' layer and expert counts (a node count depends on the layers, the
+// experts used, the architecture, flash attention and the build, not on the sizes). That the graphs compute the same
+// decoder step is test_qwen_oracle.cpp's and test_gpt_oss_oracle.cpp's LlamaCppGraph tests.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "tessera/models/llama.h"
+#include "tessera/llama/llama_cpp_graph.h"
+
+using namespace tessera;
+using namespace tessera::models;
+using tessera::harness::llama_cpp_graph;
+
+namespace {
+
+// Each switch flips at the first build of its change (llama_cpp_graph.cpp names the pull requests).
+TEST(LlamaCppGraph, SwitchesFlipAtTheBuildsOfTheirChanges) {
+  auto g = [](int b) { return llama_cpp_graph(b); };
+  EXPECT_FALSE(g(2539).out_ids_always);
+  EXPECT_TRUE(g(2540).out_ids_always);
+  EXPECT_TRUE(g(2571).v_store_reshape);
+  EXPECT_FALSE(g(2572).v_store_reshape);
+  EXPECT_FALSE(g(4918).v_store_reshape);
+  EXPECT_FALSE(g(4918).v_reshape_3d);
+  EXPECT_TRUE(g(4919).v_store_reshape);
+  EXPECT_TRUE(g(4919).v_reshape_3d);
+  EXPECT_FALSE(g(5428).kv_permutes);
+  EXPECT_TRUE(g(5429).kv_permutes);
+  EXPECT_TRUE(g(5775).split_glu);
+  EXPECT_FALSE(g(5776).split_glu);
+  EXPECT_FALSE(g(5816).k_write_reshape);
+  EXPECT_TRUE(g(5817).k_write_reshape);
+  EXPECT_TRUE(g(5836).qkv_cont);
+  EXPECT_FALSE(g(5837).qkv_cont);
+  EXPECT_TRUE(g(5837).fused_v_cont);
+  EXPECT_FALSE(g(5912).q_stream_view);
+  EXPECT_TRUE(g(5913).q_stream_view);
+  EXPECT_TRUE(g(6070).kv_cpy);
+  EXPECT_FALSE(g(6071).kv_cpy);
+  EXPECT_FALSE(g(6071).k_write_reshape);  // (a switch of the VIEW + CPY writes)
+  EXPECT_FALSE(g(6071).v_store_reshape);
+  EXPECT_FALSE(g(6194).fused_v_cont_3d);
+  EXPECT_TRUE(g(6195).fused_v_cont_3d);
+  EXPECT_TRUE(g(6409).fused_v_cont);
+  EXPECT_FALSE(g(6410).fused_v_cont);
+  EXPECT_FALSE(g(6410).fused_v_cont_3d);
+  // before the oldest build checked (2459): 2459's graph
+  const LlamaCppGraph old = g(1500);
+  EXPECT_EQ(old.build, 1500);
+  EXPECT_TRUE(old.v_store_reshape && old.kv_cpy && old.split_glu && old.qkv_cont && !old.out_ids_always);
+}
+
+struct PrintedCount {
+  const char* log;  // tests/fidelity/ (the source of the printed count)
+  const char* preset;
+  int n_layer;
+  int n_expert, n_expert_used;  // 0: the preset's
+  int build;
+  bool flash_attn;
+  size_t printed_nodes;
+};
+
+LlamaConfig config_of(const PrintedCount& p) {
+  LlamaConfig c = preset(p.preset).value();
+  c.n_layer = p.n_layer;
+  if (p.n_expert > 0) {
+    c.n_expert = p.n_expert;
+    c.n_expert_used = p.n_expert_used;
+  }
+  c.flash_attn = p.flash_attn;
+  c.llama_cpp = llama_cpp_graph(p.build);
+  return c;
+}
+
+// llama.cpp's "graph nodes = N" of the logs, reproduced by the graph of the log's build.
+TEST(LlamaCppGraph, NodeCountsAreThePrintedOnes) {
+  const PrintedCount cases[] = {
+      {"25-open-llama-7b-f16-v100-ci", "tiny", 32, 0, 0, 2459, false, 1060},
+      {"42-qwen2-0.5b-q5_k_m-riscv-cpu-fa", "tiny-qwen2", 24, 0, 0, 3673, true, 751},
+      {"23-qwen2.5-7b-ollama-cpu-only (ollama 0.4.0: b3862)", "tiny-qwen2", 28, 0, 0, 3862, false, 986},
+      {"24-llama3.1-8b-dolphin3-ollama-1gpu (b4419)", "tiny", 32, 0, 0, 4419, false, 1030},
+      {"45-phi3-mini-4k-q4_k_m-cpu (b4014-b4462)", "tiny-phi3", 32, 0, 0, 4400, false, 1286},
+      {"33-qwen3moe-235b-q6k-2gpu-fa-q8kv-ot", "tiny-qwen3moe", 94, 16, 8, 5271, true, 5741},
+      {"46-qwen3moe-30b-a3b-q4_k_m-3090ti-fa", "tiny-qwen3moe", 48, 16, 8, 5274, true, 2935},
+      {"47-qwen3moe-30b-a3b-q5_k_m-windows-cpu", "tiny-qwen3moe", 48, 16, 8, 5273, false, 3126},
+      {"34-qwen3moe-30b-a3b-q4km-2gpu-ot-exps-cpu", "tiny-qwen3moe", 48, 16, 8, 5622, false, 3222},
+      {"41-qwen3-0.6b-q8_0-cpu-lab-report", "tiny-qwen3", 28, 0, 0, 5605, false, 1126},
+      {"44-gpt-oss-20b-mxfp4-1gpu-ncpumoe-fa-iswa", "tiny-gpt-oss", 24, 8, 4, 6699, true, 1352},
+  };
+  for (const PrintedCount& p : cases) {
+    Result<LlamaGraph> m = build_llama(config_of(p));
+    ASSERT_TRUE(m.ok()) << p.log << ": " << m.status().to_string();
+    EXPECT_EQ(m.value().graph->n_nodes(), p.printed_nodes) << p.log << " (build " << p.build << ")";
+  }
+}
+
+// One layer of build 2459's llama graph, op by op, as llama.cpp's source of that build makes it (llm_build_kv_store,
+// llm_build_kqv, llm_build_ffn): Q, K and V projections, rope, K written by VIEW + CPY, V reshaped, transposed and
+// written by VIEW + CPY, the cache read by two VIEWs (V transposed: no copy), Q permuted, MUL_MAT, SOFT_MAX, MUL_MAT,
+// PERMUTE and one CONT; SILU + MUL in the FFN. Outside the layers: GET_ROWS, RMS_NORM + MUL, MUL_MAT.
+TEST(LlamaCppGraph, Build2459LayerOps) {
+  LlamaConfig c = preset("tiny").value();
+  c.n_layer = 3;
+  c.flash_attn = false;
+  c.llama_cpp = llama_cpp_graph(2459);
+  Result<LlamaGraph> m = build_llama(c);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  std::map<std::string, size_t> ops;
+  for (size_t i = 0; i < m.value().graph->n_nodes(); ++i) {
+    const Tensor* n = m.value().graph->node(i);
+    std::string name = op_name(n->op);
+    if (n->op == Op::kUnary) name += std::string("_") + unary_op_name(static_cast<UnaryOp>(n->op_params[0]));
+    ++ops[name];
+  }
+  const std::map<std::string, size_t> per_layer = {
+      {"RMS_NORM", 2},  {"MUL", 3},     {"MUL_MAT", 9},  {"RESHAPE", 3}, {"ROPE", 2},       {"VIEW", 4}, {"CPY", 2},
+      {"TRANSPOSE", 1}, {"PERMUTE", 2}, {"SOFT_MAX", 1}, {"CONT", 1},    {"UNARY_SILU", 1}, {"ADD", 2}};
+  std::map<std::string, size_t> want;
+  for (const auto& [op, n] : per_layer) want[op] = n * 3;
+  ++want["GET_ROWS"];
+  ++want["RMS_NORM"];
+  ++want["MUL"];
+  ++want["MUL_MAT"];
+  EXPECT_EQ(ops, want);
+}
+
+// Tessera's own graph is untouched by the switches (llama_cpp unset), and switches of no build (< 1) are refused.
+TEST(LlamaCppGraph, BuildZeroIsTesserasGraphAndNegativeIsRefused) {
+  LlamaConfig c = preset("tiny").value();
+  c.flash_attn = false;
+  const size_t own = build_llama(c).value().graph->n_nodes();
+  EXPECT_EQ(own, static_cast<size_t>(c.n_layer) * 32 + 4);  // 32 per layer (docs/compare-log.md)
+  c.llama_cpp = LlamaCppGraph{};                            // build 0
+  Result<LlamaGraph> bad = build_llama(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("llama_cpp.build"), std::string::npos) << bad.status().message();
+}
+
+}  // namespace

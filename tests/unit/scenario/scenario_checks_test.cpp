@@ -1,0 +1,79 @@
+// Scenario files check something, and find their topology files (issue 34): a scenario without expectations is an
+// error unless it says "expect": "nothing"; "topology" may name a file relative to the scenario file.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tessera/scenario/scenario.h"
+#include "unit/scenario/scenario_error_of.h"
+#include "tessera/builtin.h"
+#include "support/temp_dir.h"
+
+using namespace tessera;
+using namespace tessera::harness;
+using ::testing::HasSubstr;
+
+namespace {
+
+using tessera::harness::test::error_of;
+
+// A scenario checks something or says so: one without expectations (or with only the qualifiers of
+// outputs_match_reference) once passed without checking anything.
+TEST(SimScenarioParse, AScenarioWithoutExpectationsIsAnError) {
+  for (const char* expect : {"", R"(, "expect": {})", R"(, "expect": {"max_nmse": 0.1, "no_race": false})"}) {
+    SCOPED_TRACE(expect);
+    EXPECT_THAT(error_of(std::string(R"({"name": "x", "topology": "1gpu")") + expect + "}"),
+                HasSubstr("case.json: expect: the scenario checks nothing: give expectations"));
+  }
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "expect": "everything"})"),
+              HasSubstr("expect: expected an expectations object"));
+  auto s = parse_scenario(R"({"name": "x", "topology": "1gpu", "expect": "nothing"})", "case.json");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  const ScenarioOutcome out = run_scenario(s.value(), &builtin_registry());
+  EXPECT_TRUE(out.passed) << out.error;
+  EXPECT_TRUE(out.results.empty());
+}
+
+// "topology" names a preset or a file; a relative file name is relative to the scenario file's directory.
+TEST(SimScenarioParse, ATopologyFileIsFoundNextToTheScenario) {
+  const std::string dir = tessera::test::temp_dir() + "tessera-topology-near/";
+  std::filesystem::create_directories(dir + "rigs");
+  {
+    std::ofstream(dir + "rigs/small.json") << R"({"name": "small", "devices": [
+      {"name": "gpu9", "type": "gpu", "memory": "2 GiB"},
+      {"name": "cpu", "type": "cpu", "wraps": "CPU", "host_visible": true, "memory": "8 GiB"}]})";
+  }
+  auto s = parse_scenario(R"({"name": "x", "topology": "rigs/small.json", "expect": "nothing"})", dir + "s.json");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s.value().config.topology.name, "small");
+  EXPECT_EQ(s.value().config.topology.devices[0].name, "gpu9");
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "rigs/none.json", "expect": "nothing"})"),
+              HasSubstr("topology: rigs/none.json: cannot open the topology file"));
+}
+
+// "kv_cache" (issue 31: llama.cpp's KV buffer sizes per device) checks the KV cache bytes of each device exactly, and
+// counts as an expectation; a wrong value fails naming the device and both sizes.
+TEST(SimScenarioParse, KvCacheBytesPerDeviceAreChecked) {
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "expect": {"kv_cache": 5}})"),
+              HasSubstr("expect.kv_cache: expected an object"));
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "expect": {"kv_cache": {"gpu0": "lots"}}})"),
+              HasSubstr("expect.kv_cache.gpu0"));
+  // The tiny preset on one GPU: 2 layers of K and V, 2 KV heads x 16 values x 64 slots x 2 B (f16) = 4096 B each,
+  // all on gpu0: 16384 B.
+  for (const auto& [bytes, passes] : {std::pair{"16384 B", true}, {"16385 B", false}}) {
+    auto s = parse_scenario(std::string(R"({"name": "x", "topology": "1gpu", "model": {"preset": "tiny"},
+      "run": {"mode": "metadata-only"}, "expect": {"kv_cache": {"gpu0": ")") +
+                                bytes + R"("}}})",
+                            "case.json");
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    const ScenarioOutcome out = run_scenario(s.value(), &builtin_registry());
+    EXPECT_EQ(out.passed, passes) << bytes << ": " << out.error;
+    ASSERT_EQ(out.results.size(), 1u);
+    EXPECT_THAT(out.results[0].what, HasSubstr("kv cache on gpu0"));
+  }
+}
+
+}  // namespace
