@@ -18,29 +18,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;
   const std::string source = "fuzz.log";
   const std::string text(fuzz::as_text(data, size));
-  auto parsed = harness::parse_llama_log(text, source);
+  auto parsed = llama::parse_llama_log(text, source);
   if (!parsed.ok()) {
     const std::string message = parsed.status().to_string();
     FUZZ_CHECK(message.find(source + ":") != std::string::npos, "the error does not name the source: " + message);
     return 0;
   }
-  const harness::LlamaLog& log = *parsed;
+  const llama::LlamaLog& log = *parsed;
   FUZZ_CHECK(log.lines_used > 0, "an accepted log with no line used");
   FUZZ_CHECK(log.lines_used + log.lines_skipped + static_cast<int>(log.unused.size()) == log.lines,
              "lines used + skipped + unused != lines: " + std::to_string(log.lines_used) + " + " +
                  std::to_string(log.lines_skipped) + " + " + std::to_string(log.unused.size()) +
                  " != " + std::to_string(log.lines));
   int previous = 0;
-  for (const harness::LlamaLogLine& u : log.unused) {
+  for (const llama::LlamaLogLine& u : log.unused) {
     FUZZ_CHECK(u.line > previous && u.line <= log.lines, "unused line number out of order or range");
     FUZZ_CHECK(!u.text.empty(), "an empty line listed as unused");
     previous = u.line;
   }
-  for (const harness::LlamaLogBuffer& b : log.figures.buffers) {
+  for (const llama::LlamaLogBuffer& b : log.figures.buffers) {
     FUZZ_CHECK(std::isfinite(b.mib) && b.mib >= 0, "a buffer size not finite or negative");
     FUZZ_CHECK(b.line >= 1 && b.line <= log.lines && !b.device.empty() && !b.kind.empty(), "a malformed buffer");
   }
-  for (const harness::LlamaLogFailedAlloc& a : log.failed_allocs) {
+  for (const llama::LlamaLogFailedAlloc& a : log.failed_allocs) {
     FUZZ_CHECK(a.line >= 1 && a.line <= log.lines, "a failed allocation's line out of range");
     FUZZ_CHECK(!a.mib || (std::isfinite(*a.mib) && *a.mib >= 0), "a failed allocation size not finite");
   }
@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (c == '\n') crlf += '\r';
     crlf += c;
   }
-  auto again = harness::parse_llama_log(crlf, source);
+  auto again = llama::parse_llama_log(crlf, source);
   FUZZ_CHECK(again.ok(), "the CRLF text is not read: " + again.status().to_string());
   FUZZ_CHECK(again->figures.buffers.size() == log.figures.buffers.size(), "CRLF changes the buffers");
   for (size_t i = 0; i < log.figures.buffers.size(); ++i) {
@@ -81,15 +81,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (const auto& [key, value] : log.model.info) bounded = bounded && value.size() < 6;
   if (!bounded) return 0;
-  harness::LogPredictOptions options;
+  llama::LogPredictOptions options;
   options.real_devices = &builtin_registry();
-  auto predicted = harness::predict_log(log, options);
+  auto predicted = llama::predict_log(log, options);
   if (!predicted.ok()) {
     const std::string message = predicted.status().to_string();
     FUZZ_CHECK(message.find(source) != std::string::npos, "a prediction error does not name the source: " + message);
     return 0;
   }
-  for (const harness::LogFigure& f : predicted->figures) {
+  for (const llama::LogFigure& f : predicted->figures) {
     FUZZ_CHECK(!f.predicted || std::isfinite(*f.predicted), "a predicted figure is not finite");
     FUZZ_CHECK(f.predicted.has_value() || !f.missing.empty(), "a figure neither predicted nor saying what is missing");
   }

@@ -23,23 +23,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const std::string source = "fuzz-scenario.json";
-  auto parsed = harness::parse_scenario(text, source);
+  auto parsed = scenario::parse_scenario(text, source);
   if (!parsed.ok()) {
     const std::string message = parsed.status().to_string();
     FUZZ_CHECK(message.find(source) != std::string::npos, "the error does not name the source: " + message);
     return 0;
   }
-  const harness::Scenario& scenario = *parsed;
+  const scenario::Scenario& scenario = *parsed;
   FUZZ_CHECK(scenario.evaluations >= 1, "accepted evaluations < 1");
   // Metric expectations: each has a bound; "base" and ratios only in a comparison, ratios >= 0.
-  for (const harness::MetricExpect& m : scenario.expect.metrics) {
+  for (const scenario::MetricExpect& m : scenario.expect.metrics) {
     FUZZ_CHECK(!m.bounds.empty(), "accepted a metric expectation without a bound: " + m.path);
-    for (const harness::MetricBound& b : m.bounds) {
+    for (const scenario::MetricBound& b : m.bounds) {
       FUZZ_CHECK(!b.base && b.ratio < 0, "accepted \"base\" or a ratio outside \"compare\": " + m.path);
     }
   }
   if (scenario.compare) {
-    for (const harness::MetricExpect& m : scenario.compare->expect) {
+    for (const scenario::MetricExpect& m : scenario.compare->expect) {
       FUZZ_CHECK(!m.bounds.empty(), "accepted a comparison without a bound: " + m.path);
     }
   }

@@ -5,7 +5,9 @@
 #include "tessera/gguf.h"
 #include "tessera/llama/extra_models.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
+
+using namespace tessera::harness;
 
 namespace {
 
@@ -79,4 +81,4 @@ size_t mmproj_compute_estimate(const MmprojModel& m, bool flash_attn) {
   return bytes;
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -6,7 +6,9 @@
 #include "tessera/gguf.h"
 #include "tessera/models/from_gguf.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
+
+using namespace tessera::harness;
 
 using sim::DeviceConfig;
 using sim::format_bytes;
@@ -261,4 +263,4 @@ void reserve_extra_models(const std::vector<ExtraDeviceMemory>& extra, sim::Topo
   }
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

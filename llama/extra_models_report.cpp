@@ -1,7 +1,9 @@
 // The report of the extra models (see tessera/llama/extra_models.h, format_extra_models).
 #include "tessera/llama/extra_models.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
+
+using namespace tessera::harness;
 
 using sim::format_bytes;
 
@@ -58,4 +60,4 @@ std::string format_extra_models(const ExtraModelsPlacement& p, bool llama_log) {
   return s;
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -5,7 +5,9 @@
 #include "tessera/llama/extra_models.h"
 #include "tessera/models/from_gguf.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
+
+using namespace tessera::harness;
 
 namespace {
 
@@ -115,4 +117,4 @@ Status check_extra_models(const ExtraModels& e) {
   return Status::Ok();
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

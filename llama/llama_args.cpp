@@ -3,7 +3,7 @@
 
 #include <utility>
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 namespace {
 
@@ -39,4 +39,4 @@ std::vector<std::string> llama_argv(int argc, char** argv) {
   return out;
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 namespace {
 
@@ -41,4 +41,4 @@ models::LlamaCppGraph llama_cpp_graph(int build) {
   return g;
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -14,7 +14,9 @@
   if (!FIT_CAT(fit_r_, __LINE__).ok()) return FIT_CAT(fit_r_, __LINE__).status(); \
   lhs = std::move(FIT_CAT(fit_r_, __LINE__)).value()
 
-namespace tessera::harness {
+namespace tessera::llama {
+
+using namespace tessera::harness;
 
 namespace {
 
@@ -410,4 +412,4 @@ Result<FitResult> llama_fit(const FitProblem& p, const FitMeasure& measure) {
   return fit.run();
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -7,7 +7,9 @@
 #include "tessera/registry.h"
 #include "tessera/sim/simulator.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
+
+using namespace tessera::harness;
 
 namespace {
 
@@ -137,4 +139,4 @@ FitMeasure session_fit_measure(const SessionConfig& base, const SessionFitInputs
   };
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -8,7 +8,7 @@
 
 #include "llama_log_scan.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 using namespace llama_log_scan;
 
@@ -213,4 +213,4 @@ Result<LlamaLog> read_llama_log_file(const std::string& path) {
   return parse_llama_log(ss.str(), path);
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

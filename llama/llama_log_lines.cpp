@@ -4,7 +4,7 @@
 
 #include "llama_log_scan.h"
 
-namespace tessera::harness::llama_log_scan {
+namespace tessera::llama::llama_log_scan {
 
 namespace {
 
@@ -566,4 +566,4 @@ void Reader::finish() {
   text(m.file_size, "file size", "model size");
 }
 
-}  // namespace tessera::harness::llama_log_scan
+}  // namespace tessera::llama::llama_log_scan

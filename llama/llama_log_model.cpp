@@ -9,7 +9,7 @@
 #include "tessera/gguf.h"
 #include "tessera/models/fixtures.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 namespace {
 
@@ -285,4 +285,4 @@ Result<models::LlamaConfig> model_from_log_metadata(const LlamaLog& log, const m
   return c;
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

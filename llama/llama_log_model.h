@@ -9,7 +9,7 @@
 #include "tessera/models/from_gguf.h"
 #include "tessera/models/llama.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 // The model of the log's metadata: the hyperparameters from the `llama_model_loader: - kv` lines (or print_info's
 // n_layer, n_embd, ...) read as a GGUF file's keys by models::llama_config_from_gguf, the tensors of the
@@ -21,4 +21,4 @@ namespace tessera::harness {
 Result<models::LlamaConfig> model_from_log_metadata(const LlamaLog& log, const models::GgufRunShape& run,
                                                     std::vector<std::string>* notes);
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -17,7 +17,9 @@
 #include "tessera/harness/topology/topology.h"
 #include "tessera/models/from_gguf.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
+
+using namespace tessera::harness;
 
 namespace {
 
@@ -635,4 +637,4 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   return out;
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

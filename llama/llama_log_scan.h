@@ -10,7 +10,7 @@
 
 #include "tessera/llama/llama_log.h"
 
-namespace tessera::harness::llama_log_scan {
+namespace tessera::llama::llama_log_scan {
 
 inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
 inline bool is_ident(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
@@ -110,4 +110,4 @@ class Reader {
   int last_alloc_line_ = 0;  // the line of the last "allocating X MiB on device N" record
 };
 
-}  // namespace tessera::harness::llama_log_scan
+}  // namespace tessera::llama::llama_log_scan

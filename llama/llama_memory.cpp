@@ -10,7 +10,9 @@
 #include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/models/fixtures.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
+
+using namespace tessera::harness;
 
 using sim::DeviceConfig;
 using sim::format_bytes;
@@ -404,4 +406,4 @@ std::string format_llama_log(const MemoryBreakdown& b) {
   return s;
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 namespace {
 
@@ -87,4 +87,4 @@ Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a) {
   return r;
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -19,7 +19,10 @@
 #include "tessera/models/fixtures.h"
 #include "tessera/models/from_gguf.h"
 
-namespace tessera::harness {
+namespace tessera::scenario {
+
+using namespace tessera::harness;
+using namespace tessera::llama;
 
 using namespace tessera::sim;
 
@@ -550,4 +553,4 @@ ScenarioOutcome run_scenario(const Scenario& sc, const Registry* real_devices) {
   return out;
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::scenario

@@ -9,7 +9,10 @@
 #include "placement/policy_json.h"
 #include "tessera/tensor.h"
 
-namespace tessera::harness {
+namespace tessera::scenario {
+
+using namespace tessera::harness;
+using namespace tessera::llama;
 
 using namespace json_read;
 
@@ -322,4 +325,4 @@ void check_comparison(const Scenario& sc, Session* base, const Registry* real_de
   }
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::scenario

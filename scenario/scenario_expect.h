@@ -9,7 +9,10 @@
 #include "common/json_read.h"
 #include "tessera/scenario/scenario.h"
 
-namespace tessera::harness {
+namespace tessera::scenario {
+
+using namespace tessera::harness;
+using namespace tessera::llama;
 
 // "expect.metrics" (`comparison` false) or "compare.expect" (true: bounds may also be "base" or a ratio): a list of
 // metric expectations. Errors name the element and the key.
@@ -24,4 +27,4 @@ void check_metrics(Session& session, const std::vector<MetricExpect>& expects, s
 void check_comparison(const Scenario& sc, Session* base, const Registry* real_devices,
                       std::vector<ExpectationResult>* out);
 
-}  // namespace tessera::harness
+}  // namespace tessera::scenario

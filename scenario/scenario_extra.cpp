@@ -3,7 +3,10 @@
 
 #include "tessera/llama/extra_models.h"
 
-namespace tessera::harness {
+namespace tessera::scenario {
+
+using namespace tessera::harness;
+using namespace tessera::llama;
 
 using namespace json_read;
 
@@ -106,4 +109,4 @@ void check_extra_expect(Session& s, const ExtraModels& extra, const Expectations
   }
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::scenario

@@ -9,7 +9,10 @@
 #include "common/json_read.h"
 #include "tessera/scenario/scenario.h"
 
-namespace tessera::harness {
+namespace tessera::scenario {
+
+using namespace tessera::harness;
+using namespace tessera::llama;
 
 // Reads "draft" and "mmproj" of the scenario's root into scenario->extra (files relative to the scenario's directory,
 // read and checked here; -devd names checked against scenario->config.topology). Throws ParseProblem naming the key.
@@ -21,4 +24,4 @@ void parse_extra_expect(const json_read::json& v, const std::string& path, Expec
 void check_extra_expect(Session& s, const ExtraModels& extra, const Expectations& e, const Registry* real_devices,
                         const std::function<void(std::string what, bool ok, std::string detail)>& check);
 
-}  // namespace tessera::harness
+}  // namespace tessera::scenario

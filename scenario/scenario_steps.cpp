@@ -1,7 +1,9 @@
 // The scenario keys of run lifecycles (see scenario_steps.h, docs/scenarios.md).
 #include "scenario_steps.h"
 
-namespace tessera::harness {
+namespace tessera::scenario {
+
+using namespace tessera::harness;
 
 using namespace json_read;
 
@@ -57,4 +59,4 @@ bool read_inputs_kind(const json& v, const std::string& path) {
   fail(path, "expected \"fixed\" or \"per_evaluation\", got " + quote(k));
 }
 
-}  // namespace tessera::harness
+}  // namespace tessera::scenario

@@ -8,7 +8,9 @@
 #include "common/json_read.h"
 #include "tessera/harness/session/session.h"
 
-namespace tessera::harness {
+namespace tessera::scenario {
+
+using namespace tessera::harness;
 
 // "run.steps": a list of 1 to 1000 steps, each "reserve", "alloc", "compute", "synchronize", "reset", the first
 // three with "-next", or {"step": NAME, "fails": true | "TEXT"} for a step that must fail (with an error containing
@@ -18,4 +20,4 @@ std::vector<Session::StepSpec> read_steps(const json_read::json& v, const std::s
 // "run.inputs": "fixed" (false) or "per_evaluation" (true).
 bool read_inputs_kind(const json_read::json& v, const std::string& path);
 
-}  // namespace tessera::harness
+}  // namespace tessera::scenario

@@ -19,6 +19,7 @@
 using namespace tessera;
 using namespace tessera::sim;
 using namespace tessera::harness;
+using namespace tessera::scenario;
 
 namespace {
 

@@ -21,7 +21,7 @@ namespace tessera::tool {
 // order (the first matching override wins).
 void add_policy_options(CLI::App* app, std::vector<std::pair<std::string, std::string>>* given);
 
-using harness::LlamaRunArgs;
+using llama::LlamaRunArgs;
 void add_llama_run_options(CLI::App* app, LlamaRunArgs* a);
 
 }  // namespace tessera::tool

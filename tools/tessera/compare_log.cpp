@@ -12,6 +12,7 @@
 namespace tessera::tool {
 
 using namespace tessera::harness;
+using namespace tessera::llama;
 
 namespace {
 

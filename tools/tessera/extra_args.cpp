@@ -10,6 +10,7 @@
 namespace tessera::tool {
 
 using namespace tessera::harness;
+using namespace tessera::llama;
 
 void add_extra_model_options(CLI::App* app, ExtraModelArgs* a) {
   app->add_option("--draft,--model-draft", a->draft,

@@ -16,6 +16,7 @@
 namespace tessera::tool {
 
 using namespace tessera::harness;
+using namespace tessera::llama;
 
 namespace {
 

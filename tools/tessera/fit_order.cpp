@@ -13,6 +13,7 @@
 namespace tessera::tool {
 
 using namespace tessera::harness;
+using namespace tessera::llama;
 
 int cmd_fit_fill_in_order(SessionConfig base, const std::vector<int64_t>& fit_target, bool json) {
   constexpr int kOk = 0, kExpectationFailed = 1, kInputError = 2;

@@ -8,6 +8,8 @@
 namespace tessera::tool {
 
 using namespace tessera::harness;
+using namespace tessera::llama;
+using namespace tessera::scenario;
 using namespace tessera::sim;
 
 std::string headline(const Session& s) {

@@ -24,9 +24,9 @@ std::string workload_name(const harness::SessionConfig& c);
 // llama.cpp's buffers (tessera/llama/llama_memory.h): the table, or with llama_log llama.cpp's log lines, and a blank
 // line;
 // "" for a serialized graph.
-std::string memory_breakdown_text(harness::Session& s, const harness::LlamaContextParams& params, bool llama_log);
+std::string memory_breakdown_text(harness::Session& s, const llama::LlamaContextParams& params, bool llama_log);
 // The same as the --json key "llama_memory" (null for a serialized graph).
-ojson llama_memory_json(harness::Session& s, const harness::LlamaContextParams& params);
+ojson llama_memory_json(harness::Session& s, const llama::LlamaContextParams& params);
 // The --explain tensors as records: name, op, backend, cause, split, whether it is a scheduler copy, and the
 // backends it is copied to as a split input.
 ojson explained_json(harness::Session& s, const std::vector<std::string>& names);
@@ -45,14 +45,14 @@ ojson splits_json(harness::Session& s);  // per split: what the text split table
 // (kJsonFormatVersion; raised when a key changes meaning or goes away, not when one is added).
 constexpr int kJsonFormatVersion = 1;
 ojson plan_json(harness::Session& s, const std::vector<std::string>& explain, const harness::SplitCauseSummary& causes,
-                const harness::LlamaContextParams& params);
+                const llama::LlamaContextParams& params);
 // The plan's split causes (key "split_causes"): the split count and, per cause, its name, description, split count,
 // top layers and ops, and the option with the split count of the plan made again with it.
 ojson split_causes_json(const harness::SplitCauseSummary& summary);
 ojson run_json(harness::Session& s, const harness::RunStats& st, const sim::TraceSummary& sum, bool numerics_ok,
-               const harness::LlamaContextParams& params, const std::vector<std::string>& explain);
+               const llama::LlamaContextParams& params, const std::vector<std::string>& explain);
 ojson fit_json(harness::Session& s, const std::vector<int>& layers_per_device, int cpu_layers);
-ojson repro_scenario_json(const std::string& name, const std::string& file, const harness::ScenarioOutcome& out);
+ojson repro_scenario_json(const std::string& name, const std::string& file, const scenario::ScenarioOutcome& out);
 // The scenarios' objects (repro_scenario_json) and the counts of the "N passed, M failed" line.
 ojson repro_json(const ojson& scenarios, int passed, int failed, int not_run);
 ojson topologies_json();

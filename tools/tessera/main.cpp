@@ -38,6 +38,8 @@
 using namespace tessera;
 using namespace tessera::sim;
 using namespace tessera::harness;
+using namespace tessera::scenario;
+using namespace tessera::llama;
 using ojson = nlohmann::ordered_json;
 using tessera::tool::headline;
 using tessera::tool::Progress;
@@ -91,7 +93,7 @@ void add_common(CLI::App* app, Options* o) {
   app->add_option("--llama-build", o->llama_build,
                   "a GGUF model in plan, dot, fit: the graph of this llama.cpp build (its ops and node count; "
                   "default: the newest checked, " +
-                      std::to_string(harness::kLlamaCppNewestBuild) + "; docs/compare-log.md)")
+                      std::to_string(llama::kLlamaCppNewestBuild) + "; docs/compare-log.md)")
       ->check(CLI::Range(1, 1000000));
   app->add_flag("--json", o->json, "machine-readable output");
   app->add_flag("--llama-log", o->llama_log,
@@ -165,7 +167,7 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
     // llama.cpp's model: the graph of its build (the newest checked unless --llama-build) and ggml-alloc's rules
     // (online packing, inputs freed after their last use), as compare-log predicts llama.cpp's figures
     // (docs/compare-log.md)
-    use_llama_cpp_rules(c, o.llama_build > 0 ? o.llama_build : harness::kLlamaCppNewestBuild,
+    use_llama_cpp_rules(c, o.llama_build > 0 ? o.llama_build : llama::kLlamaCppNewestBuild,
                         llama_context_params(shape.value()));
   }
   return c;
@@ -516,7 +518,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   try {
     // llama.cpp's single-dash names (-ngl, -ts, -ot, ...) as their double-dash names; CLI11 takes the rest reversed.
-    std::vector<std::string> args = tessera::harness::llama_argv(argc, argv);
+    std::vector<std::string> args = tessera::llama::llama_argv(argc, argv);
     args.erase(args.begin());
     std::reverse(args.begin(), args.end());
     app.parse(args);

@@ -19,7 +19,7 @@ struct CompareLogArgs {
   std::string model;      // -m FILE.gguf
   int64_t n_seq_max = 0;  // -np / --parallel: the sequences, when the log does not print them
   bool json = false;
-  harness::LogTolerance tolerance;
+  llama::LogTolerance tolerance;
 };
 // Adds `compare-log LOG [--json]` to the app; the returned subcommand is parsed into `args`.
 CLI::App* add_compare_log(CLI::App& app, CompareLogArgs& args);
@@ -27,10 +27,9 @@ int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices);
 
 // The record and the comparison as text and as the `tessera-compare-log` JSON object (docs/json.md,
 // docs/json/compare-log.schema.json).
-std::string compare_log_text(const harness::LlamaLog& log, const harness::LogPrediction& p,
-                             const harness::LogTolerance& t);
-nlohmann::ordered_json compare_log_json(const harness::LlamaLog& log, const harness::LogPrediction& p,
-                                        const harness::LogTolerance& t);
+std::string compare_log_text(const llama::LlamaLog& log, const llama::LogPrediction& p, const llama::LogTolerance& t);
+nlohmann::ordered_json compare_log_json(const llama::LlamaLog& log, const llama::LogPrediction& p,
+                                        const llama::LogTolerance& t);
 
 struct FitArgs {
   bool strict = false;         // --strict: check the given options
@@ -44,8 +43,8 @@ void add_fit_options(CLI::App* fit, FitArgs* args);
 // options (--draft, --mmproj), reserved on the devices first; `in`: what the user set of the
 // context and the placement (SessionFitInputs' n_ctx_train, n_ctx_min and fit_target are filled here); `model_path`:
 // the GGUF file, "" for a preset.
-int cmd_fit(const FitArgs& args, const Result<harness::SessionConfig>& base, const harness::ExtraModels& extra,
-            harness::SessionFitInputs in, const std::string& model_path, bool json);
+int cmd_fit(const FitArgs& args, const Result<harness::SessionConfig>& base, const llama::ExtraModels& extra,
+            llama::SessionFitInputs in, const std::string& model_path, bool json);
 // --fill-in-order: the largest layer offload per GPU, GPUs in order; `fit_target` in bytes (empty: the topology's
 // fit_margin).
 int cmd_fit_fill_in_order(harness::SessionConfig base, const std::vector<int64_t>& fit_target, bool json);

@@ -17,7 +17,7 @@
 #include "tessera/llama/llama_memory.h"
 #include "tessera/harness/session/session.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 // A projector read from its GGUF header: its tensors' bytes and the vision hyperparameters of its compute estimate.
 struct MmprojModel {
@@ -55,7 +55,7 @@ struct ExtraDeviceMemory {
 };
 
 struct ExtraModelsPlacement {
-  std::unique_ptr<Session> draft;                // the draft's planned session (metadata-only), or null
+  std::unique_ptr<harness::Session> draft;       // the draft's planned session (metadata-only), or null
   std::optional<MemoryBreakdown> draft_buffers;  // llama.cpp's buffers of the draft
   std::string draft_path;
   struct Mmproj {
@@ -78,14 +78,14 @@ struct ExtraModelsPlacement {
 // device's reservation: a unified pool counts it once), then the projector on its device. An extra model that does
 // not fit is an overflow of the result, not an error. Errors (kInvalidArgument, naming the file, flag or key): an
 // unreadable or unsupported file, an unknown -devd device, a draft that does not fit even on an empty machine.
-Result<ExtraModelsPlacement> place_extra_models(Session& main, const ExtraModels& extra,
+Result<ExtraModelsPlacement> place_extra_models(harness::Session& main, const ExtraModels& extra,
                                                 const LlamaContextParams& params, const Registry* real_devices);
 
 // For `tessera fit`: the extra models' memory per device (ExtraDeviceMemory::main is 0), each placed on the empty
 // topology of `main_config` (a -devd split by free memory is then by each GPU's whole memory). Fit subtracts it by
 // planning the main model on a topology passed through reserve_extra_models. Errors: as place_extra_models.
-Result<std::vector<ExtraDeviceMemory>> extra_models_alone(const SessionConfig& main_config, const ExtraModels& extra,
-                                                          const Registry* real_devices);
+Result<std::vector<ExtraDeviceMemory>> extra_models_alone(const harness::SessionConfig& main_config,
+                                                          const ExtraModels& extra, const Registry* real_devices);
 // Adds each device's extra() bytes to its `reserved` memory in `topology` (matched by name).
 void reserve_extra_models(const std::vector<ExtraDeviceMemory>& extra, sim::TopologyConfig* topology);
 
@@ -94,4 +94,4 @@ void reserve_extra_models(const std::vector<ExtraDeviceMemory>& extra, sim::Topo
 // projector and total per device against what each can allocate, and the overflows.
 std::string format_extra_models(const ExtraModelsPlacement& p, bool llama_log);
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -13,7 +13,7 @@
 #include "tessera/status.h"
 #include "tessera/types.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 // llama.cpp's draft options (common/arg.cpp): -md / --model-draft (Tessera also takes --draft FILE.gguf),
 // -ngld / --gpu-layers-draft, -devd / --device-draft, -cd / --ctx-size-draft, -ctkd / --cache-type-k-draft.
@@ -59,4 +59,4 @@ Result<ExtraModels> resolve_extra_models(const ExtraModelArgs& a, const sim::Top
 // a clip GGUF (read_mmproj). Errors name the option (--draft, --mmproj) and the file.
 Status check_extra_models(const ExtraModels& e);
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 // The arguments with llama.cpp's single-dash long names ("-ngl") rewritten to their double-dash names
 // ("--n-gpu-layers"); everything else as given. -np is --n-parallel: tessera's --parallel is the scheduler's pipeline
 // parallelism (the "parallel" policy key).
 std::vector<std::string> llama_argv(int argc, char** argv);
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -10,7 +10,7 @@
 
 #include "tessera/models/llama_cpp_graph.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 // The builds a log without a build line is given: one in llama.cpp's older log format (llm_load_print_meta:, before
 // build 4463; every build from 2572 to 4918 makes the same graph) and one in today's (the newest build checked).
@@ -21,4 +21,4 @@ constexpr int kLlamaCppNewestBuild = 6699;
 // ones also shifted K inside the reserved graph (before PR #5691), which is not modelled.
 models::LlamaCppGraph llama_cpp_graph(int build);
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -29,7 +29,7 @@ namespace tessera {
 class Registry;
 }  // namespace tessera
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 // What stays on the GPU of a device's first partial layer (llama.cpp's common_layer_fraction_t); the rest of the
 // layer's FFN overflows.
@@ -116,20 +116,21 @@ struct SessionFitInputs {
 // The problem of a session config (model without a serialized graph): the GPUs (every device but the CPU), their
 // free memory as the simulator reports it before anything is placed, their margins. Errors: a serialized graph, a
 // --fit-target list whose length is neither 1 nor the number of GPUs, an invalid topology.
-Result<FitProblem> session_fit_problem(const SessionConfig& base, const SessionFitInputs& in, const Registry* real);
+Result<FitProblem> session_fit_problem(const harness::SessionConfig& base, const SessionFitInputs& in,
+                                       const Registry* real);
 
 // The session config of a fit setting: the context (and llama.cpp's n_ubatch for it), -ngl, -ts and -ot as fit sets
 // them (the user's own placement when setting.placed is false). With `unbounded`, every device's memory is raised by
 // 1 PiB, so that a placement larger than the device plans and is measured (llama.cpp measures with no_alloc), the
 // default -ts split kept at the real free memory.
-Result<SessionConfig> fit_session_config(const SessionConfig& base, const SessionFitInputs& in,
-                                         const FitProblem& problem, const FitSetting& setting, bool unbounded);
+Result<harness::SessionConfig> fit_session_config(const harness::SessionConfig& base, const SessionFitInputs& in,
+                                                  const FitProblem& problem, const FitSetting& setting, bool unbounded);
 
 // Per GPU (FitProblem::gpus order): model, and model + KV + compute bytes of llama.cpp's buffers (llama_memory.h).
-std::vector<FitUse> fit_use_of(Session& s, const FitProblem& problem, const LlamaContextParams& params);
+std::vector<FitUse> fit_use_of(harness::Session& s, const FitProblem& problem, const LlamaContextParams& params);
 
 // The measuring function of a session config: each setting is planned (metadata-only) on the unbounded topology.
-FitMeasure session_fit_measure(const SessionConfig& base, const SessionFitInputs& in, const FitProblem& problem,
-                               const Registry* real);
+FitMeasure session_fit_measure(const harness::SessionConfig& base, const SessionFitInputs& in,
+                               const FitProblem& problem, const Registry* real);
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

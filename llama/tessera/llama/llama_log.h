@@ -15,7 +15,7 @@
 
 #include "tessera/status.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 // An integer the log printed, with the (1-based) line it came from.
 struct LogInt {
@@ -153,4 +153,4 @@ std::string clean_log_line(std::string_view raw);
 
 // The predictions of these figures: tessera/llama/llama_log_predict.h.
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

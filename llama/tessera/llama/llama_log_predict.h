@@ -15,7 +15,7 @@
 #include "tessera/registry.h"
 #include "tessera/status.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 struct LogPredictOptions {
   std::string model_file;  // -m FILE.gguf: the model's tensors from the file (else the printed metadata)
@@ -64,4 +64,4 @@ double tolerance_of(const LogFigure& f, const LogTolerance& t);
 // Whether a predicted figure is within its tolerance (a figure not predicted is neither within nor off).
 bool within_tolerance(const LogFigure& f, const LogTolerance& t);
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

@@ -13,7 +13,7 @@
 #include "tessera/llama/llama_run.h"
 #include "tessera/harness/session/session.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 // What llama.cpp's buffers depend on beyond the model, the placement and the graph: -b and -ub (llama.cpp's defaults
 // 2048 and 512; the graph's batch is the model's n_tokens, which --tokens, -b or -ub set) and --swa-full.
@@ -42,7 +42,7 @@ int64_t llama_kv_cells(const models::LlamaConfig& m, int il, const LlamaContextP
 // Plans c's model as llama.cpp plans it: the graph of llama.cpp build `build` (models/tessera/models/
 // llama_cpp_graph.h), ggml-alloc's rules (online packing, graph inputs freed after their last use) and an iSWA model's
 // own smaller sliding-window cache (llama_kv_cells; unless p.swa_full). compare-log and the tool's GGUF plans use it.
-void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& p);
+void use_llama_cpp_rules(harness::SessionConfig& c, int build, const LlamaContextParams& p);
 
 // One buffer llama.cpp allocates.
 struct LlamaBuffer {
@@ -68,7 +68,7 @@ struct PipelineDecision {
   int n_copies = 1;
   std::string reason;  // why not ("one GPU", "layers on the CPU", ...) or "" when on
 };
-PipelineDecision llama_pipeline_parallel(Session& s);
+PipelineDecision llama_pipeline_parallel(harness::Session& s);
 
 struct MemoryBreakdown {
   std::vector<LlamaBuffer> buffers;  // in llama.cpp's log order: model, KV, output, compute
@@ -90,7 +90,7 @@ struct MemoryBreakdown {
 
 // The breakdown of a planned model session. Errors: a session of a serialized graph (no llama.cpp model), one not
 // planned yet.
-Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextParams& params = {});
+Result<MemoryBreakdown> llama_memory_breakdown(harness::Session& s, const LlamaContextParams& params = {});
 
 // The table `tessera plan` prints: one row per buffer, then graph nodes, graph splits and pipeline parallelism.
 std::string format_memory_breakdown(const MemoryBreakdown& b);
@@ -98,4 +98,4 @@ std::string format_memory_breakdown(const MemoryBreakdown& b);
 // ... output buffer size / compute buffer size, graph nodes, graph splits), in llama.cpp's formats.
 std::string format_llama_log(const MemoryBreakdown& b);
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

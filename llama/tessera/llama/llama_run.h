@@ -11,7 +11,7 @@
 #include "tessera/status.h"
 #include "tessera/types.h"
 
-namespace tessera::harness {
+namespace tessera::llama {
 
 struct LlamaRunArgs {
   std::optional<int64_t> ctx_size, batch, ubatch;  // -c, -b, -ub
@@ -40,4 +40,4 @@ struct LlamaRunShape {
 // size.
 Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a);
 
-}  // namespace tessera::harness
+}  // namespace tessera::llama

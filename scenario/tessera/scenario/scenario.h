@@ -13,7 +13,7 @@
 #include "tessera/harness/session/session.h"
 #include "tessera/status.h"
 
-namespace tessera::harness {
+namespace tessera::scenario {
 
 struct Expectations {
   // "scheduling": "ok" (plan and run succeed) or "error" (they fail; error_contains then names a part of the message).
@@ -61,10 +61,11 @@ struct Scenario {
   std::string name;
   std::string description;
   std::string source;  // file name
-  SessionConfig config;
-  ExtraModels extra;  // "draft" and "mmproj": placed beside the planned model when an expectation is on them
+  harness::SessionConfig config;
+  llama::ExtraModels extra;  // "draft" and "mmproj": placed beside the planned model when an expectation is on them
   int evaluations = 1;
-  std::vector<Session::StepSpec> steps;  // "run.steps": when present, Session::run_steps instead of `evaluations`
+  std::vector<harness::Session::StepSpec>
+      steps;      // "run.steps": when present, Session::run_steps instead of `evaluations`
   int seeds = 1;  // run with simulator seeds seed, seed + 1, ..., seed + seeds - 1; every run must pass
   Expectations expect;
   std::optional<Comparison> compare;  // "compare": a second run with other policy keys, checked against this one
@@ -92,4 +93,4 @@ struct ScenarioOutcome {
 // `real_devices`: as for Session::create.
 ScenarioOutcome run_scenario(const Scenario& scenario, const Registry* real_devices);
 
-}  // namespace tessera::harness
+}  // namespace tessera::scenario

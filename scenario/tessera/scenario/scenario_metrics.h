@@ -8,7 +8,7 @@
 
 #include "tessera/harness/placement/policy.h"
 
-namespace tessera::harness {
+namespace tessera::scenario {
 
 // One bound of a metric expectation: the measured value (of the variant, in a comparison) against a number in the
 // metric's unit (microseconds, bytes or a count), the base run's value ("base") or a multiple of it (the ratios).
@@ -32,9 +32,9 @@ struct MetricExpect {
 // "compare": the scenario is run a second time with the policy keys of "with" applied over its own policy (the
 // variant), and each expectation compares a metric of the variant with the same metric of the base run.
 struct Comparison {
-  PlacementPolicy policy;  // the variant's policy
-  std::string with;        // the "with" object as written, for the results
+  harness::PlacementPolicy policy;  // the variant's policy
+  std::string with;                 // the "with" object as written, for the results
   std::vector<MetricExpect> expect;
 };
 
-}  // namespace tessera::harness
+}  // namespace tessera::scenario

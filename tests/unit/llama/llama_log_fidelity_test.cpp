@@ -11,7 +11,7 @@
 #include "tessera/llama/llama_log.h"
 
 using namespace tessera;
-using namespace tessera::harness;
+using namespace tessera::llama;
 
 namespace {
 

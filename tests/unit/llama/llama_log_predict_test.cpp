@@ -20,7 +20,7 @@
 #include "tessera/llama/llama_log_predict.h"
 
 using namespace tessera;
-using namespace tessera::harness;
+using namespace tessera::llama;
 
 namespace {
 

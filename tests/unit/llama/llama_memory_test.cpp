@@ -18,6 +18,7 @@ using namespace tessera;
 using namespace tessera::sim;
 using namespace tessera::sim::testing;
 using namespace tessera::harness;
+using namespace tessera::llama;
 using ::testing::HasSubstr;
 
 namespace {

@@ -19,6 +19,8 @@ using namespace tessera;
 using namespace tessera::sim;
 using namespace tessera::sim::testing;
 using namespace tessera::harness;
+using namespace tessera::scenario;
+using namespace tessera::llama;
 using ::testing::HasSubstr;
 
 namespace {

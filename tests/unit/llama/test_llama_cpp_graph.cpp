@@ -13,7 +13,7 @@
 
 using namespace tessera;
 using namespace tessera::models;
-using tessera::harness::llama_cpp_graph;
+using tessera::llama::llama_cpp_graph;
 
 namespace {
 

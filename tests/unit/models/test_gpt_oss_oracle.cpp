@@ -273,7 +273,7 @@ TEST(GptOssOracle, LlamaCppGraphsEqualTheOracles) {
     for (bool fa : {true, false}) {
       LlamaConfig c = preset("tiny-gpt-oss").value();
       c.flash_attn = fa;
-      c.llama_cpp = harness::llama_cpp_graph(build);
+      c.llama_cpp = llama::llama_cpp_graph(build);
       EXPECT_LT(nmse_against_oracle(c, 7), 1e-8) << (fa ? "flash" : "matmul/softmax") << " build " << build;
       c.n_outputs = 3;
       EXPECT_LT(nmse_against_oracle(c, 8), 1e-8) << (fa ? "flash" : "matmul/softmax") << " build " << build;

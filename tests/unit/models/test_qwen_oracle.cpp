@@ -312,7 +312,7 @@ TEST_P(LlamaCppGraphOracle, LogitsEqualTheOraclesInEveryEra) {
     for (bool fa : {true, false}) {
       LlamaConfig c = preset(GetParam()).value();
       c.flash_attn = fa;
-      c.llama_cpp = harness::llama_cpp_graph(build);
+      c.llama_cpp = llama::llama_cpp_graph(build);
       compare_with_oracle(c, 17);
       c.n_outputs = 3;  // only the last rows
       compare_with_oracle(c, 18);

@@ -21,6 +21,7 @@
 
 using namespace tessera;
 using namespace tessera::harness;
+using namespace tessera::scenario;
 
 namespace {
 

@@ -14,11 +14,12 @@
 
 using namespace tessera;
 using namespace tessera::harness;
+using namespace tessera::scenario;
 using ::testing::HasSubstr;
 
 namespace {
 
-using tessera::harness::test::error_of;
+using tessera::scenario::test::error_of;
 
 // A scenario checks something or says so: one without expectations (or with only the qualifiers of
 // outputs_match_reference) once passed without checking anything.

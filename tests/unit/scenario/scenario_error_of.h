@@ -7,7 +7,7 @@
 
 #include "tessera/scenario/scenario.h"
 
-namespace tessera::harness::test {
+namespace tessera::scenario::test {
 
 inline std::string error_of(const std::string& text) {
   auto s = parse_scenario(text, "case.json");
@@ -15,4 +15,4 @@ inline std::string error_of(const std::string& text) {
   return s.ok() ? std::string() : s.status().message();
 }
 
-}  // namespace tessera::harness::test
+}  // namespace tessera::scenario::test

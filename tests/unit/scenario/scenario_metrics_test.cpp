@@ -11,11 +11,12 @@
 
 using namespace tessera;
 using namespace tessera::harness;
+using namespace tessera::scenario;
 using ::testing::HasSubstr;
 
 namespace {
 
-using tessera::harness::test::error_of;
+using tessera::scenario::test::error_of;
 
 std::string with_metrics(const std::string& list) {
   return R"({"name": "x", "topology": "1gpu", "expect": {"metrics": )" + list + "}}";

@@ -17,11 +17,12 @@
 using namespace tessera;
 using namespace tessera::sim;
 using namespace tessera::harness;
+using namespace tessera::scenario;
 using ::testing::HasSubstr;
 
 namespace {
 
-using tessera::harness::test::error_of;
+using tessera::scenario::test::error_of;
 
 SessionConfig tiny_on(const std::string& topology) {
   SessionConfig c;

@@ -22,6 +22,7 @@
 using namespace tessera;
 using namespace tessera::sim;
 using namespace tessera::harness;
+using namespace tessera::scenario;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 

@@ -16,6 +16,7 @@ using namespace tessera;
 using namespace tessera::sim;
 using namespace tessera::sim::testing;
 using namespace tessera::harness;
+using namespace tessera::scenario;
 using ::testing::HasSubstr;
 
 namespace {
