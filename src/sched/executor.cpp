@@ -6,6 +6,16 @@ namespace tessera {
 
 namespace {
 
+// The buffer holding t's bytes (a view's are its root's) and their address range; false when t has none.
+bool byte_range(const Tensor& t, const Buffer** buffer, uintptr_t* begin, uintptr_t* end) {
+  const Tensor& root = t.view_src != nullptr ? *t.view_src : t;
+  *buffer = t.buffer != nullptr ? t.buffer : root.buffer;
+  if (*buffer == nullptr || t.data == nullptr) return false;
+  *begin = reinterpret_cast<uintptr_t>(t.data);
+  *end = *begin + nbytes(t);
+  return true;
+}
+
 // Computes nodes [i0, i1) of the user's graph on backend b.
 ComputeStatus compute_range(Backend& b, const Graph& g, size_t i0, size_t i1, std::string* err) {
   Graph part = g.view(i0, i1);
@@ -71,22 +81,64 @@ ComputeStatus Scheduler::Impl::copy_graph_inputs(int cur) {
     const int b = plan.backend(id);
     Tensor* cpy = plan.copy_in_set(plan.copy_set(id, b), cur);
     Status s;
-    for (size_t r = 0; r < backends.size() && s.ok(); ++r) {
-      if (waited[r] != 0) continue;
-      const bool reads_it =
-          static_cast<int>(r) == b || (cpy->buffer != nullptr && backends[r]->supports_buft(*cpy->buffer->type()));
-      if (!reads_it) continue;
-      waited[r] = 1;
-      if (Event* ev = event(static_cast<int>(r), cur)) {
+    if (waited[static_cast<size_t>(b)] == 0) {
+      waited[static_cast<size_t>(b)] = 1;
+      if (Event* ev = event(b, cur)) {
         ev->synchronize();
       } else {
-        s = backends[r]->synchronize();
+        s = backends[static_cast<size_t>(b)]->synchronize();
       }
     }
+    if (s.ok()) s = wait_for_other_readers(*cpy, b, cur, &waited);
     if (s.ok()) s = tensor_copy(*in, *cpy);
     if (!s.ok()) return fail(ComputeStatus::kFailed, "scheduler: " + s.message());
   }
   return ComputeStatus::kSuccess;
+}
+
+// The other readers of a copy's bytes, which the host is about to overwrite for this evaluation:
+// - every backend that reads the copy's buffer where it is, without a copy of its own (a host-visible GPU reading a
+//   CPU input: found by the reuse sweep on a unified-memory preset, where gpu0 still read slot 0's tokens while the
+//   host wrote the next evaluation's); its event of this slot;
+// - every backend whose stream copies out of the same bytes: the planner may give the copy bytes that another tensor
+//   held in the evaluation before (the copy's lifetime ends early), and a split on another backend copied that tensor
+//   out with cpy_tensor_async -- on its own stream, after the owner's event of that evaluation was recorded, so the
+//   owner's event does not cover it (issue 51: `run -t 8x80gb -m tiny --layers 6 --evaluations 2`, gpu5 still
+//   copying norm-5 out of gpu4's buffer while the host wrote the next inp_pos there). Its events of every slot: the
+//   bytes may have been read in any earlier evaluation still in flight.
+// A backend without events is synchronized.
+Status Scheduler::Impl::wait_for_other_readers(const Tensor& cpy, int owner, int cur, std::vector<char>* waited) {
+  auto wait = [&](int r, bool all_slots) -> Status {
+    char& w = (*waited)[static_cast<size_t>(r)];
+    if (w == (all_slots ? 2 : 1) || w == 2) return Status();
+    w = all_slots ? 2 : 1;
+    if (event(r, cur) == nullptr) return backends[static_cast<size_t>(r)]->synchronize();
+    for (int s = 0; s < n_copies; ++s) {
+      if (all_slots || s == cur) event(r, s)->synchronize();
+    }
+    return Status();
+  };
+  for (size_t r = 0; r < backends.size(); ++r) {
+    if (static_cast<int>(r) == owner || cpy.buffer == nullptr) continue;
+    if (backends[r]->supports_buft(*cpy.buffer->type())) TS_RETURN_IF_ERROR(wait(static_cast<int>(r), false));
+  }
+  const Buffer* buf = nullptr;
+  uintptr_t b0 = 0, b1 = 0;
+  const bool known = byte_range(cpy, &buf, &b0, &b1);
+  for (const sched::Split& sp : plan.splits) {
+    if (sp.backend == owner || (*waited)[static_cast<size_t>(sp.backend)] == 2) continue;
+    for (const Tensor* src : sp.inputs) {
+      const Buffer* sbuf = nullptr;
+      uintptr_t s0 = 0, s1 = 0;
+      // (bytes unknown: counted as overlapping when in the same buffer)
+      const bool has = byte_range(*src, &sbuf, &s0, &s1);
+      if (sbuf == nullptr || sbuf != buf) continue;
+      if (known && has && (s1 <= b0 || b1 <= s0)) continue;
+      TS_RETURN_IF_ERROR(wait(sp.backend, true));
+      break;
+    }
+  }
+  return Status();
 }
 
 // Input k of split sp into its copy for slot cur on the split's backend sb, after what the copy must wait for:
@@ -103,12 +155,17 @@ Status Scheduler::Impl::copy_split_input(const sched::Split& sp, size_t k, int c
   if (in->op == Op::kNone && (in->flags & kFlagInput) != 0) {
     // The user may overwrite an input as soon as the call returns: copy it now, after this slot is free. (A
     // computed tensor flagged input is produced by an earlier split: it takes the ordered path below.) The host
-    // writes the copy: the earlier backend's work must be complete, not only ordered before this stream.
+    // writes the copy: the earlier backend's work must be complete, not only ordered before this stream, and so
+    // must every other stream that may still read the copy's bytes (wait_for_other_readers).
     if (prev_event != nullptr) prev_event->synchronize();
     if (slot_event != nullptr) {
       slot_event->synchronize();
     } else {
       s = sb.synchronize();
+    }
+    if (s.ok()) {
+      std::vector<char> waited(backends.size(), 0);
+      s = wait_for_other_readers(*cpy, sp.backend, cur, &waited);
     }
     if (s.ok()) s = tensor_copy(*in, *cpy);
   } else {

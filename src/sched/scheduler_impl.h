@@ -127,6 +127,10 @@ struct Scheduler::Impl : sched::PlanState {
   ComputeStatus execute();
   // execute's steps (executor.cpp)
   ComputeStatus copy_graph_inputs(int cur);
+  // Before the host writes `cpy` (a copy of a user input in slot cur on backend `owner`): every other backend that may
+  // still read those bytes from an earlier evaluation is done with them (docs/scheduler.md, "Who must be done before
+  // a write"). `waited` marks the backends already waited for in this evaluation step.
+  Status wait_for_other_readers(const Tensor& cpy, int owner, int cur, std::vector<char>* waited);
   Status copy_split_input(const sched::Split& sp, size_t k, int cur, Backend& sb, Event* prev_event, Event* slot_event);
   ComputeStatus compute_split(size_t si, const sched::Split& sp, Backend& sb);
   // Waits for every backend; failures are kept in pending_error. `count`, when given, is incremented per backend.
