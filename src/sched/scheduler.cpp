@@ -1,4 +1,5 @@
 // Scheduler lifecycle: creation, split, reserve, allocation, reset, queries (docs/scheduler.md).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -584,11 +585,19 @@ TensorExplain Scheduler::explain(const Tensor* t) const {
   e.plan_reused = m.last_reused;
   e.is_copy = m.plan.is_copy(t);
   if (e.is_copy) e.copy_of = m.plan.tensor(m.plan.copy_origin(m.plan.id_of(t)));
-  if (m.graph != nullptr) {
-    for (size_t i = 0; i < m.graph->n_nodes(); ++i) {
-      if (m.graph->node(i) == t) {
-        e.split = m.plan.node_split[i];
-        break;
+  if (m.graph != nullptr && !m.plan.node_split.empty()) {
+    // The plan numbers the graph's nodes 0..n-1 (SchedPlan::index): a node's id is its position, so this is a lookup,
+    // not a scan of the graph (the split-cause summary explains every node: a scan made `plan` quadratic, issue 51).
+    const int32_t id = m.plan.id_of(t);
+    const size_t n = std::min(m.graph->n_nodes(), m.plan.node_split.size());
+    if (id >= 0 && static_cast<size_t>(id) < n && m.graph->node(static_cast<size_t>(id)) == t) {
+      e.split = m.plan.node_split[static_cast<size_t>(id)];
+    } else if (id >= 0 && static_cast<size_t>(id) < n) {
+      for (size_t i = 0; i < n; ++i) {  // (an index not of this graph: never seen, kept correct)
+        if (m.graph->node(i) == t) {
+          e.split = m.plan.node_split[i];
+          break;
+        }
       }
     }
   }
