@@ -42,8 +42,9 @@ Result<RunStats> Session::run(int evaluations, bool check_numerics) {
   step("computing");
   eval_first_event_ = sim_->trace().events.size();
   for (int i = 0; i < std::max(evaluations, 1); ++i) {
-    if (i > 0 && config_.per_evaluation_inputs) {
-      // as an application does per batch: allocate, write this evaluation's inputs, compute
+    if (i > 0) {
+      // as an application does per batch: allocate, write this evaluation's inputs (the same ones with fixed inputs:
+      // a graph may have written into an input, as the CPU reference's replay rewrites them too), compute
       TS_RETURN_IF_ERROR(sched_->alloc_graph(*graph_));
       TS_RETURN_IF_ERROR(set_inputs());
     }

@@ -141,6 +141,42 @@ Status Scheduler::Impl::wait_for_other_readers(const Tensor& cpy, int owner, int
   return Status();
 }
 
+// A user INPUT that a split on another backend reads where it lives (its backend takes the input's buffer type, so pass
+// 5 made no copy) is read by that backend's stream, asynchronously: graph_compute_async returns before the read. The
+// user writes the next evaluation's inputs after alloc_graph, so alloc_graph first waits for every such backend (all
+// its slot events; without events, a synchronize). Found by the scheduler properties once they ran several
+// evaluations (issue 51): a host-visible gpu0 still read the input v0.x while the next evaluation's value was
+// written into it.
+Status Scheduler::Impl::wait_for_inplace_input_readers() {
+  if (!computed || graph == nullptr) return Status();
+  std::vector<char> waited(backends.size(), 0);
+  for (const sched::Split& sp : plan.splits) {
+    if (waited[static_cast<size_t>(sp.backend)] != 0) continue;
+    bool reads = false;
+    for (size_t i = sp.i_start; i < sp.i_end && !reads; ++i) {
+      const Tensor* n = graph->node(i);
+      for (const Tensor* src : n->src) {
+        if (src == nullptr) continue;
+        const Tensor* root = src->view_src != nullptr ? src->view_src : src;
+        if (root->op != Op::kNone || (root->flags & kFlagInput) == 0) continue;
+        const int owner = plan.backend_of(root);
+        if (owner >= 0 && owner != sp.backend) {
+          reads = true;
+          break;
+        }
+      }
+    }
+    if (!reads) continue;
+    waited[static_cast<size_t>(sp.backend)] = 1;
+    if (event(sp.backend, 0) == nullptr) {
+      TS_RETURN_IF_ERROR(backends[static_cast<size_t>(sp.backend)]->synchronize());
+      continue;
+    }
+    for (int s = 0; s < n_copies; ++s) event(sp.backend, s)->synchronize();
+  }
+  return Status();
+}
+
 // Input k of split sp into its copy for slot cur on the split's backend sb, after what the copy must wait for:
 // prev_event, the previous split's (on another backend; null when none or when that backend has no events), and
 // slot_event, the last split of an earlier evaluation in this slot on sb (null when sb has no events: sb is

@@ -446,7 +446,9 @@ Result<std::vector<size_t>> Scheduler::reserve_size(Graph& graph) {
 }
 
 Status Scheduler::alloc_graph(Graph& graph) {
-  Status s = impl_->do_alloc(graph);
+  // The user writes the inputs after this returns: a backend still reading one in place must be done first.
+  Status s = impl_->wait_for_inplace_input_readers();
+  if (s.ok()) s = impl_->do_alloc(graph);
   if (!s.ok()) impl_->last_error = s.message();
   return s;
 }

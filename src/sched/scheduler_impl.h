@@ -131,6 +131,9 @@ struct Scheduler::Impl : sched::PlanState {
   // still read those bytes from an earlier evaluation is done with them (docs/scheduler.md, "Who must be done before
   // a write"). `waited` marks the backends already waited for in this evaluation step.
   Status wait_for_other_readers(const Tensor& cpy, int owner, int cur, std::vector<char>* waited);
+  // Before the user writes the next evaluation's inputs (alloc_graph): every backend that reads a user INPUT where it
+  // lives, without a copy, in the current plan is done with the evaluation in flight.
+  Status wait_for_inplace_input_readers();
   Status copy_split_input(const sched::Split& sp, size_t k, int cur, Backend& sb, Event* prev_event, Event* slot_event);
   ComputeStatus compute_split(size_t si, const sched::Split& sp, Backend& sb);
   // Waits for every backend; failures are kept in pending_error. `count`, when given, is incremented per backend.

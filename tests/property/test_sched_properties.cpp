@@ -67,6 +67,11 @@ struct Case {
   int max_split_inputs = 30;
   uint64_t seed = 1;
   bool adversarial = true;
+  // The run's lifecycle: evaluations back to back without a synchronize between them (each writes its inputs; with
+  // per_evaluation_inputs they differ, so a stale copy shows in the outputs), so an evaluation's writes meet what the
+  // one before still has in flight (issue 51: a race that needed serial evaluations on three or more GPUs).
+  int evaluations = 1;
+  bool per_evaluation_inputs = false;
 };
 
 rc::Gen<DeviceSpec> gen_device() {
@@ -99,7 +104,9 @@ rc::Gen<Case> gen_case(int max_steps = 24) {
       rc::gen::set(&Case::op_offload, rc::gen::arbitrary<bool>()),
       rc::gen::set(&Case::max_split_inputs, rc::gen::inRange(10, 40)),
       rc::gen::set(&Case::seed, rc::gen::arbitrary<uint64_t>()),
-      rc::gen::set(&Case::adversarial, rc::gen::arbitrary<bool>()));
+      rc::gen::set(&Case::adversarial, rc::gen::arbitrary<bool>()),
+      rc::gen::set(&Case::evaluations, rc::gen::inRange(1, 5)),
+      rc::gen::set(&Case::per_evaluation_inputs, rc::gen::arbitrary<bool>()));
 }
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
@@ -114,7 +121,8 @@ std::ostream& operator<<(std::ostream& os, const Case& c) {
   os << "\npins:";
   for (auto [n, d] : c.pins) os << " (" << int(n) << "," << int(d) << ")";
   os << "\nparallel " << c.parallel << ", op_offload " << c.op_offload << ", max_split_inputs " << c.max_split_inputs
-     << ", seed " << c.seed << ", adversarial " << c.adversarial;
+     << ", seed " << c.seed << ", adversarial " << c.adversarial << ", evaluations " << c.evaluations
+     << (c.per_evaluation_inputs ? " (inputs per evaluation)" : "");
   return os;
 }
 
@@ -186,6 +194,7 @@ std::string regex_escape(const std::string& s) {
 
 struct Prepared {
   SessionConfig config;
+  int evaluations = 1;
   std::string graph_json;
   std::vector<std::pair<std::string, std::string>> placed;  // weight name -> target
 };
@@ -203,6 +212,8 @@ Prepared prepare(const Case& c) {
   cfg.policy.max_split_inputs = c.max_split_inputs;
   cfg.sim.seed = c.seed;
   cfg.sim.adversarial = c.adversarial;
+  cfg.per_evaluation_inputs = c.per_evaluation_inputs;
+  p.evaluations = c.evaluations;
   cfg.model_seed = c.graph.seed;
   // Weights: the leafs that are not flagged input, in graph order; one override per distinct name.
   const std::vector<std::string> targets = placement_targets(c);
@@ -272,6 +283,7 @@ std::string counterexample_dir() {
 // Writes the case as a scenario file; returns its path (or a note that it could not be written).
 std::string write_scenario(const std::string& property, const Prepared& p, const std::string& what) {
   const SessionConfig& c = p.config;
+  const int evaluations = p.evaluations;
   std::string s = "{\n  \"name\": " + json_string("counterexample-" + property) + ",\n";
   s += "  \"description\": " + json_string("RapidCheck property " + property + " failed: " + what) + ",\n";
   s += "  \"topology\": " + topology_to_json(c.topology) + ",\n";
@@ -291,7 +303,8 @@ std::string write_scenario(const std::string& property, const Prepared& p, const
   s += "]},\n";
   s += "  \"run\": {\"seed\": " + std::to_string(c.sim.seed) +
        ", \"adversarial\": " + (c.sim.adversarial ? "true" : "false") +
-       ", \"model_seed\": " + std::to_string(c.model_seed) + "},\n";
+       ", \"model_seed\": " + std::to_string(c.model_seed) + ", \"evaluations\": " + std::to_string(evaluations) +
+       ", \"inputs\": " + (c.per_evaluation_inputs ? "\"per_evaluation\"" : "\"fixed\"") + "},\n";
   s += "  \"expect\": {\"scheduling\": \"ok\", \"no_race\": true, \"outputs_match_reference\": true, "
        "\"max_nmse\": 1e-5}\n}\n";
   std::error_code ec;
@@ -324,7 +337,7 @@ Ran run_case(const Case& c, bool run) {
   }
   r.session = std::move(s).value();
   if (run) {
-    auto st = r.session->run(1, true);
+    auto st = r.session->run(r.prep.evaluations, true);
     if (!st.ok()) {
       r.status = st.status();
     } else {
