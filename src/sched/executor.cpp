@@ -33,11 +33,32 @@ ComputeStatus Scheduler::Impl::execute() {
   const int cur = slot;
   if (const ComputeStatus s = copy_graph_inputs(cur); s != ComputeStatus::kSuccess) return s;
 
+  // 0. before a backend's first split of this evaluation writes anything, every other backend that read a tensor in
+  // place (without a copy) in an earlier evaluation is done (docs/scheduler.md, "Who must be done before a write"):
+  // nothing else orders an earlier evaluation's in-place read by another stream before this evaluation's writes. Any
+  // backend may write the bytes read -- the owner's compute, a CPY or SET_ROWS of another backend into them, a tensor
+  // the planner put in the same bytes -- so every in-place reader counts for every backend.
+  const std::vector<int> readers = inplace_readers_of(plan);
+  std::vector<char> started(backends.size(), 0);
   int prev_backend = -1;
   for (size_t si = 0; si < plan.splits.size(); ++si) {
     const sched::Split& sp = plan.splits[si];
     Backend& sb = *backends[static_cast<size_t>(sp.backend)];
     Event* slot_event = event(sp.backend, cur);
+    if (started[static_cast<size_t>(sp.backend)] == 0) {
+      started[static_cast<size_t>(sp.backend)] = 1;
+      for (int r : readers) {
+        if (r == sp.backend) continue;
+        if (event(r, 0) == nullptr) {
+          if (Status s = backends[static_cast<size_t>(r)]->synchronize(); !s.ok()) {
+            return fail(ComputeStatus::kFailed,
+                        format_message("scheduler: before split %zu: %s", si, s.message().c_str()));
+          }
+          continue;
+        }
+        for (int s = 0; s < n_copies; ++s) event(r, s)->wait(sb);
+      }
+    }
 
     // 1. a split after a split on another backend waits for it, before anything else: the planner may have reused
     // memory the earlier backend still reads (also for this split's input copies), and this split may read, without
@@ -112,11 +133,7 @@ Status Scheduler::Impl::wait_for_other_readers(const Tensor& cpy, int owner, int
     char& w = (*waited)[static_cast<size_t>(r)];
     if (w == (all_slots ? 2 : 1) || w == 2) return Status();
     w = all_slots ? 2 : 1;
-    if (event(r, cur) == nullptr) return backends[static_cast<size_t>(r)]->synchronize();
-    for (int s = 0; s < n_copies; ++s) {
-      if (all_slots || s == cur) event(r, s)->synchronize();
-    }
-    return Status();
+    return host_wait(r, all_slots ? -1 : cur);
   };
   for (size_t r = 0; r < backends.size(); ++r) {
     if (static_cast<int>(r) == owner || cpy.buffer == nullptr) continue;
@@ -141,18 +158,23 @@ Status Scheduler::Impl::wait_for_other_readers(const Tensor& cpy, int owner, int
   return Status();
 }
 
-// A user INPUT that a split on another backend reads where it lives (its backend takes the input's buffer type, so pass
-// 5 made no copy) is read by that backend's stream, asynchronously: graph_compute_async returns before the read. The
-// user writes the next evaluation's inputs after alloc_graph, so alloc_graph first waits for every such backend (all
-// its slot events; without events, a synchronize). Found by the scheduler properties once they ran several
-// evaluations (issue 51): a host-visible gpu0 still read the input v0.x while the next evaluation's value was
-// written into it.
+// A user INPUT's bytes read by another backend's stream after graph_compute_async returns: where they live (its
+// backend takes the input's buffer type, so pass 5 made no copy), or by cpy_tensor_async of a tensor that is a view of
+// the input (a SET_ROWS or CPY that wrote into it: not the input itself, which the host copies at once). The user
+// writes the next evaluation's inputs after alloc_graph, so alloc_graph first waits for every such backend (all its
+// slot events; without events, a synchronize). Found by the scheduler properties once they ran several evaluations
+// (issue 51): a host-visible gpu0 still read the input v0.x while the next evaluation's value was written into it,
+// and gpu0 still copied v3.set_rows, a view of v0.x, out of the CPU's buffer.
 Status Scheduler::Impl::wait_for_inplace_input_readers() {
   if (!computed || graph == nullptr) return Status();
   std::vector<char> waited(backends.size(), 0);
   for (const sched::Split& sp : plan.splits) {
     if (waited[static_cast<size_t>(sp.backend)] != 0) continue;
     bool reads = false;
+    for (const Tensor* in : sp.inputs) {
+      const Tensor* root = in->view_src != nullptr ? in->view_src : in;
+      if (in != root && root->op == Op::kNone && (root->flags & kFlagInput) != 0) reads = true;
+    }
     for (size_t i = sp.i_start; i < sp.i_end && !reads; ++i) {
       const Tensor* n = graph->node(i);
       for (const Tensor* src : n->src) {
@@ -168,13 +190,40 @@ Status Scheduler::Impl::wait_for_inplace_input_readers() {
     }
     if (!reads) continue;
     waited[static_cast<size_t>(sp.backend)] = 1;
-    if (event(sp.backend, 0) == nullptr) {
-      TS_RETURN_IF_ERROR(backends[static_cast<size_t>(sp.backend)]->synchronize());
-      continue;
-    }
-    for (int s = 0; s < n_copies; ++s) event(sp.backend, s)->synchronize();
+    TS_RETURN_IF_ERROR(host_wait(sp.backend));
   }
   return Status();
+}
+
+Status Scheduler::Impl::host_wait(int r, int only) {
+  if (event(r, 0) == nullptr) return backends[static_cast<size_t>(r)]->synchronize();
+  for (int s = 0; s < n_copies; ++s) {
+    if (only < 0 || s == only) event(r, s)->synchronize();
+  }
+  return Status();
+}
+
+std::vector<int> Scheduler::Impl::inplace_readers_of(const sched::SchedPlan& p) const {
+  std::vector<int> out;
+  if (graph == nullptr) return out;
+  for (const sched::Split& sp : p.splits) {
+    if (std::find(out.begin(), out.end(), sp.backend) != out.end()) continue;
+    bool reads = false;
+    for (size_t i = sp.i_start; i < sp.i_end && i < graph->n_nodes() && !reads; ++i) {
+      for (const Tensor* src : graph->node(i)->src) {
+        if (src == nullptr) continue;
+        // the bytes are in another device's memory (a compute buffer, a weight's buffer): read where they are
+        const Tensor* root = src->view_src != nullptr ? src->view_src : src;
+        const Buffer* buf = src->buffer != nullptr ? src->buffer : root->buffer;
+        if (buf != nullptr && buf->type()->device() != backends[static_cast<size_t>(sp.backend)]->device()) {
+          reads = true;
+          break;
+        }
+      }
+    }
+    if (reads) out.push_back(sp.backend);
+  }
+  return out;
 }
 
 // Input k of split sp into its copy for slot cur on the split's backend sb, after what the copy must wait for:

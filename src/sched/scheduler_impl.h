@@ -134,6 +134,12 @@ struct Scheduler::Impl : sched::PlanState {
   // Before the user writes the next evaluation's inputs (alloc_graph): every backend that reads a user INPUT where it
   // lives, without a copy, in the current plan is done with the evaluation in flight.
   Status wait_for_inplace_input_readers();
+  // The host waits until backend r is done with what its events recorded: the event of slot `only`, or of every slot
+  // (-1); a backend without events is synchronized.
+  Status host_wait(int r, int only = -1);
+  // The backends whose splits read a tensor of another backend in place (no copy: they take its buffer type) in the
+  // plan; computed by execute() for the plan it runs.
+  std::vector<int> inplace_readers_of(const sched::SchedPlan& p) const;
   Status copy_split_input(const sched::Split& sp, size_t k, int cur, Backend& sb, Event* prev_event, Event* slot_event);
   ComputeStatus compute_split(size_t si, const sched::Split& sp, Backend& sb);
   // Waits for every backend; failures are kept in pending_error. `count`, when given, is incremented per backend.

@@ -408,7 +408,8 @@ TEST(SimIntegration, DroppingOneOfTheSchedulersEventWaitsIsReportedAsARace) {
   SimOptions o;
   o.seed = 3;
   o.adversarial = true;
-  o.faults.drop_event_wait_nth = 2;  // the CPU's wait for the igpu before the second CPU split
+  o.faults.drop_event_wait_nth =
+      3;  // the CPU's wait for the igpu before the second CPU split (1: step 0's, 2: the igpu's slot)
   SharedMemoryChain ch(o);
   ASSERT_EQ(ch.run(), ComputeStatus::kSuccess) << ch.sched->last_error();
   ASSERT_FALSE(ch.sim->races().empty()) << "a dropped event wait went unnoticed";
