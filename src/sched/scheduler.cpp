@@ -594,13 +594,6 @@ TensorExplain Scheduler::explain(const Tensor* t) const {
     const size_t n = std::min(m.graph->n_nodes(), m.plan.node_split.size());
     if (id >= 0 && static_cast<size_t>(id) < n && m.graph->node(static_cast<size_t>(id)) == t) {
       e.split = m.plan.node_split[static_cast<size_t>(id)];
-    } else if (id >= 0 && static_cast<size_t>(id) < n) {
-      for (size_t i = 0; i < n; ++i) {  // (an index not of this graph: never seen, kept correct)
-        if (m.graph->node(i) == t) {
-          e.split = m.plan.node_split[i];
-          break;
-        }
-      }
     }
   }
   return e;
