@@ -6,14 +6,24 @@ namespace tessera {
 
 namespace {
 
-// The buffer holding t's bytes (a view's are its root's) and their address range; false when t has none.
+// The buffer holding t's bytes (tensor_buffer) and their address range; false when t has none.
 bool byte_range(const Tensor& t, const Buffer** buffer, uintptr_t* begin, uintptr_t* end) {
-  const Tensor& root = t.view_src != nullptr ? *t.view_src : t;
-  *buffer = t.buffer != nullptr ? t.buffer : root.buffer;
+  *buffer = tensor_buffer(t);
   if (*buffer == nullptr || t.data == nullptr) return false;
   *begin = reinterpret_cast<uintptr_t>(t.data);
   *end = *begin + nbytes(t);
   return true;
+}
+
+// Whether a node of split sp (of graph g) has a source for which pred(source) holds.
+template <typename Pred>
+bool some_source(const Graph& g, const sched::Split& sp, Pred pred) {
+  for (size_t i = sp.i_start; i < sp.i_end && i < g.n_nodes(); ++i) {
+    for (const Tensor* src : g.node(i)->src) {
+      if (src != nullptr && pred(*src)) return true;
+    }
+  }
+  return false;
 }
 
 // Computes nodes [i0, i1) of the user's graph on backend b.
@@ -49,14 +59,12 @@ ComputeStatus Scheduler::Impl::execute() {
       started[static_cast<size_t>(sp.backend)] = 1;
       for (int r : readers) {
         if (r == sp.backend) continue;
-        if (event(r, 0) == nullptr) {
-          if (Status s = backends[static_cast<size_t>(r)]->synchronize(); !s.ok()) {
-            return fail(ComputeStatus::kFailed,
-                        format_message("scheduler: before split %zu: %s", si, s.message().c_str()));
-          }
-          continue;
+        if (event(r, 0) != nullptr) {
+          for (int s = 0; s < n_copies; ++s) event(r, s)->wait(sb);
+        } else if (Status s = host_wait(r); !s.ok()) {
+          return fail(ComputeStatus::kFailed,
+                      format_message("scheduler: before split %zu: %s", si, s.message().c_str()));
         }
-        for (int s = 0; s < n_copies; ++s) event(r, s)->wait(sb);
       }
     }
 
@@ -170,24 +178,16 @@ Status Scheduler::Impl::wait_for_inplace_input_readers() {
   std::vector<char> waited(backends.size(), 0);
   for (const sched::Split& sp : plan.splits) {
     if (waited[static_cast<size_t>(sp.backend)] != 0) continue;
+    auto is_user_input = [](const Tensor& t) { return t.op == Op::kNone && (t.flags & kFlagInput) != 0; };
     bool reads = false;
     for (const Tensor* in : sp.inputs) {
-      const Tensor* root = in->view_src != nullptr ? in->view_src : in;
-      if (in != root && root->op == Op::kNone && (root->flags & kFlagInput) != 0) reads = true;
+      if (in->view_src != nullptr && is_user_input(*in->view_src)) reads = true;  // a view of an input, copied out
     }
-    for (size_t i = sp.i_start; i < sp.i_end && !reads; ++i) {
-      const Tensor* n = graph->node(i);
-      for (const Tensor* src : n->src) {
-        if (src == nullptr) continue;
-        const Tensor* root = src->view_src != nullptr ? src->view_src : src;
-        if (root->op != Op::kNone || (root->flags & kFlagInput) == 0) continue;
-        const int owner = plan.backend_of(root);
-        if (owner >= 0 && owner != sp.backend) {
-          reads = true;
-          break;
-        }
-      }
-    }
+    reads = reads || some_source(*graph, sp, [&](const Tensor& src) {  // an input read where it lives
+              const Tensor& root = src.view_src != nullptr ? *src.view_src : src;
+              const int owner = plan.backend_of(&root);
+              return is_user_input(root) && owner >= 0 && owner != sp.backend;
+            });
     if (!reads) continue;
     waited[static_cast<size_t>(sp.backend)] = 1;
     TS_RETURN_IF_ERROR(host_wait(sp.backend));
@@ -208,20 +208,14 @@ std::vector<int> Scheduler::Impl::inplace_readers_of(const sched::SchedPlan& p) 
   if (graph == nullptr) return out;
   for (const sched::Split& sp : p.splits) {
     if (std::find(out.begin(), out.end(), sp.backend) != out.end()) continue;
-    bool reads = false;
-    for (size_t i = sp.i_start; i < sp.i_end && i < graph->n_nodes() && !reads; ++i) {
-      for (const Tensor* src : graph->node(i)->src) {
-        if (src == nullptr) continue;
-        // the bytes are in another device's memory (a compute buffer, a weight's buffer): read where they are
-        const Tensor* root = src->view_src != nullptr ? src->view_src : src;
-        const Buffer* buf = src->buffer != nullptr ? src->buffer : root->buffer;
-        if (buf != nullptr && buf->type()->device() != backends[static_cast<size_t>(sp.backend)]->device()) {
-          reads = true;
-          break;
-        }
-      }
+    // a source in another device's memory (a compute buffer, a weight's buffer) is read where it is
+    const Device* mine = backends[static_cast<size_t>(sp.backend)]->device();
+    if (some_source(*graph, sp, [&](const Tensor& src) {
+          const Buffer* buf = tensor_buffer(src);
+          return buf != nullptr && buf->type()->device() != mine;
+        })) {
+      out.push_back(sp.backend);
     }
-    if (reads) out.push_back(sp.backend);
   }
   return out;
 }

@@ -413,7 +413,13 @@ void check_scaled(Testable&& testable, int factor) {
   rc::detail::TestParams params = rc::detail::configuration().testParams;
   params.maxSuccess *= factor;
   const auto result = rc::detail::checkTestable(std::forward<Testable>(testable), metadata, params);
-  if (!result.template is<rc::detail::SuccessResult>()) {
+  if (result.template is<rc::detail::SuccessResult>()) {
+    // (the tags' distribution, as RC_GTEST_PROP prints it)
+    if (!result.template get<rc::detail::SuccessResult>().distribution.empty()) {
+      rc::detail::printResultMessage(result, std::cout);
+      std::cout << std::endl;
+    }
+  } else {
     std::ostringstream ss;
     rc::detail::printResultMessage(result, ss);
     FAIL() << ss.str() << std::endl;
