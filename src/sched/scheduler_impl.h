@@ -137,9 +137,11 @@ struct Scheduler::Impl : sched::PlanState {
   // The host waits until backend r is done with what its events recorded: the event of slot `only`, or of every slot
   // (-1); a backend without events is synchronized.
   Status host_wait(int r, int only = -1);
-  // The backends whose splits read a tensor of another backend in place (no copy: they take its buffer type) in the
-  // plan; computed by execute() for the plan it runs.
-  std::vector<int> inplace_readers_of(const sched::SchedPlan& p) const;
+  // Per backend w, the backends w's first split of an evaluation waits for (execute's step 0): every backend whose
+  // splits read a tensor of another device in place (no copy: they take its buffer type); every backend whose
+  // compute reads a buffer of another device that w writes into; every backend that copies out of a buffer w writes
+  // when the copy's source backend is not w. Computed by execute() for the plan it runs.
+  std::vector<std::vector<int>> first_split_waits_of(const sched::SchedPlan& p) const;
   Status copy_split_input(const sched::Split& sp, size_t k, int cur, Backend& sb, Event* prev_event, Event* slot_event);
   ComputeStatus compute_split(size_t si, const sched::Split& sp, Backend& sb);
   // Waits for every backend; failures are kept in pending_error. `count`, when given, is incremented per backend.

@@ -575,7 +575,7 @@ RC_GTEST_PROP(SchedProperties, SimulatedMemoryNeverExceedsCapacity, ()) {
   }
 }
 
-TESSERA_RC_GTEST_PROP_SCALED(SchedProperties, NoRaceInTheSchedulersOwnEventFlow, 4) {
+TESSERA_RC_GTEST_PROP_SCALED(SchedProperties, NoRaceInTheSchedulersOwnEventFlow, 20) {
   Case c = *gen_case();
   c.adversarial = true;
   // Most of the event flow's rules order one evaluation against the one before (slot waits, copies out of reused
