@@ -311,6 +311,15 @@ const std::vector<Entry>& entries() {
          if (n < 1 || n > kParallelCopies) fail(path, "expected a whole number from 1 to 4 (in-flight copy slots)");
          p->n_copies = n;
        }},
+      {{"plan_reuse", "--no-plan-reuse", "",
+        "plan every allocation afresh: no reuse of the plan of a graph allocated again with the same structure (a "
+        "file says \"plan_reuse\": false)",
+        false},
+       [](const PolicyOption&, const std::string&, PlacementPolicy* p) {
+         p->reuse = false;
+         return Status::Ok();
+       },
+       [](const json& v, const std::string& path, PlacementPolicy* p) { p->reuse = get_bool(v, path); }},
       {{"max_split_inputs", "--max-split-inputs", "N", "inputs per split (10 to 1000000)", false},
        [](const PolicyOption& o, const std::string& t, PlacementPolicy* p) {
          if (!parse_int(t, kMinSplitInputs, kMaxSplitInputs, &p->max_split_inputs)) {

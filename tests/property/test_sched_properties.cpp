@@ -24,6 +24,7 @@
 #include <set>
 #include <sstream>
 
+#include "support/config_space_rc.h"
 #include "support/graph_gen.h"
 #include "tessera/graph_copy.h"
 #include "tessera/harness/graph/graph_io.h"
@@ -35,153 +36,72 @@ using namespace tessera;
 using namespace tessera::sim;
 using namespace tessera::harness;
 using graphgen::GraphDesc;
+namespace space = tessera::test::space;
 
 namespace {
 
 // ---- the generated case ----
+// The topology and the lifecycle come from the shared configuration space (tests/support/config_space.h), which the
+// end-to-end fuzzer draws from too; the rest (graph, weight placement, pins, policy) is the properties' own.
 
-// Ops a simulated device may refuse (bit i of a deny mask refers to kDenyable[i]).
-constexpr Op kDenyable[] = {Op::kSoftMax, Op::kRope, Op::kMulMat,  Op::kMulMatId, Op::kGetRows,      Op::kSetRows,
-                            Op::kArgsort, Op::kTopK, Op::kRmsNorm, Op::kNorm,     Op::kFlashAttnExt, Op::kAdd,
-                            Op::kMul,     Op::kCpy,  Op::kCont,    Op::kGlu,      Op::kUnary,        Op::kScale,
-                            Op::kSumRows, Op::kDiv,  Op::kDup,     Op::kAddId};
-constexpr int kNumDenyable = sizeof kDenyable / sizeof kDenyable[0];
-
-struct DeviceSpec {
-  uint32_t deny = 0;  // op-support gaps
-  bool host_visible = false;
-  bool async = true;
-  bool events = true;
-  bool host_buffer = false;
-  bool offload = false;  // offload_op for MUL_MAT / MUL_MAT_ID from a batch of 4
-  uint8_t memory = 3;    // 0: 64 KiB (allocations may fail), 1: 256 KiB, else 64 MiB
-};
+using space::DeviceSpec;
+using space::kDenyable;
+using space::kNumDenyable;
 
 struct Case {
   GraphDesc graph;
-  std::vector<DeviceSpec> devices;  // the simulated ones; the wrapped CPU comes last
-  std::vector<uint8_t> placement;   // weight i goes to buffer type placement[i % size] (modulo the choices)
+  space::TopologySpec topology;    // the simulated devices; the wrapped CPU comes last
+  space::LifecycleSpec lifecycle;  // reserve, parallel and copy slots, evaluations, inputs, second graph, faults
+  int next_steps = 4;              // the second graph: the first next_steps / 9 of the first graph's steps
+  std::vector<uint8_t> placement;  // weight i goes to buffer type placement[i % size] (modulo the choices)
   std::vector<std::pair<uint8_t, uint8_t>> pins;  // (node, device) picks
-  bool parallel = false;
   bool op_offload = true;
   int max_split_inputs = 30;
   uint64_t seed = 1;
   bool adversarial = true;
-  // The run's lifecycle: evaluations back to back without a synchronize between them (each writes its inputs; with
-  // per_evaluation_inputs they differ, so a stale copy shows in the outputs), so an evaluation's writes meet what the
-  // one before still has in flight (issue 51: a race that needed serial evaluations on three or more GPUs).
-  int evaluations = 1;
-  bool per_evaluation_inputs = false;
 };
-
-rc::Gen<DeviceSpec> gen_device() {
-  return rc::gen::build<DeviceSpec>(
-      // Mostly a few gaps; shrinks towards none.
-      rc::gen::set(&DeviceSpec::deny,
-                   rc::gen::map(rc::gen::pair(rc::gen::arbitrary<uint32_t>(), rc::gen::arbitrary<uint32_t>()),
-                                [](std::pair<uint32_t, uint32_t> p) { return p.first & p.second; })),
-      rc::gen::set(&DeviceSpec::host_visible, rc::gen::map(rc::gen::inRange(0, 4), [](int i) { return i == 0; })),
-      rc::gen::set(&DeviceSpec::async, rc::gen::map(rc::gen::inRange(0, 4), [](int i) { return i != 0; })),
-      rc::gen::set(&DeviceSpec::events, rc::gen::map(rc::gen::inRange(0, 4), [](int i) { return i != 0; })),
-      rc::gen::set(&DeviceSpec::host_buffer, rc::gen::arbitrary<bool>()),
-      rc::gen::set(&DeviceSpec::offload, rc::gen::arbitrary<bool>()),
-      rc::gen::set(&DeviceSpec::memory, rc::gen::map(rc::gen::inRange(0, 10), [](int i) {
-        return static_cast<uint8_t>(i == 0 ? 0 : i == 1 ? 1 : 2);
-      })));
-}
 
 rc::Gen<Case> gen_case(int max_steps = 24) {
   return rc::gen::build<Case>(
       rc::gen::set(&Case::graph, graphgen::gen_graph_desc(max_steps)),
-      rc::gen::set(&Case::devices,
-                   rc::gen::container<std::vector<DeviceSpec>>(*rc::gen::inRange<size_t>(0, 6), gen_device())),
+      rc::gen::set(&Case::topology, space::gen_topology()), rc::gen::set(&Case::lifecycle, space::gen_lifecycle()),
+      rc::gen::set(&Case::next_steps, rc::gen::inRange(1, 9)),
       rc::gen::set(&Case::placement, rc::gen::container<std::vector<uint8_t>>(*rc::gen::inRange<size_t>(0, 8),
                                                                               rc::gen::arbitrary<uint8_t>())),
       rc::gen::set(&Case::pins,
                    rc::gen::container<std::vector<std::pair<uint8_t, uint8_t>>>(
                        *rc::gen::inRange<size_t>(0, 3), rc::gen::arbitrary<std::pair<uint8_t, uint8_t>>())),
-      rc::gen::set(&Case::parallel, rc::gen::arbitrary<bool>()),
       rc::gen::set(&Case::op_offload, rc::gen::arbitrary<bool>()),
       rc::gen::set(&Case::max_split_inputs, rc::gen::inRange(10, 40)),
       rc::gen::set(&Case::seed, rc::gen::arbitrary<uint64_t>()),
-      rc::gen::set(&Case::adversarial, rc::gen::arbitrary<bool>()),
-      rc::gen::set(&Case::evaluations, rc::gen::inRange(1, 5)),
-      rc::gen::set(&Case::per_evaluation_inputs, rc::gen::arbitrary<bool>()));
+      rc::gen::set(&Case::adversarial, rc::gen::arbitrary<bool>()));
 }
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
   os << "graph " << c.graph << "\ndevices:";
-  for (const DeviceSpec& d : c.devices) {
-    os << " {deny 0x" << std::hex << d.deny << std::dec << (d.host_visible ? " host-visible" : "")
-       << (d.async ? "" : " sync") << (d.events ? "" : " no-events") << (d.host_buffer ? " host-buffer" : "")
+  for (const DeviceSpec& d : c.topology.devices) {
+    os << " {" << space::device_kind_name(d.kind) << " deny 0x" << std::hex << d.deny << std::dec
+       << (d.host_visible ? " host-visible" : "") << (d.async ? "" : " sync") << (d.events ? "" : " no-events")
+       << (d.host_buffer ? " host-buffer" : "") << (d.padded_buft ? " padded-buft" : "")
        << (d.offload ? " offload" : "") << " mem " << int(d.memory) << "}";
   }
-  os << "\nplacement:";
+  const space::LifecycleSpec& l = c.lifecycle;
+  os << (c.topology.links ? " (linked)" : "") << "\nplacement:";
   for (uint8_t p : c.placement) os << " " << int(p);
   os << "\npins:";
   for (auto [n, d] : c.pins) os << " (" << int(n) << "," << int(d) << ")";
-  os << "\nparallel " << c.parallel << ", op_offload " << c.op_offload << ", max_split_inputs " << c.max_split_inputs
-     << ", seed " << c.seed << ", adversarial " << c.adversarial << ", evaluations " << c.evaluations
-     << (c.per_evaluation_inputs ? " (inputs per evaluation)" : "");
+  os << "\nop_offload " << c.op_offload << ", max_split_inputs " << c.max_split_inputs << ", seed " << c.seed
+     << ", adversarial " << c.adversarial << "\nlifecycle: reserve " << l.reserve << ", parallel " << l.parallel << " ("
+     << l.n_copies << " copies), evaluations " << l.evaluations
+     << (l.per_evaluation_inputs ? " (inputs per evaluation)" : "") << ", alternate " << l.alternate << " (next steps "
+     << c.next_steps << "/9), reuse " << l.reuse << ", reserve in flight " << l.reserve_in_flight
+     << ", next graph in flight " << l.next_in_flight << ", fail_alloc_nth " << l.fail_alloc_nth;
   return os;
 }
 
 void showValue(const Case& c, std::ostream& os) { os << c; }
 
 // ---- the case as a session configuration ----
-
-TopologyConfig make_topology(const Case& c) {
-  TopologyConfig t;
-  t.name = "property";
-  t.description = "generated by tests/property/test_sched_properties.cpp";
-  for (size_t i = 0; i < c.devices.size(); ++i) {
-    const DeviceSpec& s = c.devices[i];
-    DeviceConfig d;
-    d.name = "gpu" + std::to_string(i);
-    d.type = DeviceType::kGpu;
-    d.memory = s.memory == 0 ? 64 * KiB : s.memory == 1 ? 256 * KiB : 64 * MiB;
-    d.alignment = 64u << (i % 3);
-    d.host_visible = s.host_visible;
-    d.caps.async = s.async;
-    d.caps.events = s.events;
-    d.caps.host_buffer = s.host_buffer;
-    OpRule r;  // (a rule with no ops would match every op)
-    r.allow = false;
-    for (int k = 0; k < kNumDenyable; ++k) {
-      if ((s.deny >> k) & 1u) r.ops.push_back(kDenyable[k]);
-    }
-    if (!r.ops.empty()) d.op_rules.push_back(r);
-    if (s.offload) {
-      d.offload.enabled = true;
-      d.offload.min_batch = 4;
-      d.offload.ops = {Op::kMulMat, Op::kMulMatId};
-    }
-    t.devices.push_back(d);
-  }
-  DeviceConfig cpu;
-  cpu.name = "cpu";
-  cpu.type = DeviceType::kCpu;
-  cpu.wraps = "CPU";
-  cpu.memory = 256 * MiB;
-  cpu.alignment = 64;
-  cpu.host_visible = true;
-  cpu.caps.async = false;
-  cpu.caps.events = false;
-  cpu.caps.buffer_from_host_ptr = true;
-  t.devices.push_back(cpu);
-  return t;
-}
-
-// The buffer types a weight may be placed in: each device's memory and, when it has one, its host buffer type.
-std::vector<std::string> placement_targets(const Case& c) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < c.devices.size(); ++i) {
-    out.push_back("gpu" + std::to_string(i));
-    if (c.devices[i].host_buffer) out.push_back("gpu" + std::to_string(i) + "_Host");
-  }
-  out.push_back("cpu");
-  return out;
-}
 
 std::string regex_escape(const std::string& s) {
   std::string out = "^";
@@ -194,8 +114,9 @@ std::string regex_escape(const std::string& s) {
 
 struct Prepared {
   SessionConfig config;
-  int evaluations = 1;
+  std::vector<Session::Step> steps;
   std::string graph_json;
+  std::string next_graph_json;                              // empty: no second graph
   std::vector<std::pair<std::string, std::string>> placed;  // weight name -> target
 };
 
@@ -205,18 +126,29 @@ Prepared prepare(const Case& c) {
   Prepared p;
   p.graph_json = graph_to_json(*g.graph);
   SessionConfig& cfg = p.config;
-  cfg.topology = make_topology(c);
+  cfg.topology = space::make_topology(c.topology, "tests/property/test_sched_properties.cpp");
   cfg.graph = GraphSource{p.graph_json, "generated graph"};
-  cfg.policy.parallel = c.parallel;
+  if (c.lifecycle.needs_next_graph()) {
+    // The first steps of the first graph: the same weights (the session matches them by name), another structure,
+    // another plan. (Not the same steps with another token count: a leaf's values may depend on the tokens -- the
+    // indices of a GET_ROWS into a table of T rows -- and the session shares the first graph's leafs.)
+    graphgen::GraphDesc prefix = c.graph;
+    prefix.steps.resize(std::max<size_t>(1, c.graph.steps.size() * static_cast<size_t>(c.next_steps) / 9));
+    graphgen::BuiltGraph n = graphgen::build(prefix, {.weight_buft = nullptr, .output_views = true});
+    if (!n.ok()) RC_FAIL("the generator built an invalid second graph (generator bug): " + n.status.to_string());
+    p.next_graph_json = graph_to_json(*n.graph);
+    cfg.next_graph = GraphSource{p.next_graph_json, "generated second graph"};
+  }
+  space::apply_lifecycle(c.lifecycle, &cfg.policy, &cfg.sim);
+  p.steps = space::lifecycle_steps(c.lifecycle);
   cfg.policy.op_offload = c.op_offload;
   cfg.policy.max_split_inputs = c.max_split_inputs;
   cfg.sim.seed = c.seed;
   cfg.sim.adversarial = c.adversarial;
-  cfg.per_evaluation_inputs = c.per_evaluation_inputs;
-  p.evaluations = c.evaluations;
+  cfg.per_evaluation_inputs = c.lifecycle.per_evaluation_inputs;
   cfg.model_seed = c.graph.seed;
   // Weights: the leafs that are not flagged input, in graph order; one override per distinct name.
-  const std::vector<std::string> targets = placement_targets(c);
+  const std::vector<std::string> targets = space::placement_targets(c.topology);
   std::set<std::string> seen;
   size_t i = 0;
   for (const Tensor* leaf : g.graph->leafs()) {
@@ -242,9 +174,9 @@ Prepared prepare(const Case& c) {
     const Tensor* n = g.graph->node(node_pick % n_nodes);
     // Not a node that writes into another tensor (CPY, SET_ROWS): it must run where that tensor lives.
     if (op_traits(n->op).is_view || n->op == Op::kNone || n->view_src != nullptr || written.count(n) != 0) continue;
-    const size_t d = dev_pick % (c.devices.size() + 1);
-    if (d < c.devices.size()) {
-      const uint32_t deny = c.devices[d].deny;
+    const size_t d = dev_pick % (c.topology.devices.size() + 1);
+    if (d < c.topology.devices.size()) {
+      const uint32_t deny = c.topology.devices[d].deny;
       bool denied = false;
       for (int k = 0; k < kNumDenyable; ++k) denied = denied || (((deny >> k) & 1u) != 0 && kDenyable[k] == n->op);
       if (denied) continue;
@@ -283,12 +215,14 @@ std::string counterexample_dir() {
 // Writes the case as a scenario file; returns its path (or a note that it could not be written).
 std::string write_scenario(const std::string& property, const Prepared& p, const std::string& what) {
   const SessionConfig& c = p.config;
-  const int evaluations = p.evaluations;
   std::string s = "{\n  \"name\": " + json_string("counterexample-" + property) + ",\n";
   s += "  \"description\": " + json_string("RapidCheck property " + property + " failed: " + what) + ",\n";
   s += "  \"topology\": " + topology_to_json(c.topology) + ",\n";
   s += "  \"graph\": " + p.graph_json + ",\n";
+  if (!p.next_graph_json.empty()) s += "  \"next_graph\": " + p.next_graph_json + ",\n";
   s += "  \"policy\": {\"parallel\": " + std::string(c.policy.parallel ? "true" : "false") +
+       ", \"n_copies\": " + std::to_string(c.policy.n_copies) +
+       ", \"plan_reuse\": " + (c.policy.reuse ? "true" : "false") +
        ", \"op_offload\": " + (c.policy.op_offload ? "true" : "false") +
        ", \"max_split_inputs\": " + std::to_string(c.policy.max_split_inputs) + ",\n    \"overrides\": [";
   for (size_t i = 0; i < c.policy.overrides.size(); ++i) {
@@ -303,8 +237,16 @@ std::string write_scenario(const std::string& property, const Prepared& p, const
   s += "]},\n";
   s += "  \"run\": {\"seed\": " + std::to_string(c.sim.seed) +
        ", \"adversarial\": " + (c.sim.adversarial ? "true" : "false") +
-       ", \"model_seed\": " + std::to_string(c.model_seed) + ", \"evaluations\": " + std::to_string(evaluations) +
-       ", \"inputs\": " + (c.per_evaluation_inputs ? "\"per_evaluation\"" : "\"fixed\"") + "},\n";
+       ", \"model_seed\": " + std::to_string(c.model_seed) +
+       ", \"inputs\": " + (c.per_evaluation_inputs ? "\"per_evaluation\"" : "\"fixed\"") + ",\n    \"steps\": [";
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    s += (i ? ", " : "") + json_string(Session::step_name(p.steps[i]));
+  }
+  s += "]";
+  if (c.sim.faults.fail_alloc_nth > 0) {
+    s += ",\n    \"faults\": {\"fail_alloc_nth\": " + std::to_string(c.sim.faults.fail_alloc_nth) + "}";
+  }
+  s += "},\n";
   s += "  \"expect\": {\"scheduling\": \"ok\", \"no_race\": true, \"outputs_match_reference\": true, "
        "\"max_nmse\": 1e-5}\n}\n";
   std::error_code ec;
@@ -337,7 +279,8 @@ Ran run_case(const Case& c, bool run) {
   }
   r.session = std::move(s).value();
   if (run) {
-    auto st = r.session->run(r.prep.evaluations, true);
+    space::record_buckets("property", space::buckets_of(c.topology, c.lifecycle));
+    auto st = r.session->run_steps(r.prep.steps, true);
     if (!st.ok()) {
       r.status = st.status();
     } else {
@@ -580,10 +523,10 @@ TESSERA_RC_GTEST_PROP_SCALED(SchedProperties, NoRaceInTheSchedulersOwnEventFlow,
   c.adversarial = true;
   // Most of the event flow's rules order one evaluation against the one before (slot waits, copies out of reused
   // bytes, inputs read in place): at least two evaluations.
-  c.evaluations = std::max(c.evaluations, 2);
+  c.lifecycle.evaluations = std::max(c.lifecycle.evaluations, 2);
   // and every other case on three or more simulated GPUs, where copies between GPUs meet the next evaluation's writes
   if (*rc::gen::arbitrary<bool>()) {
-    while (c.devices.size() < 3) c.devices.push_back(*gen_device());
+    while (c.topology.devices.size() < 3) c.topology.devices.push_back(*space::gen_device());
   }
   Ran r = run_case(c, true);
   if (!expect_success("NoRaceInTheSchedulersOwnEventFlow", r)) return;
@@ -718,8 +661,9 @@ struct Reset : LifeCommand {
 
 RC_GTEST_PROP(SchedProperties, LifecycleInAnyOrderMatchesTheModel, ()) {
   Case c = *gen_case(16);
-  for (DeviceSpec& d : c.devices) d.memory = 2;  // this property is about the lifecycle, not about running out
-  c.placement.clear();                           // weights on the CPU: no impossible placement
+  for (DeviceSpec& d : c.topology.devices) d.memory = 2;  // this property is about the lifecycle, not running out
+  c.lifecycle.fail_alloc_nth = 0;                         // (nor about allocation faults)
+  c.placement.clear();                                    // weights on the CPU: no impossible placement
   LifeSystem sys;
   sys.ran.prep = prepare(c);
   auto s = Session::create(sys.ran.prep.config, &builtin_registry());

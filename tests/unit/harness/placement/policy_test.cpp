@@ -239,6 +239,7 @@ const std::vector<OptionCase>& option_cases() {
       {"op_offload", {""}, "false"},
       {"parallel", {""}, "true"},
       {"n_copies", {"2"}, "2"},
+      {"plan_reuse", {""}, "false"},
       {"max_split_inputs", {"12"}, "12"},
       {"scheduler_devices", {"gpu0,cpu"}, R"(["gpu0", "cpu"])"},
   };
@@ -256,7 +257,7 @@ bool same_policy(const PlacementPolicy& a, const PlacementPolicy& b) {
          a.layers_per_device == b.layers_per_device && ov(a) == ov(b) && a.op_offload == b.op_offload &&
          a.parallel == b.parallel && a.n_copies == b.n_copies && a.max_split_inputs == b.max_split_inputs &&
          a.scheduler_devices == b.scheduler_devices && a.overrides.size() == b.overrides.size() &&
-         a.split_mode == b.split_mode && a.main_gpu == b.main_gpu && a.kv_offload == b.kv_offload;
+         a.split_mode == b.split_mode && a.main_gpu == b.main_gpu && a.kv_offload == b.kv_offload && a.reuse == b.reuse;
 }
 
 TEST(PolicyOptions, EveryOptionMeansTheSameOnTheCommandLineAndInAFile) {
