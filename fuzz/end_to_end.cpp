@@ -1,18 +1,24 @@
-// Fuzz target: the whole pipeline on simulated devices (docs/fuzzing.md). Bytes -> a small topology (0 to 3 simulated
-// accelerators with op-support gaps, capacities, host-visible or not, events or not, then the wrapped CPU), a policy
-// (parallel, op_offload, max_split_inputs), a random valid graph (graph_gen) whose external leafs (weights) live in
-// one chosen buffer type -> Scheduler over the simulator's backends -> alloc_graph -> compute in memory-backed mode
-// -> invariants:
-//   - the scheduler either succeeds or refuses with an error status: an allocation failure (a device too small) or a
-//     tensor pre-allocated where no backend can run the op that writes it;
+// Fuzz target: the whole pipeline on simulated devices (docs/fuzzing.md). Bytes -> a topology and a lifecycle from
+// the configuration space the property tests draw from too (tests/support/config_space.h: 0 to 15 simulated devices
+// -- GPUs, host-memory accelerators, unified memory, a remote host -- with op-support gaps, capacities, copies and
+// events on or off, links, a padded buffer type, then the wrapped CPU; reserve or not, serial or parallel with 1 to 4
+// copy slots, 1 to 8 evaluations, plan reuse on or off, a reserve in flight, an allocation failing part-way), a
+// policy (op_offload, max_split_inputs), a random valid graph (graph_gen) whose external leafs (weights) live in one
+// chosen buffer type -> Scheduler over the simulator's backends -> the lifecycle (alloc_graph, inputs, compute per
+// evaluation, without a synchronize between them) in memory-backed mode -> invariants:
+//   - the scheduler either succeeds or refuses with an error status: an allocation failure (a device too small, or
+//     the injected one) or a tensor pre-allocated where no backend can run the op that writes it;
 //   - every node runs on a backend that supports it; the splits cover the graph in order (leading views aside); no
 //     split has more inputs than max_split_inputs;
 //   - the simulator's hazard detector reports no race (the scheduler's own event flow is race free) and no error;
 //   - every OUTPUT equals the same graph computed on the plain CPU backend (normalised squared error <= 1e-3;
 //     elements where the reference is NaN or infinite are skipped). Graphs with ARGSORT or TOP_K are compared only
-//     when no output depends on them (an order flipped by rounding is no bug).
-// Layout of the input (fuzz_input.h ByteReader): topology and policy bytes first (see decode_setup), then the graph
-// description (graph_gen desc_from_bytes, at most kMaxSteps steps). The simulator's seed comes from the input too.
+//     when no output depends on them (an order flipped by rounding is no bug); with several evaluations, only when
+//     the graph writes into no weight (the reference computes once).
+// Not drawn here (the property tests reach them): the second graph (alternating, or reserved in flight).
+// Layout of the input: the configuration's choices first (config_space.h ByteChoices, then the policy, the weights'
+// buffer type and the simulator's seed), then the graph description (graph_gen desc_from_bytes, at most kMaxSteps
+// steps).
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -24,6 +30,7 @@
 #include <vector>
 
 #include "fuzz_input.h"
+#include "support/config_space.h"
 #include "support/graph_gen.h"
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
@@ -31,6 +38,7 @@
 #include "tessera/sched.h"
 #include "tessera/sim/simulator.h"
 #include "tessera/builtin.h"
+#include "tessera/harness/placement/policy.h"
 
 namespace {
 
@@ -39,71 +47,33 @@ using namespace tessera;
 constexpr size_t kMaxSteps = 24;  // small graphs: the fuzzer's speed matters more than their size
 constexpr double kMaxNmse = 1e-3;
 
+namespace space = tessera::test::space;
+
 struct Setup {
+  space::TopologySpec spec;
+  space::LifecycleSpec lifecycle;
   sim::TopologyConfig topology;
   sim::SimOptions options;
-  bool parallel = false;
   bool op_offload = true;
   int max_split_inputs = 30;
-  int weight_device = 0;     // device whose buffer type holds the external leafs
-  bool weight_host = false;  // its host buffer type (pinned host memory) when it has one
+  int weight_target = 0;  // index into space::placement_targets: the buffer type holding the external leafs
 };
 
-sim::DeviceConfig decode_accelerator(fuzz::ByteReader& in, int index) {
-  static const Op kDeniable[] = {
-      Op::kMulMat,  Op::kMulMatId, Op::kFlashAttnExt, Op::kSoftMax, Op::kRope,    Op::kGetRows, Op::kSetRows,
-      Op::kArgsort, Op::kTopK,     Op::kGlu,          Op::kRmsNorm, Op::kNorm,    Op::kAdd,     Op::kMul,
-      Op::kCpy,     Op::kCont,     Op::kUnary,        Op::kScale,   Op::kSumRows, Op::kDiv,     Op::kAddId};
-  static const size_t kMemory[] = {1 * sim::GiB, 64 * sim::MiB, 1 * sim::MiB, 64 * sim::KiB};
-  static const size_t kAlignment[] = {256, 64, 32, 128};
-  static const int64_t kBatch[] = {1, 2, 4, 32};
-  sim::DeviceConfig d;
-  d.name = "acc" + std::to_string(index);
-  d.type = in.flag() ? DeviceType::kGpu : DeviceType::kAccel;
-  d.memory = in.pick(kMemory);
-  d.alignment = in.pick(kAlignment);
-  d.host_visible = in.flag();
-  d.caps = {/*async=*/!in.flag(), /*host_buffer=*/in.flag(), /*buffer_from_host_ptr=*/false, /*events=*/!in.flag()};
-  // Op support: up to three rules, each denying (or allowing) a few ops, maybe only for some batch sizes.
-  const int n_rules = static_cast<int>(in.in_range(0, 3));
-  for (int r = 0; r < n_rules; ++r) {
-    sim::OpRule rule;
-    rule.allow = (in.byte() % 4) == 0;
-    const int n_ops = static_cast<int>(in.in_range(1, 3));
-    for (int k = 0; k < n_ops; ++k) rule.ops.push_back(in.pick(kDeniable));
-    if (in.flag()) rule.min_batch = in.pick(kBatch);
-    if (in.flag()) rule.ne0_multiple = in.pick(kBatch) * 8;
-    rule.note = "fuzz";
-    d.op_rules.push_back(rule);
-  }
-  d.default_allow = (in.byte() % 8) != 0;
-  d.offload.enabled = in.flag();
-  d.offload.min_batch = in.pick(kBatch);
-  return d;
-}
-
-Setup decode_setup(fuzz::ByteReader& in) {
+Setup decode_setup(space::ByteChoices& in) {
   Setup s;
-  s.topology.name = "fuzz";
-  const int n_acc = static_cast<int>(in.in_range(0, 3));
-  for (int i = 0; i < n_acc; ++i) s.topology.devices.push_back(decode_accelerator(in, i));
-  sim::DeviceConfig cpu;
-  cpu.name = "cpu";
-  cpu.type = DeviceType::kCpu;
-  cpu.wraps = "CPU";
-  cpu.memory = 1 * sim::GiB;
-  cpu.alignment = 64;
-  cpu.host_visible = true;
-  cpu.caps = {/*async=*/false, /*host_buffer=*/false, /*buffer_from_host_ptr=*/false, /*events=*/false};
-  s.topology.devices.push_back(cpu);
-  s.parallel = in.flag();
+  s.spec = space::draw_topology(in);
+  s.lifecycle = space::draw_lifecycle(in);
+  s.lifecycle.alternate = false;  // (no second graph here)
+  s.lifecycle.next_in_flight = false;
+  s.lifecycle.per_evaluation_inputs = false;  // (every evaluation writes the same inputs)
+  s.topology = space::make_topology(s.spec, "fuzz/end_to_end.cpp");
   s.op_offload = in.flag();
   s.max_split_inputs = static_cast<int>(in.in_range(10, 30));
-  s.weight_device = static_cast<int>(in.in_range(0, n_acc));
-  s.weight_host = in.flag();
-  s.options.seed = 1 + in.byte();
+  s.weight_target = static_cast<int>(in.in_range(0, 255));
+  s.options.seed = 1 + static_cast<uint64_t>(in.in_range(0, 255));
   s.options.adversarial = in.flag();
   s.options.record_trace = false;
+  s.options.faults.fail_alloc_nth = s.lifecycle.fail_alloc_nth;
   return s;
 }
 
@@ -111,13 +81,17 @@ std::string describe(const Setup& s, const graphgen::GraphDesc& desc, const grap
   std::ostringstream os;
   os << "devices:";
   for (const auto& d : s.topology.devices) {
-    os << " " << d.name << "(mem " << d.memory << ", align " << d.alignment << ", host_visible " << d.host_visible
+    os << " " << d.name << "(" << device_type_name(d.type) << ", mem " << d.memory << ", align " << d.alignment
+       << ", host_visible " << d.host_visible << (d.unified ? ", unified" : "") << (d.host.empty() ? "" : ", remote")
        << ", events " << d.caps.events << ", async " << d.caps.async << ", rules " << d.op_rules.size()
-       << ", default_allow " << d.default_allow << ", offload " << d.offload.enabled << ")";
+       << ", buffer types " << d.buffer_types.size() << ", offload " << d.offload.enabled << ")";
   }
-  os << "\npolicy: parallel " << s.parallel << ", op_offload " << s.op_offload << ", max_split_inputs "
-     << s.max_split_inputs << ", weights on device " << s.weight_device << (s.weight_host ? " (host type)" : "")
-     << ", sim seed " << s.options.seed << (s.options.adversarial ? " adversarial" : "") << "\n"
+  const space::LifecycleSpec& l = s.lifecycle;
+  os << (s.spec.links ? " (linked)" : "") << "\npolicy: op_offload " << s.op_offload << ", max_split_inputs "
+     << s.max_split_inputs << ", weights in target " << s.weight_target << ", sim seed " << s.options.seed
+     << (s.options.adversarial ? " adversarial" : "") << "\nlifecycle: reserve " << l.reserve << ", parallel "
+     << l.parallel << " (" << l.n_copies << " copies), evaluations " << l.evaluations << ", reuse " << l.reuse
+     << ", reserve in flight " << l.reserve_in_flight << ", fail_alloc_nth " << l.fail_alloc_nth << "\n"
      << desc << "\n--- graph ---\n"
      << g.dump();
   return os.str();
@@ -167,10 +141,11 @@ std::vector<std::vector<float>> reference_outputs(const graphgen::GraphDesc& des
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  fuzz::ByteReader in(data, size);
+  space::ByteChoices in(data, size);
   const Setup setup = decode_setup(in);
-  graphgen::GraphDesc desc = graphgen::desc_from_bytes(in.rest_data(), in.rest_size());
+  graphgen::GraphDesc desc = graphgen::desc_from_bytes(data + in.consumed(), size - in.consumed());
   if (desc.steps.size() > kMaxSteps) desc.steps.resize(kMaxSteps);
+  space::record_buckets("fuzz:end_to_end", space::buckets_of(setup.spec, setup.lifecycle));
 
   auto created = sim::Simulator::create(setup.topology, setup.options, &builtin_registry());
   FUZZ_CHECK(created.ok(), "the fuzzer's topology was refused: " + created.status().to_string());
@@ -179,46 +154,91 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // thread: a thread pool started and stopped for every input would cost more than the rest of the run.
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<Backend*> raw;
+  std::vector<Device*> devices;
   for (size_t i = 0; i < simulator->device_count(); ++i) {
     const bool wrapped = !simulator->device_config(i).wraps.empty();
     auto made = simulator->device(i)->init_backend(wrapped ? "n_threads=1" : "");
+    if (!made.ok() && made.status().code() == StatusCode::kAllocFailed) return 0;  // the injected allocation failure
     FUZZ_CHECK(made.ok(), "init_backend failed: " + made.status().to_string());
     backends.push_back(std::move(made).value());
     raw.push_back(backends.back().get());
+    devices.push_back(simulator->device(i));
   }
 
-  Device* weight_dev = simulator->device(static_cast<size_t>(setup.weight_device));
-  BufferType* weight_buft = weight_dev->buffer_type();
-  if (setup.weight_host && weight_dev->host_buffer_type() != nullptr) weight_buft = weight_dev->host_buffer_type();
+  const std::vector<std::string> targets = space::placement_targets(setup.spec);
+  const std::string& target = targets[static_cast<size_t>(setup.weight_target) % targets.size()];
+  BufferType* weight_buft = harness::find_override_target(devices, target);
+  FUZZ_CHECK(weight_buft != nullptr, "no buffer type " + target + " (generator bug)");
 
   {
-    graphgen::BuiltGraph g = graphgen::build(desc, {.weight_buft = weight_buft});
+    graphgen::BuiltGraph g = graphgen::build(
+        desc, {.weight_buft = weight_buft, .planned_leafs_are_inputs = setup.lifecycle.evaluations > 1});
     if (!g.ok()) {
-      // Only the weights' allocation may fail (a small device); the description itself is always valid.
+      // Only the weights' allocation may fail (a small device, the injected failure); the description itself is
+      // always valid.
       FUZZ_CHECK(g.status.code() == StatusCode::kAllocFailed,
                  "graph_gen failed: " + g.status.to_string() + "\n" + describe(setup, desc, g));
       return 0;
     }
     auto context = [&] { return describe(setup, desc, g); };  // only built for a failure message
     SchedulerParams params;
-    params.parallel = setup.parallel;
+    params.parallel = setup.lifecycle.parallel;
+    params.n_copies = setup.lifecycle.n_copies;
+    params.reuse = setup.lifecycle.reuse;
     params.op_offload = setup.op_offload;
     params.max_split_inputs = setup.max_split_inputs;
     auto sched_or = Scheduler::create(raw, params);
+    if (!sched_or.ok() && sched_or.status().code() == StatusCode::kAllocFailed) return 0;
     FUZZ_CHECK(sched_or.ok(), "Scheduler::create failed: " + sched_or.status().to_string() + "\n" + context());
     std::unique_ptr<Scheduler> sched = std::move(sched_or).value();
 
-    const Status allocated = sched->alloc_graph(*g.graph);
-    if (!allocated.ok()) {
-      // Legitimate refusals: a device too small, or a tensor pre-allocated where no backend can run the op that
-      // writes it (a device that supports nothing, say).
-      const bool refused = allocated.code() == StatusCode::kAllocFailed ||
-                           (allocated.code() == StatusCode::kUnsupported &&
-                            allocated.message().find("pre-allocated") != std::string::npos);
-      FUZZ_CHECK(refused,
-                 "alloc_graph failed other than by running out of memory: " + allocated.to_string() + "\n" + context());
-      return 0;
+    // Legitimate refusals: a device too small (or the injected failure), or a tensor pre-allocated where no backend
+    // can run the op that writes it (a device that supports nothing, say).
+    auto refused = [](const Status& st) {
+      return st.code() == StatusCode::kAllocFailed ||
+             (st.code() == StatusCode::kUnsupported && st.message().find("pre-allocated") != std::string::npos);
+    };
+    // The leafs the application writes before each evaluation: every one but the weights (their memory is the
+    // scheduler's, so their bytes may have been reused since).
+    std::unordered_set<const Tensor*> weights(g.externals.begin(), g.externals.end());
+    bool writes_weights = false;
+    for (const Tensor* n : g.graph->nodes()) {
+      const Tensor* r = n;
+      while (r->view_src != nullptr) r = r->view_src;
+      writes_weights = writes_weights || (r != n && weights.count(r) != 0 && !op_is_view(n->op));
     }
+    if (setup.lifecycle.reserve) {
+      const Status reserved = sched->reserve(*g.graph);
+      if (!reserved.ok()) {
+        FUZZ_CHECK(refused(reserved), "reserve failed: " + reserved.to_string() + "\n" + context());
+        return 0;
+      }
+    }
+    const int evaluations = std::max(setup.lifecycle.evaluations, 1);
+    for (int e = 0; e < evaluations; ++e) {
+      const Status allocated = sched->alloc_graph(*g.graph);
+      if (!allocated.ok()) {
+        FUZZ_CHECK(refused(allocated), "alloc_graph failed other than by running out of memory: " +
+                                           allocated.to_string() + "\n" + context());
+        sched->synchronize();
+        return 0;
+      }
+      const Status filled = e == 0 ? g.fill_data() : g.fill_data(&weights);
+      FUZZ_CHECK(filled.ok(), "filling the leafs failed: " + filled.to_string() + "\n" + context());
+      const ComputeStatus cs = sched->graph_compute_async(*g.graph);
+      FUZZ_CHECK(cs == ComputeStatus::kSuccess, std::string("compute failed: ") + compute_status_name(cs) + ": " +
+                                                    sched->last_error() + "\n" + sched->report() + context());
+      if (setup.lifecycle.reserve_in_flight && e == (evaluations - 2) / 2 && e + 1 < evaluations) {
+        const Status reserved = sched->reserve(*g.graph);
+        if (!reserved.ok()) {
+          FUZZ_CHECK(refused(reserved), "reserve in flight failed: " + reserved.to_string() + "\n" + context());
+          sched->synchronize();
+          return 0;
+        }
+      }
+    }
+    const Status synced = sched->synchronize();
+    FUZZ_CHECK(synced.ok(), "synchronize failed: " + synced.to_string() + "\n" + context());
 
     // Assignment and splits.
     const Graph& graph = *g.graph;
@@ -248,16 +268,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     FUZZ_CHECK(next == graph.n_nodes(), "the splits do not cover the graph\n" + sched->report() + context());
 
-    // Compute and compare.
-    const Status filled = g.fill_data();
-    FUZZ_CHECK(filled.ok(), "filling the leafs failed: " + filled.to_string() + "\n" + context());
-    const ComputeStatus cs = sched->graph_compute(*g.graph);
-    FUZZ_CHECK(cs == ComputeStatus::kSuccess, std::string("compute failed: ") + compute_status_name(cs) + ": " +
-                                                  sched->last_error() + "\n" + sched->report() + context());
+    // Races, errors, outputs.
     simulator->finish();
     FUZZ_CHECK(simulator->races().empty(), "races:\n" + simulator->races_report() + "\n" + sched->report() + context());
     FUZZ_CHECK(simulator->errors().empty(), "simulator error: " + simulator->errors().front() + "\n" + context());
 
+    if (evaluations > 1 && writes_weights) return 0;  // the reference computes once
     const std::vector<std::vector<float>> want = reference_outputs(desc);
     FUZZ_CHECK(want.size() == g.outputs.size(), "the reference has other outputs (generator bug)");
     const std::unordered_set<const Tensor*> skip = order_dependent(graph);

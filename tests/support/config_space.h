@@ -368,7 +368,8 @@ inline std::vector<std::string> buckets_of(const TopologySpec& t, const Lifecycl
 }
 
 // Appends the buckets a case reached to $TESSERA_CONFIG_COVERAGE (one "SOURCE<TAB>BUCKET" line per bucket the first
-// time this process reaches it; the file is shared by concurrent processes: each line is written with one append).
+// time this process reaches it, after "(all)<TAB>BUCKET" for every bucket at the process's first call; the file may
+// be shared by concurrent processes: each call writes its lines with one append).
 // Does nothing when the variable is unset. `source` names the consumer ("property:NoRace...", "fuzz:end_to_end").
 inline void record_buckets(const std::string& source, const std::vector<std::string>& buckets) {
   static const char* path = std::getenv("TESSERA_CONFIG_COVERAGE");
@@ -377,6 +378,9 @@ inline void record_buckets(const std::string& source, const std::vector<std::str
   static std::set<std::string> seen;
   std::lock_guard<std::mutex> lock(mu);
   std::string lines;
+  if (seen.empty()) {  // the first line of each process: every bucket, so that the report knows what was not reached
+    for (const std::string& b : all_buckets()) lines += "(all)\t" + b + "\n";
+  }
   for (const std::string& b : buckets) {
     std::string line = source + "\t" + b + "\n";
     if (seen.insert(line).second) lines += line;

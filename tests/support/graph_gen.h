@@ -37,6 +37,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tessera/alloc.h"
@@ -172,6 +173,10 @@ struct BuildOptions {
   // Whether views (including CPY / SET_ROWS results) may be flagged OUTPUT. When false, the OUTPUT flag a step or
   // the last sink would give a view goes to the view's source instead.
   bool output_views = true;
+  // Whether every planned leaf (not external) is flagged INPUT, as llama.cpp flags every tensor it writes before an
+  // evaluation: a lifecycle of several evaluations writes them again each time, which the scheduler orders after
+  // the evaluation before only for inputs.
+  bool planned_leafs_are_inputs = false;
 };
 
 // A small, fast generator for the leaf data (std::mt19937 spent most of a small graph's fill initialising and
@@ -209,10 +214,12 @@ struct BuiltGraph {
 
   bool ok() const { return status.ok(); }
 
-  // Writes the deterministic data into every leaf that has memory (call after allocation, before computing).
-  Status fill_data() const {
+  // Writes the deterministic data into every leaf that has memory (call after allocation, before computing), but
+  // those in `skip` (the weights, for the evaluations after the first).
+  Status fill_data(const std::unordered_set<const Tensor*>* skip = nullptr) const {
     for (const Fill& f : fills) {
       if (tensor_buffer(*f.t) == nullptr) continue;  // not in the graph (or not allocated)
+      if (skip != nullptr && skip->count(f.t) != 0) continue;
       SplitMix64 rng(seed * 2654435761u ^ (f.id * 40503u + 12345u));
       const auto n = static_cast<size_t>(nelements(*f.t));
       std::vector<float> v(n);
@@ -416,7 +423,7 @@ class Builder {
     const bool ids = kind == FillKind::kIds || kind == FillKind::kDistinctIds;
     const int i = add(tensor, d, true, role, ids ? bound : SDim{0, false}, true);
     if (i < 0) return -1;
-    if (mode == 3) set_input(*tensor);
+    if (mode == 3 || (!external && opts_.planned_leafs_are_inputs)) set_input(*tensor);
     if (external) out_.externals.push_back(tensor);
     out_.fills.push_back(Fill{tensor, kind, ev(bound), static_cast<uint32_t>(i)});
     return i;
