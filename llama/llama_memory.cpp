@@ -4,8 +4,9 @@
 
 #include <algorithm>
 #include <regex>
+#include <string_view>
 #include <cstring>
-#include <map>
+#include <unordered_map>
 
 #include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/models/fixtures.h"
@@ -116,16 +117,27 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
     if (!is_cache(t)) weights.emplace_back(t, bt);
   }
   // The file's layout.
-  std::vector<const Tensor*> order;
-  for (const auto& w : weights) order.push_back(w.first);
-  std::stable_sort(order.begin(), order.end(), [](const Tensor* a, const Tensor* b) {
-    return models::fixtures::weight_name_less(a->name, b->name);
+  // (weight_name_less's order, with each name's length and block number taken once: a comparator that measured them
+  // again was a tenth of `plan`'s time at 100,000 layers)
+  struct FileKey {
+    int block;
+    std::string_view name;
+    const Tensor* t;
+  };
+  std::vector<FileKey> order;
+  order.reserve(weights.size());
+  for (const auto& w : weights) {
+    order.push_back({models::fixtures::weight_block(w.first->name), w.first->name, w.first});
+  }
+  std::stable_sort(order.begin(), order.end(), [](const FileKey& a, const FileKey& b) {
+    return a.block != b.block ? a.block < b.block : a.name < b.name;
   });
-  std::map<const Tensor*, size_t> offset;
+  std::unordered_map<const Tensor*, size_t> offset;
+  offset.reserve(order.size());
   size_t at = 0;
-  for (const Tensor* t : order) {
-    offset[t] = at;
-    at = pad(at + nbytes(*t), 32);
+  for (const FileKey& k : order) {
+    offset[k.t] = at;
+    at = pad(at + nbytes(*k.t), 32);
   }
   size_t first = SIZE_MAX, last = 0;
   const std::string host = names.host();

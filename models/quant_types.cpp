@@ -37,7 +37,9 @@ int block_of(std::string_view name) {
 
 }  // namespace
 
-bool weight_name_less(const std::string& a, const std::string& b) {
+int weight_block(std::string_view name) { return block_of(name); }
+
+bool weight_name_less(std::string_view a, std::string_view b) {
   const int la = block_of(a);
   const int lb = block_of(b);
   if (la != lb) return la < lb;

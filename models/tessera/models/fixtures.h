@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/gguf.h"
@@ -90,7 +91,9 @@ struct SourceTensor {
 // llama.cpp's tensor order (llama_model_loader::weight_name_comparer, src/llama-model-loader.h), which is the order
 // llama-quantize writes and quantizes in: tensors outside the blocks first, then block by block ("blk.N." by the
 // number N, so blk.10 after blk.9), by name within each group.
-bool weight_name_less(const std::string& a, const std::string& b);
+bool weight_name_less(std::string_view a, std::string_view b);
+// The block number weight_name_less orders by: the N of "blk.N.", -1 outside the blocks.
+int weight_block(std::string_view name);
 
 // The types llama-quantize gives `tensors`, taken in that order (the order matters: attn_v's "more bits" layers are
 // counted along it; sort by weight_name_less first to match llama-quantize). One type per tensor. Implements the
