@@ -284,7 +284,8 @@ TEST(PolicyOptions, FlagsAreTheKeysSpelledWithDashes) {
     std::string dashed = "--" + o.key;
     for (char& ch : dashed) ch = ch == '_' ? '-' : ch;
     const bool pairs = o.value.find('=') != std::string::npos && o.key.back() == 's';
-    const bool negated = o.value.empty() && o.key.ends_with("_offload");
+    // (a key on by default is turned off by its negation: "op_offload" -> --no-op-offload)
+    const bool negated = o.value.empty() && (o.key.ends_with("_offload") || o.key == "plan_reuse");
     const std::string expected = negated ? "--no-" + dashed.substr(2)
                                  : pairs ? dashed.substr(0, dashed.size() - 1)
                                          : dashed;
