@@ -1,5 +1,6 @@
 // Fuzz target: the scenario parser (docs/scenarios.md). Any text: parse_scenario returns a scenario or an
-// error naming the source; it never crashes, throws, leaks or hangs. An accepted scenario carries a valid topology
+// error naming the source, and so does `tessera upgrade`'s upgrade_text (a converted text is current when upgraded
+// again); they never crash, throw, leak or hang. An accepted scenario carries a valid topology
 // (inline or a preset) whose writer round-trips. Scenarios are not run here (a model may be large); end_to_end runs
 // the scheduler.
 #include <cstddef>
@@ -9,6 +10,7 @@
 
 #include "fuzz_input.h"
 #include "tessera/scenario/scenario.h"
+#include "tessera/scenario/scenario_upgrade.h"
 #include "tessera/harness/topology/topology.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -23,6 +25,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const std::string source = "fuzz-scenario.json";
+  // `tessera upgrade` on the same text (docs/scenarios.md "Versions"): an error naming the source, or a converted text
+  // that its kind's reader reads back, whose own upgrade changes nothing.
+  auto upgraded = scenario::upgrade_text(text, source);
+  if (!upgraded.ok()) {
+    const std::string message = upgraded.status().to_string();
+    FUZZ_CHECK(message.find(source) != std::string::npos, "the upgrade's error does not name the source: " + message);
+  } else if (upgraded->changed) {
+    auto again = scenario::upgrade_text(upgraded->text, source);
+    FUZZ_CHECK(again.ok(), "the upgraded text does not upgrade: " + again.status().to_string());
+    FUZZ_CHECK(!again->changed, "the upgraded text is not current:\n" + upgraded->text);
+  }
   auto parsed = scenario::parse_scenario(text, source);
   if (!parsed.ok()) {
     const std::string message = parsed.status().to_string();

@@ -7,11 +7,23 @@
 
 #include "fuzz_input.h"
 #include "tessera/harness/topology/topology.h"
+#include "tessera/scenario/scenario_upgrade.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;
   const std::string source = "fuzz.json";
   auto parsed = harness::parse_topology(fuzz::as_text(data, size), source);
+  // `tessera upgrade` on a topology (docs/topology.md "Versions"): what parse_topology reads, upgrade_text converts to
+  // a text that reads back as the same topology (it refuses only what parse_topology refuses, or another kind).
+  if (parsed.ok()) {
+    auto upgraded = scenario::upgrade_text(fuzz::as_text(data, size), source);
+    if (upgraded.ok() && upgraded->kind == scenario::FileKind::kTopology) {
+      auto back = harness::parse_topology(upgraded->text, source);
+      FUZZ_CHECK(back.ok(), "the upgraded topology does not parse: " + back.status().to_string());
+      FUZZ_CHECK(harness::topology_to_json(*back) == harness::topology_to_json(*parsed),
+                 "the upgraded topology reads as another one:\n" + upgraded->text);
+    }
+  }
   if (!parsed.ok()) {
     const std::string message = parsed.status().to_string();
     FUZZ_CHECK(message.find(source) != std::string::npos, "the error does not name the source: " + message);

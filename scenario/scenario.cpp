@@ -13,6 +13,7 @@
 #include "scenario_steps.h"
 #include "scenario_expect.h"
 #include "scenario_extra.h"
+#include "scenario_version.h"
 #include "tessera/harness/graph/graph_io.h"
 #include "tessera/llama/llama_run.h"
 #include "tessera/harness/topology/topology.h"
@@ -325,13 +326,19 @@ Result<TopologyConfig> load_topology_near(const std::string& name, const std::st
   return load_topology(is_path || std::filesystem::exists(path, ec) ? path : name);
 }
 
-Scenario parse_root(const json& root, const std::string& source) {
+Scenario parse_root(const json& root, const std::string& source, int version_if_absent,
+                    std::vector<PolicyConversion>* conversions) {
+  // The version first: a newer file may have keys this build does not know.
+  const int declared = read_version(root);
   expect_object(root, "",
-                {"name", "description", "topology", "model", "graph", "next_graph", "policy", "run", "expect",
-                 "compare", "draft", "mmproj"},
+                {"version", "name", "description", "topology", "model", "graph", "next_graph", "policy", "run",
+                 "expect", "compare", "draft", "mmproj"},
                 "a scenario object");
+  // Without a version: version_if_absent, unless the file uses keys only version 2 has (then it was written for it).
+  const int version = declared != 0 ? declared : uses_version2_keys(root) ? kScenarioVersion : version_if_absent;
   Scenario s;
   s.source = source;
+  s.version = declared;
   s.name = get_string(required(root, "", "name", "the scenario's name"), "name");
   if (const json* x = member(root, "description")) s.description = get_string(*x, "description");
   const json& topo =
@@ -361,14 +368,41 @@ Scenario parse_root(const json& root, const std::string& source) {
     s.config.next_graph = parse_graph_source(*x, source, "next_graph");
   }
   parse_extra_models(root, source, &s);
-  if (const json* x = member(root, "policy")) read_policy_json(*x, "policy", &s.config.policy);
+  const json* policy = member(root, "policy");
+  if (policy != nullptr) {
+    if (version == 1) refuse_version2_keys(*policy, "policy");
+    read_policy_json(*policy, "policy", &s.config.policy);
+  }
   if (const json* x = member(root, "run")) parse_run(*x, "run", &s);
   for (const Session::StepSpec& st : s.steps) {
     if (st.step >= Session::Step::kReserveNext && st.step <= Session::Step::kComputeNext && !s.config.next_graph) {
       fail("run.steps", "a \"-next\" step needs a \"next_graph\"");
     }
   }
-  if (const json* x = member(root, "compare")) s.compare = read_comparison(*x, "compare", s.config.policy);
+  // A file without a version, or of version 1 (docs/scenarios.md, "Versions"): its layers must be placed as they were
+  // meant (the devices and the layer count are known now).
+  const PlacementPolicy written = s.config.policy;
+  std::optional<VersionRules> rules;
+  if (version != kScenarioVersion) {
+    rules.emplace(s.config, source);
+    if (version == 0) {
+      rules->require_same(written, policy, policy != nullptr ? "policy" : "");
+    } else {
+      PolicyConversion c = rules->convert(written, policy, "policy");
+      s.config.policy = c.apply(written);
+      if (!c.note.empty()) s.conversions.push_back(c.note);
+      if (conversions != nullptr) conversions->push_back(std::move(c));
+    }
+  }
+  if (const json* x = member(root, "compare")) {
+    const json* with = member(*x, "with");
+    if (version == 1 && with != nullptr && with->is_object()) refuse_version2_keys(*with, "compare.with");
+    s.compare = read_comparison(*x, "compare", s.config.policy);
+    if (rules) {
+      rules->require_variant(read_comparison(*x, "compare", written).policy, s.compare->policy, "compare.with",
+                             version);
+    }
+  }
   // A scenario checks something, or says that it only runs ("expect": "nothing"; a failure to run still fails it).
   const json* expect = member(root, "expect");
   if (expect != nullptr && expect->is_string() && expect->get<std::string>() == "nothing") return s;
@@ -383,16 +417,21 @@ Scenario parse_root(const json& root, const std::string& source) {
 
 }  // namespace
 
-Result<Scenario> parse_scenario(std::string_view text, const std::string& source) {
+Result<Scenario> parse_scenario_as(std::string_view text, const std::string& source, int version_if_absent,
+                                   std::vector<PolicyConversion>* conversions) {
   try {
     json root;
     TS_RETURN_IF_ERROR(parse_json(text, source, &root));
-    return parse_root(root, source);
+    return parse_root(root, source, version_if_absent, conversions);
   } catch (const ParseProblem& p) {
     return invalid(error_prefix(source, p.path) + p.message);
   } catch (const std::exception& e) {
     return invalid(source + ": cannot read the scenario: " + e.what());
   }
+}
+
+Result<Scenario> parse_scenario(std::string_view text, const std::string& source) {
+  return parse_scenario_as(text, source, 0, nullptr);
 }
 
 Result<Scenario> load_scenario_file(const std::string& path) {

@@ -337,6 +337,44 @@ inline Type get_type(const json& v, const std::string& path) {
   return t;
 }
 
+// A file's top-level "version" (scenario and topology files: docs/scenarios.md and docs/topology.md, "Versions"): 0
+// when the key is absent, else a whole number from 1 to `newest`. A newer one is refused with a message that names
+// the newest this build reads (`files`: "scenario files").
+inline int get_version(const json& root, std::string_view files, int newest) {
+  const json* v = member(root, "version");
+  if (v == nullptr) return 0;
+  const std::string expected = "a version number from 1 to " + std::to_string(newest);
+  if (!v->is_number_integer()) type_fail("version", expected, *v);
+  const bool above = v->is_number_unsigned() ? v->get<uint64_t>() > static_cast<uint64_t>(newest)
+                                             : v->get<int64_t>() > static_cast<int64_t>(newest);
+  if (above) {
+    fail("version", "version " + v->dump() + " is newer than this build of Tessera reads (" + std::string(files) +
+                        " up to version " + std::to_string(newest) + "): use a newer Tessera");
+  }
+  if (v->get<int64_t>() < 1) type_fail("version", expected, *v);
+  return static_cast<int>(v->get<int64_t>());
+}
+
+// A value as JSON on one line with a space after each ',' and ':' ({"a": [1, 2]}), for messages and for files
+// written in the projects' layout; works with json and ordered_json.
+template <typename Json>
+std::string one_line(const Json& v) {
+  if (v.is_object()) {
+    std::string out = "{";
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      out += (out.size() > 1 ? ", " : "") + Json(it.key()).dump(-1, ' ', false, Json::error_handler_t::replace) + ": " +
+             one_line(it.value());
+    }
+    return out + "}";
+  }
+  if (v.is_array()) {
+    std::string out = "[";
+    for (const auto& e : v) out += (out.size() > 1 ? ", " : "") + one_line(e);
+    return out + "]";
+  }
+  return v.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 template <typename T, typename Get>
 std::vector<T> get_list(const json& v, const std::string& path, std::string_view what, Get get) {
   if (!v.is_array()) type_fail(path, "a list of " + std::string(what), v);

@@ -33,6 +33,7 @@ using json_read::element;
 using json_read::expect_object;
 using json_read::fail;
 using json_read::get_count;
+using json_read::get_version;
 using json_read::invalid;
 using json_read::member;
 using json_read::quote;
@@ -458,6 +459,12 @@ std::vector<Tensor*> parse_list(const json& v, const std::string& path, const Lo
 }
 
 LoadedGraph parse_graph(const json& root) {
+  // A newer version first (it may have keys this build does not know), naming the newest this build reads; anything
+  // else but 1 is refused below.
+  if (const json* v = member(root, "version");
+      v != nullptr && v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(kGraphFormatVersion)) {
+    (void)get_version(root, "serialized graphs", kGraphFormatVersion);
+  }
   expect_object(root, "", {"format", "version", "description", "tensors", "leafs", "nodes"},
                 "a JSON object {\"format\": \"tessera-graph\", \"version\": 1, \"tensors\": [...], \"leafs\": [...], "
                 "\"nodes\": [...]} at the top level");

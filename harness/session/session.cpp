@@ -78,12 +78,6 @@ Status fill_all(const std::vector<std::pair<LeafData, uint64_t>>& plan, uint64_t
   return Status::Ok();
 }
 
-int layer_count(const std::vector<Tensor*>& weights) {
-  int n = 0;
-  for (const Tensor* w : weights) n = std::max(n, layer_of_name(w->name) + 1);
-  return n;
-}
-
 Result<std::vector<float>> concat_outputs(const std::vector<Tensor*>& outputs) {
   std::vector<float> all;
   for (const Tensor* t : outputs) {
@@ -157,6 +151,12 @@ Status refuse_storage_only(const Graph& g, const SessionConfig& config) {
 }
 
 }  // namespace
+
+int layer_count(const std::vector<Tensor*>& weights) {
+  int n = 0;
+  for (const Tensor* w : weights) n = std::max(n, layer_of_name(w->name) + 1);
+  return n;
+}
 
 // Out of host memory in memory-backed mode (the simulator backs each device's memory with this machine's, the CPU
 // reference holds another copy): the error says the way out, metadata-only mode.

@@ -8,6 +8,10 @@
 
 namespace tessera::harness {
 
+// The layer count of a serialized graph's placement: one more than the highest layer its weights name ("blk.N.",
+// "cache_k_lN"; layer_of_name), 0 for none.
+int layer_count(const std::vector<Tensor*>& weights);
+
 // Out of host memory in memory-backed mode: the error says the way out, metadata-only mode.
 Status with_metadata_hint(Status s, const SessionConfig& config);
 

@@ -254,7 +254,10 @@ LinkConfig parse_link(const json& v, const std::string& path) {
 }
 
 TopologyConfig parse_root(const json& root) {
-  expect_object(root, "", {"name", "description", "hosts", "devices", "links", "sources"},
+  // The version first: a newer file may have keys this build does not know. Version 1 is the only one so far, and a
+  // file without the key is read as version 1 (docs/topology.md, "Versions").
+  (void)get_version(root, "topology files", kTopologyVersion);
+  expect_object(root, "", {"version", "name", "description", "hosts", "devices", "links", "sources"},
                 "a JSON object {\"name\": ..., \"devices\": [...], \"links\": [...]} at the top level");
   TopologyConfig t;
   t.name = get_string(required(root, "", "name", "the topology's name"), "name");
@@ -476,6 +479,7 @@ Status validate_topology(const TopologyConfig& t) {
 std::string topology_to_json(const TopologyConfig& t) {
   try {
     ojson root;
+    root["version"] = kTopologyVersion;
     root["name"] = t.name;
     if (!t.description.empty()) root["description"] = t.description;
     ojson devices = ojson::array();

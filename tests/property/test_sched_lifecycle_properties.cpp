@@ -25,8 +25,10 @@ using namespace tessera::scenario;
 
 namespace {
 
-// Layer 1 on the GPU, layer 0 and the output head on the CPU (3 splits).
+// A 2-layer model on a GPU and the CPU; make_session sets n_gpu_layers (llama.cpp's meaning: 1 offloads the output
+// layer alone, 2 also layer 1).
 constexpr const char* kScenario = R"({
+  "version": 2,
   "name": "lifecycle",
   "topology": {"name": "gpu-async-cpu", "devices": [
     {"name": "gpu0", "type": "gpu", "memory": "1 GiB", "caps": {"async": true, "events": true}},

@@ -215,7 +215,7 @@ std::string counterexample_dir() {
 // Writes the case as a scenario file; returns its path (or a note that it could not be written).
 std::string write_scenario(const std::string& property, const Prepared& p, const std::string& what) {
   const SessionConfig& c = p.config;
-  std::string s = "{\n  \"name\": " + json_string("counterexample-" + property) + ",\n";
+  std::string s = "{\n  \"version\": 2,\n  \"name\": " + json_string("counterexample-" + property) + ",\n";
   s += "  \"description\": " + json_string("RapidCheck property " + property + " failed: " + what) + ",\n";
   s += "  \"topology\": " + topology_to_json(c.topology) + ",\n";
   s += "  \"graph\": " + p.graph_json + ",\n";

@@ -1,5 +1,5 @@
-// The `tessera` tool (docs/scenarios.md): plan, run, trace, dot, repro, fit, topologies, inspect and compare-log
-// (docs/compare-log.md) over simulated topologies.
+// The `tessera` tool (docs/scenarios.md): plan, run, trace, dot, repro, fit, topologies, inspect, compare-log
+// (docs/compare-log.md) and upgrade over simulated topologies.
 // With no arguments it runs the built-in default (the tiny model on the 1gpu preset) and prints a summary.
 // Exit codes: 0 ok; 1 an expectation failed (a scenario expectation, a race, outputs that do not match the CPU
 // reference, a placement that does not fit or cannot be scheduled); 2 usage or input error.
@@ -390,6 +390,7 @@ int cmd_repro(const std::vector<std::string>& files, bool json, const std::strin
       std::printf("scenario %s (%s): %s\n", sc.value().name.c_str(), files[i].c_str(),
                   out.passed ? "PASSED" : "FAILED");
       if (!sc.value().description.empty()) std::printf("  %s\n", sc.value().description.c_str());
+      for (const std::string& c : sc.value().conversions) std::printf("  version 1, read as meant: %s\n", c.c_str());
       for (const auto& r : out.results) {
         std::printf("  [%s] %s: %s\n", r.ok ? "ok" : "FAIL", r.what.c_str(), r.detail.c_str());
       }
@@ -514,6 +515,9 @@ int main(int argc, char** argv) {
   tessera::tool::CompareLogArgs compare_log_args;
   CLI::App* compare_log = tessera::tool::add_compare_log(app, compare_log_args);
 
+  tessera::tool::UpgradeArgs upgrade_args;
+  CLI::App* upgrade = tessera::tool::add_upgrade(app, upgrade_args);
+
   CLI::App* topologies = app.add_subcommand("topologies", "list the topology presets");
   topologies->add_option("--show", show, "print a preset (or file) as JSON");
   topologies->add_flag("--json", topo_json, "machine-readable output");
@@ -538,6 +542,7 @@ int main(int argc, char** argv) {
     if (*fit) return cmd_fit(o, fit_args);
     if (*topologies) return cmd_topologies(show, topo_json);
     if (*compare_log) return tessera::tool::cmd_compare_log(compare_log_args, &builtin_registry());
+    if (*upgrade) return tessera::tool::cmd_upgrade(upgrade_args);
     if (*inspect) {
       auto report = inspect_file(inspect_path, inspect_options);
       if (!report.ok()) {

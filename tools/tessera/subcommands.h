@@ -1,5 +1,5 @@
-// `tessera` subcommands kept outside main.cpp: `compare-log` (compare_log.cpp, docs/compare-log.md) and `fit`
-// (fit.cpp and fit_order.cpp, docs/fit.md). Each returns the
+// `tessera` subcommands kept outside main.cpp: `compare-log` (compare_log.cpp, docs/compare-log.md), `fit`
+// (fit.cpp and fit_order.cpp, docs/fit.md) and `upgrade` (upgrade.cpp, docs/scenarios.md "Versions"). Each returns the
 // tool's exit code: 0 ok, 1 an expectation failed, 2 usage or input error.
 #pragma once
 
@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "tessera/llama/extra_specs.h"
 #include "tessera/llama/llama_fit.h"
 #include "tessera/llama/llama_log.h"
 #include "tessera/llama/llama_log_predict.h"
@@ -48,5 +49,13 @@ int cmd_fit(const FitArgs& args, const Result<harness::SessionConfig>& base, con
 // --fill-in-order: the largest layer offload per GPU, GPUs in order; `fit_target` in bytes (empty: the topology's
 // fit_margin).
 int cmd_fit_fill_in_order(harness::SessionConfig base, const std::vector<int64_t>& fit_target, bool json);
+
+struct UpgradeArgs {
+  std::string path;
+  std::string output;  // -o: "" in place (FILE.bak kept), "-" standard output
+};
+// Adds `upgrade FILE [-o OUT]` to the app; the returned subcommand is parsed into `args`.
+CLI::App* add_upgrade(CLI::App& app, UpgradeArgs& args);
+int cmd_upgrade(const UpgradeArgs& args);
 
 }  // namespace tessera::tool

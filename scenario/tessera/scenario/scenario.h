@@ -57,10 +57,19 @@ struct Expectations {
   }
 };
 
+// The scenario file format's version (the "version" key; docs/scenarios.md, "Versions"). 2: n_gpu_layers and
+// tensor_split mean what they mean in llama.cpp (commit 9a5a0e0); 1: Tessera's rules before it. A file without the key
+// is read as version 2 when both versions place its layers the same way, and refused otherwise.
+constexpr int kScenarioVersion = 2;
+
 struct Scenario {
   std::string name;
   std::string description;
   std::string source;  // file name
+  int version = 0;     // the file's "version" (0: none)
+  // A version 1 file is read as it was meant: its placement keys converted to version 2's, one line each (what
+  // `tessera upgrade` writes into the file).
+  std::vector<std::string> conversions;
   harness::SessionConfig config;
   llama::ExtraModels extra;  // "draft" and "mmproj": placed beside the planned model when an expectation is on them
   int evaluations = 1;

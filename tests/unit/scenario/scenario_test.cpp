@@ -53,7 +53,7 @@ TEST(SimScenarioParse, AMinimalScenarioTakesTheDefaults) {
 
 TEST(SimScenarioParse, EveryFieldIsRead) {
   auto s = parse_scenario(R"({
-    "name": "all", "description": "d", "topology": "2gpu-unequal",
+    "version": 2, "name": "all", "description": "d", "topology": "2gpu-unequal",
     "model": {"preset": "tiny", "n_layer": 6, "n_tokens": 4, "flash_attn": false, "weight_type": "q8_0"},
     "policy": {"n_gpu_layers": 5, "tensor_split": [2, 1], "overrides": [{"pattern": "^cache_", "target": "cpu"}],
                "op_offload": false, "parallel": true, "max_split_inputs": 12},
@@ -191,7 +191,8 @@ TEST(SimScenarioParse, MissingFileNamesThePath) {
 }
 
 TEST(SimScenarioParse, NoCrashOnTruncatedOrMangledInput) {
-  const std::string text = R"({"name": "x", "topology": "2gpu-unequal", "model": {"preset": "tiny", "n_layer": 3},
+  const std::string text =
+      R"({"version": 2, "name": "x", "topology": "2gpu-unequal", "model": {"preset": "tiny", "n_layer": 3},
     "policy": {"tensor_split": [1, 1], "overrides": [{"pattern": "a", "target": "cpu"}]},
     "run": {"seed": 2, "faults": {"slow_event": "3 us"}}, "expect": {"max_splits": 4, "no_race": true}})";
   for (size_t n = 0; n < text.size(); n += 3) (void)parse_scenario(text.substr(0, n), "cut.json");
@@ -239,7 +240,7 @@ TEST(SimScenarioRun, AnInjectedFaultEndsInACleanError) {
 // ---- lifecycle steps, scheduler devices, inputs per split ----
 
 TEST(SimScenarioParse, StepsSchedulerDevicesAndSplitInputsAreRead) {
-  auto s = parse_scenario(R"({"name": "x", "topology": "2gpu-unequal",
+  auto s = parse_scenario(R"({"version": 2, "name": "x", "topology": "2gpu-unequal",
     "policy": {"scheduler_devices": ["gpu1", "cpu"]},
     "run": {"steps": ["reserve", "alloc", "compute", "compute"]}, "expect": {"max_split_inputs": 7}})",
                           "s.json");
@@ -306,13 +307,15 @@ std::map<std::string, bool> results_of(const ScenarioOutcome& out) {
 
 TEST(SimScenarioRun, StepsDriveTheLifecycleAndAreCounted) {
   // Two reserves then two evaluations: two plans of the compute buffers (the evaluations re-plan nothing).
-  const ScenarioOutcome two = run_text(R"({"name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 3},
+  const ScenarioOutcome two =
+      run_text(R"({"version": 2, "name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 3},
     "run": {"steps": ["reserve", "reserve", "compute", "compute"]},
     "expect": {"max_reserves": 1, "outputs_match_reference": true}})");
   auto ok = results_of(two);
   EXPECT_FALSE(ok.at("at most 1 compute-buffer plans"));
   EXPECT_TRUE(ok.at("outputs match the CPU reference (NMSE <= 0.0001)"));
-  const ScenarioOutcome one = run_text(R"({"name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 3},
+  const ScenarioOutcome one =
+      run_text(R"({"version": 2, "name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 3},
     "run": {"steps": ["reserve", "compute", "alloc", "compute"]}, "expect": {"max_reserves": 1}})");
   EXPECT_TRUE(one.passed) << one.error;
   // A failing step is named with its position.
@@ -325,14 +328,17 @@ TEST(SimScenarioRun, StepsDriveTheLifecycleAndAreCounted) {
 
 TEST(SimScenarioRun, SchedulerDevicesLeaveDevicesOutAndUnknownNamesAreErrors) {
   // Every layer on gpu1, gpu0 not given to the scheduler: it plans and computes on gpu1 and the CPU.
-  const ScenarioOutcome sub = run_text(R"({"name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 2},
+  const ScenarioOutcome sub =
+      run_text(R"({"version": 2, "name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 2},
     "policy": {"layers_per_device": [0, 2], "scheduler_devices": ["gpu1", "cpu"]},
     "expect": {"scheduling": "ok", "outputs_match_reference": true, "nodes": [{"node": "ffn_out-1", "device": "gpu1"}]}})");
   EXPECT_TRUE(sub.passed) << sub.error << sub.report;
-  const ScenarioOutcome unknown = run_text(R"({"name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 2},
+  const ScenarioOutcome unknown =
+      run_text(R"({"version": 2, "name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 2},
     "policy": {"scheduler_devices": ["gpu7", "cpu"]}, "expect": {"scheduling": "error"}})");
   EXPECT_THAT(unknown.error, HasSubstr("scheduler_devices: no device named \"gpu7\""));
-  const ScenarioOutcome no_cpu = run_text(R"({"name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 2},
+  const ScenarioOutcome no_cpu =
+      run_text(R"({"version": 2, "name": "x", "topology": "2gpu-unequal", "model": {"n_layer": 2},
     "policy": {"scheduler_devices": ["gpu0", "gpu1"]}, "expect": {"scheduling": "error"}})");
   EXPECT_THAT(no_cpu.error, HasSubstr("must be a CPU device"));
 }
@@ -399,7 +405,7 @@ TEST(SimScenarioGraph, AGraphFileIsFoundNextToTheScenario) {
   write_temp("tessera-graph-next.json", tiny_graph_json(false));
   const std::string scenario =
       write_temp("tessera-scenario-next.json",
-                 R"({"name": "g", "topology": "2gpu-unequal", "graph": "tessera-graph-next.json",
+                 R"({"version": 2, "name": "g", "topology": "2gpu-unequal", "graph": "tessera-graph-next.json",
           "policy": {"pins": [{"tensor": "kq_soft_max-0", "device": "cpu"}]},
           "expect": {"outputs_match_reference": true, "no_race": true,
                      "nodes": [{"node": "kq_soft_max-0", "device": "cpu"}]}})");

@@ -85,6 +85,14 @@ int layer_of_name(const char* name);
 // than GPUs, split mode row, a main GPU out of range.
 Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int n_layer, const PlacementPolicy& policy);
 
+// The same map by Tessera's rules before commit 9a5a0e0 (scenario files of version 1, docs/scenarios.md "Versions";
+// policy_v1.cpp): n_gpu_layers N offloaded the last N layers and kept the output layer on the CPU unless N was -1
+// or above n_layer (then it went with the last layer); layer i of the n offloaded ones went to the GPU whose
+// cumulative tensor_split share covers (i + 0.5) / n (default shares: each GPU's total memory; all zero: an error);
+// layers_per_device as today. The keys that came with 9a5a0e0 (split_mode, main_gpu, kv_offload) are not read.
+Result<std::vector<int>> layer_devices_v1(const std::vector<Device*>& devices, int n_layer,
+                                          const PlacementPolicy& policy);
+
 // The buffer type an override's target names (see TensorOverride::target); nullptr when none.
 BufferType* find_override_target(const std::vector<Device*>& devices, const std::string& target);
 

@@ -15,6 +15,11 @@
 
 namespace tessera::harness {
 
+// The topology file format's version (the "version" key; docs/topology.md, "Versions"). A file without the key is
+// read as version 1; a newer one is refused. No key has changed meaning yet: the version lets a later change tell the
+// files written before it.
+constexpr int kTopologyVersion = 1;
+
 // Parses and validates a topology. `source` names the text in every error message.
 Result<sim::TopologyConfig> parse_topology(std::string_view json_text, const std::string& source);
 // Reads and parses a file; errors name the path (and the OS reason when it cannot be read).
@@ -27,7 +32,7 @@ const char* topology_preset_text(const std::string& name);
 // A preset name, else a file path.
 Result<sim::TopologyConfig> load_topology(const std::string& name_or_path);
 
-// Pretty JSON in the file format; parse_topology reads it back to an equal config.
+// Pretty JSON in the file format, "version" first; parse_topology reads it back to an equal config.
 std::string topology_to_json(const sim::TopologyConfig& topology);
 
 // The rules every topology obeys (docs/topology.md, "Validation"); messages name the field (devices[1].alignment).

@@ -562,7 +562,11 @@ TEST_F(SimGraphIoMalformed, UnknownNamesKeysAndFlags) {
   expect_rejected([&](ojson& j) { j["tensors"][x]["name"] = std::string(64, 'n'); },
                   {at(x) + ".name", "at most 63 bytes"});
   expect_rejected([&](ojson& j) { j["format"] = "ggml"; }, {"format", "expected \"tessera-graph\""});
-  expect_rejected([&](ojson& j) { j["version"] = 2; }, {"version", "expected 1"});
+  // A newer version names the newest this build reads; another value says what is expected.
+  expect_rejected([&](ojson& j) { j["version"] = 2; },
+                  {"version: version 2 is newer than this build of Tessera reads (serialized graphs up to version 1)"});
+  expect_rejected([&](ojson& j) { j["version"] = 0; }, {"version", "expected 1"});
+  expect_rejected([&](ojson& j) { j["version"] = "1"; }, {"version", "expected 1"});
   expect_rejected([&](ojson& j) { j.erase("tensors"); }, {"missing required key \"tensors\""});
   expect_rejected([&](ojson& j) { j["extra"] = 1; }, {"unknown key \"extra\""});
   expect_rejected([&](ojson& j) { j = ojson::array(); }, {"expected a JSON object"});
