@@ -13,7 +13,7 @@ Status Graph::build_forward(Tensor* t) {
 
 // Iterative depth-first walk (graphs can be tens of thousands of nodes deep): sources in order, then the tensor.
 Status Graph::visit(Tensor* root) {
-  if (pos_.count(root) != 0) return Status::Ok();
+  if (pos_.find(root) != nullptr) return Status::Ok();
   std::vector<std::pair<Tensor*, int>> stack;  // tensor, next source index to visit
   pos_.emplace(root, kPosUnknown);
   stack.emplace_back(root, 0);
@@ -22,7 +22,7 @@ Status Graph::visit(Tensor* root) {
     bool descended = false;
     while (next < kMaxSrc) {
       Tensor* s = t->src[next++];
-      if (s != nullptr && pos_.emplace(s, kPosUnknown).second) {
+      if (s != nullptr && pos_.emplace(s, kPosUnknown)) {
         stack.emplace_back(s, 0);
         descended = true;
         break;
@@ -44,7 +44,7 @@ Status Graph::add_node(Tensor* t) {
   }
   for (int j = 0; j < kMaxSrc; ++j) src_pos_.push_back(pos_or_unknown(t->src[j]));
   node_vsrc_pos_.push_back(pos_or_unknown(t->view_src));
-  pos_[t] = static_cast<int32_t>(nodes_.size());
+  pos_.set(t, static_cast<int32_t>(nodes_.size()));
   nodes_.push_back(t);
   return Status::Ok();
 }
@@ -55,7 +55,7 @@ Status Graph::add_leaf(Tensor* t) {
                     describe(*t).c_str());
   }
   leaf_vsrc_pos_.push_back(pos_or_unknown(t->view_src));
-  pos_[t] = leaf_position(leafs_.size());
+  pos_.set(t, leaf_position(leafs_.size()));
   leafs_.push_back(t);
   return Status::Ok();
 }
@@ -63,6 +63,7 @@ Status Graph::add_leaf(Tensor* t) {
 Graph Graph::view(size_t i0, size_t i1) const {
   Graph g(capacity_);
   if (i1 > nodes_.size()) i1 = nodes_.size();
+  if (i1 > i0) g.pos_.reserve(i1 - i0);
   auto local = [&](int32_t p) {  // a node inside the range keeps its place; anything else is not in the view
     if (p == kNoPos) return kNoPos;
     return p >= 0 && static_cast<size_t>(p) >= i0 && static_cast<size_t>(p) < i1 ? static_cast<int32_t>(p - i0)
@@ -71,7 +72,7 @@ Graph Graph::view(size_t i0, size_t i1) const {
   for (size_t i = i0; i < i1; ++i) {
     for (int j = 0; j < kMaxSrc; ++j) g.src_pos_.push_back(local(src_pos_[i * kMaxSrc + j]));
     g.node_vsrc_pos_.push_back(local(node_vsrc_pos_[i]));
-    g.pos_[nodes_[i]] = static_cast<int32_t>(g.nodes_.size());
+    g.pos_.set(nodes_[i], static_cast<int32_t>(g.nodes_.size()));
     g.nodes_.push_back(nodes_[i]);
   }
   return g;
