@@ -574,8 +574,9 @@ std::vector<Scheduler::SplitView> Scheduler::splits() const {
 TensorExplain Scheduler::explain(const Tensor* t) const {
   const Impl& m = *impl_;
   TensorExplain e;
-  e.backend = m.plan.backend_of(t);
-  e.cause = m.plan.cause_of(t);
+  const int32_t id = m.plan.id_of(t);  // (one lookup: the split-cause summary explains every node)
+  e.backend = id < 0 ? -1 : m.plan.backend(id);
+  e.cause = id < 0 ? Cause::kUnassigned : m.plan.cause(id);
   if (e.backend < 0) {
     auto it = m.pins.find(t);
     if (it != m.pins.end()) {
@@ -585,12 +586,11 @@ TensorExplain Scheduler::explain(const Tensor* t) const {
   }
   if (e.backend >= 0) e.backend_name = m.backends[static_cast<size_t>(e.backend)]->name();
   e.plan_reused = m.last_reused;
-  e.is_copy = m.plan.is_copy(t);
-  if (e.is_copy) e.copy_of = m.plan.tensor(m.plan.copy_origin(m.plan.id_of(t)));
+  e.is_copy = m.plan.is_copy_id(id);
+  if (e.is_copy) e.copy_of = m.plan.tensor(m.plan.copy_origin(id));
   if (m.graph != nullptr && !m.plan.node_split.empty()) {
     // The plan numbers the graph's nodes 0..n-1 (SchedPlan::index): a node's id is its position, so this is a lookup,
     // not a scan of the graph (the split-cause summary explains every node: a scan made `plan` quadratic, issue 51).
-    const int32_t id = m.plan.id_of(t);
     const size_t n = std::min(m.graph->n_nodes(), m.plan.node_split.size());
     if (id >= 0 && static_cast<size_t>(id) < n && m.graph->node(static_cast<size_t>(id)) == t) {
       e.split = m.plan.node_split[static_cast<size_t>(id)];
