@@ -5,10 +5,12 @@
 // cache).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "support/sweep.h"
 #include "tessera/builtin.h"
+#include "tessera/graph_copy.h"
 #include "tessera/harness/session/session.h"
 #include "tessera/harness/topology/topology.h"
 
@@ -53,6 +55,53 @@ TEST_P(ReuseSweep, PipelinedReusedEvaluationsHaveNoRaceAndMatchTheCpu) {
     ASSERT_TRUE(r->errors.empty()) << "seed " << seed << ": " << r->errors[0];
     ASSERT_TRUE(r->checked) << "seed " << seed;
     ASSERT_TRUE(r->matches_reference(1e-4)) << "seed " << seed << ": NMSE " << r->nmse;
+  }
+}
+
+// The same graph computed again without alloc_graph (graph_compute_async on a computed graph allocates it itself, and
+// the application wrote no new inputs): alloc_graph's wait for the backends that read a user input in place does not
+// run, so the executor's own waits before the host writes a pipelined graph input's slot copy must hold (the input's
+// backend, and every backend that reads the copy in place). Without this lifecycle the mutants
+// own-exec-graph-input-copy-no-wait and own-exec-graph-input-wait-own-backend-only survived every suite (issue 51:
+// alloc_graph's wait covers them whenever the application allocates first).
+TEST_P(ReuseSweep, PipelinedEvaluationsComputedWithoutAllocGraphHaveNoRace) {
+  constexpr int kEvaluations = 5;
+  const uint64_t seeds = tessera::test::sweep_seeds(20, 5, 16);  // (the mutants above fail at seed 1)
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
+    for (int n_copies : {1, 2}) {
+      SessionConfig c;
+      c.topology = topology_preset(GetParam()).value();
+      c.model = models::preset("tiny").value();
+      c.model.n_layer = 3;
+      c.policy.parallel = true;
+      c.policy.n_copies = n_copies;
+      c.policy.n_gpu_layers = 2;
+      c.policy.kv_offload = GetParam() != "accel-no-events";
+      c.sim.seed = seed;
+      c.sim.adversarial = true;
+      c.sim.record_trace = false;
+      c.model_seed = 3;
+      auto s = Session::create(c, &builtin_registry());
+      ASSERT_TRUE(s.ok()) << "seed " << seed << ": " << s.status().to_string();
+      Session& session = **s;
+      ASSERT_TRUE(session.plan().ok());
+      ASSERT_TRUE(session.set_inputs().ok());
+      for (int e = 0; e < kEvaluations; ++e) {
+        ASSERT_EQ(session.sched().graph_compute_async(session.graph()), ComputeStatus::kSuccess)
+            << "seed " << seed << ", evaluation " << e << ": " << session.sched().last_error();
+      }
+      ASSERT_TRUE(session.sched().synchronize().ok()) << "seed " << seed;
+      session.sim().finish();
+      ASSERT_EQ(session.sim().races().size(), 0u)
+          << "seed " << seed << ", " << n_copies << " slots: " << session.sim().races_report();
+      // the same inputs every time, and every evaluation writes the same cache slots: the reference of one
+      auto got = session.read_outputs();
+      auto want = session.reference_outputs();
+      ASSERT_TRUE(got.ok() && want.ok());
+      const NmseResult n = nmse(want->data(), got->data(), std::min(want->size(), got->size()));
+      ASSERT_EQ(got->size(), want->size());
+      ASSERT_LE(n.nmse, 1e-4) << "seed " << seed << ", " << n_copies << " slots";
+    }
   }
 }
 
