@@ -10,6 +10,7 @@
 
 #include "tessera/harness/placement/allocate.h"
 #include "tessera/sim/simulator.h"
+#include "layer_split.h"
 
 namespace tessera::harness {
 
@@ -45,8 +46,6 @@ int layer_of_name(const char* name) {
   return static_cast<int>(v);
 }
 
-namespace {
-
 std::vector<int> gpu_indices(const std::vector<Device*>& devices) {
   std::vector<int> g;
   for (size_t i = 0; i + 1 < devices.size(); ++i) {
@@ -54,6 +53,30 @@ std::vector<int> gpu_indices(const std::vector<Device*>& devices) {
   }
   return g;
 }
+
+Status place_layers_per_device(const std::vector<int>& gpus, int n_layer, const PlacementPolicy& policy,
+                               std::vector<int>* out) {
+  if (policy.layers_per_device.size() > gpus.size()) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "policy: %zu layer counts for %zu GPUs",
+                    policy.layers_per_device.size(), gpus.size());
+  }
+  int total = 0;
+  for (int c : policy.layers_per_device) {
+    if (c < 0) return TS_ERROR(StatusCode::kInvalidArgument, "policy: a negative layer count (%d)", c);
+    total += c;
+  }
+  if (total > n_layer) {
+    return TS_ERROR(StatusCode::kInvalidArgument, "policy: %d layers per device in all, the model has %d", total,
+                    n_layer);
+  }
+  int layer = n_layer - total;
+  for (size_t g = 0; g < policy.layers_per_device.size(); ++g) {
+    for (int k = 0; k < policy.layers_per_device[g]; ++k) (*out)[static_cast<size_t>(layer++)] = gpus[g];
+  }
+  return Status::Ok();
+}
+
+namespace {
 
 // llama.cpp's default split: each device's free memory (src/llama-model.cpp, load_tensors, "default split, by free
 // memory"), read before anything is placed.
@@ -133,25 +156,7 @@ Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int 
                     gpus.size());
   }
   if (!policy.layers_per_device.empty()) {
-    if (policy.layers_per_device.size() > gpus.size()) {
-      return TS_ERROR(StatusCode::kInvalidArgument, "policy: %zu layer counts for %zu GPUs",
-                      policy.layers_per_device.size(), gpus.size());
-    }
-    int total = 0;
-    for (int c : policy.layers_per_device) {
-      if (c < 0) return TS_ERROR(StatusCode::kInvalidArgument, "policy: a negative layer count (%d)", c);
-      total += c;
-    }
-    if (total > n_layer) {
-      return TS_ERROR(StatusCode::kInvalidArgument, "policy: %d layers per device in all, the model has %d", total,
-                      n_layer);
-    }
-    // The offloaded layers are the last `total`; the first GPU takes the first of them; the output layer stays on
-    // the CPU.
-    int layer = n_layer - total;
-    for (size_t g = 0; g < policy.layers_per_device.size(); ++g) {
-      for (int k = 0; k < policy.layers_per_device[g]; ++k) out[static_cast<size_t>(layer++)] = gpus[g];
-    }
+    TS_RETURN_IF_ERROR(place_layers_per_device(gpus, n_layer, policy, &out));
     return out;
   }
   // split_mode none: the main GPU alone (src/llama.cpp, llama_model_load).

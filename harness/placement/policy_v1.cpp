@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tessera/harness/placement/policy.h"
+#include "layer_split.h"
 
 namespace tessera::harness {
 
@@ -13,31 +14,11 @@ Result<std::vector<int>> layer_devices_v1(const std::vector<Device*>& devices, i
   if (devices.empty()) return TS_ERROR(StatusCode::kInvalidArgument, "policy: no devices to place onto");
   if (n_layer < 0) return TS_ERROR(StatusCode::kInvalidArgument, "policy: a negative layer count (%d)", n_layer);
   const int cpu = static_cast<int>(devices.size()) - 1;
-  std::vector<int> gpus;
-  for (size_t i = 0; i + 1 < devices.size(); ++i) {
-    if (devices[i]->type() != DeviceType::kCpu) gpus.push_back(static_cast<int>(i));
-  }
+  const std::vector<int> gpus = gpu_indices(devices);
   // One entry per layer, then the output layer (the "output head"), as layer_devices returns them.
   std::vector<int> out(static_cast<size_t>(n_layer) + 1, cpu);
-  if (!policy.layers_per_device.empty()) {
-    if (policy.layers_per_device.size() > gpus.size()) {
-      return TS_ERROR(StatusCode::kInvalidArgument, "policy: %zu layer counts for %zu GPUs",
-                      policy.layers_per_device.size(), gpus.size());
-    }
-    int total = 0;
-    for (int c : policy.layers_per_device) {
-      if (c < 0) return TS_ERROR(StatusCode::kInvalidArgument, "policy: a negative layer count (%d)", c);
-      total += c;
-    }
-    if (total > n_layer) {
-      return TS_ERROR(StatusCode::kInvalidArgument, "policy: %d layers per device in all, the model has %d", total,
-                      n_layer);
-    }
-    // The offloaded layers are the last `total`; the first GPU takes the first of them; the head stays on the CPU.
-    int layer = n_layer - total;
-    for (size_t g = 0; g < policy.layers_per_device.size(); ++g) {
-      for (int k = 0; k < policy.layers_per_device[g]; ++k) out[static_cast<size_t>(layer++)] = gpus[g];
-    }
+  if (!policy.layers_per_device.empty()) {  // (the same in both versions)
+    TS_RETURN_IF_ERROR(place_layers_per_device(gpus, n_layer, policy, &out));
     return out;
   }
   // The last n_off layers are offloaded (-1: all of them); the head goes with them only for -1 or more than n_layer.
