@@ -21,6 +21,23 @@ namespace {
 
 class ReuseSweep : public ::testing::TestWithParam<std::string> {};
 
+// The tiny model (3 layers) on the preset `preset`, pipelined, under adversarial timing with simulator seed `seed`.
+SessionConfig sweep_config(const std::string& preset, uint64_t seed) {
+  SessionConfig c;
+  c.topology = topology_preset(preset).value();
+  c.model = models::preset("tiny").value();
+  c.model.n_layer = 3;
+  c.policy.parallel = true;
+  c.policy.n_gpu_layers = 2;  // a layer on the CPU: more splits and copies
+  // an accelerator that cannot write the cache (SET_ROWS) keeps it in host memory, as a user would (-nkvo)
+  c.policy.kv_offload = preset != "accel-no-events";
+  c.sim.seed = seed;
+  c.sim.adversarial = true;
+  c.sim.record_trace = false;
+  c.model_seed = 3;
+  return c;
+}
+
 }  // namespace
 
 TEST_P(ReuseSweep, PipelinedReusedEvaluationsHaveNoRaceAndMatchTheCpu) {
@@ -29,20 +46,9 @@ TEST_P(ReuseSweep, PipelinedReusedEvaluationsHaveNoRaceAndMatchTheCpu) {
   // seeds' paths show; the race detector runs all 200 in the default build (tests/support/sweep.h).
   const uint64_t seeds = tessera::test::sweep_seeds(200, 5, 16);
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
-    SessionConfig c;
-    c.topology = topology_preset(GetParam()).value();
-    c.model = models::preset("tiny").value();
-    c.model.n_layer = 3;
-    c.policy.parallel = true;
+    SessionConfig c = sweep_config(GetParam(), seed);
     c.policy.reuse = true;
-    c.policy.n_gpu_layers = 2;  // a layer on the CPU: more splits and copies
-    // an accelerator that cannot write the cache (SET_ROWS) keeps it in host memory, as a user would (-nkvo)
-    c.policy.kv_offload = GetParam() != "accel-no-events";
     c.per_evaluation_inputs = true;
-    c.sim.seed = seed;
-    c.sim.adversarial = true;
-    c.sim.record_trace = false;
-    c.model_seed = 3;
     auto s = Session::create(c, &builtin_registry());
     ASSERT_TRUE(s.ok()) << "seed " << seed << ": " << s.status().to_string();
     auto r = (*s)->run(kEvaluations);
@@ -69,18 +75,8 @@ TEST_P(ReuseSweep, PipelinedEvaluationsComputedWithoutAllocGraphHaveNoRace) {
   const uint64_t seeds = tessera::test::sweep_seeds(20, 5, 16);  // (the mutants above fail at seed 1)
   for (uint64_t seed = 1; seed <= seeds; ++seed) {
     for (int n_copies : {1, 2}) {
-      SessionConfig c;
-      c.topology = topology_preset(GetParam()).value();
-      c.model = models::preset("tiny").value();
-      c.model.n_layer = 3;
-      c.policy.parallel = true;
+      SessionConfig c = sweep_config(GetParam(), seed);
       c.policy.n_copies = n_copies;
-      c.policy.n_gpu_layers = 2;
-      c.policy.kv_offload = GetParam() != "accel-no-events";
-      c.sim.seed = seed;
-      c.sim.adversarial = true;
-      c.sim.record_trace = false;
-      c.model_seed = 3;
       auto s = Session::create(c, &builtin_registry());
       ASSERT_TRUE(s.ok()) << "seed " << seed << ": " << s.status().to_string();
       Session& session = **s;
