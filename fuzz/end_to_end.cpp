@@ -2,10 +2,11 @@
 // the configuration space the property tests draw from too (tests/support/config_space.h: 0 to 15 simulated devices
 // -- GPUs, host-memory accelerators, unified memory, a remote host -- with op-support gaps, capacities, copies and
 // events on or off, links, a padded buffer type, then the wrapped CPU; reserve or not, serial or parallel with 1 to 4
-// copy slots, 1 to 8 evaluations, plan reuse on or off, a reserve in flight, an allocation failing part-way), a
-// policy (op_offload, max_split_inputs), a random valid graph (graph_gen) whose external leafs (weights) live in one
-// chosen buffer type -> Scheduler over the simulator's backends -> the lifecycle (alloc_graph, inputs, compute per
-// evaluation, without a synchronize between them) in memory-backed mode -> invariants:
+// copy slots, 1 to 8 evaluations, plan reuse on or off, a reserve in flight, an allocation failing part-way, the
+// graph computed again without alloc_graph nor inputs), a policy (op_offload, max_split_inputs), a random valid graph
+// (graph_gen) whose external leafs (weights) live in one chosen buffer type -> Scheduler over the simulator's
+// backends -> the lifecycle (alloc_graph, inputs, compute per evaluation, the computes again after the one in the
+// middle, without a synchronize between them) in memory-backed mode -> invariants:
 //   - the scheduler either succeeds or refuses with an error status: an allocation failure (a device too small, or
 //     the injected one) or a tensor pre-allocated where no backend can run the op that writes it;
 //   - every node runs on a backend that supports it; the splits cover the graph in order (leading views aside); no
@@ -14,7 +15,7 @@
 //   - every OUTPUT equals the same graph computed on the plain CPU backend (normalised squared error <= 1e-3;
 //     elements where the reference is NaN or infinite are skipped). Graphs with ARGSORT or TOP_K are compared only
 //     when no output depends on them (an order flipped by rounding is no bug); with several evaluations, only when
-//     the graph writes into no weight (the reference computes once).
+//     the graph writes into no weight, and after a compute-again into no leaf (the reference computes once).
 // Not drawn here (the property tests reach them): the second graph (alternating, or reserved in flight).
 // Layout of the input: the configuration's choices first (config_space.h ByteChoices, then the policy, the weights'
 // buffer type and the simulator's seed), then the graph description (graph_gen desc_from_bytes, at most kMaxSteps
@@ -91,7 +92,8 @@ std::string describe(const Setup& s, const graphgen::GraphDesc& desc, const grap
      << s.max_split_inputs << ", weights in target " << s.weight_target << ", sim seed " << s.options.seed
      << (s.options.adversarial ? " adversarial" : "") << "\nlifecycle: reserve " << l.reserve << ", parallel "
      << l.parallel << " (" << l.n_copies << " copies), evaluations " << l.evaluations << ", reuse " << l.reuse
-     << ", reserve in flight " << l.reserve_in_flight << ", fail_alloc_nth " << l.fail_alloc_nth << "\n"
+     << ", reserve in flight " << l.reserve_in_flight << ", fail_alloc_nth " << l.fail_alloc_nth << ", computes again "
+     << l.again << " (after evaluation " << (std::max(l.evaluations, 1) - 1) / 2 << ")\n"
      << desc << "\n--- graph ---\n"
      << g.dump();
   return os.str();
@@ -172,7 +174,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   {
     graphgen::BuiltGraph g = graphgen::build(
-        desc, {.weight_buft = weight_buft, .planned_leafs_are_inputs = setup.lifecycle.evaluations > 1});
+        desc, {.weight_buft = weight_buft,
+               .planned_leafs_are_inputs = setup.lifecycle.evaluations > 1 || setup.lifecycle.again > 0});
     if (!g.ok()) {
       // Only the weights' allocation may fail (a small device, the injected failure); the description itself is
       // always valid.
@@ -201,11 +204,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The leafs the application writes before each evaluation: every one but the weights (their memory is the
     // scheduler's, so their bytes may have been reused since).
     std::unordered_set<const Tensor*> weights(g.externals.begin(), g.externals.end());
-    bool writes_weights = false;
+    bool writes_weights = false, writes_leafs = false;
     for (const Tensor* n : g.graph->nodes()) {
       const Tensor* r = n;
       while (r->view_src != nullptr) r = r->view_src;
-      writes_weights = writes_weights || (r != n && weights.count(r) != 0 && !op_is_view(n->op));
+      const bool writes = r != n && !op_is_view(n->op);
+      writes_weights = writes_weights || (writes && weights.count(r) != 0);
+      writes_leafs = writes_leafs || (writes && r->op == Op::kNone);
     }
     if (setup.lifecycle.reserve) {
       const Status reserved = sched->reserve(*g.graph);
@@ -220,7 +225,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!allocated.ok()) {
         FUZZ_CHECK(refused(allocated), "alloc_graph failed other than by running out of memory: " +
                                            allocated.to_string() + "\n" + context());
-        sched->synchronize();
+        (void)sched->synchronize();
         return 0;
       }
       const Status filled = e == 0 ? g.fill_data() : g.fill_data(&weights);
@@ -228,11 +233,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const ComputeStatus cs = sched->graph_compute_async(*g.graph);
       FUZZ_CHECK(cs == ComputeStatus::kSuccess, std::string("compute failed: ") + compute_status_name(cs) + ": " +
                                                     sched->last_error() + "\n" + sched->report() + context());
+      // the same graph again, without alloc_graph and without writing the inputs (config_space.h lifecycle_steps)
+      for (int k = 0; e == (evaluations - 1) / 2 && k < setup.lifecycle.again; ++k) {
+        const ComputeStatus again = sched->graph_compute_async(*g.graph);
+        if (again == ComputeStatus::kAllocFailed) {  // (it allocates the graph itself: the injected failure may hit)
+          FUZZ_CHECK(setup.lifecycle.fail_alloc_nth > 0, "compute again ran out of memory where alloc_graph did not: " +
+                                                             sched->last_error() + "\n" + context());
+          (void)sched->synchronize();
+          return 0;
+        }
+        FUZZ_CHECK(again == ComputeStatus::kSuccess, std::string("compute again failed: ") +
+                                                         compute_status_name(again) + ": " + sched->last_error() +
+                                                         "\n" + sched->report() + context());
+      }
       if (setup.lifecycle.reserve_in_flight && e == (evaluations - 2) / 2 && e + 1 < evaluations) {
         const Status reserved = sched->reserve(*g.graph);
         if (!reserved.ok()) {
           FUZZ_CHECK(refused(reserved), "reserve in flight failed: " + reserved.to_string() + "\n" + context());
-          sched->synchronize();
+          (void)sched->synchronize();
           return 0;
         }
       }
@@ -273,7 +291,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(simulator->races().empty(), "races:\n" + simulator->races_report() + "\n" + sched->report() + context());
     FUZZ_CHECK(simulator->errors().empty(), "simulator error: " + simulator->errors().front() + "\n" + context());
 
-    if (evaluations > 1 && writes_weights) return 0;  // the reference computes once
+    // the reference computes once: a weight written by an evaluation is not what it started from, nor, after a
+    // compute-again, an input written by the evaluation before (the inputs are written again before each evaluation)
+    if ((evaluations > 1 && writes_weights) || (setup.lifecycle.again > 0 && writes_leafs)) return 0;
     const std::vector<std::vector<float>> want = reference_outputs(desc);
     FUZZ_CHECK(want.size() == g.outputs.size(), "the reference has other outputs (generator bug)");
     const std::unordered_set<const Tensor*> skip = order_dependent(graph);

@@ -375,7 +375,9 @@ Scenario parse_root(const json& root, const std::string& source, int version_if_
   }
   if (const json* x = member(root, "run")) parse_run(*x, "run", &s);
   for (const Session::StepSpec& st : s.steps) {
-    if (st.step >= Session::Step::kReserveNext && st.step <= Session::Step::kComputeNext && !s.config.next_graph) {
+    const bool next = (st.step >= Session::Step::kReserveNext && st.step <= Session::Step::kComputeNext) ||
+                      st.step == Session::Step::kComputeNextAgain;
+    if (next && !s.config.next_graph) {
       fail("run.steps", "a \"-next\" step needs a \"next_graph\"");
     }
   }

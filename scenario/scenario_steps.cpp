@@ -9,9 +9,11 @@ using namespace json_read;
 
 namespace {
 
-constexpr Session::Step kAllSteps[] = {
-    Session::Step::kReserve,   Session::Step::kAlloc,       Session::Step::kCompute,     Session::Step::kReserveNext,
-    Session::Step::kAllocNext, Session::Step::kComputeNext, Session::Step::kSynchronize, Session::Step::kReset};
+constexpr Session::Step kAllSteps[] = {Session::Step::kReserve,      Session::Step::kAlloc,
+                                       Session::Step::kCompute,      Session::Step::kReserveNext,
+                                       Session::Step::kAllocNext,    Session::Step::kComputeNext,
+                                       Session::Step::kSynchronize,  Session::Step::kReset,
+                                       Session::Step::kComputeAgain, Session::Step::kComputeNextAgain};
 
 Session::Step step_of_name(const json& v, const std::string& path) {
   const std::string n = get_string(v, path, "a step name");
@@ -19,8 +21,8 @@ Session::Step step_of_name(const json& v, const std::string& path) {
     if (n == Session::step_name(s)) return s;
   }
   fail(path,
-       "expected \"reserve\", \"alloc\", \"compute\", \"synchronize\", \"reset\" or the first three with "
-       "\"-next\", got " +
+       "expected \"reserve\", \"alloc\", \"compute\", \"compute-again\", \"synchronize\", \"reset\" or "
+       "the first four with \"-next\" (\"compute-next-again\"), got " +
            quote(n));
 }
 

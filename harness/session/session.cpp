@@ -315,6 +315,7 @@ Status Session::apply_pins() {
 
 Status Session::plan() {
   step("planning (splits, copies, compute buffers)");
+  computed_last_ = -1;
   return with_metadata_hint(sched_->alloc_graph(*graph_), config_);
 }
 
@@ -344,13 +345,12 @@ Status Session::set_next_inputs() {
 
 // The outputs of the model, or of the serialized graph (or of the next graph, over the first graph's weights),
 // computed on the plain CPU backend with the same data. A graph session's computes are replayed in the run's order
-// (`computes`: for each, whether it was the next graph; the outputs are the last one's), so a cache one graph wrote
-// with SET_ROWS is there when the other reads it, as it was in the run.
-// `seeds`: the seed of each evaluation's inputs (model_seed for all when empty).
-Result<std::vector<float>> cpu_reference(const SessionConfig& config, const std::vector<bool>& computes,
-                                         const std::vector<uint64_t>& seeds) {
+// (the outputs are the last one's), so a cache one graph wrote with SET_ROWS is there when the other reads it, as it
+// was in the run; each with the seed of its inputs, or with the inputs as they were after a compute-again.
+Result<std::vector<float>> cpu_reference(const SessionConfig& config,
+                                         const std::vector<Session::Evaluation>& computes) {
   if (config.graph) {
-    const bool uses_next = std::find(computes.begin(), computes.end(), true) != computes.end();
+    const bool uses_next = std::any_of(computes.begin(), computes.end(), [](const auto& e) { return e.next; });
     auto r = graph_from_json(config.graph->text, config.graph->source);
     if (!r.ok()) return r.status();
     LoadedGraph first = std::move(r).value();
@@ -372,24 +372,24 @@ Result<std::vector<float>> cpu_reference(const SessionConfig& config, const std:
     GraphPlanner planners[2] = {GraphPlanner(cpu::buffer_type()), GraphPlanner(cpu::buffer_type())};
     bool allocated[2] = {false, false};
     auto backend = cpu::make_backend();
-    const std::vector<bool> order = computes.empty() ? std::vector<bool>{false} : computes;
-    for (size_t k = 0; k < order.size(); ++k) {
-      const bool next = order[k];
-      const uint64_t input_seed = k < seeds.size() ? seeds[k] : config.model_seed;
-      LoadedGraph& lg = next ? second : first;
-      const int i = next ? 1 : 0;
+    const std::vector<Session::Evaluation> order =
+        computes.empty() ? std::vector<Session::Evaluation>{{false, true, config.model_seed}} : computes;
+    for (const Session::Evaluation& e : order) {
+      LoadedGraph& lg = e.next ? second : first;
+      const int i = e.next ? 1 : 0;
       if (!allocated[i]) TS_RETURN_IF_ERROR(planners[i].alloc_graph(*lg.graph));
       allocated[i] = true;
-      TS_RETURN_IF_ERROR(fill_all(next ? second_inputs : first_inputs, input_seed));
+      // (a compute-again reads the inputs as the evaluation before left them: a graph may have written into one)
+      if (e.inputs_written) TS_RETURN_IF_ERROR(fill_all(e.next ? second_inputs : first_inputs, e.seed));
       if (backend->graph_compute(*lg.graph) != ComputeStatus::kSuccess) {
         return Status(StatusCode::kFailed, "CPU reference: " + backend->last_error());
       }
     }
-    return concat_outputs(graph_outputs(order.back() ? second : first));
+    return concat_outputs(graph_outputs(order.back().next ? second : first));
   }
   // (every evaluation of a model writes the same cache slots: the last one's inputs decide the logits)
   return harness::cpu_reference_logits(config.model, config.model_seed,
-                                       seeds.empty() ? config.model_seed : seeds.back());
+                                       computes.empty() ? config.model_seed : computes.back().seed);
 }
 
 Result<std::vector<float>> Session::read_outputs() const { return concat_outputs(outputs()); }
@@ -398,7 +398,7 @@ Result<std::vector<float>> Session::reference_outputs() const {
   if (config_.sim.mode != MemoryMode::kBacked) {
     return Status(StatusCode::kInvalidArgument, "the CPU reference needs memory-backed mode");
   }
-  return cpu_reference(config_, computes_, compute_seeds_);
+  return cpu_reference(config_, computes_);
 }
 
 std::vector<DeviceMemory> Session::memory() const {

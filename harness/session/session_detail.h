@@ -16,8 +16,8 @@ int layer_count(const std::vector<Tensor*>& weights);
 Status with_metadata_hint(Status s, const SessionConfig& config);
 
 // The outputs the run's evaluations should have left, computed on the plain CPU backend: `computes` says for each
-// evaluation whether it was the next graph, `seeds` the seed of its inputs (model_seed for all when empty).
-Result<std::vector<float>> cpu_reference(const SessionConfig& config, const std::vector<bool>& computes,
-                                         const std::vector<uint64_t>& seeds);
+// evaluation whether it was the next graph, whether its inputs were written (with the seed it says) or left as the
+// evaluation before left them (a compute-again); none: one evaluation with model_seed's inputs.
+Result<std::vector<float>> cpu_reference(const SessionConfig& config, const std::vector<Session::Evaluation>& computes);
 
 }  // namespace tessera::harness

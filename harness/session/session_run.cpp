@@ -31,6 +31,8 @@ const char* Session::step_name(Step step) {
     case Step::kComputeNext: return "compute-next";
     case Step::kSynchronize: return "synchronize";
     case Step::kReset: return "reset";
+    case Step::kComputeAgain: return "compute-again";
+    case Step::kComputeNextAgain: return "compute-next-again";
   }
   return "?";
 }
@@ -49,9 +51,9 @@ Result<RunStats> Session::run(int evaluations, bool check_numerics) {
       TS_RETURN_IF_ERROR(set_inputs());
     }
     TS_RETURN_IF_ERROR(compute_status(sched_->graph_compute_async(*graph_), sched_->last_error()));
-    computes_.push_back(false);
-    compute_seeds_.push_back(inputs_seed_);
+    computes_.push_back({false, true, inputs_seed_});
   }
+  computed_last_ = 0;
   return finish_run(check_numerics);
 }
 
@@ -59,6 +61,34 @@ Result<RunStats> Session::run_steps(const std::vector<Step>& steps, bool check_n
   std::vector<StepSpec> specs;
   for (Step s : steps) specs.push_back({s, false, {}});
   return run_steps(specs, check_numerics);
+}
+
+// The graph `which` computed again as it is: no alloc_graph, no inputs written.
+Status Session::compute_again(int which) {
+  const char* name = step_name(which == 1 ? Step::kComputeNextAgain : Step::kComputeAgain);
+  if (which == 1 && !config_.next_graph) {
+    return Status(StatusCode::kInvalidArgument, "the scenario has no next graph (\"next_graph\")");
+  }
+  if (config_.policy.free_inputs) {
+    return Status(StatusCode::kInvalidArgument,
+                  format_message("%s needs the graph's inputs kept, and policy free_inputs frees them after their "
+                                 "last use",
+                                 name));
+  }
+  if (computed_last_ != which) {
+    return Status(StatusCode::kInvalidArgument,
+                  format_message("%s evaluates the graph computed last once more: a %s must come before it, with "
+                                 "no reserve, alloc, reset or step of the other graph between (a synchronize may)",
+                                 name, which == 1 ? "compute-next" : "compute"));
+  }
+  Graph& g = which == 1 ? *next_.graph : *graph_;
+  current_ = &g;
+  eval_first_event_ = std::min(eval_first_event_, sim_->trace().events.size());
+  computed_last_ = -1;
+  TS_RETURN_IF_ERROR(compute_status(sched_->graph_compute_async(g), sched_->last_error()));
+  computes_.push_back({which == 1, false, inputs_seed_});
+  computed_last_ = which;
+  return Status::Ok();
 }
 
 // One step; `fresh`: the graph (0: first, 1: next) allocated with its inputs written and not computed yet, or -1.
@@ -69,8 +99,14 @@ Status Session::run_one_step(const StepSpec& spec, int* fresh) {
   if (spec.step == Step::kReset) {
     sched_->reset();
     *fresh = -1;
+    computed_last_ = -1;
     return apply_pins();  // reset drops the user's pins; an application sets them again
   }
+  if (spec.step == Step::kComputeAgain || spec.step == Step::kComputeNextAgain) {
+    *fresh = -1;
+    return compute_again(spec.step == Step::kComputeNextAgain ? 1 : 0);
+  }
+  computed_last_ = -1;
   const int step = static_cast<int>(spec.step);
   const int which = step / 3;  // kReserve, kAlloc, kCompute, then the same three for the next graph
   const int kind = step % 3;
@@ -93,8 +129,8 @@ Status Session::run_one_step(const StepSpec& spec, int* fresh) {
     *fresh = -1;
     eval_first_event_ = std::min(eval_first_event_, sim_->trace().events.size());
     TS_RETURN_IF_ERROR(compute_status(sched_->graph_compute_async(g), sched_->last_error()));
-    computes_.push_back(which == 1);
-    compute_seeds_.push_back(inputs_seed_);
+    computes_.push_back({which == 1, true, inputs_seed_});
+    computed_last_ = which;
   }
   return Status::Ok();
 }

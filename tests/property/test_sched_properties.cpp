@@ -95,7 +95,8 @@ std::ostream& operator<<(std::ostream& os, const Case& c) {
      << l.n_copies << " copies), evaluations " << l.evaluations
      << (l.per_evaluation_inputs ? " (inputs per evaluation)" : "") << ", alternate " << l.alternate << " (next steps "
      << c.next_steps << "/9), reuse " << l.reuse << ", reserve in flight " << l.reserve_in_flight
-     << ", next graph in flight " << l.next_in_flight << ", fail_alloc_nth " << l.fail_alloc_nth;
+     << ", next graph in flight " << l.next_in_flight << ", fail_alloc_nth " << l.fail_alloc_nth << ", computes again "
+     << l.again;
   return os;
 }
 
@@ -567,9 +568,10 @@ TESSERA_RC_GTEST_PROP_SCALED(SchedProperties, NoRaceInTheSchedulersOwnEventFlow,
 // crash, leak (run under ASan) or report an error other than running out of memory.
 
 struct LifeModel {
-  bool allocated = false;           // alloc_graph succeeded and nothing since invalidated it
-  bool inputs_written = false;      // set_inputs after that alloc
-  bool computed = false;            // some compute ran (it may have changed what SET_ROWS / CPY write into weights)
+  bool allocated = false;       // alloc_graph succeeded and nothing since invalidated it
+  bool inputs_written = false;  // set_inputs after that alloc
+  bool computed = false;        // some compute ran (it may have changed what SET_ROWS / CPY write into weights)
+  bool again_ok = false;        // the last command that used the scheduler computed the graph on inputs written for it
   std::map<std::string, int> pins;  // node -> backend index
 };
 
@@ -586,6 +588,7 @@ struct Reserve : LifeCommand {
   void apply(LifeModel& m) const override {
     m.allocated = false;
     m.inputs_written = false;
+    m.again_ok = false;
   }
   void run(const LifeModel&, LifeSystem& sys) const override {
     Session& s = *sys.ran.session;
@@ -599,6 +602,7 @@ struct AllocGraph : LifeCommand {
   void apply(LifeModel& m) const override {
     m.allocated = true;
     m.inputs_written = false;
+    m.again_ok = false;
   }
   void run(const LifeModel&, LifeSystem& sys) const override {
     Session& s = *sys.ran.session;
@@ -622,6 +626,7 @@ struct Compute : LifeCommand {
   void apply(LifeModel& m) const override {
     // A compute of an allocated graph uses that allocation; it then counts as computed, and the next compute
     // allocates again (a fresh slot with parallel), so the inputs must be written again.
+    m.again_ok = m.allocated && m.inputs_written;
     m.allocated = false;
     m.inputs_written = false;
     m.computed = true;
@@ -650,6 +655,27 @@ struct Compute : LifeCommand {
   void show(std::ostream& os) const override { os << "compute"; }
 };
 
+// The graph computed again right after a compute on inputs written for it (Session::Step::kComputeAgain): no
+// alloc_graph, no inputs; the scheduler allocates it itself, and the inputs it reads are those of the last compute
+// (graph inputs are kept: free_inputs is off), so the outputs are the reference's again.
+struct ComputeAgain : LifeCommand {
+  void checkPreconditions(const LifeModel& m) const override { RC_PRE(m.again_ok); }
+  void run(const LifeModel&, LifeSystem& sys) const override {
+    Session& s = *sys.ran.session;
+    const ComputeStatus cs = s.sched().graph_compute(s.graph());
+    if (cs != ComputeStatus::kSuccess) RC_FAIL("graph_compute again: " + s.sched().last_error());
+    if (sys.writes_weights) return;  // (a cache written twice: the reference computes once)
+    auto got = s.read_outputs();
+    if (!got.ok()) RC_FAIL("read_outputs: " + got.status().to_string());
+    const NmseResult n =
+        nmse(sys.reference.data(), got.value().data(), std::min(sys.reference.size(), got.value().size()));
+    RC_ASSERT(got.value().size() == sys.reference.size());
+    RC_ASSERT(!n.nan_mismatch);
+    RC_ASSERT(n.nmse <= 1e-5);
+  }
+  void show(std::ostream& os) const override { os << "compute again"; }
+};
+
 struct Pin : LifeCommand {
   size_t node = 0;
   int backend = 0;
@@ -665,6 +691,8 @@ struct Pin : LifeCommand {
     if (!st.ok()) RC_FAIL("set_tensor_backend: " + st.to_string());
     RC_ASSERT(s.sched().get_tensor_backend(t) == s.sched().backend(b));
   }
+  // (a pin may change the plan: the next compute then places the inputs elsewhere)
+  void apply(LifeModel& m) const override { m.again_ok = false; }
   void show(std::ostream& os) const override { os << "pin node " << node << " to backend " << backend; }
 };
 
@@ -672,6 +700,7 @@ struct Reset : LifeCommand {
   void apply(LifeModel& m) const override {
     m.allocated = false;
     m.inputs_written = false;
+    m.again_ok = false;
     m.pins.clear();
   }
   void run(const LifeModel&, LifeSystem& sys) const override {
@@ -707,8 +736,9 @@ RC_GTEST_PROP(SchedProperties, LifecycleInAnyOrderMatchesTheModel, ()) {
     if (!op_traits(n->op).is_view && n->view_src == nullptr && written.count(n) == 0) sys.pinnable.push_back(n);
   }
   LifeModel model;
-  rc::state::check(model, sys,
-                   rc::state::gen::execOneOfWithArgs<Reserve, AllocGraph, SetInputs, Compute, Pin, Reset>());
+  rc::state::check(
+      model, sys,
+      rc::state::gen::execOneOfWithArgs<Reserve, AllocGraph, SetInputs, Compute, ComputeAgain, Pin, Reset>());
   (void)sys.ran.session->sched().synchronize();
 }
 

@@ -116,6 +116,9 @@ struct LifecycleSpec {
   bool reserve_in_flight = false;  // a reserve of the first graph after an evaluation, without a synchronize
   bool next_in_flight = false;     // a reserve of the second graph after an evaluation, without a synchronize
   int fail_alloc_nth = 0;          // the n-th allocation of the simulator fails (0: none)
+  // computes of the same graph again right after an evaluation in the middle, without alloc_graph and without
+  // writing inputs (Session::Step::kComputeAgain): 0 to 3
+  int again = 0;
 
   bool needs_next_graph() const { return alternate || next_in_flight; }
 };
@@ -163,6 +166,7 @@ inline LifecycleSpec draw_lifecycle(Choices& c, int max_evaluations = 8) {
   l.reserve_in_flight = c.one_in(4);
   l.next_in_flight = c.one_in(4);
   l.fail_alloc_nth = c.one_in(6) ? static_cast<int>(c.in_range(1, 12)) : 0;
+  l.again = c.one_in(3) ? static_cast<int>(c.in_range(1, 3)) : 0;
   return l;
 }
 
@@ -260,15 +264,20 @@ inline void apply_lifecycle(const LifecycleSpec& l, harness::PlacementPolicy* po
 }
 
 // The session steps of a lifecycle: reserve, the evaluations (every other one of the second graph when alternating;
-// a compute step allocates and writes inputs first), the reserves in flight after an evaluation in the middle (with
-// two or more evaluations), a final synchronize (where the outputs are compared with the CPU reference).
+// a compute step allocates and writes inputs first), the computes-again of the same graph after the evaluation in the
+// middle, the reserves in flight after an evaluation in the middle (with two or more evaluations), a final
+// synchronize (where the outputs are compared with the CPU reference).
 inline std::vector<harness::Session::Step> lifecycle_steps(const LifecycleSpec& l) {
   using Step = harness::Session::Step;
   std::vector<Step> steps;
   if (l.reserve) steps.push_back(Step::kReserve);
   const int n = std::max(l.evaluations, 1);
   for (int e = 0; e < n; ++e) {
-    steps.push_back(l.alternate && e % 2 == 1 ? Step::kComputeNext : Step::kCompute);
+    const bool next = l.alternate && e % 2 == 1;
+    steps.push_back(next ? Step::kComputeNext : Step::kCompute);
+    if (e == (n - 1) / 2) {
+      for (int k = 0; k < l.again; ++k) steps.push_back(next ? Step::kComputeNextAgain : Step::kComputeAgain);
+    }
     // (a reserve drops the allocation the outputs are read from: only between evaluations)
     if (n >= 2 && e == (n - 2) / 2) {
       if (l.reserve_in_flight) steps.push_back(Step::kReserve);
@@ -324,7 +333,9 @@ inline std::vector<std::string> all_buckets() {
           "in-flight:reserve",
           "in-flight:new-graph",
           "alloc-failure:part-way",
-          "alloc-failure:none"};
+          "alloc-failure:none",
+          "compute-again:yes",
+          "compute-again:no"};
 }
 
 inline std::vector<std::string> buckets_of(const TopologySpec& t, const LifecycleSpec& l) {
@@ -362,6 +373,7 @@ inline std::vector<std::string> buckets_of(const TopologySpec& t, const Lifecycl
   if (l.reserve_in_flight && e >= 2) b.push_back("in-flight:reserve");
   if (l.next_in_flight && e >= 2) b.push_back("in-flight:new-graph");
   b.push_back(l.fail_alloc_nth > 0 ? "alloc-failure:part-way" : "alloc-failure:none");
+  b.push_back(l.again > 0 ? "compute-again:yes" : "compute-again:no");
   std::sort(b.begin(), b.end());
   b.erase(std::unique(b.begin(), b.end()), b.end());
   return b;

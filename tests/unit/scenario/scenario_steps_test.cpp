@@ -91,7 +91,7 @@ TEST(SimScenarioSteps, StepsSynchronizeResetAndMustFailAreRead) {
   EXPECT_THAT(error_of(head + R"({"step": "reserve", "fails": ""}]}})"),
               HasSubstr("run.steps[1].fails: expected true or a non-empty part of the expected error"));
   EXPECT_THAT(error_of(head + R"({"step": "sync", "fails": true}]}})"),
-              HasSubstr("run.steps[1].step: expected \"reserve\", \"alloc\", \"compute\", \"synchronize\""));
+              HasSubstr("run.steps[1].step: expected \"reserve\", \"alloc\", \"compute\", \"compute-again\""));
   EXPECT_THAT(error_of(head + R"({"step": "reserve", "fails": true, "retry": 2}]}})"), HasSubstr("run.steps[1]"));
   EXPECT_THAT(error_of(head + R"(7]}})"), HasSubstr("run.steps[1]"));
 }
@@ -234,4 +234,76 @@ TEST(SimSessionSteps, ResetKeepsTheUsersPins) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_TRUE(r->matches_reference(1e-4));
   EXPECT_THAT(s.value()->explain("kq_soft_max-1"), HasSubstr("on cpu, cause user "));
+}
+
+// ---- compute-again: the graph computed last, evaluated once more without alloc_graph and new inputs ----
+
+TEST(SimSessionSteps, ComputeAgainReadsTheInputsTheLastEvaluationRead) {
+  SessionConfig c = tiny_on("2gpu-unequal");
+  c.policy.parallel = true;
+  c.policy.n_copies = 2;
+  c.per_evaluation_inputs = true;  // a compute would write other inputs; a compute-again writes none
+  const std::vector<float> one = outputs_after(c, {step(St::kCompute)});
+  const std::vector<float> two = outputs_after(c, {step(St::kCompute), step(St::kCompute)});
+  ASSERT_FALSE(one.empty());
+  ASSERT_NE(one, two);
+  // (each compared with the CPU reference by outputs_after, and here with the run of one and two evaluations)
+  EXPECT_EQ(outputs_after(c, {step(St::kCompute), step(St::kComputeAgain), step(St::kComputeAgain)}), one);
+  EXPECT_EQ(outputs_after(c, {step(St::kCompute), step(St::kCompute), step(St::kComputeAgain)}), two);
+  EXPECT_EQ(outputs_after(c, {step(St::kCompute), step(St::kSynchronize), step(St::kComputeAgain)}), one);
+  // the evaluations in flight on both GPUs, in both slots, race with nothing
+  auto s = Session::create(c, &builtin_registry());
+  ASSERT_TRUE(s.ok());
+  auto r = s.value()->run_steps({St::kCompute, St::kComputeAgain, St::kComputeAgain, St::kComputeAgain});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->races, 0u) << s.value()->sim().races_report();
+}
+
+TEST(SimSessionSteps, ComputeAgainNeedsTheSameGraphComputedJustBefore) {
+  const SessionConfig c = tiny_on("1gpu");
+  const std::string need = "must come before it, with no reserve, alloc, reset or step of the other graph between";
+  for (const std::vector<St>& steps :
+       {std::vector<St>{St::kComputeAgain}, std::vector<St>{St::kCompute, St::kAlloc, St::kComputeAgain},
+        std::vector<St>{St::kCompute, St::kReserve, St::kComputeAgain},
+        std::vector<St>{St::kCompute, St::kReset, St::kComputeAgain}}) {
+    auto s = Session::create(c, &builtin_registry());
+    ASSERT_TRUE(s.ok());
+    auto r = s.value()->run_steps(steps);
+    ASSERT_FALSE(r.ok()) << steps.size() << " steps";
+    EXPECT_THAT(r.status().message(), HasSubstr("(compute-again): compute-again evaluates the graph computed last"));
+    EXPECT_THAT(r.status().message(), HasSubstr("a compute " + need));
+  }
+  auto s = Session::create(c, &builtin_registry());
+  ASSERT_TRUE(s.ok());
+  auto r = s.value()->run_steps({St::kCompute, St::kComputeNextAgain});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("step 2 (compute-next-again): the scenario has no next graph"));
+  SessionConfig freed = c;
+  freed.policy.free_inputs = true;
+  auto f = Session::create(freed, &builtin_registry());
+  ASSERT_TRUE(f.ok());
+  auto rf = f.value()->run_steps({St::kCompute, St::kComputeAgain});
+  ASSERT_FALSE(rf.ok());
+  EXPECT_THAT(rf.status().message(), HasSubstr("needs the graph's inputs kept, and policy free_inputs frees them"));
+  // a failed compute-again that must fail lets the lifecycle go on
+  auto g = Session::create(c, &builtin_registry());
+  ASSERT_TRUE(g.ok());
+  auto rg = g.value()->run_steps(
+      {step(St::kComputeAgain, true, "a compute must come before it"), step(St::kCompute), step(St::kComputeAgain)});
+  ASSERT_TRUE(rg.ok()) << rg.status().to_string();
+  EXPECT_TRUE(rg->matches_reference(1e-4));
+}
+
+TEST(SimScenarioSteps, ComputeAgainStepsAreRead) {
+  auto s = parse_scenario(R"({"name": "x", "topology": "1gpu", "expect": "nothing",
+    "run": {"steps": ["compute", "compute-again", {"step": "compute-again", "fails": true}]}})",
+                          "s.json");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  ASSERT_EQ(s->steps.size(), 3u);
+  EXPECT_EQ(s->steps[1].step, St::kComputeAgain);
+  EXPECT_EQ(s->steps[2].step, St::kComputeAgain);
+  EXPECT_TRUE(s->steps[2].must_fail);
+  EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "run": {"steps": ["compute", "compute-next-again"]}})"),
+              HasSubstr("a \"-next\" step needs a \"next_graph\""));
+  EXPECT_STREQ(Session::step_name(St::kComputeNextAgain), "compute-next-again");
 }

@@ -250,8 +250,9 @@ TEST(SimScenarioParse, StepsSchedulerDevicesAndSplitInputsAreRead) {
   EXPECT_EQ(s->config.policy.scheduler_devices, (std::vector<std::string>{"gpu1", "cpu"}));
   EXPECT_EQ(s->expect.max_split_inputs, 7);
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "run": {"steps": ["reserve", "decode"]}})"),
-              HasSubstr("run.steps[1]: expected \"reserve\", \"alloc\", \"compute\", \"synchronize\", \"reset\" or the "
-                        "first three with \"-next\", got \"decode\""));
+              HasSubstr("run.steps[1]: expected \"reserve\", \"alloc\", \"compute\", \"compute-again\", "
+                        "\"synchronize\", \"reset\" or the first four with \"-next\" (\"compute-next-again\"), got "
+                        "\"decode\""));
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "run": {"steps": []}})"),
               HasSubstr("run.steps: expected 1 to 1000 steps"));
   EXPECT_THAT(error_of(R"({"name": "x", "topology": "1gpu", "run": {"steps": ["compute"], "evaluations": 2}})"),

@@ -137,8 +137,26 @@ class Session {
   // pins are set again, as an application does). Then synchronizes and compares the outputs like run(). An empty
   // list is an error. The *Next steps do the same with the next graph (SessionConfig::next_graph; an error without
   // one); the outputs compared are those of the graph computed last. RunStats holds the worst comparison.
-  enum class Step { kReserve, kAlloc, kCompute, kReserveNext, kAllocNext, kComputeNext, kSynchronize, kReset };
-  static const char* step_name(Step step);  // "reserve", ..., "compute-next", "synchronize", "reset"
+  // kComputeAgain (kComputeNextAgain) = graph_compute_async of the graph computed last once more, without
+  // alloc_graph and without writing its inputs (an application evaluating the same batch again: the scheduler
+  // allocates it itself, and the inputs are those the last evaluation read); an error unless a compute (or
+  // compute-again) of the same graph came before it with no reserve, alloc, reset or step of the other graph between
+  // (a synchronize may), or when graph inputs are freed after their last use (policy free_inputs: their bytes are
+  // gone).
+  enum class Step {
+    kReserve,
+    kAlloc,
+    kCompute,
+    kReserveNext,
+    kAllocNext,
+    kComputeNext,
+    kSynchronize,
+    kReset,
+    kComputeAgain,
+    kComputeNextAgain
+  };
+  // "reserve", ..., "compute-next", "synchronize", "reset", "compute-again", "compute-next-again"
+  static const char* step_name(Step step);
   // A step and whether it must fail: a step expected to fail (with an error containing error_contains, when not
   // empty) lets the lifecycle go on after its failure, so the next steps retry on the state it left; that it
   // succeeds, or fails otherwise, is the run's error.
@@ -149,6 +167,13 @@ class Session {
   };
   Result<RunStats> run_steps(const std::vector<StepSpec>& steps, bool check_numerics = true);
   Result<RunStats> run_steps(const std::vector<Step>& steps, bool check_numerics = true);
+  // One evaluation of a run, as the CPU reference replays it: of the next graph or the first; whether the inputs
+  // were written before it (not for a compute-again); the seed of the inputs it read.
+  struct Evaluation {
+    bool next = false;
+    bool inputs_written = true;
+    uint64_t seed = 0;
+  };
 
   // The pieces of run(), for callers that drive the scheduler themselves (e.g. a stateful test): writes the seeded
   // inputs (after the graph is allocated), reads the outputs in order as one vector, and computes the same outputs on
@@ -212,13 +237,16 @@ class Session {
   LoadedGraph next_;
   std::vector<Tensor*> next_outputs_;
   std::vector<std::pair<LeafData, uint64_t>> next_input_fill_;
-  size_t eval_first_event_ = SIZE_MAX;   // the trace's first event of the first evaluation of this run
-  uint64_t inputs_seed_ = 0;             // the seed of the inputs written last
-  std::vector<uint64_t> compute_seeds_;  // per evaluation so far: the seed of its inputs
-  std::vector<bool> computes_;  // every evaluation so far, in order: whether it was the next graph (the reference
-                                // replays them, so it sees the caches the run's graphs wrote)
+  size_t eval_first_event_ = SIZE_MAX;  // the trace's first event of the first evaluation of this run
+  uint64_t inputs_seed_ = 0;            // the seed of the inputs written last
+  // Every evaluation so far, in order (the reference replays them, so it sees the caches the run's graphs wrote).
+  std::vector<Evaluation> computes_;
+  // The graph (0: first, 1: next) whose compute was the last step that touched the scheduler, -1 when none: the
+  // only graph a compute-again step may evaluate.
+  int computed_last_ = -1;
   // Whether the last evaluation was of the next graph: its outputs are the ones compared.
-  bool last_was_next() const { return !computes_.empty() && computes_.back(); }
+  bool last_was_next() const { return !computes_.empty() && computes_.back().next; }
+  Status compute_again(int which);
   Status load_next_graph();
   Status set_next_inputs();
   Placement placement_;
