@@ -84,8 +84,9 @@ std::string describe(const Setup& s, const graphgen::GraphDesc& desc, const grap
   for (const auto& d : s.topology.devices) {
     os << " " << d.name << "(" << device_type_name(d.type) << ", mem " << d.memory << ", align " << d.alignment
        << ", host_visible " << d.host_visible << (d.unified ? ", unified" : "") << (d.host.empty() ? "" : ", remote")
-       << ", events " << d.caps.events << ", async " << d.caps.async << ", rules " << d.op_rules.size()
-       << ", buffer types " << d.buffer_types.size() << ", offload " << d.offload.enabled << ")";
+       << ", events " << d.caps.events << ", async " << d.caps.async << ", cpy_tensor_async " << d.cpy_tensor_async
+       << ", rules " << d.op_rules.size() << ", buffer types " << d.buffer_types.size() << ", offload "
+       << d.offload.enabled << ")";
   }
   const space::LifecycleSpec& l = s.lifecycle;
   os << (s.spec.links ? " (linked)" : "") << "\npolicy: op_offload " << s.op_offload << ", max_split_inputs "

@@ -297,7 +297,7 @@ void SimBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, si
 // contract of Backend::cpy_tensor_async.
 bool SimBackend::cpy_tensor_async(Backend* src_backend, const Tensor& src, Tensor& dst) {
   Simulator::Impl& s = *dev_->sim();
-  if (!dev_->config().caps.async) return false;
+  if (!dev_->config().caps.async || !dev_->config().cpy_tensor_async) return false;
   auto* sbk = dynamic_cast<SimBackend*>(src_backend);
   if (sbk == nullptr || sbk->sim_device()->sim() != &s) return false;
   SimBuffer* sb = sim_buffer_of(&s, src);

@@ -162,8 +162,10 @@ const char* device_type_key(DeviceType t) {
   return "?";
 }
 
-void parse_caps(const json& v, const std::string& path, DeviceCaps* caps) {
-  expect_object(v, path, {"async", "events", "host_buffer", "from_host_ptr"}, "an object of capabilities");
+void parse_caps(const json& v, const std::string& path, DeviceCaps* caps, bool* cpy_tensor_async) {
+  expect_object(v, path, {"async", "events", "host_buffer", "from_host_ptr", "cpy_tensor_async"},
+                "an object of capabilities");
+  if (const json* x = member(v, "cpy_tensor_async")) *cpy_tensor_async = get_bool(*x, child(path, "cpy_tensor_async"));
   if (const json* x = member(v, "async")) caps->async = get_bool(*x, child(path, "async"));
   if (const json* x = member(v, "events")) caps->events = get_bool(*x, child(path, "events"));
   if (const json* x = member(v, "host_buffer")) caps->host_buffer = get_bool(*x, child(path, "host_buffer"));
@@ -228,7 +230,7 @@ DeviceConfig parse_device(const json& v, const std::string& path) {
   if (const json* x = member(v, "host_visible")) d.host_visible = get_bool(*x, child(path, "host_visible"));
   topology_memory::parse(v, path, &d);
   topology_hosts::parse_device_host(v, path, &d);
-  if (const json* x = member(v, "caps")) parse_caps(*x, child(path, "caps"), &d.caps);
+  if (const json* x = member(v, "caps")) parse_caps(*x, child(path, "caps"), &d.caps, &d.cpy_tensor_async);
   if (const json* x = member(v, "ops")) parse_ops(*x, child(path, "ops"), &d.default_allow, &d.op_rules);
   parse_buffer_keys(v, path, &d);
   if (const json* x = member(v, "offload")) parse_offload(*x, child(path, "offload"), &d.offload);
@@ -363,6 +365,7 @@ ojson device_json(const DeviceConfig& d) {
                     {"events", d.caps.events},
                     {"host_buffer", d.caps.host_buffer},
                     {"from_host_ptr", d.caps.buffer_from_host_ptr}};
+  if (!d.cpy_tensor_async) o["caps"]["cpy_tensor_async"] = false;
   o["ops"] = ops_json(d.default_allow, d.op_rules);
   buffer_keys_json(d, &o);
   o["offload"] = ojson{{"enabled", d.offload.enabled},

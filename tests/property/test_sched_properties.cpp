@@ -81,7 +81,8 @@ std::ostream& operator<<(std::ostream& os, const Case& c) {
   os << "graph " << c.graph << "\ndevices:";
   for (const DeviceSpec& d : c.topology.devices) {
     os << " {" << space::device_kind_name(d.kind) << " deny 0x" << std::hex << d.deny << std::dec
-       << (d.host_visible ? " host-visible" : "") << (d.async ? "" : " sync") << (d.events ? "" : " no-events")
+       << (d.host_visible ? " host-visible" : "") << (d.async ? "" : " sync")
+       << (d.async && !d.cpy_tensor_async ? " no-cpy-tensor-async" : "") << (d.events ? "" : " no-events")
        << (d.host_buffer ? " host-buffer" : "") << (d.padded_buft ? " padded-buft" : "")
        << (d.offload ? " offload" : "") << " mem " << int(d.memory) << "}";
   }

@@ -95,9 +95,10 @@ struct DeviceSpec {
   bool async = true;
   bool events = true;
   bool host_buffer = false;
-  bool offload = false;      // offload_op for MUL_MAT / MUL_MAT_ID from a batch of 4
-  uint8_t memory = 2;        // 0: 64 KiB (allocations may fail), 1: 256 KiB, else 64 MiB
-  bool padded_buft = false;  // an extra buffer type for weights ("<name>_PAD"), whose tensors are padded
+  bool offload = false;          // offload_op for MUL_MAT / MUL_MAT_ID from a batch of 4
+  uint8_t memory = 2;            // 0: 64 KiB (allocations may fail), 1: 256 KiB, else 64 MiB
+  bool padded_buft = false;      // an extra buffer type for weights ("<name>_PAD"), whose tensors are padded
+  bool cpy_tensor_async = true;  // with async: copies from other backends on its stream (else through the host)
 };
 
 struct TopologySpec {
@@ -140,6 +141,7 @@ inline DeviceSpec draw_device(Choices& c) {
   const int64_t m = c.in_range(0, 9);
   d.memory = static_cast<uint8_t>(m == 9 ? 0 : m == 8 ? 1 : 2);
   d.padded_buft = c.one_in(4);
+  d.cpy_tensor_async = !c.one_in(4);
   return d;
 }
 
@@ -198,6 +200,7 @@ inline sim::TopologyConfig make_topology(const TopologySpec& t, const char* gene
     d.caps.async = s.async;
     d.caps.events = s.events;
     d.caps.host_buffer = s.host_buffer;
+    d.cpy_tensor_async = s.cpy_tensor_async;
     OpRule r;  // (a rule with no ops would match every op)
     r.allow = false;
     for (int k = 0; k < kNumDenyable; ++k) {
@@ -305,6 +308,8 @@ inline std::vector<std::string> all_buckets() {
           "links:absent",
           "async:on",
           "async:off",
+          "cpy-tensor-async:on",
+          "cpy-tensor-async:off",
           "events:on",
           "events:off",
           "host-visible-gpu:yes",
@@ -350,6 +355,7 @@ inline std::vector<std::string> buckets_of(const TopologySpec& t, const Lifecycl
   for (const DeviceSpec& d : t.devices) {
     b.push_back(std::string("kind:") + device_kind_name(d.kind));
     b.push_back(d.async ? "async:on" : "async:off");
+    if (d.async) b.push_back(d.cpy_tensor_async ? "cpy-tensor-async:on" : "cpy-tensor-async:off");
     b.push_back(d.events ? "events:on" : "events:off");
     if (d.kind == DeviceKind::kGpu && d.host_visible) b.push_back("host-visible-gpu:yes");
     if (d.padded_buft) b.push_back("padded-buffer-type:yes");

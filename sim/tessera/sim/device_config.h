@@ -52,6 +52,11 @@ struct DeviceConfig {
   // or from it crosses the network (its host link is then the link to its own host, e.g. that machine's PCIe).
   std::string host;
   DeviceCaps caps{/*async=*/true, /*host_buffer=*/false, /*buffer_from_host_ptr=*/false, /*events=*/true};
+  // Whether the backend copies a tensor from another backend asynchronously (Backend::cpy_tensor_async; with
+  // caps.async). false: a backend with asynchronous compute but no such copy, as a ggml backend without
+  // cpy_tensor_async, or a copy between two backends of different kinds: the scheduler copies through the host,
+  // blocking (docs/scheduler.md, Execution step 3).
+  bool cpy_tensor_async = true;
   bool default_allow = true;
   std::vector<OpRule> op_rules;
   // Padding of the main buffer type's tensors (its alloc_size; buffer_rules.h).

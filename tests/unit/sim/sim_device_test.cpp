@@ -514,6 +514,24 @@ TEST(SimCost, LinksAreSymmetricAndCaseInsensitive) {
   EXPECT_NEAR(t.copy_duration(), 4.62144, 1e-9);
 }
 
+// A device whose backend has no cpy_tensor_async (caps.cpy_tensor_async false) refuses the copy, leaving it to the
+// caller (the scheduler copies through the host); its compute and tensor I/O stay asynchronous.
+TEST(SimDevice, WithoutCpyTensorAsyncTheCopyIsRefused) {
+  DeviceConfig g0 = gpu("gpu0"), g1 = gpu("gpu1");
+  g1.cpy_tensor_async = false;
+  auto sim = make_sim(topology({g0, g1}), {});
+  auto b0 = sim->device(0)->init_backend({}).value();
+  auto b1 = sim->device(1)->init_backend({}).value();
+  Vectors src(*sim->device(0)->buffer_type(), {"src"}, 64);
+  Vectors dst(*sim->device(1)->buffer_type(), {"dst"}, 64);
+  set_f32(*src[0], random_values(64, 3));
+  const size_t before = events_of(*sim, TraceKind::kCopy).size();
+  EXPECT_FALSE(b1->cpy_tensor_async(b0.get(), *src[0], *dst[0]));
+  EXPECT_EQ(events_of(*sim, TraceKind::kCopy).size(), before) << "nothing was queued";
+  EXPECT_TRUE(b0->cpy_tensor_async(b1.get(), *dst[0], *src[0])) << "copies into gpu0 are still asynchronous";
+  EXPECT_TRUE(sim->device(1)->props().caps.async);
+}
+
 TEST(SimCost, CopyWithoutALinkGoesThroughTheHost) {
   TwoGpus t({});
   // Latencies 10 + 3 us, the slower host link 10 GB/s: 13 + 26.2144 us.

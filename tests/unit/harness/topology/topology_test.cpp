@@ -56,6 +56,7 @@ void expect_same_device(const DeviceConfig& a, const DeviceConfig& b) {
   EXPECT_EQ(a.caps.events, b.caps.events);
   EXPECT_EQ(a.caps.host_buffer, b.caps.host_buffer);
   EXPECT_EQ(a.caps.buffer_from_host_ptr, b.caps.buffer_from_host_ptr);
+  EXPECT_EQ(a.cpy_tensor_async, b.cpy_tensor_async);
   EXPECT_EQ(a.default_allow, b.default_allow);
   ASSERT_EQ(a.op_rules.size(), b.op_rules.size());
   for (size_t i = 0; i < a.op_rules.size(); ++i)
@@ -402,6 +403,7 @@ TEST(SimTopologyRoundTrip, EveryFieldSurvives) {
   a.cost.overrides = {CostModel::Override{Op::kSoftMax, -1, -1, 3.0}, CostModel::Override{Op::kMulMat, 7.5, 2e14, -1}};
   a.host_bandwidth = 25 * 1073741824.0 + 0.5;
   a.host_latency_us = 12.25;
+  a.cpy_tensor_async = false;
   DeviceConfig gpu;
   gpu.name = "gpu0";
   gpu.type = DeviceType::kIgpu;
@@ -421,6 +423,8 @@ TEST(SimTopologyRoundTrip, EveryFieldSurvives) {
   EXPECT_THAT(text, HasSubstr("\"memory\": \"1610612737 B\""));
   EXPECT_THAT(text, HasSubstr("\"max_alloc\": \"768 MiB\""));
   EXPECT_THAT(text, HasSubstr("\"bandwidth\": \"3.35 TB/s\""));
+  EXPECT_THAT(text, HasSubstr("\"cpy_tensor_async\": false"));
+  EXPECT_TRUE(back->devices[1].cpy_tensor_async) << "the default is written by omission";
 }
 
 TEST(SimTopologyFormat, OmittedFieldsTakeTheDefaultsOfConfigH) {
@@ -510,6 +514,8 @@ TEST(SimTopologyErrors, WrongJsonTypes) {
   EXPECT_THAT(error_of(with_gpu(R"("memory": true)")), HasSubstr("got true"));
   EXPECT_THAT(error_of(with_gpu(R"("caps": {"events": 1})")),
               HasSubstr("devices[0].caps.events: expected true or false, got a number (1)"));
+  EXPECT_THAT(error_of(with_gpu(R"("caps": {"cpy_tensor_async": "no"})")),
+              HasSubstr("devices[0].caps.cpy_tensor_async: expected true or false, got a string (\"no\")"));
   EXPECT_THAT(error_of(with_gpu(R"("ops": {"rules": [{"deny": "MUL_MAT"}]})")),
               HasSubstr("devices[0].ops.rules[0].deny: expected a list of op names"));
   EXPECT_THAT(error_of(with_gpu(R"("ops": {"rules": [{"allow": [], "min_batch": -1}]})")),
@@ -532,10 +538,9 @@ TEST(SimTopologyErrors, UnknownKeysAreRejectedWithTheKnownOnes) {
   EXPECT_THAT(msg, HasSubstr("did you mean \"memory\"?"));
   EXPECT_THAT(error_of(R"({"name": "t", "device": []})"), HasSubstr("topo.json: unknown key \"device\""));
   EXPECT_THAT(error_of(R"({"name": "t", "device": []})"), HasSubstr("did you mean \"devices\"?"));
-  EXPECT_THAT(
-      error_of(with_gpu(R"("caps": {"asynch": true})")),
-      HasSubstr(
-          "devices[0].caps: unknown key \"asynch\" (expected one of: async, events, host_buffer, from_host_ptr)"));
+  EXPECT_THAT(error_of(with_gpu(R"("caps": {"asynch": true})")),
+              HasSubstr("devices[0].caps: unknown key \"asynch\" (expected one of: async, events, host_buffer, "
+                        "from_host_ptr, cpy_tensor_async)"));
   EXPECT_THAT(error_of(with_gpu(R"("cost": {"overrides": [{"op": "ADD", "fixd": "1 us"}]})")),
               HasSubstr("devices[0].cost.overrides[0]: unknown key \"fixd\""));
   EXPECT_THAT(error_of(with_gpu("", R"(, "links": [{"a": "gpu0", "b": "host", "latncy": "1 us"}])")),
