@@ -255,9 +255,11 @@ class Builder {
 
     Tensor* inp = named(get_rows(ctx_, m_.tok_embd, m_.tokens), "inp_embd", -1);
     if (c_.embd_scale) inp = named(scale(ctx_, inp, std::sqrt(static_cast<float>(c_.n_embd))), "inp_scaled", -1);
+    bool global_used = false, swa_used = false;  // which mask some layer reads
     for (int il = 0; il < c_.n_layer; ++il) {
       const LlamaLayer& l = m_.layers[static_cast<size_t>(il)];
       const bool swa = c_.is_swa(il);
+      (swa ? swa_used : global_used) = true;
       Tensor* cur = blocks::rms_norm_mul(ctx_, inp, l.attn_norm, c_.norm_eps, "attn_norm", il);
       cur = blocks::self_attention(ctx_, swa ? shape_swa : shape, swa ? rope_swa : rope,
                                    {.wqkv = l.wqkv,
@@ -302,6 +304,10 @@ class Builder {
       if (c_.post_norms) cur = blocks::rms_norm_mul(ctx_, cur, l.ffn_post_norm, c_.norm_eps, "ffn_post_norm", il);
       inp = named(add(ctx_, cur, ffn_inp), "l_out", il);
     }
+    // A mask no layer reads is no input of the graph (a sliding-window model with fewer layers than its pattern has
+    // no global layer: `run -m tiny-gemma3 --layers 3` failed writing inp_kq_mask, which nothing had allocated)
+    if (!global_used) m_.mask = nullptr;
+    if (!swa_used) m_.mask_swa = nullptr;
     Tensor* cur = blocks::rms_norm_mul(ctx_, inp, m_.output_norm, c_.norm_eps, "result_norm", -1);
     return named(mul_mat(ctx_, m_.output, cur), "result_output", -1);
   }

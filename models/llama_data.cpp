@@ -184,11 +184,13 @@ Status set_inputs(LlamaGraph& m, const LlamaInputs& in) {
   TS_RETURN_IF_ERROR(set_i32(m.kv_idxs, in.kv_idxs));
   TS_RETURN_IF_ERROR(set_i32(m.v_idxs, in.v_idxs));
   TS_RETURN_IF_ERROR(set_i32(m.out_ids, in.out_ids));
-  if (static_cast<int64_t>(in.mask.size()) != nelements(*m.mask)) {
-    return TS_ERROR(StatusCode::kInvalidArgument, "set_inputs: the mask needs %lld values, got %zu",
-                    static_cast<long long>(nelements(*m.mask)), in.mask.size());
+  if (m.mask != nullptr) {  // (none when every layer is a sliding-window one)
+    if (static_cast<int64_t>(in.mask.size()) != nelements(*m.mask)) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "set_inputs: the mask needs %lld values, got %zu",
+                      static_cast<long long>(nelements(*m.mask)), in.mask.size());
+    }
+    TS_RETURN_IF_ERROR(tensor_from_f32(*m.mask, in.mask));
   }
-  TS_RETURN_IF_ERROR(tensor_from_f32(*m.mask, in.mask));
   if (m.mask_swa == nullptr) return Status::Ok();
   if (static_cast<int64_t>(in.mask_swa.size()) != nelements(*m.mask_swa)) {
     return TS_ERROR(StatusCode::kInvalidArgument, "set_inputs: the sliding-window mask needs %lld values, got %zu",

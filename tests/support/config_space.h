@@ -63,6 +63,25 @@ class ByteChoices : public Choices {
   size_t at_ = 0;
 };
 
+// From a seed (the unit sweeps): splitmix64 draws, so case N of a sweep is the same on every machine and compiler.
+class SeededChoices : public Choices {
+ public:
+  explicit SeededChoices(uint64_t seed) : state_(seed) {}
+  int64_t in_range(int64_t lo, int64_t hi) override {
+    if (hi <= lo) return lo;
+    return lo + static_cast<int64_t>(next() % (static_cast<uint64_t>(hi - lo) + 1));
+  }
+
+ private:
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  uint64_t state_;
+};
+
 // ---- the dimensions ----
 
 // Ops a simulated device may refuse (bit i of a deny mask refers to kDenyable[i]).

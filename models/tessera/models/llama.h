@@ -207,10 +207,11 @@ struct LlamaGraph {
   // Inputs and output.
   Tensor* tokens = nullptr;
   Tensor* pos = nullptr;
-  Tensor* kv_idxs = nullptr;  // null in a llama.cpp graph that writes the cache at its head (VIEW + CPY)
-  Tensor* v_idxs = nullptr;   // a llama.cpp graph writing a transposed V with SET_ROWS: i32 [n_embd_kv * n_tokens]
-  Tensor* mask = nullptr;
-  Tensor* mask_swa = nullptr;  // has_swa(): the sliding-window layers' mask f16 [kv_len_swa(), n_tokens]
+  Tensor* kv_idxs = nullptr;   // null in a llama.cpp graph that writes the cache at its head (VIEW + CPY)
+  Tensor* v_idxs = nullptr;    // a llama.cpp graph writing a transposed V with SET_ROWS: i32 [n_embd_kv * n_tokens]
+  Tensor* mask = nullptr;      // null when no layer reads it (a sliding-window model with no global layer)
+  Tensor* mask_swa = nullptr;  // has_swa(): the sliding-window layers' mask f16 [kv_len_swa(), n_tokens]; null when
+                               // no layer is a sliding-window one
   Tensor* out_ids = nullptr;   // only when n_outputs < n_tokens
   Tensor* logits = nullptr;
 

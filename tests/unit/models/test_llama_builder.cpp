@@ -322,3 +322,38 @@ TEST(LlamaBuilder, CacheRowsAreWritten) {
     EXPECT_EQ(same, !written) << "slot " << slot;
   }
 }
+
+// A sliding-window model with fewer layers than its pattern has no global layer (and gpt-oss with one layer none
+// but its sliding-window one): the mask no layer reads is no input, and the inputs are written without it (before,
+// `tessera run -m tiny-gemma3 --layers 3` failed: "tensor 'inp_kq_mask' ... is not allocated").
+TEST(LlamaBuilder, AMaskNoLayerReadsIsNoInput) {
+  for (const auto& [name, layers] : std::vector<std::pair<std::string, int>>{{"tiny-gemma3", 3}, {"tiny-gpt-oss", 1}}) {
+    SCOPED_TRACE(name);
+    LlamaConfig c = preset(name).value();
+    c.n_layer = layers;
+    ASSERT_TRUE(c.has_swa());
+    auto built = build_llama(c);
+    ASSERT_TRUE(built.ok()) << built.status().to_string();
+    LlamaGraph& m = built.value();
+    EXPECT_EQ(m.mask, nullptr);
+    ASSERT_NE(m.mask_swa, nullptr);
+    for (const Tensor* t : m.inputs()) EXPECT_STRNE(t->name, "inp_kq_mask");
+    // the graph computes on the CPU with the inputs written
+    auto wb = alloc_ctx_tensors(*m.weights_ctx, *cpu::buffer_type());
+    auto cb = alloc_ctx_tensors(*m.cache_ctx, *cpu::buffer_type());
+    ASSERT_TRUE(wb.ok() && cb.ok());
+    ASSERT_TRUE(fill_random(m, 3).ok());
+    GraphPlanner planner(cpu::buffer_type());
+    ASSERT_TRUE(planner.alloc_graph(*m.graph).ok());
+    const Status set = set_inputs(m, default_inputs(c, 3));
+    ASSERT_TRUE(set.ok()) << set.to_string();
+    auto backend = cpu::make_backend();
+    EXPECT_EQ(backend->graph_compute(*m.graph), ComputeStatus::kSuccess) << backend->last_error();
+  }
+  // with its global layer, gemma 3 has both masks
+  LlamaConfig c = preset("tiny-gemma3").value();
+  auto built = build_llama(c);
+  ASSERT_TRUE(built.ok());
+  EXPECT_NE(built->mask, nullptr);
+  EXPECT_NE(built->mask_swa, nullptr);
+}

@@ -1,0 +1,132 @@
+// The race sweep over the shared configuration space (issue 51, docs/testing.md "Generators and their reach"): the
+// properties run random graphs on the space's topologies and lifecycles, the preset sweeps (ReuseSweep,
+// SimIntegration) run the models on the topology presets; this sweep runs the tiny models -- llama's layers, MoE,
+// sliding-window and gpt-oss graphs -- on topologies and lifecycles drawn from tests/support/config_space.h, seeded
+// (SeededChoices: case N is the same everywhere), under adversarial timing. Every case either runs with no race, no
+// simulator error and logits equal to the CPU reference, or is refused for a reason the case itself gives: a device
+// too small for what is placed on it, or the injected allocation failure.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/config_space.h"
+#include "support/sweep.h"
+#include "tessera/builtin.h"
+#include "tessera/harness/session/session.h"
+
+using namespace tessera;
+using namespace tessera::harness;
+namespace space = tessera::test::space;
+
+namespace {
+
+constexpr const char* kModels[] = {"tiny", "tiny-moe", "tiny-gemma3", "tiny-gpt-oss"};
+
+struct SweepCase {
+  space::TopologySpec topology;
+  space::LifecycleSpec lifecycle;
+  std::string model;
+  int n_gpu_layers = -1;
+  bool kv_offload = true;
+};
+
+SweepCase draw_case(uint64_t seed) {
+  space::SeededChoices c(seed);
+  SweepCase k;
+  k.topology = space::draw_topology(c, 1);
+  k.lifecycle = space::draw_lifecycle(c);
+  // (the second graph is the properties': a session of a model has none)
+  k.lifecycle.alternate = false;
+  k.lifecycle.next_in_flight = false;
+  k.model = kModels[c.in_range(0, 3)];
+  k.n_gpu_layers = c.one_in(3) ? static_cast<int>(c.in_range(0, 3)) : -1;  // -1: every layer (llama.cpp's default)
+  // a device that cannot write the cache (SET_ROWS, CPY) would hold it where nothing can write it: the user keeps
+  // it in host memory (-nkvo), as the preset sweeps do for such a device
+  for (const space::DeviceSpec& d : k.topology.devices) {
+    for (int b = 0; b < space::kNumDenyable; ++b) {
+      const Op op = space::kDenyable[b];
+      if (((d.deny >> b) & 1u) != 0 && (op == Op::kSetRows || op == Op::kCpy)) k.kv_offload = false;
+    }
+  }
+  return k;
+}
+
+std::string describe(const SweepCase& k) {
+  std::string s = "model " + k.model + ", n_gpu_layers " + std::to_string(k.n_gpu_layers) + ", kv_offload " +
+                  std::to_string(k.kv_offload) + "\ndevices:";
+  for (const space::DeviceSpec& d : k.topology.devices) {
+    s += std::string(" {") + space::device_kind_name(d.kind) + " deny " + std::to_string(d.deny) +
+         (d.host_visible ? " host-visible" : "") + (d.async ? "" : " sync") +
+         (d.async && !d.cpy_tensor_async ? " no-cpy-tensor-async" : "") + (d.events ? "" : " no-events") +
+         (d.host_buffer ? " host-buffer" : "") + (d.padded_buft ? " padded" : "") + " mem " + std::to_string(d.memory) +
+         "}";
+  }
+  const space::LifecycleSpec& l = k.lifecycle;
+  s += std::string(k.topology.links ? " (linked)" : "") + "\nlifecycle: reserve " + std::to_string(l.reserve) +
+       ", parallel " + std::to_string(l.parallel) + " (" + std::to_string(l.n_copies) + " copies), evaluations " +
+       std::to_string(l.evaluations) + (l.per_evaluation_inputs ? " (inputs per evaluation)" : "") + ", reuse " +
+       std::to_string(l.reuse) + ", reserve in flight " + std::to_string(l.reserve_in_flight) + ", fail_alloc_nth " +
+       std::to_string(l.fail_alloc_nth) + ", computes again " + std::to_string(l.again);
+  return s;
+}
+
+// A refusal the case explains: out of memory on a device of the case (a 64 KiB or 256 KiB one, or the injected
+// failure).
+bool refused_for_memory(const Status& s, const SweepCase& k) {
+  const bool oom = s.code() == StatusCode::kAllocFailed || s.message().find("does not fit") != std::string::npos ||
+                   s.message().find("out of memory") != std::string::npos;
+  bool small = k.lifecycle.fail_alloc_nth > 0;
+  for (const space::DeviceSpec& d : k.topology.devices) small = small || d.memory < 2;
+  return oom && small;
+}
+
+}  // namespace
+
+TEST(ConfigSpaceSweep, TinyModelsOnDrawnTopologiesAndLifecyclesHaveNoRaceAndMatchTheCpu) {
+  const uint64_t seeds = tessera::test::sweep_seeds(300, 20);  // a quarter under ASan (tests/support/sweep.h)
+  std::map<std::string, int> outcomes;
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
+    const SweepCase k = draw_case(seed);
+    const std::string where = "case seed " + std::to_string(seed) + " (tests/unit/harness/session/" +
+                              "config_space_sweep_test.cpp; rerun with --gtest_filter=ConfigSpaceSweep.*)\n" +
+                              describe(k);
+    space::record_buckets("unit:ConfigSpaceSweep", space::buckets_of(k.topology, k.lifecycle));
+    SessionConfig c;
+    c.topology = space::make_topology(k.topology, "tests/unit/harness/session/config_space_sweep_test.cpp");
+    c.model = models::preset(k.model).value();
+    c.policy.n_gpu_layers = k.n_gpu_layers;
+    c.policy.kv_offload = k.kv_offload;
+    space::apply_lifecycle(k.lifecycle, &c.policy, &c.sim);
+    c.per_evaluation_inputs = k.lifecycle.per_evaluation_inputs;
+    c.sim.seed = seed;
+    c.sim.adversarial = true;
+    c.sim.record_trace = false;
+    c.model_seed = seed;
+    auto s = Session::create(c, &builtin_registry());
+    if (!s.ok()) {
+      ASSERT_TRUE(refused_for_memory(s.status(), k)) << where << "\nSession::create: " << s.status().to_string();
+      ++outcomes["refused at creation"];
+      continue;
+    }
+    auto r = (*s)->run_steps(space::lifecycle_steps(k.lifecycle));
+    if (!r.ok()) {
+      ASSERT_TRUE(refused_for_memory(r.status(), k)) << where << "\nrun: " << r.status().to_string();
+      ++outcomes["refused while running"];
+      continue;
+    }
+    ASSERT_EQ(r->races, 0u) << where << "\n" << (*s)->sim().races_report(1);
+    ASSERT_TRUE(r->errors.empty()) << where << "\n" << r->errors[0];
+    ASSERT_TRUE(r->checked) << where;
+    ASSERT_TRUE(r->matches_reference(1e-4)) << where << "\nNMSE " << r->nmse;
+    ++outcomes["ran"];
+  }
+  std::printf("config-space sweep: %llu cases: %d ran, %d refused at creation, %d while running (out of memory)\n",
+              static_cast<unsigned long long>(seeds), outcomes["ran"], outcomes["refused at creation"],
+              outcomes["refused while running"]);
+  // Most cases run: the sweep is about the runs, the refusals are the exception.
+  EXPECT_GE(outcomes["ran"], static_cast<int>(seeds) / 2) << outcomes["refused at creation"] << " refused at creation, "
+                                                          << outcomes["refused while running"] << " while running";
+}
