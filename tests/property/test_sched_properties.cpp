@@ -553,6 +553,19 @@ TESSERA_RC_GTEST_PROP_SCALED(SchedProperties, NoRaceInTheSchedulersOwnEventFlow,
       }
     }
   }
+  // and one case in four with a device that copies its inputs in through the host (asynchronous compute without
+  // cpy_tensor_async, or no asynchronous work at all) among three or more: step 3's blocking host copy then writes
+  // bytes other streams may still copy out of or compute on (docs/scheduler.md, "Who must be done before a write")
+  if (*rc::gen::inRange(0, 4) == 0) {
+    while (c.topology.devices.size() < 3) c.topology.devices.push_back(*space::gen_device());
+    space::DeviceSpec& d = c.topology.devices[*rc::gen::inRange<size_t>(0, c.topology.devices.size())];
+    if (*rc::gen::arbitrary<bool>()) {
+      d.async = true;
+      d.cpy_tensor_async = false;
+    } else {
+      d.async = false;
+    }
+  }
   Ran r = run_case(c, true);
   if (!expect_success("NoRaceInTheSchedulersOwnEventFlow", r)) return;
   if (r.stats->races != 0) {
