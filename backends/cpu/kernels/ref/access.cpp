@@ -112,25 +112,51 @@ void load_row(const Tensor& t, int64_t i1, int64_t i2, int64_t i3, float* out) {
     }
     return;
   }
-  for (int64_t i0 = 0; i0 < n; ++i0) out[i0] = load_f32(t, i0, i1, i2, i3);
+  // One element type per row: the row's address once, then element i0 at i0 * nb[0] (as elem_ptr computes it for a
+  // type whose block is one element), converted as load_f32 converts it.
+  const char* p = elem_ptr(t, 0, i1, i2, i3);
+  const size_t nb0 = t.nb[0];
+  switch (t.type) {
+    case Type::kF32:
+      for (int64_t i0 = 0; i0 < n; ++i0) std::memcpy(&out[i0], p + static_cast<size_t>(i0) * nb0, 4);
+      return;
+    case Type::kF16:
+      for (int64_t i0 = 0; i0 < n; ++i0) {
+        fp16_t h;
+        std::memcpy(&h, p + static_cast<size_t>(i0) * nb0, 2);
+        out[i0] = fp16_to_fp32(h);
+      }
+      return;
+    case Type::kBF16:
+      for (int64_t i0 = 0; i0 < n; ++i0) {
+        bf16_t h;
+        std::memcpy(&h, p + static_cast<size_t>(i0) * nb0, 2);
+        out[i0] = bf16_to_fp32(h);
+      }
+      return;
+    default:
+      for (int64_t i0 = 0; i0 < n; ++i0) out[i0] = load_f32(t, i0, i1, i2, i3);
+  }
 }
 
 void store_row(const Tensor& t, int64_t i1, int64_t i2, int64_t i3, const float* in) {
   const int64_t n = t.ne[0];
+  char* row = elem_ptr(t, 0, i1, i2, i3);  // element i0 at i0 * nb[0] for the unquantized types (as elem_ptr)
+  const size_t nb0 = t.nb[0];
   switch (t.type) {
     case Type::kF32:
-      for (int64_t i0 = 0; i0 < n; ++i0) std::memcpy(elem_ptr(t, i0, i1, i2, i3), &in[i0], 4);
+      for (int64_t i0 = 0; i0 < n; ++i0) std::memcpy(row + static_cast<size_t>(i0) * nb0, &in[i0], 4);
       return;
     case Type::kF16:
       for (int64_t i0 = 0; i0 < n; ++i0) {
         const fp16_t h = fp32_to_fp16(in[i0]);
-        std::memcpy(elem_ptr(t, i0, i1, i2, i3), &h, 2);
+        std::memcpy(row + static_cast<size_t>(i0) * nb0, &h, 2);
       }
       return;
     case Type::kBF16:
       for (int64_t i0 = 0; i0 < n; ++i0) {
         const bf16_t h = fp32_to_bf16(in[i0]);
-        std::memcpy(elem_ptr(t, i0, i1, i2, i3), &h, 2);
+        std::memcpy(row + static_cast<size_t>(i0) * nb0, &h, 2);
       }
       return;
     case Type::kQ8_0: {
