@@ -366,8 +366,18 @@ Result<FitResult> Fit::run() {
   FIT_ASSIGN(std::vector<int64_t> mem, used(layers, overflow));
   TS_RETURN_IF_ERROR(step3_dense(&layers, &mem, targets, overflow));
   if (p_.n_expert > 0 && surplus_cpu_moe > 0) TS_RETURN_IF_ERROR(step4_moe(&layers, &mem, targets, &overflow));
-  result_.outcome = FitResult::Outcome::kFitted;
   result_.layers = layers;
+  // The layers placed, a GPU may still be over its target (with no layer on it: what the context alone needs, its
+  // compute buffer). llama.cpp's newer fit then gives up rather than hand out a placement it measured to overflow
+  // (common/fit.cpp: "the fitted placement does not fit within the margins at a context size of N, abort"); the
+  // user's options stay, as with every failure.
+  for (size_t id = 0; id < nd_; ++id) {
+    if (mem[id] > targets[id]) {
+      return fail(str("the fitted placement does not fit within the margins at a context size of %lld, abort",
+                      static_cast<long long>(n_ctx_ > 0 ? n_ctx_ : p_.n_ctx_train)));
+    }
+  }
+  result_.outcome = FitResult::Outcome::kFitted;
   result_.setting = setting_of(layers, overflow);
   return result_;
 }
@@ -404,6 +414,18 @@ std::string fit_flags(const FitSetting& s, int64_t n_ctx_resolved, int n_gpu_lay
     }
     f += "\"";
   }
+  return f;
+}
+
+std::string fit_flags(const FitSetting& s, const FitProblem& p) {
+  if (s.placed) return fit_flags(s, p.n_ctx_train, p.n_layer + 1);
+  char* end = nullptr;
+  const long ngl = p.user_ngl.empty() ? -1 : std::strtol(p.user_ngl.c_str(), &end, 10);
+  const bool number = !p.user_ngl.empty() && end != nullptr && *end == '\0' && ngl >= 0;
+  std::string f = "-c " + std::to_string(s.n_ctx > 0 ? s.n_ctx : p.n_ctx_train);
+  f += " -ngl " + (number ? p.user_ngl : std::to_string(p.n_layer + 1));
+  if (!p.user_ts.empty() && p.gpus.size() > 1) f += " -ts " + p.user_ts;
+  if (!p.user_ot.empty()) f += " " + p.user_ot;
   return f;
 }
 

@@ -126,8 +126,7 @@ FitMeasure session_fit_measure(const SessionConfig& base, const SessionFitInputs
                                const Registry* real) {
   return [base, in, problem, real](const FitSetting& setting) -> Result<std::vector<FitUse>> {
     auto fail = [&](const Status& st) {
-      return Status(st.code(),
-                    "fit: measuring " + fit_flags(setting, in.n_ctx_train, problem.n_layer + 1) + ": " + st.message());
+      return Status(st.code(), "fit: measuring " + fit_flags(setting, problem) + ": " + st.message());
     };
     auto c = fit_session_config(base, in, problem, setting, true);
     if (!c.ok()) return fail(c.status());

@@ -2,6 +2,7 @@
 // (tessera/llama/llama_fit.h), --strict (does the user's own placement leave each GPU its margin?) and
 // --fill-in-order (the largest layer offload per GPU, GPUs filled in order).
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "tessera/builtin.h"
@@ -257,7 +258,22 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, const ExtraMo
         static_cast<long long>((p.margins[g] - left + kMiB - 1) / kMiB), static_cast<long long>(use[g].total / kMiB),
         static_cast<long long>(p.free[g] / kMiB), static_cast<long long>(p.margins[g] / kMiB)));
   }
-  const std::string flags = fit_flags(result.setting, in.n_ctx_train, p.n_layer + 1);
+  const std::string flags = fit_flags(result.setting, p);
+  // llama.cpp's fit numbers the output layer n_layer and, when the last GPU's partial layers reach it, writes a rule
+  // for "blk.<n_layer>." (common/fit.cpp, set_ngl_tensor_split_tbo): it matches no tensor and changes nothing, but a
+  // user reading the flags sees a block the model does not have
+  std::string phantom;
+  for (const auto& ov : result.setting.overrides) {
+    const std::string& pat = ov.first;
+    if (pat.rfind("blk\\.", 0) != 0) continue;
+    const int il = std::atoi(pat.c_str() + 5);
+    if (il >= p.n_layer) {
+      phantom = format_message(
+          "the rule for blk.%d names no block of this model (blocks 0-%d): llama.cpp's fit counts the output layer "
+          "as block %d and writes a partial-layer rule for it, which matches no tensor; the flags are llama.cpp's",
+          il, p.n_layer - 1, p.n_layer);
+    }
+  }
   const int code = a.strict ? (over.empty() ? kOk : kExpectationFailed)
                             : (result.outcome == FitResult::Outcome::kFailed ? kExpectationFailed : kOk);
   if (json) {
@@ -270,14 +286,19 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, const ExtraMo
     j["flags"] = flags;
     j["n_ctx"] = result.setting.n_ctx > 0 ? result.setting.n_ctx : in.n_ctx_train;
     ojson ovr = ojson::array();
-    for (const auto& [pattern, buft] : result.setting.overrides)
-      ovr.push_back({{"pattern", pattern}, {"buffer_type", buft}});
+    if (result.setting.placed) {
+      for (const auto& [pattern, buft] : result.setting.overrides)
+        ovr.push_back({{"pattern", pattern}, {"buffer_type", buft}});
+    } else {  // the user's, which a fit that placed nothing keeps
+      for (const auto& o : base.policy.overrides) ovr.push_back({{"pattern", o.pattern}, {"buffer_type", o.target}});
+    }
     j["overrides"] = ovr;
     j["gpus"] = gpus_json(base, p, use);
     j["over"] = over;
     j["log"] = result.log;
     j["measurements"] = result.measurements;
     j["simulator_note"] = note.empty() ? ojson(nullptr) : ojson(note);
+    j["flags_note"] = phantom.empty() ? ojson(nullptr) : ojson(phantom);
     std::cout << j.dump(2) << "\n";
     return code;
   }
@@ -304,6 +325,7 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, const ExtraMo
     std::printf("\n%s", gpu_table(base, p, use).c_str());
     if (result.outcome != FitResult::Outcome::kFailed) std::printf("\nuse: %s\n", flags.c_str());
   }
+  if (!phantom.empty() && result.outcome != FitResult::Outcome::kFailed) std::printf("\nnote: %s\n", phantom.c_str());
   if (!note.empty()) std::printf("\nnote: %s\n", note.c_str());
   return code;
 }

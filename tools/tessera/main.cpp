@@ -425,10 +425,15 @@ int cmd_fit(Options o, const tessera::tool::FitArgs& args) {
   in.n_ctx = o.ctx > 0 ? o.ctx : 0;
   auto shape = resolve_llama_run(o.llama);
   if (shape.ok() && shape.value().ctx > 0) in.n_ctx = shape.value().ctx;
+  // (-ot and the rest as flags: a fit that changes nothing prints them back, as llama-fit-params does)
+  auto add_ot = [&](const std::string& flag) { in.user_ot += (in.user_ot.empty() ? "" : " ") + flag; };
   for (const auto& [key, text] : o.policy) {
     if (key == "n_gpu_layers" && text != "auto") in.user_ngl = text;
     if (key == "tensor_split" || key == "layers_per_device") in.user_ts = text;
-    if (key == "override_tensor" || key == "overrides" || key == "cpu_moe" || key == "n_cpu_moe") in.user_ot = key;
+    if (key == "override_tensor") add_ot("-ot \"" + text + "\"");
+    if (key == "overrides") add_ot("--override \"" + text + "\"");  // (Tessera's own: a device per pattern)
+    if (key == "cpu_moe" && text != "false" && text != "0") add_ot("-cmoe");
+    if (key == "n_cpu_moe") add_ot("-ncmoe " + text);
   }
   ExtraModels extra;
   auto base = make_config(o, &extra);

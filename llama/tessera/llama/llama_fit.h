@@ -57,6 +57,11 @@ struct FitSetting {
 // \"p=B,...\"]" (-ts only with more than one GPU left after dropping trailing zeros). n_ctx_resolved: what -c prints
 // when the setting leaves the context unset.
 std::string fit_flags(const FitSetting& s, int64_t n_ctx_resolved, int n_gpu_layers_resolved);
+struct FitProblem;
+// The same for a setting of problem p: a setting the fit did not place keeps what the user gave (-ngl, -ts, -ot as
+// written; llama-fit-params prints the model parameters, which the fit then left as the command line set them), and
+// an unset -ngl prints every layer (n_layer + 1), an unset -c the training context.
+std::string fit_flags(const FitSetting& s, const FitProblem& p);
 
 // One GPU's measured use.
 struct FitUse {
@@ -75,7 +80,8 @@ struct FitProblem {
   // Per GPU, in order: llama.cpp's buffer type name ("CUDA0", ...), free memory and the margin to leave free.
   std::vector<std::string> gpus;
   std::vector<int64_t> free, margins;
-  // What the user set that the fit may not change, as given ("" unset): -ngl, -ts, -ot (or -cmoe / -ncmoe).
+  // What the user set that the fit may not change, as given ("" unset): -ngl and -ts as written; user_ot the
+  // overrides as flags (`-ot "exps=CPU"`, `-cmoe`, `-ncmoe 4`, each once as given).
   std::string user_ngl, user_ts, user_ot;
 };
 

@@ -357,3 +357,48 @@ TEST(LlamaFitFixtures, Qwen3MoeOneGpuWholeLayersThenAttentionOnly) {
   EXPECT_EQ(flags_of(f.problem, f.result), flags + "\"");
   EXPECT_NEAR(mib(f.use[0].total), 7097.7, 2.0);
 }
+
+// Issue 50: a fit that changes nothing prints the user's options back, as llama-fit-params prints the model
+// parameters the command line set (it printed -ngl 49 for a user's -ngl 20, and dropped -ot).
+TEST(LlamaFit, UnchangedFlagsAreTheUsersOwn) {
+  Synthetic m;
+  m.user_ngl = 6;
+  m.n_gpus = 2;
+  FitProblem p = problem(m, {2000, 2000}, {512, 512});
+  p.user_ngl = "6";
+  p.user_ts = "3,1";
+  p.user_ot = "-ot \"ffn_down=CPU\"";
+  auto r = llama_fit(p, m.measure());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r.value().outcome, FitResult::Outcome::kUnchanged);
+  EXPECT_EQ(fit_flags(r.value().setting, p), "-c 4096 -ngl 6 -ts 3,1 -ot \"ffn_down=CPU\"");
+  // -ngl all / auto (not a number) prints every layer; -ts only with several GPUs
+  p.user_ngl = "all";
+  p.user_ot.clear();
+  EXPECT_EQ(fit_flags(r.value().setting, p), "-c 4096 -ngl 11 -ts 3,1");
+  FitProblem one = problem(m, {2000}, {512});
+  one.user_ts = "3,1";
+  EXPECT_EQ(fit_flags(FitSetting{}, one), "-c 4096 -ngl 11");
+  // a placed setting prints what the fit chose, whatever the user gave
+  FitSetting placed;
+  placed.placed = true;
+  placed.n_ctx = 2048;
+  placed.n_gpu_layers = 4;
+  EXPECT_EQ(fit_flags(placed, p), "-c 2048 -ngl 4");
+}
+
+// Issue 50: a GPU over its target with no layer on it fails the fit instead of recommending -ngl 0. A margin of 200
+// MiB on 100 MiB free leaves a target of -100 MiB: the fill places no layer (0 MiB used), which is still above it.
+// The context was set by the user (4096), so step 2 does not apply; llama.cpp's newer fit gives up with this reason.
+TEST(LlamaFit, AGpuOverItsTargetWithNoLayerFailsTheFit) {
+  Synthetic m;
+  FitProblem p = problem(m, {100}, {200});
+  p.n_ctx = 4096;
+  auto r = llama_fit(p, m.measure());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r.value().outcome, FitResult::Outcome::kFailed);
+  EXPECT_EQ(r.value().failure, "the fitted placement does not fit within the margins at a context size of 4096, abort");
+  EXPECT_EQ(r.value().layers.size(), 1u);
+  EXPECT_EQ(r.value().layers[0].n_layer, 0);
+  EXPECT_FALSE(r.value().setting.placed) << "the user's options stay";
+}
