@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -101,8 +102,14 @@ void add_common(CLI::App* app, Options* o) {
 }
 
 // A model named by a file rather than a preset: it ends in ".gguf".
+// A model file rather than a preset name: a name ending in .gguf, or any existing path that names no preset (ollama
+// keeps its models as blobs named by their digest, with no extension). The file is then read whatever its name: one
+// that is not GGUF, or a directory, gets the reader's error naming it, not "unknown llama preset".
 bool is_gguf_path(const std::string& model) {
-  return model.size() > 5 && model.compare(model.size() - 5, 5, ".gguf") == 0;
+  if (model.size() > 5 && model.compare(model.size() - 5, 5, ".gguf") == 0) return true;
+  if (model.empty() || models::preset(model).ok()) return false;
+  std::error_code ec;
+  return std::filesystem::exists(model, ec);
 }
 
 // The session config of the common options. The extra models (--draft, --mmproj) are checked here too and go to
@@ -139,6 +146,9 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
     c.model = built.value().config;
   } else {
     auto m = models::preset(o.model);
+    if (!m.ok() && o.model.find('/') != std::string::npos) {
+      return Status(StatusCode::kNotFound, "-m " + o.model + ": no such file (nor a model preset)");
+    }
     if (!m.ok()) return m.status();
     c.model = m.value();
   }
