@@ -1,6 +1,7 @@
 // llama.cpp's spelling of its options (see tessera/llama/llama_args.h).
 #include "tessera/llama/llama_args.h"
 
+#include <cctype>
 #include <utility>
 
 namespace tessera::llama {
@@ -28,14 +29,39 @@ std::vector<std::string> llama_argv(int argc, char** argv) {
   std::vector<std::string> out;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
+    // a single-dash option with its value after '=' ("-ts=3,1", "-c=4096"), read as "--name=value" is: llama.cpp's
+    // names become "--tensor-split=3,1", a one-letter option and its value two arguments (CLI11 took "-c=4096" as -c
+    // with the value "=4096", and "-ts=..." as -t with "s=...")
+    std::string value;
+    bool has_value = false;
+    if (i > 0 && a.size() > 2 && a[0] == '-' && a[1] != '-' && std::isalpha(static_cast<unsigned char>(a[1]))) {
+      const size_t eq = a.find('=');
+      if (eq != std::string::npos) {
+        value = a.substr(eq + 1);
+        a.resize(eq);
+        has_value = true;
+      }
+    }
     for (const auto& [from, to] : kShortNames) {
       if (a == from) a = to;
     }
     for (const auto& [from, to] : kExtraModelNames) {
       if (a == from) a = to;
     }
-    out.push_back(std::move(a));
+    if (has_value && a.rfind("--", 0) == 0) {
+      out.push_back(a + "=" + value);  // (one argument: a value such as "-1,2" is not taken for an option)
+    } else {
+      out.push_back(std::move(a));
+      if (has_value) out.push_back(std::move(value));
+    }
   }
+  return out;
+}
+
+std::vector<std::string> llama_single_dash_names() {
+  std::vector<std::string> out;
+  for (const auto& [from, to] : kShortNames) out.push_back(from);
+  for (const auto& [from, to] : kExtraModelNames) out.push_back(from);
   return out;
 }
 

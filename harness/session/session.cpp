@@ -462,8 +462,24 @@ const Tensor* Session::find_tensor(const std::string& name) const {
 }
 
 std::string Session::explain(const std::string& name) const {
+  // Several nodes may share a name (a builder's per-layer name given twice): each is explained, by graph position.
+  std::vector<std::pair<size_t, const Tensor*>> same;
+  for (size_t i = 0; i < current_->n_nodes(); ++i) {
+    if (name == current_->node(i)->name) same.emplace_back(i, current_->node(i));
+  }
+  if (same.size() > 1) {
+    std::string s =
+        format_message("%s: %zu nodes of that name; each by its position in the graph:\n", name.c_str(), same.size());
+    for (const auto& [pos, t] : same) s += format_message("node %zu: ", pos) + explain_tensor(*t);
+    return s;
+  }
   const Tensor* t = find_tensor(name);
   if (t == nullptr) return format_message("%s: no tensor of that name in the graph\n", name.c_str());
+  return explain_tensor(*t);
+}
+
+std::string Session::explain_tensor(const Tensor& tensor) const {
+  const Tensor* t = &tensor;
   const TensorExplain e = sched_->explain(t);
   std::string s = format_message("%s: %s %s, on %s, cause %s (%s)", t->name, op_name(t->op), describe(*t).c_str(),
                                  e.backend < 0 ? "(unassigned)" : e.backend_name.c_str(), cause_name(e.cause),

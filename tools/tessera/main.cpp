@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -102,6 +103,53 @@ void add_common(CLI::App* app, Options* o) {
 }
 
 // A model named by a file rather than a preset: it ends in ".gguf".
+// Edit distance (insertions, deletions, substitutions, adjacent transpositions) between two option names.
+size_t option_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// After a parse error: for each argument that looks like an option no command knows ("--ctx-szie"), the closest
+// known name, when one is close (CLI11 only says the argument was not expected).
+void suggest_options(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> known;
+  std::vector<CLI::App*> apps = {&app};
+  for (CLI::App* sub : app.get_subcommands({})) apps.push_back(sub);
+  for (CLI::App* a : apps) {
+    for (const CLI::Option* opt : a->get_options()) {
+      for (const std::string& n : opt->get_lnames()) known.push_back("--" + n);
+    }
+  }
+  for (const std::string& n : tessera::llama::llama_single_dash_names()) known.push_back(n);
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.size() < 3 || arg[0] != '-' || std::isdigit(static_cast<unsigned char>(arg[1])) != 0) continue;
+    arg = arg.substr(0, arg.find('='));
+    if (std::find(known.begin(), known.end(), arg) != known.end()) continue;
+    std::string best;
+    size_t best_d = SIZE_MAX;
+    for (const std::string& k : known) {
+      const size_t dist = option_distance(arg, k);
+      if (dist < best_d) {
+        best_d = dist;
+        best = k;
+      }
+    }
+    if (!best.empty() && best_d <= 2 && best_d * 3 < arg.size()) {
+      std::fprintf(stderr, "tessera: unknown option '%s'; did you mean '%s'?\n", arg.c_str(), best.c_str());
+    }
+  }
+}
+
 // A model file rather than a preset name: a name ending in .gguf, or any existing path that names no preset (ollama
 // keeps its models as blobs named by their digest, with no extension). The file is then read whatever its name: one
 // that is not GGUF, or a directory, gets the reader's error naming it, not "unknown llama preset".
@@ -207,9 +255,17 @@ std::unique_ptr<Session> planned_session(const Options& o, Progress* progress, i
   cfg.value().progress = [progress](const char* step) { progress->step(step); };
   auto s = Session::create(cfg.value(), &builtin_registry());
   progress->done();
+  // Out of memory with a model (fit places models, not serialized graphs): what to try next
+  auto oom_hint = [&o]() {
+    if (!o.graph.empty()) return;
+    std::fprintf(stderr,
+                 "hint: `tessera fit` with the same -m and -t finds the -c/-ngl/-ts/-ot that fit (llama.cpp's --fit), "
+                 "and `tessera fit --strict` shows how far each GPU is over with these options\n");
+  };
   if (!s.ok()) {
     std::fprintf(stderr, "tessera: %s\n", s.status().message().c_str());
     *code = s.status().code() == StatusCode::kAllocFailed ? kExpectationFailed : kInputError;
+    if (s.status().code() == StatusCode::kAllocFailed) oom_hint();
     return nullptr;
   }
   Status p = s.value()->plan();
@@ -217,6 +273,7 @@ std::unique_ptr<Session> planned_session(const Options& o, Progress* progress, i
   if (!p.ok()) {
     std::fprintf(stderr, "tessera: the placement cannot be planned: %s\n", p.message().c_str());
     *code = kExpectationFailed;
+    if (p.code() == StatusCode::kAllocFailed) oom_hint();
     return nullptr;
   }
   *code = kOk;
@@ -546,6 +603,7 @@ int main(int argc, char** argv) {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
+    if (rc != 0) suggest_options(app, argc, argv);
     return rc == 0 ? kOk : kInputError;
   }
   try {

@@ -204,7 +204,9 @@ class Session {
   std::string summary_table() const;               // devices: layers, weights, cache, compute, peak / capacity
   std::string splits_table() const;                // split, backend, nodes, inputs (with their source backend and size)
   std::vector<SplitRecord> split_records() const;  // what splits_table shows, as data
-  std::string explain(const std::string& tensor_name) const;  // backend, cause, split, copy
+  // Backend, cause, split, copy; every node of that name when several share it (each with its graph position).
+  std::string explain(const std::string& tensor_name) const;
+  std::string explain_tensor(const Tensor& t) const;  // one tensor of the graph
   std::string dot()
       const;  // Graphviz of the splits, nodes coloured by backend, edges between splits (harness/session/dot.cpp)
   // RunStats::weight_upload_us: the time to write the weights and the cache from the host once.
