@@ -20,6 +20,14 @@ using namespace tessera::harness;
 
 namespace {
 
+// The user's -ngl as a layer count: a whole number >= 0 as written, else -1 (unset, "all", "auto", -1: every layer).
+long user_ngl_count(const std::string& text) {
+  if (text.empty()) return -1;
+  char* end = nullptr;
+  const long n = std::strtol(text.c_str(), &end, 10);
+  return end != nullptr && *end == '\0' && n >= 0 ? n : -1;
+}
+
 constexpr int64_t kMiB = int64_t{1} << 20;
 
 std::string str(const char* fmt, long long a = 0, long long b = 0, long long c = 0, long long d = 0) {
@@ -128,10 +136,8 @@ Status Fit::step2_context(int64_t sum_free, int64_t sum_used, int64_t sum_model,
     // Whole layers (dense) or whole tensors (MoE, about a third of a layer) per device: half a layer or tensor of
     // waste per device expected, (nd + 1) of them allowed for.
     // min(uint32_t(n_gpu_layers), n_layer): unset, -1 and "all" (negative in llama.cpp) count as every layer.
-    char* end = nullptr;
-    const long given = p_.user_ngl.empty() ? -1 : std::strtol(p_.user_ngl.c_str(), &end, 10);
-    const bool number = !p_.user_ngl.empty() && end != nullptr && *end == '\0' && given >= 0;
-    const int ngl = number ? static_cast<int>(std::min<long>(given, p_.n_layer)) : p_.n_layer;
+    const long given = user_ngl_count(p_.user_ngl);
+    const int ngl = given >= 0 ? static_cast<int>(std::min<long>(given, p_.n_layer)) : p_.n_layer;
     const int64_t per_layer = sum_model / std::max(ngl, 1);
     target -= static_cast<int64_t>(nd_ + 1) * per_layer / (p_.n_expert == 0 ? 2 : 6);
   }
@@ -419,11 +425,8 @@ std::string fit_flags(const FitSetting& s, int64_t n_ctx_resolved, int n_gpu_lay
 
 std::string fit_flags(const FitSetting& s, const FitProblem& p) {
   if (s.placed) return fit_flags(s, p.n_ctx_train, p.n_layer + 1);
-  char* end = nullptr;
-  const long ngl = p.user_ngl.empty() ? -1 : std::strtol(p.user_ngl.c_str(), &end, 10);
-  const bool number = !p.user_ngl.empty() && end != nullptr && *end == '\0' && ngl >= 0;
   std::string f = "-c " + std::to_string(s.n_ctx > 0 ? s.n_ctx : p.n_ctx_train);
-  f += " -ngl " + (number ? p.user_ngl : std::to_string(p.n_layer + 1));
+  f += " -ngl " + (user_ngl_count(p.user_ngl) >= 0 ? p.user_ngl : std::to_string(p.n_layer + 1));
   if (!p.user_ts.empty() && p.gpus.size() > 1) f += " -ts " + p.user_ts;
   if (!p.user_ot.empty()) f += " " + p.user_ot;
   return f;
