@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/ops.h"
+#include "tessera/harness/common/edit_distance.h"
 #include "tessera/harness/common/units.h"
 #include "tessera/status.h"
 #include "tessera/types.h"
@@ -124,20 +125,7 @@ inline std::string describe(const json& v) {
   fail(path, "expected " + std::string(expected) + ", got " + describe(got));
 }
 
-inline size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
+using harness::edit_distance;  // (tessera/harness/common/edit_distance.h)
 
 using Keys = std::initializer_list<const char*>;
 

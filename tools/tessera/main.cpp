@@ -17,6 +17,7 @@
 
 #include "tessera/harness/graph/graph_io.h"
 #include "tessera/harness/inspect/inspect.h"
+#include "tessera/harness/common/edit_distance.h"
 #include "tessera/llama/llama_args.h"
 #include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/llama/llama_fit.h"
@@ -102,22 +103,6 @@ void add_common(CLI::App* app, Options* o) {
                 "plan, run: llama.cpp's buffers as llama.cpp's own log lines instead of the breakdown table");
 }
 
-// A model named by a file rather than a preset: it ends in ".gguf".
-// Edit distance (insertions, deletions, substitutions, adjacent transpositions) between two option names.
-size_t option_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
 // After a parse error: for each argument that looks like an option no command knows ("--ctx-szie"), the closest
 // known name, when one is close (CLI11 only says the argument was not expected).
 void suggest_options(CLI::App& app, int argc, char** argv) {
@@ -138,7 +123,7 @@ void suggest_options(CLI::App& app, int argc, char** argv) {
     std::string best;
     size_t best_d = SIZE_MAX;
     for (const std::string& k : known) {
-      const size_t dist = option_distance(arg, k);
+      const size_t dist = tessera::harness::edit_distance(arg, k);
       if (dist < best_d) {
         best_d = dist;
         best = k;
