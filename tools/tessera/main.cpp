@@ -177,6 +177,12 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
     auto built = models::build_from_gguf(file.value(), run);  // checks the graph against the file
     if (!built.ok()) return built.status();
     c.model = built.value().config;
+    if (o.tokens <= 0) {
+      // no --tokens, -b or -ub: the batch llama.cpp reserves its compute buffers for, min(n_ctx, n_ubatch) tokens
+      // (issue 50: plan built a one-token graph under a table headed "n_ubatch 512", where fit measured 512)
+      c.model.n_tokens = llama_ubatch(c.model.n_ctx, llama_context_params(shape.value()));
+      if (c.model.n_outputs > c.model.n_tokens) c.model.n_outputs = 0;
+    }
   } else {
     auto m = models::preset(o.model);
     if (!m.ok() && o.model.find('/') != std::string::npos) {
