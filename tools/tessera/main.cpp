@@ -52,7 +52,8 @@ namespace {
 constexpr int kOk = 0, kExpectationFailed = 1, kInputError = 2;
 
 struct Options {
-  std::string topology = "1gpu";
+  std::string topology;           // empty: "1gpu", or the --gpu machine
+  std::vector<std::string> gpus;  // --gpu SIZE, in order
   std::string model = "tiny";
   std::string graph;  // a serialized graph file instead of the model
   int layers = 0;     // 0: the preset's
@@ -74,7 +75,11 @@ struct Options {
 };
 
 void add_common(CLI::App* app, Options* o) {
-  app->add_option("-t,--topology", o->topology, "topology preset name or JSON file (see `tessera topologies`)");
+  app->add_option("-t,--topology", o->topology,
+                  "topology preset name or JSON file (see `tessera topologies`; default 1gpu)");
+  app->add_option("--gpu", o->gpus,
+                  "instead of -t: a GPU with this much memory (\"12GiB\"), once per GPU; the machine is these GPUs "
+                  "(the 1gpu preset's GPU otherwise) and its CPU");
   app->add_option("-m,--model", o->model,
                   "model preset (tiny, tiny-moe, tiny-qwen2, tiny-qwen3, tiny-qwen3moe, tiny-gemma3, tiny-phi3, 7b, "
                   "8x7b-moe, 70b) or GGUF file "
@@ -101,6 +106,35 @@ void add_common(CLI::App* app, Options* o) {
   app->add_flag("--json", o->json, "machine-readable output");
   app->add_flag("--llama-log", o->llama_log,
                 "plan, run: llama.cpp's buffers as llama.cpp's own log lines instead of the breakdown table");
+}
+
+// The machine of --gpu SIZE ...: the 1gpu preset's GPU once per size, with that memory, then the preset's CPU.
+Result<sim::TopologyConfig> gpu_topology(const Options& o) {
+  if (!o.topology.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "--gpu and -t " + o.topology + ": give one of them (--gpu builds the machine: its GPUs and the CPU)");
+  }
+  auto base = topology_preset("1gpu");
+  if (!base.ok()) return base.status();
+  sim::TopologyConfig t = base.value();
+  const sim::DeviceConfig gpu = t.devices.front(), cpu = t.devices.back();
+  t.devices.clear();
+  t.name = "--gpu";
+  for (const std::string& size : o.gpus) {
+    auto bytes = parse_size(size);
+    if (!bytes.ok()) return Status(StatusCode::kInvalidArgument, "--gpu " + size + ": " + bytes.status().message());
+    if (bytes.value() == 0) return Status(StatusCode::kInvalidArgument, "--gpu " + size + ": a GPU needs memory");
+    sim::DeviceConfig d = gpu;
+    d.name = "gpu" + std::to_string(t.devices.size());
+    d.memory = bytes.value();
+    d.description = "a GPU with " + format_size(bytes.value()) + " (--gpu; otherwise the 1gpu preset's)";
+    t.devices.push_back(d);
+    t.name += " " + size;
+  }
+  t.description = "the GPUs of --gpu and the CPU";
+  t.devices.push_back(cpu);
+  TS_RETURN_IF_ERROR(validate_topology(t));
+  return t;
 }
 
 // After a parse error: for each argument that looks like an option no command knows ("--ctx-szie"), the closest
@@ -154,7 +188,7 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
   if (shape.value().ctx > 0) o.ctx = static_cast<int>(shape.value().ctx);
   if (shape.value().tokens > 0) o.tokens = static_cast<int>(shape.value().tokens);
   if (shape.value().flash_attn) o.no_flash_attn = !*shape.value().flash_attn;
-  auto topo = load_topology(o.topology);
+  auto topo = o.gpus.empty() ? load_topology(o.topology.empty() ? "1gpu" : o.topology) : gpu_topology(o);
   if (!topo.ok()) return topo.status();
   c.topology = std::move(topo).value();
   if (!o.graph.empty()) {
