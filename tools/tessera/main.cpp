@@ -188,6 +188,17 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
   if (shape.value().ctx > 0) o.ctx = static_cast<int>(shape.value().ctx);
   if (shape.value().tokens > 0) o.tokens = static_cast<int>(shape.value().tokens);
   if (shape.value().flash_attn) o.no_flash_attn = !*shape.value().flash_attn;
+  // llama.cpp's -t is its thread count: a pasted "-t 8" names no topology (a preset or a file); threads change no
+  // placement or memory, so it is set aside with a word
+  if (!o.topology.empty() &&
+      std::all_of(o.topology.begin(), o.topology.end(), [](unsigned char ch) { return std::isdigit(ch) != 0; }) &&
+      !std::filesystem::exists(o.topology)) {
+    std::fprintf(stderr,
+                 "tessera: -t %s: llama.cpp's thread count, ignored (threads change no placement or memory); the "
+                 "machine is -t/--topology PRESET|FILE or --gpu SIZE (default 1gpu)\n",
+                 o.topology.c_str());
+    o.topology.clear();
+  }
   auto topo = o.gpus.empty() ? load_topology(o.topology.empty() ? "1gpu" : o.topology) : gpu_topology(o);
   if (!topo.ok()) return topo.status();
   c.topology = std::move(topo).value();
