@@ -78,26 +78,13 @@ rc::Gen<Case> gen_case(int max_steps = 24) {
 }
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
-  os << "graph " << c.graph << "\ndevices:";
-  for (const DeviceSpec& d : c.topology.devices) {
-    os << " {" << space::device_kind_name(d.kind) << " deny 0x" << std::hex << d.deny << std::dec
-       << (d.host_visible ? " host-visible" : "") << (d.async ? "" : " sync")
-       << (d.async && !d.cpy_tensor_async ? " no-cpy-tensor-async" : "") << (d.events ? "" : " no-events")
-       << (d.host_buffer ? " host-buffer" : "") << (d.padded_buft ? " padded-buft" : "")
-       << (d.offload ? " offload" : "") << " mem " << int(d.memory) << "}";
-  }
-  const space::LifecycleSpec& l = c.lifecycle;
-  os << (c.topology.links ? " (linked)" : "") << "\nplacement:";
+  os << "graph " << c.graph << "\n" << space::describe(c.topology) << "\nplacement:";
   for (uint8_t p : c.placement) os << " " << int(p);
   os << "\npins:";
   for (auto [n, d] : c.pins) os << " (" << int(n) << "," << int(d) << ")";
   os << "\nop_offload " << c.op_offload << ", max_split_inputs " << c.max_split_inputs << ", seed " << c.seed
-     << ", adversarial " << c.adversarial << "\nlifecycle: reserve " << l.reserve << ", parallel " << l.parallel << " ("
-     << l.n_copies << " copies), evaluations " << l.evaluations
-     << (l.per_evaluation_inputs ? " (inputs per evaluation)" : "") << ", alternate " << l.alternate << " (next steps "
-     << c.next_steps << "/9), reuse " << l.reuse << ", reserve in flight " << l.reserve_in_flight
-     << ", next graph in flight " << l.next_in_flight << ", fail_alloc_nth " << l.fail_alloc_nth << ", computes again "
-     << l.again;
+     << ", adversarial " << c.adversarial << "\n"
+     << space::describe(c.lifecycle) << " (second graph: the first " << c.next_steps << "/9 of the steps)";
   return os;
 }
 

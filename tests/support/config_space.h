@@ -19,9 +19,11 @@
 #include <cstdlib>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "support/splitmix64.h"
 #include "tessera/harness/session/session.h"
 #include "tessera/sim/device_config.h"
 
@@ -63,23 +65,17 @@ class ByteChoices : public Choices {
   size_t at_ = 0;
 };
 
-// From a seed (the unit sweeps): splitmix64 draws, so case N of a sweep is the same on every machine and compiler.
+// From a seed (the unit sweeps): SplitMix64 draws, so case N of a sweep is the same on every machine and compiler.
 class SeededChoices : public Choices {
  public:
-  explicit SeededChoices(uint64_t seed) : state_(seed) {}
+  explicit SeededChoices(uint64_t seed) : rng_(seed) {}
   int64_t in_range(int64_t lo, int64_t hi) override {
     if (hi <= lo) return lo;
-    return lo + static_cast<int64_t>(next() % (static_cast<uint64_t>(hi - lo) + 1));
+    return lo + static_cast<int64_t>(rng_() % (static_cast<uint64_t>(hi - lo) + 1));
   }
 
  private:
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  uint64_t state_;
+  SplitMix64 rng_;
 };
 
 // ---- the dimensions ----
@@ -308,6 +304,34 @@ inline std::vector<harness::Session::Step> lifecycle_steps(const LifecycleSpec& 
   }
   steps.push_back(Step::kSynchronize);
   return steps;
+}
+
+// ---- a drawn case, as a failure prints it ----
+
+// "devices: {gpu deny 0x4 host-visible ... mem 2} ... (linked)"
+inline std::string describe(const TopologySpec& t) {
+  std::ostringstream os;
+  os << "devices:";
+  for (const DeviceSpec& d : t.devices) {
+    os << " {" << device_kind_name(d.kind) << " deny 0x" << std::hex << d.deny << std::dec
+       << (d.host_visible ? " host-visible" : "") << (d.async ? "" : " sync")
+       << (d.async && !d.cpy_tensor_async ? " no-cpy-tensor-async" : "") << (d.events ? "" : " no-events")
+       << (d.host_buffer ? " host-buffer" : "") << (d.padded_buft ? " padded-buft" : "")
+       << (d.offload ? " offload" : "") << " mem " << int(d.memory) << "}";
+  }
+  os << (t.links ? " (linked)" : "");
+  return os.str();
+}
+
+// "lifecycle: reserve 0, parallel 1 (2 copies), evaluations 3, ..."
+inline std::string describe(const LifecycleSpec& l) {
+  std::ostringstream os;
+  os << "lifecycle: reserve " << l.reserve << ", parallel " << l.parallel << " (" << l.n_copies
+     << " copies), evaluations " << l.evaluations << (l.per_evaluation_inputs ? " (inputs per evaluation)" : "")
+     << ", alternate " << l.alternate << ", reuse " << l.reuse << ", reserve in flight " << l.reserve_in_flight
+     << ", next graph in flight " << l.next_in_flight << ", fail_alloc_nth " << l.fail_alloc_nth << ", computes again "
+     << l.again;
+  return os.str();
 }
 
 // ---- the report's buckets ----

@@ -40,6 +40,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "support/splitmix64.h"
 #include "tessera/alloc.h"
 #include "tessera/backend.h"
 #include "tessera/build.h"
@@ -180,25 +181,8 @@ struct BuildOptions {
 };
 
 // A small, fast generator for the leaf data (std::mt19937 spent most of a small graph's fill initialising and
-// regenerating its 2.5 KiB state; the fuzzers build thousands of graphs a second). SplitMix64: a 64-bit counter
-// through a bijective mixer; deterministic for a given seed, which is all the data needs.
-struct SplitMix64 {
-  using result_type = uint64_t;
-  uint64_t state;
-  explicit SplitMix64(uint64_t seed) : state(seed) {}
-  static constexpr result_type min() { return 0; }
-  static constexpr result_type max() { return ~uint64_t{0}; }
-  result_type operator()() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [lo, hi] (hi only by rounding) from the top 24 bits of one draw. (std::uniform_real_distribution goes
-  // through std::generate_canonical, which computes two long-double logarithms per value: a fifth of the end-to-end
-  // fuzzer's time.)
-  float uniform(float lo, float hi) { return lo + (hi - lo) * (static_cast<float>((*this)() >> 40) * 0x1p-24f); }
-};
+// regenerating its 2.5 KiB state; the fuzzers build thousands of graphs a second): support/splitmix64.h.
+using SplitMix64 = tessera::test::SplitMix64;
 
 struct BuiltGraph {
   std::unique_ptr<Context> ctx;     // nodes and planned leafs (no_alloc)

@@ -55,22 +55,8 @@ SweepCase draw_case(uint64_t seed) {
 }
 
 std::string describe(const SweepCase& k) {
-  std::string s = "model " + k.model + ", n_gpu_layers " + std::to_string(k.n_gpu_layers) + ", kv_offload " +
-                  std::to_string(k.kv_offload) + "\ndevices:";
-  for (const space::DeviceSpec& d : k.topology.devices) {
-    s += std::string(" {") + space::device_kind_name(d.kind) + " deny " + std::to_string(d.deny) +
-         (d.host_visible ? " host-visible" : "") + (d.async ? "" : " sync") +
-         (d.async && !d.cpy_tensor_async ? " no-cpy-tensor-async" : "") + (d.events ? "" : " no-events") +
-         (d.host_buffer ? " host-buffer" : "") + (d.padded_buft ? " padded" : "") + " mem " + std::to_string(d.memory) +
-         "}";
-  }
-  const space::LifecycleSpec& l = k.lifecycle;
-  s += std::string(k.topology.links ? " (linked)" : "") + "\nlifecycle: reserve " + std::to_string(l.reserve) +
-       ", parallel " + std::to_string(l.parallel) + " (" + std::to_string(l.n_copies) + " copies), evaluations " +
-       std::to_string(l.evaluations) + (l.per_evaluation_inputs ? " (inputs per evaluation)" : "") + ", reuse " +
-       std::to_string(l.reuse) + ", reserve in flight " + std::to_string(l.reserve_in_flight) + ", fail_alloc_nth " +
-       std::to_string(l.fail_alloc_nth) + ", computes again " + std::to_string(l.again);
-  return s;
+  return "model " + k.model + ", n_gpu_layers " + std::to_string(k.n_gpu_layers) + ", kv_offload " +
+         std::to_string(k.kv_offload) + "\n" + space::describe(k.topology) + "\n" + space::describe(k.lifecycle);
 }
 
 // A refusal the case explains: out of memory on a device of the case (a 64 KiB or 256 KiB one, or the injected
