@@ -81,12 +81,16 @@ Status Session::compute_again(int which) {
                                  "no reserve, alloc, reset or step of the other graph between (a synchronize may)",
                                  name, which == 1 ? "compute-next" : "compute"));
   }
-  Graph& g = which == 1 ? *next_.graph : *graph_;
-  current_ = &g;
+  current_ = which == 1 ? next_.graph.get() : graph_;
+  return evaluate(which, /*inputs_written=*/false);
+}
+
+// One evaluation of graph `which` (current_), recorded for the CPU reference's replay.
+Status Session::evaluate(int which, bool inputs_written) {
   eval_first_event_ = std::min(eval_first_event_, sim_->trace().events.size());
   computed_last_ = -1;
-  TS_RETURN_IF_ERROR(compute_status(sched_->graph_compute_async(g), sched_->last_error()));
-  computes_.push_back({which == 1, false, inputs_seed_});
+  TS_RETURN_IF_ERROR(compute_status(sched_->graph_compute_async(*current_), sched_->last_error()));
+  computes_.push_back({which == 1, inputs_written, inputs_seed_});
   computed_last_ = which;
   return Status::Ok();
 }
@@ -127,10 +131,7 @@ Status Session::run_one_step(const StepSpec& spec, int* fresh) {
   }
   if (kind == 2) {
     *fresh = -1;
-    eval_first_event_ = std::min(eval_first_event_, sim_->trace().events.size());
-    TS_RETURN_IF_ERROR(compute_status(sched_->graph_compute_async(g), sched_->last_error()));
-    computes_.push_back({which == 1, true, inputs_seed_});
-    computed_last_ = which;
+    TS_RETURN_IF_ERROR(evaluate(which, /*inputs_written=*/true));
   }
   return Status::Ok();
 }

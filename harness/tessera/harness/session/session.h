@@ -249,6 +249,7 @@ class Session {
   // Whether the last evaluation was of the next graph: its outputs are the ones compared.
   bool last_was_next() const { return !computes_.empty() && computes_.back().next; }
   Status compute_again(int which);
+  Status evaluate(int which, bool inputs_written);  // graph_compute_async of current_, recorded for the reference
   Status load_next_graph();
   Status set_next_inputs();
   Placement placement_;
