@@ -65,12 +65,14 @@ Result<SessionConfig> draft_config(const SessionConfig& main, const DraftSpec& s
     if (name == "none") continue;
     size_t g = gpus.size();
     for (size_t k = 0; k < gpus.size(); ++k) {
-      if (c.topology.devices[gpus[k]].name == name || "CUDA" + std::to_string(k) == name) g = k;
+      const std::string cuda = "CUDA" + std::to_string(sim::gpu_number(c.topology, gpus[k]));
+      if (c.topology.devices[gpus[k]].name == name || cuda == name) g = k;
     }
     if (g == gpus.size()) {
       std::string known;
       for (size_t k = 0; k < gpus.size(); ++k) {
-        known += (k ? ", " : "") + c.topology.devices[gpus[k]].name + " (CUDA" + std::to_string(k) + ")";
+        known += (k ? ", " : "") + c.topology.devices[gpus[k]].name + " (CUDA" +
+                 std::to_string(sim::gpu_number(c.topology, gpus[k])) + ")";
       }
       return invalid("--device-draft " + name + ": no GPU of that name in the topology (its GPUs: " +
                      (known.empty() ? std::string("none") : known) + ")");

@@ -59,11 +59,12 @@ Result<ExtraModels> resolve_extra_models(const ExtraModelArgs& a, const sim::Top
       if (topology != nullptr && name != "none") {
         std::string known;
         bool found = false;
-        int n = 0;
-        for (const sim::DeviceConfig& d : topology->devices) {
+        for (size_t i = 0; i < topology->devices.size(); ++i) {
+          const sim::DeviceConfig& d = topology->devices[i];
           if (d.type == DeviceType::kCpu) continue;
-          found = found || d.name == name || "CUDA" + std::to_string(n) == name;
-          known += (known.empty() ? "" : ", ") + d.name + " (CUDA" + std::to_string(n++) + ")";
+          const std::string cuda = "CUDA" + std::to_string(sim::gpu_number(*topology, i));
+          found = found || d.name == name || cuda == name;
+          known += (known.empty() ? "" : ", ") + d.name + " (" + cuda + ")";
         }
         if (!found) {
           return invalid("-devd " + name + ": no GPU of that name in the topology (its GPUs: " +

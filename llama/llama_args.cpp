@@ -15,6 +15,7 @@ constexpr std::pair<const char*, const char*> kShortNames[] = {
     {"-ot", "--override-tensor"}, {"-cmoe", "--cpu-moe"},     {"-ncmoe", "--n-cpu-moe"}, {"-nkvo", "--no-kv-offload"},
     {"-ctk", "--cache-type-k"},   {"-ctv", "--cache-type-v"}, {"-fa", "--flash-attn"},   {"-ub", "--ubatch-size"},
     {"-np", "--n-parallel"},      {"-kvu", "--kv-unified"},   {"-fitt", "--fit-target"}, {"-fitc", "--fit-ctx"},
+    {"-dev", "--device"},
 };
 // The draft model's and the projector's (tessera/llama/extra_specs.h).
 constexpr std::pair<const char*, const char*> kExtraModelNames[] = {
@@ -22,6 +23,14 @@ constexpr std::pair<const char*, const char*> kExtraModelNames[] = {
     {"-cd", "--ctx-size-draft"}, {"-ctkd", "--cache-type-k-draft"}, {"-ctvd", "--cache-type-v-draft"},
     {"-mm", "--mmproj"},
 };
+
+bool is_number(const char* s) {
+  if (*s == '\0') return false;
+  for (; *s != '\0'; ++s) {
+    if (std::isdigit(static_cast<unsigned char>(*s)) == 0) return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -45,6 +54,9 @@ std::vector<std::string> llama_argv(int argc, char** argv) {
     for (const auto& [from, to] : kShortNames) {
       if (a == from) a = to;
     }
+    // llama.cpp's --parallel N is -np N; tessera's --parallel alone is --pipeline-parallel (the scheduler's)
+    if (a == "--parallel" && i + 1 < argc && is_number(argv[i + 1])) a = "--n-parallel";
+    if (a.rfind("--parallel=", 0) == 0) a = "--n-parallel=" + a.substr(11);
     for (const auto& [from, to] : kExtraModelNames) {
       if (a == from) a = to;
     }

@@ -42,7 +42,7 @@ Result<FitProblem> session_fit_problem(const SessionConfig& base, const SessionF
     if (d.type == DeviceType::kCpu) continue;
     size_t free = 0, total = 0;
     simulator.value()->device(i)->memory(&free, &total);
-    p.gpus.push_back("CUDA" + std::to_string(gpus.size()));
+    p.gpus.push_back("CUDA" + std::to_string(sim::gpu_number(base.topology, i)));
     p.free.push_back(static_cast<int64_t>(free));
     gpus.push_back(&d);
   }

@@ -352,6 +352,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   gshape.n_tokens = shape.value().tokens > 0 ? shape.value().tokens : std::min<int64_t>(512, gshape.n_ctx);
   gshape.flash_attn = shape.value().flash_attn.value_or(false);
   if (shape.value().kv_type) gshape.kv_type = *shape.value().kv_type;
+  gshape.v_type = shape.value().v_type;
   std::optional<models::LlamaConfig> model;
   if (!options.model_file.empty()) {
     auto file = gguf::read_model(options.model_file);

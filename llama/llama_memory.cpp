@@ -27,13 +27,15 @@ bool is_cache(const Tensor* t) { return std::strncmp(t->name, "cache_", 6) == 0;
 // GGML_SCHED_MAX_COPIES (ggml/src/ggml-backend.cpp), the copies a pipeline-parallel scheduler keeps.
 constexpr int kLlamaMaxCopies = 4;
 
-// llama.cpp's name of a topology device: the n-th GPU (any device that is not the CPU) is "CUDA<n>", the CPU "CPU".
+// llama.cpp's name of a topology device: GPU number n (any device that is not the CPU; sim::gpu_number) is "CUDA<n>",
+// the CPU "CPU".
 class Names {
  public:
   explicit Names(const sim::TopologyConfig& topo) : topo_(topo) {
-    int n = 0;
-    for (const DeviceConfig& d : topo.devices) gpu_index_.push_back(d.type == DeviceType::kCpu ? -1 : n++);
-    n_gpus_ = n;
+    for (size_t i = 0; i < topo.devices.size(); ++i) {
+      gpu_index_.push_back(sim::gpu_number(topo, i));
+      n_gpus_ += gpu_index_.back() >= 0 ? 1 : 0;
+    }
   }
   int n_gpus() const { return n_gpus_; }
   int index_of(const std::string& device) const {
@@ -213,6 +215,10 @@ LlamaContextParams llama_context_params(const LlamaRunShape& shape) {
   if (shape.batch) p.n_batch = *shape.batch;
   if (shape.ubatch) p.n_ubatch = *shape.ubatch;
   p.swa_full = shape.swa_full;
+  p.n_seq_max = shape.n_seq;
+  p.kv_unified = shape.kv_unified;
+  p.use_mmap = shape.use_mmap;
+  p.embeddings = shape.embeddings;
   return p;
 }
 
@@ -222,7 +228,9 @@ int64_t llama_ubatch(int64_t n_ctx, const LlamaContextParams& p) {
 
 int64_t llama_kv_cells(const models::LlamaConfig& m, int il, const LlamaContextParams& p) {
   if (!m.is_swa(il) || p.swa_full) return m.n_ctx;
-  return static_cast<int64_t>(pad(static_cast<size_t>(std::min(m.n_ctx, m.n_swa + llama_ubatch(m.n_ctx, p))), 256));
+  // src/llama-kv-cache-iswa.cpp: a unified cache keeps every sequence's window
+  const int64_t window = m.n_swa * (p.kv_unified ? p.n_seq_max : 1);
+  return static_cast<int64_t>(pad(static_cast<size_t>(std::min(m.n_ctx, window + llama_ubatch(m.n_ctx, p))), 256));
 }
 
 void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& p) {
@@ -276,7 +284,17 @@ Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextPar
   MemoryBreakdown b;
   b.n_ctx = m.n_ctx;
   b.n_ubatch = llama_ubatch(m.n_ctx, params);
-  b.kv_type = type_name(m.kv_type);
+  b.kv_type = m.kv_type_text();
+  b.k_type = type_name(m.kv_type);
+  b.v_type = type_name(m.v_type());
+  {
+    // the K cache's share of the KV bytes: every layer's K and V rows hold n_embd_kv values of their types
+    const TypeTraits& k = type_traits(m.kv_type);
+    const TypeTraits& v = type_traits(m.v_type());
+    b.k_share_num = k.type_size * v.block_size;
+    b.k_share_den = k.type_size * v.block_size + v.type_size * k.block_size;
+  }
+  b.n_seq_max = params.n_seq_max;
   model_buffers(s, names, params, &b.buffers);
   kv_buffers(s, names, params, &b.buffers);
   // The output buffer (src/llama-context.cpp, output_reserve(n_seq_max) in llama_context's constructor): for each of
@@ -401,10 +419,11 @@ std::string format_llama_log(const MemoryBreakdown& b) {
     }
     if (total > 0) {
       s += format_message(
-          "llama_kv_cache: size = %7.2f MiB (%6lld cells, %3d layers,  1/1 seqs), K (%s): %7.2f MiB, V (%s): %7.2f "
-          "MiB\n",
-          mib(total), static_cast<long long>(cells), layers, b.kv_type.c_str(), mib(total / 2), b.kv_type.c_str(),
-          mib(total / 2));
+          "llama_kv_cache: size = %7.2f MiB (%6lld cells, %3d layers, %2lld/1 seqs), K (%s): %7.2f MiB, V (%s): "
+          "%7.2f MiB\n",
+          mib(total), static_cast<long long>(cells), layers, static_cast<long long>(b.n_seq_max), b.k_type.c_str(),
+          mib(total * b.k_share_num / b.k_share_den), b.v_type.c_str(),
+          mib(total - total * b.k_share_num / b.k_share_den));
     }
   }
   if (b.pipeline.on) s += "llama_context: pipeline parallelism enabled\n";

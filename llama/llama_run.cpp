@@ -26,9 +26,10 @@ Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a) {
   // src/llama-context.cpp (llama_context's constructor): n_ctx = GGML_PAD(n_ctx, 256); n_batch = min(n_ctx,
   // n_batch) for a causal model; n_ubatch = min(n_batch, n_ubatch). The graph is built for one micro-batch.
   if (a.ctx_size) {
-    if (*a.ctx_size == 0) return refuse("-c 0 (the model's training context); give the context length");
+    // -c 0: the model's training context (llama.cpp's default in its newest builds); ctx stays 0, "the model's"
     if (*a.ctx_size < 0 || *a.ctx_size > (1 << 24)) {
-      return Status(StatusCode::kInvalidArgument, "-c " + std::to_string(*a.ctx_size) + ": expected 1 to 16777216");
+      return Status(StatusCode::kInvalidArgument,
+                    "-c " + std::to_string(*a.ctx_size) + ": expected 0 (the model's) to 16777216");
     }
     r.ctx = (*a.ctx_size + 255) / 256 * 256;
   }
@@ -55,11 +56,10 @@ Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a) {
     return Status(StatusCode::kInvalidArgument,
                   "-ctv " + *a.cache_v + ": expected f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1");
   }
+  // each defaults to f16 (common/common.h: cache_type_k, cache_type_v)
   if (k || v) {
-    if (k.value_or(Type::kF16) != v.value_or(Type::kF16)) {
-      return refuse("-ctk and -ctv of different types (each defaults to f16; Tessera's K and V caches have one type)");
-    }
-    r.kv_type = k ? k : v;
+    r.kv_type = k.value_or(Type::kF16);
+    r.v_type = v.value_or(Type::kF16);
   }
   if (a.flash_attn) {
     // common/arg.cpp: is_truthy, is_falsey, is_autoy.
@@ -74,13 +74,23 @@ Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a) {
       return Status(StatusCode::kInvalidArgument, "-fa " + f + ": expected on, off or auto");
     }
   }
-  if (a.n_parallel && *a.n_parallel != 1) {
-    if (*a.n_parallel < 1) {
-      return Status(StatusCode::kInvalidArgument, "-np " + std::to_string(*a.n_parallel) + ": expected 1 or more");
+  if (a.n_parallel) {
+    if (*a.n_parallel < 1 || *a.n_parallel > 256) {
+      return Status(StatusCode::kInvalidArgument, "-np " + std::to_string(*a.n_parallel) + ": expected 1 to 256");
     }
-    return refuse("-np " + std::to_string(*a.n_parallel) +
-                  " (one sequence only; with --kv-unified or per-sequence caches alike)");
+    // src/llama-context.cpp: without --kv-unified each sequence has a KV stream of its own (n_ctx / n_seq cells,
+    // padded to 256), and the graphs are built over the streams; with it, one cache for all, the graphs of one
+    // sequence, and only the output buffer (a row of logits per sequence) and the sliding-window caches grow.
+    if (*a.n_parallel > 1 && !a.kv_unified) {
+      return refuse("-np " + std::to_string(*a.n_parallel) +
+                    " without --kv-unified (-kvu): a KV stream per sequence (llama-server gives -kvu itself when -np "
+                    "is not given)");
+    }
+    r.n_seq = *a.n_parallel;
   }
+  r.kv_unified = a.kv_unified;
+  r.use_mmap = !a.no_mmap;
+  r.embeddings = a.embeddings;
   // --swa-full: full-size caches for the sliding-window layers (llama_kv_cache_iswa's size_swa = size_base). The
   // memory breakdown sizes them (llama_kv_cells, tessera/llama/llama_memory.h); the simulated graph builds them full
   // size either way.

@@ -132,10 +132,11 @@ Tensor* attention_kv(Context& ctx, const AttentionShape& s, const KvCache& cache
     fix_order(order, q);
     fix_order(order, k_set);
     fix_order(order, v_set);
-    const size_t row = cache.k->nb[1];                // one cache slot: all KV heads
-    const size_t head = row_size(cache.k->type, hd);  // one head inside a slot
-    kv_k = named(view_3d(ctx, k_set, hd, s.n_kv, s.n_head_kv, row, head, 0), "k", il);
-    kv_v = named(view_3d(ctx, v_set, hd, s.n_kv, s.n_head_kv, row, head, 0), "v", il);
+    // one cache slot (all KV heads) and one head inside it, of each cache's own type (-ctk and -ctv may differ)
+    const size_t k_row = cache.k->nb[1], k_head = row_size(cache.k->type, hd);
+    const size_t v_row = cache.v->nb[1], v_head = row_size(cache.v->type, hd);
+    kv_k = named(view_3d(ctx, k_set, hd, s.n_kv, s.n_head_kv, k_row, k_head, 0), "k", il);
+    kv_v = named(view_3d(ctx, v_set, hd, s.n_kv, s.n_head_kv, v_row, v_head, 0), "v", il);
   }
   if (kv_k == nullptr || kv_v == nullptr) return nullptr;
 

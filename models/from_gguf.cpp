@@ -469,12 +469,15 @@ Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufR
   // The run.
   auto ctx_len = count_key(model, p + "context_length", 4096, c.n_layer);
   if (!ctx_len.ok()) return ctx_len.status();
-  c.n_ctx = run.n_ctx > 0 ? run.n_ctx : std::min<int64_t>(ctx_len.value(), 4096);
+  c.n_ctx = run.n_ctx > 0      ? run.n_ctx
+            : run.full_context ? (ctx_len.value() + 255) / 256 * 256
+                               : std::min<int64_t>(ctx_len.value(), 4096);
   if (arch->phi3) TS_RETURN_IF_ERROR(phi3_keys(model, p, ctx_len.value(), c));
   c.n_tokens = run.n_tokens;
   c.n_kv = run.n_kv;
   c.n_outputs = run.n_outputs;
   c.kv_type = run.kv_type;
+  c.v_cache_type = run.v_type;
   c.flash_attn = run.flash_attn;
   const char* q_name = c.fused_qkv ? "blk.0.attn_qkv.weight" : "blk.0.attn_q.weight";
   c.weight_type = c.weight_types.count(q_name) != 0 ? c.weight_types[q_name] : c.weight_types["token_embd.weight"];

@@ -100,7 +100,7 @@ class Builder {
     Context& kc = *m_.cache_ctx;
     const int64_t cells = c_.is_swa(il) ? c_.ctx_swa() : c_.n_ctx;
     l.k_cache = kc.new_tensor_2d(c_.kv_type, c_.n_embd_kv(), cells);
-    l.v_cache = kc.new_tensor_2d(c_.kv_type, c_.n_embd_kv(), cells);
+    l.v_cache = kc.new_tensor_2d(c_.v_type(), c_.n_embd_kv(), cells);
     if (l.k_cache != nullptr) format_name(*l.k_cache, "cache_k_l%d", il);
     if (l.v_cache != nullptr) format_name(*l.v_cache, "cache_v_l%d", il);
     m_.kv_cache.push_back(l.k_cache);
@@ -329,6 +329,12 @@ class Builder {
 
 }  // namespace
 
+std::string LlamaConfig::kv_type_text() const {
+  std::string t = type_name(kv_type);
+  if (v_type() != kv_type) t += std::string("/") + type_name(v_type());
+  return t;
+}
+
 Status validate(const LlamaConfig& c) {
   if (c.n_layer < 1) return invalid("n_layer must be >= 1");
   for (auto [v, what] : {std::pair{c.n_embd, "n_embd"},
@@ -371,31 +377,34 @@ Status validate(const LlamaConfig& c) {
     return invalid(
         format_message("weight_type must be f32, f16, bf16 or a quantized type, got %s", type_name(c.weight_type)));
   }
-  if (!is_weight_type(c.kv_type)) {
-    return invalid(format_message("kv_type must be f32, f16, bf16 or a quantized type, got %s", type_name(c.kv_type)));
+  for (auto [t, what] : {std::pair{c.kv_type, "kv_type"}, std::pair{c.v_type(), "the V cache's type"}}) {
+    if (!is_weight_type(t)) {
+      return invalid(format_message("%s must be f32, f16, bf16 or a quantized type, got %s", what, type_name(t)));
+    }
   }
   // Attention without flash attention reads V transposed (cont(transpose(V))), which a block-quantized V cannot be;
-  // llama.cpp refuses the same ("V cache quantization requires flash_attn").
-  if (!c.flash_attn && type_traits(c.kv_type).is_quantized) {
-    return invalid(
-        format_message("kv_type %s needs flash attention: without it V is read transposed, which a quantized "
-                       "cache cannot be; use flash attention or kv_type f16, bf16 or f32",
-                       type_name(c.kv_type)));
+  // llama.cpp refuses the same ("V cache quantization requires flash_attn"). A quantized K is read head by head.
+  if (!c.flash_attn && type_traits(c.v_type()).is_quantized) {
+    return invalid(format_message(
+        "a %s V cache needs flash attention: without it V is read transposed, which a quantized cache cannot be; "
+        "use flash attention or a V cache of f16, bf16 or f32",
+        type_name(c.v_type())));
   }
   const int64_t wb = type_traits(c.weight_type).block_size;
   if (c.n_embd % wb != 0 || c.n_ff % wb != 0 || c.n_embd_q() % wb != 0) {
     return invalid(format_message("n_embd, n_ff and head_dim * n_head must be multiples of %lld for weight type %s",
                                   static_cast<long long>(wb), type_name(c.weight_type)));
   }
-  if (type_traits(c.kv_type).is_quantized && c.head_dim() % type_traits(c.kv_type).block_size != 0) {
-    return invalid(
-        format_message("head_dim %lld (n_embd / n_head) must be a multiple of the %s block size (the cache "
-                       "is viewed head by head)",
-                       static_cast<long long>(c.head_dim()), type_name(c.kv_type)));
-  }
-  if (c.n_embd_kv() % type_traits(c.kv_type).block_size != 0) {
-    return invalid(
-        format_message("head_dim * n_head_kv must be a multiple of the %s block size", type_name(c.kv_type)));
+  for (const Type t : {c.kv_type, c.v_type()}) {
+    if (type_traits(t).is_quantized && c.head_dim() % type_traits(t).block_size != 0) {
+      return invalid(
+          format_message("head_dim %lld (n_embd / n_head) must be a multiple of the %s block size (the cache "
+                         "is viewed head by head)",
+                         static_cast<long long>(c.head_dim()), type_name(t)));
+    }
+    if (c.n_embd_kv() % type_traits(t).block_size != 0) {
+      return invalid(format_message("head_dim * n_head_kv must be a multiple of the %s block size", type_name(t)));
+    }
   }
   for (auto [v, what] : {std::pair{c.rope_base, "rope_base"},
                          {c.rope_scale, "rope_scale"},

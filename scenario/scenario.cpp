@@ -101,6 +101,7 @@ void parse_file_model(const json& v, const std::string& path, const std::string&
   if (llama.flash_attn) run.flash_attn = *llama.flash_attn;
   *fa_auto = llama.flash_attn_auto;
   if (llama.kv_type) run.kv_type = *llama.kv_type;
+  run.v_type = llama.v_type;
   auto built = models::build_from_gguf(model.value(), run);
   if (!built.ok()) fail(key, built.status().message());
   *c = built.value().config;
@@ -154,6 +155,7 @@ void parse_model(const json& v, const std::string& path, const std::string& sour
   if (llama.flash_attn) c->flash_attn = *llama.flash_attn;
   *fa_auto = llama.flash_attn_auto;
   if (llama.kv_type) c->kv_type = *llama.kv_type;
+  if (llama.v_type) c->v_cache_type = llama.v_type;
   if (c->n_layer > 100000) fail(child(path, "n_layer"), "expected at most 100000 layers");
   Status s = models::validate(*c);
   if (!s.ok()) fail(path, "the model is invalid: " + s.message());

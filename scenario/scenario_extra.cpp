@@ -22,13 +22,12 @@ std::string near(std::string file, const std::string& source) {
 // A -devd name: a GPU of the topology by its name or as llama.cpp's CUDA<n>, or "none".
 void check_device(const std::string& name, const sim::TopologyConfig& t, const std::string& path) {
   if (name == "none") return;
-  int n = 0;
   std::string known;
-  for (const sim::DeviceConfig& d : t.devices) {
+  for (size_t i = 0; i < t.devices.size(); ++i) {
+    const sim::DeviceConfig& d = t.devices[i];
     if (d.type == DeviceType::kCpu) continue;
-    if (d.name == name || "CUDA" + std::to_string(n) == name) return;
+    if (d.name == name || "CUDA" + std::to_string(sim::gpu_number(t, i)) == name) return;
     known += (known.empty() ? "" : ", ") + d.name;
-    ++n;
   }
   fail(path, "no GPU named " + quote(name) + " in the topology (its GPUs: " + (known.empty() ? "none" : known) + ")");
 }

@@ -293,7 +293,8 @@ const std::vector<Entry>& entries() {
        },
        [](const json& v, const std::string& path, PlacementPolicy* p) { p->op_offload = get_bool(v, path); }},
 
-      {{"parallel", "--parallel", "", "pipeline parallelism (several in-flight copies of inputs)", false},
+      {{"parallel", "--pipeline-parallel,--parallel", "",
+        "pipeline parallelism (several in-flight copies of inputs; --parallel N is llama.cpp's -np N)", false},
        [](const PolicyOption&, const std::string&, PlacementPolicy* p) {
          p->parallel = true;
          return Status::Ok();

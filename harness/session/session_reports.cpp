@@ -40,7 +40,7 @@ std::string Session::describe_workload() const {
   return format_message("model %s (%d layers, %lld tokens, %s attention; context %lld, weights %s, KV cache %s)",
                         c.name.c_str(), c.n_layer, static_cast<long long>(c.n_tokens),
                         c.flash_attn ? "flash" : "matmul/softmax", static_cast<long long>(c.n_ctx), types.c_str(),
-                        type_name(c.kv_type));
+                        c.kv_type_text().c_str());
 }
 
 std::vector<SplitRecord> Session::split_records() const {

@@ -33,8 +33,15 @@ void add_llama_run_options(CLI::App* app, LlamaRunArgs* a) {
   app->add_option("--cache-type-k", a->cache_k, "llama.cpp's -ctk: K cache type (f16, q8_0, q4_0, ...)");
   app->add_option("--cache-type-v", a->cache_v, "llama.cpp's -ctv: V cache type (the same as -ctk for now)");
   app->add_option("--flash-attn", a->flash_attn, "llama.cpp's -fa: on or off (auto: not supported yet)");
-  app->add_option("--n-parallel", a->n_parallel, "llama.cpp's -np: sequences (1 for now)");
+  app->add_option("--n-parallel", a->n_parallel,
+                  "llama.cpp's -np (--parallel N): sequences, each with a row of logits in the output buffer; above 1 "
+                  "with -kvu");
   app->add_flag("--kv-unified", a->kv_unified, "llama.cpp's -kvu: one KV buffer for all sequences");
+  app->add_flag("--no-mmap", a->no_mmap,
+                "llama.cpp's --no-mmap: the CPU's weights read into the first GPU's pinned host buffer (CUDA_Host) "
+                "instead of the mapped file (CPU_Mapped)");
+  app->add_flag("--embeddings,--embedding", a->embeddings,
+                "llama.cpp's --embeddings: the output buffer holds n_embd floats more per output row");
   app->add_flag("--swa-full", a->swa_full,
                 "llama.cpp's --swa-full: full-size sliding-window caches (Tessera's only kind so far)");
 }

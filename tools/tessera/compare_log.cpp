@@ -126,7 +126,7 @@ CLI::App* add_compare_log(CLI::App& app, CompareLogArgs& args) {
                                    "graph, failed allocations, and every line not used");
   c->add_option("log", args.path, "the log file")->required();
   c->add_option("-m,--model", args.model, "the model's GGUF file (else the model comes from the printed metadata)");
-  c->add_option("--parallel", args.n_seq_max,
+  c->add_option("--parallel,--n-parallel", args.n_seq_max,
                 "the sequences llama.cpp ran with (-np; ollama's OLLAMA_NUM_PARALLEL), when the log prints neither "
                 "n_seq_max nor n_ctx_per_seq (default 1)")
       ->check(CLI::Range(1, 4096));

@@ -192,7 +192,7 @@ void add_workload(const Session& s, ojson* j) {
   (*j)["context"] = model ? ojson(c.model.n_ctx) : ojson();
   (*j)["tokens"] = model ? ojson(c.model.n_tokens) : ojson();
   (*j)["flash_attn"] = model ? ojson(c.model.flash_attn) : ojson();
-  (*j)["kv_type"] = model ? ojson(type_name(c.model.kv_type)) : ojson();
+  (*j)["kv_type"] = model ? ojson(c.model.kv_type_text()) : ojson();
   ojson types = ojson::array();
   for (const WeightTypeTotal& t : s.weight_types()) {
     types.push_back({{"type", type_name(t.type)}, {"tensors", t.tensors}, {"bytes", t.bytes}});

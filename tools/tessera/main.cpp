@@ -19,6 +19,7 @@
 #include "tessera/harness/inspect/inspect.h"
 #include "tessera/harness/common/edit_distance.h"
 #include "tessera/llama/llama_args.h"
+#include "tessera/llama/llama_cmdline.h"
 #include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/llama/llama_fit.h"
 #include "tessera/harness/placement/policy_options.h"
@@ -54,6 +55,7 @@ constexpr int kOk = 0, kExpectationFailed = 1, kInputError = 2;
 struct Options {
   std::string topology;           // empty: "1gpu", or the --gpu machine
   std::vector<std::string> gpus;  // --gpu SIZE, in order
+  std::string devices;            // --device (llama.cpp's -dev): the GPUs the model uses, by name
   std::string model = "tiny";
   std::string graph;  // a serialized graph file instead of the model
   int layers = 0;     // 0: the preset's
@@ -80,6 +82,9 @@ void add_common(CLI::App* app, Options* o) {
   app->add_option("--gpu", o->gpus,
                   "instead of -t: a GPU with this much memory (\"12GiB\"), once per GPU; the machine is these GPUs "
                   "(the 1gpu preset's GPU otherwise) and its CPU");
+  app->add_option("--device", o->devices,
+                  "llama.cpp's -dev: the GPUs the model uses, in order (gpu1 or CUDA1, ...; none: the CPU only); "
+                  "the others are left out, as llama.cpp leaves them");
   app->add_option("-m,--model", o->model,
                   "model preset (tiny, tiny-moe, tiny-qwen2, tiny-qwen3, tiny-qwen3moe, tiny-gemma3, tiny-phi3, 7b, "
                   "8x7b-moe, 70b) or GGUF file "
@@ -135,6 +140,66 @@ Result<sim::TopologyConfig> gpu_topology(const Options& o) {
   t.devices.push_back(cpu);
   TS_RETURN_IF_ERROR(validate_topology(t));
   return t;
+}
+
+// llama.cpp's -dev LIST: the topology keeps the listed GPUs, in the list's order, each with its number on the whole
+// machine (CUDA1 stays CUDA1), and the CPU; "none" keeps the CPU only. A GPU is named as in the topology ("gpu1") or
+// as llama.cpp names it ("CUDA1").
+Status keep_devices(const std::string& list, sim::TopologyConfig* t) {
+  std::vector<sim::DeviceConfig> kept;
+  std::vector<bool> taken(t->devices.size(), false);
+  std::string known;
+  for (size_t i = 0; i < t->devices.size(); ++i) {
+    if (t->devices[i].type == DeviceType::kCpu) continue;
+    known += (known.empty() ? "" : ", ") + t->devices[i].name + " (CUDA" + std::to_string(sim::gpu_number(*t, i)) + ")";
+  }
+  size_t start = 0;
+  bool none = false;
+  for (;;) {
+    const size_t comma = list.find(',', start);
+    const std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.empty())
+      return Status(StatusCode::kInvalidArgument, "-dev " + list + ": expected GPU names separated by commas, or none");
+    if (name == "none") {
+      none = true;
+    } else {
+      size_t found = t->devices.size();
+      for (size_t i = 0; i < t->devices.size(); ++i) {
+        if (t->devices[i].type == DeviceType::kCpu) continue;
+        if (t->devices[i].name == name || "CUDA" + std::to_string(sim::gpu_number(*t, i)) == name) found = i;
+      }
+      if (found == t->devices.size()) {
+        return Status(StatusCode::kInvalidArgument, "-dev " + name +
+                                                        ": no GPU of that name in the topology (its GPUs: " +
+                                                        (known.empty() ? std::string("none") : known) + ")");
+      }
+      if (taken[found]) return Status(StatusCode::kInvalidArgument, "-dev " + list + ": " + name + " twice");
+      taken[found] = true;
+      kept.push_back(t->devices[found]);
+      kept.back().gpu_number = sim::gpu_number(*t, found);
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (none && !kept.empty()) {
+    return Status(StatusCode::kInvalidArgument, "-dev " + list + ": none and GPUs together");
+  }
+  for (const sim::DeviceConfig& d : t->devices) {
+    if (d.type == DeviceType::kCpu) kept.push_back(d);
+  }
+  auto named = [&kept, t](const std::string& n) {
+    return n == "host" ||
+           std::any_of(kept.begin(), kept.end(), [&n](const sim::DeviceConfig& d) { return d.name == n; }) ||
+           std::any_of(t->hosts.begin(), t->hosts.end(), [&n](const sim::HostConfig& h) { return h.name == n; });
+  };
+  std::vector<sim::LinkConfig> links;
+  for (const sim::LinkConfig& l : t->links) {
+    if (named(l.a) && named(l.b)) links.push_back(l);
+  }
+  t->devices = std::move(kept);
+  t->links = std::move(links);
+  t->name += " -dev " + list;
+  return validate_topology(*t);
 }
 
 // After a parse error: for each argument that looks like an option no command knows ("--ctx-szie"), the closest
@@ -202,6 +267,7 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
   auto topo = o.gpus.empty() ? load_topology(o.topology.empty() ? "1gpu" : o.topology) : gpu_topology(o);
   if (!topo.ok()) return topo.status();
   c.topology = std::move(topo).value();
+  if (!o.devices.empty()) TS_RETURN_IF_ERROR(keep_devices(o.devices, &c.topology));
   if (!o.graph.empty()) {
     Result<std::string> text = read_graph_text(o.graph);
     if (!text.ok()) return text.status();
@@ -216,9 +282,11 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
     if (!file.ok()) return file.status();
     models::GgufRunShape run;
     run.n_ctx = o.ctx;
+    run.full_context = true;  // no -c (or -c 0): the model's training context, llama.cpp's -c 0
     if (o.tokens > 0) run.n_tokens = o.tokens;
     run.flash_attn = !o.no_flash_attn;
     if (shape.value().kv_type) run.kv_type = *shape.value().kv_type;
+    run.v_type = shape.value().v_type;
     auto built = models::build_from_gguf(file.value(), run);  // checks the graph against the file
     if (!built.ok()) return built.status();
     c.model = built.value().config;
@@ -242,6 +310,7 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
   if (o.no_flash_attn) c.model.flash_attn = false;
   if (shape.value().flash_attn) c.model.flash_attn = *shape.value().flash_attn;
   if (shape.value().kv_type) c.model.kv_type = *shape.value().kv_type;
+  if (shape.value().v_type) c.model.v_cache_type = shape.value().v_type;
   c.flash_attn_auto = shape.value().flash_attn_auto;
   auto extra = resolve_extra_models(o.extra, &c.topology);
   if (!extra.ok()) return extra.status();
@@ -566,6 +635,71 @@ int cmd_topologies(const std::string& show, bool json) {
 
 }  // namespace
 
+// A llama.cpp command line given whole to plan, run, trace, dot or fit: the words after "--"
+// (`tessera plan -t rtx3060 -- llama-server -m X.gguf -ngl 99 -t 8`) or the string of --llama-args, read with
+// llama.cpp's rules (tessera/llama/llama_cmdline.h) and replaced by tessera's options. Says on standard error what was
+// taken and what was ignored. Returns kInputError (after saying why) for a command line llama.cpp would refuse.
+int pasted_llama_command(std::vector<std::string>* args) {
+  if (args->size() < 2) return kOk;
+  const std::string sub = (*args)[1];
+  const bool takes = sub == "plan" || sub == "run" || sub == "trace" || sub == "dot" || sub == "fit";
+  tessera::llama::LlamaCommandTarget target;
+  target.fit = sub == "fit";
+  auto expand = [&](const std::vector<std::string>& words, const char* how) -> Result<std::vector<std::string>> {
+    if (!takes) {
+      return Status(StatusCode::kInvalidArgument,
+                    std::string(how) + ": a llama.cpp command line goes to plan, run, trace, dot or fit");
+    }
+    auto cmd = tessera::llama::read_llama_command(words, target);
+    if (!cmd.ok()) return cmd.status();
+    const tessera::llama::LlamaCommand& c = cmd.value();
+    auto join = [](const std::vector<std::string>& v) {
+      std::string out;
+      for (const std::string& x : v) out += (out.empty() ? "" : ", ") + x;
+      return out;
+    };
+    std::fprintf(stderr, "tessera: %s's command line: used %s\n", c.program.empty() ? "llama.cpp" : c.program.c_str(),
+                 c.used.empty() ? "nothing" : join(c.used).c_str());
+    if (!c.ignored.empty()) {
+      std::fprintf(stderr, "tessera: ignored (no effect on placement or memory): %s\n", join(c.ignored).c_str());
+    }
+    for (const std::string& n : c.notes) std::fprintf(stderr, "tessera: note: %s\n", n.c_str());
+    return c.args;
+  };
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args->size(); ++i) {
+    const std::string& a = (*args)[i];
+    Result<std::vector<std::string>> more = std::vector<std::string>{};
+    if (a == "--") {
+      more = expand(std::vector<std::string>(args->begin() + static_cast<std::ptrdiff_t>(i) + 1, args->end()), "--");
+      i = args->size();
+    } else if (a == "--llama-args" || a.rfind("--llama-args=", 0) == 0) {
+      std::string text;
+      if (a == "--llama-args") {
+        if (i + 1 >= args->size()) {
+          std::fprintf(stderr, "tessera: --llama-args needs a value (a llama.cpp command line, quoted)\n");
+          return kInputError;
+        }
+        text = (*args)[++i];
+      } else {
+        text = a.substr(13);
+      }
+      auto words = tessera::llama::split_command_words(text);
+      more = words.ok() ? expand(words.value(), "--llama-args") : Result<std::vector<std::string>>(words.status());
+    } else {
+      out.push_back(a);
+      continue;
+    }
+    if (!more.ok()) {
+      std::fprintf(stderr, "tessera: %s\n", more.status().message().c_str());
+      return kInputError;
+    }
+    out.insert(out.end(), more.value().begin(), more.value().end());
+  }
+  *args = std::move(out);
+  return kOk;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"tessera: plan, run and explain tensor-graph placements on simulated multi-device topologies"};
   app.footer(
@@ -631,6 +765,13 @@ int main(int argc, char** argv) {
   topologies->add_flag("--json", topo_json, "machine-readable output");
 
   app.require_subcommand(0, 1);
+  // A pasted llama.cpp command line (after "--", or in --llama-args): tessera's options of the same meaning.
+  std::vector<std::string> given_args(argv, argv + argc);
+  if (int rc = pasted_llama_command(&given_args); rc != kOk) return rc;
+  std::vector<char*> given_argv;
+  for (std::string& a : given_args) given_argv.push_back(a.data());
+  argc = static_cast<int>(given_argv.size());
+  argv = given_argv.data();
   try {
     // llama.cpp's single-dash names (-ngl, -ts, -ot, ...) as their double-dash names; CLI11 takes the rest reversed.
     std::vector<std::string> args = tessera::llama::llama_argv(argc, argv);

@@ -10,8 +10,9 @@ namespace tessera::llama {
 
 // The arguments with llama.cpp's single-dash long names ("-ngl") rewritten to their double-dash names
 // ("--n-gpu-layers"), a single-dash option with "=VALUE" split from its value ("-ts=3,1" -> "--tensor-split=3,1",
-// "-c=4096" -> "-c" "4096"); everything else as given. -np is --n-parallel: tessera's --parallel is the scheduler's
-// pipeline parallelism (the "parallel" policy key).
+// "-c=4096" -> "-c" "4096"); everything else as given. -np and llama.cpp's --parallel N are --n-parallel: tessera's
+// --pipeline-parallel (--parallel without a number) is the scheduler's pipeline parallelism (the "parallel" policy
+// key).
 std::vector<std::string> llama_argv(int argc, char** argv);
 // llama.cpp's single-dash names that llama_argv rewrites ("-ngl", "-ts", ...), for a did-you-mean.
 std::vector<std::string> llama_single_dash_names();

@@ -22,6 +22,7 @@ struct LlamaContextParams {
   int64_t n_ubatch = 512;
   bool swa_full = false;
   int64_t n_seq_max = 1;    // -np: the output buffer holds one row of logits per sequence
+  bool kv_unified = false;  // -kvu: one cache for every sequence (its sliding-window caches keep every window)
   bool embeddings = false;  // the context also returns embeddings (ollama's runner does): n_embd more per row
   // Builds before llama.cpp PR #6122 (build 2540, 2024-03-26) reserved an output row for every token of a batch
   // (n_batch rows), not one per sequence.
@@ -35,8 +36,8 @@ LlamaContextParams llama_context_params(const LlamaRunShape& shape);
 // llama.cpp's n_ubatch after its clamps (src/llama-context.cpp): n_batch = min(n_ctx, n_batch) for a causal model,
 // n_ubatch = min(n_batch, n_ubatch).
 int64_t llama_ubatch(int64_t n_ctx, const LlamaContextParams& p);
-// The cells of llama.cpp's cache of layer il (src/llama-kv-cache-iswa.cpp, one sequence): n_ctx for a global layer or
-// with --swa-full; for a sliding-window layer GGML_PAD(min(n_ctx, n_swa + n_ubatch), 256).
+// The cells of llama.cpp's cache of layer il (src/llama-kv-cache-iswa.cpp): n_ctx for a global layer or with
+// --swa-full; for a sliding-window layer GGML_PAD(min(n_ctx, n_swa * (kv_unified ? n_seq_max : 1) + n_ubatch), 256).
 int64_t llama_kv_cells(const models::LlamaConfig& m, int il, const LlamaContextParams& p);
 
 // Plans c's model as llama.cpp plans it: the graph of llama.cpp build `build` (models/tessera/models/
@@ -73,7 +74,11 @@ PipelineDecision llama_pipeline_parallel(harness::Session& s);
 struct MemoryBreakdown {
   std::vector<LlamaBuffer> buffers;  // in llama.cpp's log order: model, KV, output, compute
   int64_t n_ctx = 0, n_ubatch = 0;
-  std::string kv_type;  // the K and V caches' type ("f16", "q8_0", ...)
+  std::string kv_type;  // the K and V caches' type ("f16", "q8_0", ...; "q8_0/f16" when they differ)
+  std::string k_type, v_type;
+  // The K cache's share of the KV bytes, k_share_num / k_share_den (1/2 when K and V have one type).
+  size_t k_share_num = 1, k_share_den = 2;
+  int64_t n_seq_max = 1;  // -np: the sequences (all in one KV stream: Tessera plans -np above 1 with -kvu only)
   size_t graph_nodes = 0;
   int graph_splits = 0;
   PipelineDecision pipeline;      // llama.cpp's rule

@@ -18,6 +18,8 @@ struct LlamaRunArgs {
   std::optional<std::string> cache_k, cache_v, flash_attn;
   std::optional<int64_t> n_parallel;  // -np
   bool kv_unified = false, swa_full = false;
+  bool no_mmap = false;     // --no-mmap
+  bool embeddings = false;  // --embeddings
 };
 
 // What the run options come to: the model's n_ctx (the cache slots) and n_tokens (the graph's batch: one micro-batch),
@@ -27,16 +29,22 @@ struct LlamaRunShape {
   int64_t tokens = 0;  // 0: unset
   std::optional<bool> flash_attn;
   bool flash_attn_auto = false;  // -fa auto: SessionConfig::flash_attn_auto decides when the model is placed
-  std::optional<Type> kv_type;
+  std::optional<Type> kv_type;   // -ctk (the K cache's type); set together with v_type
+  std::optional<Type> v_type;    // -ctv
   // -b and -ub as given (unset: llama.cpp's 2048 and 512), and --swa-full: the memory breakdown's LlamaContextParams
   // (tessera/llama/llama_memory.h).
   std::optional<int64_t> batch, ubatch;
   bool swa_full = false;
+  // -np and -kvu (sequences, one KV stream for them all), --no-mmap, --embeddings: the memory breakdown's too.
+  int64_t n_seq = 1;
+  bool kv_unified = false;
+  bool use_mmap = true;
+  bool embeddings = false;
 };
 
 // Errors (kInvalidArgument) name the llama.cpp flag: a bad value, or "not supported yet: ..." for what Tessera cannot
-// honour (-c 0, -np above 1, K and V caches of different types). --swa-full sizes llama.cpp's sliding-window caches
-// in the memory breakdown (tessera/llama/llama_memory.h); the simulated graph's sliding-window caches are full
+// honour (-np above 1 without --kv-unified: a KV stream per sequence). --swa-full sizes llama.cpp's sliding-window
+// caches in the memory breakdown (tessera/llama/llama_memory.h); the simulated graph's sliding-window caches are full
 // size.
 Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a);
 

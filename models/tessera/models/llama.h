@@ -53,7 +53,11 @@ struct LlamaConfig {
   int64_t n_outputs = 0;  // tokens that produce logits (the last layer keeps only those rows); 0 = n_tokens
   int64_t n_vocab = 256;
   Type weight_type = Type::kQ4_0;  // the large matrices (norms are f32, the MoE router f32)
-  Type kv_type = Type::kF16;
+  Type kv_type = Type::kF16;       // the K cache's, and the V cache's unless v_cache_type says otherwise (-ctk, -ctv)
+  std::optional<Type> v_cache_type;
+  Type v_type() const { return v_cache_type.value_or(kv_type); }
+  // "f16", or "K/V" ("q8_0/f16") when the two caches' types differ.
+  std::string kv_type_text() const;
   bool flash_attn = true;
   // The attention mask's type as llama.cpp makes it: f32 (build_inp_kq_mask creates it f32 and casts it to f16 only
   // for flash attention). Models read from GGUF files set it for the softmax path (a flash-attention graph keeps an f16

@@ -68,6 +68,10 @@ struct DeviceConfig {
   // Host <-> device link used when no explicit link names this device and "host".
   double host_bandwidth = 25e9;  // bytes/s
   double host_latency_us = 10.0;
+  // The GPU's number on the machine the topology was cut from, when the program sees only some of its GPUs
+  // (llama.cpp's -dev CUDA1 leaves a topology whose one GPU is still CUDA1); -1: its position among the topology's GPUs
+  // (gpu_number()).
+  int gpu_number = -1;
 };
 
 // A priced connection. Endpoint "host" means host memory; links are symmetric.
@@ -97,5 +101,15 @@ struct TopologyConfig {
   // Device <-> device copies without an explicit link go through the host at min(host bandwidths) and the sum of
   // latencies.
 };
+
+// The number a program gives device i of t among its GPUs (llama.cpp's CUDA<n>): DeviceConfig::gpu_number when set,
+// else its position among the devices that are not CPUs; -1 for a CPU device.
+inline int gpu_number(const TopologyConfig& t, size_t i) {
+  if (t.devices[i].type == DeviceType::kCpu) return -1;
+  if (t.devices[i].gpu_number >= 0) return t.devices[i].gpu_number;
+  int n = 0;
+  for (size_t k = 0; k < i; ++k) n += t.devices[k].type == DeviceType::kCpu ? 0 : 1;
+  return n;
+}
 
 }  // namespace tessera::sim

@@ -180,6 +180,13 @@ TEST(LlamaOptions, ScenarioModelKeysAndRefusals) {
   sc = model(R"("cache_type_k": "f32", "cache_type_v": "f32", "n_parallel": 1, "kv_unified": true)");
   ASSERT_TRUE(sc.ok()) << sc.status().to_string();
   EXPECT_EQ(sc.value().config.model.kv_type, Type::kF32);
+  // -ctk alone: K q8_0, V f16 (each defaults to f16, as in llama.cpp); a model whose heads hold whole q8_0 blocks
+  sc = model(R"("cache_type_k": "q8_0", "n_embd": 128)");
+  ASSERT_TRUE(sc.ok()) << sc.status().to_string();
+  EXPECT_EQ(sc.value().config.model.kv_type, Type::kQ8_0);
+  EXPECT_EQ(sc.value().config.model.v_type(), Type::kF16);
+  sc = model(R"("n_parallel": 4, "kv_unified": true)");  // four sequences in one cache
+  ASSERT_TRUE(sc.ok()) << sc.status().to_string();
   sc = model(R"("swa_full": true)");  // full-size sliding-window caches: what Tessera builds
   ASSERT_TRUE(sc.ok()) << sc.status().to_string();
   sc = model(R"("flash_attn": "auto")");
@@ -187,10 +194,9 @@ TEST(LlamaOptions, ScenarioModelKeysAndRefusals) {
   EXPECT_TRUE(sc.value().config.flash_attn_auto);
   for (const auto& [keys, message] : std::vector<std::pair<std::string, std::string>>{
            {R"("flash_attn": "maybe")", "-fa maybe: expected on, off or auto"},
-           {R"("n_parallel": 4)", "not supported yet: -np 4"},
-           {R"("cache_type_k": "q8_0")", "not supported yet: -ctk and -ctv of different types"},
+           {R"("n_parallel": 4)", "not supported yet: -np 4 without --kv-unified"},
            {R"("cache_type_v": "q3_k")", "-ctv q3_k: expected f32, f16"},
-           {R"("ctx_size": 0)", "not supported yet: -c 0"},
+           {R"("ctx_size": 20000000)", "-c 20000000: expected 0 (the model's) to 16777216"},
        }) {
     sc = model(keys);
     ASSERT_FALSE(sc.ok()) << keys;

@@ -134,9 +134,15 @@ TEST(LlamaBuilder, InvalidConfigsAreErrors) {
   expect_error(c, "n_layer");
   // A quantized cache: V is read transposed without flash attention, and the cache is viewed per head.
   c = tiny(false, false);
-  c.n_embd = 128;  // head_dim 32
-  c.kv_type = Type::kQ8_0;
-  expect_error(c, "kv_type q8_0 needs flash attention");
+  c.n_embd = 128;           // head_dim 32
+  c.kv_type = Type::kQ8_0;  // (and V, unless v_cache_type says otherwise)
+  expect_error(c, "a q8_0 V cache needs flash attention");
+  c.v_cache_type = Type::kF16;
+  EXPECT_TRUE(validate(c).ok()) << "a quantized K is read head by head, with or without flash attention";
+  c.v_cache_type = Type::kQ8_0;
+  expect_error(c, "a q8_0 V cache needs flash attention");
+  c.kv_type = Type::kF16;
+  expect_error(c, "a q8_0 V cache needs flash attention");
   c = tiny(false, true);  // head_dim 16
   c.kv_type = Type::kQ8_0;
   expect_error(c, "head_dim 16 (n_embd / n_head) must be a multiple of the q8_0 block size");
