@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cublas_loader.h"
 #include "cuda_profile.h"
 #include "kernels/kernels.h"
 #include "tessera/cuda.h"
@@ -219,7 +220,9 @@ class CudaBackend final : public Backend {
     const cublasStatus_t cs = cublasCreate(&cublas_);
     if (cs != CUBLAS_STATUS_SUCCESS) {
       cublas_ = nullptr;
-      return TS_ERROR(StatusCode::kFailed, "CUDA%d: cublasCreate failed (status %d)", index_, static_cast<int>(cs));
+      const std::string why = cublas_load_error();  // "" unless libcublas could not be loaded (cublas_loader.h)
+      return TS_ERROR(StatusCode::kFailed, "CUDA%d: cublasCreate failed (status %d)%s%s", index_, static_cast<int>(cs),
+                      why.empty() ? "" : ": ", why.c_str());
     }
     cublasSetStream(cublas_, stream_);
     // Scratch memory (dequantized weights, split attention states) comes from a pool of this backend that keeps its

@@ -1,14 +1,19 @@
 // CUDA backend tests beyond the conformance suite. The first group needs no GPU (registration with zero devices,
-// supports_op over the op catalogue, the offload threshold); the rest skips with a reason when no GPU is visible:
-// memory accounting and the maximum allocation size, pinned host memory, stream ordering of cpy_tensor_async between
-// two streams and between two GPUs, index errors as statuses, and op x type at larger shapes (every matmul path,
-// flash attention over several key tiles, long softmax and sort rows) against the CPU reference.
+// supports_op over the op catalogue, the offload threshold, cuBLAS loaded at the first call); the rest skips with a
+// reason when no GPU is visible: memory accounting and the maximum allocation size, pinned host memory, stream ordering
+// of cpy_tensor_async between two streams and between two GPUs, index errors as statuses, and op x type at larger
+// shapes (every matmul path, flash attention over several key tiles, long softmax and sort rows) against the CPU
+// reference.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "conformance/backend_conformance.h"
+#include "cublas_loader.h"
 #include "cuda_test_util.h"
 #include "tessera/alloc.h"
 #include "tessera/build.h"
@@ -123,6 +128,59 @@ TEST(CudaSupports, OffloadBatchSize) {
   EXPECT_EQ(cuda::offload_batch_size(*y32), 32);
   EXPECT_EQ(cuda::offload_batch_size(*rows), 0) << "GET_ROWS is never worth offloading";
   EXPECT_EQ(cuda::kDefaultOffloadMinBatch, 32);
+}
+
+// cuBLAS is not linked but opened at the first cuBLAS call (backends/cuda/cublas_loader.h). The toolkit is installed
+// wherever these tests are built, so the library is found, GPU or not.
+TEST(CudaCublasLoader, FindsTheLibrary) {
+  EXPECT_EQ(std::string(cuda::cublas_file_name()), "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR));
+  EXPECT_TRUE(cuda::cublas_load()) << cuda::cublas_load_error();
+  EXPECT_EQ(cuda::cublas_load_error(), "");
+}
+
+// The forwarded cublasCreate reaches the library: without a GPU it fails with a status, not a crash; with one it
+// creates a handle.
+TEST(CudaCublasLoader, CreateIsForwarded) {
+  cublasHandle_t handle = nullptr;
+  const cublasStatus_t s = cublasCreate(&handle);
+  if (cuda::device_count() == 0) {
+    EXPECT_NE(s, CUBLAS_STATUS_SUCCESS);
+  } else {
+    ASSERT_EQ(s, CUBLAS_STATUS_SUCCESS);
+    EXPECT_NE(handle, nullptr);
+    EXPECT_EQ(cublasDestroy(handle), CUBLAS_STATUS_SUCCESS);
+  }
+}
+
+TEST(CudaCublasLoader, AMissingFileIsAnErrorNamingIt) {
+  const std::string file = "libtessera-no-such-cublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+  const std::string error = cuda::cublas_try_load(file);
+  EXPECT_NE(error.find(file), std::string::npos) << error;
+  const std::string path = "/no/such/dir/" + file;
+  EXPECT_NE(cuda::cublas_try_load(path).find(path), std::string::npos);
+}
+
+// A library without cuBLAS's functions (the CUDA runtime's): the error names the first one missing.
+TEST(CudaCublasLoader, ALibraryWithoutTheFunctionsIsAnErrorNamingOne) {
+  const std::string cudart = "libcudart.so." + std::to_string(CUDART_VERSION / 1000);
+  const std::string error = cuda::cublas_try_load(cudart);
+  EXPECT_NE(error.find("cublasCreate_v2"), std::string::npos) << error;
+}
+
+// The second place tried is the directory of the loaded libcudart; the toolkit keeps libcublas there too. (The
+// process's cuBLAS is loaded first, so that closing the handle of the second open does not unload the library.)
+TEST(CudaCublasLoader, SecondPlaceIsBesideTheCudaRuntime) {
+  ASSERT_TRUE(cuda::cublas_load()) << cuda::cublas_load_error();
+  const std::string path = cuda::cublas_beside_cudart();
+  ASSERT_FALSE(path.empty());
+  EXPECT_EQ(path.front(), '/') << path;
+  const std::filesystem::path p(path);
+  EXPECT_EQ(p.filename().string(), cuda::cublas_file_name());
+  EXPECT_TRUE(std::filesystem::exists(p.parent_path() / ("libcudart.so." + std::to_string(CUDART_VERSION / 1000))))
+      << path;
+  if (std::filesystem::exists(p)) {
+    EXPECT_EQ(cuda::cublas_try_load(path), "");
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
