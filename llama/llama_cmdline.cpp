@@ -299,7 +299,7 @@ Result<LlamaCommand> read_llama_command(const std::vector<std::string>& words, c
     if (e == nullptr) {
       std::string best;
       size_t best_d = SIZE_MAX;
-      for (const std::string& k : all_names(table, n_table)) {
+      for (const std::string& k : name.size() <= 64 ? all_names(table, n_table) : std::vector<std::string>{}) {
         const size_t d = harness::edit_distance(name, k);
         if (d < best_d) {
           best_d = d;
