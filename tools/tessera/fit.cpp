@@ -258,7 +258,7 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, const ExtraMo
         static_cast<long long>((p.margins[g] - left + kMiB - 1) / kMiB), static_cast<long long>(use[g].total / kMiB),
         static_cast<long long>(p.free[g] / kMiB), static_cast<long long>(p.margins[g] / kMiB)));
   }
-  const std::string flags = fit_flags(result.setting, p);
+  const std::string flags = (a.devices.empty() ? "" : "-dev " + a.devices + " ") + fit_flags(result.setting, p);
   // llama.cpp's fit numbers the output layer n_layer and, when the last GPU's partial layers reach it, writes a rule
   // for "blk.<n_layer>." (common/fit.cpp, set_ngl_tensor_split_tbo): it matches no tensor and changes nothing, but a
   // user reading the flags sees a block the model does not have

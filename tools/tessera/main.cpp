@@ -342,6 +342,8 @@ LlamaContextParams context_params(const Options& o) {
   return shape.ok() ? llama_context_params(shape.value()) : LlamaContextParams{};
 }
 
+int cmd_fit(Options o, const tessera::tool::FitArgs& args);
+
 // Creates and plans a session, showing its long steps on `progress`; prints the error and returns null on failure
 // (*code says which exit code). The extra models of the options go to *extra when it is given.
 // `plan_only`: the session is planned once and never evaluated (plan, dot), so the scheduler keeps no record of the
@@ -360,12 +362,22 @@ std::unique_ptr<Session> planned_session(const Options& o, Progress* progress, i
   cfg.value().progress = [progress](const char* step) { progress->step(step); };
   auto s = Session::create(cfg.value(), &builtin_registry());
   progress->done();
-  // Out of memory with a model (fit places models, not serialized graphs): what to try next
+  // Out of memory with a model (fit places models, not serialized graphs): what each GPU would need with these
+  // options (fit --strict's table: used, free, margin, how far over) and what to try next
   auto oom_hint = [&o]() {
     if (!o.graph.empty()) return;
-    std::fprintf(stderr,
-                 "hint: `tessera fit` with the same -m and -t finds the -c/-ngl/-ts/-ot that fit (llama.cpp's --fit), "
-                 "and `tessera fit --strict` shows how far each GPU is over with these options\n");
+    if (!o.json) {
+      std::fflush(stderr);
+      std::printf("what each GPU needs with these options (as `tessera fit --strict` measures it):\n\n");
+      tessera::tool::FitArgs strict;
+      strict.strict = true;
+      (void)cmd_fit(o, strict);
+      std::fflush(stdout);
+    }
+    std::fprintf(
+        stderr,
+        "hint: `tessera fit` with the same -m and -t finds the -c/-ngl/-ts/-ot that fit (llama.cpp's --fit)%s\n",
+        o.json ? ", and `tessera fit --strict` shows how far each GPU is over with these options" : "");
   };
   if (!s.ok()) {
     std::fprintf(stderr, "tessera: %s\n", s.status().message().c_str());
@@ -609,7 +621,9 @@ int cmd_fit(Options o, const tessera::tool::FitArgs& args) {
   }
   ExtraModels extra;
   auto base = make_config(o, &extra);
-  return tessera::tool::cmd_fit(args, base, extra, in, is_gguf_path(o.model) ? o.model : "", o.json);
+  tessera::tool::FitArgs a = args;
+  a.devices = o.devices;
+  return tessera::tool::cmd_fit(a, base, extra, in, is_gguf_path(o.model) ? o.model : "", o.json);
 }
 
 int cmd_topologies(const std::string& show, bool json) {

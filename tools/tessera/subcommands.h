@@ -37,6 +37,8 @@ struct FitArgs {
   bool fill_in_order = false;  // --fill-in-order: Tessera's own search
   std::string fit_target;      // --fit-target (-fitt): MiB, one value or one per GPU
   int64_t fit_ctx = 4096;      // --fit-ctx (-fitc)
+  // -dev as given: kept first in the printed flags (-ts and the -ot buffer types count the GPUs of its list)
+  std::string devices;
 };
 // Adds fit's own options to its subcommand.
 void add_fit_options(CLI::App* fit, FitArgs* args);
