@@ -1,5 +1,6 @@
 // The predictions of `tessera compare-log` (tessera/llama/llama_log_predict.h; docs/compare-log.md says what each
 // figure needs and what is assumed).
+#include "tessera/models/fixtures.h"
 #include "tessera/llama/llama_log_predict.h"
 
 #include <algorithm>
@@ -355,7 +356,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   gshape.v_type = shape.value().v_type;
   std::optional<models::LlamaConfig> model;
   if (!options.model_file.empty()) {
-    auto file = gguf::read_model(options.model_file);
+    auto file = models::fixtures::read_model_or_fixture(options.model_file);
     if (!file.ok()) return file.status();
     auto cfg = models::llama_config_from_gguf(file.value(), gshape);
     if (!cfg.ok()) return cfg.status();

@@ -14,6 +14,8 @@
 // (which tensors stay F32; which keys are written) and include/llama.h (llama_ftype).
 #include "tessera/models/fixtures.h"
 
+#include <filesystem>
+
 #include <algorithm>
 #include <cstdio>
 #include <string_view>
@@ -504,6 +506,23 @@ Result<File> make_fixture(const std::string& name) {
   std::string known;
   for (const Entry& e : kFixtures) known += std::string(known.empty() ? "" : ", ") + e.name;
   return TS_ERROR(StatusCode::kNotFound, "no GGUF fixture named '%s' (known: %s)", name.c_str(), known.c_str());
+}
+
+bool is_fixture_name(const std::string& name) {
+  for (const Entry& e : kFixtures) {
+    if (name == e.name) return true;
+  }
+  return false;
+}
+
+Result<gguf::Model> read_model_or_fixture(const std::string& path_or_name) {
+  std::error_code ec;
+  if (!is_fixture_name(path_or_name) || std::filesystem::exists(path_or_name, ec)) {
+    return gguf::read_model(path_or_name);
+  }
+  auto file = make_fixture(path_or_name);
+  if (!file.ok()) return file.status();
+  return gguf::Model::of_file(std::move(file).value());
 }
 
 std::vector<std::string> complete_fixture_names() { return {"tiny-llama", "tiny-mixtral", "tiny-gpt-oss"}; }

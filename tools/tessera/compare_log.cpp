@@ -6,6 +6,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "tessera/models/fixtures.h"
 #include "json_out.h"
 #include "subcommands.h"
 
@@ -125,7 +126,8 @@ CLI::App* add_compare_log(CLI::App& app, CompareLogArgs& args) {
                                    "read a pasted llama.cpp / ollama log: metadata, parameters, devices, buffer sizes, "
                                    "graph, failed allocations, and every line not used");
   c->add_option("log", args.path, "the log file")->required();
-  c->add_option("-m,--model", args.model, "the model's GGUF file (else the model comes from the printed metadata)");
+  c->add_option("-m,--model", args.model,
+                "the model: its GGUF file, or a published model by name (else the printed metadata)");
   c->add_option("--parallel,--n-parallel", args.n_seq_max,
                 "the sequences llama.cpp ran with (-np; ollama's OLLAMA_NUM_PARALLEL), when the log prints neither "
                 "n_seq_max nor n_ctx_per_seq (default 1)")
@@ -358,8 +360,21 @@ int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices) {
   } else {
     std::fputs(compare_log_text(log.value(), p.value(), args.tolerance).c_str(), stdout);
   }
+  int predicted = 0;
   for (const LogFigure& f : p.value().figures) {
     if (!within_tolerance(f, args.tolerance)) return 1;
+    predicted += f.predicted ? 1 : 0;
+  }
+  if (predicted == 0) {
+    // Nothing compared is no agreement: exit 1, saying what would let the figures be predicted (the excerpts users
+    // paste seldom hold the model's metadata).
+    std::string names;
+    for (const std::string& n : models::fixtures::fixture_names()) names += (names.empty() ? "" : ", ") + n;
+    std::fprintf(stderr,
+                 "tessera: compare-log: no figure predicted%s%s; give the model with -m FILE.gguf or a published "
+                 "model's name (%s)\n",
+                 p.value().unavailable.empty() ? "" : ": ", p.value().unavailable.c_str(), names.c_str());
+    return 1;
   }
   return 0;
 }

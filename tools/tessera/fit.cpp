@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "tessera/models/fixtures.h"
 #include "tessera/builtin.h"
 #include "tessera/gguf.h"
 #include "tessera/llama/llama_fit.h"
@@ -61,7 +62,7 @@ Result<std::vector<int64_t>> parse_fit_target(const std::string& text) {
 // The model's training context: a GGUF file's <arch>.context_length, a preset's n_ctx.
 Result<int64_t> training_context(const std::string& model_path, const SessionConfig& base) {
   if (model_path.empty()) return base.model.n_ctx;
-  auto file = gguf::read_model(model_path);
+  auto file = models::fixtures::read_model_or_fixture(model_path);
   if (!file.ok()) return file.status();
   const gguf::File& f = file.value().metadata();
   auto arch = f.get_string("general.architecture");

@@ -30,6 +30,7 @@
 #include "tessera/sim/trace.h"
 #include "tessera/builtin.h"
 #include "tessera/gguf.h"
+#include "tessera/models/fixtures.h"
 #include "tessera/models/from_gguf.h"
 #include "extra_args.h"
 #include "json_out.h"
@@ -87,8 +88,8 @@ void add_common(CLI::App* app, Options* o) {
                   "the others are left out, as llama.cpp leaves them");
   app->add_option("-m,--model", o->model,
                   "model preset (tiny, tiny-moe, tiny-qwen2, tiny-qwen3, tiny-qwen3moe, tiny-gemma3, tiny-phi3, 7b, "
-                  "8x7b-moe, 70b) or GGUF file "
-                  "(FILE.gguf; docs/gguf.md)");
+                  "8x7b-moe, 70b), GGUF file (FILE.gguf; docs/gguf.md) or a published model by name "
+                  "(qwen3-30b-a3b-q4_k_m, ...: its file's header, no download; an unknown name lists them)");
   app->add_option("-g,--graph", o->graph, "a serialized graph file (docs/graph-format.md) instead of the model");
   app->add_option("--layers", o->layers, "number of layers (default: the preset's)")->check(CLI::Range(1, 100000));
   app->add_option("--tokens", o->tokens, "tokens per batch (default: the preset's)")->check(CLI::Range(1, 1 << 20));
@@ -240,6 +241,7 @@ void suggest_options(CLI::App& app, int argc, char** argv) {
 bool is_gguf_path(const std::string& model) {
   if (model.size() > 5 && model.compare(model.size() - 5, 5, ".gguf") == 0) return true;
   if (model.empty() || models::preset(model).ok()) return false;
+  if (models::fixtures::is_fixture_name(model)) return true;  // a fixture's header (read_model_or_fixture)
   std::error_code ec;
   return std::filesystem::exists(model, ec);
 }
@@ -278,7 +280,7 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
     if (o.layers > 0) {
       return Status(StatusCode::kInvalidArgument, "--layers: " + o.model + " has its own block count");
     }
-    auto file = gguf::read_model(o.model);
+    auto file = models::fixtures::read_model_or_fixture(o.model);
     if (!file.ok()) return file.status();
     models::GgufRunShape run;
     run.n_ctx = o.ctx;
@@ -301,7 +303,12 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
     if (!m.ok() && o.model.find('/') != std::string::npos) {
       return Status(StatusCode::kNotFound, "-m " + o.model + ": no such file (nor a model preset)");
     }
-    if (!m.ok()) return m.status();
+    if (!m.ok()) {
+      std::string names;
+      for (const std::string& n : models::fixtures::fixture_names()) names += (names.empty() ? "" : ", ") + n;
+      return Status(StatusCode::kNotFound,
+                    m.status().message() + "; nor a file, nor a published model by name (" + names + ")");
+    }
     c.model = m.value();
   }
   if (o.layers > 0) c.model.n_layer = o.layers;

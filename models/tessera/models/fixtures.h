@@ -31,6 +31,14 @@ std::vector<std::string> fixture_names();
 // of the real file's data section). kNotFound for an unknown name (the message lists the known ones).
 Result<gguf::File> make_fixture(const std::string& name);
 
+// A model named by a file or by the fixtures: an existing path is read (gguf::read_model, its errors); otherwise a
+// fixture's name ("qwen3-30b-a3b-q4_k_m") gives that fixture's header, the published file's tensor table without its
+// weights, so that `tessera plan -m qwen3-30b-a3b-q4_k_m` answers without the download. kNotFound when it is neither
+// (the message lists the fixtures).
+Result<gguf::Model> read_model_or_fixture(const std::string& path_or_name);
+// Whether `name` is a fixture's name.
+bool is_fixture_name(const std::string& name);
+
 // The tiny complete fixtures, small enough to compute: "tiny-llama" and "tiny-mixtral" (the tiny and tiny-moe presets,
 // llama architecture) with a quantized file's mix of types: q8_0 token_embd and output, f16 attn_v, q4_0 for the
 // other matrices, f32 norms and router. tessera_make_fixtures writes each with its weights (fill_random, seed 1) as a
