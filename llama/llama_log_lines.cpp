@@ -205,6 +205,21 @@ bool Reader::line(const std::string& text, int n) {
     log_.context.layer_devices.emplace_back(il, device);
     return true;
   }
+  // "Tensor blk.0.ffn_up_exps.weight buffer type overriden to CPU" (llama.cpp 2025, no function name; its spelling) and
+  // "tensor blk.0.ffn_up_exps.weight (123 MiB q4_K) buffer type overridden to CUDA_Host" (2026)
+  if ((starts_with(s, "Tensor ") || starts_with(s, "tensor ")) &&
+      (s.find(" buffer type overriden to ") != std::string_view::npos ||
+       s.find(" buffer type overridden to ") != std::string_view::npos)) {
+    std::string_view r = s.substr(7);
+    trim_left(r);
+    const size_t end = r.find_first_of(" (");
+    const std::string tensor(r.substr(0, end));
+    const size_t to = s.rfind(" to ");
+    const std::string buft(trimmed(s.substr(to + 4)));
+    if (tensor.empty() || buft.empty() || buft.find(' ') != std::string::npos) return false;
+    log_.context.tensor_overrides.emplace_back(tensor, buft);
+    return true;
+  }
   // "loading model tensors, this can take a while... (mmap = false)"
   if (starts_with(body, "loading model tensors") && body.find("(mmap = ") != std::string_view::npos) {
     log_.context.params.emplace_back("mmap", body.find("(mmap = false)") != std::string_view::npos ? "false" : "true");

@@ -413,6 +413,25 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     Status st = apply_policy_option(k, v, &policy);
     if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + command_where + st.message());
   }
+  // The weights the log says an -ot sent elsewhere, when the command line with its -ot is not in the excerpt: each
+  // tensor by its exact name, in the printed order.
+  const bool ot_given = flag(flags, "override_tensor") != nullptr || flag(flags, "cpu_moe") != nullptr ||
+                        flag(flags, "n_cpu_moe") != nullptr;
+  if (!ot_given && !c.tensor_overrides.empty()) {
+    for (const auto& [tensor, buft] : c.tensor_overrides) {
+      std::string pattern = "^";
+      for (char ch : tensor) {
+        if (std::string_view("\\^$.|?*+()[]{}").find(ch) != std::string_view::npos) pattern += '\\';
+        pattern += ch;
+      }
+      Status st = apply_policy_option("override_tensor", pattern + "$=" + buft, &policy);
+      if (!st.ok())
+        return Status(StatusCode::kInvalidArgument, where + "a 'buffer type overridden' line: " + st.message());
+    }
+    out.notes.push_back(std::to_string(c.tensor_overrides.size()) +
+                        " weights placed as the 'buffer type overridden' lines say (the -ot that sent them there is "
+                        "not in the log)");
+  }
   if (const std::string* off = param(log, "offload"); off != nullptr && *off == "0") policy.kv_offload = false;
   // "layer N assigned to device CUDAk" for every repeating layer: the split as it was, whatever the free memory (the
   // output layer, not printed, counted on the last layer's GPU as llama.cpp's split puts it there).

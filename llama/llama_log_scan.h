@@ -67,12 +67,25 @@ inline bool take_number(std::string_view& s, double& out) {
   size_t i = 0;
   while (i < s.size() && is_digit(s[i])) ++i;
   if (i == 0 || i > 30) return false;
+  bool comma = false;
   if (i < s.size() && s[i] == '.') {
     const size_t frac = ++i;
     while (i < s.size() && is_digit(s[i])) ++i;
     if (i == frac || i > 60) return false;
+  } else if (i + 1 < s.size() && s[i] == ',' && is_digit(s[i + 1])) {
+    // A decimal comma (a log printed under a locale that writes "4403,49 MiB"): taken only when a unit follows the
+    // digits ("MiB", "GiB", "B", ...), so that a list ("3,1") stays two numbers.
+    size_t j = i + 1;
+    while (j < s.size() && is_digit(s[j])) ++j;
+    size_t k = j;
+    while (k < s.size() && s[k] == ' ') ++k;
+    if (j - i - 1 <= 6 && k < s.size() && (s[k] == 'M' || s[k] == 'G' || s[k] == 'K' || s[k] == 'T' || s[k] == 'B')) {
+      i = j;
+      comma = true;
+    }
   }
-  const std::string text(s.substr(0, i));
+  std::string text(s.substr(0, i));
+  if (comma) text[text.find(',')] = '.';
   out = std::strtod(text.c_str(), nullptr);
   if (!std::isfinite(out)) return false;
   s.remove_prefix(i);

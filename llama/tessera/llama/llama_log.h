@@ -80,6 +80,9 @@ struct LlamaLogContext {
   // "load_tensors: layer   3 assigned to device CUDA0, is_swa = 0" (printed at debug verbosity): layer -> device
   std::vector<std::pair<int64_t, std::string>> layer_devices;
   std::vector<LlamaLogKvCache> kv_caches;
+  // "Tensor blk.0.ffn_up_exps.weight buffer type overriden to CPU" (2025), "tensor blk.0.ffn_up_exps.weight (123 MiB
+  // q4_K) buffer type overridden to CUDA_Host" (2026): the weights an -ot sent elsewhere, tensor -> buffer type
+  std::vector<std::pair<std::string, std::string>> tensor_overrides;
 };
 
 // A device: llama.cpp's "using device CUDA0 (NVIDIA GeForce RTX 3090) - 22532 MiB free", or a backend's device list

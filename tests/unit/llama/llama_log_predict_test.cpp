@@ -292,6 +292,32 @@ TEST(LlamaLogPredict, WithoutMmapTheWeightsAreReadIntoHostBuffers) {
   expect_mib(p, "model", "CUDA0", kOutput);
 }
 
+// The 'buffer type overridden' lines place the weights an -ot sent elsewhere when the command line is not in the
+// excerpt: layer 1's nine weights to the CPU predict what -ot 'blk\.1\.=CPU' on the command line predicts, and
+// CUDA0 keeps layer 0 and the output layer.
+TEST(LlamaLogPredict, TheOverriddenLinesStandForTheOt) {
+  std::string lines;
+  for (const char* w :
+       {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"}) {
+    // the 2025 spelling ("Tensor ... overriden") and the 2026 one ("tensor ... (size type) ... overridden")
+    lines += std::string(w[0] == 'a' ? "Tensor blk.1." : "tensor blk.1.") + w + ".weight" +
+             (w[0] == 'a' ? " buffer type overriden to CPU\n" : " (0 MiB q8_0) buffer type overridden to CPU\n");
+  }
+  const std::string text = replace(synthetic(), "load_tensors:        CUDA0 model buffer size",
+                                   lines + "load_tensors:        CUDA0 model buffer size");
+  const LogPrediction by_lines = predict(text);
+  const LogPrediction by_ot = predict("$ ./llama-cli -m m.gguf -ngl 99 -ot 'blk\\.1\\.=CPU'\n" + synthetic());
+  expect_mib(by_lines, "model", "CUDA0", kLayer + kOutput);
+  ASSERT_EQ(by_lines.figures.size(), by_ot.figures.size());
+  for (size_t i = 0; i < by_ot.figures.size(); ++i) {
+    EXPECT_EQ(by_lines.figures[i].predicted, by_ot.figures[i].predicted)
+        << by_ot.figures[i].kind << " " << by_ot.figures[i].device;
+  }
+  bool noted = false;
+  for (const std::string& n : by_lines.notes) noted = noted || n.find("9 weights placed as the") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
 // The split from the 'layer N assigned to device' lines (llama.cpp's load_tensors at debug verbosity) when neither
 // free memory nor -ts is printed: layer 0 on CUDA0, layer 1 on CUDA1, and the output layer (not printed) with the
 // last one, as -ts 1,2 would place them: CUDA0 one layer, CUDA1 one layer and the output layer.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tessera/llama/llama_log.h"
+#include "llama/llama_log_scan.h"
 
 using namespace tessera;
 using namespace tessera::llama;
@@ -38,6 +39,26 @@ TEST(LlamaLog, ModelBuffersAndOffloadNewFormat) {
   EXPECT_EQ(log.context.repeating_offloaded, 30);
   EXPECT_FALSE(log.context.output_offloaded);
   EXPECT_TRUE(log.unused.empty());
+}
+
+// Issue 50: a log printed under a locale with a decimal comma reads the same figures; a comma between numbers that
+// no unit follows is no decimal comma.
+TEST(LlamaLog, DecimalCommas) {
+  const LlamaLog log = parse_ok(
+      "load_tensors: offloaded 30/49 layers to GPU\n"
+      "load_tensors:        CUDA0 model buffer size = 10750,86 MiB\n"
+      "load_tensors:   CPU_Mapped model buffer size =  6940,48 MiB\n"
+      "llama_kv_cache:      CUDA0 KV buffer size =  1024,00 MiB\n");
+  ASSERT_EQ(log.figures.buffers.size(), 3u);
+  EXPECT_DOUBLE_EQ(log.figures.buffers[0].mib, 10750.86);
+  EXPECT_DOUBLE_EQ(log.figures.buffers[1].mib, 6940.48);
+  EXPECT_DOUBLE_EQ(log.figures.buffers[2].mib, 1024.0);
+  EXPECT_TRUE(log.unused.empty());
+  std::string_view list = "3,1 x";
+  double v = 0;
+  ASSERT_TRUE(llama_log_scan::take_number(list, v));
+  EXPECT_EQ(v, 3.0);
+  EXPECT_EQ(list, ",1 x");
 }
 
 // tests/fidelity/03 (llama.cpp PR#6122): the 2024 format prints no kind on the weights' lines.
