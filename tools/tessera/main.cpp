@@ -133,7 +133,16 @@ Result<sim::TopologyConfig> gpu_topology(const Options& o) {
     sim::DeviceConfig d = gpu;
     d.name = "gpu" + std::to_string(t.devices.size());
     d.memory = bytes.value();
-    d.description = "a GPU with " + format_size(bytes.value()) + " (--gpu; otherwise the 1gpu preset's)";
+    d.description = "a GPU with " + format_size(bytes.value()) +
+                    " (--gpu: llama.cpp's CUDA buffers and op offload; otherwise the 1gpu preset's)";
+    // As llama.cpp's CUDA backend, which a --gpu machine stands for (and compare-log's simulated GPUs): buffers aligned
+    // to 128 bytes (ggml_backend_cuda_buffer_type_get_alignment) and op offload of any op but GET_ROWS from a batch of
+    // 32, counted as ggml-cuda counts it (ggml_backend_cuda_device_offload_op; ggml_offload_batch_size)
+    d.alignment = 128;
+    d.offload.enabled = true;
+    d.offload.min_batch = 32;
+    d.offload.ops.clear();
+    d.offload.ggml_cuda_batch = true;
     t.devices.push_back(d);
     t.name += " " + size;
   }
