@@ -369,6 +369,55 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
       out.model = "the printed metadata";
     } else {
       missing.model = "the model: no -m FILE.gguf, and " + cfg.status().message();
+      // The excerpts users paste seldom hold the metadata: the published model the log's names and figures point to,
+      // predicted with each of the best few candidates, the one whose figures agree best kept (and said so).
+      if (options.identify) {
+        std::optional<LogPrediction> best;
+        int best_agree = 0, best_predicted = 0;
+        const ModelCandidate* chosen = nullptr;
+        const std::vector<ModelCandidate> candidates = model_candidates(log);
+        for (const ModelCandidate& cand : candidates) {
+          LogPredictOptions o = options;
+          o.model_file = cand.name;
+          o.identify = false;
+          auto p = predict_log(log, o);
+          if (!p.ok()) continue;
+          int agree = 0, predicted = 0;
+          for (const LogFigure& f : p.value().figures) {
+            if (!f.predicted) continue;
+            ++predicted;
+            agree += within_tolerance(f, LogTolerance{}) ? 1 : 0;
+          }
+          if (predicted > 0 && (!best || agree > best_agree)) {
+            best = std::move(p).value();
+            best_agree = agree;
+            best_predicted = predicted;
+            chosen = &cand;
+          }
+        }
+        // Kept only when at least half of its predicted figures agree: a model that explains the log. Otherwise the
+        // figures stay unpredicted and a note names the closest one.
+        if (best && best_agree * 2 < best_predicted) {
+          missing.model += "; the closest published model, " + chosen->name + ", predicts " +
+                           std::to_string(best_agree) + " of " + std::to_string(best_predicted) +
+                           " figures within the default tolerances (not assumed: give -m FILE.gguf or NAME)";
+          best.reset();
+        }
+        if (best) {
+          std::string why;
+          for (const std::string& e : chosen->evidence) why += (why.empty() ? "" : ", ") + e;
+          best->model = chosen->name + " (identified";
+          if (!why.empty()) best->model += " by " + why;
+          best->model += "; " + std::to_string(best_agree) + " of " + std::to_string(best_predicted) +
+                         " predicted figures within the default tolerances";
+          if (candidates.size() > 1) best->model += ", best of " + std::to_string(candidates.size()) + " candidates";
+          best->model += ")";
+          best->notes.insert(best->notes.begin(),
+                             "the log prints no model metadata and no -m was given: the model was identified among the "
+                             "published ones (give -m FILE.gguf or NAME to choose)");
+          return std::move(best).value();
+        }
+      }
     }
   }
 

@@ -19,6 +19,9 @@ namespace tessera::llama {
 
 struct LogPredictOptions {
   std::string model_file;  // -m FILE.gguf: the model's tensors from the file (else the printed metadata)
+  // Without -m and without the printed metadata: the published model (tessera/models/fixtures.h) the log's figures
+  // and names point to (model_candidates), predicted with each of the best few, the one that agrees best kept.
+  bool identify = true;
   const Registry* real_devices = nullptr;  // the real CPU that the simulated topology's CPU wraps (as for sessions)
   int64_t n_seq_max = 0;  // --parallel N: the sequences, when the log prints neither n_seq_max nor n_ctx_per_seq
 };
@@ -46,6 +49,16 @@ struct LogPrediction {
   std::vector<LogFigure> figures;  // one per printed figure, in log order
   LlamaLogFigures predicted;       // Tessera's buffers, nodes and splits, named as the log names them
 };
+
+// The published models (the fixtures' catalogue) a log may have been made with, best first, each with what points to
+// it: the model file's name on the printed command line or loader line ("Qwen3-30B-A3B-Q4_K_M.gguf"), the printed file
+// type, the layer count ("offloaded 49/49 layers": 48), and the printed model buffers' sum against the file's tensor
+// bytes. A printed layer count or file type rules out the others; empty when nothing points anywhere.
+struct ModelCandidate {
+  std::string name;                   // a fixture name, "qwen3-30b-a3b-q4_k_m"
+  std::vector<std::string> evidence;  // "the file name Qwen3-30B-A3B-Q4_K_M.gguf", "48 layers", ...
+};
+std::vector<ModelCandidate> model_candidates(const LlamaLog& log, size_t max = 3);
 
 // Predicts the log's figures. Errors (input errors): the -m file cannot be read, is not a model Tessera builds, or
 // its options cannot be applied. A log that lacks what a prediction needs is no error: its figures say what is
