@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -114,6 +116,35 @@ Facts log_facts(const LlamaLog& log) {
   return f;
 }
 
+// What a catalogue file holds that the facts are compared with, built once per process (a fixture takes ~20 ms).
+struct FileFacts {
+  bool ok = false;
+  int64_t n_layer = -1;
+  int64_t file_type = -1;
+  double mib = 0;  // the tensors' bytes
+};
+const FileFacts& file_facts(const std::string& name) {
+  static std::map<std::string, FileFacts> cache;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second;
+  FileFacts f;
+  auto file = fx::make_fixture(name);
+  if (file.ok()) {
+    auto arch = file.value().get_string("general.architecture");
+    auto blocks = arch.ok() ? file.value().get_int(arch.value() + ".block_count") : Result<int64_t>(arch.status());
+    auto ft = file.value().get_int("general.file_type");
+    uint64_t bytes = 0;
+    for (const gguf::TensorInfo& t : file.value().tensors) bytes += t.size;
+    f.ok = blocks.ok();
+    f.n_layer = blocks.ok() ? blocks.value() : -1;
+    f.file_type = ft.ok() ? ft.value() : -1;
+    f.mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
+  }
+  return cache.emplace(name, f).first->second;
+}
+
 }  // namespace
 
 std::vector<ModelCandidate> model_candidates(const LlamaLog& log, size_t max) {
@@ -126,56 +157,57 @@ std::vector<ModelCandidate> model_candidates(const LlamaLog& log, size_t max) {
   };
   std::vector<Scored> scored;
   const std::set<std::string> file_words(facts.file_words.begin(), facts.file_words.end());
+  auto all_in_file = [&](const std::string& name) {
+    const std::vector<std::string> w = name_words(name);
+    return !w.empty() && std::all_of(w.begin(), w.end(), [&](const std::string& x) { return file_words.count(x) > 0; });
+  };
+  // The bases first (one file each: its layer count), then the file types of the bases that remain.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> bases;  // base -> (name, file type)
   for (const std::string& name : fx::fixture_names()) {
     std::string base, ftype;
     split_name(name, &base, &ftype);
-    Scored s;
-    s.c.name = name;
-    // the file name: every word of the base's name among the file name's words, the file type's words too
-    if (!facts.file_words.empty()) {
-      const std::vector<std::string> bw = name_words(base);
-      if (std::all_of(bw.begin(), bw.end(), [&](const std::string& w) { return file_words.count(w) > 0; })) {
-        s.name_words = static_cast<int>(bw.size());
+    bases[base].emplace_back(name, ftype);
+  }
+  for (const auto& [base, names] : bases) {
+    const bool base_named = !facts.file_words.empty() && all_in_file(base);
+    if (facts.n_layer) {
+      const FileFacts& first = file_facts(names.front().first);
+      if (!first.ok || first.n_layer != *facts.n_layer) continue;  // a printed layer count rules out the others
+    }
+    if (!facts.file_words.empty() && !base_named && facts.model_mib <= 0) continue;
+    for (const auto& [name, ftype] : names) {
+      Scored s;
+      s.c.name = name;
+      if (base_named) {
+        s.name_words = static_cast<int>(name_words(base).size());
         s.c.evidence.push_back("the file name " + facts.file);
       }
-      const std::vector<std::string> fw = name_words(ftype);
-      if (!fw.empty() &&
-          std::all_of(fw.begin(), fw.end(), [&](const std::string& w) { return file_words.count(w) > 0; })) {
+      s.ftype_named = !facts.file_words.empty() && all_in_file(ftype);
+      if (facts.n_layer) s.c.evidence.push_back(std::to_string(*facts.n_layer) + " layers");
+      // without anything that tells the file types apart (a file type printed or named, buffers to weigh), the
+      // published default of each base only
+      if (!facts.file_type && !s.ftype_named && facts.model_mib <= 0 && name != names.front().first) continue;
+      const bool need_file = facts.file_type.has_value() || facts.model_mib > 0;
+      const FileFacts* ff = need_file ? &file_facts(name) : nullptr;
+      if (facts.file_type) {
+        if (ff == nullptr || !ff->ok || ff->file_type != static_cast<int64_t>(*facts.file_type)) continue;
         s.ftype_named = true;
+        s.c.evidence.push_back("the printed file type " + log.model.file_type);
       }
-    }
-    auto file = fx::make_fixture(name);
-    if (!file.ok()) continue;
-    const gguf::File& f = file.value();
-    auto arch = f.get_string("general.architecture");
-    if (!arch.ok()) continue;
-    auto blocks = f.get_int(arch.value() + ".block_count");
-    auto ft = f.get_int("general.file_type");
-    if (facts.n_layer) {
-      if (!blocks.ok() || blocks.value() != *facts.n_layer) continue;  // a printed layer count rules out the others
-      s.c.evidence.push_back(std::to_string(*facts.n_layer) + " layers");
-    }
-    if (facts.file_type) {
-      if (!ft.ok() || ft.value() != static_cast<int64_t>(*facts.file_type)) continue;
-      s.ftype_named = true;
-      s.c.evidence.push_back("the printed file type " + log.model.file_type);
-    }
-    if (facts.model_mib > 0) {
-      uint64_t bytes = 0;
-      for (const gguf::TensorInfo& t : f.tensors) bytes += t.size;
-      const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
-      s.size_off = std::abs(facts.model_mib - mib) / mib;
-      if (s.size_off < 0.02) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "model buffers of %.2f MiB against the file's %.2f MiB of tensors",
-                      facts.model_mib, mib);
-        s.c.evidence.push_back(buf);
+      if (facts.model_mib > 0 && ff != nullptr && ff->ok && ff->mib > 0) {
+        s.size_off = std::abs(facts.model_mib - ff->mib) / ff->mib;
+        if (s.size_off < 0.02) {
+          char buf[160];
+          std::snprintf(buf, sizeof buf, "model buffers of %.2f MiB against the file's %.2f MiB of tensors",
+                        facts.model_mib, ff->mib);
+          s.c.evidence.push_back(buf);
+        }
       }
+      // nothing points here: no name, no layer count, no file type, buffers not near
+      if (s.name_words < 0 && !facts.n_layer && !facts.file_type && s.size_off >= 0.02) continue;
+      if (!facts.file_words.empty() && s.name_words < 0 && s.size_off >= 0.02) continue;
+      scored.push_back(std::move(s));
     }
-    // without a file name, a layer count, a file type or buffers that come near, nothing points here
-    if (s.name_words < 0 && !facts.n_layer && !facts.file_type && s.size_off >= 0.02) continue;
-    if (!facts.file_words.empty() && s.name_words < 0 && s.size_off >= 0.02) continue;
-    scored.push_back(std::move(s));
   }
   std::stable_sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
     if (a.name_words != b.name_words) return a.name_words > b.name_words;
