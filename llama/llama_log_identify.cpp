@@ -162,11 +162,18 @@ std::vector<ModelCandidate> model_candidates(const LlamaLog& log, size_t max) {
     return !w.empty() && std::all_of(w.begin(), w.end(), [&](const std::string& x) { return file_words.count(x) > 0; });
   };
   // The bases first (one file each: its layer count), then the file types of the bases that remain.
-  std::map<std::string, std::vector<std::pair<std::string, std::string>>> bases;  // base -> (name, file type)
+  // base -> (name, file type), the base's published default first
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> bases;
   for (const std::string& name : fx::fixture_names()) {
     std::string base, ftype;
     split_name(name, &base, &ftype);
     bases[base].emplace_back(name, ftype);
+  }
+  for (const std::string& name : fx::catalogue_names()) {
+    std::string base, ftype;
+    split_name(name, &base, &ftype);
+    auto& names = bases[base];
+    if (names.empty() || names.front().first != name) names.emplace_back(name, ftype);
   }
   for (const auto& [base, names] : bases) {
     const bool base_named = !facts.file_words.empty() && all_in_file(base);

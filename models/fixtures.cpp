@@ -183,11 +183,13 @@ struct LlamaSpec {
   float rms_eps;
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
-  bool llama3_vocab = false;  // BPE (Llama 3) rather than SentencePiece (Mistral)
-  bool rope_freqs = false;    // Llama 3.1's rope scaling factors as a tensor
+  bool llama3_vocab = false;   // BPE (Llama 3) rather than SentencePiece (Mistral)
+  bool rope_freqs = false;     // Llama 3.1's rope scaling factors as a tensor
+  bool tied = false;           // tie_word_embeddings (Llama 3.2 1B and 3B): no output.weight
+  bool head_dim_keys = false;  // config.json has head_dim: TextModel writes attention.key_length / value_length
 };
 
-Result<File> llama(const LlamaSpec& s) {
+Result<File> llama(const LlamaSpec& s, FileType ft) {
   const Dims& m = s.m;
   Draft d("llama", s.general_name);
   base_keys(d, m, s.n_ctx, s.rope_base, s.rms_eps);
@@ -195,7 +197,8 @@ Result<File> llama(const LlamaSpec& s) {
     d.u32("expert_count", static_cast<uint32_t>(s.n_expert));
     d.u32("expert_used_count", static_cast<uint32_t>(s.n_expert_used));
   }
-  d.file_type(FileType::kQ4_K_M);
+  if (s.head_dim_keys) head_dim_keys(d, m);
+  d.file_type(ft);
   // LlamaModel.set_gguf_parameters: the vocabulary size and the rotated dimensions (head_dim).
   d.u32("vocab_size", static_cast<uint32_t>(m.n_vocab));
   d.u32("rope.dimension_count", static_cast<uint32_t>(m.head_dim));
@@ -206,7 +209,7 @@ Result<File> llama(const LlamaSpec& s) {
   }
   d.quantization_version();
 
-  embeddings(d, m, /*tied=*/false);
+  embeddings(d, m, s.tied);
   // Llama 3.1's "llama3" rope scaling: convert_hf_to_gguf.py (LlamaModel.generate_extra_tensors) writes the per-
   // frequency factors as rope_freqs.weight, F32 [head_dim / 2].
   if (s.rope_freqs) d.f32_tensor("rope_freqs.weight", {m.head_dim / 2});
@@ -219,7 +222,7 @@ Result<File> llama(const LlamaSpec& s) {
       dense_ffn(d, m, il);
     }
   }
-  return std::move(d).finish(quant_model("llama", m, s.n_expert), FileType::kQ4_K_M);
+  return std::move(d).finish(quant_model("llama", m, s.n_expert), ft);
 }
 
 // meta-llama/Llama-3.1-8B-Instruct config.json: hidden_size 4096, intermediate_size 14336, num_hidden_layers 32,
@@ -227,22 +230,16 @@ Result<File> llama(const LlamaSpec& s) {
 // max_position_embeddings 131072, rope_theta 500000.0, rms_norm_eps 1e-05, rope_scaling rope_type "llama3",
 // tie_word_embeddings false. The same values are in the metadata of bartowski's Q4_K_M file printed in
 // utilityai/llama-cpp-rs PR #400 and mozilla-ai/llamafile issue #516.
-Result<File> llama31_8b() {
-  return llama({"Meta Llama 3.1 8B Instruct",
-                {32, 4096, 14336, 32, 8, 128, 128256},
-                131072,
-                500000.0f,
-                1e-5f,
-                0,
-                0,
-                true,
-                true});
+Result<File> llama31_8b(FileType ft) {
+  return llama(
+      {"Meta Llama 3.1 8B Instruct", {32, 4096, 14336, 32, 8, 128, 128256}, 131072, 500000.0f, 1e-5f, 0, 0, true, true},
+      ft);
 }
 
 // meta-llama/Llama-3.1-70B-Instruct config.json: hidden_size 8192, intermediate_size 28672, num_hidden_layers 80,
 // num_attention_heads 64, num_key_value_heads 8 (head_dim 128), vocab_size 128256, max_position_embeddings 131072,
 // rope_theta 500000.0, rms_norm_eps 1e-05, rope_scaling "llama3".
-Result<File> llama31_70b() {
+Result<File> llama31_70b(FileType ft) {
   return llama({"Meta Llama 3.1 70B Instruct",
                 {80, 8192, 28672, 64, 8, 128, 128256},
                 131072,
@@ -251,15 +248,16 @@ Result<File> llama31_70b() {
                 0,
                 0,
                 true,
-                true});
+                true},
+               ft);
 }
 
 // Mistral-7B-Instruct-v0.3 (v0.3: the 32768-token vocabulary; v0.1 had 32000). mistralai/Mistral-7B-Instruct-v0.3
 // config.json: hidden_size 4096, intermediate_size 14336, num_hidden_layers 32, num_attention_heads 32,
 // num_key_value_heads 8 (head_dim 128), vocab_size 32768, max_position_embeddings 32768, rope_theta 1000000.0,
 // rms_norm_eps 1e-05, sliding_window null (convert_hf_to_gguf.py writes it as the llama architecture).
-Result<File> mistral_7b() {
-  return llama({"Mistral 7B Instruct v0.3", {32, 4096, 14336, 32, 8, 128, 32768}, 32768, 1000000.0f, 1e-5f});
+Result<File> mistral_7b(FileType ft) {
+  return llama({"Mistral 7B Instruct v0.3", {32, 4096, 14336, 32, 8, 128, 32768}, 32768, 1000000.0f, 1e-5f}, ft);
 }
 
 // mistralai/Mixtral-8x7B-Instruct-v0.1 config.json: hidden_size 4096, intermediate_size 14336 (per expert),
@@ -267,24 +265,30 @@ Result<File> mistral_7b() {
 // vocab_size 32000, max_position_embeddings 32768, rope_theta 1000000.0, rms_norm_eps 1e-05. Experts merged into 3-D
 // tensors as convert_hf_to_gguf.py writes them since 2024 (TheBloke's December 2023 files have the experts split,
 // blk.N.ffn_gate.E.weight, 995 tensors).
-Result<File> mixtral_8x7b() {
-  return llama({"Mixtral 8x7B Instruct v0.1", {32, 4096, 14336, 32, 8, 128, 32000}, 32768, 1000000.0f, 1e-5f, 8, 2});
+Result<File> mixtral_8x7b(FileType ft) {
+  return llama({"Mixtral 8x7B Instruct v0.1", {32, 4096, 14336, 32, 8, 128, 32000}, 32768, 1000000.0f, 1e-5f, 8, 2},
+               ft);
 }
 
 // ---- qwen2: Qwen2.5 ----
 
-// Qwen/Qwen2.5-7B-Instruct config.json: hidden_size 3584, intermediate_size 18944, num_hidden_layers 28,
-// num_attention_heads 28, num_key_value_heads 4 (head_dim 128), vocab_size 152064, max_position_embeddings 32768,
-// rope_theta 1000000.0, rms_norm_eps 1e-06, tie_word_embeddings false; q/k/v projections with biases. The tokenizer
-// has 151665 tokens; convert pads the vocabulary to vocab_size with [PAD] tokens, so the token array has 152064.
-Result<File> qwen25_7b() {
-  const Dims m{28, 3584, 18944, 28, 4, 128, 152064};
-  Draft d("qwen2", "Qwen2.5 7B Instruct");
-  base_keys(d, m, 32768, 1000000.0f, 1e-6f);
-  d.file_type(FileType::kQ4_K_M);
+struct QwenSpec {
+  const char* general_name;
+  Dims m;
+  uint32_t n_ctx;
+  float rms_eps = 1e-6f;
+  bool tied = false;  // tie_word_embeddings (Qwen2.5 0.5B-3B, Qwen3 0.6B-4B): no output.weight
+  float rope_base = 1000000.0f;
+};
+
+Result<File> qwen2(const QwenSpec& s, FileType ft) {
+  const Dims& m = s.m;
+  Draft d("qwen2", s.general_name);
+  base_keys(d, m, s.n_ctx, s.rope_base, s.rms_eps);
+  d.file_type(ft);
   d.vocab_bpe("qwen2", m.n_vocab, 151643, 151645, 151643);  // <|endoftext|>, <|im_end|>, pad <|endoftext|>
   d.quantization_version();
-  embeddings(d, m, false);
+  embeddings(d, m, s.tied);
   for (int64_t il = 0; il < m.n_layer; ++il) {
     attention(d, m, il);
     d.f32_tensor(blk(il, "attn_q.bias"), {m.n_head * m.head_dim});
@@ -293,7 +297,15 @@ Result<File> qwen25_7b() {
     d.f32_tensor(blk(il, "ffn_norm.weight"), {m.n_embd});
     dense_ffn(d, m, il);
   }
-  return std::move(d).finish(quant_model("qwen2", m), FileType::kQ4_K_M);
+  return std::move(d).finish(quant_model("qwen2", m), ft);
+}
+
+// Qwen/Qwen2.5-7B-Instruct config.json: hidden_size 3584, intermediate_size 18944, num_hidden_layers 28,
+// num_attention_heads 28, num_key_value_heads 4 (head_dim 128), vocab_size 152064, max_position_embeddings 32768,
+// rope_theta 1000000.0, rms_norm_eps 1e-06, tie_word_embeddings false; q/k/v projections with biases. The tokenizer
+// has 151665 tokens; convert pads the vocabulary to vocab_size with [PAD] tokens, so the token array has 152064.
+Result<File> qwen25_7b(FileType ft) {
+  return qwen2({"Qwen2.5 7B Instruct", {28, 3584, 18944, 28, 4, 128, 152064}, 32768}, ft);
 }
 
 // ---- qwen3 and qwen3moe ----
@@ -304,42 +316,44 @@ void qk_norms(Draft& d, const Dims& m, int64_t il) {
   d.f32_tensor(blk(il, "attn_k_norm.weight"), {m.head_dim});
 }
 
-// Qwen/Qwen3-8B config.json: hidden_size 4096, intermediate_size 12288, num_hidden_layers 36, num_attention_heads 32,
-// num_key_value_heads 8, head_dim 128, vocab_size 151936, max_position_embeddings 40960, rope_theta 1000000,
-// rms_norm_eps 1e-06, tie_word_embeddings false (the 0.6B, 1.7B and 4B models tie theirs; 8B has output.weight).
-Result<File> qwen3_8b() {
-  const Dims m{36, 4096, 12288, 32, 8, 128, 151936};
-  Draft d("qwen3", "Qwen3 8B");
-  base_keys(d, m, 40960, 1000000.0f, 1e-6f);
+Result<File> qwen3(const QwenSpec& s, FileType ft) {
+  const Dims& m = s.m;
+  Draft d("qwen3", s.general_name);
+  base_keys(d, m, s.n_ctx, s.rope_base, s.rms_eps);
   head_dim_keys(d, m);  // written because config.json has head_dim
-  d.file_type(FileType::kQ4_K_M);
+  d.file_type(ft);
   d.vocab_bpe("qwen2", m.n_vocab, 151643, 151645, 151643);
   d.quantization_version();
-  embeddings(d, m, false);
+  embeddings(d, m, s.tied);
   for (int64_t il = 0; il < m.n_layer; ++il) {
     attention(d, m, il);
     qk_norms(d, m, il);
     d.f32_tensor(blk(il, "ffn_norm.weight"), {m.n_embd});
     dense_ffn(d, m, il);
   }
-  return std::move(d).finish(quant_model("qwen3", m), FileType::kQ4_K_M);
+  return std::move(d).finish(quant_model("qwen3", m), ft);
 }
 
-// Qwen/Qwen3-30B-A3B config.json: hidden_size 2048, intermediate_size 6144 (written as feed_forward_length; no dense
-// FFN uses it), moe_intermediate_size 768, num_hidden_layers 48, num_attention_heads 32, num_key_value_heads 4,
-// head_dim 128, num_experts 128, num_experts_per_tok 8, vocab_size 151936, max_position_embeddings 40960,
-// rope_theta 1000000.0, rms_norm_eps 1e-06, tie_word_embeddings false. Key order as in the Q4_K_M file's metadata
-// printed in llama.cpp issue #13427.
-Result<File> qwen3_30b_a3b() {
-  const Dims m{48, 2048, 6144, 32, 4, 128, 151936};
-  constexpr int64_t kExperts = 128, kExpertsUsed = 8, kFfExp = 768;
-  Draft d("qwen3moe", "Qwen3 30B A3B");
-  base_keys(d, m, 40960, 1000000.0f, 1e-6f);
-  d.u32("expert_used_count", kExpertsUsed);
+// Qwen/Qwen3-8B config.json: hidden_size 4096, intermediate_size 12288, num_hidden_layers 36, num_attention_heads 32,
+// num_key_value_heads 8, head_dim 128, vocab_size 151936, max_position_embeddings 40960, rope_theta 1000000,
+// rms_norm_eps 1e-06, tie_word_embeddings false (the 0.6B, 1.7B and 4B models tie theirs; 8B has output.weight).
+Result<File> qwen3_8b(FileType ft) { return qwen3({"Qwen3 8B", {36, 4096, 12288, 32, 8, 128, 151936}, 40960}, ft); }
+
+struct QwenMoeSpec {
+  QwenSpec q;
+  int64_t n_expert, n_expert_used, n_ff_exp;
+};
+
+Result<File> qwen3moe(const QwenMoeSpec& s, FileType ft) {
+  const Dims& m = s.q.m;
+  const int64_t kExperts = s.n_expert, kExpertsUsed = s.n_expert_used, kFfExp = s.n_ff_exp;
+  Draft d("qwen3moe", s.q.general_name);
+  base_keys(d, m, s.q.n_ctx, s.q.rope_base, s.q.rms_eps);
+  d.u32("expert_used_count", static_cast<uint32_t>(kExpertsUsed));
   head_dim_keys(d, m);
-  d.u32("expert_count", kExperts);
-  d.u32("expert_feed_forward_length", kFfExp);
-  d.file_type(FileType::kQ4_K_M);
+  d.u32("expert_count", static_cast<uint32_t>(kExperts));
+  d.u32("expert_feed_forward_length", static_cast<uint32_t>(kFfExp));
+  d.file_type(ft);
   d.vocab_bpe("qwen2", m.n_vocab, 151643, 151645, 151643);
   d.quantization_version();
   embeddings(d, m, false);
@@ -349,22 +363,32 @@ Result<File> qwen3_30b_a3b() {
     d.f32_tensor(blk(il, "ffn_norm.weight"), {m.n_embd});
     moe_ffn(d, m.n_embd, kFfExp, kExperts, il);
   }
-  return std::move(d).finish(quant_model("qwen3moe", m, kExperts), FileType::kQ4_K_M);
+  return std::move(d).finish(quant_model("qwen3moe", m, kExperts), ft);
+}
+
+// Qwen/Qwen3-30B-A3B config.json: hidden_size 2048, intermediate_size 6144 (written as feed_forward_length; no dense
+// FFN uses it), moe_intermediate_size 768, num_hidden_layers 48, num_attention_heads 32, num_key_value_heads 4,
+// head_dim 128, num_experts 128, num_experts_per_tok 8, vocab_size 151936, max_position_embeddings 40960,
+// rope_theta 1000000.0, rms_norm_eps 1e-06, tie_word_embeddings false. Key order as in the Q4_K_M file's metadata
+// printed in llama.cpp issue #13427.
+Result<File> qwen3_30b_a3b(FileType ft) {
+  return qwen3moe({{"Qwen3 30B A3B", {48, 2048, 6144, 32, 4, 128, 151936}, 40960}, 128, 8, 768}, ft);
 }
 
 // ---- gemma3 ----
 
-// google/gemma-3-12b-it config.json (text_config): hidden_size 3840, intermediate_size 15360, num_hidden_layers 48,
-// num_attention_heads 16, num_key_value_heads 8, head_dim 256, vocab_size 262208, max_position_embeddings 131072,
-// rope_theta 1000000.0 (global layers; the local ones use 10000, which llama.cpp does not read from the file),
-// rope_scaling linear factor 8.0, sliding_window 1024, rms_norm_eps 1e-06; the embeddings are tied (no output.weight).
-// The same keys and values are in the metadata of a gemma-3-12b-it GGUF printed in intel/ipex-llm issue #12978, and a
-// Gemma 3 file's vocabulary of 262208 tokens with scores and types in llama.cpp issue #12784. The vision tower and
-// projector are in a separate mmproj file, not in this one.
-Result<File> gemma3_12b() {
-  const Dims m{48, 3840, 15360, 16, 8, 256, 262208};
-  Draft d("gemma3", "Gemma 3 12b It");
-  d.u32("context_length", 131072);
+struct GemmaSpec {
+  const char* general_name;
+  Dims m;
+  uint32_t n_ctx;
+  uint32_t sliding_window;
+  float rope_scale;  // rope_scaling linear factor; 0 for rope_scaling null (1B), which writes no rope.scaling keys
+};
+
+Result<File> gemma3(const GemmaSpec& s, FileType ft) {
+  const Dims& m = s.m;
+  Draft d("gemma3", s.general_name);
+  d.u32("context_length", s.n_ctx);
   d.u32("embedding_length", static_cast<uint32_t>(m.n_embd));
   d.u32("block_count", static_cast<uint32_t>(m.n_layer));
   d.u32("feed_forward_length", static_cast<uint32_t>(m.n_ff));
@@ -372,11 +396,13 @@ Result<File> gemma3_12b() {
   d.f32("attention.layer_norm_rms_epsilon", 1e-6f);
   head_dim_keys(d, m);
   d.f32("rope.freq_base", 1000000.0f);
-  d.u32("attention.sliding_window", 1024);
+  d.u32("attention.sliding_window", s.sliding_window);
   d.u32("attention.head_count_kv", static_cast<uint32_t>(m.n_head_kv));
-  d.str("rope.scaling.type", "linear");
-  d.f32("rope.scaling.factor", 8.0f);
-  d.file_type(FileType::kQ4_K_M);
+  if (s.rope_scale > 0.0f) {
+    d.str("rope.scaling.type", "linear");
+    d.f32("rope.scaling.factor", s.rope_scale);
+  }
+  d.file_type(ft);
   d.vocab_spm(m.n_vocab, 2, 106, 3, 0);  // <bos>, <end_of_turn>, <unk>, <pad>
   d.quantization_version();
   embeddings(d, m, /*tied=*/true);
@@ -388,26 +414,27 @@ Result<File> gemma3_12b() {
     dense_ffn(d, m, il);
     d.f32_tensor(blk(il, "post_ffw_norm.weight"), {m.n_embd});
   }
-  return std::move(d).finish(quant_model("gemma3", m), FileType::kQ4_K_M);
+  return std::move(d).finish(quant_model("gemma3", m), ft);
+}
+
+// google/gemma-3-12b-it config.json (text_config): hidden_size 3840, intermediate_size 15360, num_hidden_layers 48,
+// num_attention_heads 16, num_key_value_heads 8, head_dim 256, vocab_size 262208, max_position_embeddings 131072,
+// rope_theta 1000000.0 (global layers; the local ones use 10000, which llama.cpp does not read from the file),
+// rope_scaling linear factor 8.0, sliding_window 1024, rms_norm_eps 1e-06; the embeddings are tied (no output.weight).
+// The same keys and values are in the metadata of a gemma-3-12b-it GGUF printed in intel/ipex-llm issue #12978, and a
+// Gemma 3 file's vocabulary of 262208 tokens with scores and types in llama.cpp issue #12784. The vision tower and
+// projector are in a separate mmproj file, not in this one.
+Result<File> gemma3_12b(FileType ft) {
+  return gemma3({"Gemma 3 12b It", {48, 3840, 15360, 16, 8, 256, 262208}, 131072, 1024, 8.0f}, ft);
 }
 
 // ---- gpt-oss ----
 
-// openai/gpt-oss-20b config.json: hidden_size 2880, intermediate_size 2880 (per expert), num_hidden_layers 24,
-// num_attention_heads 64, num_key_value_heads 8, head_dim 64, num_local_experts 32, num_experts_per_tok 4,
-// vocab_size 201088, max_position_embeddings 131072, rope_theta 150000, rope_scaling yarn factor 32 over
-// original_max_position_embeddings 4096, sliding_window 128, rms_norm_eps 1e-05. ggml-org/gpt-oss-20b-GGUF's
-// gpt-oss-20b-mxfp4.gguf: general.architecture "gpt-oss" (LLM_ARCH_OPENAI_MOE), general.file_type 38 (MXFP4_MOE),
-// 35 keys and 459 tensors (ik_llama.cpp issue #822), keys as printed in llama.cpp issue #15789 and PR #17609 (which
-// shows general.quantization_version then general.file_type last: written by llama-quantize). Attention with biases
-// and per-head sinks; no ffn_norm: post_attention_norm is the FFN's input norm; experts with biases.
-Result<File> gpt_oss_20b() {
-  const Dims m{24, 2880, 2880, 64, 8, 64, 201088};
-  constexpr int64_t kExperts = 32, kExpertsUsed = 4;
-  Draft d("gpt-oss", "Gpt Oss 20b");
+Result<File> gpt_oss(const char* general_name, const Dims& m, int64_t kExperts, int64_t kExpertsUsed, FileType ft) {
+  Draft d("gpt-oss", general_name);
   base_keys(d, m, 131072, 150000.0f, 1e-5f);
-  d.u32("expert_count", kExperts);
-  d.u32("expert_used_count", kExpertsUsed);
+  d.u32("expert_count", static_cast<uint32_t>(kExperts));
+  d.u32("expert_used_count", static_cast<uint32_t>(kExpertsUsed));
   head_dim_keys(d, m);
   d.u32("attention.sliding_window", 128);
   d.u32("expert_feed_forward_length", static_cast<uint32_t>(m.n_ff));
@@ -417,7 +444,7 @@ Result<File> gpt_oss_20b() {
   // <|startoftext|>, <|return|>, pad <|endoftext|> (llama.cpp PR #17609's log).
   d.vocab_bpe("gpt-4o", m.n_vocab, 199998, 200002, 199999);
   d.quantization_version();
-  d.file_type(FileType::kMXFP4_MOE);
+  d.file_type(ft);
   embeddings(d, m, false);
   const int64_t q = m.n_head * m.head_dim, kv = m.n_head_kv * m.head_dim;
   for (int64_t il = 0; il < m.n_layer; ++il) {
@@ -434,8 +461,18 @@ Result<File> gpt_oss_20b() {
     d.f32_tensor(blk(il, "ffn_up_exps.bias"), {m.n_ff, kExperts});
     d.f32_tensor(blk(il, "ffn_down_exps.bias"), {m.n_embd, kExperts});
   }
-  return std::move(d).finish(quant_model("gpt-oss", m, kExperts), FileType::kMXFP4_MOE);
+  return std::move(d).finish(quant_model("gpt-oss", m, kExperts), ft);
 }
+
+// openai/gpt-oss-20b config.json: hidden_size 2880, intermediate_size 2880 (per expert), num_hidden_layers 24,
+// num_attention_heads 64, num_key_value_heads 8, head_dim 64, num_local_experts 32, num_experts_per_tok 4,
+// vocab_size 201088, max_position_embeddings 131072, rope_theta 150000, rope_scaling yarn factor 32 over
+// original_max_position_embeddings 4096, sliding_window 128, rms_norm_eps 1e-05. ggml-org/gpt-oss-20b-GGUF's
+// gpt-oss-20b-mxfp4.gguf: general.architecture "gpt-oss" (LLM_ARCH_OPENAI_MOE), general.file_type 38 (MXFP4_MOE),
+// 35 keys and 459 tensors (ik_llama.cpp issue #822), keys as printed in llama.cpp issue #15789 and PR #17609 (which
+// shows general.quantization_version then general.file_type last: written by llama-quantize). Attention with biases
+// and per-head sinks; no ffn_norm: post_attention_norm is the FFN's input norm; experts with biases.
+Result<File> gpt_oss_20b(FileType ft) { return gpt_oss("Gpt Oss 20b", {24, 2880, 2880, 64, 8, 64, 201088}, 32, 4, ft); }
 
 // ---- phi3 ----
 
@@ -450,7 +487,7 @@ Result<File> gpt_oss_20b() {
 // for a config with long_factor, not this 4k one), and the shapes are llama_model_phi3::load_arch_tensors'
 // (src/models/phi3.cpp): attn_qkv [n_embd, n_embd + 2 n_embd_gqa], attn_output [n_embd, n_embd], ffn_up
 // [n_embd, 2 n_ff], ffn_down [n_ff, n_embd].
-Result<File> phi3_mini() {
+Result<File> phi3_mini(FileType ft) {
   const Dims m{32, 3072, 8192, 32, 32, 96, 32064};
   Draft d("phi3", "Phi 3 Mini 4k Instruct");
   d.u32("context_length", 4096);
@@ -463,7 +500,7 @@ Result<File> phi3_mini() {
   d.f32("attention.layer_norm_rms_epsilon", 1e-5f);
   d.u32("rope.dimension_count", static_cast<uint32_t>(m.head_dim));
   d.f32("rope.freq_base", 10000.0f);
-  d.file_type(FileType::kQ4_K_M);
+  d.file_type(ft);
   d.u32("attention.sliding_window", 2047);
   d.vocab_spm(m.n_vocab, 1, 32000, 0, 32000);  // <s>, <|endoftext|>, <unk>, pad <|endoftext|> (PR #11003's log)
   d.quantization_version();
@@ -476,43 +513,327 @@ Result<File> phi3_mini() {
     d.weight(blk(il, "ffn_up.weight"), {m.n_embd, 2 * m.n_ff});
     d.weight(blk(il, "ffn_down.weight"), {m.n_ff, m.n_embd});
   }
-  return std::move(d).finish(quant_model("phi3", m), FileType::kQ4_K_M);
+  return std::move(d).finish(quant_model("phi3", m), ft);
 }
 
-struct Entry {
+// ---- the catalogue's other bases (issue 50, item 4) ----
+//
+// Where a value was read from a copy of the model's config.json (a fine-tune or conversion that names the model in
+// _name_or_path or its commit message, or mlc-ai/mlc-llm's python/mlc_llm/model/model_preset.py, which copies the
+// configs verbatim), the copy is named; the outside numbers each base is checked against are in test_fixtures.cpp.
+
+// meta-llama/Llama-3.2-1B-Instruct config.json (as copied in mlc-ai/mlc-llm model_preset.py, "llama3_2_1b"):
+// hidden_size 2048, intermediate_size 8192, num_hidden_layers 16, num_attention_heads 32, num_key_value_heads 8,
+// head_dim 64, vocab_size 128256, max_position_embeddings 131072, rope_theta 500000.0, rms_norm_eps 1e-05,
+// rope_scaling llama3 (factor 32, so rope_freqs.weight [32]), tie_word_embeddings true (no output.weight: token_embd
+// takes the output's type). head_dim in config.json: TextModel writes attention.key_length / value_length.
+Result<File> llama32_1b(FileType ft) {
+  return llama({"Llama 3.2 1B Instruct",
+                {16, 2048, 8192, 32, 8, 64, 128256},
+                131072,
+                500000.0f,
+                1e-5f,
+                0,
+                0,
+                true,
+                true,
+                /*tied=*/true,
+                /*head_dim_keys=*/true},
+               ft);
+}
+
+// meta-llama/Llama-3.2-3B-Instruct config.json (mlc-ai/mlc-llm model_preset.py "llama3_2_3b"; the same values in
+// citsjtu2020/LLM-Prof sglang/Model_Config.md): hidden_size 3072, intermediate_size 8192, num_hidden_layers 28,
+// num_attention_heads 24, num_key_value_heads 8, head_dim 128, vocab_size 128256, max_position_embeddings 131072,
+// rope_theta 500000.0, rms_norm_eps 1e-05, rope_scaling llama3 factor 32, tie_word_embeddings true.
+Result<File> llama32_3b(FileType ft) {
+  return llama({"Llama 3.2 3B Instruct",
+                {28, 3072, 8192, 24, 8, 128, 128256},
+                131072,
+                500000.0f,
+                1e-5f,
+                0,
+                0,
+                true,
+                true,
+                /*tied=*/true,
+                /*head_dim_keys=*/true},
+               ft);
+}
+
+// meta-llama/Llama-3.3-70B-Instruct config.json (as copied, _name_or_path "meta-llama/Llama-3.3-70B-Instruct", in
+// relaxml/Llama-3.3-70B-Instruct-QTIP-3Bit config.json): hidden_size 8192, intermediate_size 28672,
+// num_hidden_layers 80, num_attention_heads 64, num_key_value_heads 8, head_dim 128, vocab_size 128256,
+// max_position_embeddings 131072, rope_theta 500000.0, rms_norm_eps 1e-05, rope_scaling llama3 factor 8,
+// tie_word_embeddings false: Llama 3.1 70B's shapes, with head_dim written (attention.key_length / value_length).
+Result<File> llama33_70b(FileType ft) {
+  return llama({"Llama 3.3 70B Instruct",
+                {80, 8192, 28672, 64, 8, 128, 128256},
+                131072,
+                500000.0f,
+                1e-5f,
+                0,
+                0,
+                true,
+                true,
+                /*tied=*/false,
+                /*head_dim_keys=*/true},
+               ft);
+}
+
+// Qwen2.5 Instruct: q/k/v biases, the vocabulary padded to vocab_size (qwen25_7b). max_position_embeddings 32768,
+// rope_theta 1000000.0, rms_norm_eps 1e-06 in each config below.
+//
+// Qwen/Qwen2.5-0.5B config.json (as copied in osllmai-community/Qwen2.5-0.5B; the Instruct model card gives the same
+// 24 layers, 14 / 2 heads and 32,768 context): hidden_size 896, intermediate_size 4864, num_hidden_layers 24,
+// num_attention_heads 14, num_key_value_heads 2, vocab_size 151936, tie_word_embeddings true. 896 is not a multiple
+// of 256: the K-quant types fall back (q4_K -> q5_0, q6_K -> q8_0) on the rows of that length.
+Result<File> qwen25_05b(FileType ft) {
+  return qwen2({"Qwen2.5 0.5B Instruct", {24, 896, 4864, 14, 2, 64, 151936}, 32768, 1e-6f, /*tied=*/true}, ft);
+}
+
+// Qwen/Qwen2.5-1.5B-Instruct config.json (as copied in onnx-community/Qwen2.5-1.5B-Instruct): hidden_size 1536,
+// intermediate_size 8960, num_hidden_layers 28, num_attention_heads 12, num_key_value_heads 2, vocab_size 151936,
+// tie_word_embeddings true.
+Result<File> qwen25_15b(FileType ft) {
+  return qwen2({"Qwen2.5 1.5B Instruct", {28, 1536, 8960, 12, 2, 128, 151936}, 32768, 1e-6f, /*tied=*/true}, ft);
+}
+
+// Qwen/Qwen2.5-3B-Instruct config.json (mlc-ai/mlc-llm model_preset.py "qwen2.5_3b"; the same in
+// hsuwill000/Qwen2.5-3B-Instruct-openvino): hidden_size 2048, intermediate_size 11008, num_hidden_layers 36,
+// num_attention_heads 16, num_key_value_heads 2, vocab_size 151936, tie_word_embeddings true.
+Result<File> qwen25_3b(FileType ft) {
+  return qwen2({"Qwen2.5 3B Instruct", {36, 2048, 11008, 16, 2, 128, 151936}, 32768, 1e-6f, /*tied=*/true}, ft);
+}
+
+// Qwen/Qwen2.5-14B-Instruct config.json (as copied in osllmai-community/Qwen2.5-14B-Instruct): hidden_size 5120,
+// intermediate_size 13824, num_hidden_layers 48, num_attention_heads 40, num_key_value_heads 8, vocab_size 152064,
+// tie_word_embeddings false.
+Result<File> qwen25_14b(FileType ft) {
+  return qwen2({"Qwen2.5 14B Instruct", {48, 5120, 13824, 40, 8, 128, 152064}, 32768}, ft);
+}
+
+// Qwen/Qwen2.5-32B-Instruct config.json (as copied, _name_or_path "Qwen/Qwen2.5-32B-Instruct", in
+// ehristoforu/qwen2.5-test-32b-it): hidden_size 5120, intermediate_size 27648, num_hidden_layers 64,
+// num_attention_heads 40, num_key_value_heads 8, vocab_size 152064, tie_word_embeddings false.
+Result<File> qwen25_32b(FileType ft) {
+  return qwen2({"Qwen2.5 32B Instruct", {64, 5120, 27648, 40, 8, 128, 152064}, 32768}, ft);
+}
+
+// Qwen/Qwen2.5-72B-Instruct config.json (as copied in FuturisticVibes/magnum-v4-72b-8.0bpw-h8-exl2, _name_or_path
+// ".../Qwen2.5-72B-Instruct", and gghfez/UwU-72B-Preview via unsloth/qwen2.5-72b-instruct-bnb-4bit): hidden_size 8192,
+// intermediate_size 29568, num_hidden_layers 80, num_attention_heads 64, num_key_value_heads 8, vocab_size 152064,
+// tie_word_embeddings false.
+Result<File> qwen25_72b(FileType ft) {
+  return qwen2({"Qwen2.5 72B Instruct", {80, 8192, 29568, 64, 8, 128, 152064}, 32768}, ft);
+}
+
+// Qwen/Qwen2.5-Coder-32B-Instruct config.json (as added, "Add config.json from Qwen/Qwen2.5-Coder-32B-Instruct", to
+// ai-team-20/qwen3-coder-480b-3): Qwen2.5-32B-Instruct's shapes (5120, 27648, 64 layers, 40 / 8 heads, vocab 152064),
+// max_position_embeddings 32768, rope_theta 1000000.0, rms_norm_eps 1e-06, tie_word_embeddings false.
+Result<File> qwen25_coder_32b(FileType ft) {
+  return qwen2({"Qwen2.5 Coder 32B Instruct", {64, 5120, 27648, 40, 8, 128, 152064}, 32768}, ft);
+}
+
+// Qwen3: per-head q/k norms, head_dim written; max_position_embeddings 40960, rope_theta 1000000, rms_norm_eps 1e-06.
+//
+// Qwen/Qwen3-0.6B config.json (mlc-ai/mlc-llm model_preset.py "qwen3_0.6b"): hidden_size 1024, intermediate_size
+// 3072, num_hidden_layers 28, num_attention_heads 16, num_key_value_heads 8, head_dim 128 (16 x 128 = 2048, not
+// 1024), vocab_size 151936, tie_word_embeddings true. The same keys in the Q8_0 file's metadata printed in
+// tests/fidelity/41-qwen3-0.6b-q8_0-cpu-lab-report.log.
+Result<File> qwen3_06b(FileType ft) {
+  return qwen3({"Qwen3 0.6B", {28, 1024, 3072, 16, 8, 128, 151936}, 40960, 1e-6f, /*tied=*/true}, ft);
+}
+
+// Qwen/Qwen3-14B config.json (as copied in citsjtu2020/LLM-Prof sglang/Model_Config.md): hidden_size 5120,
+// intermediate_size 17408, num_hidden_layers 40, num_attention_heads 40, num_key_value_heads 8, head_dim 128,
+// vocab_size 151936, tie_word_embeddings false.
+Result<File> qwen3_14b(FileType ft) { return qwen3({"Qwen3 14B", {40, 5120, 17408, 40, 8, 128, 151936}, 40960}, ft); }
+
+// Qwen/Qwen3-32B config.json (citsjtu2020/LLM-Prof sglang/Model_Config.md): hidden_size 5120, intermediate_size
+// 25600, num_hidden_layers 64, num_attention_heads 64, num_key_value_heads 8, head_dim 128 (64 x 128 = 8192, not
+// 5120), vocab_size 151936, tie_word_embeddings false. The same keys in the metadata of unsloth's Qwen3-32B-Q4_0.gguf
+// printed in tests/fidelity/43-qwen3-32b-q4_0-ik-llama-arm-cpu-old-format.log.
+Result<File> qwen3_32b(FileType ft) { return qwen3({"Qwen3 32B", {64, 5120, 25600, 64, 8, 128, 151936}, 40960}, ft); }
+
+// Qwen/Qwen3-235B-A22B: the metadata of ubergarm's Qwen3-235B-A22B-Q8_0.gguf printed in
+// tests/fidelity/37-qwen3moe-235b-q8_0-1gpu-nommap-ot-fa-q8kv.log (block_count 94, context_length 40960,
+// embedding_length 4096, feed_forward_length 12288, head_count 64, head_count_kv 4, rope.freq_base 1000000,
+// layer_norm_rms_epsilon 1e-06, expert_used_count 8, key_length 128, expert_count 128, expert_feed_forward_length
+// 1536, 151936 tokens), which are config.json's hidden_size, intermediate_size, moe_intermediate_size, ... (the same
+// numbers in Ascend/MindSpeed-RL configs/model/qwen3_235b_a22b.yaml, converted from it); untied embeddings.
+Result<File> qwen3_235b_a22b(FileType ft) {
+  return qwen3moe({{"Qwen3 235B A22B", {94, 4096, 12288, 64, 4, 128, 151936}, 40960}, 128, 8, 1536}, ft);
+}
+
+// google/gemma-3-1b-it config.json (mlc-ai/mlc-llm model_preset.py "gemma3_1b_it"; the same in
+// indiebot-community/gemma-3-1b-it-bnb-4bit): a text-only model, hidden_size 1152, intermediate_size 6912,
+// num_hidden_layers 26, num_attention_heads 4, num_key_value_heads 1, head_dim 256, vocab_size 262144 (the larger
+// models' 262208 has the image tokens), max_position_embeddings 32768, rope_theta 1000000, rope_scaling null (no
+// rope.scaling keys), sliding_window 512, rms_norm_eps 1e-06; tied embeddings. 1152 is not a multiple of 256: the
+// K-quant types fall back on the rows of that length.
+Result<File> gemma3_1b(FileType ft) {
+  return gemma3({"Gemma 3 1b It", {26, 1152, 6912, 4, 1, 256, 262144}, 32768, 512, 0.0f}, ft);
+}
+
+// openai/gpt-oss-120b: original/config.json (as duplicated from openai/gpt-oss-120b in witflag/AlphaMind):
+// num_hidden_layers 36, num_experts 128, experts_per_token 4, vocab_size 201088, hidden_size 2880, intermediate_size
+// 2880, head_dim 64, num_attention_heads 64, num_key_value_heads 8, sliding_window 128, initial_context_length 4096,
+// rope_theta 150000, rope_scaling_factor 32: gpt-oss-20b's layer with 36 layers of 128 experts. The print_info of
+// unsloth's gpt-oss-120b GGUF in tests/fidelity/20-gpt-oss-120b-3gpu-ncpumoe-cmdline.log agrees (n_ctx_train 131072,
+// n_layer 36, n_expert 128, n_expert_used 4, n_swa 128, f_norm_rms_eps 1e-05, 201088 tokens, 687 tensors).
+Result<File> gpt_oss_120b(FileType ft) {
+  return gpt_oss("Gpt Oss 120b", {36, 2880, 2880, 64, 8, 64, 201088}, 128, 4, ft);
+}
+
+// ---- the catalogue ----
+
+// The lower-case llama.cpp name of each file type a fixture can be made in (llama-quantize's names; "mxfp4" for
+// gpt-oss's MXFP4_MOE, as its published files are named). Q2_K_S is left out: llama-quantize refuses it without an
+// importance matrix (tools/quantize/quantize.cpp: "Please do not use IQ1_S, ... or Q2_K_S quantization without an
+// importance matrix"), and the fixtures are quantized without one.
+struct FileTypeName {
   const char* name;
-  Result<File> (*make)();
+  FileType type;
 };
 
-constexpr Entry kFixtures[] = {
-    {"llama-3.1-8b-q4_k_m", llama31_8b},     {"llama-3.1-70b-q4_k_m", llama31_70b}, {"mistral-7b-q4_k_m", mistral_7b},
-    {"mixtral-8x7b-q4_k_m", mixtral_8x7b},   {"qwen2.5-7b-q4_k_m", qwen25_7b},      {"qwen3-8b-q4_k_m", qwen3_8b},
-    {"qwen3-30b-a3b-q4_k_m", qwen3_30b_a3b}, {"gemma-3-12b-q4_k_m", gemma3_12b},    {"gpt-oss-20b-mxfp4", gpt_oss_20b},
-    {"phi-3-mini-q4_k_m", phi3_mini},
+constexpr FileTypeName kFileTypeNames[] = {
+    {"q4_0", FileType::kQ4_0},     {"q4_1", FileType::kQ4_1},     {"q8_0", FileType::kQ8_0},
+    {"q5_0", FileType::kQ5_0},     {"q5_1", FileType::kQ5_1},     {"q2_k", FileType::kQ2_K},
+    {"q3_k_s", FileType::kQ3_K_S}, {"q3_k_m", FileType::kQ3_K_M}, {"q3_k_l", FileType::kQ3_K_L},
+    {"q4_k_s", FileType::kQ4_K_S}, {"q4_k_m", FileType::kQ4_K_M}, {"q5_k_s", FileType::kQ5_K_S},
+    {"q5_k_m", FileType::kQ5_K_M}, {"q6_k", FileType::kQ6_K},     {"iq4_nl", FileType::kIQ4_NL},
+    {"iq4_xs", FileType::kIQ4_XS},
 };
+constexpr FileTypeName kMxfp4{"mxfp4", FileType::kMXFP4_MOE};
+
+// A base model: its name, its builder, and the file type of its published default (fixture_names()). gpt-oss is
+// published in MXFP4_MOE only, and llama-quantize's other types are not modelled for it: its catalogue is that one.
+struct Base {
+  const char* name;
+  Result<File> (*make)(FileType);
+  FileType published;
+};
+
+constexpr Base kBases[] = {
+    {"llama-3.1-8b", llama31_8b, FileType::kQ4_K_M},
+    {"llama-3.1-70b", llama31_70b, FileType::kQ4_K_M},
+    {"mistral-7b", mistral_7b, FileType::kQ4_K_M},
+    {"mixtral-8x7b", mixtral_8x7b, FileType::kQ4_K_M},
+    {"qwen2.5-7b", qwen25_7b, FileType::kQ4_K_M},
+    {"qwen3-8b", qwen3_8b, FileType::kQ4_K_M},
+    {"qwen3-30b-a3b", qwen3_30b_a3b, FileType::kQ4_K_M},
+    {"gemma-3-12b", gemma3_12b, FileType::kQ4_K_M},
+    {"gpt-oss-20b", gpt_oss_20b, FileType::kMXFP4_MOE},
+    {"phi-3-mini", phi3_mini, FileType::kQ4_K_M},
+    // issue 50, item 4
+    {"llama-3.2-1b", llama32_1b, FileType::kQ4_K_M},
+    {"llama-3.2-3b", llama32_3b, FileType::kQ4_K_M},
+    {"llama-3.3-70b", llama33_70b, FileType::kQ4_K_M},
+    {"qwen2.5-0.5b", qwen25_05b, FileType::kQ4_K_M},
+    {"qwen2.5-1.5b", qwen25_15b, FileType::kQ4_K_M},
+    {"qwen2.5-3b", qwen25_3b, FileType::kQ4_K_M},
+    {"qwen2.5-14b", qwen25_14b, FileType::kQ4_K_M},
+    {"qwen2.5-32b", qwen25_32b, FileType::kQ4_K_M},
+    {"qwen2.5-72b", qwen25_72b, FileType::kQ4_K_M},
+    {"qwen2.5-coder-32b", qwen25_coder_32b, FileType::kQ4_K_M},
+    {"qwen3-0.6b", qwen3_06b, FileType::kQ4_K_M},
+    {"qwen3-14b", qwen3_14b, FileType::kQ4_K_M},
+    {"qwen3-32b", qwen3_32b, FileType::kQ4_K_M},
+    {"qwen3-235b-a22b", qwen3_235b_a22b, FileType::kQ4_K_M},
+    {"gemma-3-1b", gemma3_1b, FileType::kQ4_K_M},
+    {"gpt-oss-120b", gpt_oss_120b, FileType::kMXFP4_MOE},
+};
+
+bool mxfp4_only(const Base& b) { return b.published == FileType::kMXFP4_MOE; }
+
+const char* ftype_name(FileType t) {
+  if (t == kMxfp4.type) return kMxfp4.name;
+  for (const FileTypeName& f : kFileTypeNames) {
+    if (f.type == t) return f.name;
+  }
+  return "?";
+}
+
+// The base and file type of a catalogue name ("qwen3-32b-q4_k_s"), or false.
+bool parse_name(const std::string& name, const Base** base, FileType* ft) {
+  for (const Base& b : kBases) {
+    const std::string prefix = std::string(b.name) + "-";
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    if (mxfp4_only(b)) {
+      if (rest != kMxfp4.name) continue;
+      *base = &b;
+      *ft = kMxfp4.type;
+      return true;
+    }
+    for (const FileTypeName& f : kFileTypeNames) {
+      if (rest == f.name) {
+        *base = &b;
+        *ft = f.type;
+        return true;
+      }
+    }
+  }
+  return false;
+}
 
 }  // namespace
 
 std::vector<std::string> fixture_names() {
   std::vector<std::string> names;
-  for (const Entry& e : kFixtures) names.emplace_back(e.name);
+  for (const Base& b : kBases) names.push_back(std::string(b.name) + "-" + ftype_name(b.published));
   return names;
 }
 
-Result<File> make_fixture(const std::string& name) {
-  for (const Entry& e : kFixtures) {
-    if (name == e.name) return e.make();
+std::vector<std::string> base_names() {
+  std::vector<std::string> names;
+  for (const Base& b : kBases) names.emplace_back(b.name);
+  return names;
+}
+
+std::vector<std::string> catalogue_file_types() {
+  std::vector<std::string> names;
+  for (const FileTypeName& f : kFileTypeNames) names.emplace_back(f.name);
+  return names;
+}
+
+std::vector<std::string> catalogue_names() {
+  std::vector<std::string> names;
+  for (const Base& b : kBases) {
+    if (mxfp4_only(b)) {
+      names.push_back(std::string(b.name) + "-" + kMxfp4.name);
+      continue;
+    }
+    for (const FileTypeName& f : kFileTypeNames) names.push_back(std::string(b.name) + "-" + f.name);
   }
-  std::string known;
-  for (const Entry& e : kFixtures) known += std::string(known.empty() ? "" : ", ") + e.name;
-  return TS_ERROR(StatusCode::kNotFound, "no GGUF fixture named '%s' (known: %s)", name.c_str(), known.c_str());
+  return names;
+}
+
+std::string catalogue_help() {
+  std::string bases, types;
+  for (const Base& b : kBases) {
+    if (!mxfp4_only(b)) bases += std::string(bases.empty() ? "" : ", ") + b.name;
+  }
+  for (const FileTypeName& f : kFileTypeNames) types += std::string(types.empty() ? "" : ", ") + f.name;
+  std::string mx;
+  for (const Base& b : kBases) {
+    if (mxfp4_only(b)) mx += std::string(mx.empty() ? "" : ", ") + b.name;
+  }
+  return "BASE-TYPE with BASE one of " + bases + " and TYPE one of " + types + "; or " + mx + " with TYPE mxfp4";
+}
+
+Result<File> make_fixture(const std::string& name) {
+  const Base* base = nullptr;
+  FileType ft{};
+  if (parse_name(name, &base, &ft)) return base->make(ft);
+  return TS_ERROR(StatusCode::kNotFound, "no GGUF fixture named '%s' (%s)", name.c_str(), catalogue_help().c_str());
 }
 
 bool is_fixture_name(const std::string& name) {
-  for (const Entry& e : kFixtures) {
-    if (name == e.name) return true;
-  }
-  return false;
+  const Base* base = nullptr;
+  FileType ft{};
+  return parse_name(name, &base, &ft);
 }
 
 Result<gguf::Model> read_model_or_fixture(const std::string& path_or_name) {

@@ -390,8 +390,12 @@ Status validate(const LlamaConfig& c) {
         "use flash attention or a V cache of f16, bf16 or f32",
         type_name(c.v_type())));
   }
+  // One type for every matrix (a preset): each row length must hold whole blocks of it. A file's model types each
+  // weight (weight_types, from the tensor table), where llama-quantize has already given a row that a type's blocks do
+  // not divide another type (Qwen2.5-72B's ffn_down rows of 29568 are q5_0 / q8_0 in a Q4_K_M file whose attn_q sets
+  // weight_type q4_K): each weight is checked against its own type where it is made (Context::new_tensor).
   const int64_t wb = type_traits(c.weight_type).block_size;
-  if (c.n_embd % wb != 0 || c.n_ff % wb != 0 || c.n_embd_q() % wb != 0) {
+  if (c.weight_types.empty() && (c.n_embd % wb != 0 || c.n_ff % wb != 0 || c.n_embd_q() % wb != 0)) {
     return invalid(format_message("n_embd, n_ff and head_dim * n_head must be multiples of %lld for weight type %s",
                                   static_cast<long long>(wb), type_name(c.weight_type)));
   }

@@ -1,5 +1,6 @@
 // tessera_make_fixtures DIR [NAME...] (docs/gguf.md, "Fixtures"): writes DIR/NAME.gguf, the header-only GGUF fixture
-// of each named real model and the complete file of each named tiny model (all of them without names), reads every
+// of each named real model (any catalogue name, BASE-TYPE) and the complete file of each named tiny model (without
+// names: each base in its published type, and the tiny models), reads every
 // file back and prints what it holds. Exit codes:
 // 0 all written and read back, 1 a file could not be written or did not read back the same, 2 usage (an unknown name,
 // no directory).
@@ -26,8 +27,10 @@ void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: tessera_make_fixtures DIR [NAME...]\n"
                "       tessera_make_fixtures --list\n"
-               "Writes DIR/NAME.gguf for each named fixture (every fixture without names): the metadata and tensor\n"
-               "table of a published GGUF file, without the weights (header-only). Fixtures:\n");
+               "Writes DIR/NAME.gguf for each named fixture (without names: each base model in its published type,\n"
+               "and the tiny models): the metadata and tensor table of a published GGUF file, without the weights\n"
+               "(header-only). A fixture's name is BASE-TYPE (llama-3.1-8b-q4_k_m); --list lists the bases and the\n"
+               "types. The published defaults:\n");
   for (const std::string& n : fx::fixture_names()) std::fprintf(out, "  %s\n", n.c_str());
   std::fprintf(out, "Tiny models written with their weights (complete files):\n");
   for (const std::string& n : fx::complete_fixture_names()) std::fprintf(out, "  %s\n", n.c_str());
@@ -142,7 +145,15 @@ int main(int argc, char** argv) {
   std::vector<std::string> known = fx::fixture_names();
   for (const std::string& n : fx::complete_fixture_names()) known.push_back(n);
   if (args.size() == 1 && args[0] == "--list") {
-    for (const std::string& n : known) std::printf("%s\n", n.c_str());
+    // The bases (each with its published default), the file types, the tiny complete models: not every name.
+    std::printf("bases (BASE-TYPE; the published default):\n");
+    const std::vector<std::string> bases = fx::base_names(), defaults = fx::fixture_names();
+    for (size_t i = 0; i < bases.size(); ++i) std::printf("  %-20s %s\n", bases[i].c_str(), defaults[i].c_str());
+    std::printf("types:");
+    for (const std::string& t : fx::catalogue_file_types()) std::printf(" %s", t.c_str());
+    std::printf(" (gpt-oss: mxfp4 only)\ntiny models (complete files):");
+    for (const std::string& n : fx::complete_fixture_names()) std::printf(" %s", n.c_str());
+    std::printf("\n");
     return 0;
   }
   if (args.empty() || args[0].empty() || args[0][0] == '-') {
@@ -153,10 +164,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> names(args.begin() + 1, args.end());
   if (names.empty()) names = known;
   for (const std::string& n : names) {
-    bool found = false;
+    bool found = fx::is_fixture_name(n);
     for (const std::string& k : known) found = found || k == n;
     if (!found) {
-      std::fprintf(stderr, "tessera_make_fixtures: unknown fixture '%s' (--list lists them)\n", n.c_str());
+      std::fprintf(stderr, "tessera_make_fixtures: unknown fixture '%s' (%s; --list lists them)\n", n.c_str(),
+                   fx::catalogue_help().c_str());
       return 2;
     }
   }

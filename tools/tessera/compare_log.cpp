@@ -368,8 +368,7 @@ int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices) {
   if (predicted == 0) {
     // Nothing compared is no agreement: exit 1, saying what would let the figures be predicted (the excerpts users
     // paste seldom hold the model's metadata).
-    std::string names;
-    for (const std::string& n : models::fixtures::fixture_names()) names += (names.empty() ? "" : ", ") + n;
+    const std::string names = models::fixtures::catalogue_help();
     std::fprintf(stderr,
                  "tessera: compare-log: no figure predicted%s%s; give the model with -m FILE.gguf or a published "
                  "model's name (%s)\n",

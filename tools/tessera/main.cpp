@@ -313,10 +313,8 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
       return Status(StatusCode::kNotFound, "-m " + o.model + ": no such file (nor a model preset)");
     }
     if (!m.ok()) {
-      std::string names;
-      for (const std::string& n : models::fixtures::fixture_names()) names += (names.empty() ? "" : ", ") + n;
-      return Status(StatusCode::kNotFound,
-                    m.status().message() + "; nor a file, nor a published model by name (" + names + ")");
+      return Status(StatusCode::kNotFound, m.status().message() + "; nor a file, nor a published model by name (" +
+                                               models::fixtures::catalogue_help() + ")");
     }
     c.model = m.value();
   }

@@ -22,21 +22,36 @@
 
 namespace tessera::models::fixtures {
 
-// The fixtures, in a fixed order: "llama-3.1-8b-q4_k_m", "llama-3.1-70b-q4_k_m", "mistral-7b-q4_k_m" (v0.3),
-// "mixtral-8x7b-q4_k_m", "qwen2.5-7b-q4_k_m", "qwen3-8b-q4_k_m", "qwen3-30b-a3b-q4_k_m", "gemma-3-12b-q4_k_m",
-// "gpt-oss-20b-mxfp4", "phi-3-mini-q4_k_m".
+// The catalogue: a fixture's name is BASE-TYPE, a base model ("qwen3-32b") in a file type ("q4_k_s": the lower-case
+// llama.cpp name of a FileType below, Q2_K_S and MXFP4_MOE aside; gpt-oss's bases come in "mxfp4" only, as published).
+// The bases, in a fixed order (docs/gguf.md, "Fixtures", cites each one's source): "llama-3.1-8b", "llama-3.1-70b",
+// "mistral-7b" (v0.3), "mixtral-8x7b", "qwen2.5-7b", "qwen3-8b", "qwen3-30b-a3b", "gemma-3-12b", "gpt-oss-20b",
+// "phi-3-mini", then "llama-3.2-1b", "llama-3.2-3b", "llama-3.3-70b", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b",
+// "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "qwen2.5-coder-32b", "qwen3-0.6b", "qwen3-14b", "qwen3-32b",
+// "qwen3-235b-a22b", "gemma-3-1b", "gpt-oss-120b".
+std::vector<std::string> base_names();
+// The file types of the catalogue's names, "q4_0" .. "iq4_xs" (gpt-oss: "mxfp4").
+std::vector<std::string> catalogue_file_types();
+// Every base in its published default type, one name per base in the order of base_names(): "llama-3.1-8b-q4_k_m",
+// ..., "gpt-oss-20b-mxfp4", ... (what tessera_make_fixtures writes without names).
 std::vector<std::string> fixture_names();
+// Every base in every file type: "llama-3.1-8b-q4_0", "llama-3.1-8b-q4_1", ..., "gpt-oss-120b-mxfp4".
+std::vector<std::string> catalogue_names();
+// How a catalogue name is made, for messages: "BASE-TYPE with BASE one of llama-3.1-8b, ... and TYPE one of q4_0,
+// ...; or gpt-oss-20b, gpt-oss-120b with TYPE mxfp4".
+std::string catalogue_help();
 
 // The fixture's header: metadata and tensor table, laid out (tensor offsets and sizes set, and data_bytes: the bytes
-// of the real file's data section). kNotFound for an unknown name (the message lists the known ones).
+// of the real file's data section). Any catalogue name; kNotFound for another (the message says how names are made:
+// the bases and the file types, catalogue_help).
 Result<gguf::File> make_fixture(const std::string& name);
 
 // A model named by a file or by the fixtures: an existing path is read (gguf::read_model, its errors); otherwise a
 // fixture's name ("qwen3-30b-a3b-q4_k_m") gives that fixture's header, the published file's tensor table without its
 // weights, so that `tessera plan -m qwen3-30b-a3b-q4_k_m` answers without the download. kNotFound when it is neither
-// (the message lists the fixtures).
+// (the caller says how names are made: catalogue_help).
 Result<gguf::Model> read_model_or_fixture(const std::string& path_or_name);
-// Whether `name` is a fixture's name.
+// Whether `name` is a catalogue name (catalogue_names()).
 bool is_fixture_name(const std::string& name);
 
 // The tiny complete fixtures, small enough to compute: "tiny-llama" and "tiny-mixtral" (the tiny and tiny-moe presets,
