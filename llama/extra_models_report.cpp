@@ -1,6 +1,8 @@
 // The report of the extra models (see tessera/llama/extra_models.h, format_extra_models).
 #include "tessera/llama/extra_models.h"
 
+#include "tessera/harness/common/text_table.h"
+
 namespace tessera::llama {
 
 using namespace tessera::harness;
@@ -13,7 +15,7 @@ double mib(size_t bytes) { return static_cast<double>(bytes) / 1024.0 / 1024.0; 
 
 }  // namespace
 
-std::string format_extra_models(const ExtraModelsPlacement& p, bool llama_log) {
+std::string format_extra_models(const ExtraModelsPlacement& p, bool llama_log, bool wide) {
   std::string s;
   if (p.draft) {
     if (llama_log) {
@@ -22,7 +24,7 @@ std::string format_extra_models(const ExtraModelsPlacement& p, bool llama_log) {
       if (p.draft_buffers) s += format_llama_log(*p.draft_buffers);
     } else {
       s += "draft " + p.draft_path + ": " + p.draft->describe_workload() + "\n";
-      if (p.draft_buffers) s += format_memory_breakdown(*p.draft_buffers);
+      if (p.draft_buffers) s += format_memory_breakdown(*p.draft_buffers, wide);
     }
     s += "\n";
   }
@@ -48,13 +50,19 @@ std::string format_extra_models(const ExtraModelsPlacement& p, bool llama_log) {
     s += "\n";
   }
   s += "memory per device with the extra models (the main model's peak, then what each extra model adds):\n";
-  s += format_message("%-10s %12s %12s %12s %12s %12s\n", "device", "main", "draft", "mmproj", "total", "allocatable");
+  using Align = TextTable::Align;
+  TextTable table({{"device", Align::kLeft, 10, true},
+                   {"main", Align::kRight, 12},
+                   {"draft", Align::kRight, 12},
+                   {"mmproj", Align::kRight, 12},
+                   {"total", Align::kRight, 12},
+                   {"allocatable", Align::kRight, 12}});
   for (const ExtraDeviceMemory& e : p.devices) {
-    const bool over = e.overflow;
-    s += format_message("%-10s %12s %12s %12s %12s %12s%s\n", e.device.c_str(), format_bytes(e.main).c_str(),
-                        format_bytes(e.draft()).c_str(), format_bytes(e.mmproj()).c_str(),
-                        format_bytes(e.total()).c_str(), format_bytes(e.allocatable).c_str(), over ? "  OVERFLOW" : "");
+    table.add({e.device, format_bytes(e.main), format_bytes(e.draft()), format_bytes(e.mmproj()),
+               format_bytes(e.total()), format_bytes(e.allocatable)},
+              e.overflow ? "  OVERFLOW" : "");
   }
+  s += table.render(wide);
   for (const std::string& o : p.overflows) s += "overflow: " + o + "\n";
   if (p.fits()) s += "the extra models fit next to the main model\n";
   return s;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "tessera/harness/common/text_table.h"
 #include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/models/fixtures.h"
 
@@ -359,26 +360,32 @@ std::string pipeline_line(const MemoryBreakdown& b) {
 
 }  // namespace
 
-std::string format_memory_breakdown(const MemoryBreakdown& b) {
+std::string format_memory_breakdown(const MemoryBreakdown& b, bool wide) {
   std::string s =
       format_message("llama.cpp's buffers (n_ctx %lld, n_ubatch %lld, KV cache %s):\n", static_cast<long long>(b.n_ctx),
                      static_cast<long long>(b.n_ubatch), b.kv_type.c_str());
-  s += format_message("%-12s %-10s %12s %12s %12s %12s %12s\n", "buffer", "memory", "model", "KV", "compute", "output",
-                      "total");
-  auto row = [](const MemoryBreakdown::Row& r) {
-    return format_message("%-12s %-10s %12s %12s %12s %12s %12s\n", r.name.c_str(), r.device.c_str(),
-                          format_bytes(r.model).c_str(), format_bytes(r.kv).c_str(), format_bytes(r.compute).c_str(),
-                          format_bytes(r.output).c_str(), format_bytes(r.total()).c_str());
+  using Align = harness::TextTable::Align;
+  harness::TextTable table({{"buffer", Align::kLeft, 12},
+                            {"memory", Align::kLeft, 10, true},
+                            {"model", Align::kRight, 12},
+                            {"KV", Align::kRight, 12},
+                            {"compute", Align::kRight, 12},
+                            {"output", Align::kRight, 12},
+                            {"total", Align::kRight, 12}});
+  auto row = [&table](const MemoryBreakdown::Row& r) {
+    table.add({r.name, r.device, format_bytes(r.model), format_bytes(r.kv), format_bytes(r.compute),
+               format_bytes(r.output), format_bytes(r.total())});
   };
   MemoryBreakdown::Row sum{"total", ""};
   for (const MemoryBreakdown::Row& r : b.rows()) {
-    s += row(r);
+    row(r);
     sum.model += r.model;
     sum.kv += r.kv;
     sum.compute += r.compute;
     sum.output += r.output;
   }
-  s += row(sum);
+  row(sum);
+  s += table.render(wide);
   for (const LlamaBuffer& lb : b.buffers) {
     if (lb.kind == LlamaBuffer::Kind::kKv && !lb.cache.empty()) {
       s += format_message("KV %s cache in %s: %lld cells, %d layers\n", lb.cache.c_str(), lb.name.c_str(),

@@ -483,7 +483,9 @@ ScenarioOutcome run_once(const Scenario& sc, const Registry* real_devices) {
           error.empty() ? "no error" : error);
   }
   if (session) {
-    out.report = session->summary_table() + session->splits_table();
+    const std::string splits_text = session->splits_table();
+    out.report = session->summary_table() + splits_text;
+    out.report_wide = session->summary_table(true) + splits_text;
     const int splits = session->sched().n_splits();
     if (e.max_splits)
       check(format_message("at most %d splits", *e.max_splits), splits <= *e.max_splits,

@@ -259,21 +259,56 @@ std::string human_bytes(size_t bytes) {
 
 }  // namespace
 
-std::string format_summary(const TraceSummary& summary) {
+std::string format_summary(const TraceSummary& summary, bool wide) {
   std::string out;
   char line[256];
-  size_t width = 6;
-  for (const DeviceSummary& d : summary.devices) width = std::max(width, std::min<size_t>(d.name.size(), 40));
-  const int w = static_cast<int>(width);
-  std::snprintf(line, sizeof line, "%-*s %14s %14s %12s %12s %9s\n", w, "device", "busy (us)", "compute (us)",
-                "bytes in", "bytes out", "commands");
-  out += line;
-  for (const DeviceSummary& d : summary.devices) {
-    const double busy_pct = summary.makespan_us > 0 ? 100.0 * d.busy_us / summary.makespan_us : 0.0;
-    std::snprintf(line, sizeof line, "%-*.*s %14.3f %14.3f %12s %12s %9zu  (%.1f%% busy)\n", w, w, d.name.c_str(),
-                  d.busy_us, d.compute_us, human_bytes(d.copy_bytes_in).c_str(), human_bytes(d.copy_bytes_out).c_str(),
-                  d.n_commands, busy_pct);
+  if (wide) {
+    size_t width = 6;
+    for (const DeviceSummary& d : summary.devices) width = std::max(width, std::min<size_t>(d.name.size(), 40));
+    const int w = static_cast<int>(width);
+    std::snprintf(line, sizeof line, "%-*s %14s %14s %12s %12s %9s\n", w, "device", "busy (us)", "compute (us)",
+                  "bytes in", "bytes out", "commands");
     out += line;
+    for (const DeviceSummary& d : summary.devices) {
+      const double busy_pct = summary.makespan_us > 0 ? 100.0 * d.busy_us / summary.makespan_us : 0.0;
+      std::snprintf(line, sizeof line, "%-*.*s %14.3f %14.3f %12s %12s %9zu  (%.1f%% busy)\n", w, w, d.name.c_str(),
+                    d.busy_us, d.compute_us, human_bytes(d.copy_bytes_in).c_str(),
+                    human_bytes(d.copy_bytes_out).c_str(), d.n_commands, busy_pct);
+      out += line;
+    }
+  } else {
+    // The cells first, then each column as wide as its widest cell (the device names cut to 40 characters).
+    std::vector<std::vector<std::string>> rows = {
+        {"device", "busy (us)", "compute (us)", "bytes in", "bytes out", "commands", ""}};
+    for (const DeviceSummary& d : summary.devices) {
+      const double busy_pct = summary.makespan_us > 0 ? 100.0 * d.busy_us / summary.makespan_us : 0.0;
+      auto fixed = [](double v) {
+        char b[64];
+        std::snprintf(b, sizeof b, "%.3f", v);
+        return std::string(b);
+      };
+      char pct[64];
+      std::snprintf(pct, sizeof pct, "(%.1f%% busy)", busy_pct);
+      rows.push_back({d.name.substr(0, 40), fixed(d.busy_us), fixed(d.compute_us), human_bytes(d.copy_bytes_in),
+                      human_bytes(d.copy_bytes_out), std::to_string(d.n_commands), pct});
+    }
+    std::vector<size_t> width(rows[0].size(), 0);
+    for (const auto& r : rows) {
+      for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+    }
+    size_t total = 0;
+    for (size_t w : width) total += w;
+    const size_t gap = total + 2 * (width.size() - 1) <= 80 ? 2 : 1;
+    for (const auto& r : rows) {
+      std::string s;
+      for (size_t c = 0; c < r.size(); ++c) {
+        const std::string fill(width[c] - r[c].size(), ' ');
+        if (c > 0) s += std::string(gap, ' ');
+        s += c == 0 || c + 1 == r.size() ? r[c] + fill : fill + r[c];  // the device and the busy share: left
+      }
+      while (!s.empty() && s.back() == ' ') s.pop_back();
+      out += s + "\n";
+    }
   }
   std::snprintf(line, sizeof line, "makespan: %.3f us, copy volume: %s, events: %zu\n", summary.makespan_us,
                 human_bytes(summary.copy_bytes).c_str(), summary.n_events);

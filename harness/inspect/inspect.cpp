@@ -1,11 +1,13 @@
 // tessera inspect (inspect.h).
 #include "tessera/harness/inspect/inspect.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "tessera/harness/common/text_table.h"
 #include "tessera/harness/placement/policy.h"
 #include "tessera/sim/simulator.h"
 
@@ -92,33 +94,65 @@ std::string text_report(const gguf::Model& model, const InspectOptions& o) {
                         model.shards.size() == 1 ? "" : "s", model.tensors.size(), human(s.all.bytes).c_str(),
                         f.metadata.size());
   out += "\nmetadata:\n";
+  // Key, type, value. --wide: the fixed columns, each value on its line; else the columns as wide as their cells
+  // (a key longer than 44 characters cut with "..."), and a value that does not fit in 80 columns wrapped under its
+  // column.
+  size_t key_width = 0, type_width = 0;
+  for (const gguf::KeyValue& kv : f.metadata) {
+    key_width = std::max(key_width, std::min<size_t>(text_width(kv.key), 44));
+    type_width = std::max(type_width, text_width(gguf::value_type_name(kv.value.type())));
+  }
   for (const gguf::KeyValue& kv : f.metadata) {
     const bool full = wanted(o, kv.key);
-    out += format_message("  %-44s %-8s %s\n", kv.key.c_str(), gguf::value_type_name(kv.value.type()),
-                          kv.value.to_string(full ? SIZE_MAX : 8).c_str());
+    const std::string value = kv.value.to_string(full ? SIZE_MAX : 8);
+    if (o.wide) {
+      out += format_message("  %-44s %-8s %s\n", kv.key.c_str(), gguf::value_type_name(kv.value.type()), value.c_str());
+      continue;
+    }
+    const std::string key = ellipsize(kv.key, key_width);
+    const std::string type = gguf::value_type_name(kv.value.type());
+    const std::string first = "  " + key + std::string(key_width - text_width(key) + 2, ' ') + type +
+                              std::string(type_width - text_width(type) + 2, ' ');
+    // (a value that fits is printed as it is: wrapping would fold the spaces inside a string)
+    out += text_width(first) + text_width(value) <= kTableWidth
+               ? first + value + "\n"
+               : wrap_lines(first, value, std::string(text_width(first), ' '));
   }
   out += "\ntensors by layer:\n";
-  for (const auto& [layer, tensors] : s.by_layer) {
+  using Align = TextTable::Align;
+  TextTable tensors({{"name", Align::kLeft, 36, true},
+                     {"type", Align::kLeft, 7},
+                     {"shape", Align::kLeft, 24},
+                     {"size", Align::kRight, 0}});
+  tensors.header(false).indent("    ");
+  for (const auto& [layer, list] : s.by_layer) {
     uint64_t bytes = 0;
-    for (const gguf::TensorInfo* t : tensors) bytes += t->size;
+    for (const gguf::TensorInfo* t : list) bytes += t->size;
     if (layer < 0) {
-      out += format_message("  (outside the layers): %zu tensors, %s\n", tensors.size(), human(bytes).c_str());
+      tensors.add_line(format_message("  (outside the layers): %zu tensors, %s", list.size(), human(bytes).c_str()));
     } else {
-      out += format_message("  layer %d: %zu tensors, %s\n", layer, tensors.size(), human(bytes).c_str());
+      tensors.add_line(format_message("  layer %d: %zu tensors, %s", layer, list.size(), human(bytes).c_str()));
     }
-    for (const gguf::TensorInfo* t : tensors) {
-      out += format_message("    %-36s %-7s %-24s %s\n", t->name.c_str(), gguf::type_name(t->type), shape(*t).c_str(),
-                            human(t->size).c_str());
+    for (const gguf::TensorInfo* t : list) {
+      tensors.add({t->name, gguf::type_name(t->type), shape(*t), human(t->size)});
     }
   }
+  out += tensors.render(o.wide);
   out += "\ntotals by type:\n";
-  out += format_message("  %-8s %8s %16s %16s %12s\n", "type", "tensors", "elements", "bytes", "bits/weight");
+  TextTable totals({{"type", Align::kLeft, 8},
+                    {"tensors", Align::kRight, 8},
+                    {"elements", Align::kRight, 16},
+                    {"bytes", Align::kRight, 16},
+                    {"bits/weight", Align::kRight, 12}});
+  totals.indent("  ");
   for (const auto& [type, t] : s.by_type) {
-    out += format_message("  %-8s %8" PRIu64 " %16" PRIu64 " %16" PRIu64 " %12.4f\n", type.c_str(), t.tensors,
-                          t.elements, t.bytes, bits_per_weight(t));
+    totals.add({type, std::to_string(t.tensors), std::to_string(t.elements), std::to_string(t.bytes),
+                format_message("%.4f", bits_per_weight(t))});
   }
-  out += format_message("  %-8s %8" PRIu64 " %16" PRIu64 " %16" PRIu64 " %12.4f  (%s)\n", "all", s.all.tensors,
-                        s.all.elements, s.all.bytes, bits_per_weight(s.all), human(s.all.bytes).c_str());
+  totals.add({"all", std::to_string(s.all.tensors), std::to_string(s.all.elements), std::to_string(s.all.bytes),
+              format_message("%.4f", bits_per_weight(s.all))},
+             "  (" + human(s.all.bytes) + ")");
+  out += totals.render(o.wide);
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "tessera/cpu.h"
 #include "tessera/planner.h"
 #include "tessera/graph_copy.h"
+#include "tessera/harness/common/text_table.h"
 #include "tessera/harness/graph/graph_data.h"
 #include "tessera/harness/placement/allocate.h"
 #include "tessera/harness/session/reference.h"
@@ -419,24 +420,31 @@ std::vector<DeviceMemory> Session::memory() const {
   return out;
 }
 
-std::string Session::summary_table() const {
-  std::string s = format_message("%-10s %6s %12s %12s %12s %12s %12s\n", "device", "layers", "weights", "kv cache",
-                                 "compute", "peak", "capacity");
+std::string Session::summary_table(bool wide) const {
+  using Align = TextTable::Align;
+  TextTable table({{"device", Align::kLeft, 10, true},
+                   {"layers", Align::kRight, 6},
+                   {"weights", Align::kRight, 12},
+                   {"kv cache", Align::kRight, 12},
+                   {"compute", Align::kRight, 12},
+                   {"peak", Align::kRight, 12},
+                   {"capacity", Align::kRight, 12}});
   for (const DeviceMemory& m : memory()) {
-    s += format_message("%-10s %6d %12s %12s %12s %12s %12s\n", m.device.c_str(), m.layers,
-                        format_bytes(m.weights).c_str(), format_bytes(m.cache).c_str(), format_bytes(m.compute).c_str(),
-                        format_bytes(m.peak).c_str(), format_bytes(m.capacity).c_str());
+    table.add({m.device, std::to_string(m.layers), format_bytes(m.weights), format_bytes(m.cache),
+               format_bytes(m.compute), format_bytes(m.peak), format_bytes(m.capacity)});
   }
+  std::string s = table.render(wide);
   // Unified memory: the members' peaks above overlap in one pool, whose own peak is the figure that must fit.
   const PoolStats pool = sim_->pool_stats();
   if (!pool.members.empty()) {
     std::string names;
     for (size_t m : pool.members) names += (names.empty() ? "" : " + ") + sim_->device_config(m).name;
-    s += format_message("host pool  (%s, unified memory, counted once): peak %s of %s", names.c_str(),
-                        format_bytes(pool.peak).c_str(), format_bytes(pool.capacity).c_str());
-    if (pool.reserved > 0) s += format_message(", %s reserved", format_bytes(pool.reserved).c_str());
-    if (pool.margins > 0) s += format_message(", %s fit margins", format_bytes(pool.margins).c_str());
-    s += "\n";
+    std::string line = format_message("(%s, unified memory, counted once): peak %s of %s", names.c_str(),
+                                      format_bytes(pool.peak).c_str(), format_bytes(pool.capacity).c_str());
+    if (pool.reserved > 0) line += format_message(", %s reserved", format_bytes(pool.reserved).c_str());
+    if (pool.margins > 0) line += format_message(", %s fit margins", format_bytes(pool.margins).c_str());
+    // (wrapped at 80 columns with the table, each continuation under the text; one line with --wide)
+    s += wide ? "host pool  " + line + "\n" : wrap_lines("host pool  ", line, std::string(11, ' '));
   }
   std::string reserved;
   for (size_t d = 0; d < sim_->device_count(); ++d) {
@@ -445,7 +453,10 @@ std::string Session::summary_table() const {
       reserved +=
           format_message("%s%s %s", reserved.empty() ? "" : ", ", c.name.c_str(), format_bytes(c.reserved).c_str());
   }
-  if (!reserved.empty()) s += "reserved by the driver (not counted in peak): " + reserved + "\n";
+  if (!reserved.empty()) {
+    const std::string line = "reserved by the driver (not counted in peak): " + reserved;
+    s += wide ? line + "\n" : wrap_lines("", line, "  ");
+  }
   return s;
 }
 

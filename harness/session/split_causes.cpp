@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 
+#include "tessera/harness/common/text_table.h"
 #include "tessera/harness/common/units.h"
 #include "tessera/sim/op_rules.h"
 
@@ -66,19 +67,6 @@ bool is_primary(Cause c) {
 
 bool is_weight_cause(Cause c) {
   return c == Cause::kWeight || c == Cause::kHasBuffer || c == Cause::kViewSourceHasBuffer;
-}
-
-// The layer of a node from its name: a weight or cache name ("blk.12.", "cache_k_l12") or llama.cpp's "name-12"
-// (an optional " (view)" suffix after it); -1 for none.
-int node_layer(const char* name) {
-  const int l = layer_of_name(name);
-  if (l >= 0) return l;
-  const char* end = std::strchr(name, ' ');
-  if (end == nullptr) end = name + std::strlen(name);
-  const char* p = end;
-  while (p > name && p[-1] >= '0' && p[-1] <= '9') --p;
-  if (p == end || p == name || p[-1] != '-' || end - p > 6) return -1;
-  return std::atoi(p);
 }
 
 // Each computing node's backend and placement cause, and the cause that placed it in the end: its own when it is
@@ -217,6 +205,17 @@ std::string short_error(std::string m) {
 
 }  // namespace
 
+int node_layer(const char* name) {
+  const int l = layer_of_name(name);
+  if (l >= 0) return l;
+  const char* end = std::strchr(name, ' ');
+  if (end == nullptr) end = name + std::strlen(name);
+  const char* p = end;
+  while (p > name && p[-1] >= '0' && p[-1] <= '9') --p;
+  if (p == end || p == name || p[-1] != '-' || end - p > 6) return -1;
+  return std::atoi(p);
+}
+
 std::vector<SplitCause> split_causes(const Scheduler& sc, const Graph& g) {
   const auto splits = sc.splits();
   std::vector<SplitCause> out;
@@ -296,25 +295,34 @@ SplitCauseSummary summarize_split_causes(Session& s, const Registry* real_device
   return sum;
 }
 
-std::string format_split_causes(const SplitCauseSummary& sum) {
+std::string format_split_causes(const SplitCauseSummary& sum, bool wide) {
   std::string s = format_message("why %d split%s (what starts each split):\n", sum.splits, sum.splits == 1 ? "" : "s");
+  // A line of the block: as it is with --wide, else wrapped to 80 columns (each continuation indented past `first`).
+  auto put = [&s, wide](const std::string& first, const std::string& text, size_t indent) {
+    s += wide ? first + text + "\n" : wrap_lines(first, text, std::string(indent, ' '));
+  };
   for (const SplitCauseGroup& grp : sum.groups) {
-    s += format_message("%6d  %-15s %s\n", grp.splits, split_cause_name(grp.cause), split_cause_description(grp.cause));
+    put(format_message("%6d  %-15s ", grp.splits, split_cause_name(grp.cause)), split_cause_description(grp.cause), 24);
     if (grp.cause == SplitCause::kStart) continue;
     auto list = [](const std::vector<std::pair<std::string, int>>& v) {
       std::string r;
       for (const auto& [name, n] : v) r += format_message("%s%s (%d)", r.empty() ? "" : ", ", name.c_str(), n);
       return r;
     };
-    s += format_message("%8s top layers %s (%d layer%s); top ops %s\n", "", list(grp.top_layers).c_str(), grp.n_layers,
-                        grp.n_layers == 1 ? "" : "s", list(grp.top_ops).c_str());
+    const std::string pad(9, ' ');
+    put(pad,
+        format_message("top layers %s (%d layer%s); top ops %s", list(grp.top_layers).c_str(), grp.n_layers,
+                       grp.n_layers == 1 ? "" : "s", list(grp.top_ops).c_str()),
+        11);
     if (!grp.option.empty() && grp.splits_with_option >= 0) {
-      s += format_message("%8s with %s: %d split%s (planned again)\n", "", grp.option.c_str(), grp.splits_with_option,
-                          grp.splits_with_option == 1 ? "" : "s");
+      put(pad,
+          format_message("with %s: %d split%s (planned again)", grp.option.c_str(), grp.splits_with_option,
+                         grp.splits_with_option == 1 ? "" : "s"),
+          11);
     } else if (!grp.option.empty() && !grp.option_error.empty()) {
-      s += format_message("%8s with %s: does not plan: %s\n", "", grp.option.c_str(), grp.option_error.c_str());
+      put(pad, format_message("with %s: does not plan: %s", grp.option.c_str(), grp.option_error.c_str()), 11);
     } else if (grp.option.empty()) {
-      s += format_message("%8s no option changes it: %s\n", "", grp.no_option.c_str());
+      put(pad, format_message("no option changes it: %s", grp.no_option.c_str()), 11);
     }
   }
   return s;

@@ -8,6 +8,9 @@ set_tests_properties(cli.dot_graphviz PROPERTIES LABELS "unit;cli" TIMEOUT 300 S
 add_test(NAME cli.dot_split_edges COMMAND ${EXPECT_EXIT} 0
          --output-contains "n0 -> n1 [lhead=cluster_1, style=dashed, label=\"y \\\"mm\\\" \\\\n\\n1.00 KiB\"];"
          -- $<TARGET_FILE:tessera> dot -g ${CLI_DIR}/quoted-names-graph.json -t 2gpu-unequal --pin "y2\\=gpu1")
+# dot --by split / --by layer against the plan's split count and the full view's (layer, backend) pairs, and the split
+# view by default above 500 nodes (tests/cli/dot_views).
+add_test(NAME cli.dot_views COMMAND ${CLI_DIR}/dot_views $<TARGET_FILE:tessera>)
 add_test(NAME cli.trace_not_written_when_planning_fails COMMAND ${CLI_DIR}/trace_not_written 1
          ${CMAKE_CURRENT_BINARY_DIR}/cli-trace-nofit.json --
          $<TARGET_FILE:tessera> trace -m 70b -t 1gpu --metadata -o ${CMAKE_CURRENT_BINARY_DIR}/cli-trace-nofit.json)
@@ -15,5 +18,6 @@ add_test(NAME cli.trace_not_written_to_a_bad_path COMMAND ${CLI_DIR}/trace_not_w
          ${CMAKE_CURRENT_BINARY_DIR}/no-such-dir/t.json --
          $<TARGET_FILE:tessera> trace -o ${CMAKE_CURRENT_BINARY_DIR}/no-such-dir/t.json)
 add_test(NAME cli.makespan_modes COMMAND ${CLI_DIR}/makespan_modes $<TARGET_FILE:tessera>)
-set_tests_properties(cli.dot_split_edges cli.trace_not_written_when_planning_fails cli.trace_not_written_to_a_bad_path
+set_tests_properties(cli.dot_split_edges cli.dot_views cli.trace_not_written_when_planning_fails
+                     cli.trace_not_written_to_a_bad_path
                      cli.makespan_modes PROPERTIES LABELS "unit;cli" TIMEOUT 120)

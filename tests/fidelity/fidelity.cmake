@@ -46,7 +46,7 @@ add_test(NAME cli.compare_log.bad_model COMMAND ${EXPECT_EXIT} 2 --output-contai
          -- $<TARGET_FILE:tessera> compare-log ${FIDELITY_01} -m ${CMAKE_CURRENT_BINARY_DIR}/no-such-model.gguf)
 add_test(NAME cli.compare_log.synthetic COMMAND ${EXPECT_EXIT} 0
          --output-contains "4 figures printed, 4 predicted, 0 off by more than the tolerance"
-         --output-contains "  model          CUDA0              5.31 MiB predicted         5.31 MiB"
+         --output-contains "  model CUDA0       5.31 MiB   5.31 MiB  -0.00    -0.00 %  ok    19"
          -- $<TARGET_FILE:tessera> compare-log ${CMAKE_CURRENT_SOURCE_DIR}/cli/compare-log-synthetic.log)
 tessera_json_schema_test(compare_log_predicted compare-log 0 compare-log --json
                          ${CMAKE_CURRENT_SOURCE_DIR}/cli/compare-log-synthetic.log)

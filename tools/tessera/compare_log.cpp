@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "tessera/models/fixtures.h"
+#include "tessera/harness/common/text_table.h"
 #include "json_out.h"
 #include "subcommands.h"
 
@@ -48,38 +49,65 @@ void join(std::ostringstream& out, const std::vector<std::string>& parts) {
 }
 
 // The comparison: one row per printed figure (printed, predicted, difference in MiB or count and in %), or why it
-// was not predicted.
-std::string comparison_text(const LogPrediction& p, const LogTolerance& t) {
+// was not predicted. --wide: one line per figure, the reason on it; else a table within 80 columns, the reason on
+// the lines after the row.
+std::string comparison_text(const LogPrediction& p, const LogTolerance& t, bool wide) {
   std::ostringstream out;
   char buf[512];
   out << "\nprediction: " << (p.model.empty() ? "no model" : "the model from " + p.model) << "\n";
   if (!p.unavailable.empty()) out << "  not predicted: " << p.unavailable << "\n";
   for (const std::string& n : p.notes) out << "  note: " << n << "\n";
   std::snprintf(buf, sizeof buf,
-                "\nprinted vs predicted (tolerance: model/KV/output %g %%, compute %g %%, nodes %g %%, splits %g %%)\n",
+                "printed vs predicted (tolerance: model/KV/output %g %%, compute %g %%, nodes %g %%, splits %g %%)",
                 t.memory_pct, t.compute_pct, t.nodes_pct, t.splits_pct);
-  out << buf;
+  out << "\n" << (wide ? std::string(buf) + "\n" : wrap_lines("", buf, "  "));
+  using Align = TextTable::Align;
+  TextTable table({{"figure", Align::kLeft, 0, true},
+                   {"printed", Align::kRight, 0},
+                   {"predicted", Align::kRight, 0},
+                   {"diff", Align::kRight, 0},
+                   {"%", Align::kRight, 0},
+                   {"", Align::kLeft, 0},
+                   {"line", Align::kRight, 0}});
+  table.indent("  ");
   int predicted = 0, off = 0;
   const std::string* above = nullptr;  // the reason printed last: a run of figures missing the same says it once
   for (const LogFigure& f : p.figures) {
     const char* unit = f.is_count() ? "" : " MiB";
+    const std::string label = f.device.empty() ? f.kind : f.kind + " " + f.device;
     if (!f.predicted) {
-      std::snprintf(buf, sizeof buf, "  %-14s %-10s %12.2f%-4s not predicted (line %d): ", f.kind.c_str(),
-                    f.device.c_str(), f.printed, unit, f.line);
-      out << buf << (above != nullptr && *above == f.missing ? "as above" : f.missing) << "\n";
+      const std::string why = above != nullptr && *above == f.missing ? "as above" : f.missing;
       above = &f.missing;
+      if (wide) {
+        std::snprintf(buf, sizeof buf, "  %-14s %-10s %12.2f%-4s not predicted (line %d): ", f.kind.c_str(),
+                      f.device.c_str(), f.printed, unit, f.line);
+        out << buf << why << "\n";
+        continue;
+      }
+      table.add(
+          {label, format_message("%.2f%s", f.printed, unit), "not predicted", "", "", "", std::to_string(f.line)});
+      std::string lines = wrap_lines("      ", why, "      ");
+      lines.pop_back();
+      table.add_line(lines);
       continue;
     }
     above = nullptr;
     ++predicted;
     const bool ok = within_tolerance(f, t);
     off += ok ? 0 : 1;
-    std::snprintf(buf, sizeof buf,
-                  "  %-14s %-10s %12.2f%-4s predicted %12.2f%-4s diff %+10.2f %+8.2f %%  %s (line %d)\n",
-                  f.kind.c_str(), f.device.c_str(), f.printed, unit, *f.predicted, unit, f.diff(), f.percent(),
-                  ok ? "ok" : "OFF", f.line);
-    out << buf;
+    if (wide) {
+      std::snprintf(buf, sizeof buf,
+                    "  %-14s %-10s %12.2f%-4s predicted %12.2f%-4s diff %+10.2f %+8.2f %%  %s (line %d)\n",
+                    f.kind.c_str(), f.device.c_str(), f.printed, unit, *f.predicted, unit, f.diff(), f.percent(),
+                    ok ? "ok" : "OFF", f.line);
+      out << buf;
+      continue;
+    }
+    table.add({label, format_message("%.2f%s", f.printed, unit), format_message("%.2f%s", *f.predicted, unit),
+               format_message("%+.2f", f.diff()), format_message("%+.2f %%", f.percent()), ok ? "ok" : "OFF",
+               std::to_string(f.line)});
   }
+  if (!wide && !p.figures.empty()) out << table.render(false);
   out << "  " << p.figures.size() << " figures printed, " << predicted << " predicted, " << off
       << " off by more than the tolerance\n";
   return out.str();
@@ -144,10 +172,11 @@ CLI::App* add_compare_log(CLI::App& app, CompareLogArgs& args) {
                 "how far (in %) graph splits may be off (default 0: equal)")
       ->check(CLI::Range(0.0, 1000.0));
   c->add_flag("--json", args.json, "machine-readable output");
+  c->add_flag("--wide", args.wide, "the comparison one line per figure (wider than 80 columns), as before the table");
   return c;
 }
 
-std::string compare_log_text(const LlamaLog& log, const LogPrediction& p, const LogTolerance& t) {
+std::string compare_log_text(const LlamaLog& log, const LogPrediction& p, const LogTolerance& t, bool wide) {
   std::ostringstream out;
   char buf[512];
   out << "log " << log.source << ": " << log.lines << " lines, " << log.lines_used << " used, " << log.lines_skipped
@@ -233,7 +262,7 @@ std::string compare_log_text(const LlamaLog& log, const LogPrediction& p, const 
   if (!log.errors.empty()) out << "\nerrors\n";
   for (const LogText& e : log.errors) out << "  " << e.line << ": " << e.text << "\n";
 
-  out << comparison_text(p, t);
+  out << comparison_text(p, t, wide);
 
   out << "\nlines not used (" << log.unused.size() << ")\n";
   if (log.draft_line != 0) out << "  (from line " << log.draft_line << " on: the draft model's, not read)\n";
@@ -358,7 +387,7 @@ int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices) {
         << compare_log_json(log.value(), p.value(), args.tolerance).dump(2, ' ', false, ojson::error_handler_t::replace)
         << "\n";
   } else {
-    std::fputs(compare_log_text(log.value(), p.value(), args.tolerance).c_str(), stdout);
+    std::fputs(compare_log_text(log.value(), p.value(), args.tolerance, args.wide).c_str(), stdout);
   }
   int predicted = 0;
   for (const LogFigure& f : p.value().figures) {

@@ -78,7 +78,7 @@ int reserve_extra_models_for_fit(SessionConfig* config, const ExtraModels& model
 }
 
 int report_extra_models(Session& s, const ExtraModels& extra, const LlamaContextParams& params, bool llama_log,
-                        ojson* json) {
+                        ojson* json, bool wide) {
   if (json != nullptr) (*json)["extra_models"] = ojson();
   if (extra.empty()) return 0;
   auto p = place_extra_models(s, extra, params, &builtin_registry());
@@ -89,7 +89,7 @@ int report_extra_models(Session& s, const ExtraModels& extra, const LlamaContext
   if (json != nullptr) {
     (*json)["extra_models"] = extra_models_json(p.value(), params);
   } else {
-    std::printf("%s\n", format_extra_models(p.value(), llama_log).c_str());
+    std::printf("%s\n", format_extra_models(p.value(), llama_log, wide).c_str());
   }
   return p.value().fits() ? 0 : 1;
 }

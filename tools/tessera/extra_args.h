@@ -17,9 +17,10 @@ void add_extra_model_options(CLI::App* app, llama::ExtraModelArgs* a);
 
 // Places the extra models `extra` (nothing when there are none) next to the session and reports them:
 // the text on standard output, or with `json` its key "extra_models" (docs/json.md). Returns 0, 1 when an extra model
-// overflows a device (the report says which and why), or 2 after printing an input error.
+// overflows a device (the report says which and why), or 2 after printing an input error. `wide`: the tables' --wide
+// layout.
 int report_extra_models(harness::Session& s, const llama::ExtraModels& extra, const llama::LlamaContextParams& params,
-                        bool llama_log, ojson* json);
+                        bool llama_log, ojson* json, bool wide = false);
 // `tessera fit` with extra models `extra`: their memory per device placed alone (extra_models_alone) is added to each
 // device's reservation in config->topology, so the main model is fitted in what they leave; says so on standard
 // error. Returns 0, or 2 after printing an input error.

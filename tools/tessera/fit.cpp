@@ -9,6 +9,7 @@
 #include "tessera/builtin.h"
 #include "tessera/gguf.h"
 #include "tessera/llama/llama_fit.h"
+#include "tessera/harness/common/text_table.h"
 #include "tessera/harness/topology/topology.h"
 #include "extra_args.h"
 #include "json_out.h"
@@ -74,24 +75,32 @@ Result<int64_t> training_context(const std::string& model_path, const SessionCon
 
 std::string mib(int64_t bytes) { return format_message("%lld MiB", static_cast<long long>(bytes / kMiB)); }
 
-// The per-GPU table: llama.cpp's buffer name, free memory, margin, model / KV + compute / total, what is left.
-std::string gpu_table(const SessionConfig& cfg, const FitProblem& p, const std::vector<FitUse>& use) {
-  std::string s = format_message("%-10s %-6s %10s %10s %10s %10s %10s %10s\n", "device", "buffer", "free", "margin",
-                                 "model", "other", "used", "left");
+// The per-GPU table: llama.cpp's buffer name, free memory, margin, model / KV + compute / total, what is left, and
+// how far a GPU is short of its margin: --wide after the row, else (`say_short`) on a line after the table.
+std::string gpu_table(const SessionConfig& cfg, const FitProblem& p, const std::vector<FitUse>& use, bool wide,
+                      bool say_short) {
+  using Align = TextTable::Align;
+  TextTable table({{"device", Align::kLeft, 10, true},
+                   {"buffer", Align::kLeft, 6},
+                   {"free", Align::kRight, 10},
+                   {"margin", Align::kRight, 10},
+                   {"model", Align::kRight, 10},
+                   {"other", Align::kRight, 10},
+                   {"used", Align::kRight, 10},
+                   {"left", Align::kRight, 10}});
+  std::string shorts;
   size_t g = 0;
   for (const sim::DeviceConfig& d : cfg.topology.devices) {
     if (d.type == DeviceType::kCpu || g >= use.size()) continue;
     const int64_t left = p.free[g] - use[g].total;
-    s += format_message(
-        "%-10s %-6s %10s %10s %10s %10s %10s %10s%s\n", d.name.c_str(), p.gpus[g].c_str(), mib(p.free[g]).c_str(),
-        mib(p.margins[g]).c_str(), mib(use[g].model).c_str(), mib(use[g].total - use[g].model).c_str(),
-        mib(use[g].total).c_str(), mib(left).c_str(),
-        left < p.margins[g]
-            ? format_message("  (%s short of the margin)", mib(p.margins[g] - left + kMiB - 1).c_str()).c_str()
-            : "");
+    const std::string shortfall = left < p.margins[g] ? mib(p.margins[g] - left + kMiB - 1) : "";
+    table.add({d.name, p.gpus[g], mib(p.free[g]), mib(p.margins[g]), mib(use[g].model),
+               mib(use[g].total - use[g].model), mib(use[g].total), mib(left)},
+              wide && !shortfall.empty() ? "  (" + shortfall + " short of the margin)" : "");
+    if (!shortfall.empty()) shorts += (shorts.empty() ? "" : ", ") + d.name + " " + shortfall;
     ++g;
   }
-  return s;
+  return table.render(wide) + (!wide && say_short && !shorts.empty() ? "short of the margin: " + shorts + "\n" : "");
 }
 
 ojson gpus_json(const SessionConfig& cfg, const FitProblem& p, const std::vector<FitUse>& use) {
@@ -181,6 +190,7 @@ void add_fit_options(CLI::App* fit, FitArgs* a) {
                               "Tessera's search instead of llama.cpp's: the largest layer offload per GPU, GPUs "
                               "filled in order, each leaving its margin (topology fit_margin or --fit-target) free");
   strict->excludes(order);
+  fit->add_flag("--wide", a->wide, kWideHelp);
   fit->add_option("--fit-target", a->fit_target,
                   "llama.cpp's -fitt: MiB to leave free per GPU, one value for all or one per GPU (default: each "
                   "GPU's topology fit_margin, else 1024)")
@@ -201,7 +211,7 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, const ExtraMo
   // adds it to the fit target (docs/extra-models.md).
   SessionConfig base = base_r.value();
   if (const int code = reserve_extra_models_for_fit(&base, extra); code != kOk) return code;
-  if (a.fill_in_order) return cmd_fit_fill_in_order(base, target.value(), json);
+  if (a.fill_in_order) return cmd_fit_fill_in_order(base, target.value(), json, a.wide);
   Progress progress(!json);
   // Each trial's long steps (building the graph, planning) on a terminal, as plan shows them.
   base.progress = [&progress](const char* step) { progress.step(step); };
@@ -308,7 +318,7 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, const ExtraMo
     std::printf(
         "the given options on every GPU (margins: --fit-target, else the topology's fit_margin, else "
         "1024 MiB):\n%s\n",
-        gpu_table(base, p, use).c_str());
+        gpu_table(base, p, use, a.wide, false).c_str());  // (the overflows below say by how much)
     if (over.empty()) {
       std::printf("every GPU keeps its margin free\n");
     } else {
@@ -323,7 +333,7 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, const ExtraMo
           "`tessera fit --strict` checks them)\n",
           result.failure.c_str());
     }
-    std::printf("\n%s", gpu_table(base, p, use).c_str());
+    std::printf("\n%s", gpu_table(base, p, use, a.wide, true).c_str());
     if (result.outcome != FitResult::Outcome::kFailed) std::printf("\nuse: %s\n", flags.c_str());
   }
   if (!phantom.empty() && result.outcome != FitResult::Outcome::kFailed) std::printf("\nnote: %s\n", phantom.c_str());

@@ -15,7 +15,7 @@ namespace tessera::tool {
 using namespace tessera::harness;
 using namespace tessera::llama;
 
-int cmd_fit_fill_in_order(SessionConfig base, const std::vector<int64_t>& fit_target, bool json) {
+int cmd_fit_fill_in_order(SessionConfig base, const std::vector<int64_t>& fit_target, bool json, bool wide) {
   constexpr int kOk = 0, kExpectationFailed = 1, kInputError = 2;
   std::vector<int> gpus;
   for (size_t i = 0; i < base.topology.devices.size(); ++i) {
@@ -104,7 +104,7 @@ int cmd_fit_fill_in_order(SessionConfig base, const std::vector<int64_t>& fit_ta
     std::printf("  %-8s %d layers\n", cfg.topology.devices[static_cast<size_t>(gpus[g])].name.c_str(), counts[g]);
   }
   std::printf("  %-8s %d layers\n\n%s%s", "cpu", remaining, fit_margins_note(cfg.topology).c_str(),
-              s.value()->summary_table().c_str());
+              s.value()->summary_table(wide).c_str());
   std::string flag;
   for (size_t g = 0; g < counts.size(); ++g) flag += (g ? "," : "") + std::to_string(counts[g]);
   std::printf("\nuse: --layers-per-device %s\n", flag.c_str());

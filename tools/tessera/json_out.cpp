@@ -42,11 +42,11 @@ ojson memory_json(Session& s) {
   return devs;
 }
 
-std::string memory_breakdown_text(Session& s, const LlamaContextParams& params, bool llama_log) {
+std::string memory_breakdown_text(Session& s, const LlamaContextParams& params, bool llama_log, bool wide) {
   if (s.config().graph) return "";
   auto b = llama_memory_breakdown(s, params);
   if (!b.ok()) return "";
-  return (llama_log ? format_llama_log(b.value()) : format_memory_breakdown(b.value())) + "\n";
+  return (llama_log ? format_llama_log(b.value()) : format_memory_breakdown(b.value(), wide)) + "\n";
 }
 
 ojson llama_memory_json(Session& s, const LlamaContextParams& params) {

@@ -21,10 +21,10 @@ std::string headline(const harness::Session& s);
 // What the JSON reports call the workload: the model preset's name, or the graph file.
 std::string workload_name(const harness::SessionConfig& c);
 
-// llama.cpp's buffers (tessera/llama/llama_memory.h): the table, or with llama_log llama.cpp's log lines, and a blank
-// line;
-// "" for a serialized graph.
-std::string memory_breakdown_text(harness::Session& s, const llama::LlamaContextParams& params, bool llama_log);
+// llama.cpp's buffers (tessera/llama/llama_memory.h): the table (`wide`: its --wide layout), or with llama_log
+// llama.cpp's log lines, and a blank line; "" for a serialized graph.
+std::string memory_breakdown_text(harness::Session& s, const llama::LlamaContextParams& params, bool llama_log,
+                                  bool wide = false);
 // The same as the --json key "llama_memory" (null for a serialized graph).
 ojson llama_memory_json(harness::Session& s, const llama::LlamaContextParams& params);
 // The --explain tensors as records: name, op, backend, cause, split, whether it is a scheduler copy, and the

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include "tessera/harness/graph/graph_io.h"
 #include "tessera/harness/inspect/inspect.h"
 #include "tessera/harness/common/edit_distance.h"
+#include "tessera/harness/common/text_table.h"
 #include "tessera/llama/llama_args.h"
 #include "tessera/llama/llama_cmdline.h"
 #include "tessera/llama/llama_cpp_graph.h"
@@ -74,6 +76,7 @@ struct Options {
   int evaluations = 1;
   bool json = false;
   bool llama_log = false;  // plan, run: the memory breakdown as llama.cpp's log lines
+  bool wide = false;       // plan, run, trace: the tables' --wide layout (docs/scenarios.md "Tables and --wide")
   int llama_build = 0;     // a GGUF model planned as this llama.cpp build's graph (0: the newest checked)
 };
 
@@ -256,8 +259,9 @@ bool is_gguf_path(const std::string& model) {
 }
 
 // The session config of the common options. The extra models (--draft, --mmproj) are checked here too and go to
-// *extra when it is given: they are placed beside the planned session (extra_args.h).
-Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
+// *extra when it is given: they are placed beside the planned session (extra_args.h). `notes`: say on standard error
+// what is set aside (a config made twice says it once).
+Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr, bool notes = true) {
   SessionConfig c;
   auto shape = resolve_llama_run(o.llama);
   if (!shape.ok()) return shape.status();
@@ -269,10 +273,11 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr) {
   if (!o.topology.empty() &&
       std::all_of(o.topology.begin(), o.topology.end(), [](unsigned char ch) { return std::isdigit(ch) != 0; }) &&
       !std::filesystem::exists(o.topology)) {
-    std::fprintf(stderr,
-                 "tessera: -t %s: llama.cpp's thread count, ignored (threads change no placement or memory); the "
-                 "machine is -t/--topology PRESET|FILE or --gpu SIZE (default 1gpu)\n",
-                 o.topology.c_str());
+    if (notes)
+      std::fprintf(stderr,
+                   "tessera: -t %s: llama.cpp's thread count, ignored (threads change no placement or memory); the "
+                   "machine is -t/--topology PRESET|FILE or --gpu SIZE (default 1gpu)\n",
+                   o.topology.c_str());
     o.topology.clear();
   }
   auto topo = o.gpus.empty() ? load_topology(o.topology.empty() ? "1gpu" : o.topology) : gpu_topology(o);
@@ -438,17 +443,18 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
   progress.done();
   ojson j = o.json ? tool::plan_json(*s, explain, causes, context_params(o)) : ojson();
   if (!o.json) {
-    std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table().c_str(),
-                tool::memory_breakdown_text(*s, context_params(o), o.llama_log).c_str());
+    std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table(o.wide).c_str(),
+                tool::memory_breakdown_text(*s, context_params(o), o.llama_log, o.wide).c_str());
   }
-  const int extra = tool::report_extra_models(*s, extra_models, context_params(o), o.llama_log, o.json ? &j : nullptr);
+  const int extra =
+      tool::report_extra_models(*s, extra_models, context_params(o), o.llama_log, o.json ? &j : nullptr, o.wide);
   if (o.json || extra == kInputError) {
     if (o.json && extra != kInputError) std::cout << j.dump(2) << "\n";
     if (extra != kOk) return extra;
     return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
   }
   std::printf("%d splits, %d copy slot(s)\n\n%s\n", s->sched().n_splits(), s->sched().n_copies(),
-              format_split_causes(causes).c_str());
+              format_split_causes(causes, o.wide).c_str());
   if (all_splits || s->sched().n_splits() <= 12) {
     std::printf("%s", s->splits_table().c_str());
   } else {
@@ -459,9 +465,54 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
   return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
 }
 
+// A memory-backed run holds every weight and cache in this machine's memory, fills them with random values and
+// computes every op on the CPU, then again for the CPU reference: minutes for a 7B model. From this many bytes of
+// weights and caches on (or TESSERA_RUN_HINT_ABOVE bytes) the run says so first, with the way to answer in a second.
+constexpr size_t kRunHintAbove = size_t{1} << 30;
+
+// Before a memory-backed run: its memory, from the same configuration planned in metadata-only mode (a fraction of a
+// second), and the hint on standard error when the weights and caches are above the threshold. Says nothing when the
+// configuration does not plan or has a type that cannot be computed (the run itself then reports why).
+void run_size_hint(const Options& o) {
+  size_t above = kRunHintAbove;
+  if (const char* env = std::getenv("TESSERA_RUN_HINT_ABOVE")) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(env, &end, 10);
+    if (end != env && *end == '\0') above = static_cast<size_t>(v);
+  }
+  auto cfg = make_config(o, nullptr, /*notes=*/false);
+  if (!cfg.ok()) return;
+  cfg.value().sim.mode = MemoryMode::kMetadata;
+  cfg.value().policy.reuse = false;
+  auto s = Session::create(cfg.value(), &builtin_registry());
+  if (!s.ok() || !s.value()->plan().ok()) return;
+  // A tensor of a storage-only type: the run is refused at once, saying so (Session::create)
+  for (const std::vector<Tensor*>* list : {&s.value()->graph().leafs(), &s.value()->graph().nodes()}) {
+    for (const Tensor* t : *list) {
+      if (type_is_valid(t->type) && !type_has_kernels(t->type)) return;
+    }
+  }
+  size_t weights = 0, cache = 0, compute = 0;
+  for (const DeviceMemory& m : s.value()->memory()) {
+    weights += m.weights;
+    cache += m.cache;
+    compute += m.compute;
+  }
+  if (weights + cache < above) return;
+  std::fprintf(stderr,
+               "tessera: this run holds %s in this machine's memory (weights %s and KV cache %s, filled with random "
+               "values; compute buffers %s) and computes every op over them on this CPU, %d evaluation(s) and the "
+               "CPU reference: minutes for a model this size\n"
+               "hint: --metadata (the same report without numerics), `tessera plan` and `tessera fit` answer placement "
+               "and memory questions in under a second\n",
+               format_bytes(weights + cache + compute).c_str(), format_bytes(weights).c_str(),
+               format_bytes(cache).c_str(), format_bytes(compute).c_str(), o.evaluations);
+}
+
 int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_note,
             const std::vector<std::string>& explain = {}) {
   int code = kOk;
+  if (!o.metadata) run_size_hint(o);
   Progress progress(!o.json);
   ExtraModels extra_models;
   auto s = planned_session(o, &progress, &code, &extra_models);
@@ -494,14 +545,14 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
     extra = tool::report_extra_models(*s, extra_models, context_params(o), o.llama_log, &j);
     if (extra != kInputError) std::cout << j.dump(2) << "\n";
   } else {
-    std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table().c_str(),
-                tool::memory_breakdown_text(*s, context_params(o), o.llama_log).c_str());
-    extra = tool::report_extra_models(*s, extra_models, context_params(o), o.llama_log, nullptr);
+    std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table(o.wide).c_str(),
+                tool::memory_breakdown_text(*s, context_params(o), o.llama_log, o.wide).c_str());
+    extra = tool::report_extra_models(*s, extra_models, context_params(o), o.llama_log, nullptr, o.wide);
     std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", s->sched().n_splits(), st.makespan_us / 1000.0,
                 format_bytes(sum.copy_bytes).c_str());
     std::printf("weight upload: %.3f ms (weights and KV cache from the host, before the makespan)\n",
                 st.weight_upload_us / 1000.0);
-    std::printf("%s", format_summary(sum).c_str());
+    std::printf("%s", format_summary(sum, o.wide).c_str());
     if (st.checked) {
       const std::string non_finite =
           st.non_finite > 0 ? format_message(" (%zu NaN/Inf values)", st.non_finite) : std::string();
@@ -523,7 +574,13 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
   return st.races == 0 && numerics_ok ? kOk : kExpectationFailed;
 }
 
-int cmd_dot(Options o, const std::string& out_file) {
+// Above this many nodes `dot` without --by draws one node per split: Graphviz's layout time grows much faster than
+// the node count (tiny with 20 layers, 524 nodes: 1.4 s; 36 layers, 940 nodes: 12 s; Llama-3.1-8B, 999 nodes: 44 to
+// 121 s; Qwen3-30B-A3B, 2983 nodes: 163 s, a user's killed after 300 s; docs/scenarios.md "dot").
+constexpr size_t kDotFullGraphLimit = 500;
+
+// `by`: "node", "split", "layer", or "" (every node up to kDotFullGraphLimit nodes, else the splits, with a note).
+int cmd_dot(Options o, const std::string& out_file, const std::string& by) {
   if (o.json) {  // a shared option (add_common), but dot has no JSON form: refused rather than ignored
     std::fprintf(stderr,
                  "tessera: dot --json: dot writes Graphviz only; `tessera plan --json` gives the plan as JSON\n");
@@ -534,7 +591,18 @@ int cmd_dot(Options o, const std::string& out_file) {
   Progress progress(true);
   auto s = planned_session(o, &progress, &code, nullptr, /*plan_only=*/true);
   if (!s) return code;
-  const std::string dot = s->dot();
+  Session::DotView view = by == "split"   ? Session::DotView::kSplit
+                          : by == "layer" ? Session::DotView::kLayer
+                                          : Session::DotView::kNode;
+  if (by.empty() && s->graph().n_nodes() > kDotFullGraphLimit) {
+    view = Session::DotView::kSplit;
+    std::fprintf(stderr,
+                 "tessera: dot: the graph has %zu nodes (more than %zu, which Graphviz takes minutes to lay out): one "
+                 "node per split (--by split); --by layer draws one node per layer and backend, --by node every "
+                 "node\n",
+                 s->graph().n_nodes(), kDotFullGraphLimit);
+  }
+  const std::string dot = s->dot(view);
   if (out_file.empty() || out_file == "-") {
     std::cout << dot;
     return kOk;
@@ -552,7 +620,7 @@ int cmd_dot(Options o, const std::string& out_file) {
 
 // Runs each scenario file and checks its expectations; ends with "N passed, M failed" (standard error with --json)
 // and, with `junit_file`, writes a JUnit XML report (a file that cannot be read is an error case there).
-int cmd_repro(const std::vector<std::string>& files, bool json, const std::string& junit_file) {
+int cmd_repro(const std::vector<std::string>& files, bool json, const std::string& junit_file, bool wide) {
   int code = kOk;
   ojson all = ojson::array();
   std::vector<tool::JunitCase> cases;
@@ -592,7 +660,8 @@ int cmd_repro(const std::vector<std::string>& files, bool json, const std::strin
       for (const auto& r : out.results) {
         std::printf("  [%s] %s: %s\n", r.ok ? "ok" : "FAIL", r.what.c_str(), r.detail.c_str());
       }
-      if (!out.passed && !out.report.empty()) std::printf("\n%s\n", out.report.c_str());
+      const std::string& report = wide ? out.report_wide : out.report;
+      if (!out.passed && !report.empty()) std::printf("\n%s\n", report.c_str());
     }
     (out.passed ? passed : failed) += 1;
     if (!out.passed && code == kOk) code = kExpectationFailed;
@@ -640,7 +709,7 @@ int cmd_fit(Options o, const tessera::tool::FitArgs& args) {
   return tessera::tool::cmd_fit(a, base, extra, in, is_gguf_path(o.model) ? o.model : "", o.json);
 }
 
-int cmd_topologies(const std::string& show, bool json) {
+int cmd_topologies(const std::string& show, bool json, bool wide) {
   if (!show.empty()) {
     auto t = load_topology(show);
     if (!t.ok()) {
@@ -654,9 +723,19 @@ int cmd_topologies(const std::string& show, bool json) {
     std::cout << tool::topologies_json().dump(2) << "\n";
     return kOk;
   }
+  // One preset a line with --wide; else the description wrapped to 80 columns under its column (a name wider than
+  // the column on a line of its own).
   for (const std::string& name : topology_preset_names()) {
     auto t = topology_preset(name);
-    if (t.ok()) std::printf("%-16s %s\n", name.c_str(), t.value().description.c_str());
+    if (!t.ok()) continue;
+    if (wide) {
+      std::printf("%-16s %s\n", name.c_str(), t.value().description.c_str());
+    } else {
+      const std::string indent(17, ' ');
+      if (name.size() > 16) std::printf("%s\n", name.c_str());
+      const std::string first = name.size() > 16 ? indent : format_message("%-16s ", name.c_str());
+      std::printf("%s", wrap_lines(first, t.value().description, indent).c_str());
+    }
   }
   return kOk;
 }
@@ -749,25 +828,36 @@ int main(int argc, char** argv) {
   plan->add_option("--explain", explain, "explain a tensor's placement (backend, cause, split); repeatable");
   plan->add_flag("--splits", all_splits, "list every split");
   plan->add_option("--save-graph", save_graph, "write the graph as a serialized graph file (to edit or replay)");
+  plan->add_flag("--wide", o.wide, tessera::tool::kWideHelp);
 
   CLI::App* run = app.add_subcommand("run", "simulated execution, numerics checked against the CPU reference");
   add_common(run, &o);
   run->add_option("--evaluations", o.evaluations, "evaluations in flight")->check(CLI::Range(1, 1000));
   run->add_option("--trace", trace_file, "also write a Chrome trace file");
   run->add_option("--explain", explain, "explain a tensor's placement after the run, and the plan's reuse");
+  run->add_flag("--wide", o.wide, tessera::tool::kWideHelp);
 
   CLI::App* trace = app.add_subcommand("trace", "run and write the Chrome trace (Perfetto) of the simulation");
   add_common(trace, &o);
   trace->add_option("-o,--output", trace_out, "trace file (default: tessera-trace.json)");
+  trace->add_flag("--wide", o.wide, tessera::tool::kWideHelp);
 
   CLI::App* dot = app.add_subcommand("dot", "Graphviz of the split graph, nodes coloured by backend");
   add_common(dot, &o);
   dot->add_option("-o,--output", dot_out, "output file (default: standard output)");
+  std::string dot_by;
+  dot->add_option("--by", dot_by,
+                  "node: every node, in a cluster per split; split: one node per split; layer: one node per layer and "
+                  "backend (default: node, or split above " +
+                      std::to_string(kDotFullGraphLimit) + " nodes)")
+      ->check(CLI::IsMember({"node", "split", "layer"}));
 
   CLI::App* repro = app.add_subcommand("repro", "run scenario files and check their expectations (exit 0/1)");
   repro->add_option("scenarios", scenario_files, "scenario files")->required();
   repro->add_flag("--json", repro_json, "machine-readable output");
   repro->add_option("--junit", junit_file, "also write a JUnit XML report (one test case per scenario file)");
+  bool repro_wide = false;
+  repro->add_flag("--wide", repro_wide, tessera::tool::kWideHelp);
 
   CLI::App* fit = app.add_subcommand("fit", "llama.cpp's fit of -c, -ngl, -ts and -ot to the GPUs' free memory");
   add_common(fit, &o);
@@ -779,6 +869,7 @@ int main(int argc, char** argv) {
   InspectOptions inspect_options;
   inspect->add_option("file", inspect_path, "the GGUF file (any shard of a split model)")->required();
   inspect->add_flag("--json", inspect_options.json, "machine-readable output");
+  inspect->add_flag("--wide", inspect_options.wide, tessera::tool::kWideHelp);
   inspect->add_option("--array", inspect_options.arrays, "print this array in full (repeatable)")
       ->allow_extra_args(false);
 
@@ -791,6 +882,8 @@ int main(int argc, char** argv) {
   CLI::App* topologies = app.add_subcommand("topologies", "list the topology presets");
   topologies->add_option("--show", show, "print a preset (or file) as JSON");
   topologies->add_flag("--json", topo_json, "machine-readable output");
+  bool topo_wide = false;
+  topologies->add_flag("--wide", topo_wide, "one preset a line, its description whole (wider than 80 columns)");
 
   app.require_subcommand(0, 1);
   // A pasted llama.cpp command line (after "--", or in --llama-args): tessera's options of the same meaning.
@@ -815,10 +908,10 @@ int main(int argc, char** argv) {
     if (*plan) return cmd_plan(o, explain, all_splits, save_graph);
     if (*run) return cmd_run(o, trace_file, false, explain);
     if (*trace) return cmd_run(o, trace_out, true);  // says "trace written" only once it is
-    if (*dot) return cmd_dot(o, dot_out);
-    if (*repro) return cmd_repro(scenario_files, repro_json, junit_file);
+    if (*dot) return cmd_dot(o, dot_out, dot_by);
+    if (*repro) return cmd_repro(scenario_files, repro_json, junit_file, repro_wide);
     if (*fit) return cmd_fit(o, fit_args);
-    if (*topologies) return cmd_topologies(show, topo_json);
+    if (*topologies) return cmd_topologies(show, topo_json, topo_wide);
     if (*compare_log) return tessera::tool::cmd_compare_log(compare_log_args, &builtin_registry());
     if (*upgrade) return tessera::tool::cmd_upgrade(upgrade_args);
     if (*inspect) {

@@ -15,11 +15,17 @@
 
 namespace tessera::tool {
 
+// --help of --wide, the flag of every subcommand that prints tables (docs/scenarios.md "Tables and --wide").
+inline constexpr const char* kWideHelp =
+    "the tables' wide layout (fixed column widths, nothing shortened): wider than the 80 columns they keep to "
+    "otherwise";
+
 struct CompareLogArgs {
   std::string path;
   std::string model;      // -m FILE.gguf
   int64_t n_seq_max = 0;  // -np / --parallel: the sequences, when the log does not print them
   bool json = false;
+  bool wide = false;  // --wide: the comparison one line per figure
   llama::LogTolerance tolerance;
 };
 // Adds `compare-log LOG [--json]` to the app; the returned subcommand is parsed into `args`.
@@ -28,7 +34,9 @@ int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices);
 
 // The record and the comparison as text and as the `tessera-compare-log` JSON object (docs/json.md,
 // docs/json/compare-log.schema.json).
-std::string compare_log_text(const llama::LlamaLog& log, const llama::LogPrediction& p, const llama::LogTolerance& t);
+// `wide`: the comparison one line per figure instead of a table within 80 columns.
+std::string compare_log_text(const llama::LlamaLog& log, const llama::LogPrediction& p, const llama::LogTolerance& t,
+                             bool wide = false);
 nlohmann::ordered_json compare_log_json(const llama::LlamaLog& log, const llama::LogPrediction& p,
                                         const llama::LogTolerance& t);
 
@@ -39,6 +47,7 @@ struct FitArgs {
   int64_t fit_ctx = 4096;      // --fit-ctx (-fitc)
   // -dev as given: kept first in the printed flags (-ts and the -ot buffer types count the GPUs of its list)
   std::string devices;
+  bool wide = false;  // --wide: the tables' fixed columns (wider than 80)
 };
 // Adds fit's own options to its subcommand.
 void add_fit_options(CLI::App* fit, FitArgs* args);
@@ -50,7 +59,8 @@ int cmd_fit(const FitArgs& args, const Result<harness::SessionConfig>& base, con
             llama::SessionFitInputs in, const std::string& model_path, bool json);
 // --fill-in-order: the largest layer offload per GPU, GPUs in order; `fit_target` in bytes (empty: the topology's
 // fit_margin).
-int cmd_fit_fill_in_order(harness::SessionConfig base, const std::vector<int64_t>& fit_target, bool json);
+int cmd_fit_fill_in_order(harness::SessionConfig base, const std::vector<int64_t>& fit_target, bool json,
+                          bool wide = false);
 
 struct UpgradeArgs {
   std::string path;

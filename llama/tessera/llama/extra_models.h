@@ -91,7 +91,8 @@ void reserve_extra_models(const std::vector<ExtraDeviceMemory>& extra, sim::Topo
 
 // The report `tessera plan` and `run` print after the main model's breakdown: the draft's buffers (llama.cpp's table,
 // or with llama_log its log lines as llama-server prints them for the draft), the projector's, then main, draft,
-// projector and total per device against what each can allocate, and the overflows.
-std::string format_extra_models(const ExtraModelsPlacement& p, bool llama_log);
+// projector and total per device against what each can allocate, and the overflows. The tables keep within 80
+// columns; `wide`: the fixed columns of --wide.
+std::string format_extra_models(const ExtraModelsPlacement& p, bool llama_log, bool wide = false);
 
 }  // namespace tessera::llama

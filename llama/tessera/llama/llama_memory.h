@@ -97,8 +97,9 @@ struct MemoryBreakdown {
 // planned yet.
 Result<MemoryBreakdown> llama_memory_breakdown(harness::Session& s, const LlamaContextParams& params = {});
 
-// The table `tessera plan` prints: one row per buffer, then graph nodes, graph splits and pipeline parallelism.
-std::string format_memory_breakdown(const MemoryBreakdown& b);
+// The table `tessera plan` prints: one row per buffer, then graph nodes, graph splits and pipeline parallelism. The
+// table keeps within 80 columns; `wide`: the fixed columns of --wide (tessera/harness/common/text_table.h).
+std::string format_memory_breakdown(const MemoryBreakdown& b, bool wide = false);
 // The same as llama.cpp's log lines (load_tensors: ... model buffer size = ..., llama_kv_cache: ..., llama_context:
 // ... output buffer size / compute buffer size, graph nodes, graph splits), in llama.cpp's formats.
 std::string format_llama_log(const MemoryBreakdown& b);

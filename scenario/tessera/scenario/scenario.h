@@ -93,8 +93,9 @@ struct ExpectationResult {
 struct ScenarioOutcome {
   std::vector<ExpectationResult> results;
   bool passed = false;
-  std::string error;   // the session's error, if planning or running failed
-  std::string report;  // summary table and splits
+  std::string error;        // the session's error, if planning or running failed
+  std::string report;       // summary table (within 80 columns) and splits
+  std::string report_wide;  // the same with the summary table's --wide layout
 };
 
 // Builds the session, plans, runs, checks every expectation. Never aborts; errors become failed expectations. With

@@ -107,7 +107,9 @@ struct TraceSummary {
 TraceSummary summarize(const Trace& trace);
 // The same over events [first, last) only (a part of a run, e.g. its evaluations without the weight upload).
 TraceSummary summarize(const Trace& trace, size_t first, size_t last);
-// A small fixed-width table: device, busy, compute, bytes in/out, commands, then makespan and total copy volume.
-std::string format_summary(const TraceSummary& summary);
+// A small table: device, busy, compute, bytes in/out, commands, then makespan and total copy volume. Its columns are
+// as wide as what they hold, 2 spaces apart (1 when that is wider than 80 columns); `wide`: the fixed widths of the
+// tool's --wide.
+std::string format_summary(const TraceSummary& summary, bool wide = false);
 
 }  // namespace tessera::sim

@@ -268,12 +268,20 @@ TEST(LlamaMemory, TableNamesEveryBufferAndTheTotals) {
   ASSERT_NE(s, nullptr);
   auto r = llama_memory_breakdown(*s);
   ASSERT_TRUE(r.ok());
+  // (each column as wide as its widest cell, 2 spaces apart: docs/scenarios.md "Tables and --wide")
   const std::string t = format_memory_breakdown(r.value());
-  EXPECT_THAT(t,
-              HasSubstr("buffer       memory            model           KV      compute       output        total\n"));
-  EXPECT_THAT(t, HasSubstr("\nCUDA0        gpu0 "));
-  EXPECT_THAT(t, HasSubstr("\nCPU_Mapped   cpu  "));
-  EXPECT_THAT(t, HasSubstr("\nCUDA_Host    cpu  "));
+  EXPECT_THAT(t, HasSubstr("buffer      memory      model         KV    compute    output      total\n"));
+  EXPECT_THAT(t, HasSubstr("\nCUDA0       gpu0 "));
+  EXPECT_THAT(t, HasSubstr("\nCPU_Mapped  cpu  "));
+  EXPECT_THAT(t, HasSubstr("\nCUDA_Host   cpu  "));
   EXPECT_THAT(t, HasSubstr("graph nodes = " + std::to_string(s->graph().n_nodes()) + ", graph splits = 2\n"));
   EXPECT_THAT(t, HasSubstr("pipeline parallelism: off in llama.cpp (fewer than two GPUs)"));
+  // --wide: the fixed columns of before, the same rows.
+  const std::string w = format_memory_breakdown(r.value(), true);
+  EXPECT_THAT(w,
+              HasSubstr("buffer       memory            model           KV      compute       output        total\n"));
+  EXPECT_THAT(w, HasSubstr("\nCUDA0        gpu0 "));
+  EXPECT_THAT(w, HasSubstr("\nCPU_Mapped   cpu  "));
+  EXPECT_THAT(w, HasSubstr("\nCUDA_Host    cpu  "));
+  EXPECT_THAT(w, HasSubstr("graph nodes = " + std::to_string(s->graph().n_nodes()) + ", graph splits = 2\n"));
 }

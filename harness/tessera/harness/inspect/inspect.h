@@ -16,6 +16,8 @@ struct InspectOptions {
   // Arrays to print in full (any length); others longer than 8 elements are shortened, and those longer than the
   // reader's limit are not read at all.
   std::vector<std::string> arrays;
+  // The text's tables with fixed columns (--wide) instead of columns as wide as their cells within 80 columns.
+  bool wide = false;
 };
 
 // The report of a model already read (every shard's tensors).

@@ -201,14 +201,20 @@ class Session {
   const Tensor* find_tensor(const std::string& name) const;
 
   // Readable reports with a stable ordering.
-  std::string summary_table() const;               // devices: layers, weights, cache, compute, peak / capacity
+  // Devices: layers, weights, cache, compute, peak / capacity; within 80 columns, or `wide`: the fixed columns of
+  // --wide (tessera/harness/common/text_table.h).
+  std::string summary_table(bool wide = false) const;
   std::string splits_table() const;                // split, backend, nodes, inputs (with their source backend and size)
   std::vector<SplitRecord> split_records() const;  // what splits_table shows, as data
   // Backend, cause, split, copy; every node of that name when several share it (each with its graph position).
   std::string explain(const std::string& tensor_name) const;
   std::string explain_tensor(const Tensor& t) const;  // one tensor of the graph
-  std::string dot()
-      const;  // Graphviz of the splits, nodes coloured by backend, edges between splits (harness/session/dot.cpp)
+  // Graphviz (harness/session/dot.cpp), coloured by backend: kNode every node in a cluster per split, the copies
+  // into a split as dashed edges; kSplit one node per split (backend, node count, first and last node, inputs), the
+  // copies between splits as edges with their bytes; kLayer one node per layer and backend, the data between them
+  // as edges (dashed with their bytes where they are copied).
+  enum class DotView { kNode, kSplit, kLayer };
+  std::string dot(DotView view = DotView::kNode) const;
   // RunStats::weight_upload_us: the time to write the weights and the cache from the host once.
   double weight_upload_us() const;
 

@@ -49,13 +49,17 @@ struct SplitCauseSummary {
   std::vector<SplitCauseGroup> groups;  // causes with splits, most splits first (ties: enum order)
 };
 
+// The layer of a node from its name: a weight or cache name ("blk.12.", "cache_k_l12") or llama.cpp's "name-12"
+// (an optional " (view)" suffix after it); -1 for none.
+int node_layer(const char* name);
+
 // The cause of each split of the scheduler's plan of `graph` (Session::plan must have succeeded).
 std::vector<SplitCause> split_causes(const Scheduler& sched, const Graph& graph);
 // The summary; with `replan`, plans the session's configuration again once per cause with an option
 // (metadata-only mode, `real_devices` as for Session::create).
 SplitCauseSummary summarize_split_causes(Session& s, const Registry* real_devices, bool replan = true);
-// The text `tessera plan` prints.
-std::string format_split_causes(const SplitCauseSummary& summary);
+// The text `tessera plan` prints, wrapped to 80 columns; `wide`: one line per cause and per option (--wide).
+std::string format_split_causes(const SplitCauseSummary& summary, bool wide = false);
 
 // The op rules of each topology device that decide `node` (the first rule that matches; none when the device's
 // default decides), with the device's name.
