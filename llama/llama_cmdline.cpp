@@ -191,7 +191,7 @@ bool is_one_of(const std::string& v, std::initializer_list<const char*> values) 
 
 }  // namespace
 
-Result<std::vector<std::string>> split_command_words(const std::string& text) {
+Result<std::vector<std::string>> split_command_words(const std::string& text, bool as_printed) {
   std::vector<std::string> out;
   std::string cur;
   bool in_word = false;
@@ -207,6 +207,8 @@ Result<std::vector<std::string>> split_command_words(const std::string& text) {
     } else if (quote == '"') {
       if (ch == '"') {
         quote = 0;
+      } else if (as_printed) {
+        cur += ch;
       } else if (ch == '\\' && i + 1 < text.size() &&
                  std::string_view("\"\\$`").find(text[i + 1]) != std::string::npos) {
         cur += text[++i];
@@ -215,7 +217,7 @@ Result<std::vector<std::string>> split_command_words(const std::string& text) {
       } else {
         cur += ch;
       }
-    } else if (ch == '\\') {
+    } else if (ch == '\\' && !as_printed) {
       if (i + 1 >= text.size()) continue;  // a trailing backslash: nothing follows
       if (text[i + 1] == '\n') {
         ++i;  // a line continued
@@ -238,6 +240,10 @@ Result<std::vector<std::string>> split_command_words(const std::string& text) {
       cur += ch;
       in_word = true;
     }
+  }
+  if (quote != 0 && as_printed) {
+    out.push_back(cur);
+    return out;
   }
   if (quote != 0) {
     return Status(StatusCode::kInvalidArgument,

@@ -52,7 +52,7 @@ std::string file_stem(std::string path) {
 // The model file the log names: -m / --model on the printed command line, else the loader's "from PATH".
 std::string log_model_file(const LlamaLog& log) {
   if (log.command) {
-    auto words = split_command_words(log.command->text);
+    auto words = split_command_words(log.command->text, /*as_printed=*/true);
     if (words.ok()) {
       const std::vector<std::string>& w = words.value();
       for (size_t i = 0; i < w.size(); ++i) {

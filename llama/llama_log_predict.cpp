@@ -1,6 +1,7 @@
 // The predictions of `tessera compare-log` (tessera/llama/llama_log_predict.h; docs/compare-log.md says what each
 // figure needs and what is assumed).
 #include "tessera/models/fixtures.h"
+#include "tessera/llama/llama_cmdline.h"
 #include "tessera/llama/llama_log_predict.h"
 
 #include <algorithm>
@@ -120,34 +121,6 @@ std::string topology_json(int n_gpus) {
   return s.str();
 }
 
-// The command line's words, with simple quoting ('...' and "...").
-std::vector<std::string> words(const std::string& text) {
-  std::vector<std::string> out;
-  std::string cur;
-  char quote = 0;
-  bool any = false;
-  for (char ch : text) {
-    if (quote != 0) {
-      if (ch == quote) {
-        quote = 0;
-      } else {
-        cur += ch;
-      }
-    } else if (ch == '\'' || ch == '"') {
-      quote = ch;
-      any = true;
-    } else if (ch == ' ' || ch == '\t') {
-      if (any || !cur.empty()) out.push_back(cur);
-      cur.clear();
-      any = false;
-    } else {
-      cur += ch;
-    }
-  }
-  if (any || !cur.empty()) out.push_back(cur);
-  return out;
-}
-
 // llama.cpp's placement flags on a printed command line, as the option table's keys (policy_options.h); a flag
 // without a value is a switch.
 struct Flag {
@@ -195,7 +168,8 @@ std::string fa_value(const std::string& printed) {
 // The command line's flags: key -> value (the last occurrence; -ot's values joined with ',').
 std::vector<std::pair<std::string, std::string>> command_flags(const std::string& command) {
   std::vector<std::pair<std::string, std::string>> out;
-  const std::vector<std::string> w = words(command);
+  auto split = split_command_words(command, /*as_printed=*/true);  // (never an error as printed)
+  const std::vector<std::string> w = split.ok() ? split.value() : std::vector<std::string>{};
   for (size_t i = 0; i < w.size(); ++i) {
     std::string word = w[i], value;
     const size_t eq = word.find('=');

@@ -38,7 +38,9 @@ Result<LlamaCommand> read_llama_command(const std::vector<std::string>& words, c
 
 // A command line split into words as a POSIX shell splits it: blanks separate words, '...' keeps everything, "..."
 // keeps everything but \" \\ \$ \`, a backslash outside quotes escapes the next character and a backslash-newline
-// joins lines (a command pasted over several lines). Error: an unterminated quote.
-Result<std::vector<std::string>> split_command_words(const std::string& text);
+// joins lines (a command pasted over several lines). Error: an unterminated quote. `as_printed`: a command line read
+// from a log (typed in any shell, PowerShell's C:\models\x.gguf too, and perhaps cut mid-line): quotes only, a
+// backslash is itself, and an unterminated quote runs to the end.
+Result<std::vector<std::string>> split_command_words(const std::string& text, bool as_printed = false);
 
 }  // namespace tessera::llama

@@ -47,6 +47,10 @@ TEST(LlamaCmdline, WordsAreSplitAsAShellSplitsThem) {
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("unterminated ' quote"));
   EXPECT_FALSE(split_command_words("-p \"open").ok());
+  // as printed in a log: quotes only (a Windows path keeps its backslashes), an unterminated quote runs to the end
+  auto printed = split_command_words("-m C:\\models\\x.gguf -ot \"blk\\.1\\.=CPU\" -p 'cut", true);
+  ASSERT_TRUE(printed.ok());
+  EXPECT_THAT(printed.value(), ElementsAre("-m", "C:\\models\\x.gguf", "-ot", "blk\\.1\\.=CPU", "-p", "cut"));
 }
 
 TEST(LlamaCmdline, AServerCommandLine) {
