@@ -1,4 +1,5 @@
 // Extra models placed alongside the main one (see tessera/llama/extra_models.h; docs/extra-models.md).
+#include "tessera/llama/llama_devices.h"
 #include "tessera/llama/extra_models.h"
 
 #include <algorithm>
@@ -63,19 +64,12 @@ Result<SessionConfig> draft_config(const SessionConfig& main, const DraftSpec& s
   bool any = false;
   for (const std::string& name : spec.devices) {
     if (name == "none") continue;
-    size_t g = gpus.size();
-    for (size_t k = 0; k < gpus.size(); ++k) {
-      const std::string cuda = "CUDA" + std::to_string(sim::gpu_number(c.topology, gpus[k]));
-      if (c.topology.devices[gpus[k]].name == name || cuda == name) g = k;
-    }
+    const std::optional<size_t> found = find_gpu(c.topology, name);
+    const size_t g =
+        found ? static_cast<size_t>(std::find(gpus.begin(), gpus.end(), *found) - gpus.begin()) : gpus.size();
     if (g == gpus.size()) {
-      std::string known;
-      for (size_t k = 0; k < gpus.size(); ++k) {
-        known += (k ? ", " : "") + c.topology.devices[gpus[k]].name + " (CUDA" +
-                 std::to_string(sim::gpu_number(c.topology, gpus[k])) + ")";
-      }
-      return invalid("--device-draft " + name + ": no GPU of that name in the topology (its GPUs: " +
-                     (known.empty() ? std::string("none") : known) + ")");
+      return invalid("--device-draft " + name +
+                     ": no GPU of that name in the topology (its GPUs: " + gpu_names(c.topology) + ")");
     }
     const size_t d = gpus[g];
     const size_t free = d < free_after_main.size() ? free_after_main[d] : c.topology.devices[d].memory;

@@ -2,6 +2,7 @@
 #include <cstdlib>
 
 #include "tessera/gguf.h"
+#include "tessera/llama/llama_devices.h"
 #include "tessera/llama/extra_models.h"
 #include "tessera/models/from_gguf.h"
 
@@ -56,20 +57,9 @@ Result<ExtraModels> resolve_extra_models(const ExtraModelArgs& a, const sim::Top
       const size_t comma = rest.find(',');
       const std::string name = rest.substr(0, comma);
       if (name.empty()) return invalid("-devd " + *a.devd + ": expected GPU names separated by commas, or none");
-      if (topology != nullptr && name != "none") {
-        std::string known;
-        bool found = false;
-        for (size_t i = 0; i < topology->devices.size(); ++i) {
-          const sim::DeviceConfig& d = topology->devices[i];
-          if (d.type == DeviceType::kCpu) continue;
-          const std::string cuda = "CUDA" + std::to_string(sim::gpu_number(*topology, i));
-          found = found || d.name == name || cuda == name;
-          known += (known.empty() ? "" : ", ") + d.name + " (" + cuda + ")";
-        }
-        if (!found) {
-          return invalid("-devd " + name + ": no GPU of that name in the topology (its GPUs: " +
-                         (known.empty() ? std::string("none") : known) + ")");
-        }
+      if (topology != nullptr && name != "none" && !find_gpu(*topology, name)) {
+        return invalid("-devd " + name + ": no GPU of that name in the topology (its GPUs: " + gpu_names(*topology) +
+                       ")");
       }
       e.draft->devices.push_back(name);
       if (comma == std::string::npos) break;

@@ -1,6 +1,7 @@
 // Scenario files' extra models (see scenario_extra.h).
 #include "scenario_extra.h"
 
+#include "tessera/llama/llama_devices.h"
 #include "tessera/llama/extra_models.h"
 
 namespace tessera::scenario {
@@ -21,15 +22,8 @@ std::string near(std::string file, const std::string& source) {
 
 // A -devd name: a GPU of the topology by its name or as llama.cpp's CUDA<n>, or "none".
 void check_device(const std::string& name, const sim::TopologyConfig& t, const std::string& path) {
-  if (name == "none") return;
-  std::string known;
-  for (size_t i = 0; i < t.devices.size(); ++i) {
-    const sim::DeviceConfig& d = t.devices[i];
-    if (d.type == DeviceType::kCpu) continue;
-    if (d.name == name || "CUDA" + std::to_string(sim::gpu_number(t, i)) == name) return;
-    known += (known.empty() ? "" : ", ") + d.name;
-  }
-  fail(path, "no GPU named " + quote(name) + " in the topology (its GPUs: " + (known.empty() ? "none" : known) + ")");
+  if (name == "none" || llama::find_gpu(t, name)) return;
+  fail(path, "no GPU named " + quote(name) + " in the topology (its GPUs: " + llama::gpu_names(t) + ")");
 }
 
 }  // namespace

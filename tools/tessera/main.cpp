@@ -22,6 +22,7 @@
 #include "tessera/harness/common/text_table.h"
 #include "tessera/llama/llama_args.h"
 #include "tessera/llama/llama_cmdline.h"
+#include "tessera/llama/llama_devices.h"
 #include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/llama/llama_fit.h"
 #include "tessera/harness/placement/policy_options.h"
@@ -161,35 +162,27 @@ Result<sim::TopologyConfig> gpu_topology(const Options& o) {
 Status keep_devices(const std::string& list, sim::TopologyConfig* t) {
   std::vector<sim::DeviceConfig> kept;
   std::vector<bool> taken(t->devices.size(), false);
-  std::string known;
-  for (size_t i = 0; i < t->devices.size(); ++i) {
-    if (t->devices[i].type == DeviceType::kCpu) continue;
-    known += (known.empty() ? "" : ", ") + t->devices[i].name + " (CUDA" + std::to_string(sim::gpu_number(*t, i)) + ")";
-  }
   size_t start = 0;
   bool none = false;
   for (;;) {
     const size_t comma = list.find(',', start);
     const std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (name.empty())
+    if (name.empty()) {
       return Status(StatusCode::kInvalidArgument, "-dev " + list + ": expected GPU names separated by commas, or none");
+    }
     if (name == "none") {
       none = true;
     } else {
-      size_t found = t->devices.size();
-      for (size_t i = 0; i < t->devices.size(); ++i) {
-        if (t->devices[i].type == DeviceType::kCpu) continue;
-        if (t->devices[i].name == name || "CUDA" + std::to_string(sim::gpu_number(*t, i)) == name) found = i;
+      const std::optional<size_t> found = tessera::llama::find_gpu(*t, name);
+      if (!found) {
+        return Status(
+            StatusCode::kInvalidArgument,
+            "-dev " + name + ": no GPU of that name in the topology (its GPUs: " + tessera::llama::gpu_names(*t) + ")");
       }
-      if (found == t->devices.size()) {
-        return Status(StatusCode::kInvalidArgument, "-dev " + name +
-                                                        ": no GPU of that name in the topology (its GPUs: " +
-                                                        (known.empty() ? std::string("none") : known) + ")");
-      }
-      if (taken[found]) return Status(StatusCode::kInvalidArgument, "-dev " + list + ": " + name + " twice");
-      taken[found] = true;
-      kept.push_back(t->devices[found]);
-      kept.back().gpu_number = sim::gpu_number(*t, found);
+      if (taken[*found]) return Status(StatusCode::kInvalidArgument, "-dev " + list + ": " + name + " twice");
+      taken[*found] = true;
+      kept.push_back(t->devices[*found]);
+      kept.back().gpu_number = sim::gpu_number(*t, *found);
     }
     if (comma == std::string::npos) break;
     start = comma + 1;
