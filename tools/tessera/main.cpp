@@ -804,6 +804,9 @@ int main(int argc, char** argv) {
   CLI::App app{"tessera: plan, run and explain tensor-graph placements on simulated multi-device topologies"};
   app.footer(
       "With no subcommand: runs the tiny model on the 1gpu preset and prints a summary.\n"
+      "A llama.cpp command line, read with llama.cpp's rules (plan, run, trace, dot, fit):\n"
+      "  tessera plan --gpu 12GiB -- llama-server -m X.gguf -ngl 99 -t 8 -c 32768 ...\n"
+      "  tessera fit -t rig.json --llama-args \"llama-server -m X.gguf -ot exps=CPU\"\n"
       "Exit codes: 0 ok, 1 an expectation failed (scenario, race, numerics, does not fit), 2 usage or input "
       "error.");
   app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION + " (git " + TESSERA_GIT_REVISION + ")",
@@ -818,6 +821,10 @@ int main(int argc, char** argv) {
 
   CLI::App* plan = app.add_subcommand("plan", "assignment, splits, copies, per-device memory, explanations");
   add_common(plan, &o);
+  const char* pasted =
+      "A whole llama.cpp command line after -- (or as one string in --llama-args \"...\"), read with llama.cpp's "
+      "rules: tessera plan --gpu 12GiB -- llama-server -m X.gguf -ngl 99 -t 8 -c 32768 (docs/scenarios.md).";
+  plan->footer(pasted);
   plan->add_option("--explain", explain, "explain a tensor's placement (backend, cause, split); repeatable");
   plan->add_flag("--splits", all_splits, "list every split");
   plan->add_option("--save-graph", save_graph, "write the graph as a serialized graph file (to edit or replay)");
@@ -825,6 +832,7 @@ int main(int argc, char** argv) {
 
   CLI::App* run = app.add_subcommand("run", "simulated execution, numerics checked against the CPU reference");
   add_common(run, &o);
+  run->footer(pasted);
   run->add_option("--evaluations", o.evaluations, "evaluations in flight")->check(CLI::Range(1, 1000));
   run->add_option("--trace", trace_file, "also write a Chrome trace file");
   run->add_option("--explain", explain, "explain a tensor's placement after the run, and the plan's reuse");
@@ -832,11 +840,13 @@ int main(int argc, char** argv) {
 
   CLI::App* trace = app.add_subcommand("trace", "run and write the Chrome trace (Perfetto) of the simulation");
   add_common(trace, &o);
+  trace->footer(pasted);
   trace->add_option("-o,--output", trace_out, "trace file (default: tessera-trace.json)");
   trace->add_flag("--wide", o.wide, tessera::tool::kWideHelp);
 
   CLI::App* dot = app.add_subcommand("dot", "Graphviz of the split graph, nodes coloured by backend");
   add_common(dot, &o);
+  dot->footer(pasted);
   dot->add_option("-o,--output", dot_out, "output file (default: standard output)");
   std::string dot_by;
   dot->add_option("--by", dot_by,
@@ -854,6 +864,7 @@ int main(int argc, char** argv) {
 
   CLI::App* fit = app.add_subcommand("fit", "llama.cpp's fit of -c, -ngl, -ts and -ot to the GPUs' free memory");
   add_common(fit, &o);
+  fit->footer(pasted);
   tessera::tool::FitArgs fit_args;
   tessera::tool::add_fit_options(fit, &fit_args);
 
