@@ -72,6 +72,22 @@ const std::vector<std::string>& ftype_suffixes() {
   return s;
 }
 
+// The llama_ftype of a catalogue name's file type suffix (fixtures::FileType), -1 for none.
+int64_t suffix_file_type(const std::string& suffix) {
+  static const std::pair<const char*, fx::FileType> kTypes[] = {
+      {"q4_0", fx::FileType::kQ4_0},     {"q4_1", fx::FileType::kQ4_1},     {"q8_0", fx::FileType::kQ8_0},
+      {"q5_0", fx::FileType::kQ5_0},     {"q5_1", fx::FileType::kQ5_1},     {"q2_k", fx::FileType::kQ2_K},
+      {"q3_k_s", fx::FileType::kQ3_K_S}, {"q3_k_m", fx::FileType::kQ3_K_M}, {"q3_k_l", fx::FileType::kQ3_K_L},
+      {"q4_k_s", fx::FileType::kQ4_K_S}, {"q4_k_m", fx::FileType::kQ4_K_M}, {"q5_k_s", fx::FileType::kQ5_K_S},
+      {"q5_k_m", fx::FileType::kQ5_K_M}, {"q6_k", fx::FileType::kQ6_K},     {"q2_k_s", fx::FileType::kQ2_K_S},
+      {"iq4_nl", fx::FileType::kIQ4_NL}, {"iq4_xs", fx::FileType::kIQ4_XS}, {"mxfp4", fx::FileType::kMXFP4_MOE},
+  };
+  for (const auto& [name, type] : kTypes) {
+    if (suffix == name) return static_cast<int64_t>(type);
+  }
+  return -1;
+}
+
 // A catalogue name split into its base ("qwen3-30b-a3b") and file type ("q4_k_m").
 void split_name(const std::string& name, std::string* base, std::string* ftype) {
   for (const std::string& f : ftype_suffixes()) {
@@ -120,7 +136,6 @@ Facts log_facts(const LlamaLog& log) {
 struct FileFacts {
   bool ok = false;
   int64_t n_layer = -1;
-  int64_t file_type = -1;
   double mib = 0;  // the tensors' bytes
 };
 const FileFacts& file_facts(const std::string& name) {
@@ -134,12 +149,10 @@ const FileFacts& file_facts(const std::string& name) {
   if (file.ok()) {
     auto arch = file.value().get_string("general.architecture");
     auto blocks = arch.ok() ? file.value().get_int(arch.value() + ".block_count") : Result<int64_t>(arch.status());
-    auto ft = file.value().get_int("general.file_type");
     uint64_t bytes = 0;
     for (const gguf::TensorInfo& t : file.value().tensors) bytes += t.size;
     f.ok = blocks.ok();
     f.n_layer = blocks.ok() ? blocks.value() : -1;
-    f.file_type = ft.ok() ? ft.value() : -1;
     f.mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
   }
   return cache.emplace(name, f).first->second;
@@ -194,10 +207,11 @@ std::vector<ModelCandidate> model_candidates(const LlamaLog& log, size_t max) {
       // without anything that tells the file types apart (a file type printed or named, buffers to weigh), the
       // published default of each base only
       if (!facts.file_type && !s.ftype_named && facts.model_mib <= 0 && name != names.front().first) continue;
-      const bool need_file = facts.file_type.has_value() || facts.model_mib > 0;
-      const FileFacts* ff = need_file ? &file_facts(name) : nullptr;
+      // (the file type from the name: a header is built only for the names still in the running, ~20 ms each and
+      // far more under the sanitizers)
+      if (facts.file_type && suffix_file_type(ftype) != static_cast<int64_t>(*facts.file_type)) continue;
+      const FileFacts* ff = facts.model_mib > 0 ? &file_facts(name) : nullptr;
       if (facts.file_type) {
-        if (ff == nullptr || !ff->ok || ff->file_type != static_cast<int64_t>(*facts.file_type)) continue;
         s.ftype_named = true;
         s.c.evidence.push_back("the printed file type " + log.model.file_type);
       }
