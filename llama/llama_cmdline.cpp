@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "option_names.h"
 #include "tessera/harness/common/edit_distance.h"
 
 namespace tessera::llama {
@@ -143,17 +144,6 @@ constexpr Entry kBench[] = {
     {"-rpc,--rpc", 1, Kind::kRefused, "", "RPC servers (give their devices in a topology file: docs/topology.md)"},
     {"-v,--verbose,--progress,--list-devices", 0, Kind::kIgnored, "", "the report"},
 };
-
-bool has_name(const char* names, std::string_view w) {
-  std::string_view all(names);
-  while (!all.empty()) {
-    const size_t comma = all.find(',');
-    if (all.substr(0, comma) == w) return true;
-    if (comma == std::string_view::npos) break;
-    all.remove_prefix(comma + 1);
-  }
-  return false;
-}
 
 std::vector<std::string> all_names(const Entry* table, size_t n) {
   std::vector<std::string> out;
@@ -300,7 +290,7 @@ Result<LlamaCommand> read_llama_command(const std::vector<std::string>& words, c
     }
     const Entry* e = nullptr;
     for (size_t k = 0; k < n_table && e == nullptr; ++k) {
-      if (has_name(table[k].names, name)) e = &table[k];
+      if (has_option_name(table[k].names, name)) e = &table[k];
     }
     if (e == nullptr) {
       std::string best;
@@ -322,7 +312,7 @@ Result<LlamaCommand> read_llama_command(const std::vector<std::string>& words, c
     // The value: the next word, or after '='. Optional values: -fa was a switch before it took on|off|auto (2025),
     // --color and --log-colors take on|off|auto in newer builds.
     const bool fa = std::string_view(e->tessera) == "--flash-attn";
-    if (!bench && (fa || has_name("--color,--log-colors", name))) {
+    if (!bench && (fa || has_option_name("--color,--log-colors", name))) {
       if (!has_value && i + 1 < words.size() &&
           is_one_of(words[i + 1], {"on", "off", "auto", "enabled", "disabled", "1", "0", "-1", "true", "false"})) {
         value = words[++i];

@@ -1,5 +1,6 @@
 // The predictions of `tessera compare-log` (tessera/llama/llama_log_predict.h; docs/compare-log.md says what each
 // figure needs and what is assumed).
+#include "option_names.h"
 #include "tessera/models/fixtures.h"
 #include "tessera/llama/llama_cmdline.h"
 #include "tessera/llama/llama_log_predict.h"
@@ -147,17 +148,6 @@ constexpr Flag kPlacementFlags[] = {
     {"--no-mmap", "no_mmap", false},
 };
 
-bool is_name(const char* names, const std::string& w) {
-  std::string_view all(names);
-  while (!all.empty()) {
-    const size_t comma = all.find(',');
-    if (all.substr(0, comma) == w) return true;
-    if (comma == std::string_view::npos) break;
-    all.remove_prefix(comma + 1);
-  }
-  return false;
-}
-
 // The printed flash_attn ("enabled", "disabled", "auto", "1", "0", "on", "off") as -fa's value.
 std::string fa_value(const std::string& printed) {
   if (printed == "enabled" || printed == "1" || printed == "on" || printed == "true") return "on";
@@ -181,7 +171,7 @@ std::vector<std::pair<std::string, std::string>> command_flags(const std::string
       word = word.substr(0, eq);
     }
     for (const Flag& f : kPlacementFlags) {
-      if (!is_name(f.names, word)) continue;
+      if (!has_option_name(f.names, word)) continue;
       // -fa was a switch before it took on|off|auto (2025): a following word that is no such value is not its value.
       auto fa_word = [](const std::string& x) {
         for (const char* v : {"on", "off", "auto", "enabled", "disabled", "1", "0", "true", "false"}) {
