@@ -13,19 +13,20 @@ namespace {
 
 // What an option of llama.cpp comes to.
 enum class Kind {
-  kOption,    // tessera's option `tessera` (with the value when the option takes one)
-  kSame,      // llama.cpp's default restated (--mmap, -kvo): taken, nothing to pass on
-  kIgnored,   // no effect on placement, memory or speed that Tessera models: listed as ignored
-  kFitOnly,   // fit's options (-fitt, -fitc): tessera's under `fit`, ignored elsewhere
-  kDownload,  // a model fetched over the network: an error (give the file with -m)
-  kRefused,   // changes memory in a way Tessera does not model yet: an error
+  kOption,     // tessera's option `tessera` (with the value when the option takes one)
+  kSame,       // llama.cpp's default restated (--mmap, -kvo): taken, nothing to pass on
+  kBenchTest,  // llama-bench's test sizes (-p, -n, -d): the context of the test planned (read_llama_command)
+  kIgnored,    // no effect on placement, memory or speed that Tessera models: listed as ignored
+  kFitOnly,    // fit's options (-fitt, -fitc): tessera's under `fit`, ignored elsewhere
+  kDownload,   // a model fetched over the network: an error (give the file with -m)
+  kRefused,    // changes memory in a way Tessera does not model yet: an error
 };
 
 struct Entry {
   const char* names;  // llama.cpp's spellings, comma-separated
   int arity;          // 0: a switch, 1: takes a value
   Kind kind;
-  const char* tessera = "";  // tessera's option (kOption, kFitOnly)
+  const char* tessera = "";  // tessera's option (kOption, kFitOnly); kBenchTest: "p", "n" or "d"
   const char* why = "";      // kIgnored: what it is about; kRefused: what is not modelled
 };
 
@@ -134,9 +135,9 @@ constexpr Entry kBench[] = {
     {"-embd,--embeddings", 1, Kind::kOption, "--embeddings"},
     {"-nopo,--no-op-offload", 1, Kind::kOption, "--no-op-offload"},
     // the tests: the context is their tokens (read_llama_command)
-    {"-p,--n-prompt", 1, Kind::kSame},
-    {"-n,--n-gen", 1, Kind::kSame},
-    {"-d,--n-depth", 1, Kind::kSame},
+    {"-p,--n-prompt", 1, Kind::kBenchTest, "p"},
+    {"-n,--n-gen", 1, Kind::kBenchTest, "n"},
+    {"-d,--n-depth", 1, Kind::kBenchTest, "d"},
     {"-pg", 1, Kind::kIgnored, "", "the tests (timings: not simulated here)"},
     {"-r,--repetitions,-o,--output,-oe,--output-err,--delay", 1, Kind::kIgnored, "", "the report"},
     {"-t,--threads,-C,--cpu-mask,--cpu-strict,--poll,--prio,--numa", 1, Kind::kIgnored, "", "threads"},
@@ -293,17 +294,10 @@ Result<LlamaCommand> read_llama_command(const std::vector<std::string>& words, c
       if (has_option_name(table[k].names, name)) e = &table[k];
     }
     if (e == nullptr) {
-      std::string best;
-      size_t best_d = SIZE_MAX;
-      for (const std::string& k : name.size() <= 64 ? all_names(table, n_table) : std::vector<std::string>{}) {
-        const size_t d = harness::edit_distance(name, k);
-        if (d < best_d) {
-          best_d = d;
-          best = k;
-        }
-      }
+      // (a name of more than 64 characters is no misspelling: not compared with each name)
+      const std::string best = name.size() <= 64 ? harness::closest_option(name, all_names(table, n_table)) : "";
       std::string msg = "unknown option '" + name + "'";
-      if (!best.empty() && best_d <= 2 && best_d * 3 < name.size()) msg += "; did you mean '" + best + "'?";
+      if (!best.empty()) msg += "; did you mean '" + best + "'?";
       msg +=
           " (llama.cpp rejects it too; an option of a newer build that changes no placement or memory can be left "
           "out)";
@@ -357,21 +351,19 @@ Result<LlamaCommand> read_llama_command(const std::vector<std::string>& words, c
           continue;
         }
         break;
-      case Kind::kSame:
-        if (bench && (name == "-p" || name == "--n-prompt" || name == "-n" || name == "--n-gen" || name == "-d" ||
-                      name == "--n-depth")) {
-          char* end = nullptr;
-          const long long v = std::strtoll(value.c_str(), &end, 10);
-          if (value.empty() || *end != '\0' || v < 0 || v > (1 << 24)) {
-            return bad(program, given + ": expected a number of tokens (one value)");
-          }
-          (name == "-p" || name == "--n-prompt" ? bench_prompt
-           : name == "-n" || name == "--n-gen"  ? bench_gen
-                                                : bench_depth) = v;
-          bench_tests = true;
+      case Kind::kSame: cmd.used.push_back(given); continue;
+      case Kind::kBenchTest: {
+        char* end = nullptr;
+        const long long v = std::strtoll(value.c_str(), &end, 10);
+        if (value.empty() || *end != '\0' || v < 0 || v > (1 << 24)) {
+          return bad(program, given + ": expected a number of tokens (one value)");
         }
+        const char which = e->tessera[0];  // "p", "n" or "d"
+        (which == 'p' ? bench_prompt : which == 'n' ? bench_gen : bench_depth) = v;
+        bench_tests = true;
         cmd.used.push_back(given);
         continue;
+      }
       case Kind::kOption: break;
     }
     cmd.used.push_back(given);

@@ -225,16 +225,8 @@ void suggest_options(CLI::App& app, int argc, char** argv) {
     if (arg.size() < 3 || arg[0] != '-' || std::isdigit(static_cast<unsigned char>(arg[1])) != 0) continue;
     arg = arg.substr(0, arg.find('='));
     if (std::find(known.begin(), known.end(), arg) != known.end()) continue;
-    std::string best;
-    size_t best_d = SIZE_MAX;
-    for (const std::string& k : known) {
-      const size_t dist = tessera::harness::edit_distance(arg, k);
-      if (dist < best_d) {
-        best_d = dist;
-        best = k;
-      }
-    }
-    if (!best.empty() && best_d <= 2 && best_d * 3 < arg.size()) {
+    const std::string best = tessera::harness::closest_option(arg, known);
+    if (!best.empty()) {
       std::fprintf(stderr, "tessera: unknown option '%s'; did you mean '%s'?\n", arg.c_str(), best.c_str());
     }
   }

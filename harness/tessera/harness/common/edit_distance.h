@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -22,6 +23,21 @@ inline size_t edit_distance(std::string_view a, std::string_view b) {
     }
   }
   return row[b.size()];
+}
+
+// The "did you mean" of an unknown command-line option: the candidate closest to `word`, when it is at most 2 edits
+// away and the edits are under a third of the word (so a short word is not matched to anything); "" otherwise.
+inline std::string closest_option(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const std::string& k : candidates) {
+    const size_t d = edit_distance(word, k);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  return !best.empty() && best_d <= 2 && best_d * 3 < word.size() ? best : std::string();
 }
 
 }  // namespace tessera::harness
