@@ -286,15 +286,8 @@ Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextPar
   b.n_ctx = m.n_ctx;
   b.n_ubatch = llama_ubatch(m.n_ctx, params);
   b.kv_type = m.kv_type_text();
-  b.k_type = type_name(m.kv_type);
-  b.v_type = type_name(m.v_type());
-  {
-    // the K cache's share of the KV bytes: every layer's K and V rows hold n_embd_kv values of their types
-    const TypeTraits& k = type_traits(m.kv_type);
-    const TypeTraits& v = type_traits(m.v_type());
-    b.k_share_num = k.type_size * v.block_size;
-    b.k_share_den = k.type_size * v.block_size + v.type_size * k.block_size;
-  }
+  b.k_type = m.kv_type;
+  b.v_type = m.v_type();
   b.n_seq_max = params.n_seq_max;
   model_buffers(s, names, params, &b.buffers);
   kv_buffers(s, names, params, &b.buffers);
@@ -425,12 +418,16 @@ std::string format_llama_log(const MemoryBreakdown& b) {
       cells = lb.cells;
     }
     if (total > 0) {
+      // K's share of the bytes: every layer's K and V rows hold n_embd_kv values, each cache of its own type
+      const TypeTraits& kt = type_traits(b.k_type);
+      const TypeTraits& vt = type_traits(b.v_type);
+      const size_t k_part = kt.type_size * vt.block_size, v_part = vt.type_size * kt.block_size;
+      const size_t k_bytes = total * k_part / (k_part + v_part);
       s += format_message(
           "llama_kv_cache: size = %7.2f MiB (%6lld cells, %3d layers, %2lld/1 seqs), K (%s): %7.2f MiB, V (%s): "
           "%7.2f MiB\n",
-          mib(total), static_cast<long long>(cells), layers, static_cast<long long>(b.n_seq_max), b.k_type.c_str(),
-          mib(total * b.k_share_num / b.k_share_den), b.v_type.c_str(),
-          mib(total - total * b.k_share_num / b.k_share_den));
+          mib(total), static_cast<long long>(cells), layers, static_cast<long long>(b.n_seq_max), type_name(b.k_type),
+          mib(k_bytes), type_name(b.v_type), mib(total - k_bytes));
     }
   }
   if (b.pipeline.on) s += "llama_context: pipeline parallelism enabled\n";

@@ -75,9 +75,7 @@ struct MemoryBreakdown {
   std::vector<LlamaBuffer> buffers;  // in llama.cpp's log order: model, KV, output, compute
   int64_t n_ctx = 0, n_ubatch = 0;
   std::string kv_type;  // the K and V caches' type ("f16", "q8_0", ...; "q8_0/f16" when they differ)
-  std::string k_type, v_type;
-  // The K cache's share of the KV bytes, k_share_num / k_share_den (1/2 when K and V have one type).
-  size_t k_share_num = 1, k_share_den = 2;
+  Type k_type = Type::kF16, v_type = Type::kF16;  // -ctk, -ctv
   int64_t n_seq_max = 1;  // -np: the sequences (all in one KV stream: Tessera plans -np above 1 with -kvu only)
   size_t graph_nodes = 0;
   int graph_splits = 0;
