@@ -195,6 +195,12 @@ std::vector<ModelCandidate> model_candidates(const LlamaLog& log, size_t max) {
       if (!first.ok || first.n_layer != *facts.n_layer) continue;  // a printed layer count rules out the others
     }
     if (!facts.file_words.empty() && !base_named && facts.model_mib <= 0) continue;
+    // Printed buffers far from every file type of the base rule it out before its file types are built: the catalogue's
+    // types span about 0.4x (q2_k) to 1.9x (q8_0) of the published default (mostly q4_k_m)
+    if (facts.model_mib > 0 && !base_named) {
+      const FileFacts& first = file_facts(names.front().first);
+      if (first.ok && (facts.model_mib < 0.35 * first.mib || facts.model_mib > 2.2 * first.mib)) continue;
+    }
     for (const auto& [name, ftype] : names) {
       Scored s;
       s.c.name = name;
