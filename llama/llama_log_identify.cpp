@@ -196,10 +196,11 @@ std::vector<ModelCandidate> model_candidates(const LlamaLog& log, size_t max) {
     }
     if (!facts.file_words.empty() && !base_named && facts.model_mib <= 0) continue;
     // Printed buffers far from every file type of the base rule it out before its file types are built: the catalogue's
-    // types span about 0.4x (q2_k) to 1.9x (q8_0) of the published default (mostly q4_k_m)
+    // types span about 0.4x (q2_k) to 1.9x (q8_0) of the published default (mostly q4_k_m), and builds of early 2024
+    // printed the whole mapped file as the CPU buffer beside the GPUs' copies (up to twice the file)
     if (facts.model_mib > 0 && !base_named) {
       const FileFacts& first = file_facts(names.front().first);
-      if (first.ok && (facts.model_mib < 0.35 * first.mib || facts.model_mib > 2.2 * first.mib)) continue;
+      if (first.ok && (facts.model_mib < 0.35 * first.mib || facts.model_mib > 4.0 * first.mib)) continue;
     }
     for (const auto& [name, ftype] : names) {
       Scored s;
