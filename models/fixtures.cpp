@@ -36,6 +36,9 @@ constexpr TensorType kSrc = TensorType::kBF16;  // a weight llama-quantize requa
 
 std::string blk(int64_t il, const char* what) { return "blk." + std::to_string(il) + "." + what; }
 
+// Set while make_fixture_without_vocab builds: the vocabulary arrays are left out (see fixtures.h).
+thread_local bool t_without_vocab = false;
+
 // A fixture in the making: metadata in the order convert_hf_to_gguf.py writes it, tensors as it writes them.
 class Draft {
  public:
@@ -58,8 +61,10 @@ class Draft {
   void vocab_bpe(const char* pre, int64_t n, uint32_t bos, uint32_t eos, int64_t pad = -1) {
     set("tokenizer.ggml.model", Value::string("gpt2"));
     set("tokenizer.ggml.pre", Value::string(pre));
-    set("tokenizer.ggml.tokens", Value::strings(tokens(n)));
-    set("tokenizer.ggml.token_type", Value::i32s(std::vector<int32_t>(static_cast<size_t>(n), 1)));
+    if (!t_without_vocab) {
+      set("tokenizer.ggml.tokens", Value::strings(tokens(n)));
+      set("tokenizer.ggml.token_type", Value::i32s(std::vector<int32_t>(static_cast<size_t>(n), 1)));
+    }
     set("tokenizer.ggml.bos_token_id", Value::u32(bos));
     set("tokenizer.ggml.eos_token_id", Value::u32(eos));
     if (pad >= 0) set("tokenizer.ggml.padding_token_id", Value::u32(static_cast<uint32_t>(pad)));
@@ -68,9 +73,11 @@ class Draft {
   void vocab_spm(int64_t n, uint32_t bos, uint32_t eos, uint32_t unk, int64_t pad = -1) {
     set("tokenizer.ggml.model", Value::string("llama"));
     set("tokenizer.ggml.pre", Value::string("default"));
-    set("tokenizer.ggml.tokens", Value::strings(tokens(n)));
-    set("tokenizer.ggml.scores", Value::f32s(std::vector<float>(static_cast<size_t>(n), 0.0f)));
-    set("tokenizer.ggml.token_type", Value::i32s(std::vector<int32_t>(static_cast<size_t>(n), 1)));
+    if (!t_without_vocab) {
+      set("tokenizer.ggml.tokens", Value::strings(tokens(n)));
+      set("tokenizer.ggml.scores", Value::f32s(std::vector<float>(static_cast<size_t>(n), 0.0f)));
+      set("tokenizer.ggml.token_type", Value::i32s(std::vector<int32_t>(static_cast<size_t>(n), 1)));
+    }
     set("tokenizer.ggml.bos_token_id", Value::u32(bos));
     set("tokenizer.ggml.eos_token_id", Value::u32(eos));
     set("tokenizer.ggml.unknown_token_id", Value::u32(unk));
@@ -101,11 +108,7 @@ class Draft {
   static std::vector<std::string> tokens(int64_t n) {
     std::vector<std::string> out;
     out.reserve(static_cast<size_t>(n));
-    char buf[32];
-    for (int64_t i = 0; i < n; ++i) {
-      std::snprintf(buf, sizeof(buf), "<tok%lld>", static_cast<long long>(i));
-      out.emplace_back(buf);
-    }
+    for (int64_t i = 0; i < n; ++i) out.push_back("<tok" + std::to_string(i) + ">");
     return out;
   }
 
@@ -828,6 +831,16 @@ Result<File> make_fixture(const std::string& name) {
   FileType ft{};
   if (parse_name(name, &base, &ft)) return base->make(ft);
   return TS_ERROR(StatusCode::kNotFound, "no GGUF fixture named '%s' (%s)", name.c_str(), catalogue_help().c_str());
+}
+
+Result<File> make_fixture_without_vocab(const std::string& name) {
+  struct Flag {
+    Flag() { t_without_vocab = true; }
+    ~Flag() { t_without_vocab = false; }
+    Flag(const Flag&) = delete;
+    Flag& operator=(const Flag&) = delete;
+  } flag;
+  return make_fixture(name);
 }
 
 bool is_fixture_name(const std::string& name) {

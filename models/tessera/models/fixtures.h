@@ -45,6 +45,11 @@ std::string catalogue_help();
 // of the real file's data section). Any catalogue name; kNotFound for another (the message says how names are made:
 // the bases and the file types, catalogue_help).
 Result<gguf::File> make_fixture(const std::string& name);
+// make_fixture less the vocabulary arrays (tokenizer.ggml.tokens, scores and token_type; the token ids and the
+// tokenizer's name stay), for callers that need only the tensor table and the architecture's keys: the arrays are
+// most of a fixture's building time (~150k strings for a Qwen or Gemma vocabulary), and they hold no tensor. The
+// tensors, their offsets and data_bytes are make_fixture's.
+Result<gguf::File> make_fixture_without_vocab(const std::string& name);
 
 // A model named by a file or by the fixtures: an existing path is read (gguf::read_model, its errors); otherwise a
 // fixture's name ("qwen3-30b-a3b-q4_k_m") gives that fixture's header, the published file's tensor table without its

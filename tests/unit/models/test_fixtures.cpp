@@ -815,4 +815,33 @@ TEST(Fixtures, SyntheticVocabularyReadsInFull) {
   EXPECT_EQ(read->get_string("tokenizer.ggml.model").value(), "llama");
 }
 
+// make_fixture_without_vocab: the same tensor table (names, types, shapes, offsets, data bytes) and keys, less the
+// three vocabulary arrays; the token ids and the tokenizer's name stay. One BPE and one SentencePiece base.
+TEST(Fixtures, WithoutVocabHasTheSameTensorsAndNoArrays) {
+  for (const char* name : {"qwen3-8b-q4_k_m", "phi-3-mini-q8_0"}) {
+    SCOPED_TRACE(name);
+    const File whole = fixture(name);
+    Result<File> lean = fx::make_fixture_without_vocab(name);
+    ASSERT_TRUE(lean.ok()) << lean.status().to_string();
+    ASSERT_EQ(lean->tensors.size(), whole.tensors.size());
+    for (size_t i = 0; i < whole.tensors.size(); ++i) {
+      EXPECT_EQ(lean->tensors[i].name, whole.tensors[i].name);
+      EXPECT_EQ(lean->tensors[i].type, whole.tensors[i].type);
+      EXPECT_EQ(lean->tensors[i].offset, whole.tensors[i].offset);
+      EXPECT_EQ(lean->tensors[i].size, whole.tensors[i].size);
+    }
+    EXPECT_EQ(lean->data_bytes, whole.data_bytes);
+    for (const char* key : {"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"}) {
+      EXPECT_EQ(lean->find_value(key), nullptr) << key;
+    }
+    EXPECT_NE(whole.find_value("tokenizer.ggml.tokens"), nullptr);
+    EXPECT_EQ(lean->get_int("tokenizer.ggml.eos_token_id").value(),
+              whole.get_int("tokenizer.ggml.eos_token_id").value());
+    EXPECT_EQ(lean->get_string("general.architecture").value(), whole.get_string("general.architecture").value());
+  }
+  // the next make_fixture has its vocabulary again
+  EXPECT_NE(fixture("qwen3-8b-q4_k_m").find_value("tokenizer.ggml.tokens"), nullptr);
+  EXPECT_FALSE(fx::make_fixture_without_vocab("no-such-model").ok());
+}
+
 }  // namespace
