@@ -19,6 +19,10 @@ constexpr int kStreams = 5913;         // PR #14363 (225e7a14)
 constexpr int kMergedConts = 6195;     // PR #15380 (baa9255a)
 constexpr int kNoFusedVCont = 6410;    // PR #15662 (cf0e3ba1)
 constexpr int kSetRows = 6071;         // PR #14959 (a4569c41)
+constexpr int kVBeforeK = 7044;        // PR #16884 (a90eb94c)
+constexpr int kInpEmbd = 7819;         // PR #18898 (557515be)
+constexpr int kMaskF16 = 9410;         // PR #23764 (031ddb2e)
+constexpr int kOutIdsAfter = 10158;    // PR #25794 (f8706784)
 constexpr int kOldest = 2459;          // the oldest build whose graph was checked against a log
 
 }  // namespace
@@ -38,6 +42,10 @@ models::LlamaCppGraph llama_cpp_graph(int build) {
   g.qkv_cont = b < kNoQkvCont;
   g.fused_v_cont = !g.qkv_cont && b < kNoFusedVCont;
   g.fused_v_cont_3d = g.fused_v_cont && b >= kMergedConts;
+  g.v_before_k = b >= kVBeforeK;
+  g.inp_embd_input = b >= kInpEmbd;
+  g.mask_f16 = b >= kMaskF16;
+  g.out_ids_after_layers = b >= kOutIdsAfter;
   return g;
 }
 

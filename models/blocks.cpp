@@ -61,6 +61,14 @@ CacheViews llama_cpp_cache(Context& ctx, const AttentionShape& s, const KvCache&
   const bool v_trans = !s.flash_attn;
   const size_t k_row = cache.k->nb[1], v_row = cache.v->nb[1];
   const size_t v_el = type_traits(cache.v->type).type_size;  // a transposed V is f16 / f32 (quantized needs flash)
+  // Q (the caller), K and V added together, then the cache writes (build_attn); V before K from 7044 (not iSWA)
+  if (g.v_before_k && !s.iswa) {
+    fix_order(order, v);
+    fix_order(order, k);
+  } else {
+    fix_order(order, k);
+    fix_order(order, v);
+  }
   Tensor *k_w = nullptr, *v_w = nullptr;
   if (g.kv_cpy) {
     if (g.k_write_reshape) k = reshape_2d(ctx, k, n_kv_embd, T);

@@ -50,6 +50,9 @@ struct AttentionShape {
   bool flash_attn = true;  // FLASH_ATTN_EXT, else MUL_MAT -> SOFT_MAX -> MUL_MAT
   // A llama.cpp build's graph (llama_cpp_graph.h), or null for Tessera's own.
   const LlamaCppGraph* cpp = nullptr;
+  // The model's cache is llama.cpp's iSWA one (a sliding-window and a global cache): its build_attn keeps Q, K, V in
+  // that order where the other one expands V before K (LlamaCppGraph::v_before_k).
+  bool iswa = false;
 };
 
 struct RopeParams {

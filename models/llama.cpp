@@ -192,8 +192,11 @@ class Builder {
     if (cpp_ != nullptr && !cpp_->kv_cpy && !c_.flash_attn) {
       m_.v_idxs = input(ctx_.new_tensor_1d(Type::kI32, c_.n_embd_kv() * c_.n_tokens), "inp_v_idxs");
     }
-    // A llama.cpp graph's mask is f32 always (cast to f16 for flash attention in build(), as build_inp_kq_mask does)
-    const Type mask_type = cpp_ != nullptr || (c_.kq_mask_f32 && !c_.flash_attn) ? Type::kF32 : Type::kF16;
+    // A llama.cpp graph's mask is f32 (cast to f16 for flash attention in build(), as build_inp_kq_mask does), or
+    // from 9410 f16 with flash attention (mask_f16)
+    const bool cpp_f32_mask = cpp_ != nullptr && !(cpp_->mask_f16 && c_.flash_attn);
+    const Type mask_type =
+        cpp_f32_mask || (cpp_ == nullptr && c_.kq_mask_f32 && !c_.flash_attn) ? Type::kF32 : Type::kF16;
     m_.mask = input(ctx_.new_tensor_2d(mask_type, c_.kv_len(), c_.n_tokens), "inp_kq_mask");
     if (c_.has_swa()) {
       m_.mask_swa = input(ctx_.new_tensor_2d(mask_type, c_.kv_len_swa(), c_.n_tokens), "inp_kq_mask_swa");
@@ -201,6 +204,10 @@ class Builder {
     // llama.cpp builds inp_out_ids even when every token is an output (llama_cpp_graph.h, out_ids_always)
     if (c_.outputs() < c_.n_tokens || (cpp_ != nullptr && cpp_->out_ids_always)) {
       m_.out_ids = input(ctx_.new_tensor_1d(Type::kI32, c_.outputs()), "inp_out_ids");
+    }
+    // llama.cpp from 7819: an embeddings input beside the tokens, which no node reads (inp_embd_input)
+    if (cpp_ != nullptr && cpp_->inp_embd_input) {
+      m_.embd = input(ctx_.new_tensor_2d(Type::kF32, c_.n_embd, c_.n_tokens), "inp_embd_unused");
     }
   }
 
@@ -215,7 +222,8 @@ class Builder {
         .kq_scale = c_.attn_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(static_cast<float>(c_.head_dim())),
         .q_scale = c_.attn_scale,
         .flash_attn = c_.flash_attn,
-        .cpp = cpp_};
+        .cpp = cpp_,
+        .iswa = c_.has_swa()};
     const blocks::RopeParams rope{
         .n_rot = static_cast<int>(c_.head_dim()),
         .mode = c_.rope_mode,
@@ -233,7 +241,7 @@ class Builder {
     // llama.cpp casts its f32 masks to f16 for flash attention, once per graph (ggml_cast: a CPY node each)
     Tensor* mask = m_.mask;
     Tensor* mask_swa = m_.mask_swa;
-    if (cpp_ != nullptr && c_.flash_attn) {
+    if (cpp_ != nullptr && c_.flash_attn && !cpp_->mask_f16) {
       mask = named(cast(ctx_, mask, Type::kF16), "kq_mask_cnv", -1);
       if (mask_swa != nullptr) mask_swa = named(cast(ctx_, mask_swa, Type::kF16), "kq_mask_swa_cnv", -1);
     }
@@ -276,7 +284,9 @@ class Builder {
                                     .k_norm = l.attn_k_norm,
                                     .qk_norm_eps = c_.norm_eps},
                                    {.k = l.k_cache, .v = l.v_cache}, swa ? attn_in_swa : attn_in, cur, il, order);
-      if (il == c_.n_layer - 1 && m_.out_ids != nullptr) {
+      // (gpt-oss in llama.cpp from 10158: one GET_ROWS after the layers instead, below)
+      const bool out_ids_after = cpp_ != nullptr && cpp_->out_ids_after_layers && c_.attn_sinks;
+      if (il == c_.n_layer - 1 && m_.out_ids != nullptr && !out_ids_after) {
         // Only the rows that produce logits go on (llama.cpp's inp_out_ids).
         cur = get_rows(ctx_, cur, m_.out_ids);
         inp = get_rows(ctx_, inp, m_.out_ids);
@@ -308,6 +318,11 @@ class Builder {
     // no global layer: `run -m tiny-gemma3 --layers 3` failed writing inp_kq_mask, which nothing had allocated)
     if (!global_used) m_.mask = nullptr;
     if (!swa_used) m_.mask_swa = nullptr;
+    if (cpp_ != nullptr && cpp_->out_ids_after_layers && c_.attn_sinks && m_.out_ids != nullptr) {
+      inp = get_rows(ctx_, inp, m_.out_ids);
+    }
+    // the unused embeddings input is a leaf of the graph from its start, as ggml_build_forward_select adds it
+    if (m_.embd != nullptr) expand(m_.embd);
     Tensor* cur = blocks::rms_norm_mul(ctx_, inp, m_.output_norm, c_.norm_eps, "result_norm", -1);
     return named(mul_mat(ctx_, m_.output, cur), "result_output", -1);
   }
@@ -462,6 +477,7 @@ std::vector<Tensor*> LlamaGraph::inputs() const {
   }
   if (mask_swa != nullptr) v.push_back(mask_swa);
   if (out_ids != nullptr) v.push_back(out_ids);
+  if (embd != nullptr) v.push_back(embd);
   return v;
 }
 

@@ -217,6 +217,7 @@ struct LlamaGraph {
   Tensor* mask_swa = nullptr;  // has_swa(): the sliding-window layers' mask f16 [kv_len_swa(), n_tokens]; null when
                                // no layer is a sliding-window one
   Tensor* out_ids = nullptr;   // only when n_outputs < n_tokens
+  Tensor* embd = nullptr;      // llama.cpp from 7819: inp_embd [n_embd, n_tokens], read by no node (inp_embd_input)
   Tensor* logits = nullptr;
 
   // Weights.

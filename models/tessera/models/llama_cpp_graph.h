@@ -41,6 +41,21 @@ struct LlamaCppGraph {
   // to heads, and from 6195 (PR #15380) one CONT to heads (ggml_cont_3d).
   bool fused_v_cont = false;
   bool fused_v_cont_3d = false;
+  // build_attn expands V before K (Q, V, K, then the cache writes), "to enable rope fusion", from 7044 (PR #16884);
+  // before, Q, K, V. Only the order changes (the iSWA models' build_attn keeps Q, K, V).
+  bool v_before_k = false;
+  // An unused f32 input inp_embd [n_embd, n_tokens] beside the tokens (ggml_build_forward_select keeps both inputs
+  // so that token and embedding batches share a graph): a leaf no node reads, never freed, in the compute buffer of
+  // the graph inputs' backend; from 7819 (PR #18898).
+  bool inp_embd_input = false;
+  // With flash attention the masks are f16 inputs, not f32 inputs cast to f16 (one CPY node per mask fewer): from
+  // 9410 (PR #23764).
+  bool mask_f16 = false;
+  // gpt-oss: one GET_ROWS of inp_out_ids after the last layer (its FFN runs on every token) instead of two in it:
+  // from 10158 (PR #25794).
+  bool out_ids_after_layers = false;
+  // In every build: Q, K and V are added to the graph together (ggml_build_forward_expand of each, "so that they are
+  // not reordered ... the number of splits in the graph is reduced", since 1843, PR #4766), then the cache writes.
   // In every build: without flash attention the V cache holds V transposed (read by a view, no copy); the heads are
   // merged by one CONT (ggml_cont_2d); MoE experts are chosen by ARGSORT + VIEW (ggml_top_k; build_moe_ffn kept that
   // when GGML_OP_TOP_K arrived, PR #17365).

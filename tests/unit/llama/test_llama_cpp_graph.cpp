@@ -5,7 +5,9 @@
 // decoder step is test_qwen_oracle.cpp's and test_gpt_oss_oracle.cpp's LlamaCppGraph tests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <vector>
 #include <string>
 
 #include "tessera/models/llama.h"
@@ -48,6 +50,14 @@ TEST(LlamaCppGraph, SwitchesFlipAtTheBuildsOfTheirChanges) {
   EXPECT_TRUE(g(6409).fused_v_cont);
   EXPECT_FALSE(g(6410).fused_v_cont);
   EXPECT_FALSE(g(6410).fused_v_cont_3d);
+  EXPECT_FALSE(g(7043).v_before_k);
+  EXPECT_TRUE(g(7044).v_before_k);
+  EXPECT_FALSE(g(7818).inp_embd_input);
+  EXPECT_TRUE(g(7819).inp_embd_input);
+  EXPECT_FALSE(g(9409).mask_f16);
+  EXPECT_TRUE(g(9410).mask_f16);
+  EXPECT_FALSE(g(10157).out_ids_after_layers);
+  EXPECT_TRUE(g(10158).out_ids_after_layers);
   // before the oldest build checked (2459): 2459's graph
   const LlamaCppGraph old = g(1500);
   EXPECT_EQ(old.build, 1500);
@@ -90,12 +100,66 @@ TEST(LlamaCppGraph, NodeCountsAreThePrintedOnes) {
       {"34-qwen3moe-30b-a3b-q4km-2gpu-ot-exps-cpu", "tiny-qwen3moe", 48, 16, 8, 5622, false, 3222},
       {"41-qwen3-0.6b-q8_0-cpu-lab-report", "tiny-qwen3", 28, 0, 0, 5605, false, 1126},
       {"44-gpt-oss-20b-mxfp4-1gpu-ncpumoe-fa-iswa", "tiny-gpt-oss", 24, 8, 4, 6699, true, 1352},
+      // Logs of 2026 builds (Metal and Vulkan runs, whose node counts are the backend-independent graph's), not in
+      // tests/fidelity/ (compare-log reads no MTL0 / Vulkan0 buffers yet): "graph nodes  = 1266" of Qwen3-8B Q4_K_M,
+      // build 9849 (799fcc04a), -fa auto (enabled), -ub 2048, in HilbertraumAI/HilbertRaum eval/results/hardware/
+      // i9-9900x-rtx-3090-24gb-128gb/issue399-arch-sweep-qwen3-8b-instruct-q4.stderr.log (commit 175efe3f);
+      // "graph nodes  = 1352" of gpt-oss-20b MXFP4, build 8185 (2afcdb977), flash attention on, in
+      // ontouchstart/rabbit-holes docs/hello_c_in_memory/2.log (commit 96c2960e). Between 6699 and these builds the
+      // dense graph lost the mask's cast (9410) and gained an input no node reads (7819, a leaf: no node).
+      {"HilbertRaum qwen3-8b Vulkan (b9849)", "tiny-qwen3", 36, 0, 0, 9849, true, 1266},
+      {"rabbit-holes gpt-oss-20b Metal (b8185)", "tiny-gpt-oss", 24, 8, 4, 8185, true, 1352},
   };
   for (const PrintedCount& p : cases) {
     Result<LlamaGraph> m = build_llama(config_of(p));
     ASSERT_TRUE(m.ok()) << p.log << ": " << m.status().to_string();
     EXPECT_EQ(m.value().graph->n_nodes(), p.printed_nodes) << p.log << " (build " << p.build << ")";
   }
+}
+
+// The node and buffer changes of llama.cpp's graph after 6699, as its source makes them (the pull requests in
+// llama_cpp_graph.cpp): with flash attention the f16 masks need no cast (9410: one CPY fewer, two for an iSWA
+// model); the unused embeddings input is a leaf (7819: no node, and n_embd x n_tokens f32 of host memory); gpt-oss's
+// two GET_ROWS in the last layer become one after it (10158); V before K changes no count (7044).
+TEST(LlamaCppGraph, ChangesAfter6699) {
+  auto nodes = [](const char* preset_name, int n_layer, int build, bool fa) {
+    LlamaConfig c = preset(preset_name).value();
+    c.n_layer = n_layer;
+    c.flash_attn = fa;
+    c.n_tokens = 8;  // some outputs dropped: inp_out_ids present in every build from 2540
+    c.llama_cpp = llama_cpp_graph(build);
+    Result<LlamaGraph> m = build_llama(c);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    return m.ok() ? static_cast<int64_t>(m.value().graph->n_nodes()) : -1;
+  };
+  EXPECT_EQ(nodes("tiny-qwen3", 4, 9409, true) - nodes("tiny-qwen3", 4, 9410, true), 1);
+  EXPECT_EQ(nodes("tiny-qwen3", 4, 9409, false), nodes("tiny-qwen3", 4, 9410, false));
+  EXPECT_EQ(nodes("tiny-gpt-oss", 4, 9409, true) - nodes("tiny-gpt-oss", 4, 9410, true), 2);
+  EXPECT_EQ(nodes("tiny-gpt-oss", 4, 10157, true) - nodes("tiny-gpt-oss", 4, 10158, true), 1);
+  EXPECT_EQ(nodes("tiny-qwen3", 4, 10157, true), nodes("tiny-qwen3", 4, 10158, true));  // gpt-oss's alone
+  EXPECT_EQ(nodes("tiny-qwen3", 4, 7043, false), nodes("tiny-qwen3", 4, 7044, false));
+  EXPECT_EQ(nodes("tiny-qwen3", 4, 7818, false), nodes("tiny-qwen3", 4, 7819, false));
+
+  // 7819: the input is in the graph (a leaf), of the inputs to fill, f32 [n_embd, n_tokens], read by no node
+  LlamaConfig c = preset("tiny-qwen3").value();
+  c.llama_cpp = llama_cpp_graph(7819);
+  Result<LlamaGraph> m = build_llama(c);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const Tensor* embd = m.value().embd;
+  ASSERT_NE(embd, nullptr);
+  EXPECT_EQ(embd->type, Type::kF32);
+  EXPECT_EQ(embd->ne[0], c.n_embd);
+  EXPECT_EQ(embd->ne[1], c.n_tokens);
+  const std::vector<Tensor*> inputs = m.value().inputs();
+  EXPECT_NE(std::find(inputs.begin(), inputs.end(), embd), inputs.end());
+  bool leaf = false;
+  for (size_t i = 0; i < m.value().graph->n_leafs(); ++i) leaf = leaf || m.value().graph->leaf(i) == embd;
+  EXPECT_TRUE(leaf);
+  for (size_t i = 0; i < m.value().graph->n_nodes(); ++i) {
+    for (const Tensor* s : m.value().graph->node(i)->src) EXPECT_NE(s, embd);
+  }
+  c.llama_cpp = llama_cpp_graph(7818);
+  EXPECT_EQ(build_llama(c).value().embd, nullptr);
 }
 
 // One layer of build 2459's llama graph, op by op, as llama.cpp's source of that build makes it (llm_build_kv_store,
