@@ -17,6 +17,7 @@
 #include <filesystem>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string_view>
 #include <utility>
@@ -49,6 +50,11 @@ class Draft {
   }
 
   void set(const std::string& key, Value v) { file_.set(key, std::move(v)); }
+  // A key written before general.type: convert_hf_to_gguf.py's generate_extra_tensors runs (in prepare_tensors)
+  // before set_gguf_parameters, so a key it adds directly follows general.architecture, the writer's first.
+  void set_second(const std::string& key, Value v) {
+    file_.metadata.insert(file_.metadata.begin() + 1, gguf::KeyValue{key, std::move(v), 0});
+  }
   // "<arch>.<key>" (the architecture's keys).
   void u32(const std::string& key, uint32_t v) { set(arch_ + "." + key, Value::u32(v)); }
   void f32(const std::string& key, float v) { set(arch_ + "." + key, Value::f32(v)); }
@@ -58,7 +64,8 @@ class Draft {
 
   // The vocabulary, n tokens: synthetic strings "<tok0>".."<tokN-1>" of the real count, all of type 1 (normal).
   // BPE ("gpt2") vocabularies also have merges in real files; they are left out here.
-  void vocab_bpe(const char* pre, int64_t n, uint32_t bos, uint32_t eos, int64_t pad = -1) {
+  // Special tokens in gguf-py SpecialVocab's order (bos, eos, unk, ..., pad); -1: not written.
+  void vocab_bpe(const char* pre, int64_t n, uint32_t bos, uint32_t eos, int64_t pad = -1, int64_t unk = -1) {
     set("tokenizer.ggml.model", Value::string("gpt2"));
     set("tokenizer.ggml.pre", Value::string(pre));
     if (!t_without_vocab) {
@@ -67,6 +74,7 @@ class Draft {
     }
     set("tokenizer.ggml.bos_token_id", Value::u32(bos));
     set("tokenizer.ggml.eos_token_id", Value::u32(eos));
+    if (unk >= 0) set("tokenizer.ggml.unknown_token_id", Value::u32(static_cast<uint32_t>(unk)));
     if (pad >= 0) set("tokenizer.ggml.padding_token_id", Value::u32(static_cast<uint32_t>(pad)));
   }
   // SentencePiece ("llama") vocabularies: tokens, scores (all 0 here), token types.
@@ -190,6 +198,7 @@ struct LlamaSpec {
   bool rope_freqs = false;     // Llama 3.1's rope scaling factors as a tensor
   bool tied = false;           // tie_word_embeddings (Llama 3.2 1B and 3B): no output.weight
   bool head_dim_keys = false;  // config.json has head_dim: TextModel writes attention.key_length / value_length
+  bool tekken_vocab = false;   // Mistral's Tekken BPE vocabulary (Nemo, Small 3): tokenizer.ggml.pre "tekken"
 };
 
 Result<File> llama(const LlamaSpec& s, FileType ft) {
@@ -207,6 +216,9 @@ Result<File> llama(const LlamaSpec& s, FileType ft) {
   d.u32("rope.dimension_count", static_cast<uint32_t>(m.head_dim));
   if (s.llama3_vocab) {
     d.vocab_bpe("llama-bpe", m.n_vocab, 128000, 128009);  // <|begin_of_text|>, <|eot_id|>
+  } else if (s.tekken_vocab) {
+    // <s>, </s>, <unk> (Mistral-Nemo's metadata in ollama/ollama issue #8277: bos 1, eos 2, unknown 0, pre tekken)
+    d.vocab_bpe("tekken", m.n_vocab, 1, 2, /*pad=*/-1, /*unk=*/0);
   } else {
     d.vocab_spm(m.n_vocab, 1, 2, 0);  // <s>, </s>, <unk>
   }
@@ -479,22 +491,36 @@ Result<File> gpt_oss_20b(FileType ft) { return gpt_oss("Gpt Oss 20b", {24, 2880,
 
 // ---- phi3 ----
 
-// microsoft/Phi-3-mini-4k-instruct config.json: hidden_size 3072, intermediate_size 8192, num_hidden_layers 32,
-// num_attention_heads 32, num_key_value_heads 32 (head_dim 96), vocab_size 32064, max_position_embeddings 4096,
-// original_max_position_embeddings 4096, rope_theta 10000.0, rms_norm_eps 1e-05, sliding_window 2047,
-// tie_word_embeddings false; fused projections: qkv_proj -> attn_qkv [n_embd, (n_head + 2 n_head_kv) head_dim] and
-// gate_up_proj -> ffn_up [n_embd, 2 n_ff]. The 4k model has no rope_factors_long/short tensors (the 128k one has).
-// Phi3MiniModel.set_gguf_parameters writes sliding_window (0 when absent, which marks Phi-4). Checked for the phi3
-// build: the keys are set_gguf_parameters' in its order (context_length, rope.scaling.original_context_length, ...,
-// file_type, sliding_window; generate_extra_tensors adds rope.scaling.attn_factor and rope_factors_{long,short} only
-// for a config with long_factor, not this 4k one), and the shapes are llama_model_phi3::load_arch_tensors'
+struct Phi3Spec {
+  const char* general_name;
+  Dims m;
+  uint32_t n_ctx, n_ctx_orig;  // max_position_embeddings, original_max_position_embeddings (else the former)
+  float rope_base;
+  uint32_t sliding_window;  // 0 when config.json has none (Phi-4)
+  bool long_rope = false;   // rope_scaling longrope: rope.scaling.attn_factor and rope_factors_{long,short}
+  bool phi4_vocab = false;  // Phi-4's GPT-2 BPE vocabulary ("dbrx" pre-tokenizer) rather than Phi-3's SentencePiece
+};
+
+// Phi3MiniModel (convert_hf_to_gguf.py): set_gguf_parameters' keys in its order (context_length,
+// rope.scaling.original_context_length, ..., file_type, sliding_window: 0 when absent, which marks Phi-4);
+// generate_extra_tensors adds, for a config whose rope_scaling has long_factor (type longrope or su), the key
+// rope.scaling.attn_factor = sqrt(1 + ln(max_position_embeddings / original) / ln(original)) and the tensors
+// rope_factors_long / rope_factors_short (f32 [head_dim / 2]). prepare_tensors runs before set_gguf_parameters, so the
+// key directly follows general.architecture (as printed in ollama/ollama issue #12722 for a Phi-4-mini file: kv 1).
+// Fused projections: qkv_proj -> attn_qkv [n_embd, (n_head + 2 n_head_kv) head_dim] and gate_up_proj -> ffn_up
+// [n_embd, 2 n_ff]. Checked for the phi3 build: the shapes are llama_model_phi3::load_arch_tensors'
 // (src/models/phi3.cpp): attn_qkv [n_embd, n_embd + 2 n_embd_gqa], attn_output [n_embd, n_embd], ffn_up
 // [n_embd, 2 n_ff], ffn_down [n_ff, n_embd].
-Result<File> phi3_mini(FileType ft) {
-  const Dims m{32, 3072, 8192, 32, 32, 96, 32064};
-  Draft d("phi3", "Phi 3 Mini 4k Instruct");
-  d.u32("context_length", 4096);
-  d.u32("rope.scaling.original_context_length", 4096);
+Result<File> phi3(const Phi3Spec& s, FileType ft) {
+  const Dims& m = s.m;
+  Draft d("phi3", s.general_name);
+  if (s.long_rope) {
+    const double scale = static_cast<double>(s.n_ctx) / static_cast<double>(s.n_ctx_orig);
+    const double attn_factor = std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(s.n_ctx_orig)));
+    d.set_second("phi3.rope.scaling.attn_factor", Value::f32(static_cast<float>(attn_factor)));
+  }
+  d.u32("context_length", s.n_ctx);
+  d.u32("rope.scaling.original_context_length", s.n_ctx_orig);
   d.u32("embedding_length", static_cast<uint32_t>(m.n_embd));
   d.u32("feed_forward_length", static_cast<uint32_t>(m.n_ff));
   d.u32("block_count", static_cast<uint32_t>(m.n_layer));
@@ -502,12 +528,20 @@ Result<File> phi3_mini(FileType ft) {
   d.u32("attention.head_count_kv", static_cast<uint32_t>(m.n_head_kv));
   d.f32("attention.layer_norm_rms_epsilon", 1e-5f);
   d.u32("rope.dimension_count", static_cast<uint32_t>(m.head_dim));
-  d.f32("rope.freq_base", 10000.0f);
+  d.f32("rope.freq_base", s.rope_base);
   d.file_type(ft);
-  d.u32("attention.sliding_window", 2047);
-  d.vocab_spm(m.n_vocab, 1, 32000, 0, 32000);  // <s>, <|endoftext|>, <unk>, pad <|endoftext|> (PR #11003's log)
+  d.u32("attention.sliding_window", s.sliding_window);
+  if (s.phi4_vocab) {
+    d.vocab_bpe("dbrx", m.n_vocab, 100257, 100257, 100257);  // <|endoftext|> for bos, eos and pad
+  } else {
+    d.vocab_spm(m.n_vocab, 1, 32000, 0, 32000);  // <s>, <|endoftext|>, <unk>, pad <|endoftext|> (PR #11003's log)
+  }
   d.quantization_version();
   embeddings(d, m, false);
+  if (s.long_rope) {
+    d.f32_tensor("rope_factors_long.weight", {m.head_dim / 2});
+    d.f32_tensor("rope_factors_short.weight", {m.head_dim / 2});
+  }
   for (int64_t il = 0; il < m.n_layer; ++il) {
     d.f32_tensor(blk(il, "attn_norm.weight"), {m.n_embd});
     d.weight(blk(il, "attn_qkv.weight"), {m.n_embd, (m.n_head + 2 * m.n_head_kv) * m.head_dim});
@@ -517,6 +551,14 @@ Result<File> phi3_mini(FileType ft) {
     d.weight(blk(il, "ffn_down.weight"), {m.n_ff, m.n_embd});
   }
   return std::move(d).finish(quant_model("phi3", m), ft);
+}
+
+// microsoft/Phi-3-mini-4k-instruct config.json: hidden_size 3072, intermediate_size 8192, num_hidden_layers 32,
+// num_attention_heads 32, num_key_value_heads 32 (head_dim 96), vocab_size 32064, max_position_embeddings 4096,
+// original_max_position_embeddings 4096, rope_theta 10000.0, rms_norm_eps 1e-05, sliding_window 2047,
+// tie_word_embeddings false. The 4k model has no rope_factors_long/short tensors (the 128k one has).
+Result<File> phi3_mini(FileType ft) {
+  return phi3({"Phi 3 Mini 4k Instruct", {32, 3072, 8192, 32, 32, 96, 32064}, 4096, 4096, 10000.0f, 2047}, ft);
 }
 
 // ---- the catalogue's other bases (issue 50, item 4) ----
@@ -689,6 +731,159 @@ Result<File> gpt_oss_120b(FileType ft) {
   return gpt_oss("Gpt Oss 120b", {36, 2880, 2880, 64, 8, 64, 201088}, 128, 4, ft);
 }
 
+// ---- more published models ----
+
+// mistralai/Mistral-Nemo-Instruct-2407: its GGUF metadata as ollama shows it (ollama/ollama issue #8277: block_count
+// 40, context_length 1024000, embedding_length 5120, feed_forward_length 14336, head_count 32, head_count_kv 8,
+// key_length / value_length 128, rope.dimension_count 128, rope.freq_base 1000000, layer_norm_rms_epsilon 1e-05,
+// vocab_size 131072, tokenizer gpt2 / pre tekken, bos 1, eos 2, unknown 0), which are config.json's (the Base model's
+// config.json as copied in kevinstephano/thunder_model_blocks mistral/mistral_config.py has the same shapes and
+// head_dim 128, tie_word_embeddings false; the Instruct model's max_position_embeddings is 1024000, as llama.cpp issue
+// #8655 prints n_ctx_train). Heads of 128 on a 5120 embedding of 32 heads (4096 wide, not 5120): attn_q
+// [5120, 4096], attn_output [4096, 5120].
+Result<File> mistral_nemo_12b(FileType ft) {
+  return llama({"Mistral Nemo Instruct 2407",
+                {40, 5120, 14336, 32, 8, 128, 131072},
+                1024000,
+                1000000.0f,
+                1e-5f,
+                0,
+                0,
+                /*llama3_vocab=*/false,
+                /*rope_freqs=*/false,
+                /*tied=*/false,
+                /*head_dim_keys=*/true,
+                /*tekken_vocab=*/true},
+               ft);
+}
+
+// mistralai/Mistral-Small-24B-Instruct-2501 config.json, as ShelbyJenkins/llm_client
+// llm_models/src/llm/local/gguf/generated/preset_models.rs (MISTRAL_SMALL_24B_INSTRUCT_2501) reads it:
+// context_length 32768, embedding_length 5120, feed_forward_length 32768, head_count 32, head_count_kv 8,
+// block_count 40, vocab_size 131072 (Tekken), architecture mistral. Its head_dim 128, rope_theta 100000000.0,
+// rms_norm_eps 1e-05 and tie_word_embeddings false were not found in a readable copy of this config.json; they change
+// no tensor but the attention's width, and the published file sizes the test checks (bartowski's) need the 128: with
+// heads of 5120 / 32 = 160 every file would be 0.2 GB larger.
+Result<File> mistral_small_24b(FileType ft) {
+  return llama({"Mistral Small 24B Instruct 2501",
+                {40, 5120, 32768, 32, 8, 128, 131072},
+                32768,
+                100000000.0f,
+                1e-5f,
+                0,
+                0,
+                /*llama3_vocab=*/false,
+                /*rope_freqs=*/false,
+                /*tied=*/false,
+                /*head_dim_keys=*/true,
+                /*tekken_vocab=*/true},
+               ft);
+}
+
+// microsoft/Phi-3.5-mini-instruct config.json (mlc-ai/mlc-llm model_preset.py "phi-3_5", _name_or_path
+// "Phi-3.5-mini-instruct"; the same in sdpython/onnx-diagnostic hub_data_cached_configs.py): Phi-3-mini's shapes
+// (3072, 8192, 32 layers, 32 / 32 heads, vocab_size 32064), max_position_embeddings 131072,
+// original_max_position_embeddings 4096, rope_theta 10000.0, rms_norm_eps 1e-05, sliding_window 262144, rope_scaling
+// type longrope with 48 long and 48 short factors: rope.scaling.attn_factor sqrt(1 + ln 32 / ln 4096) = 1.1902 and
+// rope_factors_long / rope_factors_short [48]. The metadata of a Phi-3.5-mini-instruct Q8_0 file printed in llama.cpp
+// issue #9112 has the same keys in the same order (context_length 131072, original_context_length 4096, ...).
+Result<File> phi35_mini(FileType ft) {
+  return phi3({"Phi 3.5 Mini Instruct",
+               {32, 3072, 8192, 32, 32, 96, 32064},
+               131072,
+               4096,
+               10000.0f,
+               262144,
+               /*long_rope=*/true},
+              ft);
+}
+
+// microsoft/phi-4: the metadata of ollama's phi4 (Q4_K_M) GGUF printed in jazzwang/snippet md/genai/llm/phi.md
+// (2025-01-10): context_length 16384, original_context_length 16384, embedding_length 5120, feed_forward_length 17920,
+// block_count 40, head_count 40, head_count_kv 10, layer_norm_rms_epsilon 1e-05, rope.dimension_count 128,
+// rope.freq_base 250000, sliding_window 0, tokenizer gpt2 / pre dbrx with 100352 tokens, bos = eos = pad 100257 --
+// config.json's hidden_size, intermediate_size, ... (the same shapes in ShelbyJenkins/llm_client preset_models.rs
+// "PHI_4"); no rope_scaling (no LongRoPE tensors), tie_word_embeddings false.
+Result<File> phi4(FileType ft) {
+  return phi3({"Phi 4",
+               {40, 5120, 17920, 40, 10, 128, 100352},
+               16384,
+               16384,
+               250000.0f,
+               0,
+               /*long_rope=*/false,
+               /*phi4_vocab=*/true},
+              ft);
+}
+
+// Qwen/Qwen3-1.7B config.json (mlc-ai/mlc-llm model_preset.py "qwen3_1.7b"): hidden_size 2048, intermediate_size
+// 6144, num_hidden_layers 28, num_attention_heads 16, num_key_value_heads 8, head_dim 128 (16 x 128 = 2048),
+// vocab_size 151936, max_position_embeddings 40960, rope_theta 1000000, rms_norm_eps 1e-06, tie_word_embeddings true.
+Result<File> qwen3_17b(FileType ft) {
+  return qwen3({"Qwen3 1.7B", {28, 2048, 6144, 16, 8, 128, 151936}, 40960, 1e-6f, /*tied=*/true}, ft);
+}
+
+// Qwen/Qwen3-4B config.json (as copied in rasbt/LLMs-from-scratch pkg/llms_from_scratch/qwen3.py, QWEN3_CONFIG_4B):
+// emb_dim (hidden_size) 2560, hidden_dim (intermediate_size) 9728, n_layers 36, n_heads 32, n_kv_groups 8,
+// head_dim 128 (32 x 128 = 4096, not 2560), vocab_size 151936, context_length 40960, rope_base 1000000; tied
+// embeddings (the 0.6B, 1.7B and 4B models tie theirs, qwen3_8b), rms_norm_eps 1e-06 as in every Qwen3 config.
+Result<File> qwen3_4b(FileType ft) {
+  return qwen3({"Qwen3 4B", {36, 2560, 9728, 32, 8, 128, 151936}, 40960, 1e-6f, /*tied=*/true}, ft);
+}
+
+// google/gemma-3-4b-it config.json (the copy in sdpython/onnx-diagnostic
+// onnx_diagnostic/torch_models/hghub/hub_data_cached_configs.py): text_config hidden_size 2560, intermediate_size
+// 10240, num_hidden_layers 34, rope_scaling linear factor 8.0, sliding_window 1024; the other text keys are
+// Gemma3TextConfig's defaults, which the print_info of ggml-org/gemma-3-4b-it-GGUF in
+// tests/fidelity/21-gemma3-4b-L4-metadata.log shows: n_ctx_train 131072, n_head 8, n_head_kv 4, head size 256, n_swa
+// 1024 (vocab_size 262208, rope_theta 1000000, rms_norm_eps 1e-06, as the 12B's). Text model only (the vision tower is
+// the separate mmproj file); tied embeddings.
+Result<File> gemma3_4b(FileType ft) {
+  return gemma3({"Gemma 3 4b It", {34, 2560, 10240, 8, 4, 256, 262208}, 131072, 1024, 8.0f}, ft);
+}
+
+// google/gemma-3-27b-it: the metadata of unsloth's gemma-3-27b-it-Q4_0.gguf printed in ikawrakow/ik_llama.cpp issue
+// #539: context_length 131072, embedding_length 5376, block_count 62, feed_forward_length 21504, head_count 32,
+// layer_norm_rms_epsilon 1e-06, key_length / value_length 128, rope.freq_base 1000000, sliding_window 1024,
+// head_count_kv 16, rope.scaling linear factor 8, 262208 tokens (bos 2, eos 106, unk 3, pad 0) -- config.json's
+// text_config. Heads of 128 (32 x 128 = 4096, not 5376); config.json's query_pre_attn_scalar 168 = 5376 / 32, which the
+// file does not carry: llama.cpp (and from_gguf.cpp, gemma3_keys) scale the 62-layer model's Q by 1 / sqrt(5376 / 32).
+Result<File> gemma3_27b(FileType ft) {
+  return gemma3({"Gemma 3 27b It", {62, 5376, 21504, 32, 16, 128, 262208}, 131072, 1024, 8.0f}, ft);
+}
+
+// meta-llama/Llama-3.1-405B: the metadata of a Llama-3.1-405B Q4_0 GGUF printed in ArmDeveloperEcosystem/arm-learning-
+// paths content/learning-paths/servers-and-cloud-computing/distributed-inference-with-llama-cpp/how-to-3.md:
+// block_count 126, context_length 131072, embedding_length 16384, feed_forward_length 53248, head_count 128,
+// head_count_kv 8, rope.freq_base 500000, layer_norm_rms_epsilon 1e-05, key_length / value_length 128 (config.json's
+// head_dim), vocab_size 128256, rope.dimension_count 128 -- config.json's values (the 405B config's rope_scaling is
+// llama3, so rope_freqs.weight [64]: the log's 1138 tensors are 126 x 9 + 4). The Instruct model has the same shapes
+// (its eos <|eot_id|>).
+Result<File> llama31_405b(FileType ft) {
+  return llama({"Meta Llama 3.1 405B Instruct",
+                {126, 16384, 53248, 128, 8, 128, 128256},
+                131072,
+                500000.0f,
+                1e-5f,
+                0,
+                0,
+                true,
+                true,
+                /*tied=*/false,
+                /*head_dim_keys=*/true},
+               ft);
+}
+
+// mistralai/Mixtral-8x22B-Instruct-v0.1 config.json (as Lightning-AI/litgpt litgpt/config.py reads it, citing that
+// config.json: padded_vocab_size 32768, block_size 65536, n_layer 56, n_head 48, n_embd 6144, n_query_groups 8,
+// intermediate_size 16384, rope_base 1000000, norm_eps 1e-05, n_expert 8, n_expert_per_token 2): Mixtral 8x7B's layer,
+// 56 of them, 48 heads of 128 on 6144, the v3 SentencePiece vocabulary of 32768 tokens; no attention.key_length (as
+// for Mixtral 8x7B, whose config.json has no head_dim).
+Result<File> mixtral_8x22b(FileType ft) {
+  return llama({"Mixtral 8x22B Instruct v0.1", {56, 6144, 16384, 48, 8, 128, 32768}, 65536, 1000000.0f, 1e-5f, 8, 2},
+               ft);
+}
+
 // ---- the catalogue ----
 
 // The lower-case llama.cpp name of each file type a fixture can be made in (llama-quantize's names; "mxfp4" for
@@ -746,6 +941,18 @@ constexpr Base kBases[] = {
     {"qwen3-235b-a22b", qwen3_235b_a22b, FileType::kQ4_K_M},
     {"gemma-3-1b", gemma3_1b, FileType::kQ4_K_M},
     {"gpt-oss-120b", gpt_oss_120b, FileType::kMXFP4_MOE},
+    // more published models: llama heads of their own size, not n_embd / n_head (Mistral Nemo, Small 3), LongRoPE's
+    // attention factor (Phi-3.5), and sizes the catalogue lacked
+    {"mistral-nemo-12b", mistral_nemo_12b, FileType::kQ4_K_M},
+    {"mistral-small-24b", mistral_small_24b, FileType::kQ4_K_M},
+    {"phi-3.5-mini", phi35_mini, FileType::kQ4_K_M},
+    {"phi-4", phi4, FileType::kQ4_K_M},
+    {"qwen3-1.7b", qwen3_17b, FileType::kQ4_K_M},
+    {"qwen3-4b", qwen3_4b, FileType::kQ4_K_M},
+    {"gemma-3-4b", gemma3_4b, FileType::kQ4_K_M},
+    {"gemma-3-27b", gemma3_27b, FileType::kQ4_K_M},
+    {"llama-3.1-405b", llama31_405b, FileType::kQ4_K_M},
+    {"mixtral-8x22b", mixtral_8x22b, FileType::kQ4_K_M},
 };
 
 bool mxfp4_only(const Base& b) { return b.published == FileType::kMXFP4_MOE; }

@@ -90,7 +90,8 @@ struct ArchInfo {
   bool attn_bias;     // qwen2: blk.N.attn_{q,k,v}.bias added after the projections
   bool qk_norm;       // qwen3, qwen3moe: blk.N.attn_{q,k}_norm.weight, per-head RMS norms before rope
   bool own_head_dim;  // the head size is attention.key_length, which need not be embedding_length / head_count
-                      // (qwen3's loaders make wq [n_embd, n_embd_head_k * n_head]); else it must be that quotient
+                      // (llama.cpp's loaders take hparams.n_embd_head_k from it for every architecture; llama's and
+                      // qwen3's make wq [n_embd, n_embd_head_k * n_head]); else it must be that quotient
   bool moe;           // qwen3moe: always experts (expert_count, expert_used_count > 0; expert_feed_forward_length)
   bool moe_optional;  // llama: experts when expert_count > 0 (Mixtral)
   RopeMode rope;      // LLAMA_ROPE_TYPE_NORM (llama) or LLAMA_ROPE_TYPE_NEOX (the Qwen architectures)
@@ -102,7 +103,7 @@ struct ArchInfo {
 };
 
 constexpr ArchInfo kArchs[] = {
-    {"llama", false, false, false, false, true, RopeMode::kNormal, true, false, false, false, false},
+    {"llama", false, false, true, false, true, RopeMode::kNormal, true, false, false, false, false},
     {"qwen2", true, false, false, false, false, RopeMode::kNeox, false, true, false, false, false},
     {"qwen3", false, true, true, false, false, RopeMode::kNeox, false, true, false, false, false},
     {"qwen3moe", false, true, true, true, false, RopeMode::kNeox, false, true, false, false, false},
@@ -167,7 +168,7 @@ Status yarn_rope_scaling(const gguf::Model& model, const std::string& p, LlamaCo
 // rope.scaling.type (linear or none, and yarn where allow_yarn; llama.cpp's default is linear) and
 // rope.scaling.factor (else the older rope.scale_linear): rope's frequency scale is the factor's inverse
 // (src/llama-model.cpp load_hparams); yarn adds YaRN's parameters (yarn_rope_scaling). gpt-oss allows yarn; gemma3
-// and phi3 keep refusing it (their files do not use it, and phi3's LongRoPE attn_factor would interact with it).
+// and phi3 keep refusing it (their files do not use it; phi3's LongRoPE attn_factor is read by phi3_keys alone).
 Status linear_rope_scaling(const gguf::Model& model, const std::string& p, LlamaConfig& c, bool allow_yarn = false) {
   const gguf::File& f = model.metadata();
   bool yarn = false;
@@ -200,18 +201,21 @@ Status linear_rope_scaling(const gguf::Model& model, const std::string& p, Llama
 //     [n_embd, 2 n_ff] with no ffn_gate (SWIGLU of its halves), attn_output [n_embd, n_embd];
 //   - rope_factors_long.weight / rope_factors_short.weight (LongRoPE, f32 [n_rot / 2]): the long factors when the
 //     context (n_ctx) is above rope.scaling.original_context_length (default context_length), else the short ones;
-//   - rope.scaling.attn_factor multiplies rope's cos and sin (LongRoPE's mscale), which Tessera's ROPE does not have:
-//     a value other than 1 is refused;
+//   - rope.scaling.attn_factor (hparams.rope_attn_factor, default 1; LongRoPE's scaling of cos and sin,
+//     sqrt(1 + ln(context_length / original_context_length) / ln(original_context_length)) in the 128k files):
+//     llama.cpp's context multiplies yarn_attn_factor by it (cparams.yarn_attn_factor *= hparams.rope_attn_factor,
+//     src/llama-context.cpp) and passes that to every ggml_rope_ext, with ext_factor 0 (not YaRN): ROPE's attn_factor
+//     with ext_factor 0, which multiplies cos and sin and changes nothing else;
 //   - Q is scaled by 1 / sqrt(head_dim) after rope and the scores by 1.
 Status phi3_keys(const gguf::Model& model, const std::string& p, int64_t ctx_len, LlamaConfig& c) {
   TS_RETURN_IF_ERROR(linear_rope_scaling(model, p, c));
   auto attn_factor = float_key(model, p + "rope.scaling.attn_factor", 1.0f);
   if (!attn_factor.ok()) return attn_factor.status();
-  if (attn_factor.value() != 1.0f) {
-    return file_error(model, p + "rope.scaling.attn_factor is " + std::to_string(attn_factor.value()) +
-                                 ": rope with an attention factor (LongRoPE's scaling of cos and sin) is not a "
-                                 "Tessera op (only 1 is supported)");
+  if (!std::isfinite(attn_factor.value()) || !(attn_factor.value() > 0.0f)) {
+    return file_error(
+        model, p + "rope.scaling.attn_factor: " + std::to_string(attn_factor.value()) + " must be positive and finite");
   }
+  c.rope_yarn.attn_factor = attn_factor.value();  // ext_factor stays 0: cos and sin scaled, nothing else
   auto n_ctx_orig = count_key(model, p + "rope.scaling.original_context_length", ctx_len, c.n_layer);
   if (!n_ctx_orig.ok()) return n_ctx_orig.status();
   if (n_ctx_orig.value() < 1 || n_ctx_orig.value() > INT32_MAX) {
@@ -412,7 +416,8 @@ Result<LlamaConfig> llama_config_from_gguf(const gguf::Model& model, const GgufR
         model, format_message("%sembedding_length %lld is not a multiple of %sattention.head_count %lld", p.c_str(),
                               static_cast<long long>(c.n_embd), p.c_str(), static_cast<long long>(c.n_head)));
   }
-  // The head size: embedding_length / head_count, or (qwen3) attention.key_length. value_length and
+  // The head size: attention.key_length where the architecture takes it (llama: Mistral Nemo's 128 on 5120 / 32
+  // heads; qwen3), else embedding_length / head_count; the quotient when the key is absent. value_length and
   // rope.dimension_count default to it and must equal it (llama.cpp's graphs assert n_embd_head_v == n_embd_head_k
   // == n_rot).
   int64_t head_dim = c.n_embd / c.n_head;

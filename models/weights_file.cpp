@@ -58,7 +58,12 @@ Result<std::vector<uint8_t>> complete_gguf(const LlamaGraph& graph) {
     if (c.swa_pattern != 2) u32("attention.sliding_window_pattern", c.swa_pattern);
     if (c.rope_base_swa != c.rope_base) f.set(p + "rope.freq_base_swa", Value::f32(c.rope_base_swa));
   }
-  if (!c.rope_yarn.is_default()) {  // YaRN: the keys from_gguf reads back (yarn_rope_scaling)
+  // phi3's LongRoPE attention factor (ROPE's attn_factor with ext_factor 0): rope.scaling.attn_factor alone (phi3_keys)
+  const bool longrope_factor = c.arch == "phi3";
+  if (longrope_factor && c.rope_yarn.attn_factor != 1.0f) {
+    f.set(p + "rope.scaling.attn_factor", Value::f32(c.rope_yarn.attn_factor));
+  }
+  if (!c.rope_yarn.is_default() && !longrope_factor) {  // YaRN: the keys from_gguf reads back (yarn_rope_scaling)
     f.set(p + "rope.scaling.type", Value::string("yarn"));
     f.set(p + "rope.scaling.factor", Value::f32(1.0f / c.rope_scale));
     u32("rope.scaling.original_context_length", c.rope_yarn.n_ctx_orig);

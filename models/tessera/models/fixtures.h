@@ -28,7 +28,8 @@ namespace tessera::models::fixtures {
 // "mistral-7b" (v0.3), "mixtral-8x7b", "qwen2.5-7b", "qwen3-8b", "qwen3-30b-a3b", "gemma-3-12b", "gpt-oss-20b",
 // "phi-3-mini", then "llama-3.2-1b", "llama-3.2-3b", "llama-3.3-70b", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b",
 // "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "qwen2.5-coder-32b", "qwen3-0.6b", "qwen3-14b", "qwen3-32b",
-// "qwen3-235b-a22b", "gemma-3-1b", "gpt-oss-120b".
+// "qwen3-235b-a22b", "gemma-3-1b", "gpt-oss-120b", then "mistral-nemo-12b", "mistral-small-24b", "phi-3.5-mini",
+// "phi-4", "qwen3-1.7b", "qwen3-4b", "gemma-3-4b", "gemma-3-27b", "llama-3.1-405b", "mixtral-8x22b".
 std::vector<std::string> base_names();
 // The file types of the catalogue's names, "q4_0" .. "iq4_xs" (gpt-oss: "mxfp4").
 std::vector<std::string> catalogue_file_types();

@@ -78,8 +78,8 @@ struct LlamaConfig {
   // Architecture (llama.cpp's per-architecture graph builders; docs/gguf.md, 'Architectures'). The defaults are
   // llama's graph.
   std::string arch = "llama";              // what the model is (reports); the switches below make the graph
-  int64_t n_embd_head = 0;                 // head size; 0: n_embd / n_head. Qwen3's key_length may differ from that:
-                                           // then wq is [n_embd, n_embd_head * n_head] and wo its transpose
+  int64_t n_embd_head = 0;                 // head size; 0: n_embd / n_head. key_length may differ from that (Qwen3,
+                                           // Mistral Nemo): then wq is [n_embd, n_embd_head * n_head], wo its transpose
   bool attn_bias = false;                  // qwen2: blk.N.attn_{q,k,v}.bias (f32), added after each projection
   bool attn_qk_norm = false;               // qwen3: blk.N.attn_{q,k}_norm.weight (f32 [head_dim]), an RMS norm of each
                                            // head of Q and K before rope

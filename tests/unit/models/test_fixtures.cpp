@@ -323,8 +323,8 @@ TEST(Fixtures, NamesAndUnknownName) {
 
 // The catalogue: every base in every file type (gpt-oss: mxfp4 only), each name builds, says its file type in
 // general.file_type, and is what make_fixture and is_fixture_name accept. Every catalogue name of a base has the same
-// tensor table but for the types. All 386 are made here (5.5 s in a RelWithDebInfo build on a loaded 2-core machine;
-// each has a few MB of synthetic vocabulary).
+// tensor table but for the types. All 546 are made here (36 bases: 34 in 16 types, gpt-oss's 2 in mxfp4; each has a
+// few MB of synthetic vocabulary).
 TEST(Fixtures, EveryCatalogueNameBuilds) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<std::string> names = fx::catalogue_names();
@@ -731,6 +731,215 @@ TEST(FixturesOutside, GptOss120B) {
   EXPECT_EQ(s.types[TensorType::kQ8_0], 146);
   EXPECT_NEAR(static_cast<double>(s.params) / 1e9, 116.83, 0.005);
   EXPECT_EQ(get_int(f, "gpt-oss.expert_count"), 128);
+}
+
+// ---- more published models ----
+
+// A published file's exact size in bytes (Hugging Face's, as ShelbyJenkins/llm_client
+// llm_models/src/llm/local/gguf/generated/preset_models.rs copies them from the Hub for bartowski's files): the
+// tensors, the header and the padding before the data. The header of these files (token strings, merges, chat template)
+// is at most 20 MB, so the tensor bytes lie in [file - 20 MB, file]. (bartowski quantizes with an importance matrix,
+// which changes no type of Q4_K_M, Q5_K_M, Q6_K or Q8_0.)
+::testing::AssertionResult FileOfBytes(uint64_t tensor_bytes, uint64_t file_bytes) {
+  if (tensor_bytes <= file_bytes && tensor_bytes + 20'000'000 >= file_bytes) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << tensor_bytes << " B of tensors is not a file of " << file_bytes << " B ("
+                                       << static_cast<double>(file_bytes) - static_cast<double>(tensor_bytes)
+                                       << " B for the header)";
+}
+
+struct PublishedFile {
+  const char* type;  // the catalogue's file type
+  uint64_t bytes;    // the published file's size
+};
+
+// Each file within the header's bounds, and, exactly: the files of one base and publisher differ only in
+// general.file_type's value and the tensors, so file size less tensor bytes (the header and its padding) is the same
+// number of bytes in each.
+void ExpectPublishedSizes(const std::string& base, std::initializer_list<PublishedFile> files) {
+  std::set<int64_t> headers;
+  for (const PublishedFile& p : files) {
+    SCOPED_TRACE(base + "-" + p.type);
+    const uint64_t bytes = summarize(fixture(base + "-" + p.type)).bytes;
+    EXPECT_TRUE(FileOfBytes(bytes, p.bytes));
+    headers.insert(static_cast<int64_t>(p.bytes) - static_cast<int64_t>(bytes));
+  }
+  EXPECT_EQ(headers.size(), 1u) << base << ": the files' headers would differ in size";
+}
+
+// Mistral-Nemo-Instruct-2407. Its GGUF metadata in ollama/ollama issue #8277: "general.parameter_count": 12247782400
+// (convert_hf_to_gguf.py's count of every tensor's elements; chatllm.cpp prints the same "12247782400 (12.2B)
+// parameters" in foldl/chatllm.cpp issue #29), attention.key_length 128 on embedding_length 5120 and head_count 32. A
+// Q5_K_M file as llama.cpp loads it (llama.cpp issue #8655, with an importance matrix, which changes no Q5_K_M type):
+// type f32 81, q5_K 241, q6_K 41. bartowski's Mistral-Nemo-Instruct-2407-GGUF (ShelbyJenkins/llm_client
+// preset_models.rs, MISTRAL_NEMO_INSTRUCT_2407): Q4_K_M 7477208192 B, Q5_K_M 8727635072 B, Q6_K 10056213632 B, Q8_0
+// 13022372992 B.
+TEST(FixturesOutside, MistralNemo12B) {
+  const File f = fixture("mistral-nemo-12b-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_EQ(s.params, 12247782400);
+  EXPECT_EQ(get_int(f, "llama.attention.key_length"), 128);
+  EXPECT_EQ(get_int(f, "llama.embedding_length"), 5120);
+  EXPECT_EQ(tensor(f, "blk.0.attn_q.weight").ne[1], 4096);
+  EXPECT_EQ(tensor(f, "blk.0.attn_output.weight").ne[0], 4096);
+  EXPECT_EQ(f.get_string("tokenizer.ggml.pre").value(), "tekken");
+  Summary q5 = summarize(fixture("mistral-nemo-12b-q5_k_m"));
+  EXPECT_EQ(q5.n_tensors, 363u);
+  EXPECT_EQ(q5.types[TensorType::kF32], 81);
+  EXPECT_EQ(q5.types[TensorType::kQ5_K], 241);
+  EXPECT_EQ(q5.types[TensorType::kQ6_K], 41);
+  ExpectPublishedSizes("mistral-nemo-12b",
+                       {{"q4_k_m", 7477208192}, {"q5_k_m", 8727635072}, {"q6_k", 10056213632}, {"q8_0", 13022372992}});
+}
+
+// Mistral-Small-24B-Instruct-2501: bartowski's Mistral-Small-24B-Instruct-2501-GGUF (ShelbyJenkins/llm_client
+// preset_models.rs, MISTRAL_SMALL_24B_INSTRUCT_2501): Q4_K_M 14333908672 B, Q5_K_M 16763983552 B, Q6_K 19345938112 B,
+// Q8_0 25054779072 B. The model card (as copied in OpenMOSE/RWKV-LM-RLHF main/tokenizer/mistralsmall3/README.md):
+// "boasting 24B parameters" (rounded). Nemo's attention: 32 heads of 128 on 5120.
+TEST(FixturesOutside, MistralSmall24B) {
+  const File f = fixture("mistral-small-24b-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params) / 1e9, 24, 0));
+  EXPECT_EQ(tensor(f, "blk.0.attn_q.weight").ne[1], 4096);
+  EXPECT_EQ(s.n_tensors, 363u);  // 40 x 9 + token_embd, output_norm, output
+  ExpectPublishedSizes(
+      "mistral-small-24b",
+      {{"q4_k_m", 14333908672}, {"q5_k_m", 16763983552}, {"q6_k", 19345938112}, {"q8_0", 25054779072}});
+}
+
+// Phi-3.5-mini-instruct: bartowski's Phi-3.5-mini-instruct-GGUF (ShelbyJenkins/llm_client preset_models.rs,
+// PHI_3_5_MINI_INSTRUCT): Q4_K_M 2393232672 B, Q5_K_M 2815276320 B, Q6_K 3135853344 B, Q8_0 4061222688 B -- each 1312 B
+// more than the same type of Phi-3-mini-4k-instruct in the same list (2393231360, 2815275008, 3135852032,
+// 4061221376): the two rope factor tensors and the attention factor's key. LongRoPE over 131072 / 4096 positions:
+// rope.scaling.attn_factor printed "1.190238" (a Phi-4-mini file of the same 131072 / 4096 in ollama/ollama issue
+// #12722, kv 1, directly after general.architecture).
+TEST(FixturesOutside, Phi35Mini) {
+  const File f = fixture("phi-3.5-mini-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_EQ(s.n_tensors, 197u);  // Phi-3-mini's 195 and the two factor tensors
+  EXPECT_EQ(tensor(f, "rope_factors_long.weight").ne[0], 48);
+  EXPECT_EQ(tensor(f, "rope_factors_short.weight").ne[0], 48);
+  EXPECT_EQ(tensor(f, "rope_factors_long.weight").type, TensorType::kF32);
+  EXPECT_EQ(f.metadata[1].key, "phi3.rope.scaling.attn_factor");
+  EXPECT_NEAR(f.get_f32("phi3.rope.scaling.attn_factor").value(), 1.190238, 5e-7);
+  EXPECT_EQ(get_int(f, "phi3.context_length"), 131072);
+  EXPECT_EQ(get_int(f, "phi3.rope.scaling.original_context_length"), 4096);
+  ExpectPublishedSizes("phi-3.5-mini",
+                       {{"q4_k_m", 2393232672}, {"q5_k_m", 2815276320}, {"q6_k", 3135853344}, {"q8_0", 4061222688}});
+}
+
+// Phi-4 as llama.cpp loads ollama's phi4 (Q4_K_M; jazzwang/snippet md/genai/llm/phi.md, 2025-01-10): 243 tensors, type
+// f32 81, q4_K 101, q5_K 40 (attn_qkv), q6_K 21, "model params = 14.66 B", "model size = 8.43 GiB (4.94 BPW)" (each
+// +-0.005). bartowski's phi-4-GGUF (ShelbyJenkins/llm_client preset_models.rs, PHI_4): Q4_K_M 9053114816 B, Q5_K_M
+// 10604188096 B, Q6_K 12030251456 B, Q8_0 15580500416 B.
+TEST(FixturesOutside, Phi4) {
+  const File f = fixture("phi-4-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_EQ(s.n_tensors, 243u);
+  EXPECT_EQ(s.types[TensorType::kF32], 81);
+  EXPECT_EQ(s.types[TensorType::kQ4_K], 101);
+  EXPECT_EQ(s.types[TensorType::kQ5_K], 40);
+  EXPECT_EQ(s.types[TensorType::kQ6_K], 21);
+  EXPECT_NEAR(static_cast<double>(s.params) / 1e9, 14.66, 0.005);
+  EXPECT_NEAR(s.gib(), 8.43, 0.005);
+  EXPECT_NEAR(s.bpw(), 4.94, 0.005);
+  EXPECT_EQ(get_int(f, "phi3.attention.sliding_window"), 0);
+  EXPECT_EQ(f.find_value("phi3.rope.scaling.attn_factor"), nullptr);
+  ExpectPublishedSizes("phi-4",
+                       {{"q4_k_m", 9053114816}, {"q5_k_m", 10604188096}, {"q6_k", 12030251456}, {"q8_0", 15580500416}});
+}
+
+// unsloth's Qwen3-1.7B-Q4_K_M.gguf as llama.cpp loads it (carlostarrats/Control-LLM Console.md, an app's log): 310
+// tensors (tied embeddings: no output.weight), type f32 113, q4_K 168, q6_K 29, "file size = 1.03 GiB (5.12 BPW)",
+// "model params = 1.72 B" (each +-0.005; unsloth's importance matrix changes no Q4_K_M type).
+TEST(FixturesOutside, Qwen3_17B) {
+  const File f = fixture("qwen3-1.7b-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_EQ(s.n_tensors, 310u);
+  EXPECT_EQ(s.types[TensorType::kF32], 113);
+  EXPECT_EQ(s.types[TensorType::kQ4_K], 168);
+  EXPECT_EQ(s.types[TensorType::kQ6_K], 29);
+  EXPECT_NEAR(s.gib(), 1.03, 0.005);
+  EXPECT_NEAR(s.bpw(), 5.12, 0.005);
+  EXPECT_NEAR(static_cast<double>(s.params) / 1e9, 1.72, 0.005);
+  EXPECT_EQ(f.find_tensor("output.weight"), nullptr);
+  EXPECT_EQ(tensor(f, "token_embd.weight").type, TensorType::kQ6_K);
+}
+
+// The Qwen3-4B model card (as copied, for Qwen3-4B-Base, in Robojiang/qwen_mlsys Qwen3-4B-Base/README.md): "Number of
+// Parameters: 4.0B", "Number of Paramaters (Non-Embedding): 3.6B", 36 layers, 32 heads for Q and 8 for KV. Tied
+// embeddings, so the embedding is token_embd alone.
+TEST(FixturesOutside, Qwen3_4B) {
+  const File f = fixture("qwen3-4b-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params) / 1e9, 4.0, 1));
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params - s.embedding) / 1e9, 3.6, 1));
+  EXPECT_EQ(f.find_tensor("output.weight"), nullptr);
+  EXPECT_EQ(tensor(f, "blk.0.attn_q.weight").ne[1], 32 * 128);  // 4096 on a 2560 embedding
+}
+
+// ggml-org/gemma-3-4b-it-GGUF's Q4_K_M as llama.cpp loads it (tests/fidelity/21-gemma3-4b-L4-metadata.log): type f32
+// 205, q4_K 204, q6_K 35, "file size = 2.31 GiB (5.12 BPW)" (+-0.005). Gemma 3 Technical Report (arXiv:2503.19786),
+// Table 1: Gemma 3 4B has 3,209M non-embedding parameters.
+TEST(FixturesOutside, Gemma3_4B) {
+  const File f = fixture("gemma-3-4b-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_EQ(s.types[TensorType::kF32], 205);
+  EXPECT_EQ(s.types[TensorType::kQ4_K], 204);
+  EXPECT_EQ(s.types[TensorType::kQ6_K], 35);
+  EXPECT_NEAR(s.gib(), 2.31, 0.005);
+  EXPECT_NEAR(s.bpw(), 5.12, 0.005);
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params - s.embedding) / 1e6, 3209, 0));
+  EXPECT_EQ(get_int(f, "gemma3.attention.sliding_window"), 1024);
+}
+
+// unsloth's gemma-3-27b-it-Q4_0.gguf as llama.cpp loads it (ikawrakow/ik_llama.cpp issue #539): 808 tensors, type f32
+// 373, q4_0 427, q4_1 7, q6_K 1, "model params = 27.009 B" (+-0.0005 B), "model size = 14.539 GiB" (+-0.0005 GiB).
+// With an importance matrix the first eighth of the ffn_down (7 of 62) are q4_1 instead of q4_0 (Qwen3_32B_Q4_0), 2
+// more bytes per 32 values; the fixture, without one, has them q4_0. Gemma 3 Technical Report, Table 1: 25,600M
+// non-embedding parameters.
+TEST(FixturesOutside, Gemma3_27B) {
+  const File f = fixture("gemma-3-27b-q4_0");
+  Summary s = summarize(f);
+  EXPECT_EQ(s.n_tensors, 808u);
+  EXPECT_EQ(s.types[TensorType::kF32], 373);
+  EXPECT_EQ(s.types[TensorType::kQ4_0], 427 + 7);
+  EXPECT_EQ(s.types[TensorType::kQ6_K], 1);  // token_embd (tied: the output's type)
+  EXPECT_NEAR(static_cast<double>(s.params) / 1e9, 27.009, 0.0005);
+  const double q4_1_extra = 7.0 * (21504.0 * 5376.0 / 32.0) * 2.0;
+  EXPECT_NEAR((static_cast<double>(s.bytes) + q4_1_extra) / kGiB, 14.539, 0.0005);
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params - s.embedding) / 1e6, 25600, 0));
+  EXPECT_EQ(tensor(f, "blk.0.attn_q.weight").ne[1], 32 * 128);
+}
+
+// A Llama-3.1-405B Q4_0 file as llama.cpp loads it (ArmDeveloperEcosystem/arm-learning-paths
+// content/learning-paths/servers-and-cloud-computing/distributed-inference-with-llama-cpp/how-to-3.md): 1138 tensors,
+// type f32 254, q4_0 883, q6_K 1, "file size = 213.13 GiB (4.51 BPW)", "model params = 405.85 B" (each +-0.005).
+TEST(FixturesOutside, Llama31_405B) {
+  const File f = fixture("llama-3.1-405b-q4_0");
+  Summary s = summarize(f);
+  EXPECT_EQ(s.n_tensors, 1138u);
+  EXPECT_EQ(s.types[TensorType::kF32], 254);
+  EXPECT_EQ(s.types[TensorType::kQ4_0], 883);
+  EXPECT_EQ(s.types[TensorType::kQ6_K], 1);
+  EXPECT_NEAR(s.gib(), 213.13, 0.005);
+  EXPECT_NEAR(s.bpw(), 4.51, 0.005);
+  EXPECT_NEAR(static_cast<double>(s.params) / 1e9, 405.85, 0.005);
+  EXPECT_EQ(tensor(f, "rope_freqs.weight").ne[0], 64);
+}
+
+// Mistral AI, "Cheaper, Better, Faster, Stronger" (mistral.ai/news/mixtral-8x22b, 2024-04-17), as quoted in the
+// model's descriptions: "uses only 39B active parameters out of 141B" (rounded). Active: everything but the 6 of 8
+// experts a token does not use. llama.cpp PR #6587 loads a Mixtral-8x22B-v0.1 Q4_0 file of 563 tensors (56 x 10 + 3).
+TEST(FixturesOutside, Mixtral8x22B) {
+  const File f = fixture("mixtral-8x22b-q4_k_m");
+  Summary s = summarize(f);
+  EXPECT_TRUE(ShownAs(static_cast<double>(s.params) / 1e9, 141, 0));
+  const double active = static_cast<double>(s.params) - static_cast<double>(s.experts) * 6.0 / 8.0;
+  EXPECT_TRUE(ShownAs(active / 1e9, 39, 0));
+  EXPECT_EQ(s.n_tensors, 563u);
+  EXPECT_EQ(get_int(f, "llama.expert_count"), 8);
+  EXPECT_EQ(get_int(f, "llama.expert_used_count"), 2);
+  EXPECT_EQ(tensor(f, "token_embd.weight").ne[1], 32768);
 }
 
 // ---- llama-quantize's rules on their own ----

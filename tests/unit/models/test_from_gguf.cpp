@@ -8,9 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "tessera/cpu.h"
 #include "tessera/gguf.h"
+#include "tessera/models/fixtures.h"
 #include "tessera/models/from_gguf.h"
 #include "tessera/models/llama.h"
+#include "tessera/planner.h"
+#include "unit/models/from_gguf_checks.h"
 
 using namespace tessera;
 using namespace tessera::models;
@@ -22,6 +26,7 @@ struct TinyLlama {
   int n_layer = 2;
   int64_t n_embd = 256, n_ff = 512, n_head = 4, n_head_kv = 2, n_vocab = 320;
   int n_expert = 0, n_expert_used = 0;
+  int64_t head_dim = 0;     // attention.key_length / value_length (Mistral Nemo: 128 on 5120 / 32); 0: not written
   bool output = true;       // false: tied embeddings
   bool rope_freqs = false;  // Llama 3.1's rope_freqs.weight
   // Types as a Q4_K_M file mixes them: q4_k matrices, q6_k for attn_v / ffn_down / output, f32 vectors.
@@ -46,17 +51,24 @@ gguf::File llama_file(const TinyLlama& s) {
     f.set("llama.expert_count", gguf::Value::u32(static_cast<uint32_t>(s.n_expert)));
     f.set("llama.expert_used_count", gguf::Value::u32(static_cast<uint32_t>(s.n_expert_used)));
   }
-  const int64_t head_dim = s.n_embd / s.n_head, n_embd_kv = head_dim * s.n_head_kv;
+  if (s.head_dim > 0) {
+    f.set("llama.attention.key_length", gguf::Value::u32(static_cast<uint32_t>(s.head_dim)));
+    f.set("llama.attention.value_length", gguf::Value::u32(static_cast<uint32_t>(s.head_dim)));
+  }
+  // llama.cpp's llama loader: wq [n_embd, n_head * n_embd_head_k], wk / wv [n_embd, n_head_kv * n_embd_head_k],
+  // wo [n_head * n_embd_head_k, n_embd], n_embd_head_k from key_length (else n_embd / n_head).
+  const int64_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head, n_embd_kv = head_dim * s.n_head_kv;
+  const int64_t n_embd_q = head_dim * s.n_head;
   using T = gguf::TensorType;
   f.add_tensor("token_embd.weight", s.matrix, {s.n_embd, s.n_vocab});
   if (s.rope_freqs) f.add_tensor("rope_freqs.weight", T::kF32, {head_dim / 2});
   for (int il = 0; il < s.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
     f.add_tensor(b + "attn_norm.weight", T::kF32, {s.n_embd});
-    f.add_tensor(b + "attn_q.weight", s.matrix, {s.n_embd, s.n_embd});
+    f.add_tensor(b + "attn_q.weight", s.matrix, {s.n_embd, n_embd_q});
     f.add_tensor(b + "attn_k.weight", s.matrix, {s.n_embd, n_embd_kv});
     f.add_tensor(b + "attn_v.weight", s.more_bits, {s.n_embd, n_embd_kv});
-    f.add_tensor(b + "attn_output.weight", s.matrix, {s.n_embd, s.n_embd});
+    f.add_tensor(b + "attn_output.weight", s.matrix, {n_embd_q, s.n_embd});
     f.add_tensor(b + "ffn_norm.weight", T::kF32, {s.n_embd});
     if (s.n_expert > 0) {
       f.add_tensor(b + "ffn_gate_inp.weight", T::kF32, {s.n_embd, s.n_expert});
@@ -183,6 +195,84 @@ TEST(FromGguf, RopeFrequencyFactorsAreRopesThirdSource) {
     EXPECT_EQ(n->src[2], m->rope_freqs) << n->name;
   }
   EXPECT_EQ(ropes, 2 * s.n_layer);  // Q and K of each layer
+}
+
+// llama.cpp's loader takes the head size from attention.key_length for every architecture (hparams.n_embd_head_k),
+// and llama's tensors follow it: Mistral Nemo and Mistral Small 3 have 32 heads of 128 on a 5120 embedding, so attn_q
+// is [5120, 4096] and attn_output [4096, 5120]. Here 4 heads of 128 on 256 (and 3 heads of 64, which do not divide
+// 256: fine with key_length); rope rotates all 128 values of each head.
+TEST(FromGguf, LlamaHeadsTakeTheirSizeFromKeyLength) {
+  TinyLlama s;
+  s.head_dim = 128;
+  const gguf::File f = llama_file(s);
+  auto m = build(f, {.n_ctx = 512, .n_tokens = 4});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->config.head_dim(), 128);
+  EXPECT_EQ(m->config.n_embd_q(), 512);
+  EXPECT_EQ(m->layers[0].wq->ne[0], 256);
+  EXPECT_EQ(m->layers[0].wq->ne[1], 512);
+  EXPECT_EQ(m->layers[0].wk->ne[1], 256);
+  EXPECT_EQ(m->layers[0].wo->ne[0], 512);
+  EXPECT_EQ(m->layers[0].wo->ne[1], 256);
+  EXPECT_EQ(m->kv_cache[0]->ne[0], 128 * 2);
+  int ropes = 0;
+  for (const Tensor* n : m->graph->nodes()) {
+    if (n->op != Op::kRope) continue;
+    ++ropes;
+    EXPECT_EQ(n->op_params[0], 128) << n->name;
+    EXPECT_EQ(n->op_params[1], static_cast<int32_t>(RopeMode::kNormal)) << n->name;
+  }
+  EXPECT_EQ(ropes, 2 * s.n_layer);
+  // The graph plans on the CPU's buffer type (every node's size and lifetime known).
+  GraphPlanner planner(cpu::buffer_type());
+  EXPECT_TRUE(planner.alloc_graph(*m->graph).ok());
+
+  s.n_head = 3;  // 256 is not a multiple of 3: fine, the heads are key_length wide
+  s.n_head_kv = 1;
+  s.head_dim = 64;
+  s.matrix = s.more_bits = gguf::TensorType::kQ8_0;  // attn_output's rows of 192 are no whole q4_K block
+  m = build(llama_file(s));
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->layers[0].wq->ne[1], 192);
+
+  // key_length equal to the quotient is the usual file (Llama 3.3 70B writes it): the same graph as without it.
+  TinyLlama q;
+  q.head_dim = 64;
+  m = build(llama_file(q));
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->config.head_dim(), 64);
+
+  // value_length or rope.dimension_count other than key_length: named (llama.cpp's graph asserts them equal).
+  gguf::File bad = llama_file(q);
+  bad.set("llama.attention.value_length", gguf::Value::u32(32));
+  m = build(bad);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(),
+              HasSubstr("llama.attention.value_length is 32, not llama.attention.key_length = 64"));
+}
+
+// mistralai/Mistral-Nemo-Instruct-2407 (its GGUF metadata in ollama/ollama issue #8277: embedding_length 5120,
+// head_count 32, head_count_kv 8, attention.key_length 128, feed_forward_length 14336, block_count 40, 131072 tokens):
+// the fixture builds with attn_q [5120, 4096], every tensor of the file used once, and its graph plans.
+TEST(FromGguf, MistralNemoFixtureBuildsWithHeadsOf128) {
+  auto made = fixtures::make_fixture("mistral-nemo-12b-q4_k_m");
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  const gguf::File& f = made.value();
+  auto m = build(f, {.n_ctx = 4096, .n_tokens = 8});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const LlamaConfig& c = m->config;
+  EXPECT_EQ(c.n_layer, 40);
+  EXPECT_EQ(c.n_embd, 5120);
+  EXPECT_EQ(c.n_head, 32);
+  EXPECT_EQ(c.n_head_kv, 8);
+  EXPECT_EQ(c.head_dim(), 128);  // not 5120 / 32 = 160
+  EXPECT_EQ(c.n_vocab, 131072);
+  EXPECT_FLOAT_EQ(c.rope_base, 1000000.0f);
+  EXPECT_EQ(m->layers[39].wq->ne[1], 4096);
+  EXPECT_EQ(m->layers[39].wo->ne[0], 4096);
+  tessera::models::testing::expect_uses_the_file_exactly(m.value(), f);
+  GraphPlanner planner(cpu::buffer_type());
+  EXPECT_TRUE(planner.alloc_graph(*m->graph).ok());
 }
 
 TEST(FromGguf, AnotherArchitectureIsRefusedWithTheListOfSupportedOnes) {

@@ -161,6 +161,15 @@ TEST(FromGgufGemma3, The27bScalesQueriesByItsOwnSize) {
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_FLOAT_EQ(config->attn_scale, 1.0f / std::sqrt(168.0f));
   EXPECT_EQ(config->head_dim(), 128);
+
+  // The gemma-3-27b fixture (unsloth's file's metadata, ik_llama.cpp issue #539): the same scale, every tensor used.
+  const gguf::File f27 = fixture("gemma-3-27b-q4_k_m");
+  auto m = build(f27, {.n_ctx = 4096, .n_tokens = 4});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_FLOAT_EQ(m->config.attn_scale, 1.0f / std::sqrt(168.0f));
+  EXPECT_EQ(m->config.head_dim(), 128);
+  EXPECT_EQ(m->config.n_swa, 1024);
+  expect_uses_the_file_exactly(m.value(), f27);
 }
 
 }  // namespace

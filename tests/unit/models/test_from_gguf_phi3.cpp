@@ -143,10 +143,10 @@ TEST(FromGgufPhi3, MissingOrUnsupportedKeysAreNamed) {
   ASSERT_FALSE(m.ok());
   EXPECT_THAT(m.status().message(), HasSubstr("missing key phi3.attention.layer_norm_rms_epsilon"));
   gguf::File f = phi3_mini();
-  f.set("phi3.rope.scaling.attn_factor", gguf::Value::f32(1.19f));  // the 128k model's
+  f.set("phi3.rope.scaling.attn_factor", gguf::Value::f32(-1.0f));
   m = build(f);
   ASSERT_FALSE(m.ok());
-  EXPECT_THAT(m.status().message(), HasSubstr("phi3.rope.scaling.attn_factor"));
+  EXPECT_THAT(m.status().message(), HasSubstr("phi3.rope.scaling.attn_factor: -1.000000 must be positive and finite"));
   f = phi3_mini();
   f.set("phi3.rope.scaling.type", gguf::Value::string("yarn"));
   m = build(f);
@@ -161,6 +161,78 @@ TEST(FromGgufPhi3, MissingOrUnsupportedKeysAreNamed) {
   m = build(without_key(phi3_mini(), "phi3.attention.sliding_window"));
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_FALSE(m->config.has_swa());
+}
+
+// LongRoPE's attention factor (rope.scaling.attn_factor, 1.19 in the 128k files): llama.cpp multiplies the context's
+// yarn_attn_factor by it (src/llama-context.cpp) and passes it to every ggml_rope_ext with ext_factor 0: ROPE's
+// attn_factor, which scales cos and sin, with no YaRN ramp. Every ROPE of the graph carries it (op_params slot 6, with
+// ext_factor 0 in slot 5); without the key the ROPEs keep the plain four-parameter form.
+TEST(FromGgufPhi3, LongRopeAttentionFactorScalesEveryRope) {
+  gguf::File f = with_rope_factors(phi3_mini(), true, true);
+  f.set("phi3.rope.scaling.attn_factor", gguf::Value::f32(1.19f));
+  auto m = build(f, {.n_ctx = 8192});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->config.rope_yarn.attn_factor, 1.19f);
+  EXPECT_EQ(m->config.rope_yarn.ext_factor, 0.0f);
+  int roped = 0;
+  for (const Tensor* t : m->graph->nodes()) {
+    if (t->op != Op::kRope) continue;
+    ++roped;
+    EXPECT_EQ(get_op_param<float>(*t, 5), 0.0f) << t->name;
+    EXPECT_EQ(get_op_param<float>(*t, 6), 1.19f) << t->name;
+    EXPECT_EQ(t->src[2], m->rope_long) << t->name;
+  }
+  EXPECT_EQ(roped, 2 * 32);
+  m = build(with_rope_factors(phi3_mini(), true, true), {.n_ctx = 8192});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE(m->config.rope_yarn.is_default());
+  for (const Tensor* t : m->graph->nodes()) {
+    if (t->op == Op::kRope) EXPECT_EQ(t->op_params[6], 0) << t->name;
+  }
+}
+
+// microsoft/Phi-3.5-mini-instruct (its fixture: Phi-3-mini's shapes, LongRoPE over 131072 / 4096 positions,
+// rope.scaling.attn_factor sqrt(1 + ln 32 / ln 4096) = 1.1902): the short factors up to 4096 cells of cache, the long
+// ones above; the attention factor on every ROPE either way.
+TEST(FromGgufPhi3, Phi35MiniFixtureBuildsWithItsLongRope) {
+  const gguf::File f = fixture("phi-3.5-mini-q4_k_m");
+  for (int64_t n_ctx : {4096, 16384}) {
+    auto m = build(f, {.n_ctx = n_ctx, .n_tokens = 4});
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    const LlamaConfig& c = m->config;
+    EXPECT_EQ(c.n_ctx_orig, 4096);
+    EXPECT_TRUE(c.rope_factors_ls);
+    EXPECT_NEAR(c.rope_yarn.attn_factor, std::sqrt(1.0 + std::log(32.0) / std::log(4096.0)), 1e-6);
+    EXPECT_EQ(c.rope_yarn.ext_factor, 0.0f);
+    EXPECT_FALSE(c.has_swa());  // sliding_window 262144 in the file, not used (Phi SWA disabled)
+    const Tensor* want = n_ctx > 4096 ? m->rope_long : m->rope_short;
+    for (const Tensor* t : m->graph->nodes()) {
+      if (t->op == Op::kRope) EXPECT_EQ(t->src[2], want) << n_ctx << " " << t->name;
+    }
+    // Every tensor of the file is a weight (check_against_file refuses an unused one); of the two factor tensors only
+    // the chosen one is read, by every ROPE, so expect_uses_the_file_exactly's one reader per weight does not apply.
+    EXPECT_EQ(m->weights.size(), f.tensors.size());
+  }
+}
+
+// microsoft/phi-4 (ollama's phi4 metadata in jazzwang/snippet md/genai/llm/phi.md: 40 layers, embedding_length 5120,
+// 40 / 10 heads, feed_forward_length 17920, rope.freq_base 250000, sliding_window 0, 100352 tokens): grouped-query
+// heads of 128, so attn_qkv is [5120, 5120 + 2 x 1280]; no LongRoPE, no attention factor.
+TEST(FromGgufPhi3, Phi4FixtureUsesEveryTensorOnce) {
+  const gguf::File f = fixture("phi-4-q4_k_m");
+  auto m = build(f, {.n_ctx = 4096, .n_tokens = 4});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const LlamaConfig& c = m->config;
+  EXPECT_EQ(c.n_head_kv, 10);
+  EXPECT_EQ(c.head_dim(), 128);
+  EXPECT_EQ(c.n_ff, 17920);
+  EXPECT_EQ(c.n_vocab, 100352);
+  EXPECT_FLOAT_EQ(c.rope_base, 250000.0f);
+  EXPECT_FALSE(c.rope_factors_ls);
+  EXPECT_TRUE(c.rope_yarn.is_default());
+  EXPECT_FLOAT_EQ(c.attn_scale, 1.0f / std::sqrt(128.0f));
+  EXPECT_EQ(m->layers[0].wqkv->ne[1], 5120 + 2 * 1280);
+  expect_uses_the_file_exactly(m.value(), f);
 }
 
 TEST(FromGgufPhi3, MissingOrMisshapenTensorsAreNamed) {

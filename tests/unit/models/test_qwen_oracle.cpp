@@ -8,8 +8,11 @@
 //   - NEOX rope ("rotate_half"): value i of a head pairs with value i + head_dim / 2, at angle
 //     pos * base^(-2i / head_dim);
 //   - phi3 (transformers' Phi3): one qkv_proj whose output is [q | k | v], one gate_up_proj whose output is
-//     [gate | up] (silu(gate) * up), LongRoPE frequencies divided by the long or short factors, and the usual
-//     1 / sqrt(head_dim) on the scores;
+//     [gate | up] (silu(gate) * up), LongRoPE frequencies divided by the long or short factors, cos and sin times
+//     LongRoPE's scaling factor (Phi3LongRoPEScaledRotaryEmbedding's sqrt(1 + ln(scale) / ln(original)); the config's
+//     rope_yarn.attn_factor), and the usual 1 / sqrt(head_dim) on the scores;
+//   - llama with heads of their own size (Mistral Nemo: head_dim 128 on 5120 / 32 heads): wq [n_embd, head_dim *
+//   n_head];
 //   - qwen3moe: softmax router, the top n_expert_used experts, their weights renormalised to sum 1
 //     (norm_topk_prob), each a SwiGLU FFN.
 // Nothing here uses Tessera's ops: the weights are read back as floats and everything else is computed in doubles.
@@ -26,8 +29,10 @@
 
 #include "tessera/alloc.h"
 #include "tessera/cpu.h"
+#include "tessera/gguf.h"
 #include "tessera/graph_copy.h"
 #include "tessera/llama/llama_cpp_graph.h"
+#include "tessera/models/from_gguf.h"
 #include "tessera/models/llama.h"
 #include "tessera/planner.h"
 
@@ -75,16 +80,18 @@ void rms_norm(Vec& x, size_t from, size_t n, const std::vector<float>& g, double
 // Rope of one head x[from, from + hd): NEOX pairs (i, i + hd / 2), normal pairs (2i, 2i + 1).
 // `scale`: linear rope scaling (positions times 1 / factor).
 // `factors` (LongRoPE, hd / 2 values or none): each frequency divided by its factor.
+// `mscale`: cos and sin multiplied by it (LongRoPE's attention factor; 1 for plain rope).
 void rope(Vec& x, size_t from, size_t hd, int pos, double base, double scale, RopeMode mode,
-          const std::vector<float>* factors = nullptr) {
+          const std::vector<float>* factors = nullptr, double mscale = 1.0) {
   for (size_t i = 0; i < hd / 2; ++i) {
     double theta = pos * scale * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
     if (factors != nullptr) theta /= (*factors)[i];
     const size_t a = mode == RopeMode::kNeox ? from + i : from + 2 * i;
     const size_t b = mode == RopeMode::kNeox ? from + i + hd / 2 : from + 2 * i + 1;
     const double x0 = x[a], x1 = x[b];
-    x[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
-    x[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+    const double c = mscale * std::cos(theta), sn = mscale * std::sin(theta);
+    x[a] = x0 * c - x1 * sn;
+    x[b] = x0 * sn + x1 * c;
   }
 }
 
@@ -123,6 +130,9 @@ std::vector<double> oracle_logits(const LlamaConfig& c, const Values& v, const L
     }
   }
   std::vector<std::vector<float>> kc = v.k_cache, vc = v.v_cache;
+  // No YaRN here (test_gpt_oss_oracle.cpp has it): only the attention factor, which scales cos and sin.
+  EXPECT_EQ(c.rope_yarn.ext_factor, 0.0f);
+  const double mscale = c.rope_yarn.attn_factor;
   for (int il = 0; il < c.n_layer; ++il) {
     // gemma3's sliding-window layers: every layer but each swa_pattern-th, with their own rope and mask.
     const bool swa = c.swa_pattern > 0 && il % c.swa_pattern != c.swa_pattern - 1;
@@ -154,11 +164,11 @@ std::vector<double> oracle_logits(const LlamaConfig& c, const Values& v, const L
       }
       for (int64_t hh = 0; hh < c.n_head; ++hh) {
         if (c.attn_qk_norm) rms_norm(q[t], hh * hd, hd, v[blk(il, "attn_q_norm.weight")], c.norm_eps);
-        rope(q[t], hh * hd, hd, in.pos[t], base, rscale, c.rope_mode, ff);
+        rope(q[t], hh * hd, hd, in.pos[t], base, rscale, c.rope_mode, ff, mscale);
       }
       for (int64_t hh = 0; hh < c.n_head_kv; ++hh) {
         if (c.attn_qk_norm) rms_norm(k, hh * hd, hd, v[blk(il, "attn_k_norm.weight")], c.norm_eps);
-        rope(k, hh * hd, hd, in.pos[t], base, rscale, c.rope_mode, ff);
+        rope(k, hh * hd, hd, in.pos[t], base, rscale, c.rope_mode, ff, mscale);
       }
       const size_t slot = static_cast<size_t>(in.kv_idxs[t] * nk);
       for (int64_t i = 0; i < nk; ++i) {
@@ -324,6 +334,75 @@ INSTANTIATE_TEST_SUITE_P(Presets, LlamaCppGraphOracle,
                          ::testing::Values("tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
                                            "tiny-gemma3", "tiny-phi3"),
                          preset_test_name);
+
+// Phi-3.5-mini's LongRoPE (131072 positions over 4096 trained): its attention factor sqrt(1 + ln 32 / ln 4096) scales
+// every rope's cos and sin (ROPE's attn_factor with ext_factor 0, as llama.cpp passes it to ggml_rope_ext), on top of
+// the long factors tiny-phi3 uses; in every era of llama.cpp's graph, with and without flash attention.
+TEST(Phi3LongRope, AttentionFactorEqualsTheOracle) {
+  for (int build : {0, 4919, 6410}) {
+    for (bool fa : {true, false}) {
+      LlamaConfig c = preset("tiny-phi3").value();
+      c.rope_yarn.attn_factor = static_cast<float>(std::sqrt(1.0 + std::log(32.0) / std::log(4096.0)));
+      c.flash_attn = fa;
+      if (build > 0) c.llama_cpp = llama::llama_cpp_graph(build);
+      compare_with_oracle(c, 27);
+      c.n_outputs = 3;
+      compare_with_oracle(c, 28);
+    }
+  }
+}
+
+// A llama file whose attention.key_length is not embedding_length / head_count (Mistral Nemo's 128 on 5120 / 32 heads,
+// scaled down: 32 on 64 / 4 heads, so wq is [64, 128]): the config from_gguf reads from its header computes the
+// oracle's logits (weights drawn by fill_random, in f32 so that the comparison is of the graph).
+TEST(LlamaOwnHeadSize, AFileWithKeyLengthEqualsTheOracle) {
+  gguf::File f;
+  f.source = "tiny-nemo.gguf";
+  auto u32 = [&](const char* k, int64_t v) {
+    f.set(std::string("llama.") + k, gguf::Value::u32(static_cast<uint32_t>(v)));
+  };
+  f.set("general.architecture", gguf::Value::string("llama"));
+  u32("block_count", 2);
+  u32("context_length", 1024);
+  u32("embedding_length", 64);
+  u32("feed_forward_length", 128);
+  u32("attention.head_count", 4);
+  u32("attention.head_count_kv", 2);
+  u32("attention.key_length", 32);
+  u32("attention.value_length", 32);
+  u32("rope.dimension_count", 32);
+  f.set("llama.rope.freq_base", gguf::Value::f32(1000000.0f));
+  f.set("llama.attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-5f));
+  using TT = gguf::TensorType;
+  f.add_tensor("token_embd.weight", TT::kF32, {64, 256});
+  for (int il = 0; il < 2; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    f.add_tensor(b + "attn_norm.weight", TT::kF32, {64});
+    f.add_tensor(b + "attn_q.weight", TT::kF32, {64, 128});
+    f.add_tensor(b + "attn_k.weight", TT::kF32, {64, 64});
+    f.add_tensor(b + "attn_v.weight", TT::kF32, {64, 64});
+    f.add_tensor(b + "attn_output.weight", TT::kF32, {128, 64});
+    f.add_tensor(b + "ffn_norm.weight", TT::kF32, {64});
+    f.add_tensor(b + "ffn_gate.weight", TT::kF32, {64, 128});
+    f.add_tensor(b + "ffn_down.weight", TT::kF32, {128, 64});
+    f.add_tensor(b + "ffn_up.weight", TT::kF32, {64, 128});
+  }
+  f.add_tensor("output_norm.weight", TT::kF32, {64});
+  f.add_tensor("output.weight", TT::kF32, {64, 256});
+  ASSERT_TRUE(f.layout().ok());
+  for (bool fa : {true, false}) {
+    auto c =
+        llama_config_from_gguf(gguf::Model::of_file(gguf::File(f)), {.n_ctx = 64, .n_tokens = 8, .flash_attn = fa});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->head_dim(), 32);
+    EXPECT_EQ(c->n_embd_q(), 128);
+    EXPECT_EQ(c->rope_mode, RopeMode::kNormal);
+    compare_with_oracle(c.value(), 31);
+    LlamaConfig last = c.value();
+    last.n_outputs = 3;
+    compare_with_oracle(last, 32);
+  }
+}
 
 // The presets have the switches their architectures need (the oracle above follows the config, so this is what ties
 // a preset to its architecture).

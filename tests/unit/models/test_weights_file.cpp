@@ -28,14 +28,16 @@ namespace {
 // A tiny preset with a file's mix of types: q4_0 matrices, a q8_0 embedding and output, f16 attn_v, f32 norms.
 // "tiny-gpt-oss-yarn": tiny-gpt-oss with gpt-oss-20b's YaRN (factor 32 over 4096 positions) and non-default
 // ext_factor, attn_factor and betas, so that every YaRN key has to come back from the file for the same logits.
+// "tiny-phi3-longrope": tiny-phi3 with Phi-3.5-mini's LongRoPE attention factor (rope.scaling.attn_factor, 1.19).
 LlamaConfig tiny_mixed(const std::string& name) {
-  const bool yarn = name == "tiny-gpt-oss-yarn";
-  Result<LlamaConfig> c = preset(yarn ? "tiny-gpt-oss" : name);
+  const bool yarn = name == "tiny-gpt-oss-yarn", longrope = name == "tiny-phi3-longrope";
+  Result<LlamaConfig> c = preset(yarn ? "tiny-gpt-oss" : longrope ? "tiny-phi3" : name);
   if (yarn) {
     c->rope_scale = c->rope_scale_swa = 1.0f / 32.0f;
     c->rope_yarn = {
         .n_ctx_orig = 4096, .ext_factor = 0.75f, .attn_factor = 0.9f, .beta_fast = 24.0f, .beta_slow = 2.0f};
   }
+  if (longrope) c->rope_yarn.attn_factor = 1.19f;
   EXPECT_TRUE(c.ok());
   c->weight_types = {{"token_embd.weight", Type::kQ8_0}, {"output.weight", Type::kQ8_0}};
   for (int il = 0; il < c->n_layer; ++il) {
@@ -112,7 +114,7 @@ void write_tiny(Written& w) {
 
 TEST(WeightsFile, ACompleteFileComputesWithItsOwnWeights) {
   for (const char* name : {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3", "tiny-phi3",
-                           "tiny-gpt-oss-yarn"}) {
+                           "tiny-phi3-longrope", "tiny-gpt-oss-yarn"}) {
     SCOPED_TRACE(name);
     const LlamaConfig c = tiny_mixed(name);
     auto built = build_llama(c);
