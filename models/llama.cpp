@@ -194,9 +194,8 @@ class Builder {
     }
     // A llama.cpp graph's mask is f32 (cast to f16 for flash attention in build(), as build_inp_kq_mask does), or
     // from 9410 f16 with flash attention (mask_f16)
-    const bool cpp_f32_mask = cpp_ != nullptr && !(cpp_->mask_f16 && c_.flash_attn);
-    const Type mask_type =
-        cpp_f32_mask || (cpp_ == nullptr && c_.kq_mask_f32 && !c_.flash_attn) ? Type::kF32 : Type::kF16;
+    const bool f32_mask = cpp_ != nullptr ? !(cpp_->mask_f16 && c_.flash_attn) : c_.kq_mask_f32 && !c_.flash_attn;
+    const Type mask_type = f32_mask ? Type::kF32 : Type::kF16;
     m_.mask = input(ctx_.new_tensor_2d(mask_type, c_.kv_len(), c_.n_tokens), "inp_kq_mask");
     if (c_.has_swa()) {
       m_.mask_swa = input(ctx_.new_tensor_2d(mask_type, c_.kv_len_swa(), c_.n_tokens), "inp_kq_mask_swa");
@@ -264,6 +263,8 @@ class Builder {
     Tensor* inp = named(get_rows(ctx_, m_.tok_embd, m_.tokens), "inp_embd", -1);
     if (c_.embd_scale) inp = named(scale(ctx_, inp, std::sqrt(static_cast<float>(c_.n_embd))), "inp_scaled", -1);
     bool global_used = false, swa_used = false;  // which mask some layer reads
+    // gpt-oss in llama.cpp from 10158: the output rows selected after the layers, not in the last one
+    const bool out_ids_after = cpp_ != nullptr && cpp_->out_ids_after_layers && c_.attn_sinks;
     for (int il = 0; il < c_.n_layer; ++il) {
       const LlamaLayer& l = m_.layers[static_cast<size_t>(il)];
       const bool swa = c_.is_swa(il);
@@ -284,8 +285,6 @@ class Builder {
                                     .k_norm = l.attn_k_norm,
                                     .qk_norm_eps = c_.norm_eps},
                                    {.k = l.k_cache, .v = l.v_cache}, swa ? attn_in_swa : attn_in, cur, il, order);
-      // (gpt-oss in llama.cpp from 10158: one GET_ROWS after the layers instead, below)
-      const bool out_ids_after = cpp_ != nullptr && cpp_->out_ids_after_layers && c_.attn_sinks;
       if (il == c_.n_layer - 1 && m_.out_ids != nullptr && !out_ids_after) {
         // Only the rows that produce logits go on (llama.cpp's inp_out_ids).
         cur = get_rows(ctx_, cur, m_.out_ids);
@@ -318,7 +317,7 @@ class Builder {
     // no global layer: `run -m tiny-gemma3 --layers 3` failed writing inp_kq_mask, which nothing had allocated)
     if (!global_used) m_.mask = nullptr;
     if (!swa_used) m_.mask_swa = nullptr;
-    if (cpp_ != nullptr && cpp_->out_ids_after_layers && c_.attn_sinks && m_.out_ids != nullptr) {
+    if (out_ids_after && m_.out_ids != nullptr) {
       inp = get_rows(ctx_, inp, m_.out_ids);
     }
     // the unused embeddings input is a leaf of the graph from its start, as ggml_build_forward_select adds it
