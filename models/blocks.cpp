@@ -1,6 +1,8 @@
 // The shared model blocks (see blocks.h).
 #include "blocks.h"
 
+#include <cmath>
+
 #include "tessera/tensor.h"
 #include "tessera/types.h"
 
@@ -295,6 +297,10 @@ Tensor* moe_ffn(Context& ctx, const MoeParams& p, const MoeFfnWeights& w, Tensor
   if (p.norm_weights) {
     Tensor* w2 = reshape_2d(ctx, weights, n_used, T);
     Tensor* sum = named(sum_rows(ctx, w2), "ffn_moe_weights_sum", il);  // [1, T]
+    // llama.cpp from 6844 (LlamaCppGraph::moe_weights_clamp): the sum clamped, against a division by zero
+    if (p.cpp != nullptr && p.cpp->moe_weights_clamp) {
+      sum = named(clamp(ctx, sum, 6.103515625e-5f, INFINITY), "ffn_moe_weights_sum_clamped", il);
+    }
     w2 = named(div(ctx, w2, sum), "ffn_moe_weights_norm", il);
     weights = reshape_3d(ctx, w2, 1, n_used, T);
   }

@@ -143,7 +143,8 @@ struct MoeParams {
   bool softmax_weight = false;
   float oai_alpha = 0.0f;  // > 0: SWIGLU_OAI(gate, up, oai_alpha, oai_limit) instead of SWIGLU ("ffn_moe_swiglu_oai")
   float oai_limit = 0.0f;
-  // A llama.cpp build's graph (null: Tessera's): experts chosen by ARGSORT + VIEW, and split_glu.
+  // A llama.cpp build's graph (null: Tessera's): experts chosen by ARGSORT + VIEW, split_glu, and with norm_weights
+  // moe_weights_clamp (the weights' sum clamped before the DIV, "ffn_moe_weights_sum_clamped").
   const LlamaCppGraph* cpp = nullptr;
 };
 

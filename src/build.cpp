@@ -280,6 +280,26 @@ Tensor* scale(Context& ctx, Tensor* a, float s, float bias) {
   return r;
 }
 
+Tensor* clamp(Context& ctx, Tensor* a, float min, float max) {
+  constexpr Op kOp = Op::kClamp;
+  if (a == nullptr) return nullptr;
+  if (!check_type(ctx, kOp, "src0", a, TypeSet::kF32)) return nullptr;
+  if (std::isnan(min) || std::isnan(max)) {
+    return bad(ctx, kOp,
+               format_message("min and max must not be NaN, got [%g, %g]", static_cast<double>(min),
+                              static_cast<double>(max)));
+  }
+  if (min > max) {
+    return bad(ctx, kOp, format_message("min %g is above max %g", static_cast<double>(min), static_cast<double>(max)));
+  }
+  Tensor* r = make(ctx, kOp, Type::kF32, a->ne, {a});
+  if (r != nullptr) {
+    set_op_param<float>(*r, 0, min);
+    set_op_param<float>(*r, 1, max);
+  }
+  return r;
+}
+
 Tensor* add_id(Context& ctx, Tensor* a, Tensor* b, Tensor* ids) {
   constexpr Op kOp = Op::kAddId;
   if (a == nullptr || b == nullptr || ids == nullptr) return nullptr;

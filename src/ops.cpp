@@ -35,6 +35,7 @@ const OpTraits kOps[kOpCount] = {
     {"TOP_K", 1, 1, false, false},
     {"FLASH_ATTN_EXT", 3, 5, false, false},
     {"ADD_ID", 3, 3, false, false},
+    {"CLAMP", 1, 1, false, true},
 };
 // clang-format on
 }  // namespace

@@ -350,6 +350,7 @@ class GraphReader {
       case Op::kTopK: return top_k(ctx, src[0], p[0]);
       case Op::kFlashAttnExt: return flash_attn_ext(ctx, src[0], src[1], src[2], src[3], param_f32(p, 0), src[4]);
       case Op::kAddId: return add_id(ctx, src[0], src[1], src[2]);
+      case Op::kClamp: return clamp(ctx, src[0], param_f32(p, 0), param_f32(p, 1));
       case Op::kCount: break;
     }
     fail(child(path, "op"), "expected a known op");

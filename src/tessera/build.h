@@ -56,6 +56,10 @@ Tensor* div(Context& ctx, Tensor* a, Tensor* b);
 Tensor* add_id(Context& ctx, Tensor* a, Tensor* b, Tensor* ids);
 // a * s + bias. a: Float.
 Tensor* scale(Context& ctx, Tensor* a, float s, float bias = 0.0f);
+// ggml_clamp: each element limited to [min, max] (x < min: min; x > max: max; else x, so NaN stays NaN). a: f32;
+// result f32, a's shape (op_params [0] f32 min, [1] f32 max). min and max are not NaN, min <= max; either may be
+// infinite (llama.cpp's MoE weight normalisation clamps the weights' sum to [6.103515625e-5, +inf]).
+Tensor* clamp(Context& ctx, Tensor* a, float min, float max);
 // a: Float. SILU x/(1+e^-x); GELU 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))); RELU max(x,0); NEG -x.
 Tensor* unary(Context& ctx, Tensor* a, UnaryOp op);
 inline Tensor* silu(Context& ctx, Tensor* a) { return unary(ctx, a, UnaryOp::kSilu); }

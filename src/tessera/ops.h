@@ -42,6 +42,8 @@ enum class Op : int32_t {
   kFlashAttnExt,
   // element-wise, per-expert rows (appended: op numbers stay stable)
   kAddId,
+  // element-wise, clamp to [min, max] (appended: op numbers stay stable)
+  kClamp,
   kCount
 };
 

@@ -87,6 +87,11 @@ double nmse_tolerance(const BackendFactory& f, const Tensor& node) {
   }
 }
 
+bool must_claim(const BackendFactory& f, Op op) {
+  return f.expect_full_op_support &&
+         std::find(f.ops_without_kernels.begin(), f.ops_without_kernels.end(), op) == f.ops_without_kernels.end();
+}
+
 namespace {
 
 bool quantizes_activations(const Tensor& t) {

@@ -69,6 +69,9 @@ struct BackendFactory {
   // The backend claims every entry of the op catalogue (true for the CPU backend, which has a reference kernel for
   // every op and type).
   bool expect_full_op_support = false;
+  // Ops the backend has no kernel for yet: with expect_full_op_support, their catalogue cases must be unclaimed (so
+  // that the entry goes when the kernel comes) and every other case claimed.
+  std::vector<Op> ops_without_kernels;
 };
 
 // gtest printing / naming of parameters.
@@ -79,6 +82,8 @@ struct FactoryName {
 
 // Tolerance for comparing node against the reference (factory override first, then by the node's type).
 double nmse_tolerance(const BackendFactory& f, const Tensor& node);
+// Whether the backend must claim the catalogue cases of op: expect_full_op_support and op not in ops_without_kernels.
+bool must_claim(const BackendFactory& f, Op op);
 // The tolerance of a backend running the optimised CPU kernels (a BackendFactory::nmse_override): their matrix x
 // vector with quantized weights (MUL_MAT with fewer than 8 columns, every MUL_MAT_ID) quantizes the activations to
 // q8_0, a relative error of up to 2^-8 per value (NMSE about 1e-5 on the product, as in cpu_opt_kernels_test.cpp).

@@ -1,6 +1,7 @@
 // The backend conformance suite's op catalogue (backend_conformance.h, op_catalogue): every op of docs/ops.md x
 // every type combination of its table, as single-op graphs.
 #include <cctype>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -263,6 +264,16 @@ std::vector<OpCase> make_catalogue() {
   add_case(Op::kAddId, "add_id_permuted_f32", [](CaseBuilder& b) {
     Tensor* a = permute(b.ctx(), b.input(Type::kF32, 48, 5, 3), 0, 2, 1, 3);  // [48, 3, 5], strided
     return add_id(b.ctx(), a, b.input(Type::kF32, 48, 6), b.indices(6, 3, 5));
+  });
+
+  // CLAMP (f32): both bounds inside the values' range (magnitudes 1/8 to 1), llama.cpp's [2^-14, +inf] of the MoE
+  // weights' sum, and a strided source.
+  add_case(Op::kClamp, "clamp_f32",
+           [](CaseBuilder& b) { return clamp(b.ctx(), b.input(Type::kF32, 64, 4, 3), -0.5f, 0.5f); });
+  add_case(Op::kClamp, "clamp_min_only_f32",
+           [](CaseBuilder& b) { return clamp(b.ctx(), b.input(Type::kF32, 1, 7, 2), 6.103515625e-5f, INFINITY); });
+  add_case(Op::kClamp, "clamp_permuted_f32", [](CaseBuilder& b) {
+    return clamp(b.ctx(), permute(b.ctx(), b.input(Type::kF32, 48, 5, 3), 0, 2, 1, 3), -INFINITY, 0.25f);
   });
 
   // ---- attention ----

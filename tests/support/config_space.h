@@ -84,7 +84,7 @@ class SeededChoices : public Choices {
 inline constexpr Op kDenyable[] = {
     Op::kSoftMax, Op::kRope,  Op::kMulMat,       Op::kMulMatId, Op::kGetRows, Op::kSetRows, Op::kArgsort, Op::kTopK,
     Op::kRmsNorm, Op::kNorm,  Op::kFlashAttnExt, Op::kAdd,      Op::kMul,     Op::kCpy,     Op::kCont,    Op::kGlu,
-    Op::kUnary,   Op::kScale, Op::kSumRows,      Op::kDiv,      Op::kDup,     Op::kAddId};
+    Op::kUnary,   Op::kScale, Op::kSumRows,      Op::kDiv,      Op::kDup,     Op::kAddId,   Op::kClamp};
 inline constexpr int kNumDenyable = sizeof kDenyable / sizeof kDenyable[0];
 
 enum class DeviceKind : uint8_t {

@@ -13,8 +13,8 @@
 //      description built with fewer tokens (with_tokens) gives a graph with the same nodes, leafs and wiring whose
 //      every tensor is no larger: the "worst case / smaller batch" pair of reserve + alloc_graph.
 //
-// Ops used: unary, scale, add/mul/div with broadcasting, rms_norm, norm, sum_rows, glu (one- and two-input forms;
-// swiglu, geglu, swiglu_oai), soft_max with and without mask and sinks, add_id (per-expert bias rows), rope
+// Ops used: unary, scale, clamp, add/mul/div with broadcasting, rms_norm, norm, sum_rows, glu (one- and two-input
+// forms; swiglu, geglu, swiglu_oai), soft_max with and without mask and sinks, add_id (per-expert bias rows), rope
 // (normal/neox, optional freq factors), mul_mat with weights of every Weight type (or an activation as the weight),
 // mul_mat_id (ids from a leaf or from top_k of a router), get_rows, set_rows into a cache (a fresh leaf or an earlier
 // value), argsort, top_k, cpy (to another type, flat, or into a view of a cache), cont, dup, views
@@ -75,13 +75,14 @@ enum class StepKind : uint8_t {
   kView,
   kAttention,
   kAddId,  // appended: the kinds of older descriptions keep their numbers
+  kClamp,  // appended
   kCount
 };
 
 inline const char* step_kind_name(StepKind k) {
   static const char* const names[] = {"Unary",   "Scale", "Binary", "Norm",      "SumRows", "Glu",
                                       "SoftMax", "Rope",  "MulMat", "MulMatId",  "GetRows", "SetRows",
-                                      "Sort",    "Copy",  "View",   "Attention", "AddId"};
+                                      "Sort",    "Copy",  "View",   "Attention", "AddId",   "Clamp"};
   const auto i = static_cast<size_t>(k);
   return i < static_cast<size_t>(StepKind::kCount) ? names[i] : "?";
 }
@@ -834,6 +835,16 @@ class Builder {
         r = add(add_id(*ctx_, t(a), t(bias), t(ids)), ad, true, "add_id");
         break;
       }
+      case StepKind::kClamp: {  // a: an f32 value; p % 6: the bounds (none zero, so no zero reaches a DIV)
+        int a = pick(s.a, [&](const Val& x) { return x.t->type == Type::kF32; });
+        if (a < 0) a = fresh_input();
+        if (a < 0) return;
+        static const float bounds[][2] = {{-INFINITY, INFINITY}, {-0.5f, 0.5f},   {0.5f, INFINITY},
+                                          {-INFINITY, -0.5f},    {-0.75f, 0.25f}, {6.103515625e-5f, INFINITY}};
+        use(a);
+        r = add(clamp(*ctx_, t(a), bounds[s.p % 6][0], bounds[s.p % 6][1]), v(a).d, true, "clamp");
+        break;
+      }
       case StepKind::kCount: return;
     }
     mark(r, s);
@@ -1038,7 +1049,8 @@ inline rc::Gen<StepKind> gen_step_kind() {
                                           {4, StepKind::kCopy},
                                           {7, StepKind::kView},
                                           {2, StepKind::kAttention},
-                                          {1, StepKind::kAddId}}),
+                                          {1, StepKind::kAddId},
+                                          {1, StepKind::kClamp}}),
       [](StepKind k) { return k == StepKind::kUnary ? rc::Seq<StepKind>() : rc::seq::just(StepKind::kUnary); });
 }
 

@@ -51,6 +51,10 @@ struct LlamaCppGraph {
   // With flash attention the masks are f16 inputs, not f32 inputs cast to f16 (one CPY node per mask fewer): from
   // 9410 (PR #23764).
   bool mask_f16 = false;
+  // MoE weight normalisation (build_moe_ffn with norm_w: qwen3moe, Mixtral; not qwen2moe, not gpt-oss): the sum of
+  // the chosen experts' weights clamped to [6.103515625e-5, +inf] (CLAMP, "ffn_moe_weights_sum_clamped") before
+  // the DIV, against a division by zero: one node per MoE layer, from 6844 (PR #16655, f696428c).
+  bool moe_weights_clamp = false;
   // gpt-oss: one GET_ROWS of inp_out_ids after the last layer (its FFN runs on every token) instead of two in it:
   // from 10158 (PR #25794).
   bool out_ids_after_layers = false;

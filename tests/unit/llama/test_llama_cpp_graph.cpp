@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 #include <string>
@@ -50,6 +51,8 @@ TEST(LlamaCppGraph, SwitchesFlipAtTheBuildsOfTheirChanges) {
   EXPECT_TRUE(g(6409).fused_v_cont);
   EXPECT_FALSE(g(6410).fused_v_cont);
   EXPECT_FALSE(g(6410).fused_v_cont_3d);
+  EXPECT_FALSE(g(6843).moe_weights_clamp);
+  EXPECT_TRUE(g(6844).moe_weights_clamp);
   EXPECT_FALSE(g(7043).v_before_k);
   EXPECT_TRUE(g(7044).v_before_k);
   EXPECT_FALSE(g(7818).inp_embd_input);
@@ -61,7 +64,8 @@ TEST(LlamaCppGraph, SwitchesFlipAtTheBuildsOfTheirChanges) {
   // before the oldest build checked (2459): 2459's graph
   const LlamaCppGraph old = g(1500);
   EXPECT_EQ(old.build, 1500);
-  EXPECT_TRUE(old.v_store_reshape && old.kv_cpy && old.split_glu && old.qkv_cont && !old.out_ids_always);
+  EXPECT_TRUE(old.v_store_reshape && old.kv_cpy && old.split_glu && old.qkv_cont && !old.out_ids_always &&
+              !old.moe_weights_clamp);
 }
 
 struct PrintedCount {
@@ -104,10 +108,14 @@ TEST(LlamaCppGraph, NodeCountsAreThePrintedOnes) {
       // tests/fidelity/ (compare-log reads no MTL0 / Vulkan0 buffers yet): "graph nodes  = 1266" of Qwen3-8B Q4_K_M,
       // build 9849 (799fcc04a), -fa auto (enabled), -ub 2048, in HilbertraumAI/HilbertRaum eval/results/hardware/
       // i9-9900x-rtx-3090-24gb-128gb/issue399-arch-sweep-qwen3-8b-instruct-q4.stderr.log (commit 175efe3f);
-      // "graph nodes  = 1352" of gpt-oss-20b MXFP4, build 8185 (2afcdb977), flash attention on, in
-      // ontouchstart/rabbit-holes docs/hello_c_in_memory/2.log (commit 96c2960e). Between 6699 and these builds the
-      // dense graph lost the mask's cast (9410) and gained an input no node reads (7819, a leaf: no node).
+      // "graph nodes  = 3030" of Qwen3-30B-A3B Q4_K_M (48 layers, 128 experts, 8 used), build 9849 (799fcc04a),
+      // -fa auto (enabled), n_ctx 8192, -ub 2048, in the same directory's
+      // issue399-arch-sweep-qwen3-30b-a3b-q4.stderr.log (commit 9c72f774); "graph nodes  = 1352" of gpt-oss-20b
+      // MXFP4, build 8185 (2afcdb977), flash attention on, in ontouchstart/rabbit-holes docs/hello_c_in_memory/2.log
+      // (commit 96c2960e). Between 6699 and these builds the dense graph lost the mask's cast (9410) and gained an
+      // input no node reads (7819, a leaf: no node); the MoE graph also gained a CLAMP per layer (6844).
       {"HilbertRaum qwen3-8b Vulkan (b9849)", "tiny-qwen3", 36, 0, 0, 9849, true, 1266},
+      {"HilbertRaum qwen3-30b-a3b Vulkan (b9849)", "tiny-qwen3moe", 48, 16, 8, 9849, true, 3030},
       {"rabbit-holes gpt-oss-20b Metal (b8185)", "tiny-gpt-oss", 24, 8, 4, 8185, true, 1352},
   };
   for (const PrintedCount& p : cases) {
@@ -118,9 +126,10 @@ TEST(LlamaCppGraph, NodeCountsAreThePrintedOnes) {
 }
 
 // The node and buffer changes of llama.cpp's graph after 6699, as its source makes them (the pull requests in
-// llama_cpp_graph.cpp): with flash attention the f16 masks need no cast (9410: one CPY fewer, two for an iSWA
-// model); the unused embeddings input is a leaf (7819: no node, and n_embd x n_tokens f32 of host memory); gpt-oss's
-// two GET_ROWS in the last layer become one after it (10158); V before K changes no count (7044).
+// llama_cpp_graph.cpp): a CLAMP of the MoE weights' sum in every layer whose expert weights are normalised (6844:
+// qwen3moe and Mixtral, not gpt-oss); with flash attention the f16 masks need no cast (9410: one CPY fewer, two for
+// an iSWA model); the unused embeddings input is a leaf (7819: no node, and n_embd x n_tokens f32 of host memory);
+// gpt-oss's two GET_ROWS in the last layer become one after it (10158); V before K changes no count (7044).
 TEST(LlamaCppGraph, ChangesAfter6699) {
   auto nodes = [](const char* preset_name, int n_layer, int build, bool fa) {
     LlamaConfig c = preset(preset_name).value();
@@ -132,6 +141,12 @@ TEST(LlamaCppGraph, ChangesAfter6699) {
     EXPECT_TRUE(m.ok()) << m.status().to_string();
     return m.ok() ? static_cast<int64_t>(m.value().graph->n_nodes()) : -1;
   };
+  for (bool fa : {true, false}) {
+    EXPECT_EQ(nodes("tiny-qwen3moe", 4, 6844, fa) - nodes("tiny-qwen3moe", 4, 6843, fa), 4);
+    EXPECT_EQ(nodes("tiny-moe", 4, 6844, fa) - nodes("tiny-moe", 4, 6843, fa), 4);      // Mixtral: llama with experts
+    EXPECT_EQ(nodes("tiny-gpt-oss", 4, 6844, fa), nodes("tiny-gpt-oss", 4, 6843, fa));  // softmax weights, no norm
+    EXPECT_EQ(nodes("tiny-qwen3", 4, 6844, fa), nodes("tiny-qwen3", 4, 6843, fa));      // no experts
+  }
   EXPECT_EQ(nodes("tiny-qwen3", 4, 9409, true) - nodes("tiny-qwen3", 4, 9410, true), 1);
   EXPECT_EQ(nodes("tiny-qwen3", 4, 9409, false), nodes("tiny-qwen3", 4, 9410, false));
   EXPECT_EQ(nodes("tiny-gpt-oss", 4, 9409, true) - nodes("tiny-gpt-oss", 4, 9410, true), 2);
@@ -160,6 +175,55 @@ TEST(LlamaCppGraph, ChangesAfter6699) {
   }
   c.llama_cpp = llama_cpp_graph(7818);
   EXPECT_EQ(build_llama(c).value().embd, nullptr);
+}
+
+// 6844's CLAMP (PR #16655) as build_moe_ffn makes it: in each layer, ffn_moe_weights_sum (SUM_ROWS) clamped to
+// [6.103515625e-5, +inf] as ffn_moe_weights_sum_clamped, and the DIV (ffn_moe_weights_norm) by the clamped sum; none
+// in 6843's graph, in Tessera's own, or where the weights are not normalised.
+TEST(LlamaCppGraph, MoeWeightsSumClampedFrom6844) {
+  auto clamps = [](const LlamaConfig& c) {
+    Result<LlamaGraph> m = build_llama(c);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    std::vector<const Tensor*> out;
+    if (!m.ok()) return out;
+    const Graph& g = *m.value().graph;
+    for (size_t i = 0; i < g.n_nodes(); ++i) {
+      const Tensor* n = g.node(i);
+      if (n->op == Op::kClamp) out.push_back(n);
+    }
+    // every DIV of the normalisation divides by the clamped sum when there is one
+    for (size_t i = 0; i < g.n_nodes(); ++i) {
+      const Tensor* n = g.node(i);
+      if (n->op != Op::kDiv || std::string(n->name).rfind("ffn_moe_weights_norm", 0) != 0) continue;
+      EXPECT_EQ(n->src[1]->op, out.empty() ? Op::kSumRows : Op::kClamp) << n->name;
+    }
+    return out;
+  };
+  LlamaConfig c = preset("tiny-qwen3moe").value();
+  c.n_layer = 3;
+  c.llama_cpp = llama_cpp_graph(6844);
+  const std::vector<const Tensor*> cl = clamps(c);
+  ASSERT_EQ(cl.size(), 3u);
+  for (int il = 0; il < 3; ++il) {
+    const Tensor* n = cl[static_cast<size_t>(il)];
+    EXPECT_EQ(std::string(n->name), "ffn_moe_weights_sum_clamped-" + std::to_string(il));
+    EXPECT_EQ(get_op_param<float>(*n, 0), 6.103515625e-5f);
+    EXPECT_EQ(get_op_param<float>(*n, 1), INFINITY);
+    ASSERT_NE(n->src[0], nullptr);
+    EXPECT_EQ(n->src[0]->op, Op::kSumRows);
+    EXPECT_EQ(std::string(n->src[0]->name), "ffn_moe_weights_sum-" + std::to_string(il));
+    EXPECT_EQ(n->ne[0], 1);
+    if (il < 2) {  // (the last layer may keep only the output rows)
+      EXPECT_EQ(n->ne[1], c.n_tokens);
+    }
+  }
+  c.llama_cpp = llama_cpp_graph(6843);
+  EXPECT_TRUE(clamps(c).empty());
+  c.llama_cpp.reset();  // Tessera's own graph
+  EXPECT_TRUE(clamps(c).empty());
+  LlamaConfig oss = preset("tiny-gpt-oss").value();
+  oss.llama_cpp = llama_cpp_graph(10470);
+  EXPECT_TRUE(clamps(oss).empty());
 }
 
 // One layer of build 2459's llama graph, op by op, as llama.cpp's source of that build makes it (llm_build_kv_store,

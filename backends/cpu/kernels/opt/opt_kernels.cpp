@@ -107,7 +107,8 @@ bool supports(const Tensor& node) {
     case Op::kDiv:
     case Op::kScale:
     case Op::kUnary:
-    case Op::kGlu: return supports_elementwise(node);
+    case Op::kGlu:
+    case Op::kClamp: return supports_elementwise(node);
     case Op::kRmsNorm:
     case Op::kNorm: return supports_norm(node);
     case Op::kSoftMax: return supports_soft_max(node);
@@ -145,7 +146,8 @@ Status compute(const Tensor& node, const Params& p) {
     case Op::kDiv:
     case Op::kScale:
     case Op::kUnary:
-    case Op::kGlu: return run_elementwise(node, p);
+    case Op::kGlu:
+    case Op::kClamp: return run_elementwise(node, p);
     case Op::kRmsNorm:
     case Op::kNorm: return run_norm(node, p);
     case Op::kSoftMax: return run_soft_max(node, p);

@@ -1,4 +1,4 @@
-// Optimised row ops: ADD/MUL/DIV, SCALE, UNARY, GLU, RMS_NORM/NORM, SOFT_MAX, ROPE, GET_ROWS, FLASH_ATTN_EXT.
+// Optimised row ops: ADD/MUL/DIV, SCALE, UNARY, GLU, CLAMP, RMS_NORM/NORM, SOFT_MAX, ROPE, GET_ROWS, FLASH_ATTN_EXT.
 // f32 activations with element-contiguous rows (any row strides); other layouts and types use the reference kernels.
 // Result rows are taken by the threads in chunks (MyRows); each row is computed by the same sequence of table calls
 // whoever computes it. In-place (result over src0) is safe: every table call reads an element before it
@@ -72,7 +72,7 @@ size_t work_size_row_ops(const Tensor& node, int nth) {
   return f == 0 ? 0 : static_cast<size_t>(nth) * align64(f * 4);
 }
 
-// ---- ADD/MUL/DIV, SCALE, UNARY, GLU ----
+// ---- ADD/MUL/DIV, SCALE, UNARY, GLU, CLAMP ----
 
 bool supports_elementwise(const Tensor& node) {
   if (!f32_rows(&node) || !f32_rows(node.src[0])) return false;
@@ -92,6 +92,12 @@ static void swiglu_oai_row(const float* g, const float* l, float alpha, float li
     const float y = std::clamp(l[i], -limit, limit);
     z[i] = x / (1.0f + std::exp(-alpha * x)) * (y + 1.0f);
   }
+}
+
+// CLAMP, scalar (llama.cpp's MoE graph clamps one value per token): x < lo: lo, x > hi: hi, else x, so NaN stays
+// NaN, as in the reference kernel.
+static void clamp_row(const float* x, float lo, float hi, float* z, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
 }
 
 Status run_elementwise(const Tensor& node, const Params& p) {
@@ -124,6 +130,9 @@ Status run_elementwise(const Tensor& node, const Params& p) {
         t.scale(frow(a, d.i1, d.i2, d.i3), get_op_param<float>(node, 0), get_op_param<float>(node, 1), z, n);
         break;
       case Op::kUnary: t.unary(node.op_params[0], frow(a, d.i1, d.i2, d.i3), z, n); break;
+      case Op::kClamp:
+        clamp_row(frow(a, d.i1, d.i2, d.i3), get_op_param<float>(node, 0), get_op_param<float>(node, 1), z, n);
+        break;
       case Op::kGlu: {
         const float* x = frow(a, d.i1, d.i2, d.i3);
         if (node.op_params[0] == static_cast<int32_t>(GluOp::kSwigluOai)) {

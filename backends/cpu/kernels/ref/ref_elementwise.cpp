@@ -1,4 +1,4 @@
-// Reference kernels: ADD, MUL, DIV (with broadcast), SCALE, UNARY, GLU, ADD_ID. Element-wise math in f32.
+// Reference kernels: ADD, MUL, DIV (with broadcast), SCALE, UNARY, GLU, ADD_ID, CLAMP. Element-wise math in f32.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -198,6 +198,30 @@ Status run_add_id(const Tensor& node, const ComputeParams& p) {
     load_row(a, d.i1, d.i2, d.i3, x.data());
     load_row(b, load_i32(ids, d.i1, d.i2, 0, 0), 0, 0, y.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+    store_row(node, d.i1, d.i2, d.i3, x.data());
+  }
+  return Status::Ok();
+}
+
+// ---- CLAMP: op_params [0] f32 min, [1] f32 max; x < min: min, x > max: max, else x (NaN stays NaN). f32 only ----
+
+bool check_clamp(const Tensor& node) {
+  const float lo = get_op_param<float>(node, 0);
+  const float hi = get_op_param<float>(node, 1);
+  return same_as_float_src0(node) && node.type == Type::kF32 && !std::isnan(lo) && !std::isnan(hi) && lo <= hi;
+}
+
+Status run_clamp(const Tensor& node, const ComputeParams& p) {
+  const Tensor& a = *node.src[0];
+  const float lo = get_op_param<float>(node, 0);
+  const float hi = get_op_param<float>(node, 1);
+  int64_t r0, r1;
+  partition(row_count(node), p, &r0, &r1);
+  std::vector<float> x(static_cast<size_t>(a.ne[0]));
+  for (int64_t r = r0; r < r1; ++r) {
+    const RowIdx d = row_idx(node, r);
+    load_row(a, d.i1, d.i2, d.i3, x.data());
+    for (float& v : x) v = v < lo ? lo : v > hi ? hi : v;
     store_row(node, d.i1, d.i2, d.i3, x.data());
   }
   return Status::Ok();

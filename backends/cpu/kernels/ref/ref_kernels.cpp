@@ -43,6 +43,7 @@ bool supports(const Tensor& node) {
     case Op::kTopK: return check_top_k(node);
     case Op::kFlashAttnExt: return check_flash_attn_ext(node);
     case Op::kAddId: return check_add_id(node);
+    case Op::kClamp: return check_clamp(node);
     case Op::kCount: return false;
   }
   return false;
@@ -97,6 +98,7 @@ Status compute(const Tensor& node, const ComputeParams& params) {
     case Op::kTopK: return run_argsort(node, params);
     case Op::kFlashAttnExt: return run_flash_attn_ext(node, params);
     case Op::kAddId: return run_add_id(node, params);
+    case Op::kClamp: return run_clamp(node, params);
     default: break;
   }
   return TS_ERROR(StatusCode::kUnsupported, "%s: no reference kernel", describe(node).c_str());

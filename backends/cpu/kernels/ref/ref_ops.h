@@ -27,10 +27,12 @@ Status run_cont(const Tensor& node, const ComputeParams& p);
 Status run_get_rows(const Tensor& node, const ComputeParams& p);
 Status run_set_rows(const Tensor& node, const ComputeParams& p);
 
-// ref_elementwise.cpp: ADD/MUL/DIV, SCALE, UNARY, GLU, ADD_ID
+// ref_elementwise.cpp: ADD/MUL/DIV, SCALE, UNARY, GLU, ADD_ID, CLAMP
 bool check_binary(const Tensor& node);
 bool check_add_id(const Tensor& node);
 Status run_add_id(const Tensor& node, const ComputeParams& p);
+bool check_clamp(const Tensor& node);
+Status run_clamp(const Tensor& node, const ComputeParams& p);
 bool check_scale(const Tensor& node);
 bool check_unary(const Tensor& node);
 bool check_glu(const Tensor& node);

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -44,8 +45,8 @@ models::LlamaGraph llama(const char* name, bool flash_attn) {
 
 // A graph with every op of docs/ops.md: views of every kind (a view of a view too), CPY/SET_ROWS into views,
 // GLU with one and two sources (and SWIGLU_OAI), ROPE with and without freq_factors, SOFT_MAX with and without a
-// mask and sinks, FLASH_ATTN_EXT with every combination of mask and sinks, MUL_MAT_ID, ADD_ID, TOP_K, ARGSORT, a param
-// leaf.
+// mask and sinks, FLASH_ATTN_EXT with every combination of mask and sinks, MUL_MAT_ID, ADD_ID, CLAMP, TOP_K, ARGSORT,
+// a param leaf.
 struct HandGraph {
   std::unique_ptr<Context> ctx = std::make_unique<Context>(ContextParams{.no_alloc = true});
   std::unique_ptr<Graph> graph = std::make_unique<Graph>();
@@ -85,7 +86,8 @@ HandGraph hand_graph() {
   Tensor* g2 = glu(c, u, s1, GluOp::kGeglu);              // [64, 8, 2, 1]
   Tensor* r = rms_norm(c, g2, 1e-5f);
   Tensor* n = norm(c, r, 1e-6f);
-  out(sum_rows(c, n));
+  Tensor* sums = out(sum_rows(c, n));
+  out(clamp(c, sums, 6.103515625e-5f, INFINITY));
   // after the GEGLU (reached through sum_rows), which the op_params test finds as the first GLU
   out(swiglu_oai(c, u, s1, 1.702f, 7.0f));
   out(swiglu_oai(c, u, nullptr, 0.5f, 2.5f, true));
