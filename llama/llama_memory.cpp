@@ -95,7 +95,8 @@ LlamaBuffer& buffer(std::vector<LlamaBuffer>* out, LlamaBuffer::Kind kind, const
 // the first to the end of the last such tensor (llama_model_loader::get_mapping_range), the file laid out as
 // llama-quantize writes it (weight_name_less order, each tensor at a multiple of 32 bytes). Tied embeddings: llama.cpp
 // creates the output head as a copy of token_embd on the output layer's device (TENSOR_DUPLICATED), so a GPU that
-// holds the output layer also holds token_embd's bytes.
+// holds the output layer also holds token_embd's bytes (and a GPU with layers other than layer 0's a copy of the rope
+// factors): those copies are weights of the model (models::LlamaGraph::copies), placed as llama.cpp places them.
 // The overrides' patterns, compiled once, with whether each sends a weight to the CPU's own buffer type.
 std::vector<std::pair<std::regex, bool>> cpu_overrides(const Session& s) {
   std::vector<std::pair<std::regex, bool>> out;
@@ -119,6 +120,7 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
   for (const auto& [t, bt] : p.where) {
     if (!is_cache(t)) weights.emplace_back(t, bt);
   }
+  const models::LlamaGraph& model = s.model();
   // The file's layout.
   // (weight_name_less's order, with each name's length and block number taken once: a comparator that measured them
   // again was a tenth of `plan`'s time at 100,000 layers)
@@ -130,6 +132,7 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
   std::vector<FileKey> order;
   order.reserve(weights.size());
   for (const auto& w : weights) {
+    if (model.copy_of(w.first) != nullptr) continue;  // (not in the file: a copy the loader makes)
     order.push_back({models::fixtures::weight_block(w.first->name), w.first->name, w.first});
   }
   std::stable_sort(order.begin(), order.end(), [](const FileKey& a, const FileKey& b) {
@@ -153,8 +156,10 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
         buffer(out, LlamaBuffer::Kind::kModel, cpu ? "CPU" : "CUDA_Host", host).bytes += pad(nbytes(*t), 32);
         continue;
       }
-      first = std::min(first, offset[t]);
-      last = std::max(last, offset[t] + nbytes(*t));
+      const models::LlamaGraph::WeightCopy* copy = model.copy_of(t);
+      const size_t at_file = offset[copy != nullptr ? copy->of : t];  // (a copy in mapped memory maps the original)
+      first = std::min(first, at_file);
+      last = std::max(last, at_file + nbytes(*t));
       continue;
     }
     // A GPU's own memory, or pinned host memory of a GPU ("CUDA_Host", -ot ...=CUDA_Host).
@@ -162,15 +167,6 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
     const std::string device = !bt->is_host() ? bt->device()->name() : host;
     const size_t size = bt->is_host() ? bt->alloc_size(*t) : std::max(bt->alloc_size(*t), cuda_alloc_size(*t));
     buffer(out, LlamaBuffer::Kind::kModel, name, device).bytes += pad(size, bt->alignment());
-  }
-  const models::LlamaConfig& m = s.config().model;
-  if (m.tied_output && names.is_gpu(p.output_device)) {
-    for (const auto& [t, bt] : weights) {
-      if (std::strcmp(t->name, "token_embd.weight") != 0) continue;
-      BufferType* gpu = devices_of(s.sim())[static_cast<size_t>(p.output_device)]->buffer_type();
-      buffer(out, LlamaBuffer::Kind::kModel, names.device_buffer(p.output_device), gpu->device()->name()).bytes +=
-          pad(std::max(gpu->alloc_size(*t), cuda_alloc_size(*t)), gpu->alignment());
-    }
   }
   if (first != SIZE_MAX) buffer(out, LlamaBuffer::Kind::kModel, "CPU_Mapped", host).bytes = last - first;
   // In llama.cpp's order: the host's buffers (CPU_Mapped, CUDA_Host), then the GPUs' in device order.

@@ -3,6 +3,7 @@
 #include "tessera/models/llama.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "blocks.h"
@@ -57,6 +58,7 @@ class Builder {
     m_.layers.resize(static_cast<size_t>(c_.n_layer));
     for (int il = 0; il < c_.n_layer; ++il) {
       LlamaLayer& l = m_.layers[static_cast<size_t>(il)];
+      create_rope_copies(il);
       l.attn_norm = weight("attn_norm", il, f32, {c_.n_embd});
       l.wq = weight("attn_q", il, wt, {c_.n_embd, c_.n_embd_q()});
       l.wk = weight("attn_k", il, wt, {c_.n_embd, c_.n_embd_kv()});
@@ -93,7 +95,48 @@ class Builder {
   template <class Weight>
   void create_output(Weight& weight) {
     m_.output_norm = weight("output_norm", -1, Type::kF32, {c_.n_embd});
-    m_.output = c_.tied_output ? m_.tok_embd : weight("output", -1, c_.weight_type, {c_.n_embd, c_.n_vocab});
+    if (!c_.tied_output) {
+      m_.output = weight("output", -1, c_.weight_type, {c_.n_embd, c_.n_vocab});
+    } else {
+      m_.output = c_.output_copy ? copy_weight(m_.tok_embd, c_.n_layer) : m_.tok_embd;
+    }
+  }
+
+  // A copy of a shared weight (LlamaGraph::copies): same name, shape and type, created now, held by layer `layer`'s
+  // buffer type.
+  Tensor* copy_weight(const Tensor* of, int layer) {
+    Tensor* t = m_.weights_ctx->new_tensor(of->type, 4, of->ne);
+    if (t == nullptr) return nullptr;
+    set_name(*t, of->name);
+    m_.weights.push_back(t);
+    m_.copies.push_back({t, of, layer});
+    return t;
+  }
+
+  // The rope factors layer il reads (LlamaConfig::rope_factor_copy): the originals, or their copy for il's buffer type,
+  // created with the first layer that reads it. Index 0 of each is the original.
+  void create_rope_copies(int il) {
+    const int k = rope_copy_index(il);
+    if (k == 0 || static_cast<size_t>(k) < rope_sets_.size()) return;
+    std::array<Tensor*, 3> set{};
+    const std::array<Tensor*, 3> originals{m_.rope_freqs, m_.rope_long, m_.rope_short};
+    for (size_t i = 0; i < set.size(); ++i) {
+      if (originals[i] != nullptr) set[i] = copy_weight(originals[i], il);
+    }
+    rope_sets_.resize(static_cast<size_t>(k) + 1);
+    rope_sets_[static_cast<size_t>(k)] = set;
+  }
+  int rope_copy_index(int il) const {
+    const auto& v = c_.rope_factor_copy;
+    return static_cast<size_t>(il) < v.size() ? v[static_cast<size_t>(il)] : 0;
+  }
+  // The rope factors of layer il (null: none).
+  Tensor* rope_factors(int il) const {
+    const int k = rope_copy_index(il);
+    const std::array<Tensor*, 3> set = k == 0 || static_cast<size_t>(k) >= rope_sets_.size()
+                                           ? std::array<Tensor*, 3>{m_.rope_freqs, m_.rope_long, m_.rope_short}
+                                           : rope_sets_[static_cast<size_t>(k)];
+    return c_.rope_factors_ls ? (c_.rope_long() ? set[1] : set[2]) : set[0];
   }
 
   void create_cache(LlamaLayer& l, int il) {
@@ -133,6 +176,7 @@ class Builder {
         m_.rope_long = weight("rope_factors_long", -1, f32, {c_.head_dim() / 2});
         m_.rope_short = weight("rope_factors_short", -1, f32, {c_.head_dim() / 2});
       }
+      create_rope_copies(il);
       create_cache(l, il);
     }
   }
@@ -223,13 +267,12 @@ class Builder {
         .flash_attn = c_.flash_attn,
         .cpp = cpp_,
         .iswa = c_.has_swa()};
-    const blocks::RopeParams rope{
-        .n_rot = static_cast<int>(c_.head_dim()),
-        .mode = c_.rope_mode,
-        .freq_base = c_.rope_base,
-        .freq_scale = c_.rope_scale,
-        .freq_factors = c_.rope_factors_ls ? (c_.rope_long() ? m_.rope_long : m_.rope_short) : m_.rope_freqs,
-        .yarn = c_.rope_yarn};
+    const blocks::RopeParams rope{.n_rot = static_cast<int>(c_.head_dim()),
+                                  .mode = c_.rope_mode,
+                                  .freq_base = c_.rope_base,
+                                  .freq_scale = c_.rope_scale,
+                                  .freq_factors = rope_factors(0),
+                                  .yarn = c_.rope_yarn};
     blocks::AttentionShape shape_swa = shape;
     shape_swa.n_kv = c_.kv_len_swa();
     blocks::RopeParams rope_swa = rope;
@@ -270,7 +313,9 @@ class Builder {
       const bool swa = c_.is_swa(il);
       (swa ? swa_used : global_used) = true;
       Tensor* cur = blocks::rms_norm_mul(ctx_, inp, l.attn_norm, c_.norm_eps, "attn_norm", il);
-      cur = blocks::self_attention(ctx_, swa ? shape_swa : shape, swa ? rope_swa : rope,
+      blocks::RopeParams rope_il = swa ? rope_swa : rope;
+      rope_il.freq_factors = rope_factors(il);
+      cur = blocks::self_attention(ctx_, swa ? shape_swa : shape, rope_il,
                                    {.wqkv = l.wqkv,
                                     .wq = l.wq,
                                     .wk = l.wk,
@@ -339,6 +384,7 @@ class Builder {
   const LlamaCppGraph cpp_graph_;
   const LlamaCppGraph* cpp_;  // null: Tessera's own graph
   Status graph_status_;
+  std::vector<std::array<Tensor*, 3>> rope_sets_;  // [k]: the k-th copies of rope_freqs, rope_long, rope_short
 };
 
 }  // namespace
@@ -466,7 +512,30 @@ Status validate(const LlamaConfig& c) {
     return invalid("swiglu_oai_alpha and swiglu_oai_limit must be finite and >= 0");
   }
   if (!(c.norm_eps >= 0.0f) || !std::isfinite(c.norm_eps)) return invalid("norm_eps must be finite and >= 0");
+  if (c.output_copy && !c.tied_output) return invalid("output_copy is a copy of token_embd and needs tied_output");
+  if (!c.rope_factor_copy.empty()) {
+    if (c.rope_factor_copy.size() != static_cast<size_t>(c.n_layer)) {
+      return invalid("rope_factor_copy has " + std::to_string(c.rope_factor_copy.size()) + " entries for " +
+                     std::to_string(c.n_layer) + " layers");
+    }
+    int next = 1;  // copies are numbered in the order of the first layer reading each
+    for (size_t il = 0; il < c.rope_factor_copy.size(); ++il) {
+      const int k = c.rope_factor_copy[il];
+      if (k < 0 || k > next || (il == 0 && k != 0)) {
+        return invalid("rope_factor_copy[" + std::to_string(il) + "] is " + std::to_string(k) +
+                       ": layer 0 reads the original (0), and copy k first follows copy k - 1");
+      }
+      if (k == next) ++next;
+    }
+  }
   return Status::Ok();
+}
+
+const LlamaGraph::WeightCopy* LlamaGraph::copy_of(const Tensor* t) const {
+  for (const WeightCopy& c : copies) {
+    if (c.copy == t) return &c;
+  }
+  return nullptr;
 }
 
 std::vector<Tensor*> LlamaGraph::inputs() const {

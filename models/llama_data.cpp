@@ -9,6 +9,7 @@
 #include <string_view>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "tessera/backend.h"
@@ -114,9 +115,22 @@ Status fill_random(LlamaGraph& model, uint64_t seed, int threads) {
   uint64_t salt = 0;
   if (model.config.weights_file != nullptr) {
     TS_RETURN_IF_ERROR(read_file_weights(model));
-    salt = model.weights.size();
+    salt = model.weights.size() - model.copies.size();  // (the cache's streams do not depend on the copies)
   } else {
+    struct Fill {
+      uint64_t stream;
+      float mean, stddev;
+    };
+    std::unordered_map<const Tensor*, Fill> fills;  // each original's, for its copies
     for (Tensor* w : model.weights) {
+      if (const LlamaGraph::WeightCopy* c = model.copy_of(w)) {  // a copy holds its original's values
+        const auto it = fills.find(c->of);
+        if (it == fills.end()) {
+          return TS_ERROR(StatusCode::kInvalidArgument, "fill_random: the copy %s precedes its original", w->name);
+        }
+        TS_RETURN_IF_ERROR(fill_tensor(*w, it->second.stream, it->second.mean, it->second.stddev, threads));
+        continue;
+      }
       // Biases (qwen2's Q/K/V) around 0, of the size of a projection's values; other f32 vectors are norms, around 1.
       const std::string_view name(w->name);
       const bool is_bias = name.size() > 5 && name.substr(name.size() - 5) == ".bias";
@@ -126,7 +140,9 @@ Status fill_random(LlamaGraph& model, uint64_t seed, int threads) {
                            : is_norm ? 0.1f
                            : is_embd ? 1.0f
                                      : 1.0f / std::sqrt(static_cast<float>(w->ne[0]));
-      TS_RETURN_IF_ERROR(fill_tensor(*w, mix(seed, salt++), is_norm ? 1.0f : 0.0f, stddev, threads));
+      const Fill f{mix(seed, salt++), is_norm ? 1.0f : 0.0f, stddev};
+      fills[w] = f;
+      TS_RETURN_IF_ERROR(fill_tensor(*w, f.stream, f.mean, f.stddev, threads));
     }
   }
   for (Tensor* kv : model.kv_cache) TS_RETURN_IF_ERROR(fill_tensor(*kv, mix(seed, salt++), 0.0f, 1.0f, threads));

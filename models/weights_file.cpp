@@ -81,7 +81,11 @@ Result<std::vector<uint8_t>> complete_gguf(const LlamaGraph& graph) {
     u32("expert_used_count", c.n_expert_used);
     u32("expert_feed_forward_length", c.n_ff);
   }
+  std::vector<const Tensor*> written;  // the weights, without the copies of shared ones (the file holds each name once)
   for (const Tensor* w : graph.weights) {
+    if (graph.copy_of(w) == nullptr) written.push_back(w);
+  }
+  for (const Tensor* w : written) {
     if (w->buffer == nullptr) {
       return TS_ERROR(StatusCode::kInvalidArgument, "complete_gguf: weight %s is not allocated", w->name);
     }
@@ -91,8 +95,8 @@ Result<std::vector<uint8_t>> complete_gguf(const LlamaGraph& graph) {
   }
   TS_RETURN_IF_ERROR(f.layout());
   std::vector<uint8_t> data(f.data_bytes, 0);
-  for (size_t i = 0; i < graph.weights.size(); ++i) {
-    const Tensor& w = *graph.weights[i];
+  for (size_t i = 0; i < written.size(); ++i) {
+    const Tensor& w = *written[i];
     const gguf::TensorInfo& t = f.tensors[i];
     TS_RETURN_IF_ERROR(tensor_get(w, data.data() + t.offset, 0, t.size));
   }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <regex>
+#include <unordered_map>
 #include <strings.h>
 
 #include "tessera/harness/placement/allocate.h"
@@ -205,22 +206,16 @@ Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int 
   return out;
 }
 
-Result<Placement> place_model(const std::vector<Device*>& devices, const std::vector<Tensor*>& weights,
-                              const std::vector<Tensor*>& caches, int n_layer, const PlacementPolicy& policy) {
-  Result<std::vector<int>> ld = layer_devices(devices, n_layer, policy);
-  if (!ld.ok()) return ld.status();
-  Placement p;
-  p.layer_device = std::move(ld).value();
-  p.output_device = p.layer_device.back();
-  p.layer_device.pop_back();
-  const int cpu = static_cast<int>(devices.size()) - 1;
+namespace {
 
-  struct Rule {
-    std::regex re;
-    BufferType* buft;
-    bool weights_only;
-  };
-  std::vector<Rule> rules;
+struct OverrideRule {
+  std::regex re;
+  BufferType* buft;
+  bool weights_only;
+};
+
+Result<std::vector<OverrideRule>> override_rules(const std::vector<Device*>& devices, const PlacementPolicy& policy) {
+  std::vector<OverrideRule> rules;
   for (const TensorOverride& o : policy.overrides) {
     BufferType* b = find_override_target(devices, o.target);
     if (b == nullptr) {
@@ -236,14 +231,71 @@ Result<Placement> place_model(const std::vector<Device*>& devices, const std::ve
                       o.pattern.c_str(), e.what());
     }
   }
+  return rules;
+}
+
+// The buffer type of the first override matching a name (src/llama-model.cpp: the loop over tensor_buft_overrides
+// breaks at the first std::regex_search hit); null: none matches.
+BufferType* override_of(const std::vector<OverrideRule>& rules, const char* name, bool is_weight) {
+  for (const OverrideRule& r : rules) {
+    if ((is_weight || !r.weights_only) && std::regex_search(name, r.re)) return r.buft;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Result<WeightCopies> weight_copies(const std::vector<Device*>& devices, int n_layer, const PlacementPolicy& policy,
+                                   bool tied_output, const std::vector<std::string>& rope_factor_names) {
+  Result<std::vector<int>> ld = layer_devices(devices, n_layer, policy);
+  if (!ld.ok()) return ld.status();
+  const std::vector<int>& layer_device = ld.value();
+  auto rules = override_rules(devices, policy);
+  if (!rules.ok()) return rules.status();
+  WeightCopies out;
+  const int cpu = static_cast<int>(devices.size()) - 1;
+  if (tied_output && override_of(rules.value(), "token_embd.weight", true) == nullptr) {
+    out.output = layer_device.back() != cpu;
+  }
+  bool overridden = false;
+  for (const std::string& name : rope_factor_names) {
+    overridden = overridden || override_of(rules.value(), name.c_str(), true) != nullptr;
+  }
+  if (rope_factor_names.empty() || overridden || n_layer < 1) return out;
+  std::vector<int> seen{layer_device[0]};  // the devices holding a copy, by copy number
+  out.rope_of_layer.assign(static_cast<size_t>(n_layer), 0);
+  for (int il = 0; il < n_layer; ++il) {
+    const int d = layer_device[static_cast<size_t>(il)];
+    const auto at = std::find(seen.begin(), seen.end(), d);
+    out.rope_of_layer[static_cast<size_t>(il)] = static_cast<int>(at - seen.begin());
+    if (at == seen.end()) seen.push_back(d);
+  }
+  if (seen.size() == 1) out.rope_of_layer.clear();
+  return out;
+}
+
+Result<Placement> place_model(const std::vector<Device*>& devices, const std::vector<Tensor*>& weights,
+                              const std::vector<Tensor*>& caches, int n_layer, const PlacementPolicy& policy,
+                              const std::vector<std::pair<const Tensor*, int>>& layer_of) {
+  Result<std::vector<int>> ld = layer_devices(devices, n_layer, policy);
+  if (!ld.ok()) return ld.status();
+  Placement p;
+  p.layer_device = std::move(ld).value();
+  p.output_device = p.layer_device.back();
+  p.layer_device.pop_back();
+  const int cpu = static_cast<int>(devices.size()) - 1;
+
+  auto rules = override_rules(devices, policy);
+  if (!rules.ok()) return rules.status();
+  std::unordered_map<const Tensor*, int> hinted(layer_of.begin(), layer_of.end());
   auto device_buft = [&](int d) { return devices[static_cast<size_t>(d)]->buffer_type(); };
   auto choose = [&](Tensor* t, bool is_weight) -> BufferType* {
-    // The first matching override wins (src/llama-model.cpp: the loop over tensor_buft_overrides breaks at the first
-    // std::regex_search hit).
-    for (const Rule& r : rules) {
-      if ((is_weight || !r.weights_only) && std::regex_search(t->name, r.re)) return r.buft;
-    }
+    if (BufferType* b = override_of(rules.value(), t->name, is_weight)) return b;
     if (!is_weight && !policy.kv_offload) return device_buft(cpu);
+    if (const auto it = hinted.find(t); it != hinted.end()) {
+      return device_buft(it->second >= 0 && it->second < n_layer ? p.layer_device[static_cast<size_t>(it->second)]
+                                                                 : p.output_device);
+    }
     const int layer = layer_of_name(t->name);
     if (layer >= 0 && layer < n_layer) return device_buft(p.layer_device[static_cast<size_t>(layer)]);
     if (is_weight && (std::strncmp(t->name, "output", 6) == 0)) return device_buft(p.output_device);

@@ -13,7 +13,12 @@ Result<std::vector<float>> cpu_reference_logits(const models::LlamaConfig& confi
 }
 
 Result<std::vector<float>> cpu_reference_logits(const models::LlamaConfig& config, uint64_t seed, uint64_t input_seed) {
-  auto built = models::build_llama(config);
+  // One tensor per weight: the layers and the output head read the originals, not the copies a placement makes
+  // (LlamaConfig::output_copy, rope_factor_copy), so a copy that does not hold its original's values shows.
+  models::LlamaConfig plain = config;
+  plain.output_copy = false;
+  plain.rope_factor_copy.clear();
+  auto built = models::build_llama(plain);
   if (!built.ok()) return built.status();
   models::LlamaGraph m = std::move(built).value();
   auto wb = alloc_ctx_tensors(*m.weights_ctx, *cpu::buffer_type());
@@ -23,7 +28,7 @@ Result<std::vector<float>> cpu_reference_logits(const models::LlamaConfig& confi
   GraphPlanner planner(cpu::buffer_type());
   TS_RETURN_IF_ERROR(models::fill_random(m, seed));
   TS_RETURN_IF_ERROR(planner.alloc_graph(*m.graph));
-  TS_RETURN_IF_ERROR(models::set_inputs(m, models::default_inputs(config, input_seed)));
+  TS_RETURN_IF_ERROR(models::set_inputs(m, models::default_inputs(plain, input_seed)));
   auto backend = cpu::make_backend();
   if (backend->graph_compute(*m.graph) != ComputeStatus::kSuccess) {
     return Status(StatusCode::kFailed, "CPU reference: " + backend->last_error());

@@ -257,15 +257,26 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config, co
   } else {
     if (config.next_graph) TS_RETURN_IF_ERROR(s->load_next_graph());  // (the error: a model has no next graph)
     s->step("building the model's graph");
-    auto model = models::build_llama(config.model);
+    // The copies of shared weights the placement makes (weight_copies), as the model's own weights.
+    models::LlamaConfig& mc = s->config_.model;
+    std::vector<std::string> rope_names;
+    if (mc.rope_freq_factors) rope_names.push_back("rope_freqs.weight");
+    if (mc.rope_factors_ls) rope_names = {"rope_factors_long.weight", "rope_factors_short.weight"};
+    auto copies = weight_copies(devices_of(*s->sim_), mc.n_layer, config.policy, mc.tied_output, rope_names);
+    if (!copies.ok()) return with_metadata_hint(copies.status(), config);
+    mc.output_copy = copies.value().output;
+    mc.rope_factor_copy = copies.value().rope_of_layer;
+    auto model = models::build_llama(mc);
     if (!model.ok()) return model.status();
     s->model_ = std::move(model).value();
     s->graph_ = s->current_ = s->model_.graph.get();
     s->outputs_ = {s->model_.logits};
     TS_RETURN_IF_ERROR(refuse_storage_only(*s->model_.graph, config));
     s->step("placing the weights");
-    auto placed =
-        place_model(devices_of(*s->sim_), s->model_.weights, s->model_.kv_cache, config.model.n_layer, config.policy);
+    std::vector<std::pair<const Tensor*, int>> copy_layers;
+    for (const models::LlamaGraph::WeightCopy& c : s->model_.copies) copy_layers.emplace_back(c.copy, c.layer);
+    auto placed = place_model(devices_of(*s->sim_), s->model_.weights, s->model_.kv_cache, config.model.n_layer,
+                              config.policy, copy_layers);
     if (!placed.ok()) return with_metadata_hint(placed.status(), config);
     s->placement_ = std::move(placed).value();
     if (backed) {

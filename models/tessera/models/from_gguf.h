@@ -26,11 +26,11 @@ struct GgufRunShape {
   // n_ctx 0 is the model's whole context_length, padded to 256 (llama.cpp's -c 0, its default in its newest builds;
   // `tessera plan` and fit), not at most 4096 (scenario files and the draft model keep that).
   bool full_context = false;
-  int64_t n_tokens = 1;        // tokens in the batch (1: a decode step; more: a prompt-processing step)
-  int64_t n_kv = 0;            // cache slots attended to; 0 = n_ctx
-  int64_t n_outputs = 0;       // tokens that produce logits; 0 = n_tokens
-  Type kv_type = Type::kF16;   // the K cache's (and the V cache's unless v_type)
-  std::optional<Type> v_type;  // the V cache's, when it differs
+  int64_t n_tokens = 1;                       // tokens in the batch (1: a decode step; more: a prompt-processing step)
+  int64_t n_kv = 0;                           // cache slots attended to; 0 = n_ctx
+  int64_t n_outputs = 0;                      // tokens that produce logits; 0 = n_tokens
+  Type kv_type = Type::kF16;                  // the K cache's (and the V cache's unless v_type)
+  std::optional<Type> v_type = std::nullopt;  // the V cache's, when it differs
   bool flash_attn = true;
 };
 

@@ -75,6 +75,15 @@ struct LlamaConfig {
   std::map<std::string, Type> weight_types;
   bool rope_freq_factors = false;
   bool tied_output = false;
+  // The copies llama.cpp's loader makes of a weight that several layers share (create_tensor with TENSOR_DUPLICATED:
+  // one per buffer type that needs it, "avoid creating a new one" where the original's buffer type is the same; the
+  // placement policy decides them: tessera/harness/placement/policy.h, weight_copies). output_copy: with tied_output,
+  // the output head is a copy of token_embd.weight on the output layer's buffer type (the logits read it, not
+  // token_embd). rope_factor_copy[il]: the copy of the rope factors (rope_freqs, or phi3's rope_factors_long/short)
+  // layer il reads: 0 the original, created with layer 0; k > 0 the k-th copy, created with the first layer reading
+  // it. Empty: every layer reads the original.
+  bool output_copy = false;
+  std::vector<int> rope_factor_copy;
   // Architecture (llama.cpp's per-architecture graph builders; docs/gguf.md, 'Architectures'). The defaults are
   // llama's graph.
   std::string arch = "llama";              // what the model is (reports); the switches below make the graph
@@ -229,8 +238,17 @@ struct LlamaGraph {
   Tensor* rope_short = nullptr;   // rope_factors_ls: f32 [head_dim / 2] ("rope_factors_short.weight")
   std::vector<LlamaLayer> layers;
 
-  std::vector<Tensor*> weights;   // every weight, in creation order
-  std::vector<Tensor*> kv_cache;  // k_l0, v_l0, k_l1, v_l1, ...
+  std::vector<Tensor*> weights;  // every weight, in creation order (the copies below included)
+  // The copies of shared weights (LlamaConfig::output_copy, rope_factor_copy): each copy, the weight it copies (same
+  // name, shape, type and values) and the layer whose buffer type holds it (n_layer: the output layer).
+  struct WeightCopy {
+    Tensor* copy;
+    const Tensor* of;
+    int layer;
+  };
+  std::vector<WeightCopy> copies;
+  const WeightCopy* copy_of(const Tensor* t) const;  // null: not a copy
+  std::vector<Tensor*> kv_cache;                     // k_l0, v_l0, k_l1, v_l1, ...
   std::vector<Tensor*> inputs() const;
 
   // The layer a weight or cache tensor belongs to (-1 for token_embd / output*, or an unknown tensor).

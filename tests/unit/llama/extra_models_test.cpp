@@ -39,7 +39,10 @@ using ::testing::HasSubstr;
 namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
-constexpr size_t kDraftGpuWeights = 715939328, kDraftCpuWeights = 272269312, kDraftKv4096 = 48 * kMiB;
+// The Qwen2.5 0.5B draft: its layers and output_norm (715,939,328 B), token_embd (272,269,312 B), which the tied output
+// head reads as a copy on the output layer's GPU (llama.cpp's TENSOR_DUPLICATED token_embd in the GPU's model buffer).
+constexpr size_t kDraftLayerWeights = 715939328, kDraftCpuWeights = 272269312, kDraftKv4096 = 48 * kMiB;
+constexpr size_t kDraftGpuWeights = kDraftLayerWeights + kDraftCpuWeights;
 constexpr size_t kMmprojWeights = 2279424, kMmprojComputeFa = 5505024, kMmprojComputeNoFa = 8650752;
 
 std::string blk(int il, const char* what) { return "blk." + std::to_string(il) + "." + what; }
@@ -142,8 +145,9 @@ ExtraModelArgs draft_args(const std::string& file) {
 
 }  // namespace
 
-// -ngld all (the default), -cd 4096: the draft's layers and output_norm on the GPU, token_embd on the CPU, its KV cache
-// on the GPU; and the llama.cpp buffers of the draft report the same KV (48 MiB).
+// -ngld all (the default), -cd 4096: the draft's layers, output_norm and the output head's copy of token_embd on the
+// GPU, token_embd on the CPU, its KV cache on the GPU; and the llama.cpp buffers of the draft report the same KV (48
+// MiB).
 TEST(ExtraModels, DraftWeightsAndKvByHand) {
   auto s = main_session({gpu("gpu0", 4 * GiB), wrapped_cpu(16 * GiB)});
   ASSERT_NE(s, nullptr);
@@ -174,7 +178,7 @@ TEST(ExtraModels, NgldZeroKeepsTheDraftOnTheCpu) {
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p.value().devices[0].draft_weights, 0u);
   EXPECT_EQ(p.value().devices[0].draft_kv, 0u);
-  EXPECT_EQ(p.value().devices[1].draft_weights, kDraftGpuWeights + kDraftCpuWeights);
+  EXPECT_EQ(p.value().devices[1].draft_weights, kDraftLayerWeights + kDraftCpuWeights);  // (no copy: one buffer type)
   EXPECT_EQ(p.value().devices[1].draft_kv, kDraftKv4096);
 }
 
@@ -193,10 +197,10 @@ TEST(ExtraModels, DeviceDraftPutsTheDraftOnThatGpu) {
   }
 }
 
-// A 1 GiB GPU holds the main model (715,939,328 B of weights, 48 MiB of KV and its compute buffer) but not a second
+// A 1.5 GiB GPU holds the main model (988,208,640 B of weights, 48 MiB of KV and its compute buffer) but not a second
 // copy as the draft: the overflow names the GPU and the draft, and the main model alone fits.
 TEST(ExtraModels, DraftOverflowIsReportedAsTheDrafts) {
-  auto s = main_session({gpu("gpu0", 1 * GiB), wrapped_cpu(16 * GiB)});
+  auto s = main_session({gpu("gpu0", 3 * GiB / 2), wrapped_cpu(16 * GiB)});
   ASSERT_NE(s, nullptr);
   auto p = place_extra_models(*s, draft(draft_args("tessera-extra-draft-over.gguf")), {}, &builtin_registry());
   ASSERT_TRUE(p.ok()) << p.status().message();
@@ -341,15 +345,15 @@ TEST(ExtraModels, ScenarioKeysAndExpectations) {
   EXPECT_THAT(error_of(R"({"gguf": ")" + d + R"(", "n_gpu_layers": "some"})"), HasSubstr("draft.n_gpu_layers"));
 }
 
-// A unified-memory GPU (docs/topology.md) whose share and the host pool are both 1.5 GiB = 1,610,612,736 B: the main
-// model takes 715,939,328 + 48 MiB on the GPU and 272,269,312 B on the CPU (1,038,540,288 B of the pool, plus small
-// compute buffers), leaving under 572,072,448 B of the pool; the draft needs 766,270,976 B more on the GPU. The GPU's
-// own share alone would leave 1,610,612,736 - 766,270,976 = 844,341,760 B, enough: only the pool, counted once for
-// both models, makes it overflow.
+// A unified-memory GPU (docs/topology.md) whose share and the host pool are both 2,281,701,376 B (17/8 GiB): the main
+// model takes 988,208,640 + 48 MiB = 1,038,540,288 B on the GPU and 272,269,312 B on the CPU (1,310,809,600 B of the
+// pool, plus small compute buffers); the draft needs 1,038,540,288 B more on the GPU, 2,349,349,888 B in all. The GPU's
+// own share alone would leave 2,281,701,376 - 2 x 1,038,540,288 = 204,620,800 B, enough: only the pool, counted once
+// for both models, makes it overflow.
 TEST(ExtraModels, UnifiedPoolCountsBothModelsOnce) {
-  DeviceConfig g = gpu("gpu0", 3 * GiB / 2);
+  DeviceConfig g = gpu("gpu0", 17 * GiB / 8);
   g.unified = true;
-  auto s = main_session({g, wrapped_cpu(3 * GiB / 2)});
+  auto s = main_session({g, wrapped_cpu(17 * GiB / 8)});
   ASSERT_NE(s, nullptr);
   auto p = place_extra_models(*s, draft(draft_args("tessera-extra-draft-unified.gguf")), {}, &builtin_registry());
   ASSERT_TRUE(p.ok()) << p.status().message();

@@ -187,7 +187,9 @@ TEST(FromGgufPhi3, LongRopeAttentionFactorScalesEveryRope) {
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_TRUE(m->config.rope_yarn.is_default());
   for (const Tensor* t : m->graph->nodes()) {
-    if (t->op == Op::kRope) EXPECT_EQ(t->op_params[6], 0) << t->name;
+    if (t->op == Op::kRope) {
+      EXPECT_EQ(t->op_params[6], 0) << t->name;
+    }
   }
 }
 
@@ -207,7 +209,9 @@ TEST(FromGgufPhi3, Phi35MiniFixtureBuildsWithItsLongRope) {
     EXPECT_FALSE(c.has_swa());  // sliding_window 262144 in the file, not used (Phi SWA disabled)
     const Tensor* want = n_ctx > 4096 ? m->rope_long : m->rope_short;
     for (const Tensor* t : m->graph->nodes()) {
-      if (t->op == Op::kRope) EXPECT_EQ(t->src[2], want) << n_ctx << " " << t->name;
+      if (t->op == Op::kRope) {
+        EXPECT_EQ(t->src[2], want) << n_ctx << " " << t->name;
+      }
     }
     // Every tensor of the file is a weight (check_against_file refuses an unused one); of the two factor tensors only
     // the chosen one is read, by every ROPE, so expect_uses_the_file_exactly's one reader per weight does not apply.

@@ -105,13 +105,32 @@ struct Placement {
   std::vector<size_t> weight_bytes, cache_bytes;
 };
 
+// The copies llama.cpp's loader makes of weights several layers share, for a placement (create_tensor with
+// TENSOR_DUPLICATED, src/llama-model-loader.cpp: a tensor of the same name in each buffer type that needs one, none
+// where the original's buffer type already holds it; the override of the first matching pattern applies to the name).
+// `output`: a tied model's output head is token_embd.weight created again with the output layer's buffer type, so
+// it is a copy when that differs from token_embd's (the CPU's, or an override's). `rope_of_layer` (with
+// rope_factors: the model has rope factors every layer reads, "rope_freqs.weight" or phi3's LongRoPE pair): each
+// layer's copy, 0 for the original in layer 0's buffer type, k for the k-th other buffer type in layer order; empty
+// when one buffer type holds them all (the names match an override, or the layers share a device). The fields of
+// models::LlamaConfig of the same meaning (output_copy, rope_factor_copy). Errors: those of layer_devices, an
+// override whose pattern or target is invalid.
+struct WeightCopies {
+  bool output = false;
+  std::vector<int> rope_of_layer;
+};
+Result<WeightCopies> weight_copies(const std::vector<Device*>& devices, int n_layer, const PlacementPolicy& policy,
+                                   bool tied_output, const std::vector<std::string>& rope_factor_names);
+
 // Places weights (usage WEIGHTS) and caches by the policy onto `devices` (ordered as for layer_devices): layer tensors
 // on their layer's device, the output head (a name starting "output") on the output layer's, other weights (token
 // embedding) on the CPU; overrides first; the caches on the CPU without kv_offload. n_layer: the model's layer count.
-// Errors: an override whose pattern is not a valid regular expression or whose target is unknown, a placement that does
-// not fit (the allocation error, naming the device).
+// `layer_of`: the layer whose device holds each listed weight (n_layer: the output layer's) where its name does not
+// say it (the copies of weight_copies). Errors: an override whose pattern is not a valid regular expression or whose
+// target is unknown, a placement that does not fit (the allocation error, naming the device).
 Result<Placement> place_model(const std::vector<Device*>& devices, const std::vector<Tensor*>& weights,
-                              const std::vector<Tensor*>& caches, int n_layer, const PlacementPolicy& policy);
+                              const std::vector<Tensor*>& caches, int n_layer, const PlacementPolicy& policy,
+                              const std::vector<std::pair<const Tensor*, int>>& layer_of = {});
 
 // The devices of a simulator in its topology order (the scheduler's priority order).
 std::vector<Device*> devices_of(const sim::Simulator& simulator);

@@ -195,6 +195,8 @@ class Session {
   // The weights by tensor type, the most bytes first (then by type name): a model file mixes several.
   std::vector<WeightTypeTotal> weight_types() const;
   const Placement& placement() const { return placement_; }
+  // The model's graph and weights (model mode; empty for a serialized graph).
+  const models::LlamaGraph& model() const { return model_; }
   std::vector<DeviceMemory> memory() const;
   // A node or leaf by name (the last node of that name), nullptr when none. This and the reports below look at the
   // graph the scheduler saw last: the first graph, or the next graph after a "-next" step.
