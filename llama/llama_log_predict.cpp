@@ -536,10 +536,11 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     auto s = Session::create(cfg, options.real_devices);
     if (!s.ok()) return Status(StatusCode::kInvalidArgument, where + s.status().message());
     PipelineDecision pp = llama_pipeline_parallel(*s.value());
-    if (pp.on) {
-      // llama.cpp keeps n_copies copies of the split inputs: plan so (a fork may print another GGML_SCHED_MAX_COPIES).
+    if (pp.on && c.n_copies && static_cast<int>(c.n_copies->value) != s.value()->config().policy.n_copies) {
+      // llama.cpp keeps n_copies copies of the split inputs (use_llama_cpp_rules plans so): a fork may print another
+      // GGML_SCHED_MAX_COPIES
       cfg.policy.parallel = true;
-      cfg.policy.n_copies = c.n_copies ? static_cast<int>(c.n_copies->value) : pp.n_copies;
+      cfg.policy.n_copies = static_cast<int>(c.n_copies->value);
       s = Session::create(cfg, options.real_devices);
       if (!s.ok()) return Status(StatusCode::kInvalidArgument, where + s.status().message());
     }
@@ -555,7 +556,8 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     if (!b.ok()) return b.status();
     breakdown = std::move(b).value();
     out.notes.push_back(std::string("pipeline parallelism ") +
-                        (pp.on ? "on (n_copies " + std::to_string(cfg.policy.n_copies) + ")" : "off: " + pp.reason));
+                        (pp.on ? "on (n_copies " + std::to_string(s.value()->config().policy.n_copies) + ")"
+                               : "off: " + pp.reason));
   }
 
   // The predicted buffers, named as the log names them.

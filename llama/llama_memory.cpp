@@ -234,6 +234,12 @@ void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& 
   c.model.llama_cpp = llama_cpp_graph(build);
   c.policy.online_packing = true;
   c.policy.free_inputs = true;
+  // llama_context's constructor decides pipeline parallelism once the model is placed (and its fit's dry runs size
+  // the compute buffers so: common/fit.cpp builds a real context on a no_alloc model)
+  c.parallel_rule = [](const SessionConfig& config, const Placement& placement) {
+    const PipelineDecision d = llama_pipeline_parallel(config, placement);
+    return d.on ? d.n_copies : 0;
+  };
   c.model.n_ctx_swa = 0;
   for (int il = 0; c.model.has_swa() && il < c.model.n_layer; ++il) {
     if (!c.model.is_swa(il)) continue;
@@ -243,10 +249,10 @@ void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& 
   }
 }
 
-PipelineDecision llama_pipeline_parallel(Session& s) {
-  const SessionConfig& c = s.config();
+PipelineDecision llama_pipeline_parallel(Session& s) { return llama_pipeline_parallel(s.config(), s.placement()); }
+
+PipelineDecision llama_pipeline_parallel(const SessionConfig& c, const Placement& p) {
   const Names names(c.topology);
-  const Placement& p = s.placement();
   PipelineDecision d;
   auto off = [&](const char* why) {
     d.reason = why;
@@ -341,7 +347,7 @@ double mib(size_t bytes) { return static_cast<double>(bytes) / 1024.0 / 1024.0; 
 std::string pipeline_line(const MemoryBreakdown& b) {
   if (b.pipeline.on) {
     return format_message("pipeline parallelism: llama.cpp enables it (n_copies=%d)%s", b.pipeline.n_copies,
-                          b.planned_parallel ? "" : "; this plan has it off (--parallel plans with it)");
+                          b.planned_parallel ? "" : "; this plan has it off (--parallel, or llama.cpp's rules, plan with it)");
   }
   return format_message("pipeline parallelism: off in llama.cpp (%s)%s", b.pipeline.reason.c_str(),
                         b.planned_parallel ? "; this plan has it on (--parallel)" : "");

@@ -284,6 +284,13 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config, co
       TS_RETURN_IF_ERROR(with_metadata_hint(models::fill_random(s->model_, config.model_seed), config));
     }
   }
+  if (config.parallel_rule && !config.policy.parallel) {
+    const int n_copies = config.parallel_rule(s->config_, s->placement_);
+    if (n_copies > 1) {
+      s->config_.policy.parallel = true;
+      s->config_.policy.n_copies = n_copies;
+    }
+  }
   std::vector<Backend*> bp;
   const std::vector<std::string>& only = config.policy.scheduler_devices;
   for (const std::string& name : only) {
@@ -298,7 +305,7 @@ Result<std::unique_ptr<Session>> Session::create(const SessionConfig& config, co
     if (only.empty() || std::find(only.begin(), only.end(), b->name()) != only.end()) bp.push_back(b.get());
   }
   s->step("creating the scheduler");
-  auto sched = Scheduler::create(bp, config.policy.scheduler_params());
+  auto sched = Scheduler::create(bp, s->config_.policy.scheduler_params());
   if (!sched.ok()) return sched.status();
   s->sched_ = std::move(sched).value();
   TS_RETURN_IF_ERROR(s->apply_pins());

@@ -42,7 +42,10 @@ int64_t llama_kv_cells(const models::LlamaConfig& m, int il, const LlamaContextP
 
 // Plans c's model as llama.cpp plans it: the graph of llama.cpp build `build` (models/tessera/models/
 // llama_cpp_graph.h), ggml-alloc's rules (online packing, graph inputs freed after their last use) and an iSWA model's
-// own smaller sliding-window cache (llama_kv_cells; unless p.swa_full). compare-log and the tool's GGUF plans use it.
+// own smaller sliding-window cache (llama_kv_cells; unless p.swa_full), and pipeline parallelism whenever llama.cpp
+// enables it for the placement (SessionConfig::parallel_rule: llama_pipeline_parallel's decision, n_copies
+// kLlamaMaxCopies; in fit's dry runs too, as llama.cpp's fit sizes them). compare-log and the tool's GGUF plans and
+// fits use it.
 void use_llama_cpp_rules(harness::SessionConfig& c, int build, const LlamaContextParams& p);
 
 // One buffer llama.cpp allocates.
@@ -70,6 +73,7 @@ struct PipelineDecision {
   std::string reason;  // why not ("one GPU", "layers on the CPU", ...) or "" when on
 };
 PipelineDecision llama_pipeline_parallel(harness::Session& s);
+PipelineDecision llama_pipeline_parallel(const harness::SessionConfig& c, const harness::Placement& p);
 
 struct MemoryBreakdown {
   std::vector<LlamaBuffer> buffers;  // in llama.cpp's log order: model, KV, output, compute

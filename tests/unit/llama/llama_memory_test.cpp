@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tessera/builtin.h"
+#include "tessera/llama/llama_fit.h"
 #include "tessera/llama/llama_memory.h"
 #include "tessera/harness/placement/policy_options.h"
 #include "tessera/harness/session/session.h"
@@ -260,6 +261,55 @@ TEST(LlamaMemory, PipelineParallelismRule) {
   DeviceConfig no_events = gpu("gpu1");
   no_events.caps.events = false;
   EXPECT_THAT(decide({gpu("gpu0"), no_events, wrapped_cpu()}, {}).reason, HasSubstr("without async compute or events"));
+}
+
+// Under llama.cpp's rules (use_llama_cpp_rules) a session plans with pipeline parallelism exactly when llama.cpp
+// enables it, as its context does once the model is placed: 4 copy slots (GGML_SCHED_MAX_COPIES) on two GPUs with
+// every layer offloaded, one with -nkvo or an override; a policy that asks for it itself keeps its own slots. And
+// fit's measurements of a setting (llama.cpp's fit builds a real context on a no_alloc model: common/fit.cpp at
+// 34af94cd9, lines 29-152) size the compute buffers so: more than the same setting planned without it.
+TEST(LlamaMemory, LlamaCppRulesPlanWithPipelineParallelismWhereLlamaCppDoes) {
+  const std::vector<DeviceConfig> two = {gpu("gpu0"), gpu("gpu1"), wrapped_cpu()};
+  auto slots = [&](const std::vector<std::pair<std::string, std::string>>& options, bool rules) {
+    SessionConfig c;
+    c.topology = topology(two);
+    c.model = models::preset("tiny").value();
+    c.sim.mode = MemoryMode::kMetadata;
+    for (const auto& [key, text] : options) EXPECT_TRUE(apply_policy_option(key, text, &c.policy).ok()) << key;
+    if (rules) use_llama_cpp_rules(c, 6699, LlamaContextParams{});
+    auto s = Session::create(c, &builtin_registry());
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return s.ok() ? s.value()->sched().n_copies() : -1;
+  };
+  EXPECT_EQ(slots({}, true), 4);
+  EXPECT_EQ(slots({}, false), 1);  // Tessera's own rules: only --parallel
+  EXPECT_EQ(slots({{"kv_offload", ""}}, true), 1);
+  EXPECT_EQ(slots({{"override_tensor", "ffn_up=CUDA0"}}, true), 1);
+  EXPECT_EQ(slots({{"parallel", ""}, {"n_copies", "2"}}, true), 2);
+
+  SessionConfig base;
+  base.topology = topology(two);
+  base.model = models::preset("tiny").value();
+  base.sim.mode = MemoryMode::kMetadata;
+  SessionFitInputs in;
+  in.n_ctx_train = base.model.n_ctx;
+  in.tokens_given = true;
+  SessionConfig plain = base;
+  use_llama_cpp_rules(base, 6699, in.params);
+  auto problem = session_fit_problem(base, in, &builtin_registry());
+  ASSERT_TRUE(problem.ok()) << problem.status().message();
+  FitSetting all;  // every layer on the GPUs
+  all.placed = true;
+  auto with_pp = session_fit_measure(base, in, problem.value(), &builtin_registry())(all);
+  use_llama_cpp_rules(plain, 6699, in.params);
+  plain.parallel_rule = nullptr;
+  auto without = session_fit_measure(plain, in, problem.value(), &builtin_registry())(all);
+  ASSERT_TRUE(with_pp.ok() && without.ok());
+  ASSERT_EQ(with_pp.value().size(), 2u);
+  for (size_t g = 0; g < 2; ++g) {
+    EXPECT_EQ(with_pp.value()[g].model, without.value()[g].model) << g;
+    EXPECT_GT(with_pp.value()[g].total, without.value()[g].total) << g;  // the split inputs' copies
+  }
 }
 
 // The table: one row per buffer name with its memory, then the totals, graph nodes and splits, pipeline parallelism.

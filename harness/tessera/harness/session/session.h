@@ -48,6 +48,11 @@ struct SessionConfig {
   // computes the same inputs, so an evaluation that reads a stale copy of an earlier evaluation's inputs gets outputs
   // that differ from the reference. False: every evaluation gets the inputs of model_seed.
   bool per_evaluation_inputs = false;
+  // Decides pipeline parallelism from the placement, as an application does once its weights are placed (llama.cpp's
+  // rule: tessera/llama/llama_memory.h, use_llama_cpp_rules): the in-flight copy slots to plan with (above 1:
+  // Session::create turns policy.parallel on with them), or 0 to keep the policy as given. Not called when
+  // policy.parallel is already on. May be empty.
+  std::function<int(const SessionConfig& config, const Placement& placement)> parallel_rule;
   // Called at the start of each step of create, plan and run that may take long ("building the graph", "filling the
   // weights", "planning", ...) with the step's name, for a progress display; may be empty.
   std::function<void(const char* step)> progress;
