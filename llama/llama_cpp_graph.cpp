@@ -23,6 +23,7 @@ constexpr int kMoeClamp = 6844;        // PR #16655 (f696428c)
 constexpr int kVBeforeK = 7044;        // PR #16884 (a90eb94c)
 constexpr int kInpEmbd = 7819;         // PR #18898 (557515be)
 constexpr int kMaskF16 = 9410;         // PR #23764 (031ddb2e)
+constexpr int kCudaFaF16 = 9489;       // PR #23907 (f8f0a47a)
 constexpr int kOutIdsAfter = 10158;    // PR #25794 (f8706784)
 constexpr int kOldest = 2459;          // the oldest build whose graph was checked against a log
 
@@ -47,6 +48,7 @@ models::LlamaCppGraph llama_cpp_graph(int build) {
   g.v_before_k = b >= kVBeforeK;
   g.inp_embd_input = b >= kInpEmbd;
   g.mask_f16 = b >= kMaskF16;
+  g.cuda_fa_f16_copies = b >= kCudaFaF16;
   g.out_ids_after_layers = b >= kOutIdsAfter;
   return g;
 }

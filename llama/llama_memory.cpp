@@ -232,6 +232,18 @@ int64_t llama_kv_cells(const models::LlamaConfig& m, int il, const LlamaContextP
 
 void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& p) {
   c.model.llama_cpp = llama_cpp_graph(build);
+  if (c.model.llama_cpp->cuda_fa_f16_copies) {
+    for (sim::DeviceConfig& d : c.topology.devices) {
+      if (d.type == DeviceType::kCpu) continue;
+      const bool has = std::any_of(d.padding.begin(), d.padding.end(), [](const auto& r) { return r.f16_kv_copies; });
+      if (has) continue;
+      sim::PaddingRule r;
+      r.ops = {Op::kFlashAttnExt};
+      r.f16_kv_copies = true;
+      r.note = "ggml-cuda: f16 copies of a non-f16 K and V with each FLASH_ATTN_EXT (llama.cpp build 9489, PR #23907)";
+      d.padding.insert(d.padding.begin(), r);
+    }
+  }
   c.policy.online_packing = true;
   c.policy.free_inputs = true;
   // llama_context's constructor decides pipeline parallelism once the model is placed (and its fit's dry runs size

@@ -14,7 +14,7 @@ using namespace tessera::sim;
 namespace {
 
 PaddingRule parse_padding_rule(const json& v, const std::string& path) {
-  expect_object(v, path, {"ops", "types", "row_multiple", "extra", "note"},
+  expect_object(v, path, {"ops", "types", "row_multiple", "extra", "f16_kv_copies", "note"},
                 "a padding rule such as {\"types\": [\"q4_0\"], \"row_multiple\": 512}");
   PaddingRule r;
   if (const json* x = member(v, "ops"))
@@ -26,9 +26,12 @@ PaddingRule parse_padding_rule(const json& v, const std::string& path) {
         get_count(*x, child(path, "row_multiple"), "a whole number of values from 0 to 1048576", kMaxRowMultiple);
   }
   if (const json* x = member(v, "extra")) r.extra = get_size(*x, child(path, "extra"));
+  if (const json* x = member(v, "f16_kv_copies")) r.f16_kv_copies = get_bool(*x, child(path, "f16_kv_copies"));
   if (const json* x = member(v, "note")) r.note = get_string(*x, child(path, "note"));
-  if (r.row_multiple == 0 && r.extra == 0)
-    fail(path, "a padding rule needs \"row_multiple\" > 0 or \"extra\" > 0 (else it pads nothing)");
+  if (r.row_multiple == 0 && r.extra == 0 && !r.f16_kv_copies)
+    fail(path,
+         "a padding rule needs \"row_multiple\" > 0, \"extra\" > 0 or \"f16_kv_copies\": true (else it pads "
+         "nothing)");
   return r;
 }
 
@@ -54,8 +57,8 @@ Status validate_padding(const std::vector<PaddingRule>& rules, const std::string
     if (r.row_multiple < 0 || r.row_multiple > kMaxRowMultiple)
       return invalid(child(p, "row_multiple") + ": expected a whole number from 0 to 1048576");
     if (r.extra > kMaxPaddingExtra) return invalid(child(p, "extra") + ": expected a size up to 1 GiB");
-    if (r.row_multiple == 0 && r.extra == 0)
-      return invalid(p + ": a padding rule needs row_multiple > 0 or extra > 0 (else it pads nothing)");
+    if (r.row_multiple == 0 && r.extra == 0 && !r.f16_kv_copies)
+      return invalid(p + ": a padding rule needs row_multiple > 0, extra > 0 or f16_kv_copies (else it pads nothing)");
     for (Op op : r.ops) {
       if (static_cast<int>(op) <= 0 || static_cast<int>(op) >= kOpCount)
         return invalid(child(p, "ops") + ": expected op names");
@@ -75,6 +78,7 @@ ojson padding_json(const std::vector<PaddingRule>& rules) {
     if (!r.types.empty()) o["types"] = type_list(r.types);
     if (r.row_multiple != 0) o["row_multiple"] = r.row_multiple;
     if (r.extra != 0) o["extra"] = r.extra;
+    if (r.f16_kv_copies) o["f16_kv_copies"] = true;
     if (!r.note.empty()) o["note"] = r.note;
     out.push_back(std::move(o));
   }

@@ -55,6 +55,10 @@ struct LlamaCppGraph {
   // the chosen experts' weights clamped to [6.103515625e-5, +inf] (CLAMP, "ffn_moe_weights_sum_clamped") before
   // the DIV, against a division by zero: one node per MoE layer, from 6844 (PR #16655, f696428c).
   bool moe_weights_clamp = false;
+  // Not the graph's: ggml-cuda's buffer type reserves, with each FLASH_ATTN_EXT of a batch, room for f16 copies of K
+  // and V that are not f16 (a quantized cache): from 9489 (PR #23907). use_llama_cpp_rules gives every GPU the padding
+  // rule (sim::PaddingRule::f16_kv_copies).
+  bool cuda_fa_f16_copies = false;
   // gpt-oss: one GET_ROWS of inp_out_ids after the last layer (its FFN runs on every token) instead of two in it:
   // from 10158 (PR #25794).
   bool out_ids_after_layers = false;

@@ -24,6 +24,11 @@ struct PaddingRule {
   // (whole blocks of a quantized type), like CUDA's MATRIX_ROW_PADDING. 0: unset.
   int64_t row_multiple = 0;
   size_t extra = 0;  // a fixed number of bytes added after the tensor
+  // A FLASH_ATTN_EXT node: room after its output (padded to 128 bytes) for f16 copies of K and V when they are not f16
+  // (each padded to 128 bytes; none for a V that views K), as ggml-cuda's buffer type reserves it for its batch
+  // kernels from build 9489 (ggml_cuda_flash_attn_ext_get_alloc_size, PR #23907): above 2 query rows the tile and
+  // tensor-core kernels read f16 K and V; with 1 or 2 rows the vector kernel reads quantized ones and copies only f32.
+  bool f16_kv_copies = false;
   std::string note;  // why the rule exists
 };
 

@@ -312,6 +312,38 @@ TEST(LlamaMemory, LlamaCppRulesPlanWithPipelineParallelismWhereLlamaCppDoes) {
   }
 }
 
+// From build 9489 ggml-cuda's buffer type reserves, with each FLASH_ATTN_EXT of a batch, f16 copies of a K and V that
+// are not f16 (PR #23907; ggml_cuda_flash_attn_ext_get_alloc_size at 34af94cd9, ggml/src/ggml-cuda/fattn.cu:536-565).
+// Llama 3.1 8B, one GPU, -fa on, -c 131072, n_ubatch 512: a layer's K and V views are [128, 131072, 8], 2^27 values
+// each, 256 MiB as f16; the FA node's own output is f32 [128, 32, 512], 8 MiB. With a q8_0 cache the GPU's compute
+// buffer holds at least that node, 520 MiB, where builds before 9489 need 258.50 MiB (the logits, f32 [128256, 512],
+// 250.5 MiB, are the peak); with an f16 cache nothing changes.
+TEST(LlamaMemory, CudaReservesF16CopiesOfAQuantizedCacheForFlashAttentionFrom9489) {
+  auto compute = [](int build, Type kv) {
+    SessionConfig c;
+    c.topology = topology({gpu("gpu0", 80 * GiB), wrapped_cpu(64 * GiB)});
+    c.model = fixture("llama-3.1-8b-q4_k_m", 131072);
+    c.model.n_tokens = 512;
+    c.model.flash_attn = true;
+    c.model.kv_type = kv;
+    c.model.v_cache_type = kv;
+    c.sim.mode = MemoryMode::kMetadata;
+    use_llama_cpp_rules(c, build, LlamaContextParams{});
+    auto s = Session::create(c, &builtin_registry());
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    if (!s.ok() || !s.value()->plan().ok()) return size_t{0};
+    auto b = llama_memory_breakdown(*s.value(), LlamaContextParams{});
+    EXPECT_TRUE(b.ok());
+    return b.ok() ? bytes_of(b.value(), LlamaBuffer::Kind::kCompute, "CUDA0") : 0;
+  };
+  const size_t old_q8 = compute(9488, Type::kQ8_0), new_q8 = compute(9489, Type::kQ8_0);
+  EXPECT_EQ(old_q8, compute(9488, Type::kF16));
+  EXPECT_EQ(compute(9489, Type::kF16), compute(9488, Type::kF16));
+  EXPECT_LT(old_q8, 260 * kMiB);
+  EXPECT_GE(new_q8, 520 * kMiB);
+  EXPECT_LT(new_q8, 700 * kMiB);  // (the node, Q, the mask's GPU copy and the residual stream: 672.01 MiB)
+}
+
 // The table: one row per buffer name with its memory, then the totals, graph nodes and splits, pipeline parallelism.
 TEST(LlamaMemory, TableNamesEveryBufferAndTheTotals) {
   auto s = planned(models::preset("tiny").value(), {gpu("gpu0"), wrapped_cpu()});

@@ -59,6 +59,8 @@ TEST(LlamaCppGraph, SwitchesFlipAtTheBuildsOfTheirChanges) {
   EXPECT_TRUE(g(7819).inp_embd_input);
   EXPECT_FALSE(g(9409).mask_f16);
   EXPECT_TRUE(g(9410).mask_f16);
+  EXPECT_FALSE(g(9488).cuda_fa_f16_copies);
+  EXPECT_TRUE(g(9489).cuda_fa_f16_copies);
   EXPECT_FALSE(g(10157).out_ids_after_layers);
   EXPECT_TRUE(g(10158).out_ids_after_layers);
   // before the oldest build checked (2459): 2459's graph

@@ -66,6 +66,47 @@ TEST(SimBufferTypes, PaddingBytesOfEachRuleWorkedOutByHand) {
   EXPECT_EQ(padding_bytes({row_rule({}, 128)}, *n.leaf(Type::kF32, 100, 2)), 112u);
 }
 
+// f16_kv_copies (ggml-cuda's FLASH_ATTN_EXT alloc size from llama.cpp build 9489: fattn.cu and fattn-common.cuh at
+// 34af94cd9): the output padded to 128 bytes, then n_elements(K) x 2 bytes, padded to 128 again, then the same for V.
+TEST(SimBufferTypes, FlashAttentionF16CopiesWorkedOutByHand) {
+  Context ctx{{.no_alloc = true}};
+  PaddingRule r;
+  r.ops = {Op::kFlashAttnExt};
+  r.f16_kv_copies = true;
+  // Q f32 [64 (head), 8 tokens, 4 heads]; K and V [64, 256 cells, 2 KV heads]; mask f16 [256, 8].
+  auto fa = [&](Type kv, int64_t tokens) {
+    Tensor* q = ctx.new_tensor_3d(Type::kF32, 64, tokens, 4);
+    Tensor* k = ctx.new_tensor_3d(kv, 64, 256, 2);
+    Tensor* v = ctx.new_tensor_3d(kv, 64, 256, 2);
+    Tensor* mask = ctx.new_tensor_2d(Type::kF16, 256, tokens);
+    Tensor* out = flash_attn_ext(ctx, q, k, v, mask, 0.125f);
+    EXPECT_NE(out, nullptr) << ctx.status().to_string();
+    return out;
+  };
+  // q8_0 K and V, 8 query rows (the batch kernels): the output f32 [64, 4, 8] is 8192 B (a multiple of 128), then K's
+  // 64 x 256 x 2 = 32768 values as f16 (65536 B), then V's (65536 B): 131072 B of padding.
+  EXPECT_EQ(padding_bytes({r}, *fa(Type::kQ8_0, 8)), 131072u);
+  // f16 K and V: nothing to copy.
+  EXPECT_EQ(padding_bytes({r}, *fa(Type::kF16, 8)), 0u);
+  // 2 query rows (the vector kernel reads q8_0 itself): nothing; f32 K and V are still copied.
+  EXPECT_EQ(padding_bytes({r}, *fa(Type::kQ8_0, 2)), 0u);
+  EXPECT_EQ(padding_bytes({r}, *fa(Type::kF32, 2)), 131072u);
+  // An output that is not a multiple of 128 bytes: V f16 of head 40 and K q8_0 of head 64 (sizes only), 3 query rows,
+  // one head: the output f32 [40, 1, 3] is 480 B, padded to 512 (32 B), then K's 64 x 256 values as f16 (32768 B); V
+  // is f16: 32800 B.
+  Tensor* q = ctx.new_tensor_3d(Type::kF32, 64, 3, 1);
+  Tensor* k = ctx.new_tensor_3d(Type::kQ8_0, 64, 256, 1);
+  Tensor* v = ctx.new_tensor_3d(Type::kF16, 40, 256, 1);
+  Tensor* out = flash_attn_ext(ctx, q, k, v, ctx.new_tensor_2d(Type::kF16, 256, 3), 0.125f);
+  ASSERT_NE(out, nullptr) << ctx.status().to_string();
+  EXPECT_EQ(padding_bytes({r}, *out), 32800u);
+  // Any other op: the rule does not apply (its ops say FLASH_ATTN_EXT; without ops f16_kv_copies adds nothing).
+  PaddingRule any;
+  any.f16_kv_copies = true;
+  Nodes n;
+  EXPECT_EQ(padding_bytes({any}, *n.add_node(64, 8)), 0u);
+}
+
 TEST(SimBufferTypes, MainBufferTypeAllocSizeAndMemoryCountThePadding) {
   DeviceConfig g = gpu("gpu0");
   g.padding = {row_rule({Type::kQ4_0}, 512)};
