@@ -555,9 +555,9 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     auto b = llama_memory_breakdown(*s.value(), params);
     if (!b.ok()) return b.status();
     breakdown = std::move(b).value();
-    out.notes.push_back(std::string("pipeline parallelism ") +
-                        (pp.on ? "on (n_copies " + std::to_string(s.value()->config().policy.n_copies) + ")"
-                               : "off: " + pp.reason));
+    out.notes.push_back(
+        std::string("pipeline parallelism ") +
+        (pp.on ? "on (n_copies " + std::to_string(s.value()->config().policy.n_copies) + ")" : "off: " + pp.reason));
   }
 
   // The predicted buffers, named as the log names them.

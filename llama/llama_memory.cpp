@@ -358,8 +358,9 @@ double mib(size_t bytes) { return static_cast<double>(bytes) / 1024.0 / 1024.0; 
 
 std::string pipeline_line(const MemoryBreakdown& b) {
   if (b.pipeline.on) {
-    return format_message("pipeline parallelism: llama.cpp enables it (n_copies=%d)%s", b.pipeline.n_copies,
-                          b.planned_parallel ? "" : "; this plan has it off (--parallel, or llama.cpp's rules, plan with it)");
+    return format_message(
+        "pipeline parallelism: llama.cpp enables it (n_copies=%d)%s", b.pipeline.n_copies,
+        b.planned_parallel ? "" : "; this plan has it off (--parallel, or llama.cpp's rules, plan with it)");
   }
   return format_message("pipeline parallelism: off in llama.cpp (%s)%s", b.pipeline.reason.c_str(),
                         b.planned_parallel ? "; this plan has it on (--parallel)" : "");

@@ -23,8 +23,8 @@ size_t fa_f16_copy_bytes(const Tensor& t) {
   const bool batch_kernel = q->ne[1] > 2;
   const bool need_k = k->type != Type::kF16 && (batch_kernel || k->type == Type::kF32);
   const bool need_v = v->type != Type::kF16 && (batch_kernel || v->type == Type::kF32);
-  const bool v_views_k = v->view_src != nullptr && (v->view_src == k || (v->view_src == k->view_src &&
-                                                                        v->view_offs == k->view_offs));
+  const bool v_views_k =
+      v->view_src != nullptr && (v->view_src == k || (v->view_src == k->view_src && v->view_offs == k->view_offs));
   const size_t out = nbytes(t);
   size_t end = out;
   if (need_k) end = pad128(end) + static_cast<size_t>(nelements(*k)) * 2;
