@@ -22,6 +22,9 @@ constexpr int kSetRows = 6071;         // PR #14959 (a4569c41)
 constexpr int kMoeClamp = 6844;        // PR #16655 (f696428c)
 constexpr int kVBeforeK = 7044;        // PR #16884 (a90eb94c)
 constexpr int kInpEmbd = 7819;         // PR #18898 (557515be)
+constexpr int kKvRotation = 8619;      // PR #21038 (744c0c73)
+constexpr int kRotationSwa = 8699;     // PR #21513 (4eb19514)
+constexpr int kRotationCont = 9027;    // PR #22630 (fa595462)
 constexpr int kMaskF16 = 9410;         // PR #23764 (031ddb2e)
 constexpr int kCudaFaF16 = 9489;       // PR #23907 (f8f0a47a)
 constexpr int kOutIdsAfter = 10158;    // PR #25794 (f8706784)
@@ -47,6 +50,9 @@ models::LlamaCppGraph llama_cpp_graph(int build) {
   g.moe_weights_clamp = b >= kMoeClamp;
   g.v_before_k = b >= kVBeforeK;
   g.inp_embd_input = b >= kInpEmbd;
+  g.kv_rotation = b >= kKvRotation;
+  g.kv_rotation_swa_inputs = b >= kRotationSwa;
+  g.rotation_cont = b >= kRotationCont;
   g.mask_f16 = b >= kMaskF16;
   g.cuda_fa_f16_copies = b >= kCudaFaF16;
   g.out_ids_after_layers = b >= kOutIdsAfter;

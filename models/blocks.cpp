@@ -170,6 +170,32 @@ Tensor* attention_kv(Context& ctx, const AttentionShape& s, const KvCache& cache
   return reshape_2d(ctx, kqv, hd * s.n_head, T);
 }
 
+namespace {
+
+// x rotated by the Hadamard matrix rot [n, n] as llama.cpp's llama_mul_mat_hadamard (8619: ggml_mul_mat_aux) does it:
+// x as rows of n values (RESHAPE; from 9027 a CONT when x is not contiguous), each row times the matrix (MUL_MAT),
+// back to x's shape (RESHAPE). Unnamed, as llama.cpp leaves them. Before 9027 a non-contiguous x is refused: there
+// ggml_reshape_2d asserted and llama.cpp aborted.
+Tensor* rotated(Context& ctx, Tensor* x, Tensor* rot, const LlamaCppGraph& g) {
+  if (x == nullptr || rot == nullptr) return x;
+  const int64_t n = rot->ne[0], rows = nelements(*x) / n;
+  Tensor* x2 = nullptr;
+  if (is_contiguous(*x)) {
+    x2 = reshape_2d(ctx, x, n, rows);
+  } else if (g.rotation_cont) {
+    x2 = cont_2d(ctx, x, n, rows);
+  } else {
+    return ctx.fail(Status(StatusCode::kInvalidArgument,
+                           format_message("llama.cpp build %d rotates %s, which is not contiguous (a fused QKV "
+                                          "projection's view), by ggml_reshape_2d, which asserts: builds 8619-9026 "
+                                          "abort (PR #22630 copies it from 9027)",
+                                          g.build, x->name)));
+  }
+  return reshape_4d(ctx, mul_mat(ctx, rot, x2), x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+}
+
+}  // namespace
+
 Tensor* self_attention(Context& ctx, const AttentionShape& s, const RopeParams& r, const AttentionWeights& w,
                        const KvCache& cache, const AttentionInputs& in, Tensor* cur, int il, const GraphOrder& order) {
   const int64_t hd = s.head_dim, T = s.n_tokens;
@@ -224,7 +250,18 @@ Tensor* self_attention(Context& ctx, const AttentionShape& s, const RopeParams& 
   k = named(rope_ext(ctx, k, in.pos, r.n_rot, r.mode, r.freq_base, r.freq_scale, r.yarn, r.freq_factors), "Kcur_rope",
             il);
   if (s.q_scale > 0.0f) q = named(scale(ctx, q, s.q_scale), "Qcur_scaled", il);
+  // llama.cpp from 8619 with a quantized cache (LlamaCppGraph::kv_rotation): Q and K rotated by k_rot, V by v_rot, as
+  // build_attn begins; they are then added to the graph (Q, V, K) and written as unrotated ones are
+  const bool rotate = s.cpp != nullptr && s.cpp->kv_rotation;
+  if (rotate && in.k_rot != nullptr) {
+    q = rotated(ctx, q, in.k_rot, *s.cpp);
+    k = rotated(ctx, k, in.k_rot, *s.cpp);
+  }
+  if (rotate && in.v_rot != nullptr) v = rotated(ctx, v, in.v_rot, *s.cpp);
+  if (q == nullptr || k == nullptr || v == nullptr) return nullptr;  // (the context's error)
   Tensor* out = attention_kv(ctx, s, cache, in, q, k, v, il, order, w.sinks);
+  // and the attention output rotated back by v_rot (its own inverse) before wo
+  if (rotate && in.v_rot != nullptr) out = rotated(ctx, out, in.v_rot, *s.cpp);
   out = mul_mat(ctx, w.wo, out);
   if (w.bo != nullptr) out = add(ctx, out, w.bo);  // llama.cpp's build_attn: wo, then its bias
   return named(out, "attn_out", il);

@@ -74,12 +74,16 @@ struct KvCache {
 // slots the new rows go to), mask [n_kv, n_tokens] (added to the scores).
 // A llama.cpp graph writing with VIEW + CPY has no kv_idxs: it writes the slots from kv_head on. One writing a
 // transposed V with SET_ROWS indexes V's elements: v_idxs i32 [head_dim * n_head_kv * n_tokens].
+// A llama.cpp graph from 8619 with a quantized cache (LlamaCppGraph::kv_rotation) rotates by the Hadamard matrices
+// k_rot (Q and K) and v_rot (V and the attention output), f32 [nrot, nrot]; null: no rotation.
 struct AttentionInputs {
   Tensor* pos = nullptr;
   Tensor* kv_idxs = nullptr;
   Tensor* mask = nullptr;
   Tensor* v_idxs = nullptr;
   int64_t kv_head = 0;
+  Tensor* k_rot = nullptr;
+  Tensor* v_rot = nullptr;
 };
 
 struct AttentionWeights {
@@ -111,7 +115,10 @@ Tensor* attention_kv(Context& ctx, const AttentionShape& shape, const KvCache& c
 // Self-attention of a layer: Q, K, V projections of cur [n_embd, T] ("Qcur", "Kcur", "Vcur"; with their biases added
 // when given; or one fused projection "wqkv" whose rows are viewed as Q, K and V, as llama.cpp's build_qkv), Q and K as
 // heads [head_dim, n_head(_kv), T] and, when given, their per-head norms ("Qcur_normed", "Kcur_normed"), rope of Q and
-// K ("Qcur_rope", "Kcur_rope"), attention_kv, and the output projection ("attn_out"): [n_embd, T].
+// K ("Qcur_rope", "Kcur_rope"), attention_kv, and the output projection ("attn_out"): [n_embd, T]. With in.k_rot
+// (in.v_rot), Q and K (V, and the attention output before the projection) are rotated as llama.cpp's build_attn does
+// from 8619: RESHAPE to rows of nrot values (a CONT when not contiguous, from 9027: rotation_cont), MUL_MAT by the
+// matrix, RESHAPE back (unnamed, as llama.cpp leaves them).
 Tensor* self_attention(Context& ctx, const AttentionShape& shape, const RopeParams& rope_params,
                        const AttentionWeights& w, const KvCache& cache, const AttentionInputs& in, Tensor* cur, int il,
                        const GraphOrder& order);

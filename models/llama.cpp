@@ -244,6 +244,18 @@ class Builder {
     if (c_.has_swa()) {
       m_.mask_swa = input(ctx_.new_tensor_2d(mask_type, c_.kv_len_swa(), c_.n_tokens), "inp_kq_mask_swa");
     }
+    // llama.cpp from 8619 with a quantized cache: the Hadamard matrices of its caches' rotations (kv_rotation), made
+    // with the attention inputs (llama_kv_cache::build_input_k_rot, build_input_v_rot): the non-SWA cache's, then
+    // from 8699 the SWA cache's
+    auto rot = [&](int64_t n, const char* name) {
+      return n > 0 ? input(ctx_.new_tensor_2d(Type::kF32, n, n), name) : nullptr;
+    };
+    m_.k_rot = rot(c_.k_rot_dim(), "attn_inp_k_rot");
+    m_.v_rot = rot(c_.v_rot_dim(), "attn_inp_v_rot");
+    if (c_.has_swa() && cpp_ != nullptr && cpp_->kv_rotation_swa_inputs) {
+      m_.k_rot_swa = rot(c_.k_rot_dim(), "attn_inp_k_rot_swa");
+      m_.v_rot_swa = rot(c_.v_rot_dim(), "attn_inp_v_rot_swa");
+    }
     // llama.cpp builds inp_out_ids even when every token is an output (llama_cpp_graph.h, out_ids_always)
     if (c_.outputs() < c_.n_tokens || (cpp_ != nullptr && cpp_->out_ids_always)) {
       m_.out_ids = input(ctx_.new_tensor_1d(Type::kI32, c_.outputs()), "inp_out_ids");
@@ -287,13 +299,22 @@ class Builder {
       mask = named(cast(ctx_, mask, Type::kF16), "kq_mask_cnv", -1);
       if (mask_swa != nullptr) mask_swa = named(cast(ctx_, mask_swa, Type::kF16), "kq_mask_swa_cnv", -1);
     }
-    const blocks::AttentionInputs attn_in{
-        .pos = m_.pos, .kv_idxs = m_.kv_idxs, .mask = mask, .v_idxs = m_.v_idxs, .kv_head = kv_head};
+    // (the sliding-window layers rotate by their own cache's matrices from 8699, before by the non-SWA cache's)
+    const bool own_rot_swa = cpp_ != nullptr && cpp_->kv_rotation_swa_inputs;
+    const blocks::AttentionInputs attn_in{.pos = m_.pos,
+                                          .kv_idxs = m_.kv_idxs,
+                                          .mask = mask,
+                                          .v_idxs = m_.v_idxs,
+                                          .kv_head = kv_head,
+                                          .k_rot = m_.k_rot,
+                                          .v_rot = m_.v_rot};
     const blocks::AttentionInputs attn_in_swa{.pos = m_.pos,
                                               .kv_idxs = m_.kv_idxs,
                                               .mask = mask_swa,
                                               .v_idxs = m_.v_idxs,
-                                              .kv_head = c_.kv_len_swa() - c_.n_tokens};
+                                              .kv_head = c_.kv_len_swa() - c_.n_tokens,
+                                              .k_rot = own_rot_swa ? m_.k_rot_swa : m_.k_rot,
+                                              .v_rot = own_rot_swa ? m_.v_rot_swa : m_.v_rot};
     const blocks::MoeParams moe{.n_expert = c_.n_expert,
                                 .n_expert_used = c_.n_expert_used,
                                 .norm_weights = c_.moe_norm_weights,
@@ -362,6 +383,9 @@ class Builder {
     // no global layer: `run -m tiny-gemma3 --layers 3` failed writing inp_kq_mask, which nothing had allocated)
     if (!global_used) m_.mask = nullptr;
     if (!swa_used) m_.mask_swa = nullptr;
+    // so are rotation matrices no layer reads (the non-SWA cache's are read by every layer before 8699)
+    if (!global_used && (own_rot_swa || !swa_used)) m_.k_rot = m_.v_rot = nullptr;
+    if (!swa_used) m_.k_rot_swa = m_.v_rot_swa = nullptr;
     if (out_ids_after && m_.out_ids != nullptr) {
       inp = get_rows(ctx_, inp, m_.out_ids);
     }
@@ -388,6 +412,21 @@ class Builder {
 };
 
 }  // namespace
+
+// llama_kv_cache's attn_rot_k and attn_rot_v (src/llama-kv-cache.cpp from 8619, PR #21038), and the sizes of
+// build_input_k_rot's and build_input_v_rot's matrices. Tessera's layers share one head size, so llama.cpp's other
+// condition (n_embd_head_k_all > 0 from 8699, before !is_n_embd_k_gqa_variable(): every layer of the cache alike)
+// holds.
+int64_t LlamaConfig::k_rot_dim() const {
+  if (!llama_cpp || !llama_cpp->kv_rotation || !type_traits(kv_type).is_quantized || head_dim() % 64 != 0) return 0;
+  int64_t n = 64;
+  while (head_dim() % (2 * n) == 0) n *= 2;
+  return n;
+}
+int64_t LlamaConfig::v_rot_dim() const {
+  if (!llama_cpp || !llama_cpp->kv_rotation || !type_traits(v_type()).is_quantized || head_dim() % 64 != 0) return 0;
+  return 64;  // "using smaller rotation matrices for V seems beneficial"
+}
 
 std::string LlamaConfig::kv_type_text() const {
   std::string t = type_name(kv_type);
@@ -543,9 +582,9 @@ std::vector<Tensor*> LlamaGraph::inputs() const {
   for (Tensor* t : {kv_idxs, v_idxs, mask}) {
     if (t != nullptr) v.push_back(t);
   }
-  if (mask_swa != nullptr) v.push_back(mask_swa);
-  if (out_ids != nullptr) v.push_back(out_ids);
-  if (embd != nullptr) v.push_back(embd);
+  for (Tensor* t : {mask_swa, k_rot, v_rot, k_rot_swa, v_rot_swa, out_ids, embd}) {
+    if (t != nullptr) v.push_back(t);
+  }
   return v;
 }
 

@@ -28,6 +28,26 @@ uint64_t mix(uint64_t seed, uint64_t salt) {
   return z ^ (z >> 31);
 }
 
+// The normalised Walsh-Hadamard matrix of order n (a power of two), row-major: Sylvester's H_1 = [1], H_2s = [[H_s,
+// H_s], [H_s, -H_s]], scaled by 1 / sqrt(n) (llama.cpp's ggml_gen_hadamard in src/llama-kv-cache.cpp): symmetric,
+// orthogonal, its own inverse. Built block by block as the recursion reads.
+std::vector<float> walsh_hadamard(int64_t n) {
+  std::vector<float> h(static_cast<size_t>(n * n));
+  if (n < 1) return h;
+  h[0] = 1.0f / std::sqrt(static_cast<float>(n));
+  for (int64_t s = 1; s < n; s *= 2) {  // the top-left s x s block holds H_s / sqrt(n): make the other three
+    for (int64_t i = 0; i < s; ++i) {
+      for (int64_t j = 0; j < s; ++j) {
+        const float x = h[static_cast<size_t>(i * n + j)];
+        h[static_cast<size_t>(i * n + j + s)] = x;
+        h[static_cast<size_t>((i + s) * n + j)] = x;
+        h[static_cast<size_t>((i + s) * n + j + s)] = -x;
+      }
+    }
+  }
+  return h;
+}
+
 // An approximately standard normal value for element `index` of a stream: the sum of four 16-bit uniforms taken from
 // one hash of (stream, index), centred and scaled to variance 1 (Irwin-Hall; the values lie within +-3.47). A value
 // depends on its index alone, so the work may be split in any way and the result is the same.
@@ -174,6 +194,8 @@ LlamaInputs default_inputs(const LlamaConfig& c, uint64_t seed) {
       in.mask[static_cast<size_t>(i * n_kv + j)] = -std::numeric_limits<float>::infinity();
     }
   }
+  if (c.k_rot_dim() > 0) in.k_rot = walsh_hadamard(c.k_rot_dim());
+  if (c.v_rot_dim() > 0) in.v_rot = walsh_hadamard(c.v_rot_dim());
   if (c.has_swa()) {
     // llama.cpp's LLAMA_SWA_TYPE_STANDARD: a token at position p does not see positions p - n_swa and earlier.
     in.mask_swa = in.mask;
@@ -207,12 +229,24 @@ Status set_inputs(LlamaGraph& m, const LlamaInputs& in) {
     }
     TS_RETURN_IF_ERROR(tensor_from_f32(*m.mask, in.mask));
   }
-  if (m.mask_swa == nullptr) return Status::Ok();
-  if (static_cast<int64_t>(in.mask_swa.size()) != nelements(*m.mask_swa)) {
-    return TS_ERROR(StatusCode::kInvalidArgument, "set_inputs: the sliding-window mask needs %lld values, got %zu",
-                    static_cast<long long>(nelements(*m.mask_swa)), in.mask_swa.size());
+  if (m.mask_swa != nullptr) {
+    if (static_cast<int64_t>(in.mask_swa.size()) != nelements(*m.mask_swa)) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "set_inputs: the sliding-window mask needs %lld values, got %zu",
+                      static_cast<long long>(nelements(*m.mask_swa)), in.mask_swa.size());
+    }
+    TS_RETURN_IF_ERROR(tensor_from_f32(*m.mask_swa, in.mask_swa));
   }
-  return tensor_from_f32(*m.mask_swa, in.mask_swa);
+  // the rotation matrices (llama.cpp from 8619 with a quantized cache): one matrix for each cache's input
+  for (auto [t, v] :
+       {std::pair{m.k_rot, &in.k_rot}, {m.k_rot_swa, &in.k_rot}, {m.v_rot, &in.v_rot}, {m.v_rot_swa, &in.v_rot}}) {
+    if (t == nullptr) continue;
+    if (static_cast<int64_t>(v->size()) != nelements(*t)) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "set_inputs: %s needs %lld values, got %zu", t->name,
+                      static_cast<long long>(nelements(*t)), v->size());
+    }
+    TS_RETURN_IF_ERROR(tensor_from_f32(*t, *v));
+  }
+  return Status::Ok();
 }
 
 }  // namespace tessera::models

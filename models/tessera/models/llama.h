@@ -16,7 +16,8 @@
 // Inputs (flag INPUT, in ctx): tokens i32 [n_tokens], pos i32 [n_tokens] (rope positions), kv_idxs i32 [n_tokens]
 // (cache slots the new K/V rows are written to by SET_ROWS), mask f16 [n_kv, n_tokens] (0 or -inf, added to the
 // scores), mask_swa (the same shape, for the sliding-window layers of a config with swa_pattern), and out_ids i32
-// [n_outputs] when only some tokens produce logits. Output (flag OUTPUT): logits f32 [n_vocab, n_outputs].
+// [n_outputs] when only some tokens produce logits; a llama.cpp graph has a few more of its own (LlamaGraph: embd, the
+// rotation matrices). Output (flag OUTPUT): logits f32 [n_vocab, n_outputs].
 #pragma once
 
 #include <algorithm>
@@ -158,6 +159,12 @@ struct LlamaConfig {
   bool has_swa() const { return swa_pattern > 0; }
   bool is_swa(int il) const { return swa_pattern > 0 && il % swa_pattern < swa_pattern - 1; }
   bool rope_long() const { return n_ctx > (n_ctx_orig > 0 ? n_ctx_orig : n_ctx); }
+  // A llama.cpp graph from 8619 (LlamaCppGraph::kv_rotation): the size of the Hadamard matrix that rotates Q and K
+  // (the largest power of two >= 64 dividing the head size) when the K cache's type is quantized and the head size a
+  // multiple of 64, else 0 (no rotation); of the one that rotates V and the attention output (64) when the V cache's
+  // type is quantized and the head size a multiple of 64, else 0.
+  int64_t k_rot_dim() const;
+  int64_t v_rot_dim() const;
 };
 
 // Checks the sizes (positive, divisible, n_kv <= n_ctx, n_tokens <= n_kv, experts, quantized row lengths).
@@ -227,6 +234,15 @@ struct LlamaGraph {
                                // no layer is a sliding-window one
   Tensor* out_ids = nullptr;   // only when n_outputs < n_tokens
   Tensor* embd = nullptr;      // llama.cpp from 7819: inp_embd [n_embd, n_tokens], read by no node (inp_embd_input)
+  // llama.cpp from 8619 with a quantized cache (LlamaCppGraph::kv_rotation): the normalised Walsh-Hadamard matrices,
+  // f32 [k_rot_dim(), k_rot_dim()] ("attn_inp_k_rot") and [v_rot_dim(), v_rot_dim()] ("attn_inp_v_rot"); null where
+  // nothing is rotated or no layer reads them. The sliding-window layers' own ("attn_inp_k_rot_swa",
+  // "attn_inp_v_rot_swa": llama.cpp names them as the others) from 8699 (kv_rotation_swa_inputs); before, those
+  // layers read k_rot and v_rot.
+  Tensor* k_rot = nullptr;
+  Tensor* v_rot = nullptr;
+  Tensor* k_rot_swa = nullptr;
+  Tensor* v_rot_swa = nullptr;
   Tensor* logits = nullptr;
 
   // Weights.
@@ -275,6 +291,9 @@ struct LlamaInputs {
   std::vector<int32_t> v_idxs;  // the cache element of each V value (dim d of slot s: d * n_ctx + s), for v_idxs
   std::vector<float> mask;      // [n_kv, n_tokens], 0 or -inf
   std::vector<float> mask_swa;  // has_swa(): the same, also -inf for the slots n_swa or more positions back
+  // k_rot_dim() > 0 / v_rot_dim() > 0: the normalised Walsh-Hadamard matrix of that size (Sylvester's H_n / sqrt(n):
+  // symmetric and orthogonal, its own inverse), row-major, for k_rot and k_rot_swa / v_rot and v_rot_swa
+  std::vector<float> k_rot, v_rot;
 };
 LlamaInputs default_inputs(const LlamaConfig& config, uint64_t seed);
 // Writes the inputs into the (allocated) input tensors. Errors: sizes that do not match, unallocated tensors.

@@ -62,6 +62,25 @@ struct LlamaCppGraph {
   // gpt-oss: one GET_ROWS of inp_out_ids after the last layer (its FFN runs on every token) instead of two in it:
   // from 10158 (PR #25794).
   bool out_ids_after_layers = false;
+  // Hadamard rotations of the attention when the cache is quantized (PR #21038, 744c0c73, "rotate activations for
+  // better quantization"): from 8619. Per cache, K is rotated when the K cache's type is quantized and the head size
+  // a multiple of 64 (llama_kv_cache's attn_rot_k; LLAMA_ATTN_ROT_DISABLE aside), V likewise (attn_rot_v; a
+  // quantized V needs flash attention). A rotation is llama_mul_mat_hadamard (8619: ggml_mul_mat_aux): a RESHAPE to
+  // [nrot, n / nrot], a MUL_MAT by the normalised Walsh-Hadamard matrix, a RESHAPE back: three nodes. K rotated: Q and
+  // K, after rope (and Q's scale), before they are added to the graph and K is written, by the f32 input
+  // attn_inp_k_rot [nrot, nrot] (nrot the largest power of two >= 64 dividing the head size); V rotated: V before its
+  // write and the attention output before wo, by attn_inp_v_rot [64, 64]. Six nodes per layer and rotated side, and
+  // one or two inputs (leafs); the matrices are orthogonal and symmetric, so the scores and outputs are unchanged
+  // but for the cache's quantization error.
+  bool kv_rotation = false;
+  // With kv_rotation, an iSWA model's sliding-window layers read their own cache's matrices (attn_inp_k_rot and
+  // attn_inp_v_rot of the SWA cache: two inputs more, no node more): from 8699 (PR #21513, 4eb19514). 8619-8698: the
+  // non-SWA cache's matrices for every layer.
+  bool kv_rotation_swa_inputs = false;
+  // With kv_rotation, a non-contiguous tensor (a fused QKV projection's V view, phi3) copied to 2d by CONT instead of
+  // reshaped: from 9027 (PR #22630, fa595462). Before, ggml_reshape_2d asserted (GGML_ASSERT(ggml_is_contiguous)):
+  // such a model aborted, and Tessera refuses to build it.
+  bool rotation_cont = false;
   // In every build: Q, K and V are added to the graph together (ggml_build_forward_expand of each, "so that they are
   // not reordered ... the number of splits in the graph is reduced", since 1843, PR #4766), then the cache writes.
   // In every build: without flash attention the V cache holds V transposed (read by a view, no copy); the heads are

@@ -8,9 +8,14 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <vector>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
+#include "tessera/gguf.h"
+#include "tessera/models/fixtures.h"
+#include "tessera/models/from_gguf.h"
 #include "tessera/models/llama.h"
 #include "tessera/llama/llama_cpp_graph.h"
 
@@ -57,6 +62,12 @@ TEST(LlamaCppGraph, SwitchesFlipAtTheBuildsOfTheirChanges) {
   EXPECT_TRUE(g(7044).v_before_k);
   EXPECT_FALSE(g(7818).inp_embd_input);
   EXPECT_TRUE(g(7819).inp_embd_input);
+  EXPECT_FALSE(g(8618).kv_rotation);
+  EXPECT_TRUE(g(8619).kv_rotation);
+  EXPECT_FALSE(g(8698).kv_rotation_swa_inputs);
+  EXPECT_TRUE(g(8699).kv_rotation_swa_inputs);
+  EXPECT_FALSE(g(9026).rotation_cont);
+  EXPECT_TRUE(g(9027).rotation_cont);
   EXPECT_FALSE(g(9409).mask_f16);
   EXPECT_TRUE(g(9410).mask_f16);
   EXPECT_FALSE(g(9488).cuda_fa_f16_copies);
@@ -67,7 +78,7 @@ TEST(LlamaCppGraph, SwitchesFlipAtTheBuildsOfTheirChanges) {
   const LlamaCppGraph old = g(1500);
   EXPECT_EQ(old.build, 1500);
   EXPECT_TRUE(old.v_store_reshape && old.kv_cpy && old.split_glu && old.qkv_cont && !old.out_ids_always &&
-              !old.moe_weights_clamp);
+              !old.moe_weights_clamp && !old.kv_rotation);
 }
 
 struct PrintedCount {
@@ -226,6 +237,259 @@ TEST(LlamaCppGraph, MoeWeightsSumClampedFrom6844) {
   LlamaConfig oss = preset("tiny-gpt-oss").value();
   oss.llama_cpp = llama_cpp_graph(10470);
   EXPECT_TRUE(clamps(oss).empty());
+}
+
+// A tiny model of llama.cpp build `build` with heads of `head` values (n_embd_head) and K and V caches of types k and v
+// (-ctk, -ctv).
+LlamaConfig rotation_config(const char* preset_name, int n_layer, int build, bool fa, Type k, Type v, int64_t head) {
+  LlamaConfig c = preset(preset_name).value();
+  c.n_layer = n_layer;
+  c.flash_attn = fa;
+  c.kv_type = k;
+  c.v_cache_type = v;
+  c.n_embd_head = head;
+  if (build > 0) c.llama_cpp = llama_cpp_graph(build);
+  return c;
+}
+
+int64_t node_count(const LlamaConfig& c) {
+  Result<LlamaGraph> m = build_llama(c);
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  return m.ok() ? static_cast<int64_t>(m.value().graph->n_nodes()) : -1;
+}
+
+// The nodes of g that read t (as a source).
+std::vector<const Tensor*> readers(const Graph& g, const Tensor* t) {
+  std::vector<const Tensor*> out;
+  for (size_t i = 0; i < g.n_nodes(); ++i) {
+    const Tensor* n = g.node(i);
+    if (std::find(std::begin(n->src), std::end(n->src), t) != std::end(n->src)) out.push_back(n);
+  }
+  return out;
+}
+
+// 8619's rotations (PR #21038) as llama_kv_cache decides them: K (Q and K rotated, three nodes each) when the K cache's
+// type is quantized and the head size a multiple of 64, V (V and the attention output) likewise with the V cache's
+// type, with or without flash attention (a quantized V needs it); none in 8618's graph, in Tessera's own, or for a head
+// size that 64 does not divide (32, phi3's 96).
+TEST(LlamaCppGraph, KvRotationNodesFrom8619) {
+  const Type f16 = Type::kF16, q8 = Type::kQ8_0, q4 = Type::kQ4_0;
+  auto delta = [](const char* p, int n_layer, int build, bool fa, Type k, Type v, int64_t head) {
+    return node_count(rotation_config(p, n_layer, build, fa, k, v, head)) -
+           node_count(rotation_config(p, n_layer, build, fa, f16, f16, head));
+  };
+  EXPECT_EQ(delta("tiny", 3, 8619, true, q8, q8, 64), 3 * 12);  // -ctk q8_0 -ctv q8_0 -fa: 12 per layer
+  EXPECT_EQ(delta("tiny", 3, 8619, true, q4, q4, 128), 3 * 12);
+  EXPECT_EQ(delta("tiny", 3, 10470, true, q8, q8, 256), 3 * 12);
+  EXPECT_EQ(delta("tiny", 3, 8619, true, q8, f16, 64), 3 * 6);               // -ctk q8_0: Q and K
+  EXPECT_EQ(delta("tiny", 3, 8619, false, q8, f16, 64), 3 * 6);              // (without flash attention too)
+  EXPECT_EQ(delta("tiny", 3, 8619, true, f16, q8, 64), 3 * 6);               // -ctv q8_0: V and the attention output
+  EXPECT_EQ(delta("tiny", 3, 8619, true, Type::kBF16, Type::kBF16, 64), 0);  // not quantized
+  EXPECT_EQ(delta("tiny", 3, 8618, true, q8, q8, 64), 0);
+  EXPECT_EQ(delta("tiny", 3, 8619, true, q8, q8, 32), 0);  // (tiny's heads of 16 hold no q8_0 block)
+  EXPECT_EQ(delta("tiny", 3, 8619, true, q8, q8, 96), 0);  // phi3's 96
+  EXPECT_EQ(delta("tiny", 3, 0, true, q8, q8, 64), 0);     // Tessera's own graph
+  EXPECT_EQ(delta("tiny-qwen3", 3, 9849, true, q8, q8, 128), 3 * 12);
+  EXPECT_EQ(delta("tiny-qwen3moe", 3, 9849, false, q8, f16, 128), 3 * 6);
+  // iSWA (gpt-oss, gemma3): every layer, by one cache's matrices or the other's, and one build's count as the next's
+  EXPECT_EQ(delta("tiny-gpt-oss", 4, 8619, true, q8, q8, 64), 4 * 12);
+  EXPECT_EQ(delta("tiny-gemma3", 6, 8699, true, q8, q8, 64), 6 * 12);
+  EXPECT_EQ(node_count(rotation_config("tiny-gpt-oss", 4, 8698, true, q8, q8, 64)),
+            node_count(rotation_config("tiny-gpt-oss", 4, 8699, true, q8, q8, 64)));
+  // the sizes of the matrices: the largest power of two >= 64 dividing the head size for K, 64 for V
+  for (auto [head, k_dim] : {std::pair<int64_t, int64_t>{64, 64}, {128, 128}, {192, 64}, {256, 256}, {320, 64}}) {
+    const LlamaConfig c = rotation_config("tiny", 1, 8619, true, q8, q8, head);
+    EXPECT_EQ(c.k_rot_dim(), k_dim) << head;
+    EXPECT_EQ(c.v_rot_dim(), 64) << head;
+  }
+  EXPECT_EQ(rotation_config("tiny", 1, 8619, true, q8, f16, 64).v_rot_dim(), 0);
+  EXPECT_EQ(rotation_config("tiny", 1, 8619, true, f16, q8, 64).k_rot_dim(), 0);
+  EXPECT_EQ(rotation_config("tiny", 1, 8618, true, q8, q8, 64).k_rot_dim(), 0);
+  EXPECT_EQ(rotation_config("tiny", 1, 0, true, q8, q8, 64).k_rot_dim(), 0);
+}
+
+// The rotations op by op (llama_mul_mat_hadamard; 8619's ggml_mul_mat_aux): a RESHAPE of the roped Q, the roped K, V
+// and the attention output to rows of nrot values, a MUL_MAT by the f32 input (attn_inp_k_rot [128, 128] for heads of
+// 128, attn_inp_v_rot [64, 64]), a RESHAPE back; the cache is written with the rotated K and V, and wo reads the
+// rotated output. The inputs are leafs of the graph and among its inputs.
+TEST(LlamaCppGraph, KvRotationOps) {
+  const LlamaConfig c = rotation_config("tiny", 2, 8619, true, Type::kQ8_0, Type::kQ8_0, 128);
+  Result<LlamaGraph> r = build_llama(c);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const LlamaGraph& m = r.value();
+  const Graph& g = *m.graph;
+  ASSERT_NE(m.k_rot, nullptr);
+  ASSERT_NE(m.v_rot, nullptr);
+  EXPECT_EQ(m.k_rot_swa, nullptr);
+  EXPECT_EQ(m.v_rot_swa, nullptr);
+  const std::vector<Tensor*> inputs = m.inputs();
+  for (auto [t, name, n] : {std::tuple{m.k_rot, "attn_inp_k_rot", 128}, {m.v_rot, "attn_inp_v_rot", 64}}) {
+    EXPECT_STREQ(t->name, name);
+    EXPECT_EQ(t->type, Type::kF32);
+    EXPECT_EQ(t->ne[0], n);
+    EXPECT_EQ(t->ne[1], n);
+    EXPECT_TRUE(t->flags & kFlagInput);
+    EXPECT_NE(std::find(inputs.begin(), inputs.end(), t), inputs.end()) << name;
+    bool leaf = false;
+    for (size_t i = 0; i < g.n_leafs(); ++i) leaf = leaf || g.leaf(i) == t;
+    EXPECT_TRUE(leaf) << name;
+  }
+  // each rotation: what it rotates (by name) -> the RESHAPE back, per layer
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string l = "-" + std::to_string(il);
+    std::map<std::string, const Tensor*> back;  // the rotated tensor's name -> the rotation's last RESHAPE
+    for (const Tensor* rot : {m.k_rot, m.v_rot}) {
+      for (const Tensor* mm : readers(g, rot)) {
+        EXPECT_EQ(mm->op, Op::kMulMat);
+        EXPECT_EQ(mm->src[0], rot);
+        const Tensor* rows = mm->src[1];
+        ASSERT_EQ(rows->op, Op::kReshape);
+        EXPECT_EQ(rows->ne[0], rot->ne[0]);
+        const Tensor* x = rows->src[0];
+        const std::vector<const Tensor*> after = readers(g, mm);
+        ASSERT_EQ(after.size(), 1u);
+        EXPECT_EQ(after[0]->op, Op::kReshape);
+        for (int d = 0; d < 4; ++d) EXPECT_EQ(after[0]->ne[d], x->ne[d]);
+        back[x->name] = after[0];
+      }
+    }
+    const std::string q_name = "Qcur_rope" + l, k_name = "Kcur_rope" + l, v_name = "Vcur" + l + " (reshaped)";
+    ASSERT_TRUE(back.count(q_name) && back.count(k_name) && back.count(v_name)) << il;
+    // the attention output (FLASH_ATTN_EXT's, merged by a RESHAPE) rotated, then wo
+    const LlamaLayer& ly = m.layers[static_cast<size_t>(il)];
+    const std::vector<const Tensor*> wo = readers(g, ly.wo);
+    ASSERT_EQ(wo.size(), 1u);
+    const Tensor* out_back = wo[0]->src[1];
+    ASSERT_EQ(out_back->op, Op::kReshape);
+    const Tensor* out_mm = out_back->src[0];
+    ASSERT_EQ(out_mm->op, Op::kMulMat);
+    EXPECT_EQ(out_mm->src[0], m.v_rot);
+    EXPECT_EQ(out_mm->src[1]->src[0]->src[0]->op, Op::kFlashAttnExt);
+    // the cache writes read the rotated K and V (SET_ROWS of 2d views of them)
+    for (auto [cache, what] : {std::pair{ly.k_cache, k_name}, std::pair{ly.v_cache, v_name}}) {
+      const std::vector<const Tensor*> w = readers(g, cache);
+      const auto set = std::find_if(w.begin(), w.end(), [](const Tensor* n) { return n->op == Op::kSetRows; });
+      ASSERT_NE(set, w.end()) << what;
+      EXPECT_EQ((*set)->src[1]->op, Op::kView);
+      EXPECT_EQ((*set)->src[1]->src[0], back[what]) << what;
+    }
+    // and the attention Q (viewed per stream, permuted) is the rotated one
+    const Tensor* fa = out_mm->src[1]->src[0]->src[0];
+    EXPECT_EQ(fa->src[0]->src[0]->src[0], back[q_name]);
+  }
+  // Q, K and V rotations and the output's: 12 MUL_MATs more than the f16 cache's graph, 24 RESHAPEs
+  EXPECT_EQ(readers(g, m.k_rot).size() + readers(g, m.v_rot).size(), 4u * static_cast<size_t>(c.n_layer));
+}
+
+// An iSWA model (gpt-oss: sliding-window layers 0 and 2) rotates every layer; 8619-8698 by the non-SWA cache's matrices
+// (no inputs of the SWA cache), from 8699 (PR #21513) the sliding-window layers by their own cache's, two more inputs
+// (leafs, no node). A model with only sliding-window layers has no non-SWA matrices from 8699.
+TEST(LlamaCppGraph, KvRotationSwaInputsFrom8699) {
+  for (int build : {8698, 8699}) {
+    const LlamaConfig c = rotation_config("tiny-gpt-oss", 4, build, true, Type::kQ8_0, Type::kQ8_0, 64);
+    Result<LlamaGraph> r = build_llama(c);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const LlamaGraph& m = r.value();
+    ASSERT_NE(m.k_rot, nullptr);
+    ASSERT_NE(m.v_rot, nullptr);
+    const bool own = build >= 8699;
+    EXPECT_EQ(m.k_rot_swa != nullptr, own);
+    EXPECT_EQ(m.v_rot_swa != nullptr, own);
+    if (own) {
+      EXPECT_STREQ(m.k_rot_swa->name, "attn_inp_k_rot_swa");
+      EXPECT_STREQ(m.v_rot_swa->name, "attn_inp_v_rot_swa");
+      EXPECT_EQ(m.k_rot_swa->ne[0], 64);
+      EXPECT_EQ(m.v_rot_swa->ne[0], 64);
+    }
+    // the layer of each rotation, from the name of what it rotates ("Kcur_rope-2" -> 2; the output: "... (reshaped)"
+    // of the attention's merge, read by the layer's wo)
+    auto layers_of = [&](const Tensor* rot) {
+      std::vector<int> out;
+      if (rot == nullptr) return out;
+      for (const Tensor* mm : readers(*m.graph, rot)) {
+        const std::string n = mm->src[1]->src[0]->name;
+        const size_t dash = n.find('-');
+        out.push_back(dash == std::string::npos ? -1 : std::stoi(n.substr(dash + 1)));
+      }
+      std::sort(out.begin(), out.end());
+      return out;
+    };
+    const std::vector<int> global = own ? std::vector<int>{1, 1, 3, 3} : std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3};
+    EXPECT_EQ(layers_of(m.k_rot), global) << build;
+    if (own) {
+      EXPECT_EQ(layers_of(m.k_rot_swa), (std::vector<int>{0, 0, 2, 2}));
+    }
+    EXPECT_EQ(readers(*m.graph, m.v_rot).size() + (own ? readers(*m.graph, m.v_rot_swa).size() : 0), 8u);
+  }
+  // tiny-gemma3 with 3 layers: all three sliding-window ones
+  for (int build : {8698, 8699}) {
+    const LlamaConfig c = rotation_config("tiny-gemma3", 3, build, true, Type::kQ8_0, Type::kQ8_0, 64);
+    Result<LlamaGraph> r = build_llama(c);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r.value().k_rot != nullptr, build < 8699);
+    EXPECT_EQ(r.value().k_rot_swa != nullptr, build >= 8699);
+    for (const Tensor* t : r.value().inputs())
+      EXPECT_STRNE(t->name, build < 8699 ? "attn_inp_k_rot_swa" : "attn_inp_k_rot");
+  }
+}
+
+// A fused QKV projection's V is a strided view (phi3, from 6410): 9027 (PR #22630) copies it to rows by CONT for its
+// rotation; before, ggml_reshape_2d asserted on it (llama.cpp aborted), and Tessera refuses to build that graph.
+TEST(LlamaCppGraph, KvRotationOfAFusedVCopiedFrom9027) {
+  LlamaConfig c = rotation_config("tiny-phi3", 2, 9026, true, Type::kQ8_0, Type::kQ8_0, 64);
+  Result<LlamaGraph> bad = build_llama(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("not contiguous"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("9027"), std::string::npos) << bad.status().message();
+  c.v_cache_type = Type::kF16;  // K alone: Q and K are roped, contiguous
+  EXPECT_EQ(node_count(c) - node_count(rotation_config("tiny-phi3", 2, 9026, true, Type::kF16, Type::kF16, 64)), 2 * 6);
+  c = rotation_config("tiny-phi3", 2, 9027, true, Type::kQ8_0, Type::kQ8_0, 64);
+  Result<LlamaGraph> r = build_llama(c);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(node_count(c) - node_count(rotation_config("tiny-phi3", 2, 9027, true, Type::kF16, Type::kF16, 64)),
+            2 * 12);
+  int conts = 0;
+  for (const Tensor* mm : readers(*r.value().graph, r.value().v_rot)) {
+    const Tensor* rows = mm->src[1];
+    if (rows->op != Op::kCont) continue;
+    ++conts;
+    EXPECT_EQ(rows->src[0]->op, Op::kView);  // the V view of the fused projection
+    EXPECT_EQ(rows->ne[0], 64);
+  }
+  EXPECT_EQ(conts, 2);
+}
+
+// gpt-oss-20b with a q8_0 cache (-ctk q8_0 -ctv q8_0, flash attention): 12 nodes more per layer, 288 over its 24.
+// A comparison at a recent master printed 1637 (f16: 1352 there, by its author's account). 1637 is this graph from
+// 10158 on: the f16 count 1352 (8185's log, above) lost the masks' two casts at 9410 and a GET_ROWS at 10158, 1349,
+// and 1349 + 288 = 1637; 1640 for builds 8619-9409 and 1638 for 9410-10157. (The rotation inputs are leafs.) The same
+// from the real file's header (the gpt-oss-20b fixture).
+TEST(LlamaCppGraph, GptOss20bQ8CacheNodeCount) {
+  auto oss = [](int build, Type t) {
+    LlamaConfig c = rotation_config("tiny-gpt-oss", 24, build, true, t, t, 64);
+    c.n_expert = 8;
+    c.n_expert_used = 4;
+    return node_count(c);
+  };
+  EXPECT_EQ(oss(8185, Type::kF16), 1352);
+  EXPECT_EQ(oss(10470, Type::kF16), 1349);
+  EXPECT_EQ(oss(10470, Type::kQ8_0), 1637);
+  EXPECT_EQ(oss(10158, Type::kQ8_0), 1637);
+  EXPECT_EQ(oss(10157, Type::kQ8_0), 1638);
+  EXPECT_EQ(oss(9409, Type::kQ8_0), 1640);
+  EXPECT_EQ(oss(8619, Type::kQ8_0), 1640);
+  EXPECT_EQ(oss(8618, Type::kQ8_0), 1352);
+
+  auto file = fixtures::make_fixture_without_vocab("gpt-oss-20b-mxfp4");
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  const gguf::Model model = gguf::Model::of_file(std::move(file).value());
+  for (auto [t, want] : {std::pair{Type::kF16, 1349}, std::pair{Type::kQ8_0, 1637}}) {
+    Result<LlamaConfig> c = llama_config_from_gguf(model, {.n_ctx = 4096, .n_tokens = 512, .kv_type = t});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c.value().head_dim(), 64);
+    c.value().llama_cpp = llama_cpp_graph(10470);
+    EXPECT_EQ(node_count(c.value()), want) << type_name(t);
+  }
 }
 
 // One layer of build 2459's llama graph, op by op, as llama.cpp's source of that build makes it (llm_build_kv_store,

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <string>
@@ -237,10 +238,12 @@ std::vector<double> oracle_logits(const LlamaConfig& c, const Values& v, const L
   return logits;
 }
 
-// The model built, filled and computed on the CPU backend; its logits and the oracle's.
-void compare_with_oracle(LlamaConfig c, uint64_t seed) {
-  c.weight_type = Type::kF32;  // exact weights and cache: the comparison is of the graph, not of quantization
-  c.kv_type = Type::kF32;
+// The model built, filled and computed on the CPU backend: the relative squared error of its logits against the
+// oracle's (sum of squared differences over sum of squares), in *rel. `after_inputs`, when given, may change the
+// graph's inputs before the compute.
+void oracle_error(const LlamaConfig& c, uint64_t seed, double* rel,
+                  const std::function<void(LlamaGraph&)>& after_inputs = {}) {
+  *rel = INFINITY;
   Result<LlamaGraph> built = build_llama(c);
   ASSERT_TRUE(built.ok()) << built.status().to_string();
   LlamaGraph& m = built.value();
@@ -270,6 +273,7 @@ void compare_with_oracle(LlamaConfig c, uint64_t seed) {
   ASSERT_TRUE(planner.alloc_graph(*m.graph).ok());
   const LlamaInputs in = default_inputs(c, seed);
   ASSERT_TRUE(set_inputs(m, in).ok());
+  if (after_inputs) after_inputs(m);
   std::unique_ptr<Backend> backend = cpu::make_backend({.n_threads = 2});
   ASSERT_EQ(backend->graph_compute(*m.graph), ComputeStatus::kSuccess) << backend->last_error();
   const std::vector<float> got = tensor_to_f32(*m.logits).value();
@@ -281,8 +285,18 @@ void compare_with_oracle(LlamaConfig c, uint64_t seed) {
     ref += want[i] * want[i];
   }
   EXPECT_GT(ref, 0.0);
-  EXPECT_LT(err / ref, 1e-8) << c.name << (c.flash_attn ? " flash" : " matmul/softmax") << " llama.cpp build "
-                             << (c.llama_cpp ? c.llama_cpp->build : 0);
+  *rel = err / ref;
+}
+
+// The model's logits and the oracle's, with exact weights and cache: the comparison is of the graph, not of
+// quantization.
+void compare_with_oracle(LlamaConfig c, uint64_t seed) {
+  c.weight_type = Type::kF32;
+  c.kv_type = Type::kF32;
+  double rel = INFINITY;
+  oracle_error(c, seed, &rel);
+  EXPECT_LT(rel, 1e-8) << c.name << (c.flash_attn ? " flash" : " matmul/softmax") << " llama.cpp build "
+                       << (c.llama_cpp ? c.llama_cpp->build : 0);
 }
 
 // A preset's name as a test name ("tiny-qwen3" -> "tiny_qwen3").
@@ -351,6 +365,134 @@ TEST(Phi3LongRope, AttentionFactorEqualsTheOracle) {
       compare_with_oracle(c, 28);
     }
   }
+}
+
+// llama.cpp from 8619 with a quantized cache (LlamaCppGraph::kv_rotation, PR #21038): Q and K rotated by a normalised
+// Walsh-Hadamard matrix H, V and the attention output by another. H is symmetric and orthogonal, so in exact arithmetic
+// nothing changes ((Hq).(Hk) = q.k, and H sum_j p_j H v_j = sum_j p_j v_j) and the oracle, which knows nothing of the
+// rotations, stays the reference. What the rotations change is which values the cache rounds: the rotated graph's
+// logits differ from the oracle's by the cache's quantization error, as those of the same build with the rotations
+// off do (llama.cpp's LLAMA_ATTN_ROT_DISABLE=1), on the same weights and tokens. So: both errors nonzero (the cache
+// rounds), the rotated one at most 4 times the unrotated one, and the unrotated one below 1e-2 (relative squared
+// errors; over seeds 1-7 and 41 of these cases the ratio was 0.64-1.71 and the unrotated error at most 7.4e-3, with
+// q4_0; 3e-6 to 4e-5 with q8_0: the rotation moves the same rounding among a head's values), and both far below a wrong
+// rotation's (an orthogonal V matrix that is not its own inverse, as a check of the check: 0.13-1.2, at least 134
+// times the unrotated error).
+// n_kv = n_tokens: the tokens attend only to what this step writes (the cache's earlier slots are random values, which
+// the rotated graph reads as rotated vectors and the oracle as plain ones). f32 weights: only the cache rounds.
+TEST(LlamaCppGraphRotation, LogitsWithinTheCachesQuantizationNoise) {
+  struct Case {
+    const char* preset;
+    int64_t head;
+    Type k, v;
+    bool fa;
+  };
+  const Case cases[] = {
+      {"tiny", 64, Type::kQ8_0, Type::kQ8_0, true},        {"tiny", 64, Type::kQ8_0, Type::kF16, false},
+      {"tiny-qwen3", 128, Type::kQ4_0, Type::kQ4_0, true}, {"tiny-gemma3", 64, Type::kQ8_0, Type::kQ8_0, true},
+      {"tiny-phi3", 64, Type::kQ8_0, Type::kQ8_0, true},   {"tiny-qwen3moe", 64, Type::kQ8_0, Type::kF16, true}};
+  for (const Case& k : cases) {
+    LlamaConfig c = preset(k.preset).value();
+    c.n_embd_head = k.head;
+    c.kv_type = k.k;
+    c.v_cache_type = k.v;
+    c.flash_attn = k.fa;
+    c.weight_type = Type::kF32;
+    c.n_kv = c.n_tokens;
+    c.llama_cpp = llama::llama_cpp_graph(9849);
+    ASSERT_GT(c.k_rot_dim(), 0);
+    double rotated = INFINITY, plain = INFINITY, wrong = INFINITY;
+    oracle_error(c, 41, &rotated);
+    LlamaConfig off = c;
+    off.llama_cpp->kv_rotation = false;
+    oracle_error(off, 41, &plain);
+    const std::string what = std::string(k.preset) + " " + type_name(k.k) + "/" + type_name(k.v);
+    EXPECT_GT(plain, 0.0) << what;
+    EXPECT_GT(rotated, 0.0) << what;
+    EXPECT_LT(rotated, 4 * plain) << what << ": rotated " << rotated << ", unrotated " << plain;
+    EXPECT_LT(plain, 1e-2) << what;
+    if (c.v_rot_dim() == 0) continue;
+    // a cyclic shift of each row's 64 values: orthogonal, not its own inverse, so the output is not rotated back
+    oracle_error(c, 41, &wrong, [](LlamaGraph& m) {
+      std::vector<float> p(64 * 64, 0.0f);
+      for (int i = 0; i < 64; ++i) p[static_cast<size_t>(i * 64 + (i + 1) % 64)] = 1.0f;
+      for (Tensor* t : {m.v_rot, m.v_rot_swa}) {
+        if (t != nullptr) {
+          ASSERT_TRUE(tensor_from_f32(*t, p).ok());
+        }
+      }
+    });
+    EXPECT_GT(wrong, 30 * plain) << what << ": wrong " << wrong << ", unrotated " << plain;
+  }
+}
+
+// The rotation inputs hold the normalised Walsh-Hadamard matrices (entry (i, j) of H_n / sqrt(n) is
+// (-1)^popcount(i & j) / sqrt(n): Sylvester's construction in closed form), symmetric and their own inverses (H H = I);
+// and a rotation node computes H x for each row of nrot values (K of heads of 128: one row per head), on the values the
+// graph computes.
+TEST(LlamaCppGraphRotation, MatricesAndRotationNodes) {
+  LlamaConfig c = preset("tiny").value();
+  c.n_layer = 1;
+  c.n_embd_head = 128;
+  c.kv_type = Type::kQ8_0;
+  c.weight_type = Type::kF32;
+  c.llama_cpp = llama::llama_cpp_graph(8619);
+  Result<LlamaGraph> built = build_llama(c);
+  ASSERT_TRUE(built.ok()) << built.status().to_string();
+  LlamaGraph& m = built.value();
+  ASSERT_NE(m.k_rot, nullptr);
+  ASSERT_NE(m.v_rot, nullptr);
+  // the K rotation of layer 0 and what it rotates, kept (outputs) to be read after the compute
+  Tensor *x = nullptr, *y = nullptr;
+  for (Tensor* n : m.graph->nodes()) {
+    if (n->op == Op::kMulMat && n->src[0] == m.k_rot && std::string(n->src[1]->src[0]->name) == "Kcur_rope-0") {
+      y = n;
+      x = n->src[1]->src[0];
+    }
+  }
+  ASSERT_NE(y, nullptr);
+  set_output(*x);
+  set_output(*y);
+  auto wb = alloc_ctx_tensors(*m.weights_ctx, *cpu::buffer_type());
+  auto cb = alloc_ctx_tensors(*m.cache_ctx, *cpu::buffer_type());
+  ASSERT_TRUE(wb.ok() && cb.ok());
+  ASSERT_TRUE(fill_random(m, 5).ok());
+  GraphPlanner planner(cpu::buffer_type());
+  ASSERT_TRUE(planner.alloc_graph(*m.graph).ok());
+  ASSERT_TRUE(set_inputs(m, default_inputs(c, 5)).ok());
+  for (const Tensor* t : {m.k_rot, m.v_rot}) {
+    const int64_t n = t->ne[0];
+    const std::vector<float> h = tensor_to_f32(*t).value();
+    ASSERT_EQ(h.size(), static_cast<size_t>(n * n));
+    const double r = 1.0 / std::sqrt(static_cast<double>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        const double want = (__builtin_popcountll(static_cast<uint64_t>(i & j)) % 2 ? -r : r);
+        ASSERT_NEAR(h[static_cast<size_t>(i * n + j)], want, 1e-7) << t->name << " " << i << "," << j;
+        double hh = 0;
+        for (int64_t k = 0; k < n; ++k)
+          hh += double(h[static_cast<size_t>(i * n + k)]) * h[static_cast<size_t>(k * n + j)];
+        ASSERT_NEAR(hh, i == j ? 1.0 : 0.0, 1e-6) << t->name << " " << i << "," << j;
+      }
+    }
+  }
+  std::unique_ptr<Backend> backend = cpu::make_backend({.n_threads = 2});
+  ASSERT_EQ(backend->graph_compute(*m.graph), ComputeStatus::kSuccess) << backend->last_error();
+  const std::vector<float> xv = tensor_to_f32(*x).value(), yv = tensor_to_f32(*y).value();
+  const std::vector<float> h = tensor_to_f32(*m.k_rot).value();
+  ASSERT_EQ(xv.size(), yv.size());
+  ASSERT_EQ(xv.size() % 128, 0u);
+  double err = 0, ref = 0;
+  for (size_t row = 0; row < xv.size() / 128; ++row) {
+    for (size_t i = 0; i < 128; ++i) {
+      double want = 0;
+      for (size_t k = 0; k < 128; ++k) want += double(h[i * 128 + k]) * xv[row * 128 + k];
+      err += (yv[row * 128 + i] - want) * (yv[row * 128 + i] - want);
+      ref += want * want;
+    }
+  }
+  EXPECT_GT(ref, 0.0);
+  EXPECT_LT(err / ref, 1e-10);
 }
 
 // A llama file whose attention.key_length is not embedding_length / head_count (Mistral Nemo's 128 on 5120 / 32 heads,
