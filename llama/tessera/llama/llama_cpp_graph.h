@@ -15,7 +15,7 @@ namespace tessera::llama {
 // The builds a log without a build line is given: one in llama.cpp's older log format (llm_load_print_meta:, before
 // build 4463; every build from 2572 to 4918 makes the same graph) and one in today's (the newest build checked).
 constexpr int kLlamaCppOldFormatBuild = 4400;
-constexpr int kLlamaCppNewestBuild = 6699;
+constexpr int kLlamaCppNewestBuild = 10470;
 
 // The graph of llama.cpp build `build` (>= 1). Builds before 2459 are given 2459's graph (the oldest checked): earlier
 // ones also shifted K inside the reserved graph (before PR #5691), which is not modelled.

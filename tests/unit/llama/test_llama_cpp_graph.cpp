@@ -103,6 +103,42 @@ LlamaConfig config_of(const PrintedCount& p) {
   return c;
 }
 
+// The default build (llama::kLlamaCppNewestBuild: plans of GGUF files, logs without a build line) is the newest build
+// read: no switch changes after it, so its graph is that of every later build. A switch added for a newer build without
+// moving the default fails here.
+TEST(LlamaCppGraph, TheDefaultBuildHasEverySwitch) {
+  EXPECT_EQ(llama::kLlamaCppNewestBuild, 10470);  // llama.cpp master 34af94cd9 (2026-08-17), docs/compare-log.md
+  const LlamaCppGraph newest = llama_cpp_graph(llama::kLlamaCppNewestBuild);
+  const LlamaCppGraph later = llama_cpp_graph(1000000);
+  auto switches = [](const LlamaCppGraph& g) {
+    return std::vector<bool>{g.out_ids_always,
+                             g.kv_cpy,
+                             g.k_write_reshape,
+                             g.v_store_reshape,
+                             g.v_reshape_3d,
+                             g.kv_permutes,
+                             g.q_stream_view,
+                             g.split_glu,
+                             g.qkv_cont,
+                             g.fused_v_cont,
+                             g.fused_v_cont_3d,
+                             g.v_before_k,
+                             g.inp_embd_input,
+                             g.mask_f16,
+                             g.moe_weights_clamp,
+                             g.cuda_fa_f16_copies,
+                             g.out_ids_after_layers,
+                             g.kv_rotation,
+                             g.kv_rotation_swa_inputs,
+                             g.rotation_cont};
+  };
+  EXPECT_EQ(switches(newest), switches(later));
+  EXPECT_EQ(sizeof(LlamaCppGraph), sizeof(int) + 20 * sizeof(bool))  // every switch is listed above
+      << "a switch was added to LlamaCppGraph: list it here";
+  EXPECT_TRUE(newest.moe_weights_clamp && newest.v_before_k && newest.inp_embd_input && newest.mask_f16 &&
+              newest.kv_rotation && newest.cuda_fa_f16_copies && newest.out_ids_after_layers);
+}
+
 // llama.cpp's "graph nodes = N" of the logs, reproduced by the graph of the log's build.
 TEST(LlamaCppGraph, NodeCountsAreThePrintedOnes) {
   const PrintedCount cases[] = {
