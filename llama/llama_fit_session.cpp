@@ -83,6 +83,9 @@ Result<SessionConfig> fit_session_config(const SessionConfig& base, const Sessio
   }
   c.sim.mode = sim::MemoryMode::kMetadata;
   c.sim.fit_margins = false;
+  // llama.cpp's fit sizes with ggml_backend_sched_reserve_size, which still resets the graph callback's pins
+  // (ggml-backend.cpp at 34af94cd9, lines 1893-1904): its estimates have none
+  c.pin_rule = nullptr;
   if (unbounded) {
     // llama.cpp's default split follows the free memory: kept at the real devices' before their memory grows.
     if (c.policy.tensor_split.empty() && c.policy.layers_per_device.empty()) {

@@ -3,6 +3,8 @@
 #include "tessera/llama/llama_memory.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <regex>
 #include <string_view>
 #include <cstring>
@@ -248,6 +250,28 @@ void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& 
   c.policy.free_inputs = true;
   // llama_context's constructor decides pipeline parallelism once the model is placed (and its fit's dry runs size
   // the compute buffers so: common/fit.cpp builds a real context on a no_alloc model)
+  // The pins llama.cpp's graph callback sets (src/llama-context.cpp, graph_get_cb), which its reserve keeps from build
+  // 7050 (PR #17232; before, ggml_backend_sched_reserve reset them, so the printed splits and buffers had none): with
+  // -nkvo and no flash attention the merged heads on the CPU; with full offload (or under 32 tokens) each layer's
+  // "norm" nodes on its layer's device.
+  if (build >= kLlamaCppReservePins) {
+    c.pin_rule = [](const SessionConfig& config, const Placement& placement, const Tensor& node) {
+      const std::string_view name(node.name);
+      const size_t dash = name.rfind('-');
+      if (dash == std::string_view::npos) return -1;
+      const std::string_view what = name.substr(0, dash);
+      if (what == "kqv_merged_cont" && !config.policy.kv_offload && !config.model.flash_attn) {
+        return static_cast<int>(config.topology.devices.size()) - 1;  // the CPU
+      }
+      if (what != "norm") return -1;
+      const int n_layer = config.model.n_layer;
+      const int ngl = config.policy.n_gpu_layers < 0 ? n_layer + 1 : config.policy.n_gpu_layers;
+      if (!(ngl > n_layer || config.model.n_tokens < 32)) return -1;
+      const int il = std::atoi(std::string(name.substr(dash + 1)).c_str());
+      if (il < 0 || static_cast<size_t>(il) >= placement.layer_device.size()) return -1;
+      return placement.layer_device[static_cast<size_t>(il)];
+    };
+  }
   c.parallel_rule = [](const SessionConfig& config, const Placement& placement) {
     const PipelineDecision d = llama_pipeline_parallel(config, placement);
     return d.on ? d.n_copies : 0;

@@ -329,6 +329,16 @@ Status Session::apply_pins() {
     }
     TS_RETURN_IF_ERROR(sched_->set_tensor_backend(t, target));
   }
+  if (config_.pin_rule) {
+    for (size_t i = 0; i < graph_->n_nodes(); ++i) {
+      Tensor* n = graph_->node(i);
+      const int d = config_.pin_rule(config_, placement_, *n);
+      if (d < 0 || static_cast<size_t>(d) >= backends_.size()) continue;
+      Backend* target = backends_[static_cast<size_t>(d)].get();
+      if (sched_->backend_index(target) < 0) continue;  // (a device the scheduler was not given)
+      TS_RETURN_IF_ERROR(sched_->set_tensor_backend(n, target));
+    }
+  }
   return Status::Ok();
 }
 

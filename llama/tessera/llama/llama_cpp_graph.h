@@ -16,6 +16,8 @@ namespace tessera::llama {
 // build 4463; every build from 2572 to 4918 makes the same graph) and one in today's (the newest build checked).
 constexpr int kLlamaCppOldFormatBuild = 4400;
 constexpr int kLlamaCppNewestBuild = 10470;
+// From this build llama.cpp's reserve keeps the pins its graph callback sets (PR #17232): use_llama_cpp_rules pins.
+constexpr int kLlamaCppReservePins = 7050;
 
 // The graph of llama.cpp build `build` (>= 1). Builds before 2459 are given 2459's graph (the oldest checked): earlier
 // ones also shifted K inside the reserved graph (before PR #5691), which is not modelled.

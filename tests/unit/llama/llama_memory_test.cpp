@@ -344,6 +344,58 @@ TEST(LlamaMemory, CudaReservesF16CopiesOfAQuantizedCacheForFlashAttentionFrom948
   EXPECT_LT(new_q8, 700 * kMiB);  // (the node, Q, the mask's GPU copy and the residual stream: 672.01 MiB)
 }
 
+// The pins of llama.cpp's graph callback (src/llama-context.cpp, graph_get_cb), which its reserve keeps from build 7050
+// (PR #17232): with -nkvo and no flash attention the merged heads ("kqv_merged_cont") on the CPU; with full offload
+// every "norm" of a layer on that layer's device. Builds before 7050 reserved without them, and llama.cpp's fit
+// (ggml_backend_sched_reserve_size, which still resets them) measures without them.
+TEST(LlamaMemory, TheReserveKeepsTheGraphCallbacksPinsFrom7050) {
+  auto backend_of = [](int build, const std::vector<std::pair<std::string, std::string>>& options, bool fa,
+                       const std::string& node, std::vector<DeviceConfig> devices) {
+    SessionConfig c;
+    c.topology = topology(std::move(devices));
+    c.model = models::preset("tiny").value();
+    c.model.n_layer = 4;
+    c.model.flash_attn = fa;
+    c.sim.mode = MemoryMode::kMetadata;
+    for (const auto& [key, text] : options) EXPECT_TRUE(apply_policy_option(key, text, &c.policy).ok()) << key;
+    use_llama_cpp_rules(c, build, LlamaContextParams{});
+    auto s = Session::create(c, &builtin_registry());
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    if (!s.ok() || !s.value()->plan().ok()) return std::string("?");
+    const Tensor* t = nullptr;  // the first node of the name (a layer's attention norm before its FFN norm)
+    for (size_t i = 0; i < s.value()->graph().n_nodes() && t == nullptr; ++i) {
+      if (node == s.value()->graph().node(i)->name) t = s.value()->graph().node(i);
+    }
+    EXPECT_NE(t, nullptr) << node;
+    const Backend* b = t == nullptr ? nullptr : s.value()->sched().get_tensor_backend(t);
+    return b == nullptr ? std::string("none") : b->name();
+  };
+  const std::vector<DeviceConfig> one = {gpu("gpu0"), wrapped_cpu()};
+  EXPECT_EQ(backend_of(7050, {{"kv_offload", ""}}, false, "kqv_merged_cont-2", one), "cpu");
+  EXPECT_EQ(backend_of(7049, {{"kv_offload", ""}}, false, "kqv_merged_cont-2", one), "gpu0");
+  EXPECT_EQ(backend_of(7050, {}, false, "kqv_merged_cont-2", one), "gpu0");  // the cache offloaded: no pin
+  // Two GPUs, 4 layers and the output: act = 5, even shares: layers 0-2 on gpu0, 3 on gpu1. Layer 3's attention norm
+  // reads gpu0's residual stream: pinned, it runs on gpu1.
+  const std::vector<DeviceConfig> two = {gpu("gpu0"), gpu("gpu1"), wrapped_cpu()};
+  EXPECT_EQ(backend_of(7050, {{"tensor_split", "1,1"}}, true, "norm-3", two), "gpu1");
+  EXPECT_EQ(backend_of(7049, {{"tensor_split", "1,1"}}, true, "norm-3", two), "gpu0");  // (ggml's expansion)
+  SessionConfig c;
+  c.topology = topology(two);
+  c.model = models::preset("tiny").value();
+  use_llama_cpp_rules(c, 7050, LlamaContextParams{});
+  EXPECT_TRUE(static_cast<bool>(c.pin_rule));
+  SessionFitInputs in;
+  in.n_ctx_train = c.model.n_ctx;
+  auto problem = session_fit_problem(c, in, &builtin_registry());
+  ASSERT_TRUE(problem.ok());
+  auto measured = fit_session_config(c, in, problem.value(), FitSetting{}, true);
+  ASSERT_TRUE(measured.ok());
+  EXPECT_FALSE(static_cast<bool>(measured.value().pin_rule));
+  SessionConfig old;
+  use_llama_cpp_rules(old, 7049, LlamaContextParams{});
+  EXPECT_FALSE(static_cast<bool>(old.pin_rule));
+}
+
 // The table: one row per buffer name with its memory, then the totals, graph nodes and splits, pipeline parallelism.
 TEST(LlamaMemory, TableNamesEveryBufferAndTheTotals) {
   auto s = planned(models::preset("tiny").value(), {gpu("gpu0"), wrapped_cpu()});

@@ -53,6 +53,10 @@ struct SessionConfig {
   // Session::create turns policy.parallel on with them), or 0 to keep the policy as given. Not called when
   // policy.parallel is already on. May be empty.
   std::function<int(const SessionConfig& config, const Placement& placement)> parallel_rule;
+  // Pins an application sets while it builds its graph (llama.cpp's graph callback: use_llama_cpp_rules): for each
+  // node of the graph, the device (an index into the topology's devices) whose backend must run it, or -1 for none.
+  // Applied after policy.pins, before planning. May be empty.
+  std::function<int(const SessionConfig& config, const Placement& placement, const Tensor& node)> pin_rule;
   // Called at the start of each step of create, plan and run that may take long ("building the graph", "filling the
   // weights", "planning", ...) with the step's name, for a progress display; may be empty.
   std::function<void(const char* step)> progress;
