@@ -109,6 +109,11 @@ bool Reader::line(const std::string& text, int n) {
   if (fn_is(fn, "llm_load_print_meta") || fn_is(fn, "llm_load_tensors") || fn_is(fn, "llama_new_context_with_model")) {
     log_.old_format = true;
   }
+  // llama.cpp's -lv 4 format (2026): "I cmn  common_param: common_params_print_info: build 9849 (799fcc04a) with ..."
+  if (const size_t at = s.find("common_params_print_info: build "); at != std::string_view::npos) {
+    if (!log_.build) log_.build = LogText{std::string(s.substr(at + 32)), n};
+    return true;
+  }
   if (fn_is(fn, "build") || (fn_is(fn, "main") && starts_with(body, "build = "))) {
     if (!log_.build) log_.build = LogText{std::string(fn_is(fn, "build") ? body : body.substr(8)), n};
     return true;

@@ -396,7 +396,14 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     // "offloading K repeating layers" (the last K) and, or not, "offloading output layer": what was offloaded,
     // whichever way the build counted -ngl (before mid-2025 the output layer came on top of N, now it counts inside N).
     // Tessera's -ngl counts it inside: K + 1, with the output layer's tensors kept on the CPU when it was not.
-    const int64_t k = *c.repeating_offloaded;
+    int64_t k = *c.repeating_offloaded;
+    // From build 7467 llama.cpp prints min(ngl, n_layer) - 1 repeating layers beside the output layer: one fewer than
+    // it offloads when every layer is (src/llama-model.cpp at 34af94cd9, lines 1663-1670; "offloading 35 repeating
+    // layers" and "offloaded 37/37" for Qwen3-8B's 36). "offloaded N/N" with the output layer says all of them.
+    if (c.output_offloaded && c.offloaded_layers && c.offload_total &&
+        c.offloaded_layers->value == *c.offload_total && k + 2 == *c.offload_total) {
+      k = *c.offload_total - 1;
+    }
     TS_RETURN_IF_ERROR(
         apply_policy_option("n_gpu_layers", std::to_string(k > 0 || c.output_offloaded ? k + 1 : 0), &policy));
     if (!c.output_offloaded && k > 0)

@@ -576,10 +576,40 @@ std::vector<Expected> expected() {
        29,
        "qwen2",
        28},
+      {"50-qwen3moe-30b-a3b-q4_k_m-vulkan-3090-ub2048-fa-fit.log",
+       {{"CPU_Mapped", "model", 166.92},
+        {"Vulkan0", "model", 17524.42},
+        {"Vulkan_Host", "output", 0.58},
+        {"Vulkan0", "KV", 768.00},
+        {"Vulkan0", "compute", 368.04},
+        {"Vulkan_Host", "compute", 64.05}},
+       3030,
+       2,
+       {},
+       8192,
+       "f16",
+       49,
+       "qwen3moe",
+       48},
+      {"51-qwen3-8b-q4_k_m-vulkan-3090-ub2048-fa-fit.log",
+       {{"CPU_Mapped", "model", 333.84},
+        {"Vulkan0", "model", 4455.34},
+        {"Vulkan_Host", "output", 0.58},
+        {"Vulkan0", "KV", 1152.00},
+        {"Vulkan0", "compute", 384.04},
+        {"Vulkan_Host", "compute", 96.05}},
+       1266,
+       2,
+       {},
+       8192,
+       "f16",
+       37,
+       "qwen3",
+       36},
   };
 }
 
-std::string fidelity_dir() { return std::string(TESSERA_SOURCE_DIR) + "/tests/fidelity/"; }
+std::string fidelity_dir() { return TESSERA_SOURCE_DIR "/tests/fidelity/"; }
 
 TEST(LlamaLogFidelity, EveryStoredLogHasExpectations) {
   std::vector<std::string> files;
