@@ -400,8 +400,8 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     // From build 7467 llama.cpp prints min(ngl, n_layer) - 1 repeating layers beside the output layer: one fewer than
     // it offloads when every layer is (src/llama-model.cpp at 34af94cd9, lines 1663-1670; "offloading 35 repeating
     // layers" and "offloaded 37/37" for Qwen3-8B's 36). "offloaded N/N" with the output layer says all of them.
-    if (c.output_offloaded && c.offloaded_layers && c.offload_total &&
-        c.offloaded_layers->value == *c.offload_total && k + 2 == *c.offload_total) {
+    if (c.output_offloaded && c.offloaded_layers && c.offload_total && c.offloaded_layers->value == *c.offload_total &&
+        k + 2 == *c.offload_total) {
       k = *c.offload_total - 1;
     }
     TS_RETURN_IF_ERROR(
