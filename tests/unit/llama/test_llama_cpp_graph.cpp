@@ -230,15 +230,28 @@ TEST(LlamaCppGraph, ChangesAfter6699) {
 // [6.103515625e-5, +inf] as ffn_moe_weights_sum_clamped, and the DIV (ffn_moe_weights_norm) by the clamped sum; none
 // in 6843's graph, in Tessera's own, or where the weights are not normalised.
 TEST(LlamaCppGraph, MoeWeightsSumClampedFrom6844) {
+  // What each CLAMP node is (copied out: the graph is gone when the lambda returns).
+  struct Clamp {
+    std::string name, src_name;
+    float min = 0, max = 0;
+    Op src_op = Op::kNone;
+    int64_t ne0 = 0, ne1 = 0;
+  };
   auto clamps = [](const LlamaConfig& c) {
     Result<LlamaGraph> m = build_llama(c);
     EXPECT_TRUE(m.ok()) << m.status().to_string();
-    std::vector<const Tensor*> out;
+    std::vector<Clamp> out;
     if (!m.ok()) return out;
     const Graph& g = *m.value().graph;
     for (size_t i = 0; i < g.n_nodes(); ++i) {
       const Tensor* n = g.node(i);
-      if (n->op == Op::kClamp) out.push_back(n);
+      if (n->op != Op::kClamp) continue;
+      Clamp k{n->name, "", get_op_param<float>(*n, 0), get_op_param<float>(*n, 1), Op::kNone, n->ne[0], n->ne[1]};
+      if (n->src[0] != nullptr) {
+        k.src_name = n->src[0]->name;
+        k.src_op = n->src[0]->op;
+      }
+      out.push_back(k);
     }
     // every DIV of the normalisation divides by the clamped sum when there is one
     for (size_t i = 0; i < g.n_nodes(); ++i) {
@@ -251,19 +264,18 @@ TEST(LlamaCppGraph, MoeWeightsSumClampedFrom6844) {
   LlamaConfig c = preset("tiny-qwen3moe").value();
   c.n_layer = 3;
   c.llama_cpp = llama_cpp_graph(6844);
-  const std::vector<const Tensor*> cl = clamps(c);
+  const std::vector<Clamp> cl = clamps(c);
   ASSERT_EQ(cl.size(), 3u);
   for (int il = 0; il < 3; ++il) {
-    const Tensor* n = cl[static_cast<size_t>(il)];
-    EXPECT_EQ(std::string(n->name), "ffn_moe_weights_sum_clamped-" + std::to_string(il));
-    EXPECT_EQ(get_op_param<float>(*n, 0), 6.103515625e-5f);
-    EXPECT_EQ(get_op_param<float>(*n, 1), INFINITY);
-    ASSERT_NE(n->src[0], nullptr);
-    EXPECT_EQ(n->src[0]->op, Op::kSumRows);
-    EXPECT_EQ(std::string(n->src[0]->name), "ffn_moe_weights_sum-" + std::to_string(il));
-    EXPECT_EQ(n->ne[0], 1);
+    const Clamp& n = cl[static_cast<size_t>(il)];
+    EXPECT_EQ(n.name, "ffn_moe_weights_sum_clamped-" + std::to_string(il));
+    EXPECT_EQ(n.min, 6.103515625e-5f);
+    EXPECT_EQ(n.max, INFINITY);
+    EXPECT_EQ(n.src_op, Op::kSumRows);
+    EXPECT_EQ(n.src_name, "ffn_moe_weights_sum-" + std::to_string(il));
+    EXPECT_EQ(n.ne0, 1);
     if (il < 2) {  // (the last layer may keep only the output rows)
-      EXPECT_EQ(n->ne[1], c.n_tokens);
+      EXPECT_EQ(n.ne1, c.n_tokens);
     }
   }
   c.llama_cpp = llama_cpp_graph(6843);
