@@ -15,11 +15,14 @@
 #include "tessera/build.h"
 #include "tessera/cpu.h"
 #include "tessera/harness/graph/graph_io.h"
+#include "unit/harness/graph/graph_io_support.h"
 
 using namespace tessera;
 using namespace tessera::harness;
 using ::testing::HasSubstr;
 using ojson = nlohmann::ordered_json;
+using tessera::test::f32_bits;
+using tessera::test::index_of;
 
 namespace {
 
@@ -46,21 +49,6 @@ ClampGraph clamp_graph() {
     EXPECT_TRUE(g.graph->build_forward(t).ok());
   }
   return g;
-}
-
-int32_t f32_bits(float v) {
-  int32_t b;
-  std::memcpy(&b, &v, 4);
-  return b;
-}
-
-size_t index_of(const ojson& j, const std::string& name) {
-  const ojson& ts = j["tensors"];
-  for (size_t i = 0; i < ts.size(); ++i) {
-    if (ts[i]["name"] == name) return i;
-  }
-  ADD_FAILURE() << "no tensor " << name;
-  return 0;
 }
 
 std::vector<float> values_of(const Tensor& t) {
