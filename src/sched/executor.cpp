@@ -280,9 +280,12 @@ Status Scheduler::Impl::copy_split_input(const sched::Split& sp, size_t k, int c
   if (in->op == Op::kNone && (in->flags & kFlagInput) != 0) {
     // The user may overwrite an input as soon as the call returns: copy it now, after this slot is free. (A
     // computed tensor flagged input is produced by an earlier split: it takes the ordered path below.) The host
-    // writes the copy: the earlier backend's work must be complete, not only ordered before this stream, and so
-    // must every other stream that may still read the copy's bytes (wait_for_other_readers).
-    if (prev_event != nullptr) prev_event->synchronize();
+    // writes the copy, so the work of sb that may still touch its bytes must be complete (the slot's event: it was
+    // recorded after sb's last split, of this evaluation or of the earlier one in this slot), and so must every
+    // other stream that may still read them (wait_for_other_readers: in-place readers, the previous split's backend
+    // among them, and copies out). The previous split itself need not be done: it writes only its own backend's
+    // memory, and ggml does not wait for it either -- that wait put the host in step with every split and undid the
+    // overlap of evaluations in flight (issue 46).
     if (slot_event != nullptr) {
       slot_event->synchronize();
     } else {

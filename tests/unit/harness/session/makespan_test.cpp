@@ -53,3 +53,68 @@ TEST(Makespan, TheSameInBothMemoryModesWithTheUploadOnItsOwn) {
   ASSERT_LT(backed.trace_first, backed.trace_last);
   EXPECT_GE(backed_trace.events[backed.trace_first].start_us, 242.73408);
 }
+
+namespace {
+
+// The makespan of `evaluations` evaluations in flight of a 512-token batch of the 7b preset, every layer on the GPUs
+// of `topology` (metadata-only: only time and memory).
+double makespan_7b(const char* topology, int evaluations, bool parallel, double* single = nullptr) {
+  SessionConfig c;
+  c.topology = load_topology(topology).value();
+  c.model = models::preset("7b").value();
+  c.model.n_tokens = 512;
+  c.policy.n_gpu_layers = -1;
+  c.policy.parallel = parallel;
+  c.sim.mode = sim::MemoryMode::kMetadata;
+  auto s = Session::create(c, &builtin_registry());
+  EXPECT_TRUE(s.ok()) << s.status().to_string();
+  if (!s.ok()) return 0;
+  auto r = (*s)->run(evaluations, false);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  if (!r.ok()) return 0;
+  EXPECT_EQ(r.value().races, 0u) << topology;
+  if (single != nullptr) {
+    auto one = Session::create(c, &builtin_registry());
+    EXPECT_TRUE(one.ok());
+    if (one.ok()) {
+      auto r1 = (*one)->run(1, false);
+      *single = r1.ok() ? r1.value().makespan_us : 0;
+    }
+  }
+  return r.value().makespan_us;
+}
+
+}  // namespace
+
+// Issue 46: evaluations in flight overlap, as a prompt's ubatches do in llama.cpp. With pipeline parallelism (4 copy
+// slots) the host never waits for an earlier evaluation, so on 8 GPUs each GPU starts the next ubatch as soon as it
+// finished its layers of the one before. Without it, the host waits for each split's backend to finish the previous
+// evaluation before it writes that split's inputs (ggml waits the same way: ggml_backend_synchronize of the split
+// backend without events), so the host reaches GPU 0 of evaluation k+1 only after the last GPU took evaluation k.
+TEST(Makespan, PipelineParallelismOverlapsEvaluationsOnEightGpus) {
+  double single = 0;
+  const double serial = makespan_7b("8x80gb", 4, false, &single);
+  const double pipelined = makespan_7b("8x80gb", 4, true);
+  ASSERT_GT(single, 0);
+  // Measured (`tessera run -m 7b --metadata --tokens 512 -t 8x80gb --evaluations 1|4 [--parallel]`): one evaluation
+  // 31.1 ms; four 70.1 ms serial, 45.8 ms pipelined (118.4 ms pipelined before issue 46, when the host waited for
+  // each split's predecessor before writing its inputs). The bounds say what must hold: the pipelined run well under
+  // four single evaluations, and well under the serial run.
+  EXPECT_LT(pipelined, 0.75 * 4 * single) << "single " << single << " us, pipelined " << pipelined << " us";
+  EXPECT_LT(pipelined, 0.75 * serial) << "serial " << serial << " us, pipelined " << pipelined << " us";
+  EXPECT_LE(serial, 4 * single * 1.001);
+}
+
+// On two GPUs stream order alone already overlaps them: the host waits for gpu1 to finish evaluation k before it
+// writes evaluation k+1's inputs for gpu1, by which time gpu0 has taken k+1 (and with one copy slot ggml's
+// synchronize of the split backend waits the same). So both runs are well under four single evaluations; the copy
+// slots buy nothing more here (the makespan is gpu0's four ubatches plus gpu1's last). Measured on 2x-rtx4090-pcie4:
+// one evaluation 70.8 ms, four 182.1 ms with and without --parallel (283 ms without any overlap).
+TEST(Makespan, TwoGpusOverlapEvaluationsWithOrWithoutCopySlots) {
+  double single = 0;
+  const double serial = makespan_7b("2x-rtx4090-pcie4", 4, false, &single);
+  const double pipelined = makespan_7b("2x-rtx4090-pcie4", 4, true);
+  ASSERT_GT(single, 0);
+  EXPECT_LT(serial, 0.75 * 4 * single) << "single " << single << " us, serial " << serial << " us";
+  EXPECT_LT(pipelined, 0.75 * 4 * single) << "single " << single << " us, pipelined " << pipelined << " us";
+}
