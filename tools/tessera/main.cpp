@@ -340,6 +340,51 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr, b
   return c;
 }
 
+// `tessera bench`: an instance's options as the common options (llama-bench's -ngl, -ts, -ot, ... mean what
+// llama.cpp's do), metadata-only, with llama.cpp's rules for a preset too (its graph and pipeline-parallelism
+// decision: llama-bench runs llama.cpp).
+Result<SessionConfig> bench_config(const tessera::tool::BenchInstance& b, int64_t n_ctx) {
+  Options o;
+  o.model = b.model;
+  o.topology = b.topology;
+  o.gpus = b.gpus;
+  o.metadata = true;
+  o.llama_build = b.llama_build;
+  o.llama.ctx_size = n_ctx;
+  o.llama.batch = b.n_batch;
+  o.llama.ubatch = std::min(b.n_ubatch, b.n_batch);
+  o.llama.cache_k = b.type_k;
+  o.llama.cache_v = b.type_v;
+  o.llama.flash_attn = b.flash_attn;
+  o.policy.emplace_back("n_gpu_layers", b.n_gpu_layers == "-1" ? "all" : b.n_gpu_layers);
+  if (b.n_cpu_moe != "0") o.policy.emplace_back("n_cpu_moe", b.n_cpu_moe);
+  o.policy.emplace_back("split_mode", b.split_mode);
+  o.policy.emplace_back("main_gpu", b.main_gpu);
+  if (!b.tensor_split.empty()) {
+    std::string ts = b.tensor_split;
+    for (char& ch : ts) {
+      if (ch == '/' || ch == ';') ch = ',';
+    }
+    o.policy.emplace_back("tensor_split", ts);
+  }
+  if (!b.override_tensor.empty()) {
+    std::string ot = b.override_tensor;
+    for (char& ch : ot) {
+      if (ch == ';') ch = ',';
+    }
+    o.policy.emplace_back("override_tensor", ot);
+  }
+  if (b.no_kv_offload) o.policy.emplace_back("kv_offload", "");
+  auto c = make_config(o, nullptr, false);
+  if (!c.ok()) return c.status();
+  if (!is_gguf_path(o.model)) {
+    auto shape = resolve_llama_run(o.llama);
+    use_llama_cpp_rules(c.value(), llama::kLlamaCppNewestBuild,
+                        shape.ok() ? llama_context_params(shape.value()) : LlamaContextParams{});
+  }
+  return c;
+}
+
 // -b, -ub and --swa-full for the memory breakdown (make_config has checked them).
 LlamaContextParams context_params(const Options& o) {
   auto shape = resolve_llama_run(o.llama);
@@ -881,9 +926,24 @@ int main(int argc, char** argv) {
   bool topo_wide = false;
   topologies->add_flag("--wide", topo_wide, "one preset a line, its description whole (wider than 80 columns)");
 
+  CLI::App* bench = app.add_subcommand(
+      "bench", "llama-bench's tests (pp, tg, pg at a depth) and table, the time simulated on the topology");
+  tessera::tool::BenchArgs bench_args;
+  tessera::tool::add_bench_options(bench, &bench_args);
+  bench->footer(
+      "llama-bench's options (-p, -n, -pg, -d, -b, -ub, -ctk, -ctv, -fa, -ngl, -ncmoe, -sm, -mg, -nkvo, -ts, -ot, -r, "
+      "-o): comma-separated lists give a row per combination. docs/bench.md says what is simulated and how far to "
+      "trust it.");
+
   app.require_subcommand(0, 1);
   // A pasted llama.cpp command line (after "--", or in --llama-args): tessera's options of the same meaning.
   std::vector<std::string> given_args(argv, argv + argc);
+  // llama-bench's -pg (two letters after one dash: CLI11 would read it as -p with the value "g")
+  if (given_args.size() > 1 && given_args[1] == "bench") {
+    for (std::string& a : given_args) {
+      if (a == "-pg") a = "--pg";
+    }
+  }
   if (int rc = pasted_llama_command(&given_args); rc != kOk) return rc;
   std::vector<char*> given_argv;
   for (std::string& a : given_args) given_argv.push_back(a.data());
@@ -908,6 +968,7 @@ int main(int argc, char** argv) {
     if (*repro) return cmd_repro(scenario_files, repro_json, junit_file, repro_wide);
     if (*fit) return cmd_fit(o, fit_args);
     if (*topologies) return cmd_topologies(show, topo_json, topo_wide);
+    if (*bench) return tessera::tool::cmd_bench(bench_args, bench_config, &builtin_registry());
     if (*compare_log) return tessera::tool::cmd_compare_log(compare_log_args, &builtin_registry());
     if (*upgrade) return tessera::tool::cmd_upgrade(upgrade_args);
     if (*inspect) {

@@ -8,6 +8,9 @@
 
 #include <string>
 
+#include <functional>
+
+#include "tessera/harness/session/session.h"
 #include "tessera/llama/extra_specs.h"
 #include "tessera/llama/llama_fit.h"
 #include "tessera/llama/llama_log.h"
@@ -69,5 +72,36 @@ struct UpgradeArgs {
 // Adds `upgrade FILE [-o OUT]` to the app; the returned subcommand is parsed into `args`.
 CLI::App* add_upgrade(CLI::App& app, UpgradeArgs& args);
 int cmd_upgrade(const UpgradeArgs& args);
+
+// `tessera bench` (bench.cpp, docs/bench.md): llama-bench's options, each as given (every occurrence, its items
+// comma-separated as llama-bench takes them).
+struct BenchArgs {
+  std::vector<std::string> models;
+  std::string topology;
+  std::vector<std::string> gpus;
+  std::vector<std::string> n_prompt, n_gen, n_pg, n_depth, n_batch, n_ubatch;
+  std::vector<std::string> type_k, type_v, flash_attn, n_gpu_layers, n_cpu_moe, split_mode, main_gpu, no_kv_offload;
+  std::vector<std::string> tensor_split, override_tensor;
+  int repetitions = 5;
+  std::string output = "md";
+  int llama_build = 0;
+  bool progress = false;
+};
+// One combination of the options: a row's model, machine and placement (the tests run on it).
+struct BenchInstance {
+  std::string model, topology;
+  std::vector<std::string> gpus;
+  int llama_build = 0;
+  std::string n_gpu_layers, n_cpu_moe, split_mode, main_gpu;
+  std::string tensor_split;     // llama-bench's "3/1" (or "3;1")
+  std::string override_tensor;  // llama-bench's "REGEX=BUFT;REGEX=BUFT"
+  bool no_kv_offload = false;
+  std::string flash_attn, type_k, type_v;
+  int64_t n_batch = 2048, n_ubatch = 512;
+};
+// The session config of an instance with a cache of n_ctx cells (main.cpp: the common options' make_config).
+using BenchConfigFn = std::function<Result<harness::SessionConfig>(const BenchInstance&, int64_t n_ctx)>;
+void add_bench_options(CLI::App* bench, BenchArgs* args);
+int cmd_bench(const BenchArgs& args, const BenchConfigFn& make_config, const Registry* real_devices);
 
 }  // namespace tessera::tool

@@ -395,6 +395,19 @@ TEST(SimCost, MulMatF32MemoryBound) {
   EXPECT_LT(rel_err(op_time_us(cost_device(), *mv), want), 1e-12) << op_time_us(cost_device(), *mv);
 }
 
+// MUL_MAT_ID reads only the experts its ids can name: experts [4096, 1408, 64] f32 (23068672 B each), 8 used by 1
+// token: flops 2 * 4096 * 1408 * 8 = 92274688 (9.2274688 us at 10 TFLOP/s); bytes: 8 experts 184549376 + b (4096 * 8
+// * 4 = 131072) + ids (32) + result (1408 * 8 * 4 = 45056) = 184725536 B, 369.451072 us at 500 GB/s. At 40 tokens
+// every expert may be read: 64 x 23068672 = 1476395008 + b 5242880 + ids 1280 + result 1802240 = 1483441408 B:
+// 2966.882816 us.
+TEST(SimCost, MulMatIdReadsTheExpertsItsIdsName) {
+  Nodes n;
+  Tensor* one = n.mul_mat_id_node(4096, 1408, 64, 8, 1);
+  EXPECT_LT(rel_err(op_time_us(cost_device(), *one), 5.0 + 369.451072), 1e-12) << op_time_us(cost_device(), *one);
+  Tensor* many = n.mul_mat_id_node(4096, 1408, 64, 8, 40);
+  EXPECT_LT(rel_err(op_time_us(cost_device(), *many), 5.0 + 2966.882816), 1e-12) << op_time_us(cost_device(), *many);
+}
+
 TEST(SimCost, WeightTypeSelectsTheThroughput) {
   Nodes n;
   const double flops = 2.0 * 4096 * 4096 * 512;
