@@ -34,6 +34,10 @@ namespace detail {
 extern const char* const kTopologyPresetNames[];
 extern const char* const kTopologyPresetTexts[];
 extern const size_t kTopologyPresetCount;
+// Generated from harness/topology/devices/*.json: one device each.
+extern const char* const kDevicePresetNames[];
+extern const char* const kDevicePresetTexts[];
+extern const size_t kDevicePresetCount;
 }  // namespace detail
 
 using namespace json_read;
@@ -528,6 +532,47 @@ Result<TopologyConfig> topology_preset(const std::string& name) {
   std::string names;
   for (const std::string& n : topology_preset_names()) names += (names.empty() ? "" : ", ") + n;
   return Status(StatusCode::kNotFound, "no topology preset named " + quote(name) + " (presets: " + names + ")");
+}
+
+std::vector<std::string> device_preset_names() {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < detail::kDevicePresetCount; ++i) names.emplace_back(detail::kDevicePresetNames[i]);
+  return names;
+}
+
+// A device file is a topology file's device entry with its "sources": read as a topology of that device (and, for a
+// GPU, the 1gpu preset's CPU beside it), so every key means what it means in a topology file.
+Result<DevicePreset> device_preset(const std::string& name) {
+  for (size_t i = 0; i < detail::kDevicePresetCount; ++i) {
+    if (!iequal(name, detail::kDevicePresetNames[i])) continue;
+    const std::string source = std::string("<device preset ") + detail::kDevicePresetNames[i] + ">";
+    try {
+      json dev = json::parse(detail::kDevicePresetTexts[i]);
+      json root = json::object();
+      root["version"] = kTopologyVersion;
+      root["name"] = source;
+      if (dev.contains("sources")) {
+        root["sources"] = dev["sources"];
+        dev.erase("sources");
+      }
+      root["devices"] = json::array({dev});
+      if (dev.value("type", "") != "cpu") {
+        const json one = json::parse(topology_preset_text("1gpu"));
+        root["devices"].push_back(one["devices"].back());
+      }
+      auto t = parse_topology(root.dump(), source);
+      if (!t.ok()) return t.status();
+      DevicePreset out;
+      out.device = t.value().devices.front();
+      out.sources = t.value().sources;
+      return out;
+    } catch (const std::exception& e) {
+      return Status(StatusCode::kInvalidArgument, source + ": " + e.what());
+    }
+  }
+  std::string names;
+  for (const std::string& n : device_preset_names()) names += (names.empty() ? "" : ", ") + n;
+  return Status(StatusCode::kNotFound, "no device preset named " + quote(name) + " (devices: " + names + ")");
 }
 
 Result<TopologyConfig> load_topology_file(const std::string& path) {

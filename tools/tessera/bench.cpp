@@ -133,7 +133,7 @@ std::string params_text(uint64_t n) {
 struct Row {
   BenchInstance inst;
   BenchTest test;
-  std::string model, backend;
+  std::string model, backend, machine;
   uint64_t model_bytes = 0, model_params = 0;
   BenchResult result;
 };
@@ -166,7 +166,12 @@ void add_bench_options(CLI::App* bench, BenchArgs* a) {
   bench->add_option("-t,--topology", a->topology,
                     "topology preset name or JSON file (default 1gpu); a number is llama-bench's thread count "
                     "(not modelled yet: noted and ignored)");
-  bench->add_option("--gpu", a->gpus, "instead of -t: a GPU with this much memory (\"24GiB\"), once per GPU");
+  bench->add_option("--gpu", a->gpus,
+                    "instead of -t: a GPU with this much memory (\"24GiB\") or a device preset (rtx4090, ...), once "
+                    "per GPU");
+  bench->add_option("--cpu", a->cpu, "the machine's CPU as a device preset (ryzen9-7950x, ...)");
+  bench->add_option("--dev,--device", a->devices,
+                    "llama.cpp's -dev: the GPUs the model uses (none: the CPU only, llama-bench's CPU backend)");
   bench->add_option("-p,--n-prompt", a->n_prompt, "prompt tokens: a list, llama-bench's first-last+step (default 512)");
   bench->add_option("-n,--n-gen", a->n_gen, "generated tokens (default 128)");
   bench->add_option("--pg", a->n_pg, "a prompt and generated tokens in one test: PP,TG (repeatable)");
@@ -268,6 +273,8 @@ int cmd_bench(const BenchArgs& a, const BenchConfigFn& make_config, const Regist
                             in.model = m;
                             in.topology = args.topology;
                             in.gpus = args.gpus;
+                            in.cpu = args.cpu;
+                            in.devices = args.devices;
                             in.llama_build = args.llama_build;
                             in.n_gpu_layers = g;
                             in.n_cpu_moe = c;
@@ -356,6 +363,7 @@ int cmd_bench(const BenchArgs& a, const BenchConfigFn& make_config, const Regist
         bool has_gpu = false;
         for (const auto& dev : config.value().topology.devices) has_gpu = has_gpu || dev.type != DeviceType::kCpu;
         row.backend = has_gpu ? "CUDA" : "CPU";
+        row.machine = config.value().topology.name;
         row.result = std::move(r).value();
         rows.push_back(std::move(row));
       }
@@ -425,7 +433,7 @@ int cmd_bench(const BenchArgs& a, const BenchConfigFn& make_config, const Regist
     j["samples_ts"] = std::vector<double>(static_cast<size_t>(reps), r.result.tokens_per_second);
     // Tessera's own
     j["simulated"] = true;
-    j["topology"] = r.inst.gpus.empty() ? (r.inst.topology.empty() ? "1gpu" : r.inst.topology) : "--gpu";
+    j["topology"] = r.machine;
     j["prompt_us"] = r.result.prompt_us;
     j["gen_us"] = r.result.gen_us;
     j["pipeline_parallel"] = r.result.pipelined;
@@ -498,8 +506,13 @@ int cmd_bench(const BenchArgs& a, const BenchConfigFn& make_config, const Regist
       }
       std::printf("%s\n", line.c_str());
     }
-    std::printf("\nsimulated by tessera %s on %s (docs/bench.md)\n", "bench",
-                args.gpus.empty() ? (args.topology.empty() ? "1gpu" : args.topology.c_str()) : "--gpu");
+    std::vector<std::string> machines;
+    for (const Row& r : rows) {
+      if (std::find(machines.begin(), machines.end(), r.machine) == machines.end()) machines.push_back(r.machine);
+    }
+    std::string on;
+    for (const std::string& m : machines) on += (on.empty() ? "" : "; ") + m;
+    std::printf("\nsimulated on %s; the cost model is not fitted to measurements yet (docs/bench.md)\n", on.c_str());
     for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
   }
   return rc;

@@ -58,7 +58,8 @@ constexpr int kOk = 0, kExpectationFailed = 1, kInputError = 2;
 
 struct Options {
   std::string topology;           // empty: "1gpu", or the --gpu machine
-  std::vector<std::string> gpus;  // --gpu SIZE, in order
+  std::vector<std::string> gpus;  // --gpu SIZE or --gpu DEVICE-PRESET, in order
+  std::string cpu;                // --cpu DEVICE-PRESET: the machine's CPU
   std::string devices;            // --device (llama.cpp's -dev): the GPUs the model uses, by name
   std::string model = "tiny";
   std::string graph;  // a serialized graph file instead of the model
@@ -85,8 +86,10 @@ void add_common(CLI::App* app, Options* o) {
   app->add_option("-t,--topology", o->topology,
                   "topology preset name or JSON file (see `tessera topologies`; default 1gpu)");
   app->add_option("--gpu", o->gpus,
-                  "instead of -t: a GPU with this much memory (\"12GiB\"), once per GPU; the machine is these GPUs "
-                  "(the 1gpu preset's GPU otherwise) and its CPU");
+                  "instead of -t: a GPU with this much memory (\"12GiB\") or a device preset (rtx4090, h100-sxm-80gb, "
+                  "...: `tessera topologies --devices`), once per GPU; the machine is these GPUs and its CPU");
+  app->add_option("--cpu", o->cpu,
+                  "the machine's CPU as a device preset (ryzen9-7950x, ...: `tessera topologies --devices`)");
   app->add_option("--device", o->devices,
                   "llama.cpp's -dev: the GPUs the model uses, in order (gpu1 or CUDA1, ...; none: the CPU only); "
                   "the others are left out, as llama.cpp leaves them");
@@ -131,14 +134,29 @@ Result<sim::TopologyConfig> gpu_topology(const Options& o) {
   t.devices.clear();
   t.name = "--gpu";
   for (const std::string& size : o.gpus) {
-    auto bytes = parse_size(size);
-    if (!bytes.ok()) return Status(StatusCode::kInvalidArgument, "--gpu " + size + ": " + bytes.status().message());
-    if (bytes.value() == 0) return Status(StatusCode::kInvalidArgument, "--gpu " + size + ": a GPU needs memory");
     sim::DeviceConfig d = gpu;
+    auto bytes = parse_size(size);
+    const bool digit = !size.empty() && std::isdigit(static_cast<unsigned char>(size[0])) != 0;
+    if (!bytes.ok() && !digit) {
+      // a device preset: its memory, speeds and links from its public specifications
+      auto preset = device_preset(size);
+      if (!preset.ok()) return Status(StatusCode::kInvalidArgument, "--gpu " + size + ": " + preset.status().message());
+      if (preset.value().device.type == DeviceType::kCpu) {
+        return Status(StatusCode::kInvalidArgument, "--gpu " + size + ": a CPU (give it with --cpu)");
+      }
+      d = preset.value().device;
+      d.fit_margin = gpu.fit_margin;
+      for (const std::string& src : preset.value().sources) {
+        if (std::find(t.sources.begin(), t.sources.end(), src) == t.sources.end()) t.sources.push_back(src);
+      }
+    } else {
+      if (!bytes.ok()) return Status(StatusCode::kInvalidArgument, "--gpu " + size + ": " + bytes.status().message());
+      if (bytes.value() == 0) return Status(StatusCode::kInvalidArgument, "--gpu " + size + ": a GPU needs memory");
+      d.memory = bytes.value();
+      d.description = "a GPU with " + format_size(bytes.value()) +
+                      " (--gpu: llama.cpp's CUDA buffers and op offload; otherwise the 1gpu preset's)";
+    }
     d.name = "gpu" + std::to_string(t.devices.size());
-    d.memory = bytes.value();
-    d.description = "a GPU with " + format_size(bytes.value()) +
-                    " (--gpu: llama.cpp's CUDA buffers and op offload; otherwise the 1gpu preset's)";
     // As llama.cpp's CUDA backend, which a --gpu machine stands for (and compare-log's simulated GPUs): buffers aligned
     // to 128 bytes (ggml_backend_cuda_buffer_type_get_alignment) and op offload of any op but GET_ROWS from a batch of
     // 32, counted as ggml-cuda counts it (ggml_backend_cuda_device_offload_op; ggml_offload_batch_size)
@@ -154,6 +172,28 @@ Result<sim::TopologyConfig> gpu_topology(const Options& o) {
   t.devices.push_back(cpu);
   TS_RETURN_IF_ERROR(validate_topology(t));
   return t;
+}
+
+// --cpu NAME: the topology's CPU becomes that device preset (named as the CPU was, so links and rules naming it still
+// apply), its sources added to the topology's.
+Status replace_cpu(const std::string& name, sim::TopologyConfig* t) {
+  auto preset = device_preset(name);
+  if (!preset.ok()) return Status(StatusCode::kInvalidArgument, "--cpu " + name + ": " + preset.status().message());
+  if (preset.value().device.type != DeviceType::kCpu) {
+    return Status(StatusCode::kInvalidArgument, "--cpu " + name + ": not a CPU (a GPU is given with --gpu)");
+  }
+  for (sim::DeviceConfig& d : t->devices) {
+    if (d.type != DeviceType::kCpu) continue;
+    sim::DeviceConfig cpu = preset.value().device;
+    cpu.name = d.name;
+    d = cpu;
+    for (const std::string& src : preset.value().sources) {
+      if (std::find(t->sources.begin(), t->sources.end(), src) == t->sources.end()) t->sources.push_back(src);
+    }
+    t->name += " --cpu " + name;
+    return validate_topology(*t);
+  }
+  return Status(StatusCode::kInvalidArgument, "--cpu " + name + ": the topology has no CPU to replace");
 }
 
 // llama.cpp's -dev LIST: the topology keeps the listed GPUs, in the list's order, each with its number on the whole
@@ -268,6 +308,7 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr, b
   auto topo = o.gpus.empty() ? load_topology(o.topology.empty() ? "1gpu" : o.topology) : gpu_topology(o);
   if (!topo.ok()) return topo.status();
   c.topology = std::move(topo).value();
+  if (!o.cpu.empty()) TS_RETURN_IF_ERROR(replace_cpu(o.cpu, &c.topology));
   if (!o.devices.empty()) TS_RETURN_IF_ERROR(keep_devices(o.devices, &c.topology));
   if (!o.graph.empty()) {
     Result<std::string> text = read_graph_text(o.graph);
@@ -348,6 +389,8 @@ Result<SessionConfig> bench_config(const tessera::tool::BenchInstance& b, int64_
   o.model = b.model;
   o.topology = b.topology;
   o.gpus = b.gpus;
+  o.cpu = b.cpu;
+  o.devices = b.devices;
   o.metadata = true;
   o.llama_build = b.llama_build;
   o.llama.ctx_size = n_ctx;
@@ -739,6 +782,26 @@ int cmd_fit(Options o, const tessera::tool::FitArgs& args) {
   return tessera::tool::cmd_fit(a, base, extra, in, is_gguf_path(o.model) ? o.model : "", o.json);
 }
 
+// `tessera topologies --devices`: the device presets, a line each (memory, bandwidth, FP16 and INT8 throughput).
+int cmd_devices() {
+  std::printf("%-24s %-4s %9s %11s %14s %14s\n", "device", "type", "memory", "bandwidth", "flops_f16", "flops_quant");
+  for (const std::string& name : device_preset_names()) {
+    auto p = device_preset(name);
+    if (!p.ok()) {
+      std::fprintf(stderr, "tessera: %s\n", p.status().message().c_str());
+      return kInputError;
+    }
+    const sim::DeviceConfig& d = p.value().device;
+    std::printf("%-24s %-4s %9s %11s %14s %14s\n", name.c_str(), d.type == DeviceType::kCpu ? "cpu" : "gpu",
+                format_size(d.memory).c_str(), format_rate(d.cost.mem_bandwidth).c_str(),
+                format_flops(d.cost.flops_f16).c_str(), format_flops(d.cost.flops_quant).c_str());
+  }
+  std::printf(
+      "\n--gpu NAME (once per GPU) and --cpu NAME build a machine of them; where each figure comes from: "
+      "tessera topologies --show-device NAME\n");
+  return kOk;
+}
+
 int cmd_topologies(const std::string& show, bool json, bool wide) {
   if (!show.empty()) {
     auto t = load_topology(show);
@@ -925,6 +988,10 @@ int main(int argc, char** argv) {
   topologies->add_flag("--json", topo_json, "machine-readable output");
   bool topo_wide = false;
   topologies->add_flag("--wide", topo_wide, "one preset a line, its description whole (wider than 80 columns)");
+  bool topo_devices = false;
+  std::string show_device;
+  topologies->add_flag("--devices", topo_devices, "list the device presets (--gpu NAME, --cpu NAME)");
+  topologies->add_option("--show-device", show_device, "print a device preset as JSON, with its sources");
 
   CLI::App* bench = app.add_subcommand(
       "bench", "llama-bench's tests (pp, tg, pg at a depth) and table, the time simulated on the topology");
@@ -967,6 +1034,20 @@ int main(int argc, char** argv) {
     if (*dot) return cmd_dot(o, dot_out, dot_by);
     if (*repro) return cmd_repro(scenario_files, repro_json, junit_file, repro_wide);
     if (*fit) return cmd_fit(o, fit_args);
+    if (*topologies && topo_devices) return cmd_devices();
+    if (*topologies && !show_device.empty()) {
+      auto p = device_preset(show_device);
+      if (!p.ok()) {
+        std::fprintf(stderr, "tessera: %s\n", p.status().message().c_str());
+        return kInputError;
+      }
+      sim::TopologyConfig t;
+      t.name = show_device;
+      t.devices.push_back(p.value().device);
+      t.sources = p.value().sources;
+      std::cout << topology_to_json(t) << "\n";
+      return kOk;
+    }
     if (*topologies) return cmd_topologies(show, topo_json, topo_wide);
     if (*bench) return tessera::tool::cmd_bench(bench_args, bench_config, &builtin_registry());
     if (*compare_log) return tessera::tool::cmd_compare_log(compare_log_args, &builtin_registry());

@@ -29,6 +29,15 @@ Result<sim::TopologyConfig> topology_preset(const std::string& name);
 std::vector<std::string> topology_preset_names();
 // The embedded JSON text of a preset (nullptr when there is none of that name).
 const char* topology_preset_text(const std::string& name);
+// A device preset compiled into the library (harness/topology/devices/NAME.json: one GPU or CPU from its public
+// specifications; docs/topology.md, "Device presets"): the device, named as in its file, and where its figures come
+// from. kNotFound lists the names.
+struct DevicePreset {
+  sim::DeviceConfig device;
+  std::vector<std::string> sources;
+};
+Result<DevicePreset> device_preset(const std::string& name);
+std::vector<std::string> device_preset_names();
 // A preset name, else a file path.
 Result<sim::TopologyConfig> load_topology(const std::string& name_or_path);
 
