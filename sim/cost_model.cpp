@@ -47,6 +47,13 @@ double op_time_us(const DeviceConfig& cfg, const Tensor& node) {
   for (const Tensor* s : node.src) {
     if (s != nullptr) bytes += static_cast<double>(nbytes(*s));
   }
+  if (node.op == Op::kGetRows && node.src[1] != nullptr && node.src[0]->ne[0] > 0) {
+    // the rows read: at most one per id (the token embeddings' GET_ROWS of one token reads one row of the table, not
+    // the table: issue 46, where every decoded token paid for reading the whole of token_embd)
+    const double rows = static_cast<double>(nelements(*node.src[0]) / node.src[0]->ne[0]);
+    const double touched = std::min(rows, static_cast<double>(nelements(*node.src[1])));
+    bytes -= static_cast<double>(nbytes(*node.src[0])) * (1.0 - touched / rows);
+  }
   if (node.op == Op::kMulMatId && node.src[2] != nullptr && node.src[0]->ne[2] > 0) {
     // the experts read: at most one per (token, slot) of the ids, never more than there are. A decoded token of a
     // 128-expert model with 8 used reads 8 of them, not the whole tensor (issue 46: Qwen3-30B-A3B's experts on the
