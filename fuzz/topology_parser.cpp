@@ -1,6 +1,8 @@
 // Fuzz target: the topology parser (docs/topology.md). Any text: parse_topology returns a config or an
 // error naming the source; it never crashes, throws, leaks or hangs. A config it accepts is valid, and its writer
-// round-trips: topology_to_json(config) parses back to a config that writes the same text.
+// round-trips: topology_to_json(config) parses back to a config that writes the same text. The same text also goes to
+// the kernel profile parser (docs/bench.md, "Kernel profiles"), whose keys are a cost model's: a profile or an error
+// naming the source; a profile it accepts applies to a preset as a valid topology.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,6 +14,17 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;
   const std::string source = "fuzz.json";
+  auto profile = harness::parse_kernel_profile(fuzz::as_text(data, size), source);
+  if (profile.ok()) {
+    auto machine = harness::topology_preset("2x-rtx4090-pcie4");
+    FUZZ_CHECK(machine.ok(), "the preset does not load");
+    harness::apply_kernel_profile(*profile, &*machine);
+    const Status v = harness::validate_topology(*machine);
+    FUZZ_CHECK(v.ok(), "a profile the parser accepted makes an invalid topology: " + v.to_string());
+  } else {
+    FUZZ_CHECK(profile.status().to_string().find(source) != std::string::npos,
+               "the profile error does not name the source: " + profile.status().to_string());
+  }
   auto parsed = harness::parse_topology(fuzz::as_text(data, size), source);
   // `tessera upgrade` on a topology (docs/topology.md "Versions"): what parse_topology reads, upgrade_text converts to
   // a text that reads back as the same topology (it refuses only what parse_topology refuses, or another kind).

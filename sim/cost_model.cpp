@@ -29,6 +29,35 @@ double op_flops(const Tensor& node) {
   }
 }
 
+const char* kernel_class_name(KernelClass c) {
+  switch (c) {
+    case KernelClass::kMatVec: return "mat_vec";
+    case KernelClass::kMatMatQuant: return "mat_mat_quant";
+    case KernelClass::kMatMatFloat: return "mat_mat_float";
+    case KernelClass::kAttnDecode: return "attn_decode";
+    case KernelClass::kAttnPrefill: return "attn_prefill";
+    case KernelClass::kOther: return "other";
+  }
+  return "?";
+}
+
+KernelClass kernel_class(const Tensor& node) {
+  // ggml-cuda's MMVQ_MAX_BATCH_SIZE (8): a matrix product of up to 8 columns is a matrix x vector kernel
+  constexpr int64_t kVecMax = 8;
+  const Tensor* a = node.src[0];
+  const Tensor* b = node.src[1];
+  if ((node.op == Op::kMulMat || node.op == Op::kMulMatId) && a != nullptr && b != nullptr) {
+    // MUL_MAT: the columns of b; MUL_MAT_ID: its tokens (b [K, B1, n_tokens])
+    const int64_t cols = node.op == Op::kMulMat ? b->ne[1] : b->ne[2];
+    if (cols <= kVecMax) return KernelClass::kMatVec;
+    return type_traits(a->type).is_quantized ? KernelClass::kMatMatQuant : KernelClass::kMatMatFloat;
+  }
+  if (node.op == Op::kFlashAttnExt && a != nullptr) {
+    return a->ne[1] <= kVecMax ? KernelClass::kAttnDecode : KernelClass::kAttnPrefill;
+  }
+  return KernelClass::kOther;
+}
+
 double op_time_us(const DeviceConfig& cfg, const Tensor& node) {
   if (node.op == Op::kNone || op_is_view(node.op) || is_empty(node)) return 0.0;
   const CostModel& m = cfg.cost;
@@ -37,11 +66,15 @@ double op_time_us(const DeviceConfig& cfg, const Tensor& node) {
   const Type wt = node.src[0] != nullptr ? node.src[0]->type : node.type;
   if (wt == Type::kF16 || wt == Type::kBF16) throughput = m.flops_f16;
   if (type_traits(wt).is_quantized) throughput = m.flops_quant;
+  bool given_flops = false;  // an override's rate is the kernel's own: no efficiency scales it
   for (const CostModel::Override& o : m.overrides) {
     if (o.op != node.op) continue;
     if (o.fixed_us >= 0) return o.fixed_us;
     if (o.overhead_us >= 0) overhead = o.overhead_us;
-    if (o.flops > 0) throughput = o.flops;
+    if (o.flops > 0) {
+      throughput = o.flops;
+      given_flops = true;
+    }
   }
   double bytes = static_cast<double>(nbytes(node));
   for (const Tensor* s : node.src) {
@@ -62,8 +95,9 @@ double op_time_us(const DeviceConfig& cfg, const Tensor& node) {
     const double touched = std::min(n_expert, static_cast<double>(nelements(*node.src[2])));
     bytes -= static_cast<double>(nbytes(*node.src[0])) * (1.0 - touched / n_expert);
   }
-  const double compute_s = throughput > 0 ? op_flops(node) / throughput : 0.0;
-  const double memory_s = m.mem_bandwidth > 0 ? bytes / m.mem_bandwidth : 0.0;
+  const Efficiency& e = m.efficiency[static_cast<size_t>(kernel_class(node))];
+  const double compute_s = throughput > 0 ? op_flops(node) / (throughput * (given_flops ? 1.0 : e.compute)) : 0.0;
+  const double memory_s = m.mem_bandwidth > 0 ? bytes / (m.mem_bandwidth * e.memory) : 0.0;
   return overhead + std::max(compute_s, memory_s) * 1e6;
 }
 

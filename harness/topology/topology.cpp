@@ -38,6 +38,10 @@ extern const size_t kTopologyPresetCount;
 extern const char* const kDevicePresetNames[];
 extern const char* const kDevicePresetTexts[];
 extern const size_t kDevicePresetCount;
+// Generated from harness/topology/kernels/*.json: llama.cpp's kernels per backend, fitted.
+extern const char* const kKernelProfileNames[];
+extern const char* const kKernelProfileTexts[];
+extern const size_t kKernelProfileCount;
 }  // namespace detail
 
 using namespace json_read;
@@ -203,9 +207,27 @@ CostModel::Override parse_override(const json& v, const std::string& path) {
   return o;
 }
 
+// "efficiency": {"mat_vec": {"memory": 0.8}, "mat_mat_quant": {"compute": 0.3, "memory": 1}, ...}: each kernel class's
+// share of the peaks (docs/simulator.md, "Kernel classes"); a class or a key left out is 1.
+void parse_efficiency(const json& v, const std::string& path, CostModel* c) {
+  std::vector<const char*> names;
+  for (size_t k = 0; k < kKernelClassCount; ++k) names.push_back(kernel_class_name(static_cast<KernelClass>(k)));
+  expect_object(v, path, names, "an object of kernel classes");
+  for (size_t k = 0; k < kKernelClassCount; ++k) {
+    const json* x = member(v, names[k]);
+    if (x == nullptr) continue;
+    const std::string p = child(path, names[k]);
+    expect_object(*x, p, {"compute", "memory"}, "an efficiency object {\"compute\": share, \"memory\": share}");
+    if (const json* y = member(*x, "compute")) c->efficiency[k].compute = get_number(*y, child(p, "compute"));
+    if (const json* y = member(*x, "memory")) c->efficiency[k].memory = get_number(*y, child(p, "memory"));
+  }
+}
+
 void parse_cost(const json& v, const std::string& path, CostModel* c) {
-  expect_object(v, path, {"launch_overhead", "flops_f32", "flops_f16", "flops_quant", "bandwidth", "overrides"},
+  expect_object(v, path,
+                {"launch_overhead", "flops_f32", "flops_f16", "flops_quant", "bandwidth", "efficiency", "overrides"},
                 "a cost model object");
+  if (const json* x = member(v, "efficiency")) parse_efficiency(*x, child(path, "efficiency"), c);
   if (const json* x = member(v, "launch_overhead"))
     c->launch_overhead_us = get_duration(*x, child(path, "launch_overhead"));
   if (const json* x = member(v, "flops_f32")) c->flops_f32 = get_flops(*x, child(path, "flops_f32"));
@@ -306,6 +328,16 @@ Status validate_cost(const CostModel& c, const std::string& path) {
     return invalid(child(path, "bandwidth") + ": expected a bandwidth > 0, got " + number_text(c.mem_bandwidth) +
                    " B/s");
   }
+  for (size_t k = 0; k < kKernelClassCount; ++k) {
+    const std::string p = child(child(path, "efficiency"), kernel_class_name(static_cast<KernelClass>(k)));
+    const Efficiency& e = c.efficiency[k];
+    // a share of the peak: above 0, and at most 4 (a cache can beat the memory's peak, not by more)
+    for (const auto& [key, v] : {std::pair<const char*, double>{"compute", e.compute}, {"memory", e.memory}}) {
+      if (!(v > 0 && v <= 4)) {
+        return invalid(child(p, key) + ": expected a share of the peak above 0 and at most 4, got " + number_text(v));
+      }
+    }
+  }
   for (size_t i = 0; i < c.overrides.size(); ++i) {
     const CostModel::Override& o = c.overrides[i];
     const std::string p = element(child(path, "overrides"), i);
@@ -382,6 +414,13 @@ ojson device_json(const DeviceConfig& d) {
   cost["flops_f16"] = format_flops(d.cost.flops_f16);
   cost["flops_quant"] = format_flops(d.cost.flops_quant);
   cost["bandwidth"] = format_rate(d.cost.mem_bandwidth);
+  ojson efficiency = ojson::object();  // only the classes that are not the peaks (a file without the key reads back)
+  for (size_t k = 0; k < kKernelClassCount; ++k) {
+    const Efficiency& e = d.cost.efficiency[k];
+    if (e.compute == 1.0 && e.memory == 1.0) continue;
+    efficiency[kernel_class_name(static_cast<KernelClass>(k))] = ojson{{"compute", e.compute}, {"memory", e.memory}};
+  }
+  if (!efficiency.empty()) cost["efficiency"] = std::move(efficiency);
   ojson overrides = ojson::array();
   for (const CostModel::Override& ov : d.cost.overrides) {
     ojson x;
@@ -573,6 +612,96 @@ Result<DevicePreset> device_preset(const std::string& name) {
   std::string names;
   for (const std::string& n : device_preset_names()) names += (names.empty() ? "" : ", ") + n;
   return Status(StatusCode::kNotFound, "no device preset named " + quote(name) + " (devices: " + names + ")");
+}
+
+namespace {
+
+// One side of a kernel profile: {"launch_overhead": "2 us", "efficiency": {...}}.
+KernelProfile::Side parse_profile_side(const json& v, const std::string& path) {
+  expect_object(v, path, {"launch_overhead", "efficiency"}, "{\"launch_overhead\": duration, \"efficiency\": {...}}");
+  KernelProfile::Side side;
+  if (const json* x = member(v, "launch_overhead")) {
+    side.launch_overhead_us = get_duration(*x, child(path, "launch_overhead"));
+  }
+  CostModel c;
+  if (const json* x = member(v, "efficiency")) {
+    parse_efficiency(*x, child(path, "efficiency"), &c);
+    side.efficiency = c.efficiency;
+  }
+  return side;
+}
+
+}  // namespace
+
+Result<KernelProfile> parse_kernel_profile(std::string_view text, const std::string& source) {
+  try {
+    json root;
+    TS_RETURN_IF_ERROR(parse_json(text, source, &root, "kernel profile"));
+    expect_object(root, "", {"version", "name", "description", "gpu", "cpu", "sources", "fit"},
+                  "a kernel profile object");
+    KernelProfile p;
+    if (const json* x = member(root, "name")) p.name = get_string(*x, "name");
+    if (const json* x = member(root, "description")) p.description = get_string(*x, "description");
+    if (const json* x = member(root, "gpu")) p.gpu = parse_profile_side(*x, "gpu");
+    if (const json* x = member(root, "cpu")) p.cpu = parse_profile_side(*x, "cpu");
+    if (const json* x = member(root, "sources")) {
+      p.sources = get_list<std::string>(*x, "sources", "strings (where the figures come from)",
+                                        [](const json& e, const std::string& ep) { return get_string(e, ep); });
+    }
+    // the profile applied to a device must be a valid cost model: check each side on the default one
+    for (const auto& [key, side] :
+         {std::pair<const char*, const std::optional<KernelProfile::Side>&>{"gpu", p.gpu}, {"cpu", p.cpu}}) {
+      if (!side) continue;
+      CostModel c;
+      if (side->launch_overhead_us) c.launch_overhead_us = *side->launch_overhead_us;
+      if (side->efficiency) c.efficiency = *side->efficiency;
+      const Status v = validate_cost(c, key);
+      if (!v.ok()) return invalid(source + ": " + v.message());
+    }
+    return p;
+  } catch (const ParseProblem& pr) {
+    return invalid(error_prefix(source, pr.path) + pr.message);
+  } catch (const std::exception& e) {
+    return invalid(source + ": cannot read the kernel profile: " + e.what());
+  }
+}
+
+std::vector<std::string> kernel_profile_names() {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < detail::kKernelProfileCount; ++i) names.emplace_back(detail::kKernelProfileNames[i]);
+  return names;
+}
+
+Result<KernelProfile> load_kernel_profile(const std::string& name_or_path) {
+  for (size_t i = 0; i < detail::kKernelProfileCount; ++i) {
+    if (iequal(name_or_path, detail::kKernelProfileNames[i])) {
+      return parse_kernel_profile(detail::kKernelProfileTexts[i],
+                                  std::string("<kernel profile ") + detail::kKernelProfileNames[i] + ">");
+    }
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(name_or_path, ec)) {
+    std::string names;
+    for (const std::string& n : kernel_profile_names()) names += (names.empty() ? "" : ", ") + n;
+    return Status(StatusCode::kNotFound,
+                  "no kernel profile or file named " + quote(name_or_path) + " (profiles: " + names + ")");
+  }
+  Result<std::string> text = read_text_file(name_or_path, "kernel profile");
+  if (!text.ok()) return text.status();
+  return parse_kernel_profile(text.value(), name_or_path);
+}
+
+void apply_kernel_profile(const KernelProfile& p, TopologyConfig* t) {
+  for (DeviceConfig& d : t->devices) {
+    const std::optional<KernelProfile::Side>& side = d.type == DeviceType::kCpu ? p.cpu : p.gpu;
+    if (!side) continue;
+    if (side->launch_overhead_us) d.cost.launch_overhead_us = *side->launch_overhead_us;
+    if (side->efficiency) d.cost.efficiency = *side->efficiency;
+  }
+  for (const std::string& src : p.sources) {
+    if (std::find(t->sources.begin(), t->sources.end(), src) == t->sources.end()) t->sources.push_back(src);
+  }
+  t->name += " --kernels " + p.name;
 }
 
 Result<TopologyConfig> load_topology_file(const std::string& path) {

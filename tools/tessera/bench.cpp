@@ -170,6 +170,8 @@ void add_bench_options(CLI::App* bench, BenchArgs* a) {
                     "instead of -t: a GPU with this much memory (\"24GiB\") or a device preset (rtx4090, ...), once "
                     "per GPU");
   bench->add_option("--cpu", a->cpu, "the machine's CPU as a device preset (ryzen9-7950x, ...)");
+  bench->add_option("--kernels", a->kernels,
+                    "a kernel profile (embedded name or JSON file): what llama.cpp's kernels reach of the peaks");
   bench->add_option("--dev,--device", a->devices,
                     "llama.cpp's -dev: the GPUs the model uses (none: the CPU only, llama-bench's CPU backend)");
   bench->add_option("-p,--n-prompt", a->n_prompt, "prompt tokens: a list, llama-bench's first-last+step (default 512)");
@@ -274,6 +276,7 @@ int cmd_bench(const BenchArgs& a, const BenchConfigFn& make_config, const Regist
                             in.topology = args.topology;
                             in.gpus = args.gpus;
                             in.cpu = args.cpu;
+                            in.kernels = args.kernels;
                             in.devices = args.devices;
                             in.llama_build = args.llama_build;
                             in.n_gpu_layers = g;

@@ -60,6 +60,7 @@ struct Options {
   std::string topology;           // empty: "1gpu", or the --gpu machine
   std::vector<std::string> gpus;  // --gpu SIZE or --gpu DEVICE-PRESET, in order
   std::string cpu;                // --cpu DEVICE-PRESET: the machine's CPU
+  std::string kernels;            // --kernels PROFILE|FILE: llama.cpp's kernels' share of the peaks
   std::string devices;            // --device (llama.cpp's -dev): the GPUs the model uses, by name
   std::string model = "tiny";
   std::string graph;  // a serialized graph file instead of the model
@@ -90,6 +91,9 @@ void add_common(CLI::App* app, Options* o) {
                   "...: `tessera topologies --devices`), once per GPU; the machine is these GPUs and its CPU");
   app->add_option("--cpu", o->cpu,
                   "the machine's CPU as a device preset (ryzen9-7950x, ...: `tessera topologies --devices`)");
+  app->add_option("--kernels", o->kernels,
+                  "a kernel profile (embedded name or JSON file): the launch overhead and the share of the peaks "
+                  "llama.cpp's kernels reach, per kernel class (docs/bench.md)");
   app->add_option("--device", o->devices,
                   "llama.cpp's -dev: the GPUs the model uses, in order (gpu1 or CUDA1, ...; none: the CPU only); "
                   "the others are left out, as llama.cpp leaves them");
@@ -309,6 +313,11 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr, b
   if (!topo.ok()) return topo.status();
   c.topology = std::move(topo).value();
   if (!o.cpu.empty()) TS_RETURN_IF_ERROR(replace_cpu(o.cpu, &c.topology));
+  if (!o.kernels.empty()) {
+    auto profile = load_kernel_profile(o.kernels);
+    if (!profile.ok()) return Status(profile.status().code(), "--kernels: " + profile.status().message());
+    apply_kernel_profile(profile.value(), &c.topology);
+  }
   if (!o.devices.empty()) TS_RETURN_IF_ERROR(keep_devices(o.devices, &c.topology));
   if (!o.graph.empty()) {
     Result<std::string> text = read_graph_text(o.graph);
@@ -390,6 +399,7 @@ Result<SessionConfig> bench_config(const tessera::tool::BenchInstance& b, int64_
   o.topology = b.topology;
   o.gpus = b.gpus;
   o.cpu = b.cpu;
+  o.kernels = b.kernels;
   o.devices = b.devices;
   o.metadata = true;
   o.llama_build = b.llama_build;

@@ -80,6 +80,7 @@ struct BenchArgs {
   std::string topology;
   std::vector<std::string> gpus;
   std::string cpu;      // --cpu DEVICE-PRESET
+  std::string kernels;  // --kernels PROFILE|FILE
   std::string devices;  // -dev: the GPUs used (none: the CPU only)
   std::vector<std::string> n_prompt, n_gen, n_pg, n_depth, n_batch, n_ubatch;
   std::vector<std::string> type_k, type_v, flash_attn, n_gpu_layers, n_cpu_moe, split_mode, main_gpu, no_kv_offload;
@@ -93,7 +94,7 @@ struct BenchArgs {
 struct BenchInstance {
   std::string model, topology;
   std::vector<std::string> gpus;
-  std::string cpu, devices;
+  std::string cpu, devices, kernels;
   int llama_build = 0;
   std::string n_gpu_layers, n_cpu_moe, split_mode, main_gpu;
   std::string tensor_split;     // llama-bench's "3/1" (or "3;1")

@@ -419,6 +419,51 @@ TEST(SimCost, GetRowsReadsTheRowsItsIdsName) {
   EXPECT_LT(rel_err(op_time_us(cost_device(), *many), 5.0 + 1.450304), 1e-12) << op_time_us(cost_device(), *many);
 }
 
+// llama.cpp's kernel classes (docs/simulator.md, "Kernel classes"): a matrix product of up to 8 columns (tokens) is
+// a matrix x vector kernel, above that by the weight's type; flash attention by its query rows.
+TEST(SimCost, KernelClassesAsGgmlCudaPicksItsKernels) {
+  Nodes n;
+  EXPECT_EQ(kernel_class(*n.mul_mat_node(Type::kQ4_0, 4096, 4096, 1)), KernelClass::kMatVec);
+  EXPECT_EQ(kernel_class(*n.mul_mat_node(Type::kQ4_0, 4096, 4096, 8)), KernelClass::kMatVec);
+  EXPECT_EQ(kernel_class(*n.mul_mat_node(Type::kQ4_0, 4096, 4096, 9)), KernelClass::kMatMatQuant);
+  EXPECT_EQ(kernel_class(*n.mul_mat_node(Type::kF16, 4096, 4096, 512)), KernelClass::kMatMatFloat);
+  EXPECT_EQ(kernel_class(*n.mul_mat_node(Type::kF32, 4096, 4096, 512)), KernelClass::kMatMatFloat);
+  EXPECT_EQ(kernel_class(*n.mul_mat_id_node(64, 16, 8, 2, 1)), KernelClass::kMatVec);        // one token
+  EXPECT_EQ(kernel_class(*n.mul_mat_id_node(64, 16, 8, 2, 40)), KernelClass::kMatMatFloat);  // f32 experts
+  EXPECT_EQ(kernel_class(*n.add_node(64, 64)), KernelClass::kOther);
+  EXPECT_EQ(kernel_class(*n.get_rows_node(64, 4)), KernelClass::kOther);
+  auto fa = [&](int64_t n_q) {
+    Tensor* q = n.ctx.new_tensor_3d(Type::kF32, 128, n_q, 32);
+    Tensor* k = n.ctx.new_tensor_3d(Type::kF16, 128, 256, 8);
+    Tensor* v = n.ctx.new_tensor_3d(Type::kF16, 128, 256, 8);
+    Tensor* r = flash_attn_ext(n.ctx, q, k, v, nullptr, 0.088f);
+    EXPECT_NE(r, nullptr) << n.ctx.status().to_string();
+    return r;
+  };
+  EXPECT_EQ(kernel_class(*fa(1)), KernelClass::kAttnDecode);
+  EXPECT_EQ(kernel_class(*fa(512)), KernelClass::kAttnPrefill);
+  EXPECT_STREQ(kernel_class_name(KernelClass::kMatMatQuant), "mat_mat_quant");
+}
+
+// Each class reaches its share of the peaks: the memory-bound 4096 x 4096 f32 matrix x vector at half the bandwidth
+// takes 2 x 134.283264 us; the compute-bound 4096 x 4096 x 512 f32 product at a quarter of 10 TFLOP/s takes
+// 4 x 1717.9869184 us. Another class's shares do not touch them; an override's FLOP rate is the kernel's own.
+TEST(SimCost, EfficiencyScalesItsClassOnly) {
+  Nodes n;
+  DeviceConfig d = cost_device();
+  d.cost.efficiency[static_cast<size_t>(KernelClass::kMatVec)].memory = 0.5;
+  d.cost.efficiency[static_cast<size_t>(KernelClass::kMatMatFloat)].compute = 0.25;
+  d.cost.efficiency[static_cast<size_t>(KernelClass::kOther)] = {0.1, 0.1};
+  Tensor* mv = n.mul_mat_node(Type::kF32, 4096, 4096, 1);
+  EXPECT_LT(rel_err(op_time_us(d, *mv), 5.0 + 2 * 134.283264), 1e-12) << op_time_us(d, *mv);
+  Tensor* mm = n.mul_mat_node(Type::kF32, 4096, 4096, 512);
+  EXPECT_LT(rel_err(op_time_us(d, *mm), 5.0 + 4 * 1717.9869184), 1e-12) << op_time_us(d, *mm);
+  Tensor* q4 = n.mul_mat_node(Type::kQ4_0, 4096, 4096, 512);  // kMatMatQuant: still the peaks
+  EXPECT_LT(rel_err(op_time_us(d, *q4), op_time_us(cost_device(), *q4)), 1e-12);
+  d.cost.overrides.push_back({Op::kMulMat, -1, /*flops=*/1e12, -1});
+  EXPECT_LT(rel_err(op_time_us(d, *mm), 5.0 + 2.0 * 4096 * 4096 * 512 / 1e12 * 1e6), 1e-12) << op_time_us(d, *mm);
+}
+
 TEST(SimCost, WeightTypeSelectsTheThroughput) {
   Nodes n;
   const double flops = 2.0 * 4096 * 4096 * 512;

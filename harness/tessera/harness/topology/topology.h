@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +40,27 @@ struct DevicePreset {
 };
 Result<DevicePreset> device_preset(const std::string& name);
 std::vector<std::string> device_preset_names();
+// A kernel profile: what llama.cpp's kernels of one backend reach of a device's peaks, per kernel class
+// (docs/simulator.md, "Kernel classes"), and their launch overhead; one side for the GPUs, one for the CPU, each
+// optional (a side left out leaves those devices as they are). Embedded profiles are harness/topology/kernels/*.json
+// (docs/bench.md, "Kernel profiles").
+struct KernelProfile {
+  struct Side {
+    std::optional<double> launch_overhead_us;
+    std::optional<std::array<sim::Efficiency, sim::kKernelClassCount>> efficiency;
+  };
+  std::string name, description;
+  std::optional<Side> gpu, cpu;
+  std::vector<std::string> sources;
+};
+// A profile's JSON text; errors name `source` and the key.
+Result<KernelProfile> parse_kernel_profile(std::string_view json_text, const std::string& source);
+// An embedded profile by name, else a file (kNotFound lists the names); errors name the file and the key.
+Result<KernelProfile> load_kernel_profile(const std::string& name_or_path);
+std::vector<std::string> kernel_profile_names();
+// Sets every GPU's (every other device's) and every CPU's launch overhead and efficiencies from the profile; adds its
+// sources and " --kernels NAME" to the topology's name.
+void apply_kernel_profile(const KernelProfile& profile, sim::TopologyConfig* topology);
 // A preset name, else a file path.
 Result<sim::TopologyConfig> load_topology(const std::string& name_or_path);
 

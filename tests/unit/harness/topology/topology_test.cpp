@@ -69,6 +69,10 @@ void expect_same_device(const DeviceConfig& a, const DeviceConfig& b) {
   EXPECT_EQ(a.cost.flops_f16, b.cost.flops_f16);
   EXPECT_EQ(a.cost.flops_quant, b.cost.flops_quant);
   EXPECT_EQ(a.cost.mem_bandwidth, b.cost.mem_bandwidth);
+  for (size_t k = 0; k < a.cost.efficiency.size(); ++k) {
+    EXPECT_EQ(a.cost.efficiency[k].compute, b.cost.efficiency[k].compute) << k;
+    EXPECT_EQ(a.cost.efficiency[k].memory, b.cost.efficiency[k].memory) << k;
+  }
   ASSERT_EQ(a.cost.overrides.size(), b.cost.overrides.size());
   for (size_t i = 0; i < a.cost.overrides.size(); ++i) {
     EXPECT_EQ(a.cost.overrides[i].op, b.cost.overrides[i].op);
@@ -400,6 +404,8 @@ TEST(SimTopologyRoundTrip, EveryFieldSurvives) {
   a.cost.flops_f16 = 3e14;
   a.cost.flops_quant = 123456789.125;
   a.cost.mem_bandwidth = 3.35e12;
+  a.cost.efficiency[static_cast<size_t>(KernelClass::kMatVec)].memory = 0.8125;
+  a.cost.efficiency[static_cast<size_t>(KernelClass::kAttnPrefill)] = {0.3, 1.5};
   a.cost.overrides = {CostModel::Override{Op::kSoftMax, -1, -1, 3.0}, CostModel::Override{Op::kMulMat, 7.5, 2e14, -1}};
   a.host_bandwidth = 25 * 1073741824.0 + 0.5;
   a.host_latency_us = 12.25;
@@ -569,6 +575,15 @@ TEST(SimTopologyErrors, BadUnitsNameThePathAndTheExpectation) {
               HasSubstr("devices[0].cost.bandwidth: expected a rate such as \"900 GB/s\""));
   EXPECT_THAT(error_of(with_gpu(R"("cost": {"launch_overhead": "5 parsecs"})")),
               HasSubstr("devices[0].cost.launch_overhead: expected a duration such as \"5 us\""));
+  EXPECT_THAT(error_of(with_gpu(R"("cost": {"efficiency": {"mat_vector": {"memory": 0.5}}})")),
+              HasSubstr("devices[0].cost.efficiency: unknown key \"mat_vector\""));
+  EXPECT_THAT(error_of(with_gpu(R"("cost": {"efficiency": {"mat_vec": {"memory": 0}}})")),
+              HasSubstr("devices[0].cost.efficiency.mat_vec.memory: expected a share of the peak above 0 and at "
+                        "most 4, got 0"));
+  EXPECT_THAT(error_of(with_gpu(R"("cost": {"efficiency": {"other": {"compute": 5}}})")),
+              HasSubstr("devices[0].cost.efficiency.other.compute: expected a share of the peak"));
+  EXPECT_THAT(error_of(with_gpu(R"("cost": {"efficiency": {"other": {"speed": 1}}})")),
+              HasSubstr("devices[0].cost.efficiency.other: unknown key \"speed\""));
   EXPECT_THAT(error_of(with_gpu(R"("cost": {"flops_f16": "200 TB/s"})")),
               HasSubstr("devices[0].cost.flops_f16: expected a compute rate such as \"50 TFLOP/s\""));
   EXPECT_THAT(error_of(with_gpu("", R"(, "links": [{"a": "gpu0", "b": "host", "bandwidth": "fast"}])")),
