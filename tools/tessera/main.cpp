@@ -90,7 +90,8 @@ void add_common(CLI::App* app, Options* o) {
                   "instead of -t: a GPU with this much memory (\"12GiB\") or a device preset (rtx4090, h100-sxm-80gb, "
                   "...: `tessera topologies --devices`), once per GPU; the machine is these GPUs and its CPU");
   app->add_option("--cpu", o->cpu,
-                  "the machine's CPU as a device preset (ryzen9-7950x, ...: `tessera topologies --devices`)");
+                  "the machine's CPU as a device preset (ryzen9-7950x, ...: `tessera topologies --devices`) or a "
+                  "topology file's CPU (FILE.json: `tessera calibrate -o` writes one)");
   app->add_option("--kernels", o->kernels,
                   "a kernel profile (embedded name or JSON file): the launch overhead and the share of the peaks "
                   "llama.cpp's kernels reach, per kernel class (docs/bench.md)");
@@ -182,6 +183,12 @@ Result<sim::TopologyConfig> gpu_topology(const Options& o) {
 // apply), its sources added to the topology's.
 Status replace_cpu(const std::string& name, sim::TopologyConfig* t) {
   auto preset = device_preset(name);
+  if (!preset.ok() && name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0) {
+    // a topology file (`tessera calibrate -o FILE` writes one): its CPU, the last device
+    auto file = load_topology_file(name);
+    if (!file.ok()) return Status(StatusCode::kInvalidArgument, "--cpu " + name + ": " + file.status().message());
+    preset = DevicePreset{file.value().devices.back(), file.value().sources};
+  }
   if (!preset.ok()) return Status(StatusCode::kInvalidArgument, "--cpu " + name + ": " + preset.status().message());
   if (preset.value().device.type != DeviceType::kCpu) {
     return Status(StatusCode::kInvalidArgument, "--cpu " + name + ": not a CPU (a GPU is given with --gpu)");
@@ -1012,6 +1019,13 @@ int main(int argc, char** argv) {
       "-o): comma-separated lists give a row per combination. docs/bench.md says what is simulated and how far to "
       "trust it.");
 
+  CLI::App* calibrate =
+      app.add_subcommand("calibrate",
+                         "measure this machine's CPU backend and write it as a simulated device (--check: against the "
+                         "simulated time)");
+  tessera::tool::CalibrateArgs calibrate_args;
+  tessera::tool::add_calibrate_options(calibrate, &calibrate_args);
+
   app.require_subcommand(0, 1);
   // A pasted llama.cpp command line (after "--", or in --llama-args): tessera's options of the same meaning.
   std::vector<std::string> given_args(argv, argv + argc);
@@ -1060,6 +1074,7 @@ int main(int argc, char** argv) {
     }
     if (*topologies) return cmd_topologies(show, topo_json, topo_wide);
     if (*bench) return tessera::tool::cmd_bench(bench_args, bench_config, &builtin_registry());
+    if (*calibrate) return tessera::tool::cmd_calibrate(calibrate_args, &builtin_registry());
     if (*compare_log) return tessera::tool::cmd_compare_log(compare_log_args, &builtin_registry());
     if (*upgrade) return tessera::tool::cmd_upgrade(upgrade_args);
     if (*inspect) {

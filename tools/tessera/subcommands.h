@@ -108,4 +108,16 @@ using BenchConfigFn = std::function<Result<harness::SessionConfig>(const BenchIn
 void add_bench_options(CLI::App* bench, BenchArgs* args);
 int cmd_bench(const BenchArgs& args, const BenchConfigFn& make_config, const Registry* real_devices);
 
+// `tessera calibrate` (calibrate.cpp, docs/calibrate.md).
+struct CalibrateArgs {
+  std::string output;  // -o: the measured CPU as a topology file
+  bool check = false;  // --check: the fixture graphs measured against simulated
+  std::string device;  // --device FILE: check that description instead of calibrating
+  int repeats = 7;
+  int threads = 0;
+  bool json = false;
+};
+void add_calibrate_options(CLI::App* app, CalibrateArgs* args);
+int cmd_calibrate(const CalibrateArgs& args, const Registry* real_devices);
+
 }  // namespace tessera::tool
