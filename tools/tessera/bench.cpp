@@ -317,15 +317,11 @@ int cmd_bench(const BenchArgs& a, const BenchConfigFn& make_config, const Regist
 
   // The rows.
   std::vector<Row> rows;
-  size_t n_tests = 0;
-  for (size_t i = 0; i < instances.size(); ++i) {
-    for (int64_t d : n_depth.value()) {
-      for (int64_t p : n_prompt.value()) n_tests += p > 0 ? 1 : 0;
-      for (int64_t n : n_gen.value()) n_tests += n > 0 ? 1 : 0;
-      n_tests += pg.size();
-      (void)d;
-    }
-  }
+  const auto positive = [](const std::vector<int64_t>& v) {
+    return static_cast<size_t>(std::count_if(v.begin(), v.end(), [](int64_t x) { return x > 0; }));
+  };
+  const size_t n_tests =
+      instances.size() * n_depth.value().size() * (positive(n_prompt.value()) + positive(n_gen.value()) + pg.size());
   int rc = kOk;
   size_t done = 0;
   std::vector<std::string> notes;

@@ -81,16 +81,16 @@ int cmd_calibrate(const CalibrateArgs& a, const Registry* real_devices) {
       return kExpectationFailed;
     }
     check_rows = run.value().check;
-    const Result<Calibration> c = run.value().calibration;
-    device = c.value().device;
+    const Calibration& c = run.value().calibration;
+    device = c.device;
     sim::TopologyConfig t;
     t.name = "calibrated-cpu";
     t.description = "this machine's CPU alone, as `tessera calibrate` measured it on " + today();
     t.devices = {device};
     char noise[32];
-    std::snprintf(noise, sizeof noise, "%.1f", c.value().noise * 100);
-    t.sources = {"measured by tessera calibrate on " + today() + " (" + c.value().kernels + " kernels, " +
-                 std::to_string(c.value().threads) + " threads, the median of " + std::to_string(o.repeats) +
+    std::snprintf(noise, sizeof noise, "%.1f", c.noise * 100);
+    t.sources = {"measured by tessera calibrate on " + today() + " (" + c.kernels + " kernels, " +
+                 std::to_string(c.threads) + " threads, the median of " + std::to_string(o.repeats) +
                  " rounds; the largest spread " + noise + " %); memory: this machine's; docs/calibrate.md"};
     const std::string text = topology_to_json(t);
     if (!a.output.empty()) {
@@ -102,25 +102,29 @@ int cmd_calibrate(const CalibrateArgs& a, const Registry* real_devices) {
       }
     }
     if (a.json) {
-      j["kernels"] = c.value().kernels;
-      j["threads"] = c.value().threads;
+      j["kernels"] = c.kernels;
+      j["threads"] = c.threads;
       ojson ms = ojson::array();
-      for (const Measurement& m : c.value().measurements) {
+      for (const Measurement& m : c.measurements) {
         ms.push_back({{"name", m.name}, {"value", m.value}, {"unit", m.unit}, {"spread", m.spread}, {"what", m.what}});
       }
       j["measurements"] = ms;
-      j["noise"] = c.value().noise;
+      j["noise"] = c.noise;
       j["topology"] = ojson::parse(text);
     } else {
       std::printf("this machine's CPU backend (%s kernels, %d threads), the median of %d rounds after a warm-up:\n\n",
-                  c.value().kernels.c_str(), c.value().threads, o.repeats);
+                  c.kernels.c_str(), c.threads, o.repeats);
       std::printf("%-22s %12s %-8s %7s  %s\n", "measurement", "value", "unit", "spread", "what");
-      for (const Measurement& m : c.value().measurements) {
+      for (const Measurement& m : c.measurements) {
         std::printf("%-22s %12.3f %-8s %6.1f%%  %s\n", m.name.c_str(), m.value, m.unit.c_str(), m.spread * 100,
                     m.what.c_str());
       }
-      std::printf("\nnoise: %.1f %% (the largest spread: two calibrations may differ by about this much)\n",
-                  c.value().noise * 100);
+      if (o.repeats < 3) {
+        std::printf("\nnoise: not measured (%d round(s): give --repeats 3 or more)\n", o.repeats);
+      } else {
+        std::printf("\nnoise: %.1f %% (the largest spread: two calibrations may differ by about this much)\n",
+                    c.noise * 100);
+      }
       if (a.output.empty()) {
         std::printf("\n%s", text.c_str());
       } else {
