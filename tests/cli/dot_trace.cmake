@@ -18,6 +18,10 @@ add_test(NAME cli.trace_not_written_to_a_bad_path COMMAND ${CLI_DIR}/trace_not_w
          ${CMAKE_CURRENT_BINARY_DIR}/no-such-dir/t.json --
          $<TARGET_FILE:tessera> trace -o ${CMAKE_CURRENT_BINARY_DIR}/no-such-dir/t.json)
 add_test(NAME cli.makespan_modes COMMAND ${CLI_DIR}/makespan_modes $<TARGET_FILE:tessera>)
+# Issue 46: the trace of a pipelined prompt on eight GPUs shows gpu0's next ubatch overlapping gpu1's (0 of 3 with the
+# mutant own-exec-user-input-waits-previous-split applied).
+add_test(NAME cli.trace_shows_the_overlap COMMAND ${CLI_DIR}/trace_overlap $<TARGET_FILE:tessera>
+         ${CMAKE_CURRENT_BINARY_DIR}/cli-trace-overlap.json)
 set_tests_properties(cli.dot_split_edges cli.dot_views cli.trace_not_written_when_planning_fails
                      cli.trace_not_written_to_a_bad_path
-                     cli.makespan_modes PROPERTIES LABELS "unit;cli" TIMEOUT 120)
+                     cli.makespan_modes cli.trace_shows_the_overlap PROPERTIES LABELS "unit;cli" TIMEOUT 120)

@@ -959,6 +959,11 @@ int main(int argc, char** argv) {
   add_common(trace, &o);
   trace->footer(pasted);
   trace->add_option("-o,--output", trace_out, "trace file (default: tessera-trace.json)");
+  trace
+      ->add_option("--evaluations", o.evaluations,
+                   "evaluations in flight (with --parallel, a pipelined prompt's ubatches: the trace shows them "
+                   "overlap on several GPUs)")
+      ->check(CLI::Range(1, 1000));
   trace->add_flag("--wide", o.wide, tessera::tool::kWideHelp);
 
   CLI::App* dot = app.add_subcommand("dot", "Graphviz of the split graph, nodes coloured by backend");
