@@ -174,16 +174,40 @@ Result<double> simulate(const sim::DeviceConfig& device, const models::LlamaConf
   return r.value().makespan_us;
 }
 
-}  // namespace
-
-Result<CalibrationRun> calibrate(const CalibrateOptions& o, bool check, const Registry* real_devices) {
+// The backend measured: the optimised kernels at the best level this CPU has, on the threads asked for.
+std::unique_ptr<Backend> measured_backend(const CalibrateOptions& o) {
   cpu::CpuBackendParams params;
   params.n_threads = o.threads;
   params.kernels = cpu::best_kernels();
-  std::unique_ptr<Backend> backend = cpu::make_backend(params);
+  return cpu::make_backend(params);
+}
+
+// The check's rows: each graph's times (timed[first + k] for checks[k]) and its simulation with `device`.
+Result<std::vector<CheckRow>> check_rows(const std::vector<std::unique_ptr<CheckGraph>>& checks,
+                                         const std::vector<Timed>& timed, size_t first, const sim::DeviceConfig& device,
+                                         const Registry* real) {
+  std::vector<CheckRow> rows;
+  for (size_t k = 0; k < checks.size(); ++k) {
+    CheckRow row;
+    row.graph = checks[k]->label;
+    row.tokens = checks[k]->config.n_tokens;
+    row.measured_us = timed[first + k].median_us;
+    row.spread = timed[first + k].spread;
+    auto sim_us = simulate(device, checks[k]->config, real);
+    if (!sim_us.ok()) return sim_us.status();
+    row.simulated_us = sim_us.value();
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace
+
+Result<CalibrationRun> calibrate(const CalibrateOptions& o, bool check, const Registry* real_devices) {
+  std::unique_ptr<Backend> backend = measured_backend(o);
   CalibrationRun run;
   Calibration& c = run.calibration;
-  c.kernels = cpu::kernels_name(params.kernels);
+  c.kernels = cpu::kernels_name(cpu::best_kernels());
   c.threads = cpu::n_threads(*backend);
 
   // The suite (each graph built once, then timed in rounds with the others):
@@ -307,45 +331,22 @@ Result<CalibrationRun> calibrate(const CalibrateOptions& o, bool check, const Re
   d.cost.efficiency[static_cast<size_t>(sim::KernelClass::kAttnPrefill)].compute = share(fa_flops / flops[0]);
   d.cost.efficiency[static_cast<size_t>(sim::KernelClass::kAttnDecode)].memory = share(dec_bw / bandwidth);
 
-  for (size_t k = 0; k < checks.size(); ++k) {
-    CheckRow row;
-    row.graph = checks[k]->label;
-    row.tokens = checks[k]->config.n_tokens;
-    row.measured_us = t[n_suite + k].median_us;
-    row.spread = t[n_suite + k].spread;
-    auto sim_us = simulate(d, checks[k]->config, real_devices);
-    if (!sim_us.ok()) return sim_us.status();
-    row.simulated_us = sim_us.value();
-    run.check.push_back(row);
-  }
+  auto rows = check_rows(checks, t, n_suite, d, real_devices);
+  if (!rows.ok()) return rows.status();
+  run.check = std::move(rows).value();
   return run;
 }
 
 Result<std::vector<CheckRow>> check_calibration(const sim::DeviceConfig& device, const CalibrateOptions& o,
                                                 const Registry* real_devices) {
-  cpu::CpuBackendParams params;
-  params.n_threads = o.threads;
-  params.kernels = cpu::best_kernels();
-  std::unique_ptr<Backend> backend = cpu::make_backend(params);
+  std::unique_ptr<Backend> backend = measured_backend(o);
   auto built = build_checks();
   if (!built.ok()) return built.status();
   std::vector<Job> jobs;
   for (const auto& g : built.value()) jobs.push_back({g->label, timed_compute(*backend, *g->graph.graph, g->label)});
   auto timed = run_rounds(jobs, o.repeats, o.progress);
   if (!timed.ok()) return timed.status();
-  std::vector<CheckRow> rows;
-  for (size_t k = 0; k < jobs.size(); ++k) {
-    CheckRow row;
-    row.graph = built.value()[k]->label;
-    row.tokens = built.value()[k]->config.n_tokens;
-    row.measured_us = timed.value()[k].median_us;
-    row.spread = timed.value()[k].spread;
-    auto sim_us = simulate(device, built.value()[k]->config, real_devices);
-    if (!sim_us.ok()) return sim_us.status();
-    row.simulated_us = sim_us.value();
-    rows.push_back(row);
-  }
-  return rows;
+  return check_rows(built.value(), timed.value(), 0, device, real_devices);
 }
 
 }  // namespace tessera::harness

@@ -134,7 +134,6 @@ struct Row {
   BenchInstance inst;
   BenchTest test;
   std::string model, backend, machine;
-  uint64_t model_bytes = 0, model_params = 0;
   BenchResult result;
 };
 
@@ -234,7 +233,6 @@ int cmd_bench(const BenchArgs& a, const BenchConfigFn& make_config, const Regist
   for (int64_t v : n_ubatch.value()) {
     if (v < 1) return fail(Status(StatusCode::kInvalidArgument, "-ub 0: a ubatch needs a token"));
   }
-  std::vector<BenchTest> tests;
   std::vector<std::pair<int64_t, int64_t>> pg;
   for (const std::string& g : args.n_pg) {
     const std::vector<std::string> pair = split(g, ',');
@@ -245,56 +243,45 @@ int cmd_bench(const BenchArgs& a, const BenchConfigFn& make_config, const Regist
     }
     pg.emplace_back(p.value()[0], n.value()[0]);
   }
-  // Models and the placement options: one instance per combination.
-  const std::vector<std::string> models = items(args.models, {"7b"});
-  const std::vector<std::string> ngl = items(args.n_gpu_layers, {"-1"});
-  const std::vector<std::string> ncmoe = items(args.n_cpu_moe, {"0"});
-  const std::vector<std::string> sm = items(args.split_mode, {"layer"});
-  const std::vector<std::string> mg = items(args.main_gpu, {"0"});
-  const std::vector<std::string> nkvo = items(args.no_kv_offload, {"0"});
-  const std::vector<std::string> fa = items(args.flash_attn, {"auto"});
-  const std::vector<std::string> ctk = items(args.type_k, {"f16"});
-  const std::vector<std::string> ctv = items(args.type_v, {"f16"});
-  const std::vector<std::string> ts = items(args.tensor_split, {""});
-  const std::vector<std::string> ot = items(args.override_tensor, {""});
-  std::vector<BenchInstance> instances;
-  for (const std::string& m : models)
-    for (const std::string& g : ngl)
-      for (const std::string& c : ncmoe)
-        for (const std::string& s : sm)
-          for (const std::string& mgi : mg)
-            for (const std::string& t : ts)
-              for (const std::string& o : ot)
-                for (const std::string& kv : nkvo)
-                  for (const std::string& f : fa)
-                    for (int64_t b : n_batch.value())
-                      for (int64_t ub : n_ubatch.value())
-                        for (const std::string& k : ctk)
-                          for (const std::string& v : ctv) {
-                            BenchInstance in;
-                            in.model = m;
-                            in.topology = args.topology;
-                            in.gpus = args.gpus;
-                            in.cpu = args.cpu;
-                            in.kernels = args.kernels;
-                            in.devices = args.devices;
-                            in.llama_build = args.llama_build;
-                            in.n_gpu_layers = g;
-                            in.n_cpu_moe = c;
-                            in.split_mode = s;
-                            in.main_gpu = mgi;
-                            in.tensor_split = t;
-                            in.override_tensor = o;
-                            auto no_kv = bool_item("-nkvo", kv);
-                            if (!no_kv.ok()) return fail(no_kv.status());
-                            in.no_kv_offload = no_kv.value();
-                            in.flash_attn = f;
-                            in.n_batch = b;
-                            in.n_ubatch = ub;
-                            in.type_k = k;
-                            in.type_v = v;
-                            instances.push_back(in);
-                          }
+  std::vector<bool> no_kv;
+  for (const std::string& kv : items(args.no_kv_offload, {"0"})) {
+    auto b = bool_item("-nkvo", kv);
+    if (!b.ok()) return fail(b.status());
+    no_kv.push_back(b.value());
+  }
+  // One instance per combination, in llama-bench's order: each option's values nested inside the previous option's.
+  BenchInstance machine;
+  machine.topology = args.topology;
+  machine.gpus = args.gpus;
+  machine.cpu = args.cpu;
+  machine.kernels = args.kernels;
+  machine.devices = args.devices;
+  machine.llama_build = args.llama_build;
+  std::vector<BenchInstance> instances = {machine};
+  auto expand = [&instances](const auto& values, auto set) {
+    std::vector<BenchInstance> next;
+    for (const BenchInstance& in : instances) {
+      for (const auto& v : values) {
+        next.push_back(in);
+        set(next.back(), v);
+      }
+    }
+    instances = std::move(next);
+  };
+  using S = const std::string&;
+  expand(items(args.models, {"7b"}), [](BenchInstance& in, S v) { in.model = v; });
+  expand(items(args.n_gpu_layers, {"-1"}), [](BenchInstance& in, S v) { in.n_gpu_layers = v; });
+  expand(items(args.n_cpu_moe, {"0"}), [](BenchInstance& in, S v) { in.n_cpu_moe = v; });
+  expand(items(args.split_mode, {"layer"}), [](BenchInstance& in, S v) { in.split_mode = v; });
+  expand(items(args.main_gpu, {"0"}), [](BenchInstance& in, S v) { in.main_gpu = v; });
+  expand(items(args.tensor_split, {""}), [](BenchInstance& in, S v) { in.tensor_split = v; });
+  expand(items(args.override_tensor, {""}), [](BenchInstance& in, S v) { in.override_tensor = v; });
+  expand(no_kv, [](BenchInstance& in, bool v) { in.no_kv_offload = v; });
+  expand(items(args.flash_attn, {"auto"}), [](BenchInstance& in, S v) { in.flash_attn = v; });
+  expand(n_batch.value(), [](BenchInstance& in, int64_t v) { in.n_batch = v; });
+  expand(n_ubatch.value(), [](BenchInstance& in, int64_t v) { in.n_ubatch = v; });
+  expand(items(args.type_k, {"f16"}), [](BenchInstance& in, S v) { in.type_k = v; });
+  expand(items(args.type_v, {"f16"}), [](BenchInstance& in, S v) { in.type_v = v; });
   // Columns as llama-bench prints them: a column for every option given other than its default.
   std::vector<Column> cols = {
       {"model", "model", -30}, {"size", "size", 10}, {"params", "params", 10}, {"backend", "backend", -10}};
