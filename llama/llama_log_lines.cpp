@@ -114,8 +114,21 @@ bool Reader::line(const std::string& text, int n) {
     if (!log_.build) log_.build = LogText{std::string(s.substr(at + 32)), n};
     return true;
   }
-  if (fn_is(fn, "build") || (fn_is(fn, "main") && starts_with(body, "build = "))) {
-    if (!log_.build) log_.build = LogText{std::string(fn_is(fn, "build") ? body : body.substr(8)), n};
+  // llama-server's slots: "srv          init: initializing slots, n_slots = 1", "slot         init: id  0 | task -1 |
+  // new slot n_ctx_slot = 30016"
+  for (const auto& [key, field] : {std::pair{std::string_view("initializing slots, n_slots = "), &log_.context.n_slots},
+                                   std::pair{std::string_view("new slot n_ctx_slot = "), &log_.context.n_ctx_slot}}) {
+    if (const size_t at = s.find(key); at != std::string_view::npos) {
+      std::string_view r = s.substr(at + key.size());
+      int64_t v = 0;
+      if (!take_int(r, v) || v <= 0) return false;
+      if (!*field) *field = v;
+      return true;
+    }
+  }
+  // "version: 5261 (cb06a3c3)": the build as `llama-cli --version` prints it
+  if (fn_is(fn, "build") || fn_is(fn, "version") || (fn_is(fn, "main") && starts_with(body, "build = "))) {
+    if (!log_.build) log_.build = LogText{std::string(fn_is(fn, "main") ? body.substr(8) : body), n};
     return true;
   }
   if (body.find("buffer size") != std::string_view::npos) return buffer(fn, body, n);

@@ -108,18 +108,32 @@ Gpus log_gpus(const LlamaLog& log) {
 // ggml_backend_cuda_buffer_type_get_alignment; op offload of any op but GET_ROWS from a batch of 32 as ggml-cuda.cu's
 // ggml_backend_cuda_device_offload_op counts it: ggml_offload_batch_size) and the CPU. Memory is not what is
 // compared: every device gets room enough for any buffer (1 PiB), so a log of a failed allocation still gets its sizes.
-std::string topology_json(int n_gpus) {
+// `row_rounding`: per GPU, the row split's rounding its "Device N:" line implies (row_rounding_of), 0 for the default.
+std::string topology_json(int n_gpus, const std::vector<int>& row_rounding) {
   std::ostringstream s;
   s << R"({"name": "from-log", "description": "the GPUs of a llama.cpp log", "devices": [)";
   for (int i = 0; i < n_gpus; ++i) {
-    s << R"({"name": "gpu)" << i << R"(", "type": "gpu", "memory": "1024 TiB", "alignment": 128, )"
-      << R"("caps": {"async": true, "events": true, "host_buffer": true, "from_host_ptr": false}, )"
+    const int r = static_cast<size_t>(i) < row_rounding.size() ? row_rounding[static_cast<size_t>(i)] : 0;
+    s << R"({"name": "gpu)" << i << R"(", "type": "gpu", "memory": "1024 TiB", "alignment": 128, )";
+    if (r > 0) s << R"("row_rounding": )" << r << ", ";
+    s << R"("caps": {"async": true, "events": true, "host_buffer": true, "from_host_ptr": false}, )"
       << R"("offload": {"min_batch": 32, "batch": "ggml-cuda"}}, )";
   }
   s << R"({"name": "cpu", "type": "cpu", "wraps": "CPU", "memory": "1024 TiB", "alignment": 64, )"
     << R"("host_visible": true, "caps": {"async": false, "events": false, "host_buffer": false, )"
     << R"("from_host_ptr": true}}]})";
   return s.str();
+}
+
+// The row split's rounding a "Device N:" line implies (ggml-cuda's get_mmq_y_host): 64 for an NVIDIA GPU of compute
+// capability below 7.0 ("compute capability 3.7") and an AMD RDNA1 GPU (gfx1010 to gfx1012), else 0 (the default 128).
+int row_rounding_of(const std::string& description) {
+  const size_t cc = description.find("compute capability ");
+  if (cc != std::string::npos && std::atof(description.c_str() + cc + 19) < 7.0) return 64;
+  for (const char* rdna1 : {"gfx1010", "gfx1011", "gfx1012"}) {
+    if (description.find(rdna1) != std::string::npos) return 64;
+  }
+  return 0;
 }
 
 // llama.cpp's placement flags on a printed command line, as the option table's keys (policy_options.h); a flag
@@ -265,12 +279,18 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
 
   // The run: the printed context first, then the command line, then llama.cpp's defaults (with a note).
   LlamaRunArgs run;
+  const bool ctx_printed = c.kv_size || c.n_ctx || (!flag(flags, "ctx") && c.n_ctx_slot);
   if (c.kv_size) {
     run.ctx_size = c.kv_size;
   } else if (c.n_ctx) {
     run.ctx_size = c.n_ctx;
   } else if (const std::string* v = flag(flags, "ctx")) {
     run.ctx_size = std::atoll(v->c_str());
+  } else if (c.n_ctx_slot) {
+    // llama-server gives each slot n_ctx / n_slots cells (unified or not, the cache holds n_ctx)
+    run.ctx_size = *c.n_ctx_slot * c.n_slots.value_or(1);
+    out.notes.push_back("n_ctx " + std::to_string(*run.ctx_size) + ": llama-server's n_ctx_slot" +
+                        (c.n_slots ? " x n_slots" : " (no n_slots line: 1 slot assumed)"));
   } else {
     missing.ctx = "no 'n_ctx = N' (or 'kv_size = N') line: the context size";
   }
@@ -308,6 +328,12 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     shape = resolve_llama_run(plain);
     if (!shape.ok())
       return Status(StatusCode::kInvalidArgument, where + "the printed context: " + shape.status().message());
+  }
+  // A printed context is llama.cpp's after its padding (to 256 cells now; to 32 without flash attention in builds of
+  // early 2025, llama_kv_cache_unified::get_padding): taken as printed, not padded again.
+  if (ctx_printed && run.ctx_size && *run.ctx_size > 0) {
+    shape.value().ctx = *run.ctx_size;
+    if (shape.value().tokens > shape.value().ctx) shape.value().tokens = shape.value().ctx;
   }
 
   // The model.
@@ -388,7 +414,11 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   // The topology and the placement.
   const Gpus gpus = log_gpus(log);
   SessionConfig cfg;
-  auto topo = parse_topology(topology_json(gpus.count), "the devices of " + log.source);
+  std::vector<int> rounding(static_cast<size_t>(std::max(gpus.count, 0)), 0);
+  for (const LlamaLogDevice& d : log.devices) {
+    if (d.index >= 0 && d.index < gpus.count) rounding[static_cast<size_t>(d.index)] = row_rounding_of(d.description);
+  }
+  auto topo = parse_topology(topology_json(gpus.count, rounding), "the devices of " + log.source);
   if (!topo.ok()) return topo.status();
   cfg.topology = std::move(topo).value();
   PlacementPolicy& policy = cfg.policy;
@@ -433,6 +463,14 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     Status st = apply_policy_option(k, v, &policy);
     if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + command_where + st.message());
   }
+  // Split mode row: the log's split buffers ("CUDA0_Split model buffer size"), when no -sm was printed.
+  const bool split_buffers = std::any_of(log.figures.buffers.begin(), log.figures.buffers.end(), [](const auto& b) {
+    return b.device.size() > 6 && b.device.compare(b.device.size() - 6, 6, "_Split") == 0;
+  });
+  if (split_buffers && flag(flags, "split_mode") == nullptr) {
+    TS_RETURN_IF_ERROR(apply_policy_option("split_mode", "row", &policy));
+    out.notes.push_back("split mode row: the log's split buffers (" + backend + "N_Split)");
+  }
   // The weights the log says an -ot sent elsewhere, when the command line with its -ot is not in the excerpt: each
   // tensor by its exact name, in the printed order.
   const bool ot_given = flag(flags, "override_tensor") != nullptr || flag(flags, "cpu_moe") != nullptr ||
@@ -473,9 +511,19 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     policy.tensor_split = assigned;
     out.notes.push_back("the split from the 'layer N assigned to device' lines");
   } else if (!ts_given && gpus.count > 1) {
+    // GPUs of one model, each in its own "Device N:" line: idle, they have the same free memory (within far less than
+    // a layer's share).
+    bool same_gpus = static_cast<int>(log.devices.size()) == gpus.count;
+    for (const LlamaLogDevice& d : log.devices) {
+      same_gpus = same_gpus && d.index >= 0 && d.name.empty() && d.description == log.devices.front().description;
+    }
     if (!gpus.free_mib.empty()) {
       // llama.cpp's default split: each GPU's free memory (src/llama-model.cpp, load_tensors).
       policy.tensor_split.assign(gpus.free_mib.begin(), gpus.free_mib.end());
+    } else if (same_gpus) {
+      policy.tensor_split.assign(static_cast<size_t>(gpus.count), 1.0);
+      out.notes.push_back("no free memory printed: the " + std::to_string(gpus.count) + " GPUs are one model (" +
+                          log.devices.front().description + "), so the same free memory assumed (an even split)");
     } else {
       missing.split = "no 'using device " + backend + "N (...) - M MiB free' lines (or -ts on the command line): " +
                       "how the layers are split between the " + std::to_string(gpus.count) + " GPUs";

@@ -164,20 +164,26 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
       last = std::max(last, at_file + nbytes(*t));
       continue;
     }
-    // A GPU's own memory, or pinned host memory of a GPU ("CUDA_Host", -ot ...=CUDA_Host).
-    const std::string name = !bt->is_host() ? names.device_buffer(dev) : "CUDA_Host";
+    // A GPU's own memory, pinned host memory of a GPU ("CUDA_Host", -ot ...=CUDA_Host), or a GPU's split buffer type
+    // (-sm row: "CUDA0_Split", its tensors' rows on every GPU; the split buffer type's own alloc_size).
+    const bool split = is_split_buffer_type(*bt);
+    const std::string name = split            ? names.device_buffer(dev) + "_Split"
+                             : !bt->is_host() ? names.device_buffer(dev)
+                                              : "CUDA_Host";
     const std::string device = !bt->is_host() ? bt->device()->name() : host;
-    const size_t size = bt->is_host() ? bt->alloc_size(*t) : std::max(bt->alloc_size(*t), cuda_alloc_size(*t));
+    const size_t size = bt->is_host() || split ? bt->alloc_size(*t) : std::max(bt->alloc_size(*t), cuda_alloc_size(*t));
     buffer(out, LlamaBuffer::Kind::kModel, name, device).bytes += pad(size, bt->alignment());
   }
   if (first != SIZE_MAX) buffer(out, LlamaBuffer::Kind::kModel, "CPU_Mapped", host).bytes = last - first;
-  // In llama.cpp's order: the host's buffers (CPU_Mapped, CUDA_Host), then the GPUs' in device order.
-  // (--no-mmap: the CPU's own buffer comes last.)
+  // In llama.cpp's order: the host's buffers (CPU_Mapped, CUDA_Host), then the GPUs' in device order, their split
+  // buffers first (build 5261's log in tests/fidelity/02-4gpu-rowsplit.log prints CUDA0_Split .. CUDA3_Split, then
+  // CUDA0 ..). (--no-mmap: the CPU's own buffer comes last.)
   auto rank = [](const LlamaBuffer& b) {
+    const bool split = b.name.size() > 6 && b.name.compare(b.name.size() - 6, 6, "_Split") == 0;
     return b.name == "CPU_Mapped"  ? -2
            : b.name == "CUDA_Host" ? -1
            : b.name == "CPU"       ? 1 << 20
-                                   : std::stoi(b.name.substr(4));
+                                   : std::stoi(b.name.substr(4)) + (split ? 0 : 1 << 10);
   };
   std::stable_sort(out->begin(), out->end(),
                    [&](const LlamaBuffer& a, const LlamaBuffer& b) { return rank(a) < rank(b); });
@@ -423,6 +429,17 @@ std::string format_memory_breakdown(const MemoryBreakdown& b, bool wide) {
       s += format_message("KV %s cache in %s: %lld cells, %d layers\n", lb.cache.c_str(), lb.name.c_str(),
                           static_cast<long long>(lb.cells), lb.layers);
     }
+  }
+  std::string split_names;
+  for (const LlamaBuffer& lb : b.buffers) {
+    if (lb.kind == LlamaBuffer::Kind::kModel && lb.name.ends_with("_Split")) {
+      split_names += (split_names.empty() ? "" : ", ") + lb.name;
+    }
+  }
+  if (!split_names.empty()) {
+    s += split_names +
+         ": -sm row's split buffers, shown on their main GPU; their matrices' rows are on every GPU (the device table "
+         "has each GPU's bytes)\n";
   }
   s += format_message("graph nodes = %zu, graph splits = %d\n", b.graph_nodes, b.graph_splits);
   return s + pipeline_line(b) + "\n";

@@ -176,6 +176,19 @@ bool SimDevice::supports_op(const Tensor& op) const {
   // Never claim what the kernels cannot compute: the wrapped device's own answer, or the CPU reference kernels'.
   // Storage-only tensors: memory-backed devices compute, so they say no; in metadata-only mode the kernels are asked
   // about the node's stand-in (above).
+  // Row split: only a MUL_MAT reads a split tensor, as its 2-D weight, on a device holding some of its rows
+  // (ggml-cuda's supports_op; which device computes it is supports_buft's: the main device).
+  for (int i = 0; i < kMaxSrc; ++i) {
+    const SimBufferType* split = split_type_of(op.src[i]);
+    if (split == nullptr) continue;
+    if (op.op != Op::kMulMat || i != 0 || op.src[0]->ne[2] != 1 || op.src[0]->ne[3] != 1) return false;
+    const SplitLayout& layout = *split->split();
+    const auto at = std::find(layout.gpus.begin(), layout.gpus.end(), index_);
+    if (at == layout.gpus.end()) return false;
+    int64_t low = 0, high = 0;
+    layout.rows(*op.src[0], static_cast<size_t>(at - layout.gpus.begin()), &low, &high);
+    if (high <= low) return false;
+  }
   bool can;
   if (has_storage_only(op)) {
     if (sim_->opt.mode != MemoryMode::kMetadata) return false;
@@ -201,6 +214,8 @@ bool SimDevice::supports_op(const Tensor& op) const {
 
 bool SimDevice::supports_buft(const BufferType& buft) const {
   if (&buft == &main_ || &buft == &mapped_) return true;
+  const auto* split = dynamic_cast<const SimBufferType*>(&buft);
+  if (split != nullptr && split->kind() == SimBufferType::Kind::kSplit) return split->sim_device() == this;
   for (const auto& e : extras_) {
     if (&buft == e.get()) return true;
   }
@@ -354,7 +369,7 @@ void SimBackend::trace_ops(const Graph& graph, double start) {
   double t = start;
   for (const Tensor* n : graph.nodes()) {
     if (!is_compute_node(*n)) continue;
-    const double dur = op_time_us(dev_->config(), *n);
+    const double dur = node_time_us(*dev_, *n);
     const int op = static_cast<int>(tr.ops.size());
     tr.ops.push_back({event, format_message("%s %s", op_name(n->op), n->name), t, t + dur});
     for (const Tensor* src : n->src) {
@@ -417,7 +432,7 @@ ComputeStatus SimBackend::graph_compute_async(Graph& graph) {
                                     describe(*n).c_str(), static_cast<unsigned long long>(s.opt.seed)));
       return ComputeStatus::kFailed;
     }
-    cost += op_time_us(cfg, *n);
+    cost += node_time_us(*dev_, *n);
     if (first == nullptr) first = n;
     last = n;
     ++n_compute;

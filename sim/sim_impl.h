@@ -22,6 +22,7 @@ namespace tessera::sim {
 class SimDevice;
 class SimBackend;
 class SimBuffer;
+class SimBufferType;
 
 // Cost model (cost_model.cpp) and op rules (op_rules.cpp).
 double op_time_us(const DeviceConfig& cfg, const Tensor& node);
@@ -56,8 +57,9 @@ struct Simulator::Impl {
   // go down (the queue is applied in end-time order) and that the host's time never goes back before it.
   double applied_until = 0;
 
-  std::vector<SimBackend*> streams;      // live backends
-  std::map<uintptr_t, size_t> reserved;  // address ranges without bytes (metadata-only buffers)
+  std::vector<std::unique_ptr<SimBufferType>> split_types;  // row split's buffer types, made on demand
+  std::vector<SimBackend*> streams;                         // live backends
+  std::map<uintptr_t, size_t> reserved;                     // address ranges without bytes (metadata-only buffers)
   bool is_reserved(const void* p) const;
   std::vector<std::string> errors;
   int64_t n_allocs = 0;       // allocation attempts (for the fault plan)
@@ -111,12 +113,26 @@ void init_network(Simulator::Impl* s);
 // Fills Impl::pool from the topology once the devices exist (sim_pool.cpp).
 void init_pool(Simulator::Impl* s);
 
-// A kind of memory of a simulated device: its main memory, its pinned host memory, host memory it wraps, or one of
-// its extra buffer types for weights (DeviceConfig::buffer_types[extra]).
+// The rows of a split buffer type (row split, sim_split.cpp): the simulator's GPUs in order, the cumulative share at
+// which each one's rows begin (ggml-cuda's tensor_split array) and the rounding of each cut.
+struct SplitLayout {
+  std::vector<int> gpus;
+  std::vector<float> from;
+  int64_t rounding = 1;
+  // Rows [*low, *high) of t on gpus[k] (ggml-cuda's get_row_split).
+  void rows(const Tensor& t, size_t k, int64_t* low, int64_t* high) const;
+  // The bytes of those rows, each GPU's slice padded to whole 512-value rows (0 without rows).
+  size_t bytes(const Tensor& t, size_t k) const;
+};
+
+// A kind of memory of a simulated device: its main memory, its pinned host memory, host memory it wraps, one of
+// its extra buffer types for weights (DeviceConfig::buffer_types[extra]), or a split buffer type whose main device it
+// is (row split: the rows of each tensor on every GPU, sim_split.cpp).
 class SimBufferType final : public BufferType {
  public:
-  enum class Kind { kMain, kHost, kMapped, kExtra };
+  enum class Kind { kMain, kHost, kMapped, kExtra, kSplit };
   SimBufferType(SimDevice* dev, Kind kind, std::string name, int extra = -1);
+  SimBufferType(SimDevice* dev, SplitLayout split);
   const char* name() const override { return name_.c_str(); }
   size_t alignment() const override;
   size_t max_size() const override;
@@ -125,8 +141,10 @@ class SimBufferType final : public BufferType {
   size_t alloc_size(const Tensor& t) const override;
   Device* device() const override;
   Kind kind() const { return kind_; }
-  // Main and extra buffer types take the device's memory (counted, faults apply); host and mapped ones do not.
+  // Main and extra buffer types take the device's memory (counted, faults apply); host and mapped ones do not, and a
+  // split one takes each tensor's slices on their GPUs when the tensor is placed (SimBuffer::init_tensor).
   bool in_device_memory() const { return kind_ == Kind::kMain || kind_ == Kind::kExtra; }
+  const SplitLayout* split() const { return kind_ == Kind::kSplit ? &split_ : nullptr; }
   // The configuration of an extra buffer type (null for the other kinds).
   const BufferTypeConfig* extra_config() const;
   SimDevice* sim_device() const { return dev_; }
@@ -139,7 +157,18 @@ class SimBufferType final : public BufferType {
   Kind kind_;
   std::string name_;
   int extra_;
+  SplitLayout split_;
 };
+
+// The split buffer type holding t (row split), or nullptr.
+const SimBufferType* split_type_of(const Tensor* t);
+// The time of a node on a device: the cost model's, or for a MUL_MAT whose weight is split by rows the slowest GPU's
+// share of it, with its copy of the activations and the copy of its rows of the result back (sim_split.cpp).
+double node_time_us(const SimDevice& dev, const Tensor& node);
+// The registration's extension functions of row split (kSplitBufferTypeProc, kSplitBytesProc), else nullptr.
+void* split_proc_address(const char* name);
+// The split buffer type of a main device and shares (SplitBufferTypeFn), made once per arguments.
+BufferType* split_buffer_type(SimDevice* main, const float* tensor_split, size_t n);
 
 class SimBuffer final : public Buffer {
  public:
@@ -148,6 +177,8 @@ class SimBuffer final : public Buffer {
   ~SimBuffer() override;
 
   void* base() override { return inner_ ? inner_->base() : mem_; }
+  // A split buffer's tensors take their slices of the GPUs' memory here (refusing views, as ggml-cuda does).
+  Status init_tensor(Tensor& t) override;
   void memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t size) override;
   void set_tensor(Tensor& t, const void* data, size_t offset, size_t size) override;
   void get_tensor(const Tensor& t, void* data, size_t offset, size_t size) override;
@@ -174,6 +205,7 @@ class SimBuffer final : public Buffer {
   char* mem_;
   std::unique_ptr<Buffer> inner_;
   uint64_t hz_id_;
+  std::vector<std::pair<SimDevice*, size_t>> split_taken_;  // a split buffer's slices, released with it
 };
 
 // The buffer of this simulator holding t, or nullptr.

@@ -43,17 +43,23 @@ SimBufferType::SimBufferType(SimDevice* dev, Kind kind, std::string name, int ex
 // A wrapped device's buffers are the real device's, aligned as the real buffer type aligns them: that alignment
 // applies (a larger configured one could not be honoured by the real allocation).
 size_t SimBufferType::alignment() const {
+  if (kind_ == Kind::kSplit) return 128;  // (ggml-cuda's split buffer type)
   if (in_device_memory() && dev_->real() != nullptr) return dev_->real()->buffer_type()->alignment();
   return dev_->config().alignment;
 }
 size_t SimBufferType::max_size() const { return in_device_memory() ? dev_->config().max_alloc : SIZE_MAX; }
 // An extra buffer type is never host memory: its layout is the device kernels' own (buffer_rules.h).
 bool SimBufferType::is_host() const {
-  if (kind_ == Kind::kExtra) return false;
+  if (kind_ == Kind::kExtra || kind_ == Kind::kSplit) return false;
   return kind_ != Kind::kMain || dev_->config().host_visible;
 }
 
 size_t SimBufferType::alloc_size(const Tensor& t) const {
+  if (kind_ == Kind::kSplit) {
+    size_t total = 0;
+    for (size_t k = 0; k < split_.gpus.size(); ++k) total += split_.bytes(t, k);
+    return std::max(total, nbytes(t));  // (the bytes stay contiguous here)
+  }
   const size_t n = nbytes(t);
   const std::vector<PaddingRule>* rules = nullptr;
   if (kind_ == Kind::kMain) rules = &dev_->config().padding;
@@ -145,6 +151,7 @@ SimBuffer::~SimBuffer() {
   s.hz.access(hz_id_, 0, size(), /*write=*/true, "");
   s.hz.free_buffer(hz_id_);
   if (type_->in_device_memory()) sim_device()->release_memory(size());
+  for (auto& [dev, n] : split_taken_) dev->release_memory(n);
   switch (memory_) {
     case Memory::kOwned: std::free(mem_); break;
     case Memory::kReserved: {

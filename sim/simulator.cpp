@@ -17,6 +17,7 @@ class SimRegistration final : public BackendReg {
   const char* name() const override { return "sim"; }
   size_t device_count() const override { return sim_->devices.size(); }
   Device* device(size_t i) const override { return i < sim_->devices.size() ? sim_->devices[i].get() : nullptr; }
+  void* get_proc_address(const char* name) const override { return split_proc_address(name); }
 
  private:
   Simulator::Impl* sim_;

@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <strings.h>
 
+#include "tessera/build.h"
+#include "tessera/context.h"
 #include "tessera/harness/placement/allocate.h"
 #include "tessera/sim/simulator.h"
 #include "layer_split.h"
@@ -149,9 +151,6 @@ Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int 
   std::vector<int> gpus = gpu_indices(devices);
   // One entry per layer, then the output layer ("layer n_layer" in llama.cpp).
   std::vector<int> out(static_cast<size_t>(n_layer) + 1, cpu);
-  if (policy.split_mode == SplitMode::kRow) {
-    return TS_ERROR(StatusCode::kInvalidArgument, "policy: not supported yet: split_mode row (-sm row)");
-  }
   if (policy.main_gpu < 0 || (!gpus.empty() && policy.main_gpu >= static_cast<int>(gpus.size()))) {
     return TS_ERROR(StatusCode::kInvalidArgument, "policy: main_gpu %d: there are %zu GPUs", policy.main_gpu,
                     gpus.size());
@@ -243,7 +242,64 @@ BufferType* override_of(const std::vector<OverrideRule>& rules, const char* name
   return nullptr;
 }
 
+// Row split (-sm row; llama.cpp's make_gpu_buft_list puts each GPU's split buffer type first in its list): the split
+// buffer type of each GPU, by the registration's extension function (nullptr for the CPU). llama.cpp hands the split
+// buffer type the -ts shares as given (all zero: ggml-cuda's default, each GPU's total memory).
+Result<std::vector<BufferType*>> split_buffer_types(const std::vector<Device*>& devices,
+                                                    const PlacementPolicy& policy) {
+  std::vector<BufferType*> out(devices.size(), nullptr);
+  if (policy.split_mode != SplitMode::kRow) return out;
+  std::vector<float> shares;
+  for (double v : policy.tensor_split) shares.push_back(static_cast<float>(v));
+  for (int g : gpu_indices(devices)) {
+    Device* d = devices[static_cast<size_t>(g)];
+    void* fn = d->reg() != nullptr ? d->reg()->get_proc_address(kSplitBufferTypeProc) : nullptr;
+    BufferType* b = fn != nullptr ? reinterpret_cast<SplitBufferTypeFn>(fn)(d, shares.data(), shares.size()) : nullptr;
+    if (b == nullptr) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "policy: -sm row: device %s does not support split buffers",
+                      d->name());
+    }
+    out[static_cast<size_t>(g)] = b;
+  }
+  return out;
+}
+
+// Whether llama.cpp's loader puts a weight in a split buffer type (src/llama-model.cpp, weight_buft_supported): the op
+// its tensor info names is a MUL_MAT (in Tessera's architectures every 2-D ".weight" but the token embedding, whose
+// output-head copy counts as the output; a ".bias" is always an ADD or ADD_ID, gpt-oss's expert biases 2-D too;
+// norms, sinks and rope factors are 1-D, experts 3-D), and the device
+// supports that MUL_MAT with the weight in the split buffer type (ggml-cuda: only when the device holds some of its
+// rows), asked as llama.cpp asks it: on a stand-in weight in an empty buffer of that type, times 512 activations.
+bool takes_row_split(Device& device, BufferType& split, const Tensor& t, bool output_copy) {
+  const std::string_view name = t.name;
+  if (t.ne[1] < 2 || t.ne[2] != 1 || t.ne[3] != 1 || !name.ends_with(".weight")) return false;
+  if (std::strcmp(t.name, "token_embd.weight") == 0 && !output_copy) return false;
+  auto dummy = split.alloc_buffer(0);
+  if (!dummy.ok()) return false;
+  ContextParams cp;
+  cp.no_alloc = true;
+  Context ctx(cp);
+  Tensor* w = ctx.new_tensor_2d(t.type, t.ne[0], t.ne[1]);
+  Tensor* x = ctx.new_tensor_2d(Type::kF32, t.ne[0], 512);
+  Tensor* mm = w != nullptr && x != nullptr ? mul_mat(ctx, w, x) : nullptr;
+  if (mm == nullptr) return false;
+  w->buffer = dummy.value().get();
+  const bool ok = device.supports_op(*mm);
+  w->buffer = nullptr;
+  return ok;
+}
+
 }  // namespace
+
+bool is_split_buffer_type(const BufferType& b) {
+  Device* d = b.device();
+  if (d == nullptr || d->reg() == nullptr || d->reg()->get_proc_address(kSplitBytesProc) == nullptr) return false;
+  if (&b == d->buffer_type() || &b == d->host_buffer_type()) return false;
+  for (BufferType* e : d->extra_buffer_types()) {
+    if (&b == e) return false;
+  }
+  return true;
+}
 
 Result<WeightCopies> weight_copies(const std::vector<Device*>& devices, int n_layer, const PlacementPolicy& policy,
                                    bool tied_output, const std::vector<std::string>& rope_factor_names) {
@@ -287,18 +343,27 @@ Result<Placement> place_model(const std::vector<Device*>& devices, const std::ve
 
   auto rules = override_rules(devices, policy);
   if (!rules.ok()) return rules.status();
+  auto splits = split_buffer_types(devices, policy);
+  if (!splits.ok()) return splits.status();
   std::unordered_map<const Tensor*, int> hinted(layer_of.begin(), layer_of.end());
-  auto device_buft = [&](int d) { return devices[static_cast<size_t>(d)]->buffer_type(); };
+  // A layer's weight goes to its device's buffer type, a matrix first to the device's split buffer type (-sm row).
+  auto device_buft = [&](int d, const Tensor* weight = nullptr, bool output_copy = false) {
+    Device* dev = devices[static_cast<size_t>(d)];
+    BufferType* split = splits.value()[static_cast<size_t>(d)];
+    if (weight != nullptr && split != nullptr && takes_row_split(*dev, *split, *weight, output_copy)) return split;
+    return dev->buffer_type();
+  };
   auto choose = [&](Tensor* t, bool is_weight) -> BufferType* {
     if (BufferType* b = override_of(rules.value(), t->name, is_weight)) return b;
     if (!is_weight && !policy.kv_offload) return device_buft(cpu);
+    const Tensor* w = is_weight ? t : nullptr;
     if (const auto it = hinted.find(t); it != hinted.end()) {
-      return device_buft(it->second >= 0 && it->second < n_layer ? p.layer_device[static_cast<size_t>(it->second)]
-                                                                 : p.output_device);
+      const bool in_layer = it->second >= 0 && it->second < n_layer;
+      return device_buft(in_layer ? p.layer_device[static_cast<size_t>(it->second)] : p.output_device, w, !in_layer);
     }
     const int layer = layer_of_name(t->name);
-    if (layer >= 0 && layer < n_layer) return device_buft(p.layer_device[static_cast<size_t>(layer)]);
-    if (is_weight && (std::strncmp(t->name, "output", 6) == 0)) return device_buft(p.output_device);
+    if (layer >= 0 && layer < n_layer) return device_buft(p.layer_device[static_cast<size_t>(layer)], w);
+    if (is_weight && (std::strncmp(t->name, "output", 6) == 0)) return device_buft(p.output_device, w);
     return device_buft(cpu);
   };
   for (Tensor* w : weights) p.where.emplace_back(w, choose(w, true));
@@ -318,9 +383,14 @@ Result<Placement> place_model(const std::vector<Device*>& devices, const std::ve
   p.cache_bytes.assign(devices.size(), 0);
   for (size_t i = 0; i < p.where.size(); ++i) {
     const auto [t, b] = p.where[i];
+    auto& bytes = i < n_weights ? p.weight_bytes : p.cache_bytes;
+    void* split_bytes = b->device()->reg() != nullptr ? b->device()->reg()->get_proc_address(kSplitBytesProc) : nullptr;
+    const bool split = std::find(splits.value().begin(), splits.value().end(), b) != splits.value().end();
     for (size_t d = 0; d < devices.size(); ++d) {
-      if (b->device() == devices[d]) {
-        (i < n_weights ? p.weight_bytes : p.cache_bytes)[d] += b->alloc_size(*t);
+      if (split && split_bytes != nullptr) {  // (a split tensor's rows on every GPU)
+        bytes[d] += reinterpret_cast<SplitBytesFn>(split_bytes)(*b, *t, *devices[d]);
+      } else if (b->device() == devices[d]) {
+        bytes[d] += b->alloc_size(*t);
       }
     }
   }

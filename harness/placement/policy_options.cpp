@@ -198,8 +198,8 @@ const std::vector<Entry>& entries() {
        }},
 
       {{"split_mode", "--split-mode", "none|layer|row",
-        "llama.cpp's -sm: layer (default) splits the layers across the GPUs, none uses the main GPU alone; row is "
-        "not supported yet",
+        "llama.cpp's -sm: layer (default) splits the layers across the GPUs, none uses the main GPU alone, row splits "
+        "the layers too and each matrix's rows across every GPU (-ts shares)",
         false},
        [](const PolicyOption& o, const std::string& t, PlacementPolicy* p) {
          if (!parse_split_mode(t, &p->split_mode)) return bad_text(o, t, "none, layer or row");

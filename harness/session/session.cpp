@@ -517,6 +517,26 @@ std::string Session::explain(const std::string& name) const {
   return explain_tensor(*t);
 }
 
+// A weight in a split buffer type (-sm row): its rows on each GPU, e.g. ", rows split by gpu0_Split: gpu0 0..127,
+// gpu1 128..255" ("" for any other tensor).
+std::string Session::split_rows_text(const Tensor& t) const {
+  const Buffer* b = tensor_buffer(t);
+  if (b == nullptr || !is_split_buffer_type(*b->type())) return "";
+  BackendReg* reg = b->type()->device()->reg();
+  auto rows = reinterpret_cast<SplitRowsFn>(reg->get_proc_address(kSplitRowsProc));
+  if (rows == nullptr) return "";
+  std::string s = format_message(", rows split by %s:", b->type()->name());
+  const char* sep = " ";
+  for (size_t d = 0; d < sim_->device_count(); ++d) {
+    int64_t low = 0, high = 0;
+    if (!rows(*b->type(), t, *sim_->device(d), &low, &high) || high <= low) continue;
+    s += format_message("%s%s %lld..%lld", sep, sim_->device_config(d).name.c_str(), static_cast<long long>(low),
+                        static_cast<long long>(high - 1));
+    sep = ", ";
+  }
+  return s;
+}
+
 std::string Session::explain_tensor(const Tensor& tensor) const {
   const Tensor* t = &tensor;
   const TensorExplain e = sched_->explain(t);
@@ -525,6 +545,7 @@ std::string Session::explain_tensor(const Tensor& tensor) const {
                                  cause_description(e.cause));
   if (e.split >= 0) s += format_message(", split %d", e.split);
   if (e.is_copy) s += ", a scheduler copy";
+  s += split_rows_text(*t);
   const SourceResolver original = [this](const Tensor* src) {
     const TensorExplain se = sched_->explain(src);
     return se.is_copy && se.copy_of != nullptr ? se.copy_of : src;

@@ -240,10 +240,10 @@ void parse_cost(const json& v, const std::string& path, CostModel* c) {
 }
 
 DeviceConfig parse_device(const json& v, const std::string& path) {
-  expect_object(v, path,
-                {"name",         "description", "type",     "wraps",         "memory",     "alignment",   "max_alloc",
-                 "host_visible", "unified",     "reserved", "unallocatable", "fit_margin", "host",        "caps",
-                 "ops",          "offload",     "cost",     "host_link",     "padding",    "buffer_types"},
+  expect_object(v, path, {"name",      "description",  "type",        "wraps",    "memory",        "alignment",
+                          "max_alloc", "host_visible", "unified",     "reserved", "unallocatable", "fit_margin",
+                          "host",      "caps",         "ops",         "offload",  "cost",          "host_link",
+                          "padding",   "buffer_types", "row_rounding"},
                 "a device object such as {\"name\": \"gpu0\", \"type\": \"gpu\", \"memory\": \"24 GiB\"}");
   DeviceConfig d;
   d.name = get_string(required(v, path, "name", "the device's name, e.g. \"gpu0\""), child(path, "name"));
@@ -261,6 +261,7 @@ DeviceConfig parse_device(const json& v, const std::string& path) {
   parse_buffer_keys(v, path, &d);
   if (const json* x = member(v, "offload")) parse_offload(*x, child(path, "offload"), &d.offload);
   if (const json* x = member(v, "cost")) parse_cost(*x, child(path, "cost"), &d.cost);
+  if (const json* x = member(v, "row_rounding")) d.row_rounding = get_int(*x, child(path, "row_rounding"));
   if (const json* x = member(v, "host_link")) {
     const std::string p = child(path, "host_link");
     expect_object(*x, p, {"bandwidth", "latency"}, "an object {\"bandwidth\": \"25 GB/s\", \"latency\": \"10 us\"}");
@@ -379,6 +380,10 @@ Status validate_device(const DeviceConfig& d, const std::string& path) {
   if (!non_negative_finite(d.host_latency_us)) {
     return invalid(child(child(path, "host_link"), "latency") + ": expected a duration >= 0");
   }
+  if (d.row_rounding < 1 || d.row_rounding > (1 << 20)) {
+    return invalid(child(path, "row_rounding") + ": expected a whole number of rows from 1 to 1048576, got " +
+                   std::to_string(d.row_rounding));
+  }
   return Status::Ok();
 }
 
@@ -434,6 +439,7 @@ ojson device_json(const DeviceConfig& d) {
   o["cost"] = std::move(cost);
   o["host_link"] =
       ojson{{"bandwidth", format_rate(d.host_bandwidth)}, {"latency", format_duration_us(d.host_latency_us)}};
+  if (d.row_rounding != DeviceConfig{}.row_rounding) o["row_rounding"] = d.row_rounding;
   return o;
 }
 

@@ -279,6 +279,21 @@ class BackendReg {
 // Signatures of well-known extension functions.
 using SetNThreadsFn = void (*)(Backend* backend, int n_threads);
 using SetAbortCallbackFn = void (*)(Backend* backend, bool (*callback)(void* user), void* user);
+// Row split (ggml's "ggml_backend_split_buffer_type", llama.cpp's -sm row; docs/interfaces.md "Split buffer types"):
+// a registration whose devices can share a matrix by rows offers both functions by these names.
+// SplitBufferTypeFn: the buffer type that splits each tensor's rows over the registration's GPUs (its devices that are
+// not CPUs, in order) by `tensor_split` (n raw shares, missing ones 0; all zero: by each GPU's total memory), with
+// `main_device` the device whose backend computes the MUL_MATs reading it. Owned by the registration (the same
+// pointer for the same arguments); nullptr when main_device is not one of its GPUs.
+// SplitBytesFn: the bytes a tensor of such a buffer type takes on `device` (0 when none of its rows are there).
+// SplitRowsFn: the rows [*low, *high) of the tensor on `device` (false when `split` is no such buffer type).
+constexpr const char* kSplitBufferTypeProc = "split_buffer_type";
+constexpr const char* kSplitBytesProc = "split_buffer_bytes";
+constexpr const char* kSplitRowsProc = "split_buffer_rows";
+using SplitBufferTypeFn = BufferType* (*)(Device* main_device, const float* tensor_split, size_t n);
+using SplitBytesFn = size_t (*)(const BufferType& split, const Tensor& t, const Device& device);
+using SplitRowsFn = bool (*)(const BufferType& split, const Tensor& t, const Device& device, int64_t* low,
+                             int64_t* high);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Free functions with bounds checks (docs/interfaces.md, 'Tensor I/O and copies'). Errors name the tensor.

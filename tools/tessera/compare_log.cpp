@@ -160,6 +160,9 @@ CLI::App* add_compare_log(CLI::App& app, CompareLogArgs& args) {
                 "the sequences llama.cpp ran with (-np; ollama's OLLAMA_NUM_PARALLEL), when the log prints neither "
                 "n_seq_max nor n_ctx_per_seq (default 1)")
       ->check(CLI::Range(1, 4096));
+  c->add_option("--command", args.command,
+                "the run's llama.cpp command line, when the log does not print one (read as a printed one: its -ngl, "
+                "-ts, -sm, -ot, -c, ...)");
   c->add_option("--tolerance", args.tolerance.memory_pct,
                 "how far (in %) a model, KV, output buffer or failed model allocation may be off (default 0.5)")
       ->check(CLI::Range(0.0, 1000.0));
@@ -182,7 +185,11 @@ std::string compare_log_text(const LlamaLog& log, const LogPrediction& p, const 
   out << "log " << log.source << ": " << log.lines << " lines, " << log.lines_used << " used, " << log.lines_skipped
       << " skipped (blank, header, cut markers), " << log.unused.size() << " not used\n";
   if (log.build) out << "build " << log.build->text << " (line " << log.build->line << ")\n";
-  if (log.command) out << "command " << log.command->text << " (line " << log.command->line << ")\n";
+  if (log.command) {
+    out << "command " << log.command->text
+        << (log.command->line > 0 ? " (line " + std::to_string(log.command->line) + ")" : std::string(" (--command)"))
+        << "\n";
+  }
 
   const LlamaLogModel& m = log.model;
   out << "\nmodel\n";
@@ -206,9 +213,9 @@ std::string compare_log_text(const LlamaLog& log, const LogPrediction& p, const 
   const LlamaLogContext& c = log.context;
   out << "\ncontext\n";
   join(out, {format_opt("n_ctx", c.n_ctx), format_opt("n_batch", c.n_batch), format_opt("n_ubatch", c.n_ubatch),
-             format_opt("n_seq_max", c.n_seq_max), format_opt("kv_size", c.kv_size),
-             c.flash_attn.empty() ? "" : "flash_attn " + c.flash_attn, c.type_k.empty() ? "" : "type_k " + c.type_k,
-             c.type_v.empty() ? "" : "type_v " + c.type_v,
+             format_opt("n_seq_max", c.n_seq_max), format_opt("kv_size", c.kv_size), format_opt("n_slots", c.n_slots),
+             format_opt("n_ctx_slot", c.n_ctx_slot), c.flash_attn.empty() ? "" : "flash_attn " + c.flash_attn,
+             c.type_k.empty() ? "" : "type_k " + c.type_k, c.type_v.empty() ? "" : "type_v " + c.type_v,
              c.n_copies ? "n_copies " + std::to_string(c.n_copies->value) : ""});
   if (c.offloaded_layers) {
     out << "  offloaded " << c.offloaded_layers->value << "/" << c.offload_total.value_or(0) << " layers";
@@ -317,6 +324,8 @@ ojson compare_log_json(const LlamaLog& log, const LogPrediction& p, const LogTol
                   {"n_ubatch", opt(c.n_ubatch)},
                   {"n_seq_max", opt(c.n_seq_max)},
                   {"kv_size", opt(c.kv_size)},
+                  {"n_slots", opt(c.n_slots)},
+                  {"n_ctx_slot", opt(c.n_ctx_slot)},
                   {"flash_attn", c.flash_attn},
                   {"type_k", c.type_k},
                   {"type_v", c.type_v},
@@ -371,6 +380,15 @@ int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices) {
   if (!log.ok()) {
     std::fprintf(stderr, "tessera: %s\n", log.status().message().c_str());
     return 2;
+  }
+  if (!args.command.empty()) {
+    if (log.value().command) {
+      std::fprintf(stderr,
+                   "tessera: compare-log: --command: %s prints its command line (line %d): give one or the other\n",
+                   args.path.c_str(), log.value().command->line);
+      return 2;
+    }
+    log.value().command = llama::LogText{args.command, 0};
   }
   LogPredictOptions options;
   options.model_file = args.model;

@@ -27,6 +27,7 @@ struct CompareLogArgs {
   std::string path;
   std::string model;      // -m FILE.gguf
   int64_t n_seq_max = 0;  // -np / --parallel: the sequences, when the log does not print them
+  std::string command;    // --command: the run's llama.cpp command line, when the log does not print one
   bool json = false;
   bool wide = false;  // --wide: the comparison one line per figure
   llama::LogTolerance tolerance;

@@ -72,6 +72,10 @@ struct DeviceConfig {
   // (llama.cpp's -dev CUDA1 leaves a topology whose one GPU is still CUDA1); -1: its position among the topology's GPUs
   // (gpu_number()).
   int gpu_number = -1;
+  // Row split (llama.cpp's -sm row; docs/simulator.md "Row split"): the rows each GPU's cut of a split matrix is
+  // rounded down to. ggml-cuda takes the largest MMQ tile height of the GPUs with a share (get_row_rounding,
+  // get_mmq_y_host): 64 on NVIDIA GPUs before Volta (compute capability below 7.0) and on AMD RDNA1, 128 otherwise.
+  int row_rounding = 128;
 };
 
 // A priced connection. Endpoint "host" means host memory; links are symmetric.

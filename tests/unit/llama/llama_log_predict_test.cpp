@@ -139,6 +139,34 @@ TEST(LlamaLogPredict, TheCommandLineGivesTheSplit) {
   EXPECT_NE(f->missing.find("MiB free' lines (or -ts on the command line)"), std::string::npos) << f->missing;
 }
 
+TEST(LlamaLogPredict, SplitBuffersMeanSplitModeRow) {
+  // Two GPUs of one model ("Device N:" lines, no free memory): an even layer split, cumulative 0.5, 1: layers 0 (0)
+  // and 1 (0.33) on CUDA0, the output layer (0.67) on CUDA1. The CUDAn_Split buffers say -sm row: each GPU layer's
+  // matrices are in its GPU's split buffer when the GPU holds some of their rows (compute capability 8.6: rounding 128;
+  // even shares: a matrix of R rows is cut at R / 2 rounded down to 128: 512 -> 256, 256 -> 128, 1024 -> 512, so
+  // CUDA0 has rows of every one; the output's 1000 rows are cut at 384, and CUDA1 has 616). CUDA0_Split: both layers'
+  // matrices, 2 x (2 x 278528 + 2 x 139264 + 3 x 557056) = 5013504 B; CUDA0: the norms, 4 x 2048 B; CUDA1_Split: the
+  // output head, 544000 B (rows of 512 values need no padding); CUDA1: output_norm, 2048 B.
+  std::string text =
+      "  Device 0: GPU X, compute capability 8.6, VMM: yes\n"
+      "  Device 1: GPU X, compute capability 8.6, VMM: yes\n" +
+      synthetic();
+  text = replace(text, "load_tensors:        CUDA0 model buffer size =     5.31 MiB\n",
+                 "load_tensors:  CUDA0_Split model buffer size =     4.78 MiB\n"
+                 "load_tensors:  CUDA1_Split model buffer size =     0.52 MiB\n"
+                 "load_tensors:        CUDA0 model buffer size =     0.01 MiB\n"
+                 "load_tensors:        CUDA1 model buffer size =     0.00 MiB\n");
+  const LogPrediction p = predict(text);
+  expect_mib(p, "model", "CUDA0_Split", 5013504);
+  expect_mib(p, "model", "CUDA1_Split", 544000);
+  expect_mib(p, "model", "CUDA0", 4 * 2048);
+  expect_mib(p, "model", "CUDA1", 2048);
+  expect_mib(p, "KV", "CUDA0", 2 * kKvLayer);
+  bool said = false;
+  for (const std::string& n : p.notes) said = said || n.find("split mode row") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(LlamaLogPredict, KAndVCachesOfDifferentTypesArePredicted) {
   // type_k q8_0, type_v f16 (-ctk q8_0 alone): each cache of its own type, by hand arithmetic.
   const LogPrediction p = predict(

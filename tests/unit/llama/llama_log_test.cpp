@@ -485,4 +485,20 @@ TEST(LlamaLog, VulkanFailureWithSeveralDevicesNamesNone) {
   EXPECT_EQ(log.failed_allocs[0].bytes, 1024u);
 }
 
+// llama-cli --version's build line, and llama-server's slots (the context when no n_ctx line was kept).
+TEST(LlamaLog, VersionLineAndServerSlots) {
+  auto log = parse_llama_log(
+      "version: 5261 (cb06a3c3)\n"
+      "srv          init: initializing slots, n_slots = 2\n"
+      "slot         init: id  0 | task -1 | new slot n_ctx_slot = 30016\n"
+      "slot         init: id  1 | task -1 | new slot n_ctx_slot = 30016\n",
+      "t.log");
+  ASSERT_TRUE(log.ok()) << log.status().message();
+  ASSERT_TRUE(log->build.has_value());
+  EXPECT_EQ(log->build->text, "5261 (cb06a3c3)");
+  EXPECT_EQ(log->context.n_slots, 2);
+  EXPECT_EQ(log->context.n_ctx_slot, 30016);
+  EXPECT_TRUE(log->unused.empty());
+}
+
 }  // namespace

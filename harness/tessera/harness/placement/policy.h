@@ -33,7 +33,8 @@ struct TensorOverride {
 };
 
 // llama.cpp's --split-mode (common/arg.cpp "-sm"; src/llama.cpp llama_model_load: with "none" the model's device list
-// is main_gpu alone). kRow is refused when the model is placed: Tessera does not split rows yet.
+// is main_gpu alone). kRow: layers as kLayer, and each GPU layer's matrices in that GPU's split buffer type, their rows
+// cut over all GPUs by the -ts shares (place_model; docs/interfaces.md "Split buffer types").
 enum class SplitMode { kLayer, kNone, kRow };
 
 // A user pin (Scheduler::set_tensor_backend): the tensor of that name runs on (or stays on) that device's backend.
@@ -81,8 +82,9 @@ int layer_of_name(const char* name);
 // The devices a policy places onto, in the scheduler's priority order: every non-CPU device is a "GPU" that can take
 // offloaded layers, and the last device is the CPU, which takes the rest. Indices below are into this list.
 // Which device each layer goes to, n_layer + 1 entries: the last is the output layer's. Layers not offloaded go to
-// the last device (the CPU). Errors: a negative or too long layer count, a negative share, more shares or counts
-// than GPUs, split mode row, a main GPU out of range.
+// the last device (the CPU). Split mode row places layers as split mode layer (llama.cpp's PR #10026: "KV and other
+// non-matrix weights are split among the available GPUs in the same way as split by layer mode"). Errors: a negative
+// or too long layer count, a negative share, more shares or counts than GPUs, a main GPU out of range.
 Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int n_layer, const PlacementPolicy& policy);
 
 // The same map by Tessera's rules before commit 9a5a0e0 (scenario files of version 1, docs/scenarios.md "Versions";
@@ -101,7 +103,8 @@ struct Placement {
   std::vector<std::pair<Tensor*, BufferType*>> where;  // every placed tensor and its buffer type
   std::vector<int> layer_device;                       // per layer
   int output_device = 0;                               // the output layer's
-  // Bytes of weights and of caches per device (index as in the device list).
+  // Bytes of weights and of caches per device (index as in the device list); a split tensor's (-sm row) on each GPU
+  // holding some of its rows.
   std::vector<size_t> weight_bytes, cache_bytes;
 };
 
@@ -124,13 +127,19 @@ Result<WeightCopies> weight_copies(const std::vector<Device*>& devices, int n_la
 
 // Places weights (usage WEIGHTS) and caches by the policy onto `devices` (ordered as for layer_devices): layer tensors
 // on their layer's device, the output head (a name starting "output") on the output layer's, other weights (token
-// embedding) on the CPU; overrides first; the caches on the CPU without kv_offload. n_layer: the model's layer count.
-// `layer_of`: the layer whose device holds each listed weight (n_layer: the output layer's) where its name does not
-// say it (the copies of weight_copies). Errors: an override whose pattern is not a valid regular expression or whose
-// target is unknown, a placement that does not fit (the allocation error, naming the device).
+// embedding) on the CPU, and with -sm row each GPU layer's matrices in its GPU's split buffer type; overrides first;
+// the caches on the CPU without kv_offload. n_layer: the model's layer count. `layer_of`: the layer whose device holds
+// each listed weight (n_layer: the output layer's) where its name does not say it (the copies of weight_copies).
+// Errors: an override whose pattern is not a valid regular expression or whose target is unknown, a placement that does
+// not fit (the allocation error, naming the device), -sm row on a GPU whose registration has no split buffer type
+// ("device gpu0 does not support split buffers", as llama.cpp says it).
 Result<Placement> place_model(const std::vector<Device*>& devices, const std::vector<Tensor*>& weights,
                               const std::vector<Tensor*>& caches, int n_layer, const PlacementPolicy& policy,
                               const std::vector<std::pair<const Tensor*, int>>& layer_of = {});
+
+// Whether a buffer type is a split buffer type (-sm row): one its device's registration made by row split's extension
+// function, not the device's own, host or extra buffer type.
+bool is_split_buffer_type(const BufferType& b);
 
 // The devices of a simulator in its topology order (the scheduler's priority order).
 std::vector<Device*> devices_of(const sim::Simulator& simulator);

@@ -235,6 +235,7 @@ class Session {
   std::unique_ptr<sim::Simulator> sim_;
   std::vector<std::unique_ptr<Backend>> backends_;
   Status apply_pins();
+  std::string split_rows_text(const Tensor& t) const;  // explain's rows of a split weight
   static Result<bool> resolve_flash_attn_auto(const SessionConfig& config, const Registry* real_devices);
   void step(const char* name) const {
     if (config_.progress) config_.progress(name);
