@@ -7,6 +7,7 @@
 // too small for what is placed on it, or the injected allocation failure.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -31,6 +32,11 @@ struct SweepCase {
   std::string model;
   int n_gpu_layers = -1;
   bool kv_offload = true;
+  // -sm row (issue 47): each GPU layer's matrices split by rows over every GPU at the drawn shares (empty: each GPU's
+  // memory), the cuts rounded to the drawn rounding (1: every GPU gets rows of the tiny matrices; 128: few do)
+  bool row_split = false;
+  int row_rounding = 128;
+  std::vector<double> shares;
 };
 
 SweepCase draw_case(uint64_t seed) {
@@ -51,12 +57,25 @@ SweepCase draw_case(uint64_t seed) {
       if (((d.deny >> b) & 1u) != 0 && (op == Op::kSetRows || op == Op::kCpy)) k.kv_offload = false;
     }
   }
+  // (drawn last: the cases before them stay what they were)
+  k.row_split = c.one_in(3);
+  constexpr int kRoundings[] = {1, 8, 64, 128};
+  k.row_rounding = kRoundings[c.in_range(0, 3)];
+  if (c.one_in(2)) {
+    for (size_t i = 0; i < k.topology.devices.size(); ++i) k.shares.push_back(static_cast<double>(c.in_range(0, 3)));
+  }
   return k;
 }
 
 std::string describe(const SweepCase& k) {
+  std::string row;
+  if (k.row_split) {
+    row = ", -sm row (rounding " + std::to_string(k.row_rounding) + ", shares";
+    for (double v : k.shares) row += " " + std::to_string(static_cast<int>(v));
+    row += k.shares.empty() ? " by memory)" : ")";
+  }
   return "model " + k.model + ", n_gpu_layers " + std::to_string(k.n_gpu_layers) + ", kv_offload " +
-         std::to_string(k.kv_offload) + "\n" + space::describe(k.topology) + "\n" + space::describe(k.lifecycle);
+         std::to_string(k.kv_offload) + row + "\n" + space::describe(k.topology) + "\n" + space::describe(k.lifecycle);
 }
 
 // A refusal the case explains: out of memory on a device of the case (a 64 KiB or 256 KiB one, or the injected
@@ -85,6 +104,16 @@ TEST(ConfigSpaceSweep, TinyModelsOnDrawnTopologiesAndLifecyclesHaveNoRaceAndMatc
     c.model = models::preset(k.model).value();
     c.policy.n_gpu_layers = k.n_gpu_layers;
     c.policy.kv_offload = k.kv_offload;
+    if (k.row_split) {
+      c.policy.split_mode = SplitMode::kRow;
+      for (sim::DeviceConfig& d : c.topology.devices) d.row_rounding = k.row_rounding;
+      // shares of the GPUs (the devices that are not the CPU), when drawn and not all zero
+      size_t n_gpus = 0;
+      for (const sim::DeviceConfig& d : c.topology.devices) n_gpus += d.type != DeviceType::kCpu ? 1 : 0;
+      std::vector<double> shares(k.shares.begin(), k.shares.begin() + std::min(k.shares.size(), n_gpus));
+      if (std::any_of(shares.begin(), shares.end(), [](double v) { return v > 0; })) c.policy.tensor_split = shares;
+      ++outcomes["with -sm row"];
+    }
     space::apply_lifecycle(k.lifecycle, &c.policy, &c.sim);
     c.per_evaluation_inputs = k.lifecycle.per_evaluation_inputs;
     c.sim.seed = seed;
@@ -108,10 +137,20 @@ TEST(ConfigSpaceSweep, TinyModelsOnDrawnTopologiesAndLifecyclesHaveNoRaceAndMatc
     ASSERT_TRUE(r->checked) << where;
     ASSERT_TRUE(r->matches_reference(1e-4)) << where << "\nNMSE " << r->nmse;
     ++outcomes["ran"];
+    if (k.row_split) {
+      bool split = false;
+      for (const auto& [t, buft] : (*s)->placement().where) split = split || is_split_buffer_type(*buft);
+      ++outcomes[split ? "ran with split weights" : "ran with -sm row, nothing split"];
+    }
   }
-  std::printf("config-space sweep: %llu cases: %d ran, %d refused at creation, %d while running (out of memory)\n",
-              static_cast<unsigned long long>(seeds), outcomes["ran"], outcomes["refused at creation"],
-              outcomes["refused while running"]);
+  std::printf(
+      "config-space sweep: %llu cases: %d ran, %d refused at creation, %d while running (out of memory); %d with -sm "
+      "row, %d of them ran with split weights, %d with none split\n",
+      static_cast<unsigned long long>(seeds), outcomes["ran"], outcomes["refused at creation"],
+      outcomes["refused while running"], outcomes["with -sm row"], outcomes["ran with split weights"],
+      outcomes["ran with -sm row, nothing split"]);
+  // The row split is reached: most row-split cases run with weights split over their GPUs.
+  EXPECT_GE(outcomes["ran with split weights"] * 2, outcomes["with -sm row"]);
   // Most cases run: the sweep is about the runs, the refusals are the exception.
   EXPECT_GE(outcomes["ran"], static_cast<int>(seeds) / 2) << outcomes["refused at creation"] << " refused at creation, "
                                                           << outcomes["refused while running"] << " while running";
