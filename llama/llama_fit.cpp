@@ -350,6 +350,7 @@ Result<FitResult> Fit::run() {
   };
   if (!p_.user_ngl.empty()) return fail("n_gpu_layers already set by user to " + p_.user_ngl + ", abort");
   if (nd_ > 1 && !p_.user_ts.empty()) return fail("model_params::tensor_split already set by user, abort");
+  if (nd_ > 1 && p_.row_split) return fail("changing weight allocation for LLAMA_SPLIT_MODE_ROW not implemented, abort");
   if (!p_.user_ot.empty()) return fail("model_params::tensor_buft_overrides already set by user, abort");
 
   int64_t surplus_cpu_moe = 0;
@@ -428,6 +429,7 @@ std::string fit_flags(const FitSetting& s, const FitProblem& p) {
   std::string f = "-c " + std::to_string(s.n_ctx > 0 ? s.n_ctx : p.n_ctx_train);
   f += " -ngl " + (user_ngl_count(p.user_ngl) >= 0 ? p.user_ngl : std::to_string(p.n_layer + 1));
   if (!p.user_ts.empty() && p.gpus.size() > 1) f += " -ts " + p.user_ts;
+  if (p.row_split) f += " -sm row";
   if (!p.user_ot.empty()) f += " " + p.user_ot;
   return f;
 }

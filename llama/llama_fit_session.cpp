@@ -32,6 +32,7 @@ Result<FitProblem> session_fit_problem(const SessionConfig& base, const SessionF
   p.user_ngl = in.user_ngl;
   p.user_ts = in.user_ts;
   p.user_ot = in.user_ot;
+  p.row_split = base.policy.split_mode == SplitMode::kRow;
   sim::SimOptions opt;
   opt.mode = sim::MemoryMode::kMetadata;
   auto simulator = sim::Simulator::create(base.topology, opt, real);
@@ -100,9 +101,11 @@ std::vector<FitUse> fit_use_of(Session& s, const FitProblem& problem, const Llam
   std::vector<FitUse> use(problem.gpus.size());
   auto b = llama_memory_breakdown(s, params);
   if (!b.ok()) return use;
+  // (a split buffer, -sm row, counts on its main GPU: llama.cpp's fit sums each buffer type's memory on
+  // ggml_backend_buft_get_device's device, common/fit.cpp)
   for (const MemoryBreakdown::Row& r : b.value().rows()) {
     for (size_t g = 0; g < problem.gpus.size(); ++g) {
-      if (r.name != problem.gpus[g]) continue;
+      if (r.name != problem.gpus[g] && r.name != problem.gpus[g] + "_Split") continue;
       use[g].model += static_cast<int64_t>(r.model);
       use[g].total += static_cast<int64_t>(r.total());
     }

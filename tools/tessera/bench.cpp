@@ -184,7 +184,7 @@ void add_bench_options(CLI::App* bench, BenchArgs* a) {
   bench->add_option("--fa,--flash-attn", a->flash_attn, "0, 1 or auto (default auto)");
   bench->add_option("--ngl,--n-gpu-layers", a->n_gpu_layers, "layers on the GPUs (default -1: all)");
   bench->add_option("--ncmoe,--n-cpu-moe", a->n_cpu_moe, "the expert weights of the first N layers on the CPU");
-  bench->add_option("--sm,--split-mode", a->split_mode, "none or layer (default layer)");
+  bench->add_option("--sm,--split-mode", a->split_mode, "none, layer or row (default layer)");
   bench->add_option("--mg,--main-gpu", a->main_gpu, "the GPU of split mode none (default 0)");
   bench->add_option("--nkvo,--no-kv-offload", a->no_kv_offload, "0 or 1: the KV cache in host memory");
   bench->add_option("--ts,--tensor-split", a->tensor_split, "shares of the layers per GPU, e.g. 3/1");

@@ -215,8 +215,8 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, const ExtraMo
   Progress progress(!json);
   // Each trial's long steps (building the graph, planning) on a terminal, as plan shows them.
   base.progress = [&progress](const char* step) { progress.step(step); };
-  if (base.policy.split_mode != SplitMode::kLayer) {
-    return input_error("fit: -sm none and -sm row are not modeled by the fit (llama.cpp refuses row, docs/fit.md)");
+  if (base.policy.split_mode == SplitMode::kNone) {
+    return input_error("fit: -sm none is not modeled by the fit (docs/fit.md)");
   }
   auto n_ctx_train = training_context(model_path, base);
   if (!n_ctx_train.ok()) return input_error(n_ctx_train.status().message());

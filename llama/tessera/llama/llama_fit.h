@@ -83,6 +83,9 @@ struct FitProblem {
   // What the user set that the fit may not change, as given ("" unset): -ngl and -ts as written; user_ot the
   // overrides as flags (`-ot "exps=CPU"`, `-cmoe`, `-ncmoe 4`, each once as given).
   std::string user_ngl, user_ts, user_ot;
+  // -sm row: the fit may reduce the context, but not move weights over several GPUs (common/fit.cpp: "changing weight
+  // allocation for LLAMA_SPLIT_MODE_ROW not implemented, abort").
+  bool row_split = false;
 };
 
 struct FitResult {
