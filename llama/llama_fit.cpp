@@ -350,7 +350,8 @@ Result<FitResult> Fit::run() {
   };
   if (!p_.user_ngl.empty()) return fail("n_gpu_layers already set by user to " + p_.user_ngl + ", abort");
   if (nd_ > 1 && !p_.user_ts.empty()) return fail("model_params::tensor_split already set by user, abort");
-  if (nd_ > 1 && p_.row_split) return fail("changing weight allocation for LLAMA_SPLIT_MODE_ROW not implemented, abort");
+  if (nd_ > 1 && p_.row_split)
+    return fail("changing weight allocation for LLAMA_SPLIT_MODE_ROW not implemented, abort");
   if (!p_.user_ot.empty()) return fail("model_params::tensor_buft_overrides already set by user, abort");
 
   int64_t surplus_cpu_moe = 0;
