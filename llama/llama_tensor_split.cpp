@@ -1,0 +1,201 @@
+// llama.cpp's split states for -sm tensor (tessera/llama/llama_tensor_split.h). The rules are those of
+// src/llama-model.cpp, llama_meta_device_get_split_state (master, 2026), for the tensors of Tessera's architectures
+// (regular attention; no recurrent layers): which axis, the segments of fused tensors, the granularity of each cut and
+// the rotation of the first device, written again here.
+#include "tessera/llama/llama_tensor_split.h"
+
+#include <cstring>
+#include <numeric>
+#include <string_view>
+#include <unordered_map>
+
+namespace tessera::llama {
+
+namespace {
+
+struct Config {
+  SplitAxis axis = SplitAxis::kMirrored;
+  const Tensor* axis_tensor = nullptr;  // whose type's block size sets the granularity
+  int il = 0;
+  size_t rotation = 0;
+};
+
+}  // namespace
+
+StaticSplitFn llama_tensor_split(const models::LlamaGraph& model, const models::LlamaConfig& config, size_t n_devices,
+                                 const std::vector<double>& tensor_split) {
+  auto by_name = std::make_shared<std::unordered_map<std::string, const Tensor*>>();
+  auto ours = std::make_shared<std::unordered_map<const Tensor*, bool>>();
+  for (const Tensor* w : model.weights) {
+    by_name->emplace(w->name, w);  // (the first of a name: copies share it)
+    (*ours)[w] = true;
+  }
+  for (const Tensor* c : model.kv_cache) (*ours)[c] = true;
+  const models::LlamaConfig c = config;
+  const size_t n = n_devices;
+  const std::vector<double> ts = tensor_split;
+
+  return [by_name, ours, c, n, ts](const Tensor& t) -> std::optional<SplitState> {
+    if (ours->count(&t) == 0) return std::nullopt;
+    const std::string_view name = t.name;
+    // The layer, the name within it, and the rotation (llama.cpp counts only earlier layers of the same kind, so that a
+    // pattern of sliding-window layers does not alias with the device count).
+    int il = -1;
+    std::string_view rest = name;
+    if (name.rfind("blk.", 0) == 0) {
+      const size_t dot = name.find('.', 4);
+      if (dot == std::string_view::npos) return SplitState{};
+      il = std::atoi(std::string(name.substr(4, dot - 4)).c_str());
+      rest = name.substr(dot + 1);
+    } else if (name.rfind("cache_", 0) == 0) {
+      const size_t at = name.find("_l", 6);
+      if (at == std::string_view::npos) return SplitState{};
+      il = std::atoi(std::string(name.substr(at + 2)).c_str());
+    }
+    size_t rotation = static_cast<size_t>(c.n_layer) % n;
+    if (il >= 0) {
+      size_t eff = 0;
+      for (int p = 0; p < il; ++p) eff += c.is_swa(p) == c.is_swa(il) ? 1 : 0;
+      rotation = eff % n;
+    }
+    auto layer_tensor = [&](const char* suffix, const char* fallback) -> const Tensor* {
+      const std::string prefix = "blk." + std::to_string(il) + ".";
+      auto it = by_name->find(prefix + suffix);
+      if (it == by_name->end() && fallback != nullptr) it = by_name->find(prefix + fallback);
+      return it == by_name->end() ? nullptr : it->second;
+    };
+    const bool cache = name.rfind("cache_k_l", 0) == 0 || name.rfind("cache_v_l", 0) == 0;
+    const bool q_w = rest == "attn_q.weight", kv_w = rest == "attn_k.weight" || rest == "attn_v.weight";
+    const bool q_b = rest == "attn_q.bias", kv_b = rest == "attn_k.bias" || rest == "attn_v.bias";
+    const bool qkv_w = rest == "attn_qkv.weight", qkv_b = rest == "attn_qkv.bias";
+    const bool sinks = rest == "attn_sinks.weight";
+    const bool up_gate_w = rest == "ffn_up.weight" || rest == "ffn_up_exps.weight" || rest == "ffn_gate.weight" ||
+                           rest == "ffn_gate_exps.weight";
+    const bool up_w = rest == "ffn_up.weight" || rest == "ffn_up_exps.weight";
+    const bool up_gate_b =
+        rest == "ffn_up.bias" || rest == "ffn_up_exps.bias" || rest == "ffn_gate.bias" || rest == "ffn_gate_exps.bias";
+    const bool up_b = rest == "ffn_up.bias" || rest == "ffn_up_exps.bias";
+    const bool down_w = rest == "ffn_down.weight" || rest == "ffn_down_exps.weight";
+    Config cfg;
+    cfg.il = il;
+    cfg.rotation = rotation;
+    const Tensor* attn_out = il >= 0 ? layer_tensor("attn_output.weight", "ssm_out.weight") : nullptr;
+    const Tensor* ffn_down = il >= 0 ? layer_tensor("ffn_down.weight", "ffn_down_exps.weight") : nullptr;
+    if (il >= 0 && (q_w || kv_w || qkv_w)) {
+      cfg = {SplitAxis::k1, attn_out, il, rotation};
+    } else if (il >= 0 && (q_b || kv_b || qkv_b)) {
+      cfg = {SplitAxis::k0, attn_out, il, rotation};
+    } else if (il >= 0 && (rest == "attn_q_norm.weight" || rest == "attn_k_norm.weight")) {
+      cfg = {t.ne[1] == 1 ? SplitAxis::kMirrored : SplitAxis::k1, attn_out, il, rotation};
+    } else if (cache || (il >= 0 && sinks)) {
+      cfg = {SplitAxis::k0, attn_out, il, rotation};
+    } else if (il >= 0 && rest == "attn_output.weight") {
+      cfg = {SplitAxis::k0, &t, il, rotation};
+    } else if (il >= 0 && rest == "attn_output.bias") {
+      cfg = {SplitAxis::kMirrored, &t, il, rotation};
+    } else if (il >= 0 && up_gate_w) {
+      cfg = {SplitAxis::k1, ffn_down, il, rotation};
+    } else if (il >= 0 && up_gate_b) {
+      cfg = {SplitAxis::k0, ffn_down, il, rotation};
+    } else if (il >= 0 && down_w) {
+      cfg = {SplitAxis::k0, ffn_down, il, rotation};
+    } else if (il >= 0 && rest == "ffn_down.bias") {
+      cfg = {SplitAxis::kMirrored, &t, il, rotation};
+    } else if (il >= 0 && rest == "ffn_down_exps.bias") {
+      return SplitState{SplitAxis::kPartial, {}, {}};
+    } else if (name == "output.weight") {
+      cfg = {SplitAxis::k1, &t, 0, rotation};
+    } else if (name == "output.bias") {
+      cfg = {SplitAxis::k0, &t, 0, rotation};
+    } else {
+      return SplitState{};  // mirrored: norms, routers, the token embedding (and a tied head's copy of it)
+    }
+    if (cfg.axis == SplitAxis::kMirrored) return SplitState{};
+    if (cfg.axis_tensor == nullptr) cfg.axis_tensor = &t;
+    const int axis = static_cast<int>(cfg.axis);
+    // Segments: a fused QKV is Q then K and V (each cut separately), a fused up + gate is two halves.
+    std::vector<std::pair<int64_t, uint32_t>> segments{{t.ne[axis], 1}};
+    if (qkv_w || qkv_b) segments = {{c.n_embd_q(), 1}, {c.n_embd_kv(), 2}};
+    if ((up_w || up_b) && t.ne[axis] == 2 * c.n_ff) segments = {{c.n_ff, 2}};
+    // Granularity: whole heads for attention (at least a block of the type, grown to 128 values while the devices
+    // still get some), 128 values (or the block) for the FFN, else 1.
+    const int64_t block = type_traits(cfg.axis_tensor->type).block_size;
+    std::vector<int64_t> granularity(segments.size(), 1);
+    const int64_t n_gqa = c.n_head_kv > 0 ? c.n_head / c.n_head_kv : 1;
+    const int64_t n_embd_q = n_gqa * c.head_dim();  // the Q values of one KV head
+    int64_t perf = block;
+    while (perf < 128 && perf * static_cast<int64_t>(n) < n_embd_q) perf *= 2;
+    const int64_t g_q = std::lcm(n_embd_q, perf);
+    const int64_t g_kv = g_q / n_gqa;
+    if (sinks) {
+      granularity = {std::lcm(n_embd_q, perf) / n_embd_q * n_gqa};
+    } else if (q_w || q_b || (il >= 0 && rest == "attn_output.weight")) {
+      granularity = {g_q};
+    } else if (kv_w || kv_b || cache) {
+      granularity = {g_kv};
+    } else if (qkv_w || qkv_b) {
+      granularity = {g_q, g_kv};
+    } else if (up_gate_w || up_gate_b || down_w) {
+      granularity.assign(segments.size(), std::lcm(block, int64_t{128}));
+    }
+    // The cuts: the -ts shares from the rotation's first device (all zero: even), each rounded down to the
+    // granularity, the last device taking the rest.
+    std::vector<float> scan(n, 0.0f);
+    for (size_t j = 0; j < n; ++j) {
+      const size_t d = (j + cfg.rotation) % n;
+      scan[j] = (d < ts.size() ? static_cast<float>(ts[d]) : 0.0f) + (j > 0 ? scan[j - 1] : 0.0f);
+    }
+    SplitState s;
+    s.axis = cfg.axis;
+    s.ne.assign(segments.size() * n, 0);
+    for (size_t is = 0; is < segments.size(); ++is) {
+      const int64_t ne_s = segments[is].first;
+      const int64_t g = granularity[is];
+      int64_t low = 0;
+      size_t j = 0;
+      for (; j + 1 < n; ++j) {
+        int64_t high = scan.back() == 0.0f ? ne_s * static_cast<int64_t>(j + 1) / static_cast<int64_t>(n)
+                                           : static_cast<int64_t>(static_cast<float>(ne_s) * scan[j] / scan.back());
+        if (high % g != 0) high -= high % g;
+        s.ne[is * n + (j + cfg.rotation) % n] = high - low;
+        low = high;
+      }
+      s.ne[is * n + (j + cfg.rotation) % n] = ne_s - low;
+      s.nr.push_back(segments[is].second);
+    }
+    return s;
+  };
+}
+
+size_t split_bytes(const Tensor& t, const SplitState& s, size_t j, size_t n_devices) {
+  int64_t ne[kMaxDims] = {t.ne[0], t.ne[1], t.ne[2], t.ne[3]};
+  if (s.is_split()) ne[static_cast<int>(s.axis)] = s.on_device(j, n_devices);
+  if (ne[0] == 0) return 0;
+  return row_size(t.type, ne[0]) * static_cast<size_t>(ne[1] * ne[2] * ne[3]);
+}
+
+Result<TensorParallelMemory> llama_tensor_parallel(const models::LlamaGraph& model, const models::LlamaConfig& config,
+                                                   size_t n_devices, const std::vector<double>& tensor_split) {
+  if (model.graph == nullptr) return Status(StatusCode::kInvalidArgument, "tensor parallelism: the model has no graph");
+  const StaticSplitFn fn = llama_tensor_split(model, config, n_devices, tensor_split);
+  auto plan = plan_tensor_parallel(*model.graph, n_devices, fn);
+  if (!plan.ok()) return plan.status();
+  TensorParallelMemory m;
+  m.weights.assign(n_devices, 0);
+  m.cache.assign(n_devices, 0);
+  for (const auto* list : {&model.weights, &model.kv_cache}) {
+    for (const Tensor* t : *list) {
+      std::optional<SplitState> s = fn(*t);
+      if (!s) continue;
+      for (size_t j = 0; j < n_devices; ++j) {
+        (list == &model.weights ? m.weights : m.cache)[j] += split_bytes(*t, *s, j, n_devices);
+      }
+    }
+  }
+  m.n_reductions = plan.value().reductions.size();
+  for (size_t i : plan.value().reductions) m.reduced_bytes += nbytes(*model.graph->node(i));
+  m.plan = std::move(plan).value();
+  return m;
+}
+
+}  // namespace tessera::llama

@@ -1,0 +1,38 @@
+// llama.cpp's tensor parallelism (-sm tensor; docs/tensor-parallel.md): how its model splits each weight and cache over
+// the devices of its meta device (src/llama-model.cpp, llama_meta_device_get_split_state), and what that comes to for
+// a model: every tensor's split state (tessera/meta.h), the bytes each device holds, and the reductions an evaluation
+// makes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/meta.h"
+#include "tessera/models/llama.h"
+#include "tessera/status.h"
+
+namespace tessera::llama {
+
+// The split state llama.cpp gives a weight or cache of `model` over n_devices, by its name: attention Q, K, V (and
+// their biases, the fused QKV, the K/V caches, the sinks) by heads, the attention output by its input rows, FFN up and
+// gate by their output rows and down by its input rows (experts alike), the output head by vocabulary rows, the rest
+// mirrored. Each cut is rounded down to llama.cpp's granularity (whole heads; 128 values, or the type's block, for the
+// FFN), at the -ts shares (`tensor_split`, one per device; empty or all zero: even), the first device of the rotation
+// moving on by one every layer. std::nullopt for a tensor that is neither a weight nor a cache of the model.
+StaticSplitFn llama_tensor_split(const models::LlamaGraph& model, const models::LlamaConfig& config, size_t n_devices,
+                                 const std::vector<double>& tensor_split);
+
+// The bytes a tensor of state `s` takes on device j: its slice along the split axis, or all of it (mirrored, partial).
+size_t split_bytes(const Tensor& t, const SplitState& s, size_t j, size_t n_devices);
+
+// A model planned with -sm tensor: per device, its weights' and caches' bytes; the graph's reductions.
+struct TensorParallelMemory {
+  std::vector<size_t> weights, cache;  // per device
+  size_t n_reductions = 0;             // AllReduces per evaluation
+  size_t reduced_bytes = 0;            // their partial results' bytes (each device sends and receives about as much)
+  TensorParallelPlan plan;
+};
+Result<TensorParallelMemory> llama_tensor_parallel(const models::LlamaGraph& model, const models::LlamaConfig& config,
+                                                   size_t n_devices, const std::vector<double>& tensor_split);
+
+}  // namespace tessera::llama

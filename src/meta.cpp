@@ -1,0 +1,399 @@
+// Tensor parallelism's split states (tessera/meta.h; docs/tensor-parallel.md). The rules are ggml's meta backend's
+// (ggml/src/ggml-backend-meta.cpp, ggml_backend_meta_get_split_state), written again over Tessera's ops: where ggml
+// aborts, these return an error naming the node.
+#include "tessera/meta.h"
+
+#include <algorithm>
+
+#include "tessera/ops.h"
+#include "tessera/types.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr size_t kMaxDevices = 16;  // GGML_BACKEND_META_MAX_DEVICES
+
+SplitState mirrored() { return SplitState{SplitAxis::kMirrored, {}, {}}; }
+SplitState partial() { return SplitState{SplitAxis::kPartial, {}, {}}; }
+// A split along `axis` whose slices are filled in later (take_over_ratio), nr repetitions of one segment.
+SplitState split_along(int axis, uint32_t nr = 1) { return SplitState{static_cast<SplitAxis>(axis), {}, {nr}}; }
+
+std::string state_text(const SplitState& s, size_t n) { return s.describe(n); }
+
+class Planner {
+ public:
+  Planner(size_t n, const StaticSplitFn& statics) : n_(n), statics_(statics) {}
+
+  // The state of t as its consumers see it: a partial MUL_MAT result has been reduced by then (assume_sync).
+  Result<SplitState> synced(const Tensor* t) {
+    auto r = own(t);
+    if (!r.ok()) return r.status();
+    if (reduced_.count(t) != 0) return mirrored();
+    return r;
+  }
+
+  // The state of t itself (a MUL_MAT of two axis-0 splits is partial).
+  Result<SplitState> own(const Tensor* t) {
+    if (const auto it = plan_.state.find(t); it != plan_.state.end()) return it->second;
+    auto r = compute(*t);
+    if (!r.ok()) return r.status();
+    plan_.state.emplace(t, r.value());
+    return r;
+  }
+
+  TensorParallelPlan& plan() { return plan_; }
+  std::unordered_map<const Tensor*, bool> reduced_;  // nodes whose partial result the devices reduce
+
+ private:
+  bool equal(const SplitState& a, const SplitState& b) const {
+    if (a.axis != b.axis) return false;
+    if (!a.is_split()) return true;
+    for (size_t j = 0; j < n_; ++j) {
+      if (a.on_device(j, n_) != b.on_device(j, n_)) return false;
+    }
+    return true;
+  }
+
+  Status fail(const Tensor& t, const std::string& why, const std::vector<std::optional<SplitState>>& src) {
+    std::string s;
+    for (int i = 0; i < kMaxSrc; ++i) {
+      if (t.src[i] == nullptr || !src[static_cast<size_t>(i)]) continue;
+      s += format_message("%s%s (%s)", s.empty() ? "" : ", ", t.src[i]->name,
+                          state_text(*src[static_cast<size_t>(i)], n_).c_str());
+    }
+    return Status(StatusCode::kInvalidArgument,
+                  format_message("tensor parallelism: %s '%s': %s; sources %s", op_name(t.op), t.name, why.c_str(),
+                                 s.empty() ? "none" : s.c_str()));
+  }
+
+  Status check_static(const Tensor& t, const SplitState& s) {
+    if (!s.is_split()) return Status::Ok();
+    if (s.nr.empty() || s.ne.size() != s.nr.size() * n_) {
+      return Status(StatusCode::kInvalidArgument,
+                    format_message("tensor parallelism: the split of '%s' has %zu slices for %zu segments and %zu "
+                                   "devices",
+                                   t.name, s.ne.size(), s.nr.size(), n_));
+    }
+    const int axis = static_cast<int>(s.axis);
+    const int64_t block = axis == 0 ? type_traits(t.type).block_size : 1;
+    int64_t sum = 0;
+    for (size_t k = 0; k < s.ne.size(); ++k) {
+      if (s.ne[k] < 0 || s.ne[k] % block != 0) {
+        return Status(
+            StatusCode::kInvalidArgument,
+            format_message("tensor parallelism: '%s': a slice of %lld along axis 0 is not whole blocks of "
+                           "%lld (%s)",
+                           t.name, static_cast<long long>(s.ne[k]), static_cast<long long>(block), type_name(t.type)));
+      }
+      sum += s.ne[k] * s.nr[k / n_];
+    }
+    if (sum != t.ne[axis]) {
+      return Status(StatusCode::kInvalidArgument,
+                    format_message("tensor parallelism: '%s': its slices add up to %lld along axis %d, not %lld",
+                                   t.name, static_cast<long long>(sum), axis, static_cast<long long>(t.ne[axis])));
+    }
+    return Status::Ok();
+  }
+
+  Result<SplitState> compute(const Tensor& t) {
+    if (nelements(t) == 0) return mirrored();
+    // a leaf: a weight or a cache as the application splits it, else an input (mirrored)
+    if (t.op == Op::kNone) {
+      std::optional<SplitState> s = statics_ ? statics_(t) : std::nullopt;
+      if (!s) return mirrored();
+      TS_RETURN_IF_ERROR(check_static(t, *s));
+      return *s;
+    }
+    std::vector<std::optional<SplitState>> src(kMaxSrc);
+    for (int i = 0; i < kMaxSrc; ++i) {
+      if (t.src[i] == nullptr || t.src[i] == &t) continue;
+      auto s = synced(t.src[i]);
+      if (!s.ok()) return s.status();
+      src[static_cast<size_t>(i)] = s.value();
+    }
+    auto r = by_op(t, src);
+    if (!r.ok()) return r.status();
+    SplitState out = r.value();
+    if (out.is_split()) TS_RETURN_IF_ERROR(take_over_ratio(t, src, &out));
+    return out;
+  }
+
+  // Every source alike (ggml's handle_generic); scalar_only: a split result is refused.
+  Result<SplitState> generic(const Tensor& t, const std::vector<std::optional<SplitState>>& src, bool scalar_only) {
+    std::optional<SplitState> ret;
+    for (int i = 0; i < kMaxSrc; ++i) {
+      const auto& s = src[static_cast<size_t>(i)];
+      if (!s) continue;
+      if (!ret) {
+        ret = *s;
+      } else if (!equal(*s, *ret)) {
+        return fail(t, "its sources are split differently", src);
+      }
+    }
+    if (!ret) return fail(t, "no source", src);
+    if (scalar_only && ret->is_split()) return fail(t, "the op does not take split sources", src);
+    return *ret;
+  }
+
+  Result<SplitState> per_row(const Tensor& t, const std::vector<std::optional<SplitState>>& src) {
+    if (!src[0]) return fail(t, "no source", src);
+    if (src[0]->axis == SplitAxis::k0) return fail(t, "a row-wise op over rows split along axis 0", src);
+    return src[0]->is_split() ? split_along(static_cast<int>(src[0]->axis), src[0]->nr[0]) : *src[0];
+  }
+
+  Result<SplitState> bin_bcast(const Tensor& t, const std::vector<std::optional<SplitState>>& src) {
+    const auto& a = src[0];
+    const auto& b = src[1];
+    const auto& c = src[2];
+    if (a && b && a->is_split() && t.src[1]->ne[static_cast<int>(a->axis)] == 1 && b->axis == SplitAxis::kMirrored) {
+      return split_along(static_cast<int>(a->axis));
+    }
+    if (a && b && c && c->axis == SplitAxis::kMirrored &&
+        (a->axis == b->axis || (a->axis == SplitAxis::kMirrored && b->axis == SplitAxis::kPartial))) {
+      return a->is_split() ? split_along(static_cast<int>(a->axis)) : *a;  // ADD_ID
+    }
+    if (c && c->axis != SplitAxis::kMirrored) return fail(t, "its ids are not mirrored", src);
+    return generic(t, src, false);
+  }
+
+  Result<SplitState> reshape(const Tensor& t, const std::vector<std::optional<SplitState>>& src) {
+    if (!src[0]) return fail(t, "no source", src);
+    const SplitState& s = *src[0];
+    if (!s.is_split()) return s;
+    if (s.n_segments() != 1) return fail(t, "a reshape of a tensor of several segments", src);
+    const Tensor& in = *t.src[0];
+    const int axis = static_cast<int>(s.axis);
+    if (axis == n_dims(in) - 1 && s.nr[0] == 1) return split_along(n_dims(t) - 1);
+    int64_t base_in = in.ne[0];
+    for (int d = 1; d <= axis; ++d) base_in *= in.ne[d];
+    base_in /= s.nr[0];
+    int64_t base_out = 1;
+    for (int d = 0; d < kMaxDims; ++d) {
+      base_out *= t.ne[d];
+      if (base_out % base_in == 0) return split_along(d, static_cast<uint32_t>(base_out / base_in));
+      if (base_out > base_in) {
+        if (s.nr[0] != 1) return fail(t, "a reshape that cuts a repeated segment", src);
+        return split_along(d);
+      }
+    }
+    return fail(t, "a reshape whose shapes do not match", src);
+  }
+
+  Result<SplitState> view(const Tensor& t, const std::vector<std::optional<SplitState>>& src) {
+    if (!src[0]) return fail(t, "no source", src);
+    const Tensor& in = *t.src[0];
+    if (is_contiguous(t) && is_contiguous(in)) return reshape(t, src);
+    const SplitState& s = *src[0];
+    bool same_strides = true;
+    for (int d = 0; d < kMaxDims; ++d) {
+      if (t.ne[d] == 1 && in.ne[d] == 1) continue;
+      if (t.nb[d] != in.nb[d]) {
+        same_strides = false;
+        break;
+      }
+    }
+    if (same_strides) return s.is_split() ? split_along(static_cast<int>(s.axis), s.nr[0]) : s;
+    const int axis = static_cast<int>(s.axis);
+    if (!is_permuted(t) && !is_permuted(in) && s.is_split() && axis < kMaxDims - 1) {
+      for (int d = 0; d < kMaxDims - 1; ++d) {
+        if (t.nb[d + 1] == in.nb[axis + 1]) return split_along(d);
+      }
+      return fail(t, "a view whose strides match no axis of its source's split", src);
+    }
+    if (!s.is_split()) return s;
+    return fail(t, "a view of a permuted split tensor", src);
+  }
+
+  Result<SplitState> mul_mat(const Tensor& t, const std::vector<std::optional<SplitState>>& src) {
+    if (!src[0] || !src[1]) return fail(t, "no source", src);
+    const SplitState& a = *src[0];
+    const SplitState& b = *src[1];
+    if (a.axis == SplitAxis::kMirrored && b.axis == SplitAxis::kMirrored) return mirrored();
+    if (a.axis == SplitAxis::k1 && b.axis == SplitAxis::kMirrored) return split_along(0);
+    if (b.axis == SplitAxis::k1 && a.axis == SplitAxis::kMirrored) return split_along(1, b.nr.empty() ? 1 : b.nr[0]);
+    if (a.axis == SplitAxis::k0 && b.axis == SplitAxis::k0) {
+      if (!equal(a, b)) return fail(t, "its sources' axis-0 slices differ", src);
+      reduced_[&t] = true;
+      return partial();
+    }
+    return fail(t, "a MUL_MAT of these splits is not defined", src);
+  }
+
+  Result<SplitState> by_op(const Tensor& t, const std::vector<std::optional<SplitState>>& src) {
+    switch (t.op) {
+      case Op::kNone: return mirrored();
+      case Op::kDup: return generic(t, src, true);
+      case Op::kAdd:
+      case Op::kAddId:
+      case Op::kMul:
+      case Op::kDiv: return bin_bcast(t, src);
+      case Op::kScale:
+      case Op::kUnary:
+      case Op::kGlu:
+      case Op::kClamp:
+      case Op::kSoftMax: return generic(t, src, false);
+      case Op::kRmsNorm:
+      case Op::kNorm:
+      case Op::kSumRows:
+      case Op::kArgsort:
+      case Op::kTopK: return per_row(t, src);
+      case Op::kMulMat:
+      case Op::kMulMatId: return mul_mat(t, src);
+      case Op::kCpy:
+        if (src[0] && src[0]->is_split()) return reshape(t, src);
+        return generic(t, src, false);
+      case Op::kCont:
+      case Op::kReshape: return reshape(t, src);
+      case Op::kView: return view(t, src);
+      case Op::kPermute: {
+        if (!src[0]) return fail(t, "no source", src);
+        const SplitState& s = *src[0];
+        if (!s.is_split()) return s;
+        if (s.n_segments() != 1 && s.nr[0] != 1) return fail(t, "a permute of a repeated segment", src);
+        return split_along(t.op_params[static_cast<int>(s.axis)], s.nr[0]);
+      }
+      case Op::kTranspose: {
+        if (!src[0]) return fail(t, "no source", src);
+        const SplitState& s = *src[0];
+        if (s.axis == SplitAxis::k0 || s.axis == SplitAxis::k1) {
+          if (s.n_segments() != 1 && s.nr[0] != 1) return fail(t, "a transpose of a repeated segment", src);
+          return split_along(static_cast<int>(s.axis) ^ 1, s.nr[0]);
+        }
+        return s.is_split() ? split_along(static_cast<int>(s.axis), s.nr[0]) : s;
+      }
+      case Op::kGetRows:
+        if (src[0] && src[1] && src[0]->axis == SplitAxis::k0 && src[1]->axis == SplitAxis::kMirrored) {
+          return split_along(0);
+        }
+        return generic(t, src, true);
+      case Op::kSetRows: {
+        // Tessera's sources: the destination, the rows, the ids (ggml's: the rows, the ids, the destination)
+        if (!src[0] || !src[1] || !src[2]) return fail(t, "no source", src);
+        if (src[1]->axis == SplitAxis::k1) return fail(t, "rows split along axis 1", src);
+        if (src[2]->axis != SplitAxis::kMirrored) return fail(t, "its ids are not mirrored", src);
+        if (!equal(*src[1], *src[0])) return fail(t, "its rows and its destination are split differently", src);
+        return src[1]->is_split() ? split_along(static_cast<int>(src[1]->axis)) : *src[1];
+      }
+      case Op::kRope:
+        if (!src[0] || !src[1] || src[1]->axis != SplitAxis::kMirrored) {
+          return fail(t, "its positions are not mirrored", src);
+        }
+        return src[0]->is_split() ? split_along(static_cast<int>(src[0]->axis), src[0]->nr[0]) : *src[0];
+      case Op::kFlashAttnExt:
+        for (int i = 0; i < 3; ++i) {
+          if (!src[static_cast<size_t>(i)] || src[static_cast<size_t>(i)]->axis != SplitAxis::k2) {
+            return fail(t, "Q, K and V are not split by heads (axis 2)", src);
+          }
+        }
+        if (src[3] && src[3]->axis != SplitAxis::kMirrored) return fail(t, "its mask is not mirrored", src);
+        if (src[4] && src[4]->axis != SplitAxis::k0) return fail(t, "its sinks are not split by heads", src);
+        return split_along(1);
+      case Op::kCount: break;
+    }
+    return fail(t, "the op has no tensor-parallel rule", src);
+  }
+
+  // A split result takes its slices from its first split source, scaled by the extents (ggml: "take over ratio from
+  // src"); the other split sources must agree.
+  Status take_over_ratio(const Tensor& t, const std::vector<std::optional<SplitState>>& src, SplitState* out) {
+    const int axis = static_cast<int>(out->axis);
+    const uint32_t nr = out->nr.empty() ? 1 : out->nr[0];
+    out->nr = {nr};
+    bool first = true;
+    for (int i = 0; i < kMaxSrc; ++i) {
+      const auto& s = src[static_cast<size_t>(i)];
+      if (!s || !s->is_split()) continue;
+      const int64_t src_extent = t.src[i]->ne[static_cast<int>(s->axis)];
+      if (first) {
+        out->ne.assign(n_, 0);
+        for (size_t j = 0; j < n_; ++j) {
+          int64_t v = s->on_device(j, n_) * t.ne[axis];
+          if (v != 0 || src_extent != 0) {
+            const int64_t div = src_extent * nr;
+            if (div == 0 || v % div != 0) {
+              return fail(t, format_message("its slice on device %zu is not a whole number of elements", j), src);
+            }
+            v /= div;
+          }
+          out->ne[j] = v;
+        }
+        first = false;
+      } else {
+        for (size_t j = 0; j < n_; ++j) {
+          if (out->ne[j] * nr * src_extent != s->on_device(j, n_) * t.ne[axis]) {
+            return fail(t, "its split sources' slices disagree", src);
+          }
+        }
+      }
+    }
+    if (first) return fail(t, "a split result without a split source", src);
+    return Status::Ok();
+  }
+
+  size_t n_;
+  const StaticSplitFn& statics_;
+  TensorParallelPlan plan_;
+};
+
+}  // namespace
+
+const char* split_axis_name(SplitAxis axis) {
+  switch (axis) {
+    case SplitAxis::k0: return "axis 0";
+    case SplitAxis::k1: return "axis 1";
+    case SplitAxis::k2: return "axis 2";
+    case SplitAxis::k3: return "axis 3";
+    case SplitAxis::kMirrored: return "mirrored";
+    case SplitAxis::kPartial: return "partial";
+  }
+  return "?";
+}
+
+int64_t SplitState::on_device(size_t j, size_t n_devices) const {
+  if (!is_split()) return 0;
+  int64_t sum = 0;
+  for (size_t s = 0; s < nr.size(); ++s) {
+    const size_t k = s * n_devices + j;
+    if (k < ne.size()) sum += ne[k] * nr[s];
+  }
+  return sum;
+}
+
+std::string SplitState::describe(size_t n_devices) const {
+  std::string s = split_axis_name(axis);
+  if (!is_split()) return s;
+  s += " {";
+  for (size_t j = 0; j < n_devices; ++j) s += (j == 0 ? "" : ", ") + std::to_string(on_device(j, n_devices));
+  return s + "}";
+}
+
+size_t TensorParallelPlan::n_subgraphs() const { return reductions.size() + 1; }
+
+const SplitState* TensorParallelPlan::of(const Tensor* t) const {
+  const auto it = state.find(t);
+  return it == state.end() ? nullptr : &it->second;
+}
+
+Result<TensorParallelPlan> plan_tensor_parallel(const Graph& graph, size_t n_devices, const StaticSplitFn& statics) {
+  if (n_devices < 1 || n_devices > kMaxDevices) {
+    return Status(StatusCode::kInvalidArgument,
+                  format_message("tensor parallelism: %zu devices (1 to %zu)", n_devices, kMaxDevices));
+  }
+  Planner p(n_devices, statics);
+  p.plan().n_devices = n_devices;
+  for (Tensor* leaf : graph.leafs()) {
+    auto s = p.own(leaf);
+    if (!s.ok()) return s.status();
+  }
+  std::vector<size_t> reductions;
+  for (size_t i = 0; i < graph.n_nodes(); ++i) {
+    auto s = p.own(graph.node(i));
+    if (!s.ok()) return s.status();
+    if (s.value().axis == SplitAxis::kPartial && p.reduced_.count(graph.node(i)) != 0) reductions.push_back(i);
+  }
+  p.plan().reductions = std::move(reductions);
+  return std::move(p.plan());
+}
+
+}  // namespace tessera
