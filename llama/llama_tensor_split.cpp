@@ -187,6 +187,10 @@ Result<TensorParallelMemory> llama_tensor_parallel(const models::LlamaGraph& mod
     for (const Tensor* t : *list) {
       std::optional<SplitState> s = fn(*t);
       if (!s) continue;
+      if (t == model.tok_embd) {
+        m.host_weights += nbytes(*t);
+        continue;
+      }
       for (size_t j = 0; j < n_devices; ++j) {
         (list == &model.weights ? m.weights : m.cache)[j] += split_bytes(*t, *s, j, n_devices);
       }

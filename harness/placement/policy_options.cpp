@@ -96,6 +96,8 @@ bool parse_split_mode(const std::string& text, SplitMode* out) {
     *out = SplitMode::kNone;
   else if (text == "row")
     *out = SplitMode::kRow;
+  else if (text == "tensor")
+    *out = SplitMode::kTensor;
   else
     return false;
   return true;
@@ -197,17 +199,18 @@ const std::vector<Entry>& entries() {
          });
        }},
 
-      {{"split_mode", "--split-mode", "none|layer|row",
+      {{"split_mode", "--split-mode", "none|layer|row|tensor",
         "llama.cpp's -sm: layer (default) splits the layers across the GPUs, none uses the main GPU alone, row splits "
-        "the layers too and each matrix's rows across every GPU (-ts shares)",
+        "the layers too and each matrix's rows across every GPU (-ts shares), tensor splits weights and KV cache "
+        "across the GPUs by heads and rows (llama.cpp's meta device; `plan` only so far)",
         false},
        [](const PolicyOption& o, const std::string& t, PlacementPolicy* p) {
-         if (!parse_split_mode(t, &p->split_mode)) return bad_text(o, t, "none, layer or row");
+         if (!parse_split_mode(t, &p->split_mode)) return bad_text(o, t, "none, layer, row or tensor");
          return Status::Ok();
        },
        [](const json& v, const std::string& path, PlacementPolicy* p) {
          if (!parse_split_mode(get_string(v, path), &p->split_mode))
-           fail(path, "expected \"none\", \"layer\" or \"row\"");
+           fail(path, "expected \"none\", \"layer\", \"row\" or \"tensor\"");
        }},
 
       {{"main_gpu", "--main-gpu", "N", "llama.cpp's -mg: the GPU (0, 1, ...) that split_mode none uses", false},

@@ -215,6 +215,13 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, const ExtraMo
   Progress progress(!json);
   // Each trial's long steps (building the graph, planning) on a terminal, as plan shows them.
   base.progress = [&progress](const char* step) { progress.step(step); };
+  if (base.policy.split_mode == SplitMode::kTensor) {
+    // (common/fit.cpp refuses it; llama.cpp then runs with the given options)
+    std::fprintf(stderr,
+                 "failed to fit params to free device memory: llama_params_fit is not implemented for "
+                 "SPLIT_MODE_TENSOR, abort\n");
+    return kExpectationFailed;
+  }
   if (base.policy.split_mode == SplitMode::kNone) {
     return input_error("fit: -sm none is not modeled by the fit (docs/fit.md)");
   }

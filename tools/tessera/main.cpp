@@ -523,6 +523,10 @@ int save_planned_graph(Session& s, const std::string& path) {
 // A plan reads no values: plan, dot, fit and --explain work in metadata-only mode (the sizes are the same).
 int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits, const std::string& save_graph) {
   o.metadata = true;
+  if (auto cfg = make_config(o, nullptr, /*notes=*/false);
+      cfg.ok() && cfg.value().policy.split_mode == SplitMode::kTensor) {
+    return tool::cmd_plan_tensor(cfg.value(), explain, o.json, o.wide);
+  }
   int code = kOk;
   Progress progress(!o.json);
   ExtraModels extra_models;

@@ -1,4 +1,5 @@
-// `tessera` subcommands kept outside main.cpp: `compare-log` (compare_log.cpp, docs/compare-log.md), `fit`
+// `tessera` subcommands kept outside main.cpp: `compare-log` (compare_log.cpp, docs/compare-log.md), `plan -sm tensor`
+// (tensor_parallel.cpp), `fit`
 // (fit.cpp and fit_order.cpp, docs/fit.md) and `upgrade` (upgrade.cpp, docs/scenarios.md "Versions"). Each returns the
 // tool's exit code: 0 ok, 1 an expectation failed, 2 usage or input error.
 #pragma once
@@ -35,6 +36,11 @@ struct CompareLogArgs {
 // Adds `compare-log LOG [--json]` to the app; the returned subcommand is parsed into `args`.
 CLI::App* add_compare_log(CLI::App& app, CompareLogArgs& args);
 int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices);
+
+// `plan -sm tensor` (tensor_parallel.cpp, docs/tensor-parallel.md): the model of `config` split over its topology's
+// GPUs as llama.cpp's meta device splits it; `explain`: tensors whose split state to print.
+int cmd_plan_tensor(const harness::SessionConfig& config, const std::vector<std::string>& explain, bool json,
+                    bool wide);
 
 // The record and the comparison as text and as the `tessera-compare-log` JSON object (docs/json.md,
 // docs/json/compare-log.schema.json).

@@ -25,9 +25,12 @@ StaticSplitFn llama_tensor_split(const models::LlamaGraph& model, const models::
 // The bytes a tensor of state `s` takes on device j: its slice along the split axis, or all of it (mirrored, partial).
 size_t split_bytes(const Tensor& t, const SplitState& s, size_t j, size_t n_devices);
 
-// A model planned with -sm tensor: per device, its weights' and caches' bytes; the graph's reductions.
+// A model planned with -sm tensor: per device, its weights' and caches' bytes; the graph's reductions. The token
+// embedding (the input layer) stays in host memory, as llama.cpp keeps it on the CPU in every split mode (a tied output
+// head's copy of it is on the devices, mirrored).
 struct TensorParallelMemory {
   std::vector<size_t> weights, cache;  // per device
+  size_t host_weights = 0;             // the token embedding
   size_t n_reductions = 0;             // AllReduces per evaluation
   size_t reduced_bytes = 0;            // their partial results' bytes (each device sends and receives about as much)
   TensorParallelPlan plan;

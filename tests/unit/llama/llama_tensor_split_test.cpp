@@ -90,11 +90,12 @@ TEST(LlamaTensorSplit, StatesAndBytesOfASmallLlamaOnTwoDevices) {
   EXPECT_EQ(r->plan.n_subgraphs(), 5u);
   EXPECT_EQ(std::string(m->graph->node(r->plan.reductions[0])->name), "attn_out-0");
   EXPECT_EQ(r->reduced_bytes, 4u * 256 * static_cast<size_t>(c.n_tokens) * 4);
-  // Bytes (q4_0: 144 B per 256 values, 72 B per 128): the token embedding 320 x 144 = 46080 and the norms (2 x 2 + 1)
-  // x 1024 = 5120 on both; layer 0 on device 0: Q 128 x 144 + K, V 2 x 64 x 144 + output 256 x 72 + gate, up 2 x 128 x
-  // 144 + down 256 x 72 = 110592, on device 1 with the FFN's 256: 55296 + 3 x 36864 = 165888; layer 1 the other way
-  // round; the head 160 x 144 = 23040 each. 46080 + 5120 + 110592 + 165888 + 23040 = 350720 on each.
-  EXPECT_EQ(r->weights, (std::vector<size_t>{350720, 350720}));
+  // Bytes (q4_0: 144 B per 256 values, 72 B per 128): the norms (2 x 2 + 1) x 1024 = 5120 on both; layer 0 on device
+  // 0: Q 128 x 144 + K, V 2 x 64 x 144 + output 256 x 72 + gate, up 2 x 128 x 144 + down 256 x 72 = 110592, on device 1
+  // with the FFN's 256: 55296 + 3 x 36864 = 165888; layer 1 the other way round; the head 160 x 144 = 23040 each.
+  // 5120 + 110592 + 165888 + 23040 = 304640 on each. The token embedding, 320 x 144 = 46080, stays in host memory.
+  EXPECT_EQ(r->weights, (std::vector<size_t>{304640, 304640}));
+  EXPECT_EQ(r->host_weights, 46080u);
   // The cache: 2 layers x K and V x 64 values x 2 B x 64 cells each.
   EXPECT_EQ(r->cache, (std::vector<size_t>{2u * 2 * 64 * 2 * 64, 2u * 2 * 64 * 2 * 64}));
 }

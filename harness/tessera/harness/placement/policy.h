@@ -34,8 +34,10 @@ struct TensorOverride {
 
 // llama.cpp's --split-mode (common/arg.cpp "-sm"; src/llama.cpp llama_model_load: with "none" the model's device list
 // is main_gpu alone). kRow: layers as kLayer, and each GPU layer's matrices in that GPU's split buffer type, their rows
-// cut over all GPUs by the -ts shares (place_model; docs/interfaces.md "Split buffer types").
-enum class SplitMode { kLayer, kNone, kRow };
+// cut over all GPUs by the -ts shares (place_model; docs/interfaces.md "Split buffer types"). kTensor: llama.cpp's
+// tensor parallelism over a meta device (docs/tensor-parallel.md): `tessera plan` reports it; placing a model with it
+// is refused so far.
+enum class SplitMode { kLayer, kNone, kRow, kTensor };
 
 // A user pin (Scheduler::set_tensor_backend): the tensor of that name runs on (or stays on) that device's backend.
 struct TensorPin {

@@ -308,7 +308,7 @@ TEST(PolicyOptions, BadValuesNameTheFlagAndWhatWasExpected) {
            {"n_gpu_layers", "5 ", "--ngl 5 : expected a whole number"},
            {"n_gpu_layers", "-7", "--ngl -7: expected a whole number of layers from 0 to 1000000, or all, auto or -1"},
            {"n_gpu_layers", "ALL", "--ngl ALL: expected"},
-           {"split_mode", "rows", "--split-mode rows: expected none, layer or row"},
+           {"split_mode", "rows", "--split-mode rows: expected none, layer, row or tensor"},
            {"main_gpu", "-1", "--main-gpu -1: expected a GPU index"},
            {"override_tensor", "ffn=CPU,", "--override-tensor ffn=CPU,: expected REGEX=BUFT"},
            {"override_tensor", "ffn", "--override-tensor ffn: expected REGEX=BUFT"},

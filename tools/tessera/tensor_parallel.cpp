@@ -1,0 +1,101 @@
+// `tessera plan -sm tensor`: llama.cpp's tensor parallelism over the topology's GPUs (docs/tensor-parallel.md): each
+// weight's and cache's split state, the bytes each GPU holds and the reductions an evaluation makes. The compute
+// buffers, the scheduler's splits and the time are not modelled yet (issue 47), and the report says so.
+#include <cstdio>
+
+#include "json_out.h"
+#include "subcommands.h"
+#include "tessera/harness/common/text_table.h"
+#include "tessera/llama/llama_cpp_graph.h"
+#include "tessera/llama/llama_tensor_split.h"
+#include "tessera/sim/device_config.h"
+
+namespace tessera::tool {
+
+namespace {
+constexpr int kOk = 0, kInputError = 2;
+}  // namespace
+
+using harness::SessionConfig;
+using harness::TextTable;
+using sim::format_bytes;
+
+int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>& explain, bool json, bool wide) {
+  auto refuse = [](const std::string& why) {
+    std::fprintf(stderr, "tessera: plan -sm tensor: %s\n", why.c_str());
+    return kInputError;
+  };
+  if (config.graph) return refuse("tensor parallelism plans a model (-m), not a serialized graph (--graph)");
+  if (json) return refuse("--json is not supported yet with -sm tensor");
+  const harness::PlacementPolicy& p = config.policy;
+  models::LlamaConfig m = config.model;
+  if (p.n_gpu_layers >= 0 && p.n_gpu_layers < m.n_layer + 1) {
+    return refuse("not supported yet: -ngl " + std::to_string(p.n_gpu_layers) +
+                  " (layers left on the CPU); every layer goes to the meta device");
+  }
+  if (!p.overrides.empty()) return refuse("not supported yet: tensor overrides (-ot, -cmoe, -ncmoe)");
+  if (!p.kv_offload) return refuse("not supported yet: -nkvo");
+  // llama.cpp enables flash attention for tensor parallelism under -fa auto and refuses it off (src/llama-context.cpp:
+  // "SPLIT_MODE_TENSOR requires flash_attn to be enabled").
+  if (!m.flash_attn && !config.flash_attn_auto) return refuse("SPLIT_MODE_TENSOR requires flash_attn to be enabled");
+  m.flash_attn = true;
+  if (!m.llama_cpp) m.llama_cpp = llama::llama_cpp_graph(llama::kLlamaCppNewestBuild);
+  std::vector<size_t> gpus;
+  for (size_t i = 0; i < config.topology.devices.size(); ++i) {
+    if (config.topology.devices[i].type != DeviceType::kCpu) gpus.push_back(i);
+  }
+  if (gpus.empty()) return refuse("the topology has no GPU");
+  if (gpus.size() > 16) return refuse("at most 16 devices in a meta device (GGML_BACKEND_META_MAX_DEVICES)");
+  if (p.tensor_split.size() > gpus.size()) {
+    return refuse("-ts has " + std::to_string(p.tensor_split.size()) + " shares for " + std::to_string(gpus.size()) +
+                  " GPUs");
+  }
+  auto g = models::build_llama(m);
+  if (!g.ok()) return refuse(g.status().message());
+  auto r = llama::llama_tensor_parallel(g.value(), m, gpus.size(), p.tensor_split);
+  if (!r.ok()) return refuse(r.status().message());
+  const llama::TensorParallelMemory& tp = r.value();
+  std::printf(
+      "model %s (%d layers, %lld tokens, flash attention; context %lld) on topology %s, -sm tensor over %zu "
+      "GPUs (llama.cpp's meta device), metadata-only\n\n",
+      m.name.c_str(), m.n_layer, static_cast<long long>(m.n_tokens), static_cast<long long>(m.n_ctx),
+      config.topology.name.c_str(), gpus.size());
+  using Align = TextTable::Align;
+  TextTable table({{"device", Align::kLeft, 10, true},
+                   {"weights", Align::kRight, 12},
+                   {"kv cache", Align::kRight, 12},
+                   {"total", Align::kRight, 12},
+                   {"capacity", Align::kRight, 12}});
+  std::vector<std::string> over;
+  for (size_t j = 0; j < gpus.size(); ++j) {
+    const sim::DeviceConfig& d = config.topology.devices[gpus[j]];
+    const size_t total = tp.weights[j] + tp.cache[j];
+    table.add(
+        {d.name, format_bytes(tp.weights[j]), format_bytes(tp.cache[j]), format_bytes(total), format_bytes(d.memory)});
+    if (total > d.memory) over.push_back(d.name);
+  }
+  std::printf("%s", table.render(wide).c_str());
+  std::printf("host memory: the token embedding, %s (llama.cpp keeps the input layer on the CPU)\n",
+              format_bytes(tp.host_weights).c_str());
+  for (const std::string& d : over)
+    std::printf("does not fit: %s's weights and KV cache exceed its memory\n", d.c_str());
+  std::printf(
+      "\n%zu reductions per evaluation (the attention output and the FFN of each layer are partial sums on "
+      "every GPU), %s of partial results in all\n",
+      tp.n_reductions, format_bytes(tp.reduced_bytes).c_str());
+  std::printf("not modelled yet: compute buffers, the scheduler's splits, run, trace and time (issue 47)\n");
+  for (const std::string& name : explain) {
+    const Tensor* found = nullptr;
+    for (const auto* list : {&g.value().weights, &g.value().kv_cache}) {
+      for (const Tensor* t : *list) found = found != nullptr ? found : (name == t->name ? t : nullptr);
+    }
+    for (const Tensor* t : g.value().graph->nodes()) found = found != nullptr ? found : (name == t->name ? t : nullptr);
+    if (found == nullptr) return refuse("--explain " + name + ": no weight, cache or node of that name");
+    const SplitState* s = tp.plan.of(found);
+    std::printf("%s: %s %s, %s\n", found->name, op_name(found->op), describe(*found).c_str(),
+                s != nullptr ? s->describe(gpus.size()).c_str() : "not in the graph");
+  }
+  return kOk;
+}
+
+}  // namespace tessera::tool
