@@ -146,6 +146,21 @@ TEST(LlamaTensorSplit, EveryArchitectureOnTwoToEightDevices) {
   }
 }
 
+// One KV head (multi-query attention, e.g. Gemma 3 1B): the cache [64, cells] split along axis 0 as {64} on one device
+// is viewed as K [64, 1 head, cells], whose one head leaves no head axis: ggml's rules (a contiguous view is a reshape;
+// the first axis whose extent covers the slice is axis 0) keep K split along axis 0, and flash attention needs K split
+// by heads. ggml aborts there; Tessera refuses the model with the node's name.
+TEST(LlamaTensorSplit, OneKvHeadIsRefused) {
+  models::LlamaConfig c = small();
+  c.n_head_kv = 1;
+  c.n_head = 4;
+  auto m = models::build_llama(c);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  auto r = llama_tensor_parallel(m.value(), c, 2, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("FLASH_ATTN_EXT 'fattn-0': Q, K and V are not split by heads"));
+}
+
 // The propagation rules over a hand-made graph: W1 [8, 6] split along axis 1 as {2, 4} times a mirrored x [8, 3] is
 // split along axis 0 as {2, 4}; W2 [6, 5] split along axis 0 as {2, 4} times that is a partial sum (one reduction, two
 // subgraphs); a row-wise op over rows split along axis 0, and a static split that does not add up, are errors naming
