@@ -4,6 +4,7 @@
 // the rotation of the first device, written again here.
 #include "tessera/llama/llama_tensor_split.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <string_view>
@@ -200,6 +201,62 @@ Result<TensorParallelMemory> llama_tensor_parallel(const models::LlamaGraph& mod
   for (size_t i : plan.value().reductions) m.reduced_bytes += nbytes(*model.graph->node(i));
   m.plan = std::move(plan).value();
   return m;
+}
+
+namespace {
+
+// t with ne[axis] of its split state's slice on device j, contiguous strides (the cost model counts bytes from them).
+Tensor sliced(const Tensor& t, const SplitState* s, size_t j, size_t n) {
+  Tensor c = t;
+  if (s != nullptr && s->is_split()) c.ne[static_cast<int>(s->axis)] = s->on_device(j, n);
+  c.nb[0] = type_traits(c.type).type_size;
+  c.nb[1] = row_size(c.type, c.ne[0]);
+  for (int d = 2; d < kMaxDims; ++d) c.nb[d] = c.nb[d - 1] * static_cast<size_t>(c.ne[d - 1]);
+  return c;
+}
+
+}  // namespace
+
+Result<TensorParallelTime> tensor_parallel_time(const models::LlamaGraph& model, const TensorParallelPlan& plan,
+                                                const sim::Simulator& sim, const std::vector<size_t>& gpus) {
+  const size_t n = plan.n_devices;
+  if (gpus.size() != n || model.graph == nullptr) {
+    return Status(StatusCode::kInvalidArgument, "tensor parallelism: one GPU per device of the split is needed");
+  }
+  std::unordered_map<const Tensor*, bool> reduced;
+  for (size_t i : plan.reductions) reduced[model.graph->node(i)] = true;
+  TensorParallelTime out;
+  std::vector<double> device(n, 0.0);
+  auto close = [&](size_t reduce_bytes) {
+    out.compute_us += *std::max_element(device.begin(), device.end());
+    std::fill(device.begin(), device.end(), 0.0);
+    if (reduce_bytes == 0 || n < 2) return;
+    const size_t chunk = (reduce_bytes + n - 1) / n;
+    double step = 0;
+    for (size_t j = 0; j < n; ++j) {
+      step = std::max(step, sim.copy_time_us(static_cast<int>(gpus[j]), static_cast<int>(gpus[(j + 1) % n]), chunk));
+    }
+    out.reduce_us += 2.0 * static_cast<double>(n - 1) * step;
+  };
+  for (size_t i = 0; i < model.graph->n_nodes(); ++i) {
+    const Tensor& node = *model.graph->node(i);
+    for (size_t j = 0; j < n; ++j) {
+      Tensor srcs[kMaxSrc];
+      Tensor c = sliced(node, plan.of(&node), j, n);
+      if (c.ne[0] * c.ne[1] * c.ne[2] * c.ne[3] == 0) continue;
+      for (int k = 0; k < kMaxSrc; ++k) {
+        if (node.src[k] == nullptr) continue;
+        // a reduced source is read whole (mirrored) after its AllReduce
+        const SplitState* s = reduced.count(node.src[k]) != 0 ? nullptr : plan.of(node.src[k]);
+        srcs[k] = sliced(*node.src[k], s, j, n);
+        c.src[k] = &srcs[k];
+      }
+      device[j] += sim.op_time_us(gpus[j], c);
+    }
+    if (reduced.count(&node) != 0) close(nbytes(node));
+  }
+  close(0);
+  return out;
 }
 
 }  // namespace tessera::llama

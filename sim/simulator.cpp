@@ -252,6 +252,12 @@ DeviceStats Simulator::stats(size_t device) const { return impl_->devices[device
 const Trace& Simulator::trace() const { return impl_->trace; }
 HazardTracker& Simulator::hazards() { return impl_->hz; }
 
+double Simulator::op_time_us(size_t device, const Tensor& node) const {
+  return device < impl_->devices.size() ? sim::op_time_us(impl_->devices[device]->config(), node) : 0.0;
+}
+
+double Simulator::copy_time_us(int from, int to, size_t bytes) const { return impl_->copy_time_us(from, to, bytes); }
+
 double Simulator::set_time_us(const Tensor& t) const {
   const SimBuffer* b = sim_buffer_of(impl_.get(), t);
   if (b == nullptr || tensor_buffer(t)->is_host()) return 0.0;

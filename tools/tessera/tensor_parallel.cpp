@@ -8,7 +8,9 @@
 #include "tessera/harness/common/text_table.h"
 #include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/llama/llama_tensor_split.h"
+#include "tessera/builtin.h"
 #include "tessera/sim/device_config.h"
+#include "tessera/sim/simulator.h"
 
 namespace tessera::tool {
 
@@ -83,7 +85,28 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
       "\n%zu reductions per evaluation (the attention output and the FFN of each layer are partial sums on "
       "every GPU), %s of partial results in all\n",
       tp.n_reductions, format_bytes(tp.reduced_bytes).c_str());
-  std::printf("not modelled yet: compute buffers, the scheduler's splits, run, trace and time (issue 47)\n");
+  // Time: the estimate of one evaluation on these GPUs, and the same model with -sm layer simulated (a run of the
+  // scheduler in metadata-only mode) for comparison.
+  sim::SimOptions opt;
+  opt.mode = sim::MemoryMode::kMetadata;
+  auto simulator = sim::Simulator::create(config.topology, opt, &builtin_registry());
+  if (!simulator.ok()) return refuse(simulator.status().message());
+  auto t = llama::tensor_parallel_time(g.value(), tp.plan, *simulator.value(), gpus);
+  if (!t.ok()) return refuse(t.status().message());
+  std::printf("one evaluation of %lld tokens, estimated: %.3f ms = compute %.3f ms (the slowest GPU between "
+              "reductions) + reductions %.3f ms (ring AllReduce over the topology's links)\n",
+              static_cast<long long>(m.n_tokens), t.value().total_us() / 1000, t.value().compute_us / 1000,
+              t.value().reduce_us / 1000);
+  SessionConfig layer = config;
+  layer.policy.split_mode = harness::SplitMode::kLayer;
+  layer.sim.mode = sim::MemoryMode::kMetadata;
+  if (auto s = harness::Session::create(layer, &builtin_registry()); s.ok()) {
+    if (auto run = s.value()->run(1, false); run.ok()) {
+      std::printf("the same with -sm layer (simulated by the scheduler): %.3f ms\n", run.value().makespan_us / 1000);
+    }
+  }
+  std::printf("not modelled yet: compute buffers, the scheduler's splits, run and trace with -sm tensor; the time "
+              "above is an estimate, not a simulated run (issue 47)\n");
   for (const std::string& name : explain) {
     const Tensor* found = nullptr;
     for (const auto* list : {&g.value().weights, &g.value().kv_cache}) {

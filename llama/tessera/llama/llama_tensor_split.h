@@ -9,6 +9,7 @@
 
 #include "tessera/meta.h"
 #include "tessera/models/llama.h"
+#include "tessera/sim/simulator.h"
 #include "tessera/status.h"
 
 namespace tessera::llama {
@@ -37,5 +38,18 @@ struct TensorParallelMemory {
 };
 Result<TensorParallelMemory> llama_tensor_parallel(const models::LlamaGraph& model, const models::LlamaConfig& config,
                                                    size_t n_devices, const std::vector<double>& tensor_split);
+
+// The time of one evaluation so split, estimated on a simulator's devices (`gpus`: their indices, one per device of the
+// split, in order) with its cost model and links: each subgraph (up to a reduction) takes its slowest GPU's time for
+// its nodes on that GPU's slices (mirrored nodes in full on every GPU, a slice of no elements costing nothing), then a
+// ring AllReduce of the partial result (2 (n - 1) steps, each moving 1/n of its bytes between neighbours, at the pace
+// of the slowest neighbour link). No overlap of compute and communication is assumed.
+struct TensorParallelTime {
+  double compute_us = 0;
+  double reduce_us = 0;
+  double total_us() const { return compute_us + reduce_us; }
+};
+Result<TensorParallelTime> tensor_parallel_time(const models::LlamaGraph& model, const TensorParallelPlan& plan,
+                                                const sim::Simulator& sim, const std::vector<size_t>& gpus);
 
 }  // namespace tessera::llama

@@ -103,6 +103,11 @@ class Simulator {
   // from the host to t's device, 0 for host memory and for a tensor outside this simulator's buffers. The same in
   // both memory modes (the weight upload a run reports).
   double set_time_us(const Tensor& t) const;
+  // The cost model's time of a node on device i (0 for leafs and views), and of a copy of `bytes` between devices i and
+  // j (-1: host memory) over the topology's links: what a command would take, without submitting one (estimates such
+  // as tensor parallelism's, docs/tensor-parallel.md).
+  double op_time_us(size_t device, const Tensor& node) const;
+  double copy_time_us(int from, int to, size_t bytes) const;
 
   HazardTracker& hazards();
 

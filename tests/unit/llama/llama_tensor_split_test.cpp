@@ -213,4 +213,49 @@ TEST(TensorParallel, HandMadeGraphAndItsErrors) {
   EXPECT_FALSE(plan_tensor_parallel(g, 17, statics).ok());
 }
 
+// The time estimate over the hand-made graph of TensorParallel.HandMadeGraphAndItsErrors on two GPUs whose MUL_MAT
+// takes a fixed 10 us and SCALE 3 us, linked at 1 GB/s with 5 us of latency: the first subgraph (y, z) takes 20 us on
+// each GPU, then z's 60 bytes are reduced by a ring of 2 x (2 - 1) = 2 steps of 30 bytes, each 5 + 30 / 1e9 s = 5.03
+// us; the second subgraph (the SCALE of the reduced z) 3 us. Compute 23 us, reductions 10.06 us.
+TEST(TensorParallel, TimeOfSubgraphsAndRingReductions) {
+  Context ctx{{.no_alloc = true}};
+  Tensor* w1 = ctx.new_tensor_2d(Type::kF32, 8, 6);
+  Tensor* w2 = ctx.new_tensor_2d(Type::kF32, 6, 5);
+  Tensor* x = ctx.new_tensor_2d(Type::kF32, 8, 3);
+  Tensor* y = mul_mat(ctx, w1, x);
+  Tensor* z = mul_mat(ctx, w2, y);
+  Tensor* out = scale(ctx, z, 2.0f);
+  models::LlamaGraph m;
+  m.graph = std::make_unique<Graph>(16);
+  ASSERT_TRUE(m.graph->build_forward(out).ok());
+  const StaticSplitFn statics = [&](const Tensor& t) -> std::optional<SplitState> {
+    if (&t == w1) return SplitState{SplitAxis::k1, {2, 4}, {1}};
+    if (&t == w2) return SplitState{SplitAxis::k0, {2, 4}, {1}};
+    return std::nullopt;
+  };
+  auto p = plan_tensor_parallel(*m.graph, 2, statics);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  sim::TopologyConfig topo;
+  topo.name = "two";
+  for (const char* name : {"gpu0", "gpu1"}) {
+    sim::DeviceConfig d;
+    d.name = name;
+    d.cost.overrides = {{Op::kMulMat, -1, -1, 10.0}, {Op::kScale, -1, -1, 3.0}};
+    topo.devices.push_back(d);
+  }
+  sim::DeviceConfig cpu;
+  cpu.name = "cpu";
+  cpu.type = DeviceType::kCpu;
+  topo.devices.push_back(cpu);
+  topo.links.push_back({"gpu0", "gpu1", 1e9, 5.0});
+  sim::SimOptions opt;
+  opt.mode = sim::MemoryMode::kMetadata;
+  auto simulator = sim::Simulator::create(topo, opt);
+  ASSERT_TRUE(simulator.ok()) << simulator.status().to_string();
+  auto t = tensor_parallel_time(m, p.value(), *simulator.value(), {0, 1});
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_NEAR(t->compute_us, 23.0, 1e-9);
+  EXPECT_NEAR(t->reduce_us, 2 * (5.0 + 30.0 / 1e9 * 1e6), 1e-9);
+}
+
 }  // namespace
