@@ -24,19 +24,27 @@ struct Config {
 }  // namespace
 
 StaticSplitFn llama_tensor_split(const models::LlamaGraph& model, const models::LlamaConfig& config, size_t n_devices,
-                                 const std::vector<double>& tensor_split) {
+                                 const std::vector<double>& tensor_split, bool kv_offload) {
   auto by_name = std::make_shared<std::unordered_map<std::string, const Tensor*>>();
   auto ours = std::make_shared<std::unordered_map<const Tensor*, bool>>();
   for (const Tensor* w : model.weights) {
     by_name->emplace(w->name, w);  // (the first of a name: copies share it)
     (*ours)[w] = true;
   }
-  for (const Tensor* c : model.kv_cache) (*ours)[c] = true;
+  if (kv_offload) {
+    for (const Tensor* c : model.kv_cache) (*ours)[c] = true;
+  }
   const models::LlamaConfig c = config;
   const size_t n = n_devices;
   const std::vector<double> ts = tensor_split;
 
-  return [by_name, ours, c, n, ts](const Tensor& t) -> std::optional<SplitState> {
+  auto caches = std::make_shared<std::unordered_map<const Tensor*, bool>>();
+  for (const Tensor* k : model.kv_cache) (*caches)[k] = true;
+  return [by_name, ours, caches, kv_offload, c, n, ts](const Tensor& t) -> std::optional<SplitState> {
+    // -nkvo: the cache, its writes and its views are the CPU's; the meta device reads them whole
+    if (!kv_offload && (caches->count(&t) != 0 || (t.view_src != nullptr && caches->count(t.view_src) != 0))) {
+      return SplitState{};
+    }
     if (ours->count(&t) == 0) return std::nullopt;
     const std::string_view name = t.name;
     // The layer, the name within it, and the rotation (llama.cpp counts only earlier layers of the same kind, so that a
@@ -176,9 +184,10 @@ size_t split_bytes(const Tensor& t, const SplitState& s, size_t j, size_t n_devi
 }
 
 Result<TensorParallelMemory> llama_tensor_parallel(const models::LlamaGraph& model, const models::LlamaConfig& config,
-                                                   size_t n_devices, const std::vector<double>& tensor_split) {
+                                                   size_t n_devices, const std::vector<double>& tensor_split,
+                                                   bool kv_offload) {
   if (model.graph == nullptr) return Status(StatusCode::kInvalidArgument, "tensor parallelism: the model has no graph");
-  const StaticSplitFn fn = llama_tensor_split(model, config, n_devices, tensor_split);
+  const StaticSplitFn fn = llama_tensor_split(model, config, n_devices, tensor_split, kv_offload);
   auto plan = plan_tensor_parallel(*model.graph, n_devices, fn);
   if (!plan.ok()) return plan.status();
   TensorParallelMemory m;

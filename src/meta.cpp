@@ -98,13 +98,13 @@ class Planner {
 
   Result<SplitState> compute(const Tensor& t) {
     if (nelements(t) == 0) return mirrored();
-    // a leaf: a weight or a cache as the application splits it, else an input (mirrored)
-    if (t.op == Op::kNone) {
-      std::optional<SplitState> s = statics_ ? statics_(t) : std::nullopt;
-      if (!s) return mirrored();
+    // a weight or a cache as the application splits it, or a node the application runs outside the meta device;
+    // else a leaf is an input (mirrored)
+    if (std::optional<SplitState> s = statics_ ? statics_(t) : std::nullopt) {
       TS_RETURN_IF_ERROR(check_static(t, *s));
       return *s;
     }
+    if (t.op == Op::kNone) return mirrored();
     std::vector<std::optional<SplitState>> src(kMaxSrc);
     for (int i = 0; i < kMaxSrc; ++i) {
       if (t.src[i] == nullptr || t.src[i] == &t) continue;

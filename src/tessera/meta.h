@@ -42,8 +42,9 @@ struct SplitState {
 };
 
 // The state of a statically allocated tensor (a weight or a cache), as the application assigns it (llama.cpp's
-// llama_meta_device_get_split_state); std::nullopt for a tensor it does not allocate (the graph's inputs, which are
-// then mirrored, and every node).
+// llama_meta_device_get_split_state), or of a node computed outside the meta device (on the CPU: the meta device reads
+// its result whole, mirrored); std::nullopt for every other tensor (the graph's inputs, which are then mirrored, and
+// the nodes whose state the rules give).
 using StaticSplitFn = std::function<std::optional<SplitState>(const Tensor& t)>;
 
 struct TensorParallelPlan {

@@ -36,7 +36,6 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
                   " (layers left on the CPU); every layer goes to the meta device");
   }
   if (!p.overrides.empty()) return refuse("not supported yet: tensor overrides (-ot, -cmoe, -ncmoe)");
-  if (!p.kv_offload) return refuse("not supported yet: -nkvo");
   // llama.cpp enables flash attention for tensor parallelism under -fa auto and refuses it off (src/llama-context.cpp:
   // "SPLIT_MODE_TENSOR requires flash_attn to be enabled").
   if (!m.flash_attn && !config.flash_attn_auto) return refuse("SPLIT_MODE_TENSOR requires flash_attn to be enabled");
@@ -54,7 +53,19 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
   }
   auto g = models::build_llama(m);
   if (!g.ok()) return refuse(g.status().message());
-  auto r = llama::llama_tensor_parallel(g.value(), m, gpus.size(), p.tensor_split);
+  auto r = llama::llama_tensor_parallel(g.value(), m, gpus.size(), p.tensor_split, p.kv_offload);
+  if (!r.ok() && !p.kv_offload) {
+    // llama.cpp's meta backend asks the model for the split of the tensors it allocates only: a cache in host memory is
+    // copied in as a mirrored input while Q is split by heads, and its flash-attention rule aborts (or, without that
+    // assert, each device attends over every head's K with half of Q). GenerelSchwerz/llama.cpp#66 (2026-09) splits
+    // a host cache by head.
+    std::printf(
+        "-sm tensor with -nkvo fails in llama.cpp: the KV cache is in host memory, outside the meta device, so "
+        "it is mirrored while Q is split by heads:\n  %s\n(ggml's meta backend asserts there; a fix splits "
+        "a host-resident cache by head: GenerelSchwerz/llama.cpp#66)\n",
+        r.status().message().c_str());
+    return 1;
+  }
   if (!r.ok()) return refuse(r.status().message());
   const llama::TensorParallelMemory& tp = r.value();
   std::printf(
@@ -93,10 +104,11 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
   if (!simulator.ok()) return refuse(simulator.status().message());
   auto t = llama::tensor_parallel_time(g.value(), tp.plan, *simulator.value(), gpus);
   if (!t.ok()) return refuse(t.status().message());
-  std::printf("one evaluation of %lld tokens, estimated: %.3f ms = compute %.3f ms (the slowest GPU between "
-              "reductions) + reductions %.3f ms (ring AllReduce over the topology's links)\n",
-              static_cast<long long>(m.n_tokens), t.value().total_us() / 1000, t.value().compute_us / 1000,
-              t.value().reduce_us / 1000);
+  std::printf(
+      "one evaluation of %lld tokens, estimated: %.3f ms = compute %.3f ms (the slowest GPU between "
+      "reductions) + reductions %.3f ms (ring AllReduce over the topology's links)\n",
+      static_cast<long long>(m.n_tokens), t.value().total_us() / 1000, t.value().compute_us / 1000,
+      t.value().reduce_us / 1000);
   SessionConfig layer = config;
   layer.policy.split_mode = harness::SplitMode::kLayer;
   layer.sim.mode = sim::MemoryMode::kMetadata;
@@ -105,8 +117,9 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
       std::printf("the same with -sm layer (simulated by the scheduler): %.3f ms\n", run.value().makespan_us / 1000);
     }
   }
-  std::printf("not modelled yet: compute buffers, the scheduler's splits, run and trace with -sm tensor; the time "
-              "above is an estimate, not a simulated run (issue 47)\n");
+  std::printf(
+      "not modelled yet: compute buffers, the scheduler's splits, run and trace with -sm tensor; the time "
+      "above is an estimate, not a simulated run (issue 47)\n");
   for (const std::string& name : explain) {
     const Tensor* found = nullptr;
     for (const auto* list : {&g.value().weights, &g.value().kv_cache}) {

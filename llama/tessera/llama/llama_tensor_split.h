@@ -20,8 +20,10 @@ namespace tessera::llama {
 // mirrored. Each cut is rounded down to llama.cpp's granularity (whole heads; 128 values, or the type's block, for the
 // FFN), at the -ts shares (`tensor_split`, one per device; empty or all zero: even), the first device of the rotation
 // moving on by one every layer. std::nullopt for a tensor that is neither a weight nor a cache of the model.
+// kv_offload false (-nkvo): the caches are in host memory, outside the meta device, so they have no state of the
+// model's (std::nullopt): the scheduler copies them in as mirrored inputs.
 StaticSplitFn llama_tensor_split(const models::LlamaGraph& model, const models::LlamaConfig& config, size_t n_devices,
-                                 const std::vector<double>& tensor_split);
+                                 const std::vector<double>& tensor_split, bool kv_offload = true);
 
 // The bytes a tensor of state `s` takes on device j: its slice along the split axis, or all of it (mirrored, partial).
 size_t split_bytes(const Tensor& t, const SplitState& s, size_t j, size_t n_devices);
@@ -37,7 +39,8 @@ struct TensorParallelMemory {
   TensorParallelPlan plan;
 };
 Result<TensorParallelMemory> llama_tensor_parallel(const models::LlamaGraph& model, const models::LlamaConfig& config,
-                                                   size_t n_devices, const std::vector<double>& tensor_split);
+                                                   size_t n_devices, const std::vector<double>& tensor_split,
+                                                   bool kv_offload = true);
 
 // The time of one evaluation so split, estimated on a simulator's devices (`gpus`: their indices, one per device of the
 // split, in order) with its cost model and links: each subgraph (up to a reduction) takes its slowest GPU's time for

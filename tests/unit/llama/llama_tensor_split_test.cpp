@@ -161,6 +161,21 @@ TEST(LlamaTensorSplit, OneKvHeadIsRefused) {
   EXPECT_THAT(r.status().message(), HasSubstr("FLASH_ATTN_EXT 'fattn-0': Q, K and V are not split by heads"));
 }
 
+// -sm tensor with -nkvo, an upstream defect (GenerelSchwerz/llama.cpp#66, 2026-09: "--split-mode tensor together with
+// --no-kv-offload either aborts or silently returns wrong output on any model with more than one KV head"): the cache
+// is in host memory, so the meta backend never asks the model how to split it; it and its views are read whole
+// (mirrored) while Q is split by heads, and flash attention's rule fails at the first layer.
+TEST(LlamaTensorSplit, NoKvOffloadMirrorsTheCacheWhileQIsSplitByHeads) {
+  const models::LlamaConfig c = small();
+  auto m = models::build_llama(c);
+  ASSERT_TRUE(m.ok());
+  auto r = llama_tensor_parallel(m.value(), c, 2, {}, /*kv_offload=*/false);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("FLASH_ATTN_EXT 'fattn-0': Q, K and V are not split by heads"));
+  EXPECT_THAT(r.status().message(), HasSubstr("k-0 (mirrored)"));
+  EXPECT_THAT(r.status().message(), HasSubstr("(axis 2 {2, 2})"));
+}
+
 // The propagation rules over a hand-made graph: W1 [8, 6] split along axis 1 as {2, 4} times a mirrored x [8, 3] is
 // split along axis 0 as {2, 4}; W2 [6, 5] split along axis 0 as {2, 4} times that is a partial sum (one reduction, two
 // subgraphs); a row-wise op over rows split along axis 0, and a static split that does not add up, are errors naming
