@@ -14,11 +14,10 @@ namespace tessera::llama {
 
 namespace {
 
+// A tensor's axis, and the tensor whose type's block size sets its granularity.
 struct Config {
   SplitAxis axis = SplitAxis::kMirrored;
-  const Tensor* axis_tensor = nullptr;  // whose type's block size sets the granularity
-  int il = 0;
-  size_t rotation = 0;
+  const Tensor* axis_tensor = nullptr;
 };
 
 }  // namespace
@@ -86,36 +85,34 @@ StaticSplitFn llama_tensor_split(const models::LlamaGraph& model, const models::
     const bool up_b = rest == "ffn_up.bias" || rest == "ffn_up_exps.bias";
     const bool down_w = rest == "ffn_down.weight" || rest == "ffn_down_exps.weight";
     Config cfg;
-    cfg.il = il;
-    cfg.rotation = rotation;
     const Tensor* attn_out = il >= 0 ? layer_tensor("attn_output.weight", "ssm_out.weight") : nullptr;
     const Tensor* ffn_down = il >= 0 ? layer_tensor("ffn_down.weight", "ffn_down_exps.weight") : nullptr;
     if (il >= 0 && (q_w || kv_w || qkv_w)) {
-      cfg = {SplitAxis::k1, attn_out, il, rotation};
+      cfg = {SplitAxis::k1, attn_out};
     } else if (il >= 0 && (q_b || kv_b || qkv_b)) {
-      cfg = {SplitAxis::k0, attn_out, il, rotation};
+      cfg = {SplitAxis::k0, attn_out};
     } else if (il >= 0 && (rest == "attn_q_norm.weight" || rest == "attn_k_norm.weight")) {
-      cfg = {t.ne[1] == 1 ? SplitAxis::kMirrored : SplitAxis::k1, attn_out, il, rotation};
+      cfg = {t.ne[1] == 1 ? SplitAxis::kMirrored : SplitAxis::k1, attn_out};
     } else if (cache || (il >= 0 && sinks)) {
-      cfg = {SplitAxis::k0, attn_out, il, rotation};
+      cfg = {SplitAxis::k0, attn_out};
     } else if (il >= 0 && rest == "attn_output.weight") {
-      cfg = {SplitAxis::k0, &t, il, rotation};
+      cfg = {SplitAxis::k0, &t};
     } else if (il >= 0 && rest == "attn_output.bias") {
-      cfg = {SplitAxis::kMirrored, &t, il, rotation};
+      cfg = {SplitAxis::kMirrored, &t};
     } else if (il >= 0 && up_gate_w) {
-      cfg = {SplitAxis::k1, ffn_down, il, rotation};
+      cfg = {SplitAxis::k1, ffn_down};
     } else if (il >= 0 && up_gate_b) {
-      cfg = {SplitAxis::k0, ffn_down, il, rotation};
+      cfg = {SplitAxis::k0, ffn_down};
     } else if (il >= 0 && down_w) {
-      cfg = {SplitAxis::k0, ffn_down, il, rotation};
+      cfg = {SplitAxis::k0, ffn_down};
     } else if (il >= 0 && rest == "ffn_down.bias") {
-      cfg = {SplitAxis::kMirrored, &t, il, rotation};
+      cfg = {SplitAxis::kMirrored, &t};
     } else if (il >= 0 && rest == "ffn_down_exps.bias") {
       return SplitState{SplitAxis::kPartial, {}, {}};
     } else if (name == "output.weight") {
-      cfg = {SplitAxis::k1, &t, 0, rotation};
+      cfg = {SplitAxis::k1, &t};
     } else if (name == "output.bias") {
-      cfg = {SplitAxis::k0, &t, 0, rotation};
+      cfg = {SplitAxis::k0, &t};
     } else {
       return SplitState{};  // mirrored: norms, routers, the token embedding (and a tied head's copy of it)
     }
@@ -151,7 +148,7 @@ StaticSplitFn llama_tensor_split(const models::LlamaGraph& model, const models::
     // granularity, the last device taking the rest.
     std::vector<float> scan(n, 0.0f);
     for (size_t j = 0; j < n; ++j) {
-      const size_t d = (j + cfg.rotation) % n;
+      const size_t d = (j + rotation) % n;
       scan[j] = (d < ts.size() ? static_cast<float>(ts[d]) : 0.0f) + (j > 0 ? scan[j - 1] : 0.0f);
     }
     SplitState s;
@@ -166,10 +163,10 @@ StaticSplitFn llama_tensor_split(const models::LlamaGraph& model, const models::
         int64_t high = scan.back() == 0.0f ? ne_s * static_cast<int64_t>(j + 1) / static_cast<int64_t>(n)
                                            : static_cast<int64_t>(static_cast<float>(ne_s) * scan[j] / scan.back());
         if (high % g != 0) high -= high % g;
-        s.ne[is * n + (j + cfg.rotation) % n] = high - low;
+        s.ne[is * n + (j + rotation) % n] = high - low;
         low = high;
       }
-      s.ne[is * n + (j + cfg.rotation) % n] = ne_s - low;
+      s.ne[is * n + (j + rotation) % n] = ne_s - low;
       s.nr.push_back(segments[is].second);
     }
     return s;

@@ -19,8 +19,6 @@ SplitState partial() { return SplitState{SplitAxis::kPartial, {}, {}}; }
 // A split along `axis` whose slices are filled in later (take_over_ratio), nr repetitions of one segment.
 SplitState split_along(int axis, uint32_t nr = 1) { return SplitState{static_cast<SplitAxis>(axis), {}, {nr}}; }
 
-std::string state_text(const SplitState& s, size_t n) { return s.describe(n); }
-
 class Planner {
  public:
   Planner(size_t n, const StaticSplitFn& statics) : n_(n), statics_(statics) {}
@@ -60,7 +58,7 @@ class Planner {
     for (int i = 0; i < kMaxSrc; ++i) {
       if (t.src[i] == nullptr || !src[static_cast<size_t>(i)]) continue;
       s += format_message("%s%s (%s)", s.empty() ? "" : ", ", t.src[i]->name,
-                          state_text(*src[static_cast<size_t>(i)], n_).c_str());
+                          src[static_cast<size_t>(i)]->describe(n_).c_str());
     }
     return Status(StatusCode::kInvalidArgument,
                   format_message("tensor parallelism: %s '%s': %s; sources %s", op_name(t.op), t.name, why.c_str(),
