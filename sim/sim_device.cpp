@@ -183,10 +183,10 @@ bool SimDevice::supports_op(const Tensor& op) const {
     if (split == nullptr) continue;
     if (op.op != Op::kMulMat || i != 0 || op.src[0]->ne[2] != 1 || op.src[0]->ne[3] != 1) return false;
     const SplitLayout& layout = *split->split();
-    const auto at = std::find(layout.gpus.begin(), layout.gpus.end(), index_);
-    if (at == layout.gpus.end()) return false;
+    const int k = layout.position(index_);
+    if (k < 0) return false;
     int64_t low = 0, high = 0;
-    layout.rows(*op.src[0], static_cast<size_t>(at - layout.gpus.begin()), &low, &high);
+    layout.rows(*op.src[0], static_cast<size_t>(k), &low, &high);
     if (high <= low) return false;
   }
   bool can;

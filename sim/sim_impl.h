@@ -119,6 +119,8 @@ struct SplitLayout {
   std::vector<int> gpus;
   std::vector<float> from;
   int64_t rounding = 1;
+  // The index into gpus of a simulator device, or -1.
+  int position(int device) const;
   // Rows [*low, *high) of t on gpus[k] (ggml-cuda's get_row_split).
   void rows(const Tensor& t, size_t k, int64_t* low, int64_t* high) const;
   // The bytes of those rows, each GPU's slice padded to whole 512-value rows (0 without rows).

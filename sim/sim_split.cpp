@@ -20,26 +20,29 @@ BufferType* split_buffer_type_fn(Device* main, const float* tensor_split, size_t
   return dev != nullptr ? split_buffer_type(dev, tensor_split, n) : nullptr;
 }
 
-size_t split_bytes_fn(const BufferType& split, const Tensor& t, const Device& device) {
+// The layout of a split buffer type of this simulator and the position of `device` among its GPUs (-1: none);
+// nullptr for any other buffer type or device.
+const SplitLayout* layout_of(const BufferType& split, const Device& device, int* k) {
   const auto* bt = dynamic_cast<const SimBufferType*>(&split);
   const SplitLayout* layout = bt != nullptr ? bt->split() : nullptr;
   const auto* dev = dynamic_cast<const SimDevice*>(&device);
-  if (layout == nullptr || dev == nullptr || dev->sim() != bt->sim_device()->sim()) return 0;
-  for (size_t k = 0; k < layout->gpus.size(); ++k) {
-    if (layout->gpus[k] == dev->index()) return layout->bytes(t, k);
-  }
-  return 0;
+  if (layout == nullptr || dev == nullptr || dev->sim() != bt->sim_device()->sim()) return nullptr;
+  *k = layout->position(dev->index());
+  return layout;
+}
+
+size_t split_bytes_fn(const BufferType& split, const Tensor& t, const Device& device) {
+  int k = -1;
+  const SplitLayout* layout = layout_of(split, device, &k);
+  return layout != nullptr && k >= 0 ? layout->bytes(t, static_cast<size_t>(k)) : 0;
 }
 
 bool split_rows_fn(const BufferType& split, const Tensor& t, const Device& device, int64_t* low, int64_t* high) {
-  const auto* bt = dynamic_cast<const SimBufferType*>(&split);
-  const SplitLayout* layout = bt != nullptr ? bt->split() : nullptr;
-  const auto* dev = dynamic_cast<const SimDevice*>(&device);
-  if (layout == nullptr || dev == nullptr || dev->sim() != bt->sim_device()->sim()) return false;
+  int k = -1;
+  const SplitLayout* layout = layout_of(split, device, &k);
+  if (layout == nullptr) return false;
   *low = *high = 0;
-  for (size_t k = 0; k < layout->gpus.size(); ++k) {
-    if (layout->gpus[k] == dev->index()) layout->rows(t, k, low, high);
-  }
+  if (k >= 0) layout->rows(t, static_cast<size_t>(k), low, high);
   if (*high < *low) *high = *low;
   return true;
 }
@@ -51,6 +54,11 @@ void* split_proc_address(const char* name) {
   if (std::string(name) == kSplitBytesProc) return reinterpret_cast<void*>(&split_bytes_fn);
   if (std::string(name) == kSplitRowsProc) return reinterpret_cast<void*>(&split_rows_fn);
   return nullptr;
+}
+
+int SplitLayout::position(int device) const {
+  const auto at = std::find(gpus.begin(), gpus.end(), device);
+  return at == gpus.end() ? -1 : static_cast<int>(at - gpus.begin());
 }
 
 void SplitLayout::rows(const Tensor& t, size_t k, int64_t* low, int64_t* high) const {
@@ -85,7 +93,7 @@ BufferType* split_buffer_type(SimDevice* main, const float* tensor_split, size_t
   for (size_t i = 0; i < s.devices.size(); ++i) {
     if (s.devices[i]->config().type != DeviceType::kCpu) layout.gpus.push_back(static_cast<int>(i));
   }
-  if (std::find(layout.gpus.begin(), layout.gpus.end(), main->index()) == layout.gpus.end()) return nullptr;
+  if (layout.position(main->index()) < 0) return nullptr;
   // ggml_backend_cuda_split_buffer_type: all zero means ggml-cuda's default_tensor_split (each GPU's total memory);
   // otherwise each GPU's share begins at the sum of the shares before it, divided by the total.
   std::vector<float> share(layout.gpus.size(), 0.0f);
