@@ -389,10 +389,10 @@ Result<Placement> place_model(const std::vector<Device*>& devices, const std::ve
   for (size_t i = 0; i < p.where.size(); ++i) {
     const auto [t, b] = p.where[i];
     auto& bytes = i < n_weights ? p.weight_bytes : p.cache_bytes;
-    void* split_bytes = b->device()->reg() != nullptr ? b->device()->reg()->get_proc_address(kSplitBytesProc) : nullptr;
     const bool split = std::find(splits.value().begin(), splits.value().end(), b) != splits.value().end();
+    void* split_bytes = split ? b->device()->reg()->get_proc_address(kSplitBytesProc) : nullptr;
     for (size_t d = 0; d < devices.size(); ++d) {
-      if (split && split_bytes != nullptr) {  // (a split tensor's rows on every GPU)
+      if (split_bytes != nullptr) {  // (a split tensor's rows on every GPU)
         bytes[d] += reinterpret_cast<SplitBytesFn>(split_bytes)(*b, *t, *devices[d]);
       } else if (b->device() == devices[d]) {
         bytes[d] += b->alloc_size(*t);
