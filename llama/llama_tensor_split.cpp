@@ -9,6 +9,7 @@
 #include <numeric>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace tessera::llama {
 
@@ -25,26 +26,21 @@ struct Config {
 StaticSplitFn llama_tensor_split(const models::LlamaGraph& model, const models::LlamaConfig& config, size_t n_devices,
                                  const std::vector<double>& tensor_split, bool kv_offload) {
   auto by_name = std::make_shared<std::unordered_map<std::string, const Tensor*>>();
-  auto ours = std::make_shared<std::unordered_map<const Tensor*, bool>>();
+  auto weights = std::make_shared<std::unordered_set<const Tensor*>>();
   for (const Tensor* w : model.weights) {
     by_name->emplace(w->name, w);  // (the first of a name: copies share it)
-    (*ours)[w] = true;
+    weights->insert(w);
   }
-  if (kv_offload) {
-    for (const Tensor* c : model.kv_cache) (*ours)[c] = true;
-  }
+  auto caches = std::make_shared<std::unordered_set<const Tensor*>>(model.kv_cache.begin(), model.kv_cache.end());
   const models::LlamaConfig c = config;
   const size_t n = n_devices;
   const std::vector<double> ts = tensor_split;
 
-  auto caches = std::make_shared<std::unordered_map<const Tensor*, bool>>();
-  for (const Tensor* k : model.kv_cache) (*caches)[k] = true;
-  return [by_name, ours, caches, kv_offload, c, n, ts](const Tensor& t) -> std::optional<SplitState> {
+  return [by_name, weights, caches, kv_offload, c, n, ts](const Tensor& t) -> std::optional<SplitState> {
+    const bool a_cache = caches->count(&t) != 0;
     // -nkvo: the cache, its writes and its views are the CPU's; the meta device reads them whole
-    if (!kv_offload && (caches->count(&t) != 0 || (t.view_src != nullptr && caches->count(t.view_src) != 0))) {
-      return SplitState{};
-    }
-    if (ours->count(&t) == 0) return std::nullopt;
+    if (!kv_offload && (a_cache || (t.view_src != nullptr && caches->count(t.view_src) != 0))) return SplitState{};
+    if (!a_cache && weights->count(&t) == 0) return std::nullopt;
     const std::string_view name = t.name;
     // The layer, the name within it, and the rotation (llama.cpp counts only earlier layers of the same kind, so that a
     // pattern of sliding-window layers does not alias with the device count).
@@ -87,27 +83,28 @@ StaticSplitFn llama_tensor_split(const models::LlamaGraph& model, const models::
     Config cfg;
     const Tensor* attn_out = il >= 0 ? layer_tensor("attn_output.weight", "ssm_out.weight") : nullptr;
     const Tensor* ffn_down = il >= 0 ? layer_tensor("ffn_down.weight", "ffn_down_exps.weight") : nullptr;
-    if (il >= 0 && (q_w || kv_w || qkv_w)) {
+    // (a layer's names: `rest` is the whole name of any other tensor, which none of these matches)
+    if (q_w || kv_w || qkv_w) {
       cfg = {SplitAxis::k1, attn_out};
-    } else if (il >= 0 && (q_b || kv_b || qkv_b)) {
+    } else if (q_b || kv_b || qkv_b) {
       cfg = {SplitAxis::k0, attn_out};
-    } else if (il >= 0 && (rest == "attn_q_norm.weight" || rest == "attn_k_norm.weight")) {
+    } else if (rest == "attn_q_norm.weight" || rest == "attn_k_norm.weight") {
       cfg = {t.ne[1] == 1 ? SplitAxis::kMirrored : SplitAxis::k1, attn_out};
-    } else if (cache || (il >= 0 && sinks)) {
+    } else if (cache || sinks) {
       cfg = {SplitAxis::k0, attn_out};
-    } else if (il >= 0 && rest == "attn_output.weight") {
+    } else if (rest == "attn_output.weight") {
       cfg = {SplitAxis::k0, &t};
-    } else if (il >= 0 && rest == "attn_output.bias") {
+    } else if (rest == "attn_output.bias") {
       cfg = {SplitAxis::kMirrored, &t};
-    } else if (il >= 0 && up_gate_w) {
+    } else if (up_gate_w) {
       cfg = {SplitAxis::k1, ffn_down};
-    } else if (il >= 0 && up_gate_b) {
+    } else if (up_gate_b) {
       cfg = {SplitAxis::k0, ffn_down};
-    } else if (il >= 0 && down_w) {
+    } else if (down_w) {
       cfg = {SplitAxis::k0, ffn_down};
-    } else if (il >= 0 && rest == "ffn_down.bias") {
+    } else if (rest == "ffn_down.bias") {
       cfg = {SplitAxis::kMirrored, &t};
-    } else if (il >= 0 && rest == "ffn_down_exps.bias") {
+    } else if (rest == "ffn_down_exps.bias") {
       return SplitState{SplitAxis::kPartial, {}, {}};
     } else if (name == "output.weight") {
       cfg = {SplitAxis::k1, &t};
@@ -134,8 +131,8 @@ StaticSplitFn llama_tensor_split(const models::LlamaGraph& model, const models::
     const int64_t g_q = std::lcm(n_embd_q, perf);
     const int64_t g_kv = g_q / n_gqa;
     if (sinks) {
-      granularity = {std::lcm(n_embd_q, perf) / n_embd_q * n_gqa};
-    } else if (q_w || q_b || (il >= 0 && rest == "attn_output.weight")) {
+      granularity = {g_q / n_embd_q * n_gqa};
+    } else if (q_w || q_b || rest == "attn_output.weight") {
       granularity = {g_q};
     } else if (kv_w || kv_b || cache) {
       granularity = {g_kv};
@@ -229,8 +226,6 @@ Result<TensorParallelTime> tensor_parallel_time(const models::LlamaGraph& model,
   if (gpus.size() != n || model.graph == nullptr) {
     return Status(StatusCode::kInvalidArgument, "tensor parallelism: one GPU per device of the split is needed");
   }
-  std::unordered_map<const Tensor*, bool> reduced;
-  for (size_t i : plan.reductions) reduced[model.graph->node(i)] = true;
   TensorParallelTime out;
   std::vector<double> device(n, 0.0);
   auto close = [&](size_t reduce_bytes) {
@@ -244,6 +239,7 @@ Result<TensorParallelTime> tensor_parallel_time(const models::LlamaGraph& model,
     }
     out.reduce_us += 2.0 * static_cast<double>(n - 1) * step;
   };
+  size_t next = 0;  // the next reduction (plan.reductions is in graph order)
   for (size_t i = 0; i < model.graph->n_nodes(); ++i) {
     const Tensor& node = *model.graph->node(i);
     for (size_t j = 0; j < n; ++j) {
@@ -252,14 +248,16 @@ Result<TensorParallelTime> tensor_parallel_time(const models::LlamaGraph& model,
       if (c.ne[0] * c.ne[1] * c.ne[2] * c.ne[3] == 0) continue;
       for (int k = 0; k < kMaxSrc; ++k) {
         if (node.src[k] == nullptr) continue;
-        // a reduced source is read whole (mirrored) after its AllReduce
-        const SplitState* s = reduced.count(node.src[k]) != 0 ? nullptr : plan.of(node.src[k]);
-        srcs[k] = sliced(*node.src[k], s, j, n);
+        // (a reduced source is partial, so not split: read whole, as after its AllReduce)
+        srcs[k] = sliced(*node.src[k], plan.of(node.src[k]), j, n);
         c.src[k] = &srcs[k];
       }
       device[j] += sim.op_time_us(gpus[j], c);
     }
-    if (reduced.count(&node) != 0) close(nbytes(node));
+    if (next < plan.reductions.size() && plan.reductions[next] == i) {
+      close(nbytes(node));
+      ++next;
+    }
   }
   close(0);
   return out;

@@ -4,6 +4,7 @@
 #include "tessera/meta.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "tessera/ops.h"
 #include "tessera/types.h"
@@ -16,7 +17,8 @@ constexpr size_t kMaxDevices = 16;  // GGML_BACKEND_META_MAX_DEVICES
 
 SplitState mirrored() { return SplitState{SplitAxis::kMirrored, {}, {}}; }
 SplitState partial() { return SplitState{SplitAxis::kPartial, {}, {}}; }
-// A split along `axis` whose slices are filled in later (take_over_ratio), nr repetitions of one segment.
+// A split along `axis` whose slices are filled in later (take_over_ratio), nr repetitions of one segment. A rule that
+// keeps a source's split returns that source's state (as ggml does): take_over_ratio takes its slices over again.
 SplitState split_along(int axis, uint32_t nr = 1) { return SplitState{static_cast<SplitAxis>(axis), {}, {nr}}; }
 
 class Planner {
@@ -27,7 +29,7 @@ class Planner {
   Result<SplitState> synced(const Tensor* t) {
     auto r = own(t);
     if (!r.ok()) return r.status();
-    if (reduced_.count(t) != 0) return mirrored();
+    if (reduced(t)) return mirrored();
     return r;
   }
 
@@ -41,7 +43,8 @@ class Planner {
   }
 
   TensorParallelPlan& plan() { return plan_; }
-  std::unordered_map<const Tensor*, bool> reduced_;  // nodes whose partial result the devices reduce
+  // A node whose partial result the devices reduce (a MUL_MAT of two axis-0 splits).
+  bool reduced(const Tensor* t) const { return reduced_.count(t) != 0; }
 
  private:
   bool equal(const SplitState& a, const SplitState& b) const {
@@ -137,7 +140,7 @@ class Planner {
   Result<SplitState> per_row(const Tensor& t, const std::vector<std::optional<SplitState>>& src) {
     if (!src[0]) return fail(t, "no source", src);
     if (src[0]->axis == SplitAxis::k0) return fail(t, "a row-wise op over rows split along axis 0", src);
-    return src[0]->is_split() ? split_along(static_cast<int>(src[0]->axis), src[0]->nr[0]) : *src[0];
+    return *src[0];
   }
 
   Result<SplitState> bin_bcast(const Tensor& t, const std::vector<std::optional<SplitState>>& src) {
@@ -145,11 +148,11 @@ class Planner {
     const auto& b = src[1];
     const auto& c = src[2];
     if (a && b && a->is_split() && t.src[1]->ne[static_cast<int>(a->axis)] == 1 && b->axis == SplitAxis::kMirrored) {
-      return split_along(static_cast<int>(a->axis));
+      return *a;
     }
     if (a && b && c && c->axis == SplitAxis::kMirrored &&
         (a->axis == b->axis || (a->axis == SplitAxis::kMirrored && b->axis == SplitAxis::kPartial))) {
-      return a->is_split() ? split_along(static_cast<int>(a->axis)) : *a;  // ADD_ID
+      return *a;  // ADD_ID
     }
     if (c && c->axis != SplitAxis::kMirrored) return fail(t, "its ids are not mirrored", src);
     return generic(t, src, false);
@@ -191,7 +194,7 @@ class Planner {
         break;
       }
     }
-    if (same_strides) return s.is_split() ? split_along(static_cast<int>(s.axis), s.nr[0]) : s;
+    if (same_strides) return s;
     const int axis = static_cast<int>(s.axis);
     if (!is_permuted(t) && !is_permuted(in) && s.is_split() && axis < kMaxDims - 1) {
       for (int d = 0; d < kMaxDims - 1; ++d) {
@@ -209,10 +212,10 @@ class Planner {
     const SplitState& b = *src[1];
     if (a.axis == SplitAxis::kMirrored && b.axis == SplitAxis::kMirrored) return mirrored();
     if (a.axis == SplitAxis::k1 && b.axis == SplitAxis::kMirrored) return split_along(0);
-    if (b.axis == SplitAxis::k1 && a.axis == SplitAxis::kMirrored) return split_along(1, b.nr.empty() ? 1 : b.nr[0]);
+    if (b.axis == SplitAxis::k1 && a.axis == SplitAxis::kMirrored) return b;
     if (a.axis == SplitAxis::k0 && b.axis == SplitAxis::k0) {
       if (!equal(a, b)) return fail(t, "its sources' axis-0 slices differ", src);
-      reduced_[&t] = true;
+      reduced_.insert(&t);
       return partial();
     }
     return fail(t, "a MUL_MAT of these splits is not defined", src);
@@ -258,12 +261,10 @@ class Planner {
           if (s.n_segments() != 1 && s.nr[0] != 1) return fail(t, "a transpose of a repeated segment", src);
           return split_along(static_cast<int>(s.axis) ^ 1, s.nr[0]);
         }
-        return s.is_split() ? split_along(static_cast<int>(s.axis), s.nr[0]) : s;
+        return s;
       }
       case Op::kGetRows:
-        if (src[0] && src[1] && src[0]->axis == SplitAxis::k0 && src[1]->axis == SplitAxis::kMirrored) {
-          return split_along(0);
-        }
+        if (src[0] && src[1] && src[0]->axis == SplitAxis::k0 && src[1]->axis == SplitAxis::kMirrored) return *src[0];
         return generic(t, src, true);
       case Op::kSetRows: {
         // Tessera's sources: the destination, the rows, the ids (ggml's: the rows, the ids, the destination)
@@ -271,13 +272,13 @@ class Planner {
         if (src[1]->axis == SplitAxis::k1) return fail(t, "rows split along axis 1", src);
         if (src[2]->axis != SplitAxis::kMirrored) return fail(t, "its ids are not mirrored", src);
         if (!equal(*src[1], *src[0])) return fail(t, "its rows and its destination are split differently", src);
-        return src[1]->is_split() ? split_along(static_cast<int>(src[1]->axis)) : *src[1];
+        return *src[1];
       }
       case Op::kRope:
         if (!src[0] || !src[1] || src[1]->axis != SplitAxis::kMirrored) {
           return fail(t, "its positions are not mirrored", src);
         }
-        return src[0]->is_split() ? split_along(static_cast<int>(src[0]->axis), src[0]->nr[0]) : *src[0];
+        return *src[0];
       case Op::kFlashAttnExt:
         for (int i = 0; i < 3; ++i) {
           if (!src[static_cast<size_t>(i)] || src[static_cast<size_t>(i)]->axis != SplitAxis::k2) {
@@ -332,6 +333,7 @@ class Planner {
   size_t n_;
   const StaticSplitFn& statics_;
   TensorParallelPlan plan_;
+  std::unordered_set<const Tensor*> reduced_;
 };
 
 }  // namespace
@@ -388,7 +390,7 @@ Result<TensorParallelPlan> plan_tensor_parallel(const Graph& graph, size_t n_dev
   for (size_t i = 0; i < graph.n_nodes(); ++i) {
     auto s = p.own(graph.node(i));
     if (!s.ok()) return s.status();
-    if (s.value().axis == SplitAxis::kPartial && p.reduced_.count(graph.node(i)) != 0) reductions.push_back(i);
+    if (p.reduced(graph.node(i))) reductions.push_back(i);
   }
   p.plan().reductions = std::move(reductions);
   return std::move(p.plan());
