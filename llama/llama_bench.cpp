@@ -2,13 +2,10 @@
 #include "tessera/llama/llama_bench.h"
 
 #include <algorithm>
-#include <unordered_map>
 #include <utility>
 
 #include "tessera/harness/session/session.h"
-#include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/llama/llama_tensor_split.h"
-#include "tessera/sim/simulator.h"
 #include "tessera/status.h"
 
 namespace tessera::llama {
@@ -22,45 +19,22 @@ int64_t pad(int64_t n) { return (n + kPad - 1) / kPad * kPad; }
 // The simulated makespan of `evaluations` evaluations in flight of one shape (n_tokens tokens attending to n_kv cells
 // of the test's cache), the logits of one token each, as llama-bench's batches ask (llama_batch_get_one: the last
 // token's logits only).
-// -sm tensor: the estimate of tensor_parallel_time (llama_tensor_split.h) for each evaluation, one after another (the
-// meta device is one backend: nothing overlaps), on the topology's GPUs.
+// -sm tensor: estimate_tensor_parallel's time for each evaluation, one after another (the meta device is one
+// backend: nothing overlaps).
 Result<double> tensor_parallel_makespan(const harness::SessionConfig& c, int evaluations, const Registry* real_devices,
                                         BenchResult* first) {
-  models::LlamaConfig m = c.model;
-  m.flash_attn = true;  // (llama.cpp enables it for tensor parallelism)
-  if (!m.llama_cpp) m.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
-  std::vector<size_t> gpus;
-  for (size_t i = 0; i < c.topology.devices.size(); ++i) {
-    if (c.topology.devices[i].type != DeviceType::kCpu) gpus.push_back(i);
-  }
-  if (gpus.empty()) return Status(StatusCode::kInvalidArgument, "-sm tensor: the topology has no GPU");
-  auto g = models::build_llama(m);
-  if (!g.ok()) return g.status();
-  auto tp = llama_tensor_parallel(g.value(), m, gpus.size(), c.policy.tensor_split, c.policy.kv_offload);
-  if (!tp.ok()) return tp.status();
-  sim::SimOptions opt;
-  opt.mode = sim::MemoryMode::kMetadata;
-  auto simulator = sim::Simulator::create(c.topology, opt, real_devices);
-  if (!simulator.ok()) return simulator.status();
-  auto t = tensor_parallel_time(g.value(), tp.value().plan, *simulator.value(), gpus);
-  if (!t.ok()) return t.status();
+  auto e = estimate_tensor_parallel(c, real_devices);
+  if (!e.ok()) return e.status();
   if (first != nullptr && first->sessions == 0) {
-    std::unordered_map<Type, uint64_t> by_type;
-    for (const Tensor* w : g.value().weights) {
-      if (g.value().copy_of(w) != nullptr) continue;
+    for (const Tensor* w : e.value().graph.weights) {
+      if (e.value().graph.copy_of(w) != nullptr) continue;
       first->model_bytes += nbytes(*w);
       first->model_params += static_cast<uint64_t>(nelements(*w));
-      by_type[w->type] += nbytes(*w);
     }
-    uint64_t most = 0;
-    for (const auto& [type, bytes] : by_type) {
-      if (bytes > most) {
-        most = bytes;
-        first->main_type = type;
-      }
-    }
+    const std::vector<harness::WeightTypeTotal> types = harness::weight_type_totals(e.value().graph.weights);
+    if (!types.empty()) first->main_type = types.front().type;
   }
-  return evaluations * t.value().total_us();
+  return evaluations * e.value().time.total_us();
 }
 
 Result<double> makespan(const harness::SessionConfig& base, int64_t n_ctx, const BenchStep& s, int evaluations,

@@ -464,9 +464,8 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     if (!st.ok()) return Status(StatusCode::kInvalidArgument, where + command_where + st.message());
   }
   // Split mode row: the log's split buffers ("CUDA0_Split model buffer size"), when no -sm was printed.
-  const bool split_buffers = std::any_of(log.figures.buffers.begin(), log.figures.buffers.end(), [](const auto& b) {
-    return b.device.size() > 6 && b.device.compare(b.device.size() - 6, 6, "_Split") == 0;
-  });
+  const bool split_buffers = std::any_of(log.figures.buffers.begin(), log.figures.buffers.end(),
+                                         [](const auto& b) { return b.device.ends_with("_Split"); });
   if (split_buffers && flag(flags, "split_mode") == nullptr) {
     TS_RETURN_IF_ERROR(apply_policy_option("split_mode", "row", &policy));
     out.notes.push_back("split mode row: the log's split buffers (" + backend + "N_Split)");

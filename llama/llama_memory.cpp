@@ -179,7 +179,7 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
   // buffers first (build 5261's log in tests/fidelity/02-4gpu-rowsplit.log prints CUDA0_Split .. CUDA3_Split, then
   // CUDA0 ..). (--no-mmap: the CPU's own buffer comes last.)
   auto rank = [](const LlamaBuffer& b) {
-    const bool split = b.name.size() > 6 && b.name.compare(b.name.size() - 6, 6, "_Split") == 0;
+    const bool split = b.name.ends_with("_Split");
     return b.name == "CPU_Mapped"  ? -2
            : b.name == "CUDA_Host" ? -1
            : b.name == "CPU"       ? 1 << 20

@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "tessera/llama/llama_cpp_graph.h"
+
 namespace tessera::llama {
 
 namespace {
@@ -261,6 +263,55 @@ Result<TensorParallelTime> tensor_parallel_time(const models::LlamaGraph& model,
   }
   close(0);
   return out;
+}
+
+Status check_tensor_parallel(const harness::SessionConfig& config) {
+  auto refuse = [](const std::string& why) { return Status(StatusCode::kInvalidArgument, why); };
+  if (config.graph) return refuse("tensor parallelism plans a model (-m), not a serialized graph (--graph)");
+  const harness::PlacementPolicy& p = config.policy;
+  if (p.n_gpu_layers >= 0 && p.n_gpu_layers < config.model.n_layer + 1) {
+    return refuse("not supported yet: -ngl " + std::to_string(p.n_gpu_layers) +
+                  " (layers left on the CPU); every layer goes to the meta device");
+  }
+  if (!p.overrides.empty()) return refuse("not supported yet: tensor overrides (-ot, -cmoe, -ncmoe)");
+  // llama.cpp enables flash attention for tensor parallelism under -fa auto and refuses it off (src/llama-context.cpp)
+  if (!config.model.flash_attn && !config.flash_attn_auto) {
+    return refuse("SPLIT_MODE_TENSOR requires flash_attn to be enabled");
+  }
+  size_t gpus = 0;
+  for (const sim::DeviceConfig& d : config.topology.devices) gpus += d.type != DeviceType::kCpu ? 1 : 0;
+  if (gpus == 0) return refuse("the topology has no GPU");
+  if (gpus > 16) return refuse("at most 16 devices in a meta device (GGML_BACKEND_META_MAX_DEVICES)");
+  if (p.tensor_split.size() > gpus) {
+    return refuse("-ts has " + std::to_string(p.tensor_split.size()) + " shares for " + std::to_string(gpus) + " GPUs");
+  }
+  return Status::Ok();
+}
+
+Result<TensorParallelEstimate> estimate_tensor_parallel(const harness::SessionConfig& config, const Registry* real) {
+  TS_RETURN_IF_ERROR(check_tensor_parallel(config));
+  TensorParallelEstimate e;
+  e.model = config.model;
+  e.model.flash_attn = true;
+  if (!e.model.llama_cpp) e.model.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
+  for (size_t i = 0; i < config.topology.devices.size(); ++i) {
+    if (config.topology.devices[i].type != DeviceType::kCpu) e.gpus.push_back(i);
+  }
+  auto g = models::build_llama(e.model);
+  if (!g.ok()) return g.status();
+  e.graph = std::move(g).value();
+  auto memory =
+      llama_tensor_parallel(e.graph, e.model, e.gpus.size(), config.policy.tensor_split, config.policy.kv_offload);
+  if (!memory.ok()) return memory.status();
+  e.memory = std::move(memory).value();
+  sim::SimOptions opt;
+  opt.mode = sim::MemoryMode::kMetadata;
+  auto simulator = sim::Simulator::create(config.topology, opt, real);
+  if (!simulator.ok()) return simulator.status();
+  auto t = tensor_parallel_time(e.graph, e.memory.plan, *simulator.value(), e.gpus);
+  if (!t.ok()) return t.status();
+  e.time = t.value();
+  return e;
 }
 
 }  // namespace tessera::llama

@@ -11,8 +11,11 @@ namespace tessera::harness {
 using namespace tessera::sim;
 
 std::vector<WeightTypeTotal> Session::weight_types() const {
+  return weight_type_totals(config_.graph ? loaded_.weights : model_.weights);
+}
+
+std::vector<WeightTypeTotal> weight_type_totals(const std::vector<Tensor*>& weights) {
   std::map<Type, WeightTypeTotal> by_type;
-  const std::vector<Tensor*>& weights = config_.graph ? loaded_.weights : model_.weights;
   for (const Tensor* w : weights) {
     WeightTypeTotal& t = by_type[w->type];
     t.type = w->type;

@@ -6,7 +6,6 @@
 #include "json_out.h"
 #include "subcommands.h"
 #include "tessera/harness/common/text_table.h"
-#include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/llama/llama_tensor_split.h"
 #include "tessera/builtin.h"
 #include "tessera/sim/device_config.h"
@@ -27,34 +26,10 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
     std::fprintf(stderr, "tessera: plan -sm tensor: %s\n", why.c_str());
     return kInputError;
   };
-  if (config.graph) return refuse("tensor parallelism plans a model (-m), not a serialized graph (--graph)");
   if (json) return refuse("--json is not supported yet with -sm tensor");
-  const harness::PlacementPolicy& p = config.policy;
-  models::LlamaConfig m = config.model;
-  if (p.n_gpu_layers >= 0 && p.n_gpu_layers < m.n_layer + 1) {
-    return refuse("not supported yet: -ngl " + std::to_string(p.n_gpu_layers) +
-                  " (layers left on the CPU); every layer goes to the meta device");
-  }
-  if (!p.overrides.empty()) return refuse("not supported yet: tensor overrides (-ot, -cmoe, -ncmoe)");
-  // llama.cpp enables flash attention for tensor parallelism under -fa auto and refuses it off (src/llama-context.cpp:
-  // "SPLIT_MODE_TENSOR requires flash_attn to be enabled").
-  if (!m.flash_attn && !config.flash_attn_auto) return refuse("SPLIT_MODE_TENSOR requires flash_attn to be enabled");
-  m.flash_attn = true;
-  if (!m.llama_cpp) m.llama_cpp = llama::llama_cpp_graph(llama::kLlamaCppNewestBuild);
-  std::vector<size_t> gpus;
-  for (size_t i = 0; i < config.topology.devices.size(); ++i) {
-    if (config.topology.devices[i].type != DeviceType::kCpu) gpus.push_back(i);
-  }
-  if (gpus.empty()) return refuse("the topology has no GPU");
-  if (gpus.size() > 16) return refuse("at most 16 devices in a meta device (GGML_BACKEND_META_MAX_DEVICES)");
-  if (p.tensor_split.size() > gpus.size()) {
-    return refuse("-ts has " + std::to_string(p.tensor_split.size()) + " shares for " + std::to_string(gpus.size()) +
-                  " GPUs");
-  }
-  auto g = models::build_llama(m);
-  if (!g.ok()) return refuse(g.status().message());
-  auto r = llama::llama_tensor_parallel(g.value(), m, gpus.size(), p.tensor_split, p.kv_offload);
-  if (!r.ok() && !p.kv_offload) {
+  if (Status st = llama::check_tensor_parallel(config); !st.ok()) return refuse(st.message());
+  auto r = llama::estimate_tensor_parallel(config, &builtin_registry());
+  if (!r.ok() && !config.policy.kv_offload && r.status().message().rfind("tensor parallelism:", 0) == 0) {
     // llama.cpp's meta backend asks the model for the split of the tensors it allocates only: a cache in host memory is
     // copied in as a mirrored input while Q is split by heads, and its flash-attention rule aborts (or, without that
     // assert, each device attends over every head's K with half of Q). GenerelSchwerz/llama.cpp#66 (2026-09) splits
@@ -67,7 +42,10 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
     return 1;
   }
   if (!r.ok()) return refuse(r.status().message());
-  const llama::TensorParallelMemory& tp = r.value();
+  const models::LlamaConfig& m = r.value().model;
+  const std::vector<size_t>& gpus = r.value().gpus;
+  const models::LlamaGraph& g = r.value().graph;
+  const llama::TensorParallelMemory& tp = r.value().memory;
   std::printf(
       "model %s (%d layers, %lld tokens, flash attention; context %lld) on topology %s, -sm tensor over %zu "
       "GPUs (llama.cpp's meta device), metadata-only\n\n",
@@ -98,17 +76,11 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
       tp.n_reductions, format_bytes(tp.reduced_bytes).c_str());
   // Time: the estimate of one evaluation on these GPUs, and the same model with -sm layer simulated (a run of the
   // scheduler in metadata-only mode) for comparison.
-  sim::SimOptions opt;
-  opt.mode = sim::MemoryMode::kMetadata;
-  auto simulator = sim::Simulator::create(config.topology, opt, &builtin_registry());
-  if (!simulator.ok()) return refuse(simulator.status().message());
-  auto t = llama::tensor_parallel_time(g.value(), tp.plan, *simulator.value(), gpus);
-  if (!t.ok()) return refuse(t.status().message());
+  const llama::TensorParallelTime& t = r.value().time;
   std::printf(
       "one evaluation of %lld tokens, estimated: %.3f ms = compute %.3f ms (the slowest GPU between "
       "reductions) + reductions %.3f ms (ring AllReduce over the topology's links)\n",
-      static_cast<long long>(m.n_tokens), t.value().total_us() / 1000, t.value().compute_us / 1000,
-      t.value().reduce_us / 1000);
+      static_cast<long long>(m.n_tokens), t.total_us() / 1000, t.compute_us / 1000, t.reduce_us / 1000);
   SessionConfig layer = config;
   layer.policy.split_mode = harness::SplitMode::kLayer;
   layer.sim.mode = sim::MemoryMode::kMetadata;
@@ -122,10 +94,10 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
       "above is an estimate, not a simulated run (issue 47)\n");
   for (const std::string& name : explain) {
     const Tensor* found = nullptr;
-    for (const auto* list : {&g.value().weights, &g.value().kv_cache}) {
-      for (const Tensor* t : *list) found = found != nullptr ? found : (name == t->name ? t : nullptr);
+    for (const auto* list : {&g.weights, &g.kv_cache}) {
+      for (const Tensor* w : *list) found = found != nullptr ? found : (name == w->name ? w : nullptr);
     }
-    for (const Tensor* t : g.value().graph->nodes()) found = found != nullptr ? found : (name == t->name ? t : nullptr);
+    for (const Tensor* n : g.graph->nodes()) found = found != nullptr ? found : (name == n->name ? n : nullptr);
     if (found == nullptr) return refuse("--explain " + name + ": no weight, cache or node of that name");
     const SplitState* s = tp.plan.of(found);
     std::printf("%s: %s %s, %s\n", found->name, op_name(found->op), describe(*found).c_str(),

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/harness/session/session.h"
 #include "tessera/meta.h"
 #include "tessera/models/llama.h"
 #include "tessera/sim/simulator.h"
@@ -54,5 +55,23 @@ struct TensorParallelTime {
 };
 Result<TensorParallelTime> tensor_parallel_time(const models::LlamaGraph& model, const TensorParallelPlan& plan,
                                                 const sim::Simulator& sim, const std::vector<size_t>& gpus);
+
+// -sm tensor for a session's configuration, as `plan -sm tensor` and `bench -sm tensor` report it: the model with
+// llama.cpp's graph (its newest checked build unless the configuration has one) and flash attention, split over the
+// topology's GPUs, with its memory and the estimated time of one evaluation.
+struct TensorParallelEstimate {
+  models::LlamaConfig model;
+  models::LlamaGraph graph;
+  std::vector<size_t> gpus;  // the topology's GPUs (indices), one per device of the split
+  TensorParallelMemory memory;
+  TensorParallelTime time;
+};
+// What -sm tensor does not model yet or llama.cpp refuses (kInvalidArgument): a serialized graph, -ngl below all,
+// tensor overrides, flash attention off (llama.cpp: "SPLIT_MODE_TENSOR requires flash_attn to be enabled"), no GPU,
+// more than 16, more -ts shares than GPUs.
+Status check_tensor_parallel(const harness::SessionConfig& config);
+// check_tensor_parallel's errors, then llama_tensor_parallel's (the planner's: "tensor parallelism: ..."), then the
+// simulator's.
+Result<TensorParallelEstimate> estimate_tensor_parallel(const harness::SessionConfig& config, const Registry* real);
 
 }  // namespace tessera::llama

@@ -123,6 +123,8 @@ struct WeightTypeTotal {
   size_t tensors = 0;
   size_t bytes = 0;
 };
+// The weights of `weights` by type, the most bytes first (Session::weight_types' order).
+std::vector<WeightTypeTotal> weight_type_totals(const std::vector<Tensor*>& weights);
 
 class Session {
  public:
