@@ -336,6 +336,102 @@ class Planner {
   std::unordered_set<const Tensor*> reduced_;
 };
 
+bool mirrored_state(const TensorParallelPlan& plan, const Tensor* t) {
+  const SplitState* s = plan.of(t);
+  return s == nullptr || s->axis == SplitAxis::kMirrored;
+}
+
+// The last node the AllReduce of node i's partial result can wait for (ggml's get_i_delayed, written again): past an
+// ADD_ID of a partial bias (gpt-oss's down-projection bias, which llama.cpp splits as partial sums), past MULs by a
+// mirrored tensor (the experts' weights), and past the sum of the experts' results (a VIEW per expert used, each read
+// once, added up by ADDs). Mirrored nodes that read none of it may sit in between. Returns i when nothing follows.
+size_t delayed(const Graph& graph, const TensorParallelPlan& plan, const std::vector<int32_t>& uses, size_t i) {
+  const size_t n = graph.n_nodes();
+  size_t id = i;
+  size_t last = i;
+  const Tensor* node = graph.node(id);
+  int32_t n_used = uses[id];
+  auto skip_unrelated = [&]() {
+    while (id + 1 < n) {
+      const Tensor* next = graph.node(id + 1);
+      if (!mirrored_state(plan, next)) break;
+      bool safe = true;
+      for (const Tensor* src : next->src) {
+        if (src == nullptr) continue;
+        if (src == node || !mirrored_state(plan, src)) {
+          safe = false;
+          break;
+        }
+      }
+      if (!safe) break;
+      ++id;
+    }
+  };
+  auto state_of = [&](const Tensor* t) { return t == nullptr ? SplitAxis::kMirrored : plan.of(t)->axis; };
+  skip_unrelated();
+  if (id + 1 >= n) return last;
+  if (const Tensor* next = graph.node(id + 1); next->op == Op::kAddId && next->src[0] == node &&
+                                               state_of(next->src[1]) == SplitAxis::kPartial &&
+                                               state_of(next->src[2]) == SplitAxis::kMirrored) {
+    node = next;
+    last = ++id;
+    n_used = uses[id];
+  }
+  for (;;) {
+    skip_unrelated();
+    if (id + 1 >= n) return last;
+    const Tensor* next = graph.node(id + 1);
+    if (next->op != Op::kMul || next->src[0] != node || state_of(next->src[1]) != SplitAxis::kMirrored) break;
+    node = next;
+    last = ++id;
+    n_used = uses[id];
+  }
+  // the sum of the experts' results: a VIEW of each, then ADDs
+  if (n_used < 2 || n_used != node->ne[1] || id + 2 * static_cast<size_t>(n_used) - 1 >= n) return last;
+  for (int32_t k = 0; k < n_used; ++k) {
+    const Tensor* next = graph.node(id + 1);
+    if (next->op != Op::kView || next->view_src != node || next->view_offs != static_cast<size_t>(k) * node->nb[1] ||
+        next->ne[0] != node->ne[0] || next->ne[1] != node->ne[2] || next->nb[1] != node->nb[2] || uses[id + 1] != 1) {
+      return last;
+    }
+    ++id;
+  }
+  const size_t first_view = id + 1 - static_cast<size_t>(n_used);
+  {
+    const Tensor* next = graph.node(id + 1);
+    if (next->op != Op::kAdd || next->src[0] != graph.node(first_view) || next->src[1] != graph.node(first_view + 1) ||
+        uses[id + 1] != 1) {
+      return last;
+    }
+    ++id;
+  }
+  for (int32_t k = 0; k < n_used - 2; ++k) {
+    const Tensor* next = graph.node(id + 1);
+    if (next->op != Op::kAdd || next->src[0] != graph.node(id) ||
+        next->src[1] != graph.node(first_view + 2 + static_cast<size_t>(k)) || uses[id + 1] != 1) {
+      return last;
+    }
+    ++id;
+  }
+  return id;
+}
+
+// Whether node k, between a reduction's node r and its delayed end d, reads the partial result (directly or through
+// the chain): the unrelated mirrored nodes in between do not.
+bool chain_member(const Graph& graph, size_t r, size_t d, size_t k) {
+  if (k == d) return true;
+  const Tensor* t = graph.node(k);
+  for (const Tensor* src : t->src) {
+    if (src == nullptr || src == t) continue;
+    const int32_t pos = graph.position(src);
+    if (pos >= static_cast<int32_t>(r) && static_cast<size_t>(pos) < k &&
+        (static_cast<size_t>(pos) == r || chain_member(graph, r, d, static_cast<size_t>(pos)))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 const char* split_axis_name(SplitAxis axis) {
@@ -392,8 +488,25 @@ Result<TensorParallelPlan> plan_tensor_parallel(const Graph& graph, size_t n_dev
     if (!s.ok()) return s.status();
     if (p.reduced(graph.node(i))) reductions.push_back(i);
   }
-  p.plan().reductions = std::move(reductions);
-  return std::move(p.plan());
+  // Delay each AllReduce past what is linear in the partial result (ggml's get_i_delayed): the nodes in between are
+  // partial sums too.
+  TensorParallelPlan& plan = p.plan();
+  std::vector<int32_t> uses(graph.n_nodes(), 0);
+  for (const Tensor* node : graph.nodes()) {
+    for (const Tensor* src : node->src) {
+      if (src == nullptr || src == node) continue;
+      if (const int32_t pos = graph.position(src); pos >= 0) ++uses[static_cast<size_t>(pos)];
+    }
+  }
+  for (size_t& r : reductions) {
+    const size_t d = delayed(graph, plan, uses, r);
+    for (size_t i = r + 1; i <= d; ++i) {
+      if (chain_member(graph, r, d, i)) plan.state[graph.node(i)] = SplitState{SplitAxis::kPartial, {}, {}};
+    }
+    r = d;
+  }
+  plan.reductions = std::move(reductions);
+  return std::move(plan);
 }
 
 }  // namespace tessera

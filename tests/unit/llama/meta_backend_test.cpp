@@ -1,0 +1,107 @@
+// The meta device as a runtime backend (-sm tensor, issue 47; tessera/meta_backend.h): a model's weights, cache and
+// graph placed in the meta buffer type, split over N devices by llama.cpp's split states, computed on the meta backend
+// (each device its slices, an AllReduce after each partial result) and compared with the same model computed whole
+// on one CPU backend (reference kernels). The oracle is independent of the meta backend: it never sees a split. Seeds
+// are printed on failure.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tessera/llama/llama_cpp_graph.h"
+#include "unit/llama/meta_fixture.h"
+
+using namespace tessera;
+using namespace tessera::llama;
+using ::testing::HasSubstr;
+
+namespace {
+
+using namespace tessera::meta_testing;
+
+// A small llama whose splits are not trivial: n_embd 256, 4 heads of 64 over 2 KV heads, n_ff 384 (the FFN's
+// granularity is 128: 3 pieces), a vocabulary of 320; q4_0 matrices, an f16 cache, flash attention; llama.cpp's graph
+// of its newest checked build. kv_heads 8 (n_head 16 of 32, n_embd 512): heads for 8 devices.
+models::LlamaConfig small(const char* preset = "tiny", int64_t kv_heads = 2) {
+  models::LlamaConfig c = models::preset(preset).value();
+  c.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
+  c.flash_attn = true;
+  c.n_embd = kv_heads == 8 ? 512 : 256;
+  c.n_head = kv_heads == 8 ? 16 : 4;
+  c.n_head_kv = kv_heads;
+  c.n_embd_head = kv_heads == 8 ? 32 : 64;
+  c.n_ff = 384;
+  c.n_vocab = 320;
+  return c;
+}
+
+}  // namespace
+
+// The small llama on 2, 3, 4 and 8 simulated GPUs, even and uneven shares: the logits equal the CPU's whole model.
+TEST(MetaBackend, LlamaOnSimulatedGpusEqualsTheCpu) {
+  const uint64_t seed = 4711;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct Case {
+    int64_t kv_heads;
+    size_t n;
+    std::vector<double> shares;
+  };
+  std::vector<float> want;
+  int64_t want_of = 0;
+  for (const Case& k :
+       std::vector<Case>{{2, 2, {}}, {2, 3, {2, 1, 1}}, {8, 3, {}}, {8, 4, {}}, {8, 4, {1, 3, 0, 2}}, {8, 8, {}}}) {
+    SCOPED_TRACE("devices " + std::to_string(k.n) + ", kv heads " + std::to_string(k.kv_heads));
+    const models::LlamaConfig c = small("tiny", k.kv_heads);
+    if (want_of != k.kv_heads) want = reference_logits(c, seed), want_of = k.kv_heads;
+    ASSERT_FALSE(want.empty());
+    Gpus g(k.n);
+    auto got = meta_logits(c, seed, g.devices, k.shares);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_LE(nmse(got->v, want), 1e-6);
+    EXPECT_EQ(got->stats.reductions, 2u * static_cast<size_t>(c.n_layer));
+    EXPECT_TRUE(g.sim->races().empty()) << g.sim->races_report();
+  }
+}
+
+// The CPU device listed twice: two backends on one device, each holding its slices.
+TEST(MetaBackend, TwoBackendsOnOneCpu) {
+  const uint64_t seed = 99;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const models::LlamaConfig c = small();
+  auto got = meta_logits(c, seed, {cpu::device(), cpu::device()}, {});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_LE(nmse(got->v, reference_logits(c, seed)), 1e-6);
+}
+
+TEST(MetaBackend, BadDeviceListsAreErrors) {
+  EXPECT_THAT(make_meta_device({}).status().message(), HasSubstr("0 devices (1 to 16)"));
+  EXPECT_THAT(make_meta_device({.devices = {cpu::device(), nullptr}, .statics = {}}).status().message(),
+              HasSubstr("device 1 is null"));
+  EXPECT_THAT(make_meta_device({.devices = std::vector<Device*>(17, cpu::device()), .statics = {}}).status().message(),
+              HasSubstr("17 devices"));
+}
+
+// Every architecture preset (llama, MoE, Qwen2's biases, Qwen3's Q/K norms, Qwen3-MoE, Gemma 3's sliding window,
+// Phi-3's fused QKV and up + gate, gpt-oss's sinks, expert biases and sliding window) on 2 and 3 simulated GPUs, the
+// FFN widened so that its 128-value granularity gives every device a slice.
+TEST(MetaBackend, EveryArchitectureEqualsTheCpu) {
+  const uint64_t seed = 2027;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const char* name :
+       {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3", "tiny-phi3", "tiny-gpt-oss"}) {
+    SCOPED_TRACE(name);
+    models::LlamaConfig c = models::preset(name).value();
+    c.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
+    c.flash_attn = true;
+    c.n_ff = 384;
+    const std::vector<float> want = reference_logits(c, seed);
+    for (size_t n : {2, 3}) {
+      SCOPED_TRACE("devices " + std::to_string(n));
+      Gpus g(n);
+      auto got = meta_logits(c, seed, g.devices, {});
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      EXPECT_LE(nmse(got->v, want), 1e-6);
+      EXPECT_TRUE(g.sim->races().empty()) << g.sim->races_report();
+    }
+  }
+}

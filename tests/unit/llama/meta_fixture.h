@@ -1,0 +1,110 @@
+// Shared by the meta backend's unit tests and properties: a llama model computed whole on one CPU backend (the oracle,
+// reference kernels, never split) and the same model on a meta device (tessera/meta_backend.h) over given devices,
+// split by llama.cpp's states; simulated GPUs to put under it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/alloc.h"
+#include "tessera/builtin.h"
+#include "tessera/cpu.h"
+#include "tessera/graph_copy.h"
+#include "tessera/llama/llama_tensor_split.h"
+#include "tessera/meta_backend.h"
+#include "tessera/models/llama.h"
+#include "tessera/planner.h"
+#include "tessera/sim/simulator.h"
+
+namespace tessera::meta_testing {
+
+using namespace tessera::llama;
+
+struct Logits {
+  std::vector<float> v;
+  MetaComputeStats stats;
+};
+
+// The model computed whole on one CPU backend.
+inline std::vector<float> reference_logits(const models::LlamaConfig& c, uint64_t seed) {
+  auto m = models::build_llama(c);
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  if (!m.ok()) return {};
+  auto wbuf = alloc_ctx_tensors(*m->weights_ctx, *cpu::buffer_type());
+  auto cbuf = alloc_ctx_tensors(*m->cache_ctx, *cpu::buffer_type());
+  EXPECT_TRUE(wbuf.ok() && cbuf.ok());
+  EXPECT_TRUE(models::fill_random(m.value(), seed).ok());
+  GraphPlanner planner(cpu::buffer_type());
+  EXPECT_TRUE(planner.alloc_graph(*m->graph).ok());
+  EXPECT_TRUE(models::set_inputs(m.value(), models::default_inputs(c, seed)).ok());
+  auto b = cpu::make_backend({.n_threads = 1, .kernels = cpu::CpuKernels::kReference});
+  EXPECT_EQ(b->graph_compute(*m->graph), ComputeStatus::kSuccess) << b->last_error();
+  return tensor_to_f32(*m->logits).value();
+}
+
+// The model on a meta device over `devices`, split by llama.cpp's states at `shares`.
+inline Result<Logits> meta_logits(const models::LlamaConfig& c, uint64_t seed, std::vector<Device*> devices,
+                                  const std::vector<double>& shares) {
+  auto m = models::build_llama(c);
+  if (!m.ok()) return m.status();
+  const size_t n = devices.size();
+  auto meta = make_meta_device({.devices = std::move(devices), .statics = llama_tensor_split(*m, c, n, shares)});
+  if (!meta.ok()) return meta.status();
+  BufferType* buft = (*meta)->buffer_type();
+  auto wbuf = alloc_ctx_tensors(*m->weights_ctx, *buft);
+  if (!wbuf.ok()) return wbuf.status();
+  auto cbuf = alloc_ctx_tensors(*m->cache_ctx, *buft);
+  if (!cbuf.ok()) return cbuf.status();
+  TS_RETURN_IF_ERROR(models::fill_random(m.value(), seed));
+  GraphPlanner planner(buft);
+  TS_RETURN_IF_ERROR(planner.alloc_graph(*m->graph));
+  TS_RETURN_IF_ERROR(models::set_inputs(m.value(), models::default_inputs(c, seed)));
+  auto b = (*meta)->init_backend();
+  if (!b.ok()) return b.status();
+  if ((*b)->graph_compute(*m->graph) != ComputeStatus::kSuccess) {
+    return Status(StatusCode::kFailed, (*b)->last_error());
+  }
+  auto v = tensor_to_f32(*m->logits);
+  if (!v.ok()) return v.status();
+  return Logits{std::move(v).value(), *meta_compute_stats(**b)};
+}
+
+inline double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size() || want.empty()) return INFINITY;
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    err += d * d;
+    ref += static_cast<double>(want[i]) * want[i];
+  }
+  return err / ref;
+}
+
+// n simulated GPUs of 1 GiB (their kernels are the reference kernels on host memory).
+struct Gpus {
+  std::unique_ptr<sim::Simulator> sim;
+  std::vector<Device*> devices;
+  explicit Gpus(size_t n) {
+    sim::TopologyConfig t;
+    t.name = "meta-test";
+    for (size_t i = 0; i < n; ++i) {
+      sim::DeviceConfig d;
+      d.name = "gpu" + std::to_string(i);
+      d.type = DeviceType::kGpu;
+      d.memory = size_t{1} << 30;
+      d.alignment = 256;
+      d.caps = {true, false, false, true};
+      t.devices.push_back(d);
+    }
+    auto s = sim::Simulator::create(t, {}, &builtin_registry());
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    sim = std::move(s).value();
+    for (size_t i = 0; i < n; ++i) devices.push_back(sim->device(i));
+  }
+};
+
+}  // namespace tessera::meta_testing
