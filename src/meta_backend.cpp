@@ -53,9 +53,14 @@ class MetaBuffer final : public Buffer {
 
   Buffer* part(size_t j) const { return parts_[j].get(); }
   MetaDevice* meta() const { return meta_; }
-  size_t offset_of(const Tensor& t) const {
+  // Where t's simple tensor starts in device j's simple buffer: at t's own offset, or, for a tensor placed by
+  // meta_alloc_ctx_tensors, where its slices were packed on that device.
+  size_t offset_of(const Tensor& t, size_t j) const {
+    if (const auto it = packed_.find(&t); it != packed_.end()) return it->second[j];
     return static_cast<size_t>(static_cast<const char*>(t.data) - reinterpret_cast<const char*>(kBase));
   }
+  void set_packed(const Tensor* t, std::vector<size_t> offsets) { packed_[t] = std::move(offsets); }
+  static void* fake_base() { return reinterpret_cast<void*>(kBase); }
 
  private:
   static constexpr uintptr_t kBase = uintptr_t{1} << 44;
@@ -64,6 +69,7 @@ class MetaBuffer final : public Buffer {
 
   MetaDevice* meta_;
   std::vector<std::unique_ptr<Buffer>> parts_;
+  std::unordered_map<const Tensor*, std::vector<size_t>> packed_;
 };
 
 class MetaBufferType final : public BufferType {
@@ -169,7 +175,7 @@ Tensor io_tensor(const Tensor& t, const SplitState& s, size_t j, size_t n, Buffe
 // it lies beyond the split, not when it is internal to it).
 size_t simple_offset(const MetaBuffer& mb, const Tensor& t, const SplitState& s, const SplitState& view_src_state,
                      size_t j, size_t n) {
-  if (t.view_src == nullptr) return mb.offset_of(t);
+  if (t.view_src == nullptr) return mb.offset_of(t, j);
   const Tensor& src = *t.view_src;
   size_t offs = t.view_offs;
   if (offs > 0 && s.is_split() && view_src_state.is_split()) {
@@ -185,7 +191,7 @@ size_t simple_offset(const MetaBuffer& mb, const Tensor& t, const SplitState& s,
                                  static_cast<uint64_t>(t.ne[a]));
     }
   }
-  return mb.offset_of(src) + offs;
+  return mb.offset_of(src, j) + offs;
 }
 
 }  // namespace
@@ -366,10 +372,10 @@ Tensor* MetaBackend::simple(Tensor* t, size_t j) {
     const SplitState* pvs = plan_.of(t->view_src);
     const SplitState vstate = pvs != nullptr ? *pvs : meta_->io_state(*t->view_src);
     x->view_src = vs;
-    x->view_offs = simple_offset(*mb, *t, s, vstate, j, n) - mb->offset_of(*t->view_src);
+    x->view_offs = simple_offset(*mb, *t, s, vstate, j, n) - mb->offset_of(*t->view_src, j);
     x->data = static_cast<char*>(vs->data) + x->view_offs;
   } else {
-    x->data = static_cast<char*>(part->base()) + mb->offset_of(*t);
+    x->data = static_cast<char*>(part->base()) + mb->offset_of(*t, j);
   }
   for (int i = 0; i < kMaxSrc; ++i) {
     if (t->src[i] == nullptr) continue;
@@ -586,6 +592,59 @@ Result<std::unique_ptr<MetaDevice>> make_meta_device(MetaDeviceParams params) {
   m->buft_ = std::make_unique<MetaBufferType>(m.get());
   m->reg_ = std::make_unique<MetaReg>(m.get());
   return m;
+}
+
+Result<std::unique_ptr<Buffer>> meta_alloc_ctx_tensors(Context& ctx, MetaDevice& meta) {
+  const size_t n = meta.n_devices();
+  std::vector<Tensor*> todo;
+  for (size_t i = 0; i < ctx.tensor_count(); ++i) {
+    Tensor* t = ctx.tensor(i);
+    if (t->buffer == nullptr && t->data == nullptr && t->view_src == nullptr) todo.push_back(t);
+  }
+  if (todo.empty()) return std::unique_ptr<Buffer>();
+  // each device's slices, packed one after another at its buffer type's alignment
+  std::vector<std::vector<size_t>> offsets(todo.size(), std::vector<size_t>(n, 0));
+  std::vector<size_t> size(n, 0);
+  for (size_t j = 0; j < n; ++j) {
+    BufferType* buft = meta.device(j)->buffer_type();
+    const size_t align = buft->alignment();
+    for (size_t k = 0; k < todo.size(); ++k) {
+      const SplitState s = meta.io_state(*todo[k]);
+      Tensor slice = *todo[k];
+      MetaDevice::slice_layout(*todo[k], s, j, n, slice.ne, slice.nb);
+      size[j] = (size[j] + align - 1) / align * align;
+      offsets[k][j] = size[j];
+      size[j] += nelements(slice) == 0 ? 0 : buft->alloc_size(slice);
+    }
+  }
+  std::vector<std::unique_ptr<Buffer>> parts;
+  size_t largest = 0;
+  for (size_t j = 0; j < n; ++j) {
+    auto b = meta.device(j)->buffer_type()->alloc_buffer(size[j]);
+    if (!b.ok()) {
+      return Status(b.status().code(), format_message("meta buffer of %zu bytes on %s: %s", size[j],
+                                                      meta.device(j)->name(), b.status().message().c_str()));
+    }
+    if (b.value()->is_multi()) {
+      return TS_ERROR(StatusCode::kUnsupported, "meta buffer on %s: multi-buffers are not supported",
+                      meta.device(j)->name());
+    }
+    parts.push_back(std::move(b).value());
+    largest = std::max(largest, size[j]);
+  }
+  auto mb = std::make_unique<MetaBuffer>(meta.buffer_type(), std::max<size_t>(largest, 1), &meta, std::move(parts));
+  for (size_t k = 0; k < todo.size(); ++k) {
+    mb->set_packed(todo[k], offsets[k]);
+    todo[k]->buffer = mb.get();
+    todo[k]->data = MetaBuffer::fake_base();
+  }
+  for (size_t i = 0; i < ctx.tensor_count(); ++i) {
+    Tensor* t = ctx.tensor(i);
+    if (t->view_src != nullptr && t->buffer == nullptr && t->view_src->buffer == mb.get()) {
+      TS_RETURN_IF_ERROR(view_init(*t));
+    }
+  }
+  return std::unique_ptr<Buffer>(std::move(mb));
 }
 
 bool is_meta_buffer(const Buffer& buffer) { return as_meta(&buffer) != nullptr; }

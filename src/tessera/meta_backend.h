@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tessera/backend.h"
+#include "tessera/context.h"
 #include "tessera/meta.h"
 
 namespace tessera {
@@ -79,6 +80,13 @@ class MetaDevice final : public Device {
   // The states of the last computed graph's nodes (for reading them back).
   std::unordered_map<const Tensor*, SplitState> last_states_;
 };
+
+// Places every unallocated tensor of ctx (weights, caches: tensors of a fixed state) in a new meta buffer whose
+// simple buffers hold exactly their slices: on each device, the tensors' slices packed one after another (ggml's
+// ggml_backend_meta_alloc_ctx_tensors_from_buft), so that each device's memory is its share of the model. A tensor's
+// state is meta.io_state (the application's static state, else mirrored). Views of them in ctx get their data too.
+// Returns nullptr (ok) when there is nothing to place. Errors: an allocation failure on a device (naming it).
+Result<std::unique_ptr<Buffer>> meta_alloc_ctx_tensors(Context& ctx, MetaDevice& meta);
 
 // True when buffer is a meta buffer (of some meta device's buffer type).
 bool is_meta_buffer(const Buffer& buffer);

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "tessera/llama/llama_cpp_graph.h"
+#include "tessera/sched.h"
 #include "unit/llama/meta_fixture.h"
 
 using namespace tessera;
@@ -63,6 +64,22 @@ TEST(MetaBackend, LlamaOnSimulatedGpusEqualsTheCpu) {
   }
 }
 
+// Each simulated GPU holds its slices of the weights and of the cache, packed (not a copy of the whole model): for the
+// small llama on 2 devices LlamaTensorSplit.StatesAndBytesOfASmallLlamaOnTwoDevices works out 304640 B of weights per
+// device (token_embd, 320 x 144 B = 46080, mirrored here: the whole model is in the meta buffers) and 2 layers x K and
+// V x 64 values x 2 B x 64 cells = 32768 B of cache. Every slice here is a whole number of the GPUs' 256-byte alignment
+// (the norms 1024 B, the q4_0 slices multiples of 128 rows x 144 B), so nothing is padded.
+TEST(MetaBackend, EachDeviceHoldsItsSlices) {
+  const uint64_t seed = 5;
+  Gpus g(2);
+  auto got = meta_logits(small(), seed, g.devices, {});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  const size_t want = 304640 + 46080 + 32768;
+  for (size_t j = 0; j < 2; ++j) {
+    EXPECT_EQ(got->used[j], want) << "device " << j;
+  }
+}
+
 // The CPU device listed twice: two backends on one device, each holding its slices.
 TEST(MetaBackend, TwoBackendsOnOneCpu) {
   const uint64_t seed = 99;
@@ -103,5 +120,53 @@ TEST(MetaBackend, EveryArchitectureEqualsTheCpu) {
       EXPECT_LE(nmse(got->v, want), 1e-6);
       EXPECT_TRUE(g.sim->races().empty()) << g.sim->races_report();
     }
+  }
+}
+
+// The meta backend as one backend of the scheduler, as llama.cpp runs -sm tensor: the token embedding in host memory
+// (its GET_ROWS on the CPU), every other weight and the cache in the meta buffer type; the scheduler assigns the nodes
+// by their weights, copies the CPU's results into the meta device's compute buffer and runs the splits. The logits
+// equal the CPU's whole model.
+TEST(MetaBackend, UnderTheSchedulerWithTheInputLayerOnTheCpu) {
+  const uint64_t seed = 31;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const char* name : {"tiny", "tiny-gpt-oss"}) {
+    SCOPED_TRACE(name);
+    models::LlamaConfig c = small(name);
+    const std::vector<float> want = reference_logits(c, seed);
+    Gpus g(3);
+    auto m = models::build_llama(c);
+    ASSERT_TRUE(m.ok());
+    StaticSplitFn split = llama_tensor_split(*m, c, 3, {});
+    auto meta = make_meta_device({.devices = g.devices, .statics = split});
+    ASSERT_TRUE(meta.ok());
+    // token_embd in a CPU buffer (placed first, so that the context's allocation leaves it), the rest of the weights
+    // and the cache in meta buffers
+    Tensor* tok = m->tok_embd;
+    auto host = cpu::buffer_type()->alloc_buffer(cpu::buffer_type()->alloc_size(*tok));
+    ASSERT_TRUE(host.ok());
+    ASSERT_TRUE(tensor_alloc(**host, *tok, (*host)->base()).ok());
+    auto wbuf = meta_alloc_ctx_tensors(*m->weights_ctx, **meta);
+    ASSERT_TRUE(wbuf.ok()) << wbuf.status().to_string();
+    auto cbuf = meta_alloc_ctx_tensors(*m->cache_ctx, **meta);
+    ASSERT_TRUE(cbuf.ok());
+    (*host)->set_usage(BufferUsage::kWeights);
+    (*wbuf)->set_usage(BufferUsage::kWeights);
+    ASSERT_TRUE(models::fill_random(m.value(), seed).ok());
+    auto mb = (*meta)->init_backend();
+    ASSERT_TRUE(mb.ok());
+    auto cpu_backend = cpu::make_backend({.n_threads = 1, .kernels = cpu::CpuKernels::kReference});
+    auto sched = Scheduler::create({mb->get(), cpu_backend.get()});
+    ASSERT_TRUE(sched.ok()) << sched.status().to_string();
+    ASSERT_TRUE((*sched)->alloc_graph(*m->graph).ok());
+    ASSERT_TRUE(models::set_inputs(m.value(), models::default_inputs(c, seed)).ok());
+    ASSERT_EQ((*sched)->graph_compute(*m->graph), ComputeStatus::kSuccess);
+    auto got = tensor_to_f32(*m->logits);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_LE(nmse(*got, want), 1e-6);
+    // the input layer's GET_ROWS on the CPU, the rest on the meta device
+    EXPECT_EQ((*sched)->n_splits(), 2);
+    EXPECT_EQ((*sched)->explain(m->graph->node(0)).backend, 1) << m->graph->node(0)->name;
+    EXPECT_TRUE(g.sim->races().empty()) << g.sim->races_report();
   }
 }

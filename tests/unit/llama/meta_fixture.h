@@ -27,6 +27,7 @@ using namespace tessera::llama;
 struct Logits {
   std::vector<float> v;
   MetaComputeStats stats;
+  std::vector<size_t> used;  // per device, after placing the weights and the cache (before the compute buffer)
 };
 
 // The model computed whole on one CPU backend.
@@ -55,10 +56,16 @@ inline Result<Logits> meta_logits(const models::LlamaConfig& c, uint64_t seed, s
   auto meta = make_meta_device({.devices = std::move(devices), .statics = llama_tensor_split(*m, c, n, shares)});
   if (!meta.ok()) return meta.status();
   BufferType* buft = (*meta)->buffer_type();
-  auto wbuf = alloc_ctx_tensors(*m->weights_ctx, *buft);
+  auto wbuf = meta_alloc_ctx_tensors(*m->weights_ctx, **meta);
   if (!wbuf.ok()) return wbuf.status();
-  auto cbuf = alloc_ctx_tensors(*m->cache_ctx, *buft);
+  auto cbuf = meta_alloc_ctx_tensors(*m->cache_ctx, **meta);
   if (!cbuf.ok()) return cbuf.status();
+  std::vector<size_t> used;  // each device's memory in use: its slices of the weights and the cache
+  for (size_t j = 0; j < n; ++j) {
+    size_t free = 0, total = 0;
+    (*meta)->device(j)->memory(&free, &total);
+    used.push_back(total - free);
+  }
   TS_RETURN_IF_ERROR(models::fill_random(m.value(), seed));
   GraphPlanner planner(buft);
   TS_RETURN_IF_ERROR(planner.alloc_graph(*m->graph));
@@ -70,7 +77,7 @@ inline Result<Logits> meta_logits(const models::LlamaConfig& c, uint64_t seed, s
   }
   auto v = tensor_to_f32(*m->logits);
   if (!v.ok()) return v.status();
-  return Logits{std::move(v).value(), *meta_compute_stats(**b)};
+  return Logits{std::move(v).value(), *meta_compute_stats(**b), std::move(used)};
 }
 
 inline double nmse(const std::vector<float>& got, const std::vector<float>& want) {
