@@ -197,11 +197,17 @@ LlamaInputs default_inputs(const LlamaConfig& c, uint64_t seed) {
   if (c.k_rot_dim() > 0) in.k_rot = walsh_hadamard(c.k_rot_dim());
   if (c.v_rot_dim() > 0) in.v_rot = walsh_hadamard(c.v_rot_dim());
   if (c.has_swa()) {
-    // llama.cpp's LLAMA_SWA_TYPE_STANDARD: a token at position p does not see positions p - n_swa and earlier.
-    in.mask_swa = in.mask;
+    // llama.cpp's LLAMA_SWA_TYPE_STANDARD: a token at position p sees the positions in (p - n_swa, p]. The
+    // sliding-window layers attend to kv_len_swa() cells, the last positions up to the new tokens' (all of them
+    // unless their cache is smaller: n_ctx_swa, placement and memory only).
+    const int64_t n_kv_swa = c.kv_len_swa(), base = n_kv - n_kv_swa;
+    in.mask_swa.assign(static_cast<size_t>(n_kv_swa * T), 0.0f);
     for (int64_t i = 0; i < T; ++i) {
-      for (int64_t j = 0; j <= first + i - c.n_swa; ++j) {
-        in.mask_swa[static_cast<size_t>(i * n_kv + j)] = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < n_kv_swa; ++j) {
+        const int64_t p = base + j;
+        if (p > first + i || p <= first + i - c.n_swa) {
+          in.mask_swa[static_cast<size_t>(i * n_kv_swa + j)] = -std::numeric_limits<float>::infinity();
+        }
       }
     }
   }

@@ -170,3 +170,68 @@ TEST(MetaBackend, UnderTheSchedulerWithTheInputLayerOnTheCpu) {
     EXPECT_TRUE(g.sim->races().empty()) << g.sim->races_report();
   }
 }
+
+// -ncmoe with tensor parallelism (llama.cpp issue #24886, fixed by PR #25028): the first layer's experts in host
+// memory, computed on the CPU, the rest on the meta device. The router's choice (ffn_moe_topk, a mirrored view that is
+// not contiguous) is computed on the meta device and read back by the scheduler's copy to the CPU; ggml asserted
+// contiguity before looking at the state there ("GGML_ASSERT(ggml_is_contiguous(tensor)) failed"), Tessera's meta
+// buffer reads a mirrored tensor of any layout from its first device. The logits equal the CPU's whole model.
+TEST(MetaBackend, CpuExpertsOfTheFirstLayerAsNcmoe) {
+  const uint64_t seed = 77;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const char* name : {"tiny-moe", "tiny-qwen3moe", "tiny-gpt-oss"}) {
+    SCOPED_TRACE(name);
+    models::LlamaConfig c = models::preset(name).value();
+    c.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
+    c.flash_attn = true;
+    c.n_ff = 384;
+    const std::vector<float> want = reference_logits(c, seed);
+    Gpus g(2);
+    auto m = models::build_llama(c);
+    ASSERT_TRUE(m.ok());
+    auto meta = make_meta_device({.devices = g.devices, .statics = llama_tensor_split(*m, c, 2, {})});
+    ASSERT_TRUE(meta.ok());
+    // -ncmoe 1: blk.0.ffn_(up|gate|down)_exps (weights and biases) in host memory, before the meta buffers take the
+    // rest
+    std::vector<std::unique_ptr<Buffer>> host;
+    for (Tensor* w : m->weights) {
+      const std::string n = w->name;
+      if (n.rfind("blk.0.ffn_", 0) != 0 || n.find("_exps") == std::string::npos) continue;
+      auto b = cpu::buffer_type()->alloc_buffer(cpu::buffer_type()->alloc_size(*w));
+      ASSERT_TRUE(b.ok());
+      ASSERT_TRUE(tensor_alloc(**b, *w, (*b)->base()).ok());
+      (*b)->set_usage(BufferUsage::kWeights);
+      host.push_back(std::move(b).value());
+    }
+    ASSERT_GE(host.size(), 3u);
+    auto wbuf = meta_alloc_ctx_tensors(*m->weights_ctx, **meta);
+    ASSERT_TRUE(wbuf.ok()) << wbuf.status().to_string();
+    (*wbuf)->set_usage(BufferUsage::kWeights);
+    auto cbuf = meta_alloc_ctx_tensors(*m->cache_ctx, **meta);
+    ASSERT_TRUE(cbuf.ok());
+    ASSERT_TRUE(models::fill_random(m.value(), seed).ok());
+    auto mb = (*meta)->init_backend();
+    ASSERT_TRUE(mb.ok());
+    auto cpu_backend = cpu::make_backend({.n_threads = 1, .kernels = cpu::CpuKernels::kReference});
+    auto sched = Scheduler::create({mb->get(), cpu_backend.get()});
+    ASSERT_TRUE(sched.ok());
+    ASSERT_TRUE((*sched)->alloc_graph(*m->graph).ok());
+    ASSERT_TRUE(models::set_inputs(m.value(), models::default_inputs(c, seed)).ok());
+    ASSERT_EQ((*sched)->graph_compute(*m->graph), ComputeStatus::kSuccess);
+    // the router's choice on the meta device, the experts that read it on the CPU
+    const Tensor* topk = nullptr;
+    const Tensor* gate = nullptr;
+    for (const Tensor* t : m->graph->nodes()) {
+      if (std::string(t->name) == "ffn_moe_topk-0") topk = t;
+      if (t->op == Op::kMulMatId && gate == nullptr) gate = t;
+    }
+    ASSERT_TRUE(topk != nullptr && gate != nullptr);
+    EXPECT_EQ((*sched)->explain(topk).backend, 0);
+    EXPECT_FALSE(is_contiguous(*topk));
+    EXPECT_EQ((*sched)->explain(gate).backend, 1) << gate->name;
+    auto got = tensor_to_f32(*m->logits);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_LE(nmse(*got, want), 1e-6);
+    EXPECT_TRUE(g.sim->races().empty()) << g.sim->races_report();
+  }
+}

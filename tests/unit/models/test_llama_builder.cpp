@@ -363,3 +363,28 @@ TEST(LlamaBuilder, AMaskNoLayerReadsIsNoInput) {
   EXPECT_NE(built->mask, nullptr);
   EXPECT_NE(built->mask_swa, nullptr);
 }
+
+// A sliding-window cache smaller than the context (n_ctx_swa, llama.cpp's iSWA cache): the sliding-window layers
+// attend to its kv_len_swa() cells, the last positions up to the new tokens', so their mask has that many columns
+// (before, default_inputs gave them the full mask: `tessera bench -m gpt-oss-120b-mxfp4 ... -d 6000` failed with
+// "the sliding-window mask needs 393216 values, got 3407872"). tiny-gpt-oss: 8 tokens at positions 56..63 of 64
+// cells, window 16, a sliding-window cache of 16 cells: the cells hold positions 48..63, and token i (position
+// 56 + i) sees the positions in (40 + i, 56 + i]: cells 0 .. 8 + i, every cell before its own and none after it.
+TEST(LlamaBuilder, SlidingWindowMaskOfASmallerCache) {
+  LlamaConfig c = preset("tiny-gpt-oss").value();
+  c.n_ctx_swa = 16;
+  const LlamaInputs in = default_inputs(c, 1);
+  ASSERT_EQ(in.mask_swa.size(), 16u * 8);
+  for (int64_t i = 0; i < 8; ++i) {
+    for (int64_t j = 0; j < 16; ++j) {
+      const bool seen = j <= 8 + i;
+      EXPECT_EQ(in.mask_swa[static_cast<size_t>(i * 16 + j)] == 0.0f, seen) << "token " << i << ", cell " << j;
+    }
+  }
+  auto built = build_llama(c);
+  ASSERT_TRUE(built.ok()) << built.status().to_string();
+  GraphPlanner planner(cpu::buffer_type());
+  ASSERT_TRUE(planner.alloc_graph(*built->graph).ok());
+  const Status set = set_inputs(built.value(), in);
+  EXPECT_TRUE(set.ok()) << set.to_string();
+}
