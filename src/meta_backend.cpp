@@ -7,6 +7,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "tessera/build.h"
 #include "tessera/context.h"
 #include "tessera/graph.h"
 #include "tessera/ops.h"
@@ -340,6 +341,7 @@ class MetaBackend final : public Backend {
   std::vector<std::unique_ptr<Context>> ctx_;
   std::vector<std::unordered_map<const Tensor*, Tensor*>> simple_;
   std::vector<std::unique_ptr<Graph>> graphs_;
+  std::vector<std::unique_ptr<Buffer>> scratch_;  // per device: the AllReduce's received parts and partial sums
   TensorParallelPlan plan_;
   MetaComputeStats stats_;
 };
@@ -385,6 +387,11 @@ Tensor* MetaBackend::simple(Tensor* t, size_t j) {
   return x;
 }
 
+// The AllReduce of a partial result, as copies between the devices and additions on each (ggml's generic AllReduce
+// without a backend's own): every device receives every other device's part into its scratch buffer (all copies
+// first, so that no device overwrites its part with the sum before the others have read it; a copy runs after what
+// its source device was given before and before what that device is given after, Backend::cpy_tensor_async's
+// contract), then adds the parts up in device order (the same sum, bit for bit, on every device) into its own part.
 Status MetaBackend::all_reduce(Tensor* node) {
   const size_t n = backends_.size();
   if (node->type != Type::kF32) {
@@ -392,15 +399,67 @@ Status MetaBackend::all_reduce(Tensor* node) {
                     node->name, type_name(node->type));
   }
   const size_t bytes = nbytes(*node);
-  std::vector<float> sum(bytes / 4, 0.0f);
-  std::vector<float> part(bytes / 4);
-  for (size_t j = 0; j < n; ++j) {
-    TS_RETURN_IF_ERROR(tensor_get(*simple_[j].at(node), part.data(), 0, bytes));
-    for (size_t k = 0; k < sum.size(); ++k) sum[k] += part[k];
-  }
-  for (size_t j = 0; j < n; ++j) TS_RETURN_IF_ERROR(tensor_set(*simple_[j].at(node), sum.data(), 0, bytes));
   ++stats_.reductions;
   stats_.reduced_bytes += bytes;
+  if (n == 1) return Status::Ok();
+  // scratch: n - 1 received parts and n - 1 partial sums per device
+  if (scratch_.size() != n) scratch_.resize(n);
+  for (size_t j = 0; j < n; ++j) {
+    BufferType* buft = backends_[j]->device()->buffer_type();
+    const size_t slot =
+        (buft->alloc_size(*simple_[j].at(node)) + buft->alignment() - 1) / buft->alignment() * buft->alignment();
+    const size_t need = 2 * (n - 1) * slot;
+    if (scratch_[j] != nullptr && scratch_[j]->size() >= need) continue;
+    TS_RETURN_IF_ERROR(synchronize());  // (the old scratch may still be read)
+    auto b = buft->alloc_buffer(need);
+    if (!b.ok()) {
+      return Status(b.status().code(), format_message("meta backend: AllReduce scratch of %zu bytes on %s: %s", need,
+                                                      backends_[j]->device()->name(), b.status().message().c_str()));
+    }
+    scratch_[j] = std::move(b).value();
+  }
+  std::vector<std::vector<Tensor*>> parts(n, std::vector<Tensor*>(n, nullptr));
+  std::vector<size_t> used(n, 0);
+  // places t at device j's next scratch slot
+  auto place = [&](size_t j, Tensor* t) -> Status {
+    if (t == nullptr) return ctx_[j]->status();
+    BufferType* buft = scratch_[j]->type();
+    TS_RETURN_IF_ERROR(tensor_alloc(*scratch_[j], *t, static_cast<char*>(scratch_[j]->base()) + used[j]));
+    used[j] += (buft->alloc_size(*t) + buft->alignment() - 1) / buft->alignment() * buft->alignment();
+    return Status::Ok();
+  };
+  for (size_t j = 0; j < n; ++j) {
+    for (size_t k = 0; k < n; ++k) {
+      if (k == j) {
+        parts[j][k] = simple_[j].at(node);
+        continue;
+      }
+      Tensor* t = ctx_[j]->new_tensor(Type::kF32, 4, simple_[j].at(node)->ne);
+      TS_RETURN_IF_ERROR(place(j, t));
+      TS_RETURN_IF_ERROR(tensor_copy_async(*backends_[k], *backends_[j], *simple_[k].at(node), *t));
+      parts[j][k] = t;
+    }
+  }
+  for (size_t j = 0; j < n; ++j) {
+    Context& c = *ctx_[j];
+    auto g = std::make_unique<Graph>(n + 1);
+    Tensor* acc = parts[j][0];
+    for (size_t k = 1; k < n; ++k) {
+      Tensor* sum = add(c, acc, parts[j][k]);
+      TS_RETURN_IF_ERROR(place(j, sum));
+      TS_RETURN_IF_ERROR(g->add_node(sum));
+      acc = sum;
+    }
+    Tensor* out = cpy(c, acc, simple_[j].at(node));
+    if (out == nullptr) return c.status();
+    TS_RETURN_IF_ERROR(view_init(*out));
+    TS_RETURN_IF_ERROR(g->add_node(out));
+    if (backends_[j]->graph_compute_async(*g) != ComputeStatus::kSuccess) {
+      return TS_ERROR(StatusCode::kFailed, "meta backend: AllReduce of '%s' on %s: %s", node->name,
+                      backends_[j]->name(), backends_[j]->last_error().c_str());
+    }
+    graphs_.push_back(std::move(g));
+  }
   return Status::Ok();
 }
 
@@ -486,9 +545,7 @@ ComputeStatus MetaBackend::graph_compute_async(Graph& graph) {
     }
     ++stats_.subgraphs;
     if (std::binary_search(plan_.reductions.begin(), plan_.reductions.end(), e)) {
-      Status s = synchronize();
-      if (!s.ok()) return failed("meta backend: " + s.message());
-      s = all_reduce(graph.node(e));
+      const Status s = all_reduce(graph.node(e));
       if (!s.ok()) return failed(s.message());
     }
     start = e + 1;
