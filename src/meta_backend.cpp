@@ -387,11 +387,15 @@ Tensor* MetaBackend::simple(Tensor* t, size_t j) {
   return x;
 }
 
-// The AllReduce of a partial result, as copies between the devices and additions on each (ggml's generic AllReduce
-// without a backend's own): every device receives every other device's part into its scratch buffer (all copies
-// first, so that no device overwrites its part with the sum before the others have read it; a copy runs after what
-// its source device was given before and before what that device is given after, Backend::cpy_tensor_async's
-// contract), then adds the parts up in device order (the same sum, bit for bit, on every device) into its own part.
+// The AllReduce of a partial result: a ring over the devices in order, as NCCL's ring AllReduce (ggml's meta backend
+// hands it to the backend's own AllReduce where there is one: NCCL on CUDA). The result is cut into n chunks. Reduce-
+// scatter: in each of n - 1 steps every device sends one chunk to the next device, which adds it to its own; after them
+// device j holds the sum of chunk j + 1. All-gather: in n - 1 more steps the summed chunks go round, each copied over
+// the next device's chunk. Each device sends and receives 2 (n - 1) / n of the result, and every device ends with the
+// same bits (each chunk is summed on one device). The copies are Backend::cpy_tensor_async's (tensor_copy_async): a
+// copy runs after the work its source device was given and before what that device is given next; within a step all
+// copies are issued before the additions. One chunk of scratch per device receives the reduce-scatter's parts (a copy
+// into it waits for that device's previous addition, which read it).
 Status MetaBackend::all_reduce(Tensor* node) {
   const size_t n = backends_.size();
   if (node->type != Type::kF32) {
@@ -402,13 +406,23 @@ Status MetaBackend::all_reduce(Tensor* node) {
   ++stats_.reductions;
   stats_.reduced_bytes += bytes;
   if (n == 1) return Status::Ok();
-  // scratch: n - 1 received parts and n - 1 partial sums per device
+  if (!is_contiguous(*node)) {
+    return TS_ERROR(StatusCode::kUnsupported, "meta backend: the partial result '%s' is not contiguous", node->name);
+  }
+  const int64_t total = nelements(*node);
+  const int64_t chunk = (total + static_cast<int64_t>(n) - 1) / static_cast<int64_t>(n);
+  auto chunk_len = [&](size_t c) {
+    const int64_t lo = std::min<int64_t>(static_cast<int64_t>(c) * chunk, total);
+    return std::min<int64_t>(lo + chunk, total) - lo;
+  };
   if (scratch_.size() != n) scratch_.resize(n);
   for (size_t j = 0; j < n; ++j) {
     BufferType* buft = backends_[j]->device()->buffer_type();
-    const size_t slot =
-        (buft->alloc_size(*simple_[j].at(node)) + buft->alignment() - 1) / buft->alignment() * buft->alignment();
-    const size_t need = 2 * (n - 1) * slot;
+    Tensor probe;
+    probe.ne[0] = chunk;
+    probe.nb[0] = 4;
+    probe.nb[1] = probe.nb[2] = probe.nb[3] = static_cast<size_t>(chunk) * 4;
+    const size_t need = std::max<size_t>(buft->alloc_size(probe), 1);
     if (scratch_[j] != nullptr && scratch_[j]->size() >= need) continue;
     TS_RETURN_IF_ERROR(synchronize());  // (the old scratch may still be read)
     auto b = buft->alloc_buffer(need);
@@ -418,47 +432,58 @@ Status MetaBackend::all_reduce(Tensor* node) {
     }
     scratch_[j] = std::move(b).value();
   }
-  std::vector<std::vector<Tensor*>> parts(n, std::vector<Tensor*>(n, nullptr));
-  std::vector<size_t> used(n, 0);
-  // places t at device j's next scratch slot
-  auto place = [&](size_t j, Tensor* t) -> Status {
-    if (t == nullptr) return ctx_[j]->status();
-    BufferType* buft = scratch_[j]->type();
-    TS_RETURN_IF_ERROR(tensor_alloc(*scratch_[j], *t, static_cast<char*>(scratch_[j]->base()) + used[j]));
-    used[j] += (buft->alloc_size(*t) + buft->alignment() - 1) / buft->alignment() * buft->alignment();
-    return Status::Ok();
+  // chunk c of device j's part: a view of its simple tensor
+  auto part = [&](size_t j, size_t c) -> Result<Tensor*> {
+    Tensor* x = simple_[j].at(node);
+    Tensor* v = view_1d(*ctx_[j], x, chunk_len(c), static_cast<size_t>(static_cast<int64_t>(c) * chunk) * 4);
+    if (v == nullptr) return ctx_[j]->status();
+    TS_RETURN_IF_ERROR(view_init(*v));
+    return v;
   };
-  for (size_t j = 0; j < n; ++j) {
-    for (size_t k = 0; k < n; ++k) {
-      if (k == j) {
-        parts[j][k] = simple_[j].at(node);
-        continue;
+  auto mod = [&](int64_t v) {
+    return static_cast<size_t>(((v % static_cast<int64_t>(n)) + static_cast<int64_t>(n)) % static_cast<int64_t>(n));
+  };
+  for (int phase = 0; phase < 2; ++phase) {
+    for (size_t step = 0; step + 1 < n; ++step) {
+      // device j sends chunk (j - step) (reduce-scatter) or (j + 1 - step) (all-gather) to device j + 1
+      std::vector<Tensor*> received(n, nullptr);
+      std::vector<Tensor*> own(n, nullptr);
+      for (size_t j = 0; j < n; ++j) {
+        const size_t to = (j + 1) % n;
+        const size_t c = mod(static_cast<int64_t>(j) + phase - static_cast<int64_t>(step));
+        if (chunk_len(c) == 0) continue;
+        auto src = part(j, c);
+        if (!src.ok()) return src.status();
+        auto dst_own = part(to, c);
+        if (!dst_own.ok()) return dst_own.status();
+        Tensor* dst = dst_own.value();
+        if (phase == 0) {  // into the scratch, to be added
+          dst = ctx_[to]->new_tensor_1d(Type::kF32, chunk_len(c));
+          if (dst == nullptr) return ctx_[to]->status();
+          TS_RETURN_IF_ERROR(tensor_alloc(*scratch_[to], *dst, scratch_[to]->base()));
+        }
+        TS_RETURN_IF_ERROR(tensor_copy_async(*backends_[j], *backends_[to], *src.value(), *dst));
+        received[to] = dst;
+        own[to] = dst_own.value();
       }
-      Tensor* t = ctx_[j]->new_tensor(Type::kF32, 4, simple_[j].at(node)->ne);
-      TS_RETURN_IF_ERROR(place(j, t));
-      TS_RETURN_IF_ERROR(tensor_copy_async(*backends_[k], *backends_[j], *simple_[k].at(node), *t));
-      parts[j][k] = t;
+      if (phase == 1) continue;
+      for (size_t j = 0; j < n; ++j) {
+        if (received[j] == nullptr) continue;
+        Context& c = *ctx_[j];
+        // the sum in place of the device's chunk (an element-wise op may write over its first source)
+        Tensor* sum = add(c, own[j], received[j]);
+        if (sum == nullptr) return c.status();
+        sum->buffer = own[j]->buffer;
+        sum->data = own[j]->data;
+        auto g = std::make_unique<Graph>(1);
+        TS_RETURN_IF_ERROR(g->add_node(sum));
+        if (backends_[j]->graph_compute_async(*g) != ComputeStatus::kSuccess) {
+          return TS_ERROR(StatusCode::kFailed, "meta backend: AllReduce of '%s' on %s: %s", node->name,
+                          backends_[j]->name(), backends_[j]->last_error().c_str());
+        }
+        graphs_.push_back(std::move(g));
+      }
     }
-  }
-  for (size_t j = 0; j < n; ++j) {
-    Context& c = *ctx_[j];
-    auto g = std::make_unique<Graph>(n + 1);
-    Tensor* acc = parts[j][0];
-    for (size_t k = 1; k < n; ++k) {
-      Tensor* sum = add(c, acc, parts[j][k]);
-      TS_RETURN_IF_ERROR(place(j, sum));
-      TS_RETURN_IF_ERROR(g->add_node(sum));
-      acc = sum;
-    }
-    Tensor* out = cpy(c, acc, simple_[j].at(node));
-    if (out == nullptr) return c.status();
-    TS_RETURN_IF_ERROR(view_init(*out));
-    TS_RETURN_IF_ERROR(g->add_node(out));
-    if (backends_[j]->graph_compute_async(*g) != ComputeStatus::kSuccess) {
-      return TS_ERROR(StatusCode::kFailed, "meta backend: AllReduce of '%s' on %s: %s", node->name,
-                      backends_[j]->name(), backends_[j]->last_error().c_str());
-    }
-    graphs_.push_back(std::move(g));
   }
   return Status::Ok();
 }

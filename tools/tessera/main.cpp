@@ -605,6 +605,14 @@ void run_size_hint(const Options& o) {
 
 int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_note,
             const std::vector<std::string>& explain = {}) {
+  if (auto cfg = make_config(o, nullptr, /*notes=*/false);
+      cfg.ok() && cfg.value().policy.split_mode == SplitMode::kTensor) {
+    if (!explain.empty()) {
+      std::fprintf(stderr, "tessera: run -sm tensor: --explain is `tessera plan -sm tensor --explain`'s\n");
+      return kInputError;
+    }
+    return tool::cmd_run_tensor(cfg.value(), o.evaluations, o.json, o.wide, trace_file, quiet_trace_note);
+  }
   int code = kOk;
   if (!o.metadata) run_size_hint(o);
   Progress progress(!o.json);

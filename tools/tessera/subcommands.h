@@ -41,6 +41,10 @@ int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices);
 // GPUs as llama.cpp's meta device splits it; `explain`: tensors whose split state to print.
 int cmd_plan_tensor(const harness::SessionConfig& config, const std::vector<std::string>& explain, bool json,
                     bool wide);
+// `run -sm tensor` and `trace -sm tensor` (tensor_parallel.cpp): the model on the meta device of the topology's GPUs
+// under the scheduler (llama::run_tensor_parallel); `trace_file`: where to write the Chrome trace ("" for none).
+int cmd_run_tensor(const harness::SessionConfig& config, int evaluations, bool json, bool wide,
+                   const std::string& trace_file, bool quiet_trace_note);
 
 // The record and the comparison as text and as the `tessera-compare-log` JSON object (docs/json.md,
 // docs/json/compare-log.schema.json).

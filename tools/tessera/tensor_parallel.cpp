@@ -1,7 +1,9 @@
 // `tessera plan -sm tensor`: llama.cpp's tensor parallelism over the topology's GPUs (docs/tensor-parallel.md): each
 // weight's and cache's split state, the bytes each GPU holds and the reductions an evaluation makes. The compute
 // buffers, the scheduler's splits and the time are not modelled yet (issue 47), and the report says so.
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 
 #include "json_out.h"
 #include "subcommands.h"
@@ -10,6 +12,7 @@
 #include "tessera/builtin.h"
 #include "tessera/sim/device_config.h"
 #include "tessera/sim/simulator.h"
+#include "tessera/sim/trace.h"
 
 namespace tessera::tool {
 
@@ -90,8 +93,8 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
     }
   }
   std::printf(
-      "not modelled yet: compute buffers, the scheduler's splits, run and trace with -sm tensor; the time "
-      "above is an estimate, not a simulated run (issue 47)\n");
+      "an estimate beside the scheduler; `tessera run -sm tensor` runs the meta device itself (splits, compute "
+      "buffers, the AllReduces' copies, simulated time)\n");
   for (const std::string& name : explain) {
     const Tensor* found = nullptr;
     for (const auto* list : {&g.weights, &g.kv_cache}) {
@@ -104,6 +107,76 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
                 s != nullptr ? s->describe(gpus.size()).c_str() : "not in the graph");
   }
   return kOk;
+}
+
+int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool wide, const std::string& trace_file,
+                   bool quiet_trace_note) {
+  auto refuse = [](const std::string& why) {
+    std::fprintf(stderr, "tessera: run -sm tensor: %s\n", why.c_str());
+    return kInputError;
+  };
+  if (json) return refuse("--json is not supported yet with -sm tensor");
+  std::fprintf(stderr, "tessera: running %d evaluation(s) on the meta device...\n", std::max(evaluations, 1));
+  auto r = llama::run_tensor_parallel(config, &builtin_registry(), evaluations);
+  if (!r.ok()) {
+    if (r.status().code() == StatusCode::kInvalidArgument) return refuse(r.status().message());
+    std::fprintf(stderr, "tessera: the run failed: %s\n", r.status().message().c_str());
+    return 1;
+  }
+  const llama::TensorParallelRun& run = r.value();
+  const sim::Simulator& s = *run.sim;
+  const models::LlamaConfig& m = run.model;
+  std::printf(
+      "model %s (%d layers, %lld tokens, flash attention; context %lld) on topology %s, -sm tensor over %zu GPUs "
+      "(the meta device), %s\n\n",
+      m.name.c_str(), m.n_layer, static_cast<long long>(m.n_tokens), static_cast<long long>(m.n_ctx),
+      config.topology.name.c_str(), run.gpus.size(), run.checked ? "memory-backed" : "metadata-only");
+  using Align = TextTable::Align;
+  TextTable table({{"device", Align::kLeft, 10, true},
+                   {"weights", Align::kRight, 12},
+                   {"kv cache", Align::kRight, 12},
+                   {"compute", Align::kRight, 12},
+                   {"peak", Align::kRight, 12},
+                   {"capacity", Align::kRight, 12}});
+  for (size_t i = 0; i < s.device_count(); ++i) {
+    const size_t placed = run.weights[i] + run.cache[i];
+    table.add({s.device_config(i).name, format_bytes(run.weights[i]), format_bytes(run.cache[i]),
+               format_bytes(run.peak[i] > placed ? run.peak[i] - placed : 0), format_bytes(run.peak[i]),
+               format_bytes(s.device_config(i).memory)});
+  }
+  std::printf("%s", table.render(wide).c_str());
+  std::printf("(the CPU holds the token embedding: llama.cpp keeps the input layer there; compute: the peak beyond "
+              "the weights and the cache, the AllReduce's scratch included)\n\n");
+  const sim::TraceSummary sum = sim::summarize(s.trace(), run.trace_first, run.trace_last);
+  std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", run.splits, sum.makespan_us / 1000.0,
+              format_bytes(sum.copy_bytes).c_str());
+  std::printf("an evaluation: %zu subgraphs on the meta device, %zu AllReduces of %s of partial results (each part "
+              "copied to every other GPU, then added up on each)\n",
+              run.meta.subgraphs, run.meta.reductions, format_bytes(run.meta.reduced_bytes).c_str());
+  std::printf("%s", sim::format_summary(sum, wide).c_str());
+  const bool numerics_ok = !run.checked || (run.nmse.nmse <= 1e-4 && !run.nmse.nan_mismatch);
+  if (run.checked) {
+    std::printf("numerics: logits vs the CPU reference: NMSE %.3g%s -> %s\n", run.nmse.nmse,
+                run.nmse.nan_mismatch ? " (NaN/Inf mismatch)" : "", numerics_ok ? "ok" : "MISMATCH");
+  } else {
+    std::printf("numerics: not checked (metadata-only mode has no values)\n");
+  }
+  std::printf("races: %zu\n", s.races().size());
+  if (!s.races().empty()) std::printf("%s", s.races_report(3).c_str());
+  if (!trace_file.empty()) {
+    std::ofstream out(trace_file);
+    out << sim::chrome_trace_json(s.trace());
+    if (!out) {
+      std::fprintf(stderr, "tessera: cannot write %s\n", trace_file.c_str());
+      return kInputError;
+    }
+    if (quiet_trace_note) {
+      std::fprintf(stderr, "tessera: trace written to %s\n", trace_file.c_str());
+    } else {
+      std::printf("trace written to %s (open it in https://ui.perfetto.dev)\n", trace_file.c_str());
+    }
+  }
+  return s.races().empty() && numerics_ok ? kOk : 1;
 }
 
 }  // namespace tessera::tool

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "tessera/harness/session/session.h"
+#include "tessera/graph_copy.h"
 #include "tessera/meta.h"
+#include "tessera/meta_backend.h"
 #include "tessera/models/llama.h"
 #include "tessera/sim/simulator.h"
 #include "tessera/status.h"
@@ -73,5 +75,30 @@ Status check_tensor_parallel(const harness::SessionConfig& config);
 // check_tensor_parallel's errors, then llama_tensor_parallel's (the planner's: "tensor parallelism: ..."), then the
 // simulator's.
 Result<TensorParallelEstimate> estimate_tensor_parallel(const harness::SessionConfig& config, const Registry* real);
+
+}  // namespace tessera::llama
+
+namespace tessera::llama {
+
+// -sm tensor run on the meta device (tessera/meta_backend.h, docs/tensor-parallel.md "The meta backend"): the
+// topology's GPUs wrapped into one meta device with llama.cpp's split states, the token embedding in the CPU's memory
+// (its GET_ROWS on the CPU, as llama.cpp keeps the input layer), every other weight and the KV cache packed per GPU,
+// the scheduler over the meta backend and the CPU, `evaluations` evaluations of one ubatch; memory-backed runs are
+// compared with the CPU reference. The simulator stays with the result (its trace, races, memory).
+struct TensorParallelRun {
+  models::LlamaConfig model;
+  std::vector<size_t> gpus;                 // the topology's GPUs, one per device of the split
+  std::vector<size_t> weights, cache, peak;  // per topology device: bytes after placing the weights, the cache; peak
+  int splits = 0;
+  MetaComputeStats meta;  // the last evaluation's subgraphs, AllReduces and their bytes
+  size_t trace_first = 0, trace_last = 0;  // the evaluations' events in the simulator's trace
+  bool checked = false;                    // compared with the CPU reference (memory-backed)
+  NmseResult nmse;
+  std::unique_ptr<sim::Simulator> sim;
+};
+// check_tensor_parallel's errors; -nkvo (kInvalidArgument: llama.cpp's meta backend fails there, see `plan -sm
+// tensor -nkvo`); the simulator's, the scheduler's and the meta backend's errors.
+Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& config, const Registry* real,
+                                              int evaluations = 1);
 
 }  // namespace tessera::llama

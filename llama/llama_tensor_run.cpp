@@ -1,0 +1,105 @@
+// `run -sm tensor` and `trace -sm tensor`: a llama model on the meta device of the topology's GPUs under the
+// scheduler (see tessera/llama/llama_tensor_split.h, run_tensor_parallel; docs/tensor-parallel.md).
+#include <algorithm>
+
+#include "tessera/alloc.h"
+#include "tessera/harness/session/reference.h"
+#include "tessera/llama/llama_cpp_graph.h"
+#include "tessera/llama/llama_tensor_split.h"
+#include "tessera/sched.h"
+
+namespace tessera::llama {
+
+Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& config, const Registry* real,
+                                              int evaluations) {
+  TS_RETURN_IF_ERROR(check_tensor_parallel(config));
+  if (!config.policy.kv_offload) {
+    return TS_ERROR(StatusCode::kInvalidArgument,
+                    "-sm tensor with -nkvo: llama.cpp's meta backend mirrors a KV cache in host memory while Q is "
+                    "split by heads and fails (`tessera plan -sm tensor -nkvo` shows where)");
+  }
+  TensorParallelRun r;
+  r.model = config.model;
+  r.model.flash_attn = true;
+  if (!r.model.llama_cpp) r.model.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
+  r.model.output_copy = false;  // (the meta buffers hold the output head; no copy of a tied one)
+  r.model.rope_factor_copy.clear();
+  const bool backed = config.sim.mode == sim::MemoryMode::kBacked;
+  auto simulator = sim::Simulator::create(config.topology, config.sim, real);
+  if (!simulator.ok()) return simulator.status();
+  r.sim = std::move(simulator).value();
+  sim::Simulator& s = *r.sim;
+  auto backends = s.make_backends();
+  if (!backends.ok()) return backends.status();
+  std::vector<Device*> gpus;
+  size_t cpu = s.device_count();
+  for (size_t i = 0; i < s.device_count(); ++i) {
+    if (s.device(i)->type() == DeviceType::kCpu) {
+      cpu = std::min(cpu, i);
+    } else {
+      r.gpus.push_back(i);
+      gpus.push_back(s.device(i));
+    }
+  }
+  if (cpu == s.device_count()) return TS_ERROR(StatusCode::kInvalidArgument, "-sm tensor: the topology has no CPU");
+  auto built = models::build_llama(r.model);
+  if (!built.ok()) return built.status();
+  models::LlamaGraph m = std::move(built).value();
+  auto meta = make_meta_device(
+      {.devices = gpus,
+       .statics = llama_tensor_split(m, r.model, gpus.size(), config.policy.tensor_split, config.policy.kv_offload)});
+  if (!meta.ok()) return meta.status();
+  auto used = [&](std::vector<size_t>* out) {
+    out->assign(s.device_count(), 0);
+    for (size_t i = 0; i < s.device_count(); ++i) (*out)[i] = s.stats(i).memory_used;
+  };
+  // the input layer in the CPU's memory, every other weight packed per GPU, then the cache
+  BufferType* host = s.device(cpu)->buffer_type();
+  auto tok = host->alloc_buffer(host->alloc_size(*m.tok_embd));
+  if (!tok.ok()) return tok.status();
+  TS_RETURN_IF_ERROR(tensor_alloc(*tok.value(), *m.tok_embd, tok.value()->base()));
+  tok.value()->set_usage(BufferUsage::kWeights);
+  auto wbuf = meta_alloc_ctx_tensors(*m.weights_ctx, *meta.value());
+  if (!wbuf.ok()) return wbuf.status();
+  if (wbuf.value()) wbuf.value()->set_usage(BufferUsage::kWeights);
+  used(&r.weights);
+  auto cbuf = meta_alloc_ctx_tensors(*m.cache_ctx, *meta.value());
+  if (!cbuf.ok()) return cbuf.status();
+  used(&r.cache);
+  for (size_t i = 0; i < r.cache.size(); ++i) r.cache[i] -= r.weights[i];
+  if (backed) TS_RETURN_IF_ERROR(models::fill_random(m, config.model_seed));
+  auto mb = meta.value()->init_backend();
+  if (!mb.ok()) return mb.status();
+  auto sched = Scheduler::create({mb.value().get(), backends.value()[cpu].get()}, config.policy.scheduler_params());
+  if (!sched.ok()) return sched.status();
+  r.trace_first = s.trace().events.size();
+  for (int e = 0; e < std::max(evaluations, 1); ++e) {
+    TS_RETURN_IF_ERROR(sched.value()->alloc_graph(*m.graph));
+    if (backed) TS_RETURN_IF_ERROR(models::set_inputs(m, models::default_inputs(r.model, config.model_seed)));
+    if (sched.value()->graph_compute_async(*m.graph) != ComputeStatus::kSuccess) {
+      return Status(StatusCode::kFailed, sched.value()->last_error());
+    }
+  }
+  TS_RETURN_IF_ERROR(sched.value()->synchronize());
+  s.finish();
+  r.trace_last = s.trace().events.size();
+  r.splits = sched.value()->n_splits();
+  r.meta = *meta_compute_stats(*mb.value());
+  r.peak.assign(s.device_count(), 0);
+  for (size_t i = 0; i < s.device_count(); ++i) r.peak[i] = s.stats(i).memory_peak;
+  if (backed) {
+    auto want = harness::cpu_reference_logits(r.model, config.model_seed);
+    if (!want.ok()) return want.status();
+    auto got = tensor_to_f32(*m.logits);
+    if (!got.ok()) return got.status();
+    r.nmse = nmse(want.value().data(), got.value().data(), std::min(want.value().size(), got.value().size()));
+    r.nmse.nan_mismatch = r.nmse.nan_mismatch || want.value().size() != got.value().size();
+    r.checked = true;
+  }
+  // (the scheduler, the backends and the buffers go before the meta device and the simulator they use)
+  sched.value().reset();
+  mb.value().reset();
+  return r;
+}
+
+}  // namespace tessera::llama
