@@ -153,8 +153,8 @@ Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int 
   std::vector<int> out(static_cast<size_t>(n_layer) + 1, cpu);
   if (policy.split_mode == SplitMode::kTensor) {
     return TS_ERROR(StatusCode::kInvalidArgument,
-                    "policy: split_mode tensor (-sm tensor): not supported yet here; `tessera plan` reports its memory "
-                    "per GPU and its reductions (docs/tensor-parallel.md)");
+                    "policy: split_mode tensor (-sm tensor): not supported yet here; `tessera plan`, `run` and `trace` "
+                    "take it (docs/tensor-parallel.md)");
   }
   if (policy.main_gpu < 0 || (!gpus.empty() && policy.main_gpu >= static_cast<int>(gpus.size()))) {
     return TS_ERROR(StatusCode::kInvalidArgument, "policy: main_gpu %d: there are %zu GPUs", policy.main_gpu,

@@ -116,6 +116,7 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
     return kInputError;
   };
   if (json) return refuse("--json is not supported yet with -sm tensor");
+  if (Status st = llama::check_tensor_parallel(config); !st.ok()) return refuse(st.message());
   std::fprintf(stderr, "tessera: running %d evaluation(s) on the meta device...\n", std::max(evaluations, 1));
   auto r = llama::run_tensor_parallel(config, &builtin_registry(), evaluations);
   if (!r.ok()) {
@@ -150,8 +151,8 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
   const sim::TraceSummary sum = sim::summarize(s.trace(), run.trace_first, run.trace_last);
   std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", run.splits, sum.makespan_us / 1000.0,
               format_bytes(sum.copy_bytes).c_str());
-  std::printf("an evaluation: %zu subgraphs on the meta device, %zu AllReduces of %s of partial results (each part "
-              "copied to every other GPU, then added up on each)\n",
+  std::printf("an evaluation: %zu subgraphs on the meta device, %zu AllReduces of %s of partial results (a ring: "
+              "each GPU passes chunks to the next)\n",
               run.meta.subgraphs, run.meta.reductions, format_bytes(run.meta.reduced_bytes).c_str());
   std::printf("%s", sim::format_summary(sum, wide).c_str());
   const bool numerics_ok = !run.checked || (run.nmse.nmse <= 1e-4 && !run.nmse.nan_mismatch);
