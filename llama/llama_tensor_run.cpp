@@ -22,7 +22,9 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
   r.model = config.model;
   r.model.flash_attn = true;
   if (!r.model.llama_cpp) r.model.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
-  r.model.output_copy = false;  // (the meta buffers hold the output head; no copy of a tied one)
+  // a tied output head: llama.cpp's copy of token_embd on the output layer's devices (mirrored there; the original
+  // stays in the CPU's memory); the layers share one device, so the rope factors need no copy
+  r.model.output_copy = r.model.tied_output;
   r.model.rope_factor_copy.clear();
   const bool backed = config.sim.mode == sim::MemoryMode::kBacked;
   auto simulator = sim::Simulator::create(config.topology, config.sim, real);
