@@ -105,7 +105,8 @@ RC_GTEST_PROP(TensorParallelProperties, LlamaModelsSplitIntoWholeHeadGroupsAndTw
 }  // namespace
 
 // The same drawn models (every architecture, gpt-oss's partial biases and Qwen3-MoE included; 1 or 2 layers to keep
-// a case cheap) computed on a meta device over 1 to 8 simulated GPUs at drawn shares: the logits equal the model
+// a case cheap) computed on a meta device over 1 to 8 simulated GPUs at drawn shares, asynchronous or not, with events
+// or without: the logits equal the model
 // computed whole on one CPU backend (NMSE <= 1e-6 in f32, issue 47's target), and the simulator finds no race.
 RC_GTEST_PROP(TensorParallelProperties, MetaBackendOutputsEqualTheCpu, ()) {
   const std::vector<std::string> archs = {"tiny",        "tiny-moe",  "tiny-qwen2",    "tiny-qwen3",
@@ -133,7 +134,9 @@ RC_GTEST_PROP(TensorParallelProperties, MetaBackendOutputsEqualTheCpu, ()) {
   RC_TAG(arch);
   const std::vector<float> want = meta_testing::reference_logits(c, seed);
   RC_ASSERT(!want.empty());
-  meta_testing::Gpus g(n);
+  const bool async = *rc::gen::arbitrary<bool>();
+  const bool events = *rc::gen::arbitrary<bool>();
+  meta_testing::Gpus g(n, async, events);
   auto got = meta_testing::meta_logits(c, seed, g.devices, ts);
   if (!got.ok()) RC_FAIL(arch + ": " + got.status().message());
   const double e = meta_testing::nmse(got->v, want);

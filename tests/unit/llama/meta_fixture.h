@@ -95,7 +95,9 @@ inline double nmse(const std::vector<float>& got, const std::vector<float>& want
 struct Gpus {
   std::unique_ptr<sim::Simulator> sim;
   std::vector<Device*> devices;
-  explicit Gpus(size_t n) {
+  // async: asynchronous compute and copies; events: the devices have events (the scheduler's and the copies'
+  // ordering then go through them; without, through synchronizations)
+  explicit Gpus(size_t n, bool async = true, bool events = true) {
     sim::TopologyConfig t;
     t.name = "meta-test";
     for (size_t i = 0; i < n; ++i) {
@@ -104,7 +106,7 @@ struct Gpus {
       d.type = DeviceType::kGpu;
       d.memory = size_t{1} << 30;
       d.alignment = 256;
-      d.caps = {true, false, false, true};
+      d.caps = {async, false, false, async && events};
       t.devices.push_back(d);
     }
     auto s = sim::Simulator::create(t, {}, &builtin_registry());
