@@ -23,6 +23,24 @@ constexpr Guid kMetaGuid = {
 
 class MetaBufferType;
 
+// The simple buffers of a meta buffer: sizes[j] bytes of device j's buffer type each. Errors name the device.
+Result<std::vector<std::unique_ptr<Buffer>>> alloc_parts(MetaDevice& meta, const std::vector<size_t>& sizes) {
+  std::vector<std::unique_ptr<Buffer>> parts;
+  for (size_t j = 0; j < meta.n_devices(); ++j) {
+    auto b = meta.device(j)->buffer_type()->alloc_buffer(sizes[j]);
+    if (!b.ok()) {
+      return Status(b.status().code(), format_message("meta buffer of %zu bytes on %s: %s", sizes[j],
+                                                      meta.device(j)->name(), b.status().message().c_str()));
+    }
+    if (b.value()->is_multi()) {
+      return TS_ERROR(StatusCode::kUnsupported, "meta buffer on %s: multi-buffers are not supported",
+                      meta.device(j)->name());
+    }
+    parts.push_back(std::move(b).value());
+  }
+  return parts;
+}
+
 // A meta buffer: one simple buffer per device, each as large as the meta buffer (a tensor's slice sits at the
 // tensor's offset in each of them). Its base is an opaque address, used for offsets only.
 class MetaBuffer final : public Buffer {
@@ -53,7 +71,6 @@ class MetaBuffer final : public Buffer {
   }
 
   Buffer* part(size_t j) const { return parts_[j].get(); }
-  MetaDevice* meta() const { return meta_; }
   // Where t's simple tensor starts in device j's simple buffer: at t's own offset, or, for a tensor placed by
   // meta_alloc_ctx_tensors, where its slices were packed on that device.
   size_t offset_of(const Tensor& t, size_t j) const {
@@ -81,9 +98,8 @@ class MetaBufferType final : public BufferType {
       alignment_ = std::max(alignment_, b->alignment());
       max_size_ = std::min(max_size_, b->max_size());
     }
-    name_ = std::string("Meta");
   }
-  const char* name() const override { return name_.c_str(); }
+  const char* name() const override { return "Meta"; }
   size_t alignment() const override { return alignment_; }
   size_t max_size() const override { return max_size_; }
   // The full tensor on the device that pads it most: every slice fits in it.
@@ -96,25 +112,13 @@ class MetaBufferType final : public BufferType {
 
  protected:
   Result<std::unique_ptr<Buffer>> do_alloc_buffer(size_t size) override {
-    std::vector<std::unique_ptr<Buffer>> parts;
-    for (size_t j = 0; j < meta_->n_devices(); ++j) {
-      auto b = meta_->device(j)->buffer_type()->alloc_buffer(size);
-      if (!b.ok()) {
-        return Status(b.status().code(), format_message("meta buffer of %zu bytes on %s: %s", size,
-                                                        meta_->device(j)->name(), b.status().message().c_str()));
-      }
-      if (b.value()->is_multi()) {
-        return TS_ERROR(StatusCode::kUnsupported, "meta buffer on %s: multi-buffers are not supported",
-                        meta_->device(j)->name());
-      }
-      parts.push_back(std::move(b).value());
-    }
-    return std::unique_ptr<Buffer>(std::make_unique<MetaBuffer>(this, size, meta_, std::move(parts)));
+    auto parts = alloc_parts(*meta_, std::vector<size_t>(meta_->n_devices(), size));
+    if (!parts.ok()) return parts.status();
+    return std::unique_ptr<Buffer>(std::make_unique<MetaBuffer>(this, size, meta_, std::move(parts).value()));
   }
 
  private:
   MetaDevice* meta_;
-  std::string name_;
   size_t alignment_ = 1;
   size_t max_size_ = SIZE_MAX;
 };
@@ -704,22 +708,11 @@ Result<std::unique_ptr<Buffer>> meta_alloc_ctx_tensors(Context& ctx, MetaDevice&
       size[j] += nelements(slice) == 0 ? 0 : buft->alloc_size(slice);
     }
   }
-  std::vector<std::unique_ptr<Buffer>> parts;
-  size_t largest = 0;
-  for (size_t j = 0; j < n; ++j) {
-    auto b = meta.device(j)->buffer_type()->alloc_buffer(size[j]);
-    if (!b.ok()) {
-      return Status(b.status().code(), format_message("meta buffer of %zu bytes on %s: %s", size[j],
-                                                      meta.device(j)->name(), b.status().message().c_str()));
-    }
-    if (b.value()->is_multi()) {
-      return TS_ERROR(StatusCode::kUnsupported, "meta buffer on %s: multi-buffers are not supported",
-                      meta.device(j)->name());
-    }
-    parts.push_back(std::move(b).value());
-    largest = std::max(largest, size[j]);
-  }
-  auto mb = std::make_unique<MetaBuffer>(meta.buffer_type(), std::max<size_t>(largest, 1), &meta, std::move(parts));
+  auto parts = alloc_parts(meta, size);
+  if (!parts.ok()) return parts.status();
+  const size_t largest = *std::max_element(size.begin(), size.end());
+  auto mb =
+      std::make_unique<MetaBuffer>(meta.buffer_type(), std::max<size_t>(largest, 1), &meta, std::move(parts).value());
   for (size_t k = 0; k < todo.size(); ++k) {
     mb->set_packed(todo[k], offsets[k]);
     todo[k]->buffer = mb.get();
@@ -732,13 +725,6 @@ Result<std::unique_ptr<Buffer>> meta_alloc_ctx_tensors(Context& ctx, MetaDevice&
     }
   }
   return std::unique_ptr<Buffer>(std::move(mb));
-}
-
-bool is_meta_buffer(const Buffer& buffer) { return as_meta(&buffer) != nullptr; }
-
-Buffer* meta_simple_buffer(const Buffer& buffer, size_t j) {
-  const MetaBuffer* mb = as_meta(&buffer);
-  return mb == nullptr || j >= mb->meta()->n_devices() ? nullptr : mb->part(j);
 }
 
 const MetaComputeStats* meta_compute_stats(const Backend& backend) {

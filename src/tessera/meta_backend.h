@@ -88,11 +88,6 @@ class MetaDevice final : public Device {
 // Returns nullptr (ok) when there is nothing to place. Errors: an allocation failure on a device (naming it).
 Result<std::unique_ptr<Buffer>> meta_alloc_ctx_tensors(Context& ctx, MetaDevice& meta);
 
-// True when buffer is a meta buffer (of some meta device's buffer type).
-bool is_meta_buffer(const Buffer& buffer);
-// The simple buffer of a meta buffer on device j (nullptr when buffer is not a meta buffer).
-Buffer* meta_simple_buffer(const Buffer& buffer, size_t j);
-
 // What the last graph_compute of a meta backend did (for tests and reports).
 struct MetaComputeStats {
   size_t subgraphs = 0;
