@@ -6,6 +6,7 @@
 
 #include "tessera/harness/session/session.h"
 #include "tessera/llama/llama_tensor_split.h"
+#include "tessera/sim/trace.h"
 #include "tessera/status.h"
 
 namespace tessera::llama {
@@ -19,22 +20,21 @@ int64_t pad(int64_t n) { return (n + kPad - 1) / kPad * kPad; }
 // The simulated makespan of `evaluations` evaluations in flight of one shape (n_tokens tokens attending to n_kv cells
 // of the test's cache), the logits of one token each, as llama-bench's batches ask (llama_batch_get_one: the last
 // token's logits only).
-// -sm tensor: estimate_tensor_parallel's time for each evaluation, one after another (the meta device is one
-// backend: nothing overlaps).
+// -sm tensor: the meta device run (run_tensor_parallel, metadata-only) of the evaluations, one after another on the
+// scheduler over the meta backend and the CPU.
 Result<double> tensor_parallel_makespan(const harness::SessionConfig& c, int evaluations, const Registry* real_devices,
                                         BenchResult* first) {
-  auto e = estimate_tensor_parallel(c, real_devices);
-  if (!e.ok()) return e.status();
+  harness::SessionConfig meta = c;
+  meta.sim.mode = sim::MemoryMode::kMetadata;
+  meta.sim.record_trace = true;  // the makespan is read from the trace's events
+  auto r = run_tensor_parallel(meta, real_devices, evaluations);
+  if (!r.ok()) return r.status();
   if (first != nullptr && first->sessions == 0) {
-    for (const Tensor* w : e.value().graph.weights) {
-      if (e.value().graph.copy_of(w) != nullptr) continue;
-      first->model_bytes += nbytes(*w);
-      first->model_params += static_cast<uint64_t>(nelements(*w));
-    }
-    const std::vector<harness::WeightTypeTotal> types = harness::weight_type_totals(e.value().graph.weights);
-    if (!types.empty()) first->main_type = types.front().type;
+    first->model_bytes += r.value().model_bytes;
+    first->model_params += r.value().model_params;
+    if (!r.value().weight_types.empty()) first->main_type = r.value().weight_types.front().type;
   }
-  return evaluations * e.value().time.total_us();
+  return sim::summarize(r.value().sim->trace(), r.value().trace_first, r.value().trace_last).makespan_us;
 }
 
 Result<double> makespan(const harness::SessionConfig& base, int64_t n_ctx, const BenchStep& s, int evaluations,

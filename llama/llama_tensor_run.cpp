@@ -47,6 +47,14 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
   auto built = models::build_llama(r.model);
   if (!built.ok()) return built.status();
   models::LlamaGraph m = std::move(built).value();
+  std::vector<Tensor*> originals;
+  for (Tensor* w : m.weights) {
+    if (m.copy_of(w) != nullptr) continue;
+    originals.push_back(w);
+    r.model_bytes += nbytes(*w);
+    r.model_params += static_cast<uint64_t>(nelements(*w));
+  }
+  r.weight_types = harness::weight_type_totals(originals);
   auto meta = make_meta_device(
       {.devices = gpus,
        .statics = llama_tensor_split(m, r.model, gpus.size(), config.policy.tensor_split, config.policy.kv_offload)});

@@ -146,14 +146,16 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
                format_bytes(s.device_config(i).memory)});
   }
   std::printf("%s", table.render(wide).c_str());
-  std::printf("(the CPU holds the token embedding: llama.cpp keeps the input layer there; compute: the peak beyond "
-              "the weights and the cache, the AllReduce's scratch included)\n\n");
+  std::printf(
+      "(the CPU holds the token embedding: llama.cpp keeps the input layer there; compute: the peak beyond "
+      "the weights and the cache, the AllReduce's scratch included)\n\n");
   const sim::TraceSummary sum = sim::summarize(s.trace(), run.trace_first, run.trace_last);
   std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", run.splits, sum.makespan_us / 1000.0,
               format_bytes(sum.copy_bytes).c_str());
-  std::printf("an evaluation: %zu subgraphs on the meta device, %zu AllReduces of %s of partial results (a ring: "
-              "each GPU passes chunks to the next)\n",
-              run.meta.subgraphs, run.meta.reductions, format_bytes(run.meta.reduced_bytes).c_str());
+  std::printf(
+      "an evaluation: %zu subgraphs on the meta device, %zu AllReduces of %s of partial results (a ring: "
+      "each GPU passes chunks to the next)\n",
+      run.meta.subgraphs, run.meta.reductions, format_bytes(run.meta.reduced_bytes).c_str());
   std::printf("%s", sim::format_summary(sum, wide).c_str());
   const bool numerics_ok = !run.checked || (run.nmse.nmse <= 1e-4 && !run.nmse.nan_mismatch);
   if (run.checked) {

@@ -87,10 +87,14 @@ namespace tessera::llama {
 // compared with the CPU reference. The simulator stays with the result (its trace, races, memory).
 struct TensorParallelRun {
   models::LlamaConfig model;
-  std::vector<size_t> gpus;                 // the topology's GPUs, one per device of the split
+  std::vector<size_t> gpus;                  // the topology's GPUs, one per device of the split
   std::vector<size_t> weights, cache, peak;  // per topology device: bytes after placing the weights, the cache; peak
   int splits = 0;
   MetaComputeStats meta;  // the last evaluation's subgraphs, AllReduces and their bytes
+  // the model's weights without the copies the placement makes: bytes, parameters, the types by bytes (largest first)
+  size_t model_bytes = 0;
+  uint64_t model_params = 0;
+  std::vector<harness::WeightTypeTotal> weight_types;
   size_t trace_first = 0, trace_last = 0;  // the evaluations' events in the simulator's trace
   bool checked = false;                    // compared with the CPU reference (memory-backed)
   NmseResult nmse;

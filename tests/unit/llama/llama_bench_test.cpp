@@ -6,6 +6,7 @@
 #include "tessera/harness/session/session.h"
 #include "tessera/harness/topology/topology.h"
 #include "tessera/llama/llama_bench.h"
+#include "tessera/sim/trace.h"
 #include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/llama/llama_memory.h"
 #include "tessera/llama/llama_tensor_split.h"
@@ -167,32 +168,24 @@ TEST(LlamaBench, ErrorsNameTheTest) {
   EXPECT_EQ(oom.status().message().rfind("pp512: ", 0), 0u) << oom.status().message();
 }
 
-// -sm tensor: each evaluation is tensor_parallel_time's estimate for its shape, one after another (the meta device is
-// one backend): pp2048 in four ubatches of 512 is four estimates of a 512-token graph at the middle ubatch's cells; the
-// model columns are those of the other split modes.
-TEST(LlamaBench, TensorParallelTestsAreTheEstimates) {
+// -sm tensor: the evaluations run on the meta device (run_tensor_parallel, metadata-only), one after another (the
+// meta device is one backend): pp2048 in four ubatches of 512 is the makespan of four evaluations of a 512-token
+// graph at the middle ubatch's cells; the model columns are those of the other split modes (Llama-2-7B: 6738415616
+// parameters).
+TEST(LlamaBench, TensorParallelTestsRunTheMetaDevice) {
   SessionConfig c = base("8x80gb", 2048);
   c.policy.split_mode = SplitMode::kTensor;
   auto pp = simulate_bench(c, {2048, 0, 0}, 2048, 512, &builtin_registry());
   ASSERT_TRUE(pp.ok()) << pp.status().to_string();
-  models::LlamaConfig m = c.model;
-  m.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
-  m.flash_attn = true;
-  m.n_ctx = 2048;
-  m.n_tokens = 512;
-  m.n_kv = bench_steps({2048, 0, 0}, 2048, 512)[1].n_kv;  // (the middle of 4: index (4 - 1) / 2)
-  m.n_outputs = 1;
-  auto g = models::build_llama(m);
-  ASSERT_TRUE(g.ok());
-  auto tp = llama_tensor_parallel(g.value(), m, 8, {});
-  ASSERT_TRUE(tp.ok());
-  sim::SimOptions opt;
-  opt.mode = sim::MemoryMode::kMetadata;
-  auto simulator = sim::Simulator::create(c.topology, opt, &builtin_registry());
-  ASSERT_TRUE(simulator.ok());
-  auto t = tensor_parallel_time(g.value(), tp->plan, *simulator.value(), {0, 1, 2, 3, 4, 5, 6, 7});
-  ASSERT_TRUE(t.ok());
-  EXPECT_DOUBLE_EQ(pp->prompt_us, 4 * t->total_us());
+  SessionConfig one = c;
+  one.model.n_ctx = 2048;
+  one.model.n_tokens = 512;
+  one.model.n_kv = bench_steps({2048, 0, 0}, 2048, 512)[1].n_kv;  // (the middle of 4: index (4 - 1) / 2)
+  one.model.n_outputs = 1;
+  one.sim.mode = sim::MemoryMode::kMetadata;
+  auto run = run_tensor_parallel(one, &builtin_registry(), 4);
+  ASSERT_TRUE(run.ok()) << run.status().to_string();
+  EXPECT_DOUBLE_EQ(pp->prompt_us, sim::summarize(run->sim->trace(), run->trace_first, run->trace_last).makespan_us);
   EXPECT_FALSE(pp->pipelined);
   EXPECT_EQ(pp->model_params, 6738415616u);
 }
