@@ -39,6 +39,16 @@ models::LlamaConfig small(const char* preset = "tiny", int64_t kv_heads = 2) {
   return c;
 }
 
+// A preset with llama.cpp's graph and flash attention, its FFN widened to 384 so that the FFN's 128-value granularity
+// gives each of 2 or 3 devices a slice.
+models::LlamaConfig wide_ffn(const char* preset) {
+  models::LlamaConfig c = models::preset(preset).value();
+  c.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
+  c.flash_attn = true;
+  c.n_ff = 384;
+  return c;
+}
+
 }  // namespace
 
 // The small llama on 2, 3, 4 and 8 simulated GPUs, even and uneven shares: the logits equal the CPU's whole model.
@@ -110,10 +120,7 @@ TEST(MetaBackend, EveryArchitectureEqualsTheCpu) {
   for (const char* name :
        {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma3", "tiny-phi3", "tiny-gpt-oss"}) {
     SCOPED_TRACE(name);
-    models::LlamaConfig c = models::preset(name).value();
-    c.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
-    c.flash_attn = true;
-    c.n_ff = 384;
+    const models::LlamaConfig c = wide_ffn(name);
     const std::vector<float> want = reference_logits(c, seed);
     for (size_t n : {2, 3}) {
       SCOPED_TRACE("devices " + std::to_string(n));
@@ -184,10 +191,7 @@ TEST(MetaBackend, CpuExpertsOfTheFirstLayerAsNcmoe) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (const char* name : {"tiny-moe", "tiny-qwen3moe", "tiny-gpt-oss"}) {
     SCOPED_TRACE(name);
-    models::LlamaConfig c = models::preset(name).value();
-    c.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
-    c.flash_attn = true;
-    c.n_ff = 384;
+    const models::LlamaConfig c = wide_ffn(name);
     const std::vector<float> want = reference_logits(c, seed);
     Gpus g(2);
     auto m = models::build_llama(c);
