@@ -16,6 +16,7 @@
 #include "scenario_version.h"
 #include "tessera/harness/graph/graph_io.h"
 #include "tessera/llama/llama_run.h"
+#include "tessera/llama/llama_tensor_split.h"
 #include "tessera/harness/topology/topology.h"
 #include "tessera/models/fixtures.h"
 #include "tessera/models/from_gguf.h"
@@ -446,8 +447,105 @@ Result<Scenario> load_scenario_file(const std::string& path) {
 
 namespace {
 
+// split_mode tensor (llama.cpp's -sm tensor; docs/tensor-parallel.md): the model on the meta device of the topology's
+// GPUs, as `tessera run -sm tensor` runs it (llama::run_tensor_parallel). The expectations it can answer: scheduling
+// and its error, splits, each device's peak memory, weights and KV cache, races, the outputs against the CPU; any other
+// is a failed expectation that says so.
+ScenarioOutcome run_once_tensor(const Scenario& sc, const Registry* real_devices) {
+  ScenarioOutcome out;
+  const Expectations& e = sc.expect;
+  auto check = [&](std::string what, bool ok, std::string detail) {
+    out.results.push_back({std::move(what), ok, std::move(detail)});
+  };
+  std::vector<std::string> unsupported;
+  if (!sc.steps.empty()) unsupported.push_back("run.steps");
+  if (sc.compare) unsupported.push_back("compare");
+  if (e.max_split_inputs) unsupported.push_back("max_split_inputs");
+  if (!e.nodes.empty()) unsupported.push_back("nodes");
+  if (e.max_reserves) unsupported.push_back("max_reserves");
+  if (!e.metrics.empty()) unsupported.push_back("metrics");
+  if (e.extra_models_fit || !e.extra_overflow_contains.empty()) unsupported.push_back("the extra models");
+  if (!unsupported.empty()) {
+    std::string list;
+    for (const std::string& u : unsupported) list += (list.empty() ? "" : ", ") + u;
+    check("expectations split_mode tensor can answer", false, "not with split_mode tensor yet: " + list);
+    return out;
+  }
+  auto r = llama::run_tensor_parallel(sc.config, real_devices, sc.evaluations);
+  const std::string error = r.ok() ? std::string() : r.status().to_string();
+  out.error = error;
+  if (e.scheduling_ok.has_value()) {
+    check(*e.scheduling_ok ? "scheduling succeeds" : "scheduling fails", r.ok() == *e.scheduling_ok,
+          r.ok() ? "it succeeded" : "it failed: " + error);
+  } else if (!r.ok()) {
+    check("the scenario runs", false, error);
+  }
+  if (!e.error_contains.empty()) {
+    check("the error contains \"" + e.error_contains + "\"", error.find(e.error_contains) != std::string::npos,
+          error.empty() ? "no error" : error);
+  }
+  if (r.ok()) {
+    const llama::TensorParallelRun& run = r.value();
+    const sim::Simulator& simulator = *run.sim;
+    out.report =
+        format_message("-sm tensor over %zu GPUs: %d splits, %zu AllReduces of %s an evaluation\n", run.gpus.size(),
+                       run.splits, run.meta.reductions, format_bytes(run.meta.reduced_bytes).c_str());
+    for (size_t i = 0; i < simulator.device_count(); ++i) {
+      out.report += format_message("%-8s weights %s, kv cache %s, peak %s\n", simulator.device_config(i).name.c_str(),
+                                   format_bytes(run.weights[i]).c_str(), format_bytes(run.cache[i]).c_str(),
+                                   format_bytes(run.peak[i]).c_str());
+    }
+    out.report_wide = out.report;
+    if (e.max_splits)
+      check(format_message("at most %d splits", *e.max_splits), run.splits <= *e.max_splits,
+            format_message("%d splits", run.splits));
+    if (e.min_splits)
+      check(format_message("at least %d splits", *e.min_splits), run.splits >= *e.min_splits,
+            format_message("%d splits", run.splits));
+    auto device = [&](const std::string& name) -> std::optional<size_t> {
+      for (size_t i = 0; i < simulator.device_count(); ++i) {
+        if (simulator.device_config(i).name == name) return i;
+      }
+      return std::nullopt;
+    };
+    for (const auto& pm : e.peak_memory) {
+      const auto d = device(pm.device);
+      const std::string what = "peak memory of " + pm.device + " <= " + format_bytes(pm.max_bytes);
+      check(what, d && run.peak[*d] <= pm.max_bytes, d ? format_bytes(run.peak[*d]) : "no such device");
+    }
+    for (auto [what_of, list, field] :
+         {std::tuple{"weights", &e.weights, &run.weights}, {"kv cache", &e.kv_cache, &run.cache}}) {
+      for (const auto& w : *list) {
+        const auto d = device(w.device);
+        check(format_message("%s on %s: %zu bytes", what_of, w.device.c_str(), w.bytes), d && (*field)[*d] == w.bytes,
+              d ? format_message("%zu bytes", (*field)[*d]) : "no such device");
+      }
+    }
+  }
+  if (e.no_race.value_or(false)) {
+    const size_t races = r.ok() ? r.value().sim->races().size() : 0;
+    check("no race", r.ok() && races == 0,
+          races == 0 ? "none" : format_message("%zu races; first:\n", races) + r.value().sim->races_report(1));
+  }
+  if (e.outputs_match_reference.value_or(false)) {
+    std::string found = "not computed";
+    bool good = false;
+    if (r.ok() && !r.value().checked) found = "not checked (metadata-only mode has no values)";
+    if (r.ok() && r.value().checked) {
+      const NmseResult& n = r.value().nmse;
+      good = n.nmse <= e.max_nmse && !n.nan_mismatch && (n.non_finite == 0 || e.allow_non_finite);
+      found = format_message("NMSE %.3g%s", n.nmse, n.nan_mismatch ? ", NaN/Inf mismatch" : "");
+    }
+    check(format_message("outputs match the CPU reference (NMSE <= %g)", e.max_nmse), good, found);
+  }
+  out.passed = true;
+  for (const auto& res : out.results) out.passed = out.passed && res.ok;
+  return out;
+}
+
 ScenarioOutcome run_once(const Scenario& sc, const Registry* real_devices) {
   ScenarioOutcome out;
+  if (sc.config.policy.split_mode == harness::SplitMode::kTensor) return run_once_tensor(sc, real_devices);
   const Expectations& e = sc.expect;
   auto check = [&](std::string what, bool ok, std::string detail) {
     out.results.push_back({std::move(what), ok, std::move(detail)});

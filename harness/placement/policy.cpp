@@ -153,7 +153,8 @@ Result<std::vector<int>> layer_devices(const std::vector<Device*>& devices, int 
   std::vector<int> out(static_cast<size_t>(n_layer) + 1, cpu);
   if (policy.split_mode == SplitMode::kTensor) {
     return TS_ERROR(StatusCode::kInvalidArgument,
-                    "policy: split_mode tensor (-sm tensor): not supported yet here; `tessera plan`, `run` and `trace` "
+                    "policy: split_mode tensor (-sm tensor): not supported yet here; `tessera plan`, `run`, `trace`, "
+                    "`bench` and scenario files "
                     "take it (docs/tensor-parallel.md)");
   }
   if (policy.main_gpu < 0 || (!gpus.empty() && policy.main_gpu >= static_cast<int>(gpus.size()))) {

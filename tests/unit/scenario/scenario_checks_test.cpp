@@ -78,3 +78,25 @@ TEST(SimScenarioParse, KvCacheBytesPerDeviceAreChecked) {
 }
 
 }  // namespace
+
+// split_mode tensor runs the meta device (docs/tensor-parallel.md); an expectation it cannot answer yet fails and says
+// which, rather than passing unchecked.
+TEST(SimScenarioParse, TensorSplitAnswersWhatItCanAndNamesTheRest) {
+  const std::string head = R"({"name": "x", "topology": "2gpu-unequal", "model": {"flash_attn": true},
+                              "policy": {"split_mode": "tensor"}, "expect": )";
+  auto ok = parse_scenario(head + R"({"no_race": true, "outputs_match_reference": true, "max_splits": 2}})", "t.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  const ScenarioOutcome good = run_scenario(ok.value(), &builtin_registry());
+  EXPECT_TRUE(good.passed) << good.error;
+  EXPECT_EQ(good.results.size(), 3u);
+  auto nodes = parse_scenario(
+      head + R"({"no_race": true, "nodes": [{"node": "fattn-0", "device": "gpu0"}], "max_reserves": 1}})", "t.json");
+  ASSERT_TRUE(nodes.ok()) << nodes.status().to_string();
+  const ScenarioOutcome bad = run_scenario(nodes.value(), &builtin_registry());
+  EXPECT_FALSE(bad.passed);
+  ASSERT_EQ(bad.results.size(), 1u);
+  EXPECT_THAT(bad.results[0].detail, HasSubstr("not with split_mode tensor yet: nodes, max_reserves"));
+  auto nothing = parse_scenario(head + R"("nothing"})", "t.json");
+  ASSERT_TRUE(nothing.ok()) << nothing.status().to_string();
+  EXPECT_TRUE(run_scenario(nothing.value(), &builtin_registry()).passed);
+}
