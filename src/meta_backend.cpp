@@ -509,11 +509,12 @@ ComputeStatus MetaBackend::graph_compute_async(Graph& graph) {
   }
   const StaticSplitFn& statics = meta_->statics();
   auto r = plan_tensor_parallel(graph, n, [&](const Tensor& t) -> std::optional<SplitState> {
+    // a tensor outside the meta buffers is read whole, whatever state the application would give it
+    const Buffer* b = tensor_buffer(t);
+    if (b == nullptr || as_meta(b) == nullptr) return SplitState{};  // mirrored
     if (statics) {
       if (auto s = statics(t)) return s;
     }
-    const Buffer* b = tensor_buffer(t);
-    if (b == nullptr || as_meta(b) == nullptr) return SplitState{};  // mirrored
     if (!graph.visited(&t)) return meta_->io_state(t);
     return std::nullopt;
   });

@@ -275,3 +275,57 @@ TEST(MetaBackend, TensorParallelismBeatsLayerSplitOnNvlinkNotOnPcie) {
   const auto [pcie_tensor, pcie_layer] = makespans("2x-rtx4090-pcie4");
   EXPECT_GT(pcie_tensor, pcie_layer);
 }
+
+// A tensor outside the meta buffers is read whole (mirrored), whatever state the application would give it: the meta
+// device holds no slices of it. With the KV cache in host memory (-nkvo) the scheduler writes the cache on the CPU and
+// copies its views into the meta device's compute buffer, mirrored, while Q is split by heads: flash attention's rule
+// fails at the first layer, as ggml's meta backend does (GenerelSchwerz/llama.cpp#66).
+TEST(MetaBackend, AStaticTensorOutsideTheMetaBuffersIsReadWhole) {
+  const models::LlamaConfig c = small();
+  Gpus g(2);
+  auto m = models::build_llama(c);
+  ASSERT_TRUE(m.ok());
+  auto meta = make_meta_device({.devices = g.devices, .statics = llama_tensor_split(*m, c, 2, {})});
+  ASSERT_TRUE(meta.ok());
+  auto wbuf = meta_alloc_ctx_tensors(*m->weights_ctx, **meta);
+  ASSERT_TRUE(wbuf.ok());
+  (*wbuf)->set_usage(BufferUsage::kWeights);
+  auto cbuf = alloc_ctx_tensors(*m->cache_ctx, *cpu::buffer_type());  // the cache in host memory
+  ASSERT_TRUE(cbuf.ok());
+  auto b = (*meta)->init_backend();
+  ASSERT_TRUE(b.ok());
+  auto cpu_backend = cpu::make_backend({.n_threads = 1, .kernels = cpu::CpuKernels::kReference});
+  auto sched = Scheduler::create({b->get(), cpu_backend.get()});
+  ASSERT_TRUE(sched.ok());
+  ASSERT_TRUE(models::fill_random(m.value(), 1).ok());
+  ASSERT_TRUE((*sched)->alloc_graph(*m->graph).ok());
+  ASSERT_TRUE(models::set_inputs(m.value(), models::default_inputs(c, 1)).ok());
+  EXPECT_NE((*sched)->graph_compute(*m->graph), ComputeStatus::kSuccess);
+  EXPECT_THAT((*sched)->last_error(), HasSubstr("Q, K and V are not split by heads"));
+}
+
+// The same without the scheduler: a weight the application would split (blk.0.attn_q.weight, by heads) left in host
+// memory is read whole by every device, so Q is whole on each and flash attention's rule refuses it, where reading it
+// as each device's slice would compute the first device's heads everywhere.
+TEST(MetaBackend, AWeightOutsideTheMetaBuffersIsNotTakenForASlice) {
+  const models::LlamaConfig c = small();
+  Gpus g(2);
+  auto m = models::build_llama(c);
+  ASSERT_TRUE(m.ok());
+  auto meta = make_meta_device({.devices = g.devices, .statics = llama_tensor_split(*m, c, 2, {})});
+  ASSERT_TRUE(meta.ok());
+  Tensor* wq = m->weights_ctx->find("blk.0.attn_q.weight");
+  ASSERT_NE(wq, nullptr);
+  auto host = cpu::buffer_type()->alloc_buffer(cpu::buffer_type()->alloc_size(*wq));
+  ASSERT_TRUE(host.ok());
+  ASSERT_TRUE(tensor_alloc(**host, *wq, (*host)->base()).ok());
+  auto wbuf = meta_alloc_ctx_tensors(*m->weights_ctx, **meta);
+  auto cbuf = meta_alloc_ctx_tensors(*m->cache_ctx, **meta);
+  ASSERT_TRUE(wbuf.ok() && cbuf.ok());
+  GraphPlanner planner((*meta)->buffer_type());
+  ASSERT_TRUE(planner.alloc_graph(*m->graph).ok());
+  auto b = (*meta)->init_backend();
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->graph_compute(*m->graph), ComputeStatus::kFailed);
+  EXPECT_THAT((*b)->last_error(), HasSubstr("Q, K and V are not split by heads"));
+}
