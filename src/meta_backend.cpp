@@ -526,7 +526,6 @@ ComputeStatus MetaBackend::graph_compute_async(Graph& graph) {
   for (size_t j = 0; j < n; ++j) ctx_.push_back(std::make_unique<Context>(ContextParams{.no_alloc = true}));
   // Each device's nodes; a node is not computed on a device where one of its split sources has an empty slice (its
   // result there is empty, or a partial sum of nothing: zero).
-  std::vector<std::vector<Tensor*>> nodes(n);
   std::vector<std::vector<bool>> skipped(n, std::vector<bool>(graph.n_nodes(), false));
   for (size_t j = 0; j < n; ++j) {
     for (size_t i = 0; i < graph.n_nodes(); ++i) {
