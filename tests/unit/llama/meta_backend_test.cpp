@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/harness/session/session.h"
@@ -49,6 +50,55 @@ models::LlamaConfig wide_ffn(const char* preset) {
   return c;
 }
 
+// A model on a meta device over `devices` beside a CPU backend, under the scheduler, as llama.cpp runs -sm tensor: the
+// weights `on_host` picks in host memory (placed first, so that the meta buffers take the rest), the other weights
+// packed per device, the cache in the meta buffers (or in host memory: cache_on_host, as -nkvo), random values, the
+// scheduler over the meta backend and the CPU. Members go in reverse order: the buffers before the meta device.
+struct MetaRun {
+  models::LlamaGraph m;
+  std::unique_ptr<MetaDevice> meta;
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::unique_ptr<Backend> meta_backend, cpu_backend;
+  std::unique_ptr<Scheduler> sched;
+};
+Result<std::unique_ptr<MetaRun>> meta_run(const models::LlamaConfig& c, const std::vector<Device*>& devices,
+                                          uint64_t seed, const std::function<bool(const Tensor&)>& on_host,
+                                          bool cache_on_host = false) {
+  auto r = std::make_unique<MetaRun>();
+  auto m = models::build_llama(c);
+  if (!m.ok()) return m.status();
+  r->m = std::move(m).value();
+  auto meta = make_meta_device({.devices = devices, .statics = llama_tensor_split(r->m, c, devices.size(), {})});
+  if (!meta.ok()) return meta.status();
+  r->meta = std::move(meta).value();
+  auto keep = [&](Result<std::unique_ptr<Buffer>> b, BufferUsage usage) -> Status {
+    if (!b.ok()) return b.status();
+    if (b.value()) b.value()->set_usage(usage);
+    r->buffers.push_back(std::move(b).value());
+    return Status::Ok();
+  };
+  BufferType* host = cpu::buffer_type();
+  for (Tensor* w : r->m.weights) {
+    if (!on_host(*w)) continue;
+    auto b = host->alloc_buffer(host->alloc_size(*w));
+    if (!b.ok()) return b.status();
+    TS_RETURN_IF_ERROR(tensor_alloc(*b.value(), *w, b.value()->base()));
+    TS_RETURN_IF_ERROR(keep(std::move(b), BufferUsage::kWeights));
+  }
+  TS_RETURN_IF_ERROR(keep(meta_alloc_ctx_tensors(*r->m.weights_ctx, *r->meta), BufferUsage::kWeights));
+  TS_RETURN_IF_ERROR(keep(
+      cache_on_host ? alloc_ctx_tensors(*r->m.cache_ctx, *host) : meta_alloc_ctx_tensors(*r->m.cache_ctx, *r->meta),
+      BufferUsage::kAny));
+  TS_RETURN_IF_ERROR(models::fill_random(r->m, seed));
+  auto mb = r->meta->init_backend();
+  if (!mb.ok()) return mb.status();
+  r->meta_backend = std::move(mb).value();
+  r->cpu_backend = cpu::make_backend({.n_threads = 1, .kernels = cpu::CpuKernels::kReference});
+  auto sched = Scheduler::create({r->meta_backend.get(), r->cpu_backend.get()});
+  if (!sched.ok()) return sched.status();
+  r->sched = std::move(sched).value();
+  return r;
+}
 }  // namespace
 
 // The small llama on 2, 3, 4 and 8 simulated GPUs, even and uneven shares: the logits equal the CPU's whole model.
@@ -145,38 +195,20 @@ TEST(MetaBackend, UnderTheSchedulerWithTheInputLayerOnTheCpu) {
     models::LlamaConfig c = small(name);
     const std::vector<float> want = reference_logits(c, seed);
     Gpus g(3);
-    auto m = models::build_llama(c);
-    ASSERT_TRUE(m.ok());
-    StaticSplitFn split = llama_tensor_split(*m, c, 3, {});
-    auto meta = make_meta_device({.devices = g.devices, .statics = split});
-    ASSERT_TRUE(meta.ok());
-    // token_embd in a CPU buffer (placed first, so that the context's allocation leaves it), the rest of the weights
-    // and the cache in meta buffers
-    Tensor* tok = m->tok_embd;
-    auto host = cpu::buffer_type()->alloc_buffer(cpu::buffer_type()->alloc_size(*tok));
-    ASSERT_TRUE(host.ok());
-    ASSERT_TRUE(tensor_alloc(**host, *tok, (*host)->base()).ok());
-    auto wbuf = meta_alloc_ctx_tensors(*m->weights_ctx, **meta);
-    ASSERT_TRUE(wbuf.ok()) << wbuf.status().to_string();
-    auto cbuf = meta_alloc_ctx_tensors(*m->cache_ctx, **meta);
-    ASSERT_TRUE(cbuf.ok());
-    (*host)->set_usage(BufferUsage::kWeights);
-    (*wbuf)->set_usage(BufferUsage::kWeights);
-    ASSERT_TRUE(models::fill_random(m.value(), seed).ok());
-    auto mb = (*meta)->init_backend();
-    ASSERT_TRUE(mb.ok());
-    auto cpu_backend = cpu::make_backend({.n_threads = 1, .kernels = cpu::CpuKernels::kReference});
-    auto sched = Scheduler::create({mb->get(), cpu_backend.get()});
-    ASSERT_TRUE(sched.ok()) << sched.status().to_string();
-    ASSERT_TRUE((*sched)->alloc_graph(*m->graph).ok());
-    ASSERT_TRUE(models::set_inputs(m.value(), models::default_inputs(c, seed)).ok());
-    ASSERT_EQ((*sched)->graph_compute(*m->graph), ComputeStatus::kSuccess);
+    // token_embd in host memory, the rest of the weights and the cache in meta buffers
+    auto run = meta_run(c, g.devices, seed, [](const Tensor& w) { return std::string(w.name) == "token_embd.weight"; });
+    ASSERT_TRUE(run.ok()) << run.status().to_string();
+    models::LlamaGraph* m = &(*run)->m;
+    Scheduler* sched = (*run)->sched.get();
+    ASSERT_TRUE(sched->alloc_graph(*m->graph).ok());
+    ASSERT_TRUE(models::set_inputs(*m, models::default_inputs(c, seed)).ok());
+    ASSERT_EQ(sched->graph_compute(*m->graph), ComputeStatus::kSuccess);
     auto got = tensor_to_f32(*m->logits);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     EXPECT_LE(nmse(*got, want), 1e-6);
     // the input layer's GET_ROWS on the CPU, the rest on the meta device
-    EXPECT_EQ((*sched)->n_splits(), 2);
-    EXPECT_EQ((*sched)->explain(m->graph->node(0)).backend, 1) << m->graph->node(0)->name;
+    EXPECT_EQ(sched->n_splits(), 2);
+    EXPECT_EQ(sched->explain(m->graph->node(0)).backend, 1) << m->graph->node(0)->name;
     EXPECT_TRUE(g.sim->races().empty()) << g.sim->races_report();
   }
 }
@@ -194,37 +226,21 @@ TEST(MetaBackend, CpuExpertsOfTheFirstLayerAsNcmoe) {
     const models::LlamaConfig c = wide_ffn(name);
     const std::vector<float> want = reference_logits(c, seed);
     Gpus g(2);
-    auto m = models::build_llama(c);
-    ASSERT_TRUE(m.ok());
-    auto meta = make_meta_device({.devices = g.devices, .statics = llama_tensor_split(*m, c, 2, {})});
-    ASSERT_TRUE(meta.ok());
-    // -ncmoe 1: blk.0.ffn_(up|gate|down)_exps (weights and biases) in host memory, before the meta buffers take the
-    // rest
-    std::vector<std::unique_ptr<Buffer>> host;
-    for (Tensor* w : m->weights) {
-      const std::string n = w->name;
-      if (n.rfind("blk.0.ffn_", 0) != 0 || n.find("_exps") == std::string::npos) continue;
-      auto b = cpu::buffer_type()->alloc_buffer(cpu::buffer_type()->alloc_size(*w));
-      ASSERT_TRUE(b.ok());
-      ASSERT_TRUE(tensor_alloc(**b, *w, (*b)->base()).ok());
-      (*b)->set_usage(BufferUsage::kWeights);
-      host.push_back(std::move(b).value());
-    }
-    ASSERT_GE(host.size(), 3u);
-    auto wbuf = meta_alloc_ctx_tensors(*m->weights_ctx, **meta);
-    ASSERT_TRUE(wbuf.ok()) << wbuf.status().to_string();
-    (*wbuf)->set_usage(BufferUsage::kWeights);
-    auto cbuf = meta_alloc_ctx_tensors(*m->cache_ctx, **meta);
-    ASSERT_TRUE(cbuf.ok());
-    ASSERT_TRUE(models::fill_random(m.value(), seed).ok());
-    auto mb = (*meta)->init_backend();
-    ASSERT_TRUE(mb.ok());
-    auto cpu_backend = cpu::make_backend({.n_threads = 1, .kernels = cpu::CpuKernels::kReference});
-    auto sched = Scheduler::create({mb->get(), cpu_backend.get()});
-    ASSERT_TRUE(sched.ok());
-    ASSERT_TRUE((*sched)->alloc_graph(*m->graph).ok());
-    ASSERT_TRUE(models::set_inputs(m.value(), models::default_inputs(c, seed)).ok());
-    ASSERT_EQ((*sched)->graph_compute(*m->graph), ComputeStatus::kSuccess);
+    // -ncmoe 1: blk.0.ffn_(up|gate|down)_exps (weights and biases) in host memory
+    int on_host = 0;
+    auto run = meta_run(c, g.devices, seed, [&](const Tensor& w) {
+      const std::string n = w.name;
+      const bool host = n.rfind("blk.0.ffn_", 0) == 0 && n.find("_exps") != std::string::npos;
+      on_host += host ? 1 : 0;
+      return host;
+    });
+    ASSERT_TRUE(run.ok()) << run.status().to_string();
+    ASSERT_GE(on_host, 3);
+    models::LlamaGraph* m = &(*run)->m;
+    Scheduler* sched = (*run)->sched.get();
+    ASSERT_TRUE(sched->alloc_graph(*m->graph).ok());
+    ASSERT_TRUE(models::set_inputs(*m, models::default_inputs(c, seed)).ok());
+    ASSERT_EQ(sched->graph_compute(*m->graph), ComputeStatus::kSuccess);
     // the router's choice on the meta device, the experts that read it on the CPU
     const Tensor* topk = nullptr;
     const Tensor* gate = nullptr;
@@ -233,9 +249,9 @@ TEST(MetaBackend, CpuExpertsOfTheFirstLayerAsNcmoe) {
       if (t->op == Op::kMulMatId && gate == nullptr) gate = t;
     }
     ASSERT_TRUE(topk != nullptr && gate != nullptr);
-    EXPECT_EQ((*sched)->explain(topk).backend, 0);
+    EXPECT_EQ(sched->explain(topk).backend, 0);
     EXPECT_FALSE(is_contiguous(*topk));
-    EXPECT_EQ((*sched)->explain(gate).backend, 1) << gate->name;
+    EXPECT_EQ(sched->explain(gate).backend, 1) << gate->name;
     auto got = tensor_to_f32(*m->logits);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     EXPECT_LE(nmse(*got, want), 1e-6);
@@ -283,25 +299,14 @@ TEST(MetaBackend, TensorParallelismBeatsLayerSplitOnNvlinkNotOnPcie) {
 TEST(MetaBackend, AStaticTensorOutsideTheMetaBuffersIsReadWhole) {
   const models::LlamaConfig c = small();
   Gpus g(2);
-  auto m = models::build_llama(c);
-  ASSERT_TRUE(m.ok());
-  auto meta = make_meta_device({.devices = g.devices, .statics = llama_tensor_split(*m, c, 2, {})});
-  ASSERT_TRUE(meta.ok());
-  auto wbuf = meta_alloc_ctx_tensors(*m->weights_ctx, **meta);
-  ASSERT_TRUE(wbuf.ok());
-  (*wbuf)->set_usage(BufferUsage::kWeights);
-  auto cbuf = alloc_ctx_tensors(*m->cache_ctx, *cpu::buffer_type());  // the cache in host memory
-  ASSERT_TRUE(cbuf.ok());
-  auto b = (*meta)->init_backend();
-  ASSERT_TRUE(b.ok());
-  auto cpu_backend = cpu::make_backend({.n_threads = 1, .kernels = cpu::CpuKernels::kReference});
-  auto sched = Scheduler::create({b->get(), cpu_backend.get()});
-  ASSERT_TRUE(sched.ok());
-  ASSERT_TRUE(models::fill_random(m.value(), 1).ok());
-  ASSERT_TRUE((*sched)->alloc_graph(*m->graph).ok());
-  ASSERT_TRUE(models::set_inputs(m.value(), models::default_inputs(c, 1)).ok());
-  EXPECT_NE((*sched)->graph_compute(*m->graph), ComputeStatus::kSuccess);
-  EXPECT_THAT((*sched)->last_error(), HasSubstr("Q, K and V are not split by heads"));
+  auto run = meta_run(
+      c, g.devices, 1, [](const Tensor&) { return false; }, /*cache_on_host=*/true);
+  ASSERT_TRUE(run.ok()) << run.status().to_string();
+  Scheduler& sched = *(*run)->sched;
+  ASSERT_TRUE(sched.alloc_graph(*(*run)->m.graph).ok());
+  ASSERT_TRUE(models::set_inputs((*run)->m, models::default_inputs(c, 1)).ok());
+  EXPECT_NE(sched.graph_compute(*(*run)->m.graph), ComputeStatus::kSuccess);
+  EXPECT_THAT(sched.last_error(), HasSubstr("Q, K and V are not split by heads"));
 }
 
 // The same without the scheduler: a weight the application would split (blk.0.attn_q.weight, by heads) left in host
