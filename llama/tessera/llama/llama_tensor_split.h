@@ -76,10 +76,6 @@ Status check_tensor_parallel(const harness::SessionConfig& config);
 // simulator's.
 Result<TensorParallelEstimate> estimate_tensor_parallel(const harness::SessionConfig& config, const Registry* real);
 
-}  // namespace tessera::llama
-
-namespace tessera::llama {
-
 // -sm tensor run on the meta device (tessera/meta_backend.h, docs/tensor-parallel.md "The meta backend"): the
 // topology's GPUs wrapped into one meta device with llama.cpp's split states, the token embedding in the CPU's memory
 // (its GET_ROWS on the CPU, as llama.cpp keeps the input layer), every other weight and the KV cache packed per GPU,
