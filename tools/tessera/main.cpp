@@ -578,6 +578,9 @@ void run_size_hint(const Options& o) {
   if (!cfg.ok()) return;
   cfg.value().sim.mode = MemoryMode::kMetadata;
   cfg.value().policy.reuse = false;
+  // -sm tensor holds the same weights, cache and about the same compute buffers in this machine's memory: the layer
+  // split's plan sizes them
+  if (cfg.value().policy.split_mode == SplitMode::kTensor) cfg.value().policy.split_mode = SplitMode::kLayer;
   auto s = Session::create(cfg.value(), &builtin_registry());
   if (!s.ok() || !s.value()->plan().ok()) return;
   // A tensor of a storage-only type: the run is refused at once, saying so (Session::create)
@@ -605,6 +608,7 @@ void run_size_hint(const Options& o) {
 
 int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_note,
             const std::vector<std::string>& explain = {}) {
+  if (!o.metadata) run_size_hint(o);
   if (auto cfg = make_config(o, nullptr, /*notes=*/false);
       cfg.ok() && cfg.value().policy.split_mode == SplitMode::kTensor) {
     if (!explain.empty()) {
@@ -614,7 +618,6 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
     return tool::cmd_run_tensor(cfg.value(), o.evaluations, o.json, o.wide, trace_file, quiet_trace_note);
   }
   int code = kOk;
-  if (!o.metadata) run_size_hint(o);
   Progress progress(!o.json);
   ExtraModels extra_models;
   auto s = planned_session(o, &progress, &code, &extra_models);
