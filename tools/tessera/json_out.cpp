@@ -1,11 +1,25 @@
 // The `tessera` tool's headline and --json objects (docs/json.md).
 #include "json_out.h"
 
+#include <cstdio>
+#include <fstream>
+
 #include "tessera/gguf.h"
 #include "tessera/llama/llama_memory.h"
 #include "tessera/harness/topology/topology.h"
 
 namespace tessera::tool {
+
+bool write_chrome_trace(const std::string& path, const sim::Trace& trace, bool quiet_note) {
+  std::ofstream out(path);
+  out << sim::chrome_trace_json(trace);
+  if (!out) {
+    std::fprintf(stderr, "tessera: cannot write %s\n", path.c_str());
+    return false;
+  }
+  if (quiet_note) std::fprintf(stderr, "tessera: trace written to %s\n", path.c_str());
+  return true;
+}
 
 using namespace tessera::harness;
 using namespace tessera::llama;

@@ -16,6 +16,11 @@ namespace tessera::tool {
 
 using ojson = nlohmann::ordered_json;
 
+// Writes the Chrome trace (Perfetto) of a simulation to `path` (run and trace, both split modes); false, saying so on
+// stderr, when the file cannot be written. quiet_note: "trace written to PATH" on stderr (the caller prints its own
+// note otherwise).
+bool write_chrome_trace(const std::string& path, const sim::Trace& trace, bool quiet_note);
+
 // The first line of the text reports: the workload, the topology and the memory mode.
 std::string headline(const harness::Session& s);
 // What the JSON reports call the workload: the model preset's name, or the graph file.

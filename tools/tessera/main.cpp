@@ -633,14 +633,8 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
   const RunStats& st = r.value();
   // (NaN/Inf in an output fails even where the reference has the same: RunStats::matches_reference)
   const bool numerics_ok = st.matches_reference(1e-4);
-  if (!trace_file.empty()) {
-    std::ofstream out(trace_file);
-    out << chrome_trace_json(s->sim().trace());
-    if (!out) {
-      std::fprintf(stderr, "tessera: cannot write %s\n", trace_file.c_str());
-      return kInputError;
-    }
-    if (quiet_trace_note) std::fprintf(stderr, "tessera: trace written to %s\n", trace_file.c_str());
+  if (!trace_file.empty() && !tool::write_chrome_trace(trace_file, s->sim().trace(), quiet_trace_note)) {
+    return kInputError;
   }
   // The evaluations only (docs/simulator.md "Makespan"): the weight upload is its own figure, in both memory modes.
   const TraceSummary sum = summarize(s->sim().trace(), st.trace_first, st.trace_last);

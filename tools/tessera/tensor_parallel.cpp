@@ -3,7 +3,6 @@
 // buffers, the scheduler's splits and the time are not modelled yet (issue 47), and the report says so.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 
 #include "json_out.h"
 #include "subcommands.h"
@@ -167,17 +166,9 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
   std::printf("races: %zu\n", s.races().size());
   if (!s.races().empty()) std::printf("%s", s.races_report(3).c_str());
   if (!trace_file.empty()) {
-    std::ofstream out(trace_file);
-    out << sim::chrome_trace_json(s.trace());
-    if (!out) {
-      std::fprintf(stderr, "tessera: cannot write %s\n", trace_file.c_str());
-      return kInputError;
-    }
-    if (quiet_trace_note) {
-      std::fprintf(stderr, "tessera: trace written to %s\n", trace_file.c_str());
-    } else {
+    if (!write_chrome_trace(trace_file, s.trace(), quiet_trace_note)) return kInputError;
+    if (!quiet_trace_note)
       std::printf("trace written to %s (open it in https://ui.perfetto.dev)\n", trace_file.c_str());
-    }
   }
   return s.races().empty() && numerics_ok ? kOk : 1;
 }
