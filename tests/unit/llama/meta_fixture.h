@@ -14,6 +14,7 @@
 #include "tessera/builtin.h"
 #include "tessera/cpu.h"
 #include "tessera/graph_copy.h"
+#include "tessera/harness/session/reference.h"
 #include "tessera/llama/llama_tensor_split.h"
 #include "tessera/meta_backend.h"
 #include "tessera/models/llama.h"
@@ -30,21 +31,11 @@ struct Logits {
   std::vector<size_t> used;  // per device, after placing the weights and the cache (before the compute buffer)
 };
 
-// The model computed whole on one CPU backend.
+// The model computed whole on one CPU backend (the harness's oracle of simulated runs).
 inline std::vector<float> reference_logits(const models::LlamaConfig& c, uint64_t seed) {
-  auto m = models::build_llama(c);
-  EXPECT_TRUE(m.ok()) << m.status().to_string();
-  if (!m.ok()) return {};
-  auto wbuf = alloc_ctx_tensors(*m->weights_ctx, *cpu::buffer_type());
-  auto cbuf = alloc_ctx_tensors(*m->cache_ctx, *cpu::buffer_type());
-  EXPECT_TRUE(wbuf.ok() && cbuf.ok());
-  EXPECT_TRUE(models::fill_random(m.value(), seed).ok());
-  GraphPlanner planner(cpu::buffer_type());
-  EXPECT_TRUE(planner.alloc_graph(*m->graph).ok());
-  EXPECT_TRUE(models::set_inputs(m.value(), models::default_inputs(c, seed)).ok());
-  auto b = cpu::make_backend({.n_threads = 1, .kernels = cpu::CpuKernels::kReference});
-  EXPECT_EQ(b->graph_compute(*m->graph), ComputeStatus::kSuccess) << b->last_error();
-  return tensor_to_f32(*m->logits).value();
+  auto r = harness::cpu_reference_logits(c, seed);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(r).value() : std::vector<float>{};
 }
 
 // The model on a meta device over `devices`, split by llama.cpp's states at `shares`.
