@@ -90,7 +90,7 @@ constexpr Entry kCommon[] = {
      "--dynatemp-exp,--mirostat,--mirostat-lr,--mirostat-ent,--samplers,--sampling-seq,-l,--logit-bias,--grammar,"
      "--grammar-file,-j,--json-schema,-jf,--json-schema-file,--in-prefix,--in-suffix,--n-probs,--image,--audio,"
      "--chat-template,--chat-template-file,--chat-template-kwargs,--reasoning-format,--reasoning-budget,"
-     "--draft-max,--draft,--draft-n,--draft-min,--draft-n-min,--draft-p-min,--spec-replace,--override-kv,"
+     "--draft-min,--draft-n-min,--draft-p-min,--spec-replace,--override-kv,"
      "--rope-scaling,--rope-scale,--rope-freq-base,--rope-freq-scale,--yarn-orig-ctx,--yarn-ext-factor,"
      "--yarn-attn-factor,--yarn-beta-slow,--yarn-beta-fast,-gan,--grp-attn-n,-gaw,--grp-attn-w,--pooling,"
      "--attention,-dt,--defrag-thold,--media-path,--image-min-tokens,--image-max-tokens",
@@ -111,6 +111,11 @@ constexpr Entry kCommon[] = {
      "--no-direct-io,--no-host,-nr,--no-repack,--repack",
      0, Kind::kIgnored, "", "the server, the chat and logging"},
     {"--color,--log-colors", 0, Kind::kIgnored, "", "logging"},  // an optional on|off|auto (read_llama_command)
+    // speculative decoding: llama-server reserves its outputs by them (read_llama_command, ServerOutputs)
+    {"--spec-type,--draft-max,--draft,--draft-n,--spec-draft-n-max,--spec-ngram-mod-n-max,--spec-ngram-simple-size-m,"
+     "--spec-ngram-map-k-size-m,--spec-ngram-map-k4v-size-m",
+     1, Kind::kIgnored, "", "speculative decoding"},
+    {"--spec-default", 0, Kind::kIgnored, "", "speculative decoding"},
 };
 
 // llama-bench's options (tools/llama-bench/llama-bench.cpp): values are lists ("-ngl 10,20"; "-ts 3/1") that give one
@@ -178,6 +183,78 @@ bool is_program(const std::string& name) {
 
 bool is_one_of(const std::string& v, std::initializer_list<const char*> values) {
   return std::any_of(values.begin(), values.end(), [&](const char* x) { return v == x; });
+}
+
+// What llama-server's output rows depend on (tools/server/server-context.cpp, server_n_outputs_max, from build 9460,
+// PR #23861): n_parallel x the outputs per sequence, 1 + the most tokens a speculative type proposes (its options'
+// defaults in common/common.h: a draft's n_max 3, ngram-mod's n_max 64, the ngram maps' size_m 48, ngram-cache 8),
+// at most n_batch; n_batch with embeddings or a pooling other than none.
+struct ServerOutputs {
+  std::vector<std::string> spec_types;
+  int64_t draft_n_max = 3, ngram_mod_n_max = 64, simple_m = 48, map_k_m = 48, map_k4v_m = 48;
+  std::string pooling;
+
+  // An ignored option's value; an error for a bad value of one read here.
+  Status read(const std::string& program, const std::string& name, const std::string& value) {
+    int64_t* count = has_option_name("--draft-max,--draft,--draft-n,--spec-draft-n-max", name) ? &draft_n_max
+                     : name == "--spec-ngram-mod-n-max"                                         ? &ngram_mod_n_max
+                     : name == "--spec-ngram-simple-size-m"                                     ? &simple_m
+                     : name == "--spec-ngram-map-k-size-m"                                      ? &map_k_m
+                     : name == "--spec-ngram-map-k4v-size-m"                                    ? &map_k4v_m
+                                                                                                : nullptr;
+    if (count != nullptr) {
+      char* end = nullptr;
+      const long long v = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v < 0 || v > 65535) {
+        return bad(program, name + " " + value + ": expected a number of tokens from 0 to 65535");
+      }
+      *count = v;
+    } else if (name == "--spec-type") {
+      std::string_view all(value);
+      while (true) {
+        const size_t comma = all.find(',');
+        const std::string type(all.substr(0, comma));
+        if (!is_one_of(type, {"none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
+                              "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"})) {
+          return bad(program, "--spec-type " + value + ": unknown type '" + type +
+                                  "' (none, draft-simple, draft-eagle3, draft-mtp, draft-dflash, draft-dspark, "
+                                  "ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache)");
+        }
+        spec_types.push_back(type);
+        if (comma == std::string_view::npos) break;
+        all.remove_prefix(comma + 1);
+      }
+    } else if (name == "--spec-default") {
+      spec_types.push_back("ngram-mod");  // with n_max 64
+      ngram_mod_n_max = 64;
+    } else if (name == "--pooling") {
+      pooling = value;
+    }
+    return Status::Ok();
+  }
+
+  // 1 + the most tokens the speculative types propose.
+  int64_t per_sequence() const {
+    int64_t n = 0;
+    for (const std::string& t : spec_types) {
+      if (t.rfind("draft-", 0) == 0) n = std::max(n, draft_n_max);
+      if (t == "ngram-simple") n = std::max(n, simple_m);
+      if (t == "ngram-map-k") n = std::max(n, map_k_m);
+      if (t == "ngram-map-k4v") n = std::max(n, map_k4v_m);
+      if (t == "ngram-mod") n = std::max(n, ngram_mod_n_max);
+      if (t == "ngram-cache") n = std::max<int64_t>(n, 8);
+    }
+    return 1 + n;
+  }
+};
+
+// The value of tessera option `t` in args (the last one given), or "".
+std::string arg_value(const std::vector<std::string>& args, const std::string& t) {
+  std::string v;
+  for (size_t k = 0; k + 1 < args.size(); ++k) {
+    if (args[k] == t) v = args[k + 1];
+  }
+  return v;
 }
 
 }  // namespace
@@ -269,6 +346,7 @@ Result<LlamaCommand> read_llama_command(const std::vector<std::string>& words, c
   const Entry* table = bench ? kBench : kCommon;
   const size_t n_table = bench ? std::size(kBench) : std::size(kCommon);
   bool np_given = false, kvu_given = false;
+  ServerOutputs server_outputs;
   int64_t bench_prompt = 512, bench_gen = 128, bench_depth = 0;  // llama-bench's defaults: -p 512 -n 128 -d 0
   bool bench_tests = false;
 
@@ -338,6 +416,7 @@ Result<LlamaCommand> read_llama_command(const std::vector<std::string>& words, c
                                 "(llama.cpp keeps it in its cache directory, ~/.cache/llama.cpp)");
       case Kind::kRefused: return bad(program, name + ": not supported yet: " + e->why);
       case Kind::kIgnored:
+        TS_RETURN_IF_ERROR(server_outputs.read(program, name, value));
         cmd.ignored.push_back(given);
         if (std::string_view(e->why) == "fit") {
           cmd.notes.push_back(given + ": llama.cpp's fit at load; `tessera fit` runs it, " +
@@ -399,6 +478,23 @@ Result<LlamaCommand> read_llama_command(const std::vector<std::string>& words, c
       if (!kvu_given) cmd.args.push_back("--kv-unified");
       cmd.notes.push_back(program + ": -np not given: llama-server's automatic 4 sequences" +
                           std::string(kvu_given ? "" : " with a unified KV cache (-kvu)"));
+    }
+    // The outputs llama-server reserves its prompt graph for (build 9460, PR #23861): -np x (1 + draft tokens), at
+    // most -b; every token of the batch with --embeddings or a pooling.
+    const bool embd = std::find(cmd.args.begin(), cmd.args.end(), "--embeddings") != cmd.args.end();
+    const bool pooled = !server_outputs.pooling.empty() && server_outputs.pooling != "none";
+    if (!embd && !pooled) {
+      const std::string np = arg_value(cmd.args, "--n-parallel"), b = arg_value(cmd.args, "--batch-size");
+      const int64_t n_parallel = std::max<int64_t>(1, std::strtoll(np.c_str(), nullptr, 10));
+      const int64_t n_batch = b.empty() ? 2048 : std::max<int64_t>(1, std::strtoll(b.c_str(), nullptr, 10));
+      const int64_t per_seq = server_outputs.per_sequence();
+      const int64_t n = std::max<int64_t>(1, std::min(n_batch, n_parallel * per_seq));
+      cmd.args.insert(cmd.args.end(), {"--n-outputs-max", std::to_string(n)});
+      cmd.notes.push_back(program + ": n_outputs_max " + std::to_string(n) + " (-np " + std::to_string(n_parallel) +
+                          " x " + std::to_string(per_seq) + (per_seq > 1 ? " outputs per sequence with speculation" : " output per sequence") +
+                          (n == n_batch && n_parallel * per_seq > n_batch ? ", at most -b" : "") +
+                          "): the prompt graph keeps " + std::to_string(n) +
+                          " output rows (llama-server from build 9460, PR #23861)");
     }
   }
   if (bench) {

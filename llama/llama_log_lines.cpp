@@ -535,6 +535,7 @@ void Reader::finish() {
   int_param("n_batch", c.n_batch);
   int_param("n_ubatch", c.n_ubatch);
   int_param("n_seq_max", c.n_seq_max);
+  int_param("n_outputs_max", c.n_outputs_max);
   int_param("kv_size", c.kv_size);
   if (const std::string* s = param("flash_attn")) c.flash_attn = *s;
   if (const std::string* s = param("type_k")) c.type_k = *s;

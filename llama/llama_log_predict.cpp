@@ -296,6 +296,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   }
   if (c.n_batch) run.batch = c.n_batch;
   if (c.n_ubatch) run.ubatch = c.n_ubatch;
+  if (c.n_outputs_max && *c.n_outputs_max > 0) run.n_outputs_max = c.n_outputs_max;
   if (!c.n_ubatch && !flag(flags, "ubatch")) {
     out.notes.push_back("no 'n_ubatch = N' line: llama.cpp's default 512 tokens per micro-batch assumed");
   }
@@ -325,6 +326,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     plain.ctx_size = run.ctx_size;
     plain.batch = run.batch;
     plain.ubatch = run.ubatch;
+    plain.n_outputs_max = run.n_outputs_max;
     shape = resolve_llama_run(plain);
     if (!shape.ok())
       return Status(StatusCode::kInvalidArgument, where + "the printed context: " + shape.status().message());

@@ -224,6 +224,7 @@ LlamaContextParams llama_context_params(const LlamaRunShape& shape) {
   p.kv_unified = shape.kv_unified;
   p.use_mmap = shape.use_mmap;
   p.embeddings = shape.embeddings;
+  p.n_outputs_max = shape.n_outputs_max;
   return p;
 }
 
@@ -254,6 +255,11 @@ void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& 
   }
   c.policy.online_packing = true;
   c.policy.free_inputs = true;
+  // The prompt graph reserved for min(n_tokens, n_outputs_max) outputs (src/llama-context.cpp, sched_reserve's
+  // n_outputs_pp, from build 9460): the last layer's GET_ROWS of inp_out_ids keeps only those rows.
+  if (build >= kLlamaCppOutputsMax && p.n_outputs_max > 0 && p.n_outputs_max < c.model.n_tokens) {
+    c.model.n_outputs = p.n_outputs_max;
+  }
   // llama_context's constructor decides pipeline parallelism once the model is placed (and its fit's dry runs size
   // the compute buffers so: common/fit.cpp builds a real context on a no_alloc model)
   // The pins llama.cpp's graph callback sets (src/llama-context.cpp, graph_get_cb), which its reserve keeps from build

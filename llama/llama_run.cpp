@@ -91,6 +91,13 @@ Result<LlamaRunShape> resolve_llama_run(const LlamaRunArgs& a) {
   r.kv_unified = a.kv_unified;
   r.use_mmap = !a.no_mmap;
   r.embeddings = a.embeddings;
+  if (a.n_outputs_max) {
+    if (*a.n_outputs_max < 1 || *a.n_outputs_max > (int64_t{1} << 30)) {
+      return Status(StatusCode::kInvalidArgument,
+                    "--n-outputs-max " + std::to_string(*a.n_outputs_max) + ": expected 1 to 2^30");
+    }
+    r.n_outputs_max = *a.n_outputs_max;
+  }
   // --swa-full: full-size caches for the sliding-window layers (llama_kv_cache_iswa's size_swa = size_base). The
   // memory breakdown sizes them (llama_kv_cells, tessera/llama/llama_memory.h); the simulated graph builds them full
   // size either way.

@@ -42,6 +42,10 @@ void add_llama_run_options(CLI::App* app, LlamaRunArgs* a) {
                 "instead of the mapped file (CPU_Mapped)");
   app->add_flag("--embeddings,--embedding", a->embeddings,
                 "llama.cpp's --embeddings: the output buffer holds n_embd floats more per output row");
+  app->add_option("--n-outputs-max", a->n_outputs_max,
+                  "llama.cpp's n_outputs_max (no llama.cpp option: llama-server sets -np x (1 + draft tokens), and a "
+                  "pasted llama-server command line gives it): the prompt graph keeps min(-ub, N) output rows "
+                  "(llama.cpp build 9460 and later)");
   app->add_flag("--swa-full", a->swa_full,
                 "llama.cpp's --swa-full: full-size sliding-window caches (Tessera's only kind so far)");
 }

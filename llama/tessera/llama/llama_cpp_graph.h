@@ -18,6 +18,9 @@ constexpr int kLlamaCppOldFormatBuild = 4400;
 constexpr int kLlamaCppNewestBuild = 10470;
 // From this build llama.cpp's reserve keeps the pins its graph callback sets (PR #17232): use_llama_cpp_rules pins.
 constexpr int kLlamaCppReservePins = 7050;
+// From this build llama.cpp reserves its prompt graph for min(n_ubatch, n_outputs_max) outputs, not n_ubatch
+// (PR #23861, de6f727a, "limit max outputs of llama_context"): LlamaContextParams::n_outputs_max.
+constexpr int kLlamaCppOutputsMax = 9460;
 
 // The graph of llama.cpp build `build` (>= 1). Builds before 2459 are given 2459's graph (the oldest checked): earlier
 // ones also shifted K inside the reserved graph (before PR #5691), which is not modelled.

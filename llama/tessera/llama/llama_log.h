@@ -69,6 +69,7 @@ struct LlamaLogKvCache {
 struct LlamaLogContext {
   std::vector<std::pair<std::string, std::string>> params;
   std::optional<int64_t> n_ctx, n_batch, n_ubatch, n_seq_max, kv_size;
+  std::optional<int64_t> n_outputs_max;  // "n_outputs_max = 1" (build 9460 and later; llama-server sets it)
   // llama-server's "initializing slots, n_slots = 1" and "new slot n_ctx_slot = 30016" (each slot's share of n_ctx)
   std::optional<int64_t> n_slots, n_ctx_slot;
   std::string flash_attn;                      // as printed: "enabled", "auto", "0", "1" ("" when not printed)

@@ -30,6 +30,12 @@ struct LlamaContextParams {
   // --no-mmap: weights in the CPU's memory are read into buffers instead of mapped: the first GPU's host buffer
   // ("CUDA_Host", pinned) when there is a GPU, the CPU's ("CPU") for those an override sends to the CPU.
   bool use_mmap = true;
+  // n_outputs_max (llama_context_params, from build 9460, PR #23861): the output rows llama.cpp reserves its prompt
+  // graph for, min(n_ubatch, n_outputs_max); 0 means n_batch (every token an output, as before 9460). llama-server
+  // sets it to n_parallel x (1 + the speculative draft's tokens) and prints "n_outputs_max = N"; llama-cli and the
+  // others leave it 0. Fewer output rows shrink the last layer's FFN and the logits [n_vocab, rows] in the compute
+  // buffers (Qwen3-8B, -ub 2048: 2048 rows of 151936 logits are 1187 MiB).
+  int64_t n_outputs_max = 0;
 };
 // From the run options as given (unset: llama.cpp's defaults).
 LlamaContextParams llama_context_params(const LlamaRunShape& shape);

@@ -20,6 +20,8 @@ struct LlamaRunArgs {
   bool kv_unified = false, swa_full = false;
   bool no_mmap = false;     // --no-mmap
   bool embeddings = false;  // --embeddings
+  // llama.cpp's context parameter n_outputs_max (no option of its own: llama-server sets it, see llama_cmdline.h)
+  std::optional<int64_t> n_outputs_max;  // --n-outputs-max
 };
 
 // What the run options come to: the model's n_ctx (the cache slots) and n_tokens (the graph's batch: one micro-batch),
@@ -40,6 +42,7 @@ struct LlamaRunShape {
   bool kv_unified = false;
   bool use_mmap = true;
   bool embeddings = false;
+  int64_t n_outputs_max = 0;  // the outputs llama.cpp reserves its graphs for (0: n_batch; LlamaContextParams)
 };
 
 // Errors (kInvalidArgument) name the llama.cpp flag: a bad value, or "not supported yet: ..." for what Tessera cannot

@@ -64,21 +64,52 @@ TEST(LlamaCmdline, AServerCommandLine) {
   // llama-server's own default: 4 sequences in one cache when -np is not given (tools/server/server.cpp)
   EXPECT_THAT(c.args, ElementsAre("--model", "/m/x.gguf", "--n-gpu-layers", "99", "--ctx-size", "32768", "--flash-attn",
                                   "on", "--cache-type-k", "q8_0", "--override-tensor", "exps=CPU", "--no-mmap",
-                                  "--n-parallel", "4", "--kv-unified"));
+                                  "--n-parallel", "4", "--kv-unified", "--n-outputs-max", "4"));
 }
 
 TEST(LlamaCmdline, TheServerKeepsTheSequencesGiven) {
   EXPECT_THAT(read("llama-server -m x -np 2 -kvu").args,
-              ElementsAre("--model", "x", "--n-parallel", "2", "--kv-unified"));
+              ElementsAre("--model", "x", "--n-parallel", "2", "--kv-unified", "--n-outputs-max", "2"));
   // --parallel is -np; --no-kv-unified is llama.cpp's default, passed on as nothing
   EXPECT_THAT(read("llama-server -m x --parallel 1 --no-kv-unified").args,
-              ElementsAre("--model", "x", "--n-parallel", "1"));
+              ElementsAre("--model", "x", "--n-parallel", "1", "--n-outputs-max", "1"));
   // -kvu given without -np: the automatic 4 sequences, -kvu as given
-  EXPECT_THAT(read("llama-server -m x -kvu").args, ElementsAre("--model", "x", "--kv-unified", "--n-parallel", "4"));
+  EXPECT_THAT(read("llama-server -m x -kvu").args,
+              ElementsAre("--model", "x", "--kv-unified", "--n-parallel", "4", "--n-outputs-max", "4"));
   // no program, or llama-cli: no such default
   EXPECT_THAT(read("-m x -c 0").args, ElementsAre("--model", "x", "--ctx-size", "0"));
   EXPECT_EQ(read("llama-cli -m x").program, "llama-cli");
   EXPECT_THAT(read("llama-cli -m x").args, ElementsAre("--model", "x"));
+}
+
+// llama-server's n_outputs_max (tools/server/server-context.cpp, server_n_outputs_max, build 9460, PR #23861):
+// n_parallel x (1 + the most tokens a speculative type proposes), at most n_batch, at least 1; n_batch (nothing
+// passed on) with --embeddings or a pooling. The defaults are common/common.h's: a draft's n_max 3, ngram-mod 64,
+// the ngram maps' size_m 48, ngram-cache 8.
+TEST(LlamaCmdline, TheServerReservesOutputsPerSequence) {
+  auto outputs = [](const std::string& text) {
+    const std::vector<std::string> a = read(text).args;
+    for (size_t k = 0; k + 1 < a.size(); ++k) {
+      if (a[k] == "--n-outputs-max") return a[k + 1];
+    }
+    return std::string("none");
+  };
+  EXPECT_EQ(outputs("llama-server -m x"), "4");
+  EXPECT_EQ(outputs("llama-server -m x -np 3 -kvu --spec-type draft-simple"), "12");  // 3 x (1 + 3)
+  EXPECT_EQ(outputs("llama-server -m x -np 2 -kvu --spec-type draft-simple --draft-max 8"), "18");
+  EXPECT_EQ(outputs("llama-server -m x -np 1 --spec-type ngram-cache,draft-mtp --spec-draft-n-max 2"), "9");
+  EXPECT_EQ(outputs("llama-server -m x -np 1 --spec-default"), "65");  // ngram-mod, n_max 64
+  EXPECT_EQ(outputs("llama-server -m x -np 2 -kvu --spec-type ngram-map-k4v --spec-ngram-map-k4v-size-m 24"), "50");
+  EXPECT_EQ(outputs("llama-server -m x -np 1 --spec-type none"), "1");
+  EXPECT_EQ(outputs("llama-server -m x -np 64 -kvu -b 32"), "32");  // at most -b
+  EXPECT_EQ(outputs("llama-server -m x --embeddings"), "none");
+  EXPECT_EQ(outputs("llama-server -m x --pooling mean"), "none");
+  EXPECT_EQ(outputs("llama-server -m x --pooling none"), "4");
+  EXPECT_EQ(outputs("llama-cli -m x --spec-type draft-simple"), "none");  // llama-server's rule only
+  const LlamaCommand c = read("llama-server -m x -np 2 -kvu");
+  EXPECT_THAT(c.notes, testing::Contains(HasSubstr("n_outputs_max 2")));
+  EXPECT_THAT(error("llama-server -m x --spec-type draft-smple"), HasSubstr("unknown type 'draft-smple'"));
+  EXPECT_THAT(error("llama-server -m x --draft-max many"), HasSubstr("--draft-max many: expected a number"));
 }
 
 TEST(LlamaCmdline, LongNamesWithEqualsAndUnderscores) {
