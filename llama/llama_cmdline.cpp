@@ -197,11 +197,11 @@ struct ServerOutputs {
   // An ignored option's value; an error for a bad value of one read here.
   Status read(const std::string& program, const std::string& name, const std::string& value) {
     int64_t* count = has_option_name("--draft-max,--draft,--draft-n,--spec-draft-n-max", name) ? &draft_n_max
-                     : name == "--spec-ngram-mod-n-max"                                         ? &ngram_mod_n_max
-                     : name == "--spec-ngram-simple-size-m"                                     ? &simple_m
-                     : name == "--spec-ngram-map-k-size-m"                                      ? &map_k_m
-                     : name == "--spec-ngram-map-k4v-size-m"                                    ? &map_k4v_m
-                                                                                                : nullptr;
+                     : name == "--spec-ngram-mod-n-max"                                        ? &ngram_mod_n_max
+                     : name == "--spec-ngram-simple-size-m"                                    ? &simple_m
+                     : name == "--spec-ngram-map-k-size-m"                                     ? &map_k_m
+                     : name == "--spec-ngram-map-k4v-size-m"                                   ? &map_k4v_m
+                                                                                               : nullptr;
     if (count != nullptr) {
       char* end = nullptr;
       const long long v = std::strtoll(value.c_str(), &end, 10);
@@ -490,11 +490,11 @@ Result<LlamaCommand> read_llama_command(const std::vector<std::string>& words, c
       const int64_t per_seq = server_outputs.per_sequence();
       const int64_t n = std::max<int64_t>(1, std::min(n_batch, n_parallel * per_seq));
       cmd.args.insert(cmd.args.end(), {"--n-outputs-max", std::to_string(n)});
-      cmd.notes.push_back(program + ": n_outputs_max " + std::to_string(n) + " (-np " + std::to_string(n_parallel) +
-                          " x " + std::to_string(per_seq) + (per_seq > 1 ? " outputs per sequence with speculation" : " output per sequence") +
-                          (n == n_batch && n_parallel * per_seq > n_batch ? ", at most -b" : "") +
-                          "): the prompt graph keeps " + std::to_string(n) +
-                          " output rows (llama-server from build 9460, PR #23861)");
+      cmd.notes.push_back(
+          program + ": n_outputs_max " + std::to_string(n) + " (-np " + std::to_string(n_parallel) + " x " +
+          std::to_string(per_seq) + (per_seq > 1 ? " outputs per sequence with speculation" : " output per sequence") +
+          (n == n_batch && n_parallel * per_seq > n_batch ? ", at most -b" : "") + "): the prompt graph keeps " +
+          std::to_string(n) + " output rows (llama-server from build 9460, PR #23861)");
     }
   }
   if (bench) {
