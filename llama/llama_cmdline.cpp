@@ -494,7 +494,7 @@ Result<LlamaCommand> read_llama_command(const std::vector<std::string>& words, c
           program + ": n_outputs_max " + std::to_string(n) + " (-np " + std::to_string(n_parallel) + " x " +
           std::to_string(per_seq) + (per_seq > 1 ? " outputs per sequence with speculation" : " output per sequence") +
           (n == n_batch && n_parallel * per_seq > n_batch ? ", at most -b" : "") + "): the prompt graph keeps " +
-          std::to_string(n) + " output rows (llama-server from build 9460, PR #23861)");
+          std::to_string(n) + (n == 1 ? " output row" : " output rows") + " (llama-server from build 9460, PR #23861)");
     }
   }
   if (bench) {

@@ -34,7 +34,9 @@ const char* split_cause_name(SplitCause cause) {
 const char* split_cause_description(SplitCause cause) {
   switch (cause) {
     case SplitCause::kStart: return "the graph's first split";
-    case SplitCause::kPin: return "a user pin (--pin) puts a node on another backend";
+    case SplitCause::kPin:
+      return "a pin puts a node on another backend (--pin, or llama.cpp's graph callback: a layer's norm on its "
+             "layer's device, -nkvo's merged heads on the CPU)";
     case SplitCause::kUnsupported: return "the backend before cannot run the op, or the new one the op before";
     case SplitCause::kOpOffload:
       return "op offload (1.off): a faster backend takes an op whose weight is in host memory";

@@ -344,6 +344,48 @@ TEST(LlamaMemory, CudaReservesF16CopiesOfAQuantizedCacheForFlashAttentionFrom948
   EXPECT_LT(new_q8, 700 * kMiB);  // (the node, Q, the mask's GPU copy and the residual stream: 672.01 MiB)
 }
 
+// From build 9460 llama.cpp reserves its prompt graph for min(n_ubatch, n_outputs_max) output rows (PR #23861,
+// src/llama-context.cpp sched_reserve's n_outputs_pp); llama-server sets n_outputs_max to -np x (1 + draft tokens).
+// Llama 3.1 8B, one GPU, -fa on, -c 8192, n_ubatch 512: with every token an output the logits, f32 [128256, 512] =
+// 250.5 MiB, are the GPU's peak; with one output row they are 0.49 MiB, and the peak is a layer's FFN (f32
+// [14336, 512] = 28 MiB a tensor), so the GPU's compute buffer is far below 250.5 MiB. Before 9460, or with
+// n_outputs_max 0 (n_batch) or at least n_ubatch, nothing changes.
+TEST(LlamaMemory, TheReserveKeepsNOutputsMaxRowsFrom9460) {
+  auto plan = [](int build, int64_t n_outputs_max, int64_t* rows) {
+    SessionConfig c;
+    c.topology = topology({gpu("gpu0", 80 * GiB), wrapped_cpu(64 * GiB)});
+    c.model = fixture("llama-3.1-8b-q4_k_m", 8192);
+    c.model.n_tokens = 512;
+    c.model.flash_attn = true;
+    c.sim.mode = MemoryMode::kMetadata;
+    LlamaContextParams p;
+    p.n_outputs_max = n_outputs_max;
+    use_llama_cpp_rules(c, build, p);
+    auto s = Session::create(c, &builtin_registry());
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    if (!s.ok() || !s.value()->plan().ok()) return size_t{0};
+    for (size_t i = 0; i < s.value()->graph().n_nodes(); ++i) {
+      const Tensor* t = s.value()->graph().node(i);
+      if (std::string_view(t->name) == "result_output") *rows = t->ne[1];
+    }
+    auto b = llama_memory_breakdown(*s.value(), p);
+    EXPECT_TRUE(b.ok());
+    return b.ok() ? bytes_of(b.value(), LlamaBuffer::Kind::kCompute, "CUDA0") : 0;
+  };
+  int64_t rows_old = 0, rows_new = 0, rows_all = 0, rows_wide = 0;
+  const size_t old_one = plan(9459, 1, &rows_old), new_one = plan(9460, 1, &rows_new);
+  const size_t new_all = plan(9460, 0, &rows_all), new_wide = plan(9460, 512, &rows_wide);
+  EXPECT_EQ(rows_old, 512);
+  EXPECT_EQ(rows_new, 1);
+  EXPECT_EQ(rows_all, 512);
+  EXPECT_EQ(rows_wide, 512);
+  EXPECT_GE(old_one, 250 * kMiB + kMiB / 2);
+  EXPECT_EQ(new_all, old_one);
+  EXPECT_EQ(new_wide, old_one);
+  EXPECT_LT(new_one, 150 * kMiB);
+  EXPECT_GE(new_one, 28 * kMiB);
+}
+
 // The pins of llama.cpp's graph callback (src/llama-context.cpp, graph_get_cb), which its reserve keeps from build 7050
 // (PR #17232): with -nkvo and no flash attention the merged heads ("kqv_merged_cont") on the CPU; with full offload
 // every "norm" of a layer on that layer's device. Builds before 7050 reserved without them, and llama.cpp's fit

@@ -17,7 +17,7 @@ namespace tessera::harness {
 
 enum class SplitCause {
   kStart,        // "start": the graph's first split
-  kPin,          // "pin": a user pin (--pin) on one side of the boundary
+  kPin,          // "pin": a pin (--pin, or llama.cpp's graph callback pins) on one side
   kUnsupported,  // "unsupported-op": a backend on one side cannot run the other side's op (fallback, op rules)
   kOpOffload,    // "op-offload": op offload moved an op (or the run around it) to another backend
   kInput,        // "graph-input": a graph input, written from the host on the CPU
