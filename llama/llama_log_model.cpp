@@ -276,6 +276,28 @@ Result<models::LlamaConfig> model_from_log_metadata(const LlamaLog& log, const m
   }
   derived.clear();
   for (const auto& [name, t] : c.weight_types) derived[lower(type_name(t))] += 1;
+  // gpt-oss is published with MXFP4 experts, and some quantizers keep them (Unsloth's gpt-oss-20b Q4_K_M:
+  // tests/fidelity/53 prints mxfp4 72 = 24 layers x 3 expert tensors beside the Q4_K_M mix of the others), where
+  // llama-quantize's rules requantize them: when the printed mxfp4 count is the expert tensors' and that alone makes
+  // the counts equal, the experts stay MXFP4.
+  if (derived != printed && derived.count("mxfp4") == 0 && printed.count("mxfp4") != 0) {
+    std::map<std::string, Type> kept = c.weight_types;
+    int64_t experts = 0;
+    for (auto& [name, t] : kept) {
+      if (name.find("_exps.weight") == std::string::npos) continue;
+      t = Type::kMXFP4;
+      ++experts;
+    }
+    std::map<std::string, int64_t> with;
+    for (const auto& [name, t] : kept) with[lower(type_name(t))] += 1;
+    if (experts == printed.at("mxfp4") && with == printed) {
+      c.weight_types = std::move(kept);
+      derived = std::move(with);
+      notes->push_back(
+          "weights: the MoE experts kept in MXFP4 (the printed mxfp4 count is theirs), the others by the "
+          "file type's rules");
+    }
+  }
   if (derived != printed) {
     notes->push_back("the derived weight types (" + counts_text(derived) + ") differ from the printed ones (" +
                      counts_text(printed) + ")");

@@ -28,10 +28,14 @@ namespace {
 
 double mib(size_t bytes) { return static_cast<double>(bytes) / 1024.0 / 1024.0; }
 
-// The log's GPU backend ("CUDA", "ROCm") from its device and buffer names; "CUDA" when none says.
+// The GPU backends whose device and buffer names compare-log reads: the name and a number ("CUDA0", "MTL0").
+constexpr const char* kGpuBackends[] = {"CUDA", "ROCm", "Vulkan", "MTL"};
+
+// The log's GPU backend ("CUDA", "ROCm", "Vulkan", "MTL": Apple Metal) from its device and buffer names; "CUDA" when
+// none says.
 std::string gpu_backend(const LlamaLog& log) {
   auto of = [](const std::string& name) -> std::string {
-    for (const char* b : {"CUDA", "ROCm", "Vulkan"}) {
+    for (const char* b : kGpuBackends) {
       if (name.rfind(b, 0) == 0) return b;
     }
     return "";
@@ -50,7 +54,7 @@ std::string gpu_backend(const LlamaLog& log) {
 
 // The GPU index of a name "CUDA3" / "ROCm0", or -1 ("CUDA_Host", "CPU").
 int gpu_index(const std::string& name) {
-  for (const char* b : {"CUDA", "ROCm", "Vulkan"}) {
+  for (const char* b : kGpuBackends) {
     const size_t n = std::char_traits<char>::length(b);
     if (name.size() > n && name.compare(0, n, b) == 0 && std::isdigit(static_cast<unsigned char>(name[n]))) {
       return std::atoi(name.c_str() + n);
@@ -109,11 +113,23 @@ Gpus log_gpus(const LlamaLog& log) {
 // ggml_backend_cuda_device_offload_op counts it: ggml_offload_batch_size) and the CPU. Memory is not what is
 // compared: every device gets room enough for any buffer (1 PiB), so a log of a failed allocation still gets its sizes.
 // `row_rounding`: per GPU, the row split's rounding its "Device N:" line implies (row_rounding_of), 0 for the default.
-std::string topology_json(int n_gpus, const std::vector<int>& row_rounding) {
+// `metal`: Apple Metal GPUs instead (ggml-metal.cpp at build 8198): 32-byte buffers, no host buffer type, weights
+// mapped from the file (buffer_from_host_ptr), op offload of MUL_MAT and MUL_MAT_ID from a batch of 32
+// (ggml_backend_metal_device_offload_op), the kernels' room after some nodes (the metal_extras padding rule); and the
+// CPU with its CPU_REPACK buffer type (an AArch64 CPU: Apple silicon), where the placement puts the matrix weights it
+// repacks (PlacementPolicy::cpu_repack).
+std::string topology_json(int n_gpus, const std::vector<int>& row_rounding, bool metal) {
   std::ostringstream s;
   s << R"({"name": "from-log", "description": "the GPUs of a llama.cpp log", "devices": [)";
   for (int i = 0; i < n_gpus; ++i) {
     const int r = static_cast<size_t>(i) < row_rounding.size() ? row_rounding[static_cast<size_t>(i)] : 0;
+    if (metal) {
+      s << R"({"name": "gpu)" << i << R"(", "type": "gpu", "memory": "1024 TiB", "alignment": 32, )"
+        << R"("caps": {"async": true, "events": true, "host_buffer": false, "from_host_ptr": true}, )"
+        << R"("padding": [{"metal_extras": true, "note": "ggml-metal's get_alloc_size"}], )"
+        << R"("offload": {"min_batch": 32, "ops": ["MUL_MAT", "MUL_MAT_ID"]}}, )";
+      continue;
+    }
     s << R"({"name": "gpu)" << i << R"(", "type": "gpu", "memory": "1024 TiB", "alignment": 128, )";
     if (r > 0) s << R"("row_rounding": )" << r << ", ";
     s << R"("caps": {"async": true, "events": true, "host_buffer": true, "from_host_ptr": false}, )"
@@ -121,7 +137,9 @@ std::string topology_json(int n_gpus, const std::vector<int>& row_rounding) {
   }
   s << R"({"name": "cpu", "type": "cpu", "wraps": "CPU", "memory": "1024 TiB", "alignment": 64, )"
     << R"("host_visible": true, "caps": {"async": false, "events": false, "host_buffer": false, )"
-    << R"("from_host_ptr": true}}]})";
+    << R"("from_host_ptr": true})";
+  if (metal) s << R"(, "buffer_types": [{"name": "CPU_REPACK", "description": "ggml-cpu's repacked weights"}])";
+  s << "}]}";
   return s.str();
 }
 
@@ -420,10 +438,12 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   for (const LlamaLogDevice& d : log.devices) {
     if (d.index >= 0 && d.index < gpus.count) rounding[static_cast<size_t>(d.index)] = row_rounding_of(d.description);
   }
-  auto topo = parse_topology(topology_json(gpus.count, rounding), "the devices of " + log.source);
+  const bool metal = backend == "MTL";
+  auto topo = parse_topology(topology_json(gpus.count, rounding, metal), "the devices of " + log.source);
   if (!topo.ok()) return topo.status();
   cfg.topology = std::move(topo).value();
   PlacementPolicy& policy = cfg.policy;
+  policy.cpu_repack = metal;
   if (c.repeating_offloaded) {
     // "offloading K repeating layers" (the last K) and, or not, "offloading output layer": what was offloaded,
     // whichever way the build counted -ngl (before mid-2025 the output layer came on top of N, now it counts inside N).
@@ -605,6 +625,10 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     LlamaContextParams params = llama_context_params(shape.value());
     params.n_seq_max = n_seq_max;
     params.embeddings = log.ollama;
+    params.metal = metal;
+    // "kv_unified = true" (llama-server's automatic -np 4 gives it): the sliding-window caches keep every sequence's
+    // window
+    if (const std::string* kvu = param(log, "kv_unified"); kvu != nullptr && *kvu == "true") params.kv_unified = true;
     params.output_per_batch_token = build_number > 0 && build_number < 2540;
     const std::string* mmap = param(log, "mmap");
     params.use_mmap = !((mmap != nullptr && *mmap == "false") || flag(flags, "no_mmap") != nullptr);

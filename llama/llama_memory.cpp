@@ -3,6 +3,7 @@
 #include "tessera/llama/llama_memory.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <string>
 #include <regex>
@@ -148,14 +149,23 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
     at = pad(at + nbytes(*k.t), 32);
   }
   size_t first = SIZE_MAX, last = 0;
+  // Metal with mmap: per GPU, the span of the file its weights lie in (MTL0_Mapped)
+  std::unordered_map<int, std::pair<size_t, size_t>> gpu_span;
   const std::string host = names.host();
+  // (Metal has no host buffer type: weights read into host memory are the CPU's)
+  const std::string host_buffer = params.metal ? "CPU" : "CUDA_Host";
   const auto overrides = params.use_mmap ? std::vector<std::pair<std::regex, bool>>{} : cpu_overrides(s);
   for (const auto& [t, bt] : weights) {
     const int dev = names.index_of(bt->device()->name());
+    if (!names.is_gpu(dev) && bt != bt->device()->buffer_type() && !bt->is_host()) {
+      // an extra buffer type of the CPU (CPU_REPACK: PlacementPolicy::cpu_repack): a buffer of its own, never mapped
+      buffer(out, LlamaBuffer::Kind::kModel, bt->name(), host).bytes += pad(bt->alloc_size(*t), bt->alignment());
+      continue;
+    }
     if (!names.is_gpu(dev)) {
       if (!params.use_mmap) {  // read into a buffer: pinned host memory, or the CPU's when an override says so
-        const bool cpu = names.n_gpus() == 0 || overridden_to_cpu(overrides, *t);
-        buffer(out, LlamaBuffer::Kind::kModel, cpu ? "CPU" : "CUDA_Host", host).bytes += pad(nbytes(*t), 32);
+        const bool cpu = params.metal || names.n_gpus() == 0 || overridden_to_cpu(overrides, *t);
+        buffer(out, LlamaBuffer::Kind::kModel, cpu ? "CPU" : host_buffer, host).bytes += pad(nbytes(*t), 32);
         continue;
       }
       const models::LlamaGraph::WeightCopy* copy = model.copy_of(t);
@@ -167,22 +177,44 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
     // A GPU's own memory, pinned host memory of a GPU ("CUDA_Host", -ot ...=CUDA_Host), or a GPU's split buffer type
     // (-sm row: "CUDA0_Split", its tensors' rows on every GPU; the split buffer type's own alloc_size).
     const bool split = is_split_buffer_type(*bt);
+    if (params.metal && params.use_mmap && !split && !bt->is_host()) {
+      // Metal takes buffer_from_host_ptr: the GPU's weights stay in the mapped file (src/llama-model.cpp wraps the
+      // context's range of the file, llama_model_loader::get_mapping_range)
+      const models::LlamaGraph::WeightCopy* copy = model.copy_of(t);
+      const size_t at_file = offset[copy != nullptr ? copy->of : t];
+      auto [it, fresh] = gpu_span.try_emplace(dev, at_file, at_file + nbytes(*t));
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, at_file);
+        it->second.second = std::max(it->second.second, at_file + nbytes(*t));
+      }
+      continue;
+    }
     const std::string name = split            ? names.device_buffer(dev) + "_Split"
                              : !bt->is_host() ? names.device_buffer(dev)
-                                              : "CUDA_Host";
+                                              : host_buffer;
     const std::string device = !bt->is_host() ? bt->device()->name() : host;
-    const size_t size = bt->is_host() || split ? bt->alloc_size(*t) : std::max(bt->alloc_size(*t), cuda_alloc_size(*t));
+    // (ggml-metal's alloc size of a weight is its size: no CUDA row padding)
+    const size_t size =
+        bt->is_host() || split || params.metal ? bt->alloc_size(*t) : std::max(bt->alloc_size(*t), cuda_alloc_size(*t));
     buffer(out, LlamaBuffer::Kind::kModel, name, device).bytes += pad(size, bt->alignment());
   }
   if (first != SIZE_MAX) buffer(out, LlamaBuffer::Kind::kModel, "CPU_Mapped", host).bytes = last - first;
+  for (const auto& [dev, span] : gpu_span) {
+    buffer(out, LlamaBuffer::Kind::kModel, names.device_buffer(dev) + "_Mapped",
+           s.config().topology.devices[static_cast<size_t>(dev)].name)
+        .bytes = span.second - span.first;
+  }
   // In llama.cpp's order: the host's buffers (CPU_Mapped, CUDA_Host), then the GPUs' in device order, their split
   // buffers first (build 5261's log in tests/fidelity/02-4gpu-rowsplit.log prints CUDA0_Split .. CUDA3_Split, then
   // CUDA0 ..). (--no-mmap: the CPU's own buffer comes last.)
-  auto rank = [](const LlamaBuffer& b) {
+  // (Metal, log tests/fidelity/52: CPU, CPU_REPACK, then MTL0.)
+  auto rank = [&](const LlamaBuffer& b) {
     const bool split = b.name.ends_with("_Split");
-    return b.name == "CPU_Mapped"  ? -2
-           : b.name == "CUDA_Host" ? -1
-           : b.name == "CPU"       ? 1 << 20
+    const bool gpu = b.name.size() > 4 && b.name.compare(0, 4, "CUDA") == 0 && std::isdigit(b.name[4]) != 0;
+    return b.name == "CPU_Mapped"  ? -3
+           : b.name == "CUDA_Host" ? -2
+           : b.name == "CPU"       ? (params.metal ? -2 : 1 << 20)
+           : !gpu                  ? -1
                                    : std::stoi(b.name.substr(4)) + (split ? 0 : 1 << 10);
   };
   std::stable_sort(out->begin(), out->end(),
@@ -200,7 +232,7 @@ void kv_buffers(Session& s, const Names& names, const LlamaContextParams& params
     const int dev = names.index_of(bt->device()->name());
     const std::string cache = !m.has_swa() ? "" : m.is_swa(il) ? "SWA" : "non-SWA";
     const bool gpu = names.is_gpu(dev) && !bt->is_host();
-    const std::string name = gpu ? names.device_buffer(dev) : names.is_gpu(dev) ? "CUDA_Host" : "CPU";
+    const std::string name = gpu ? names.device_buffer(dev) : names.is_gpu(dev) && !params.metal ? "CUDA_Host" : "CPU";
     const std::string device = gpu ? bt->device()->name() : names.host();
     LlamaBuffer& b = buffer(out, LlamaBuffer::Kind::kKv, name, device, cache);
     b.cells = llama_kv_cells(m, il, params);
@@ -347,7 +379,8 @@ Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextPar
   const bool out_gpu = names.is_gpu(s.placement().output_device);
   const int64_t row = m.n_vocab + (params.embeddings ? m.n_embd : 0);
   const int64_t rows = params.output_per_batch_token ? std::min(m.n_ctx, params.n_batch) : params.n_seq_max;
-  buffer(&b.buffers, LlamaBuffer::Kind::kOutput, out_gpu ? "CUDA_Host" : "CPU", names.host()).bytes =
+  // (Metal has no host buffer type: the CPU's)
+  buffer(&b.buffers, LlamaBuffer::Kind::kOutput, out_gpu && !params.metal ? "CUDA_Host" : "CPU", names.host()).bytes =
       static_cast<size_t>(std::max<int64_t>(rows, 1) * row) * sizeof(float);
   // The compute buffers (src/llama-context.cpp, sched_reserve): per backend, printed when above 1 byte; the CPU
   // backend's is in the first GPU's host buffer type (CUDA_Host) when there is a GPU.
@@ -357,7 +390,7 @@ Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextPar
     if (bytes <= 1) continue;
     const int dev = names.index_of(sched.backend(i)->name());
     const bool gpu = names.is_gpu(dev);
-    const std::string name = gpu ? names.device_buffer(dev) : names.n_gpus() > 0 ? "CUDA_Host" : "CPU";
+    const std::string name = gpu ? names.device_buffer(dev) : names.n_gpus() > 0 && !params.metal ? "CUDA_Host" : "CPU";
     buffer(&b.buffers, LlamaBuffer::Kind::kCompute, name, gpu ? sched.backend(i)->name() : names.host()).bytes += bytes;
   }
   b.graph_nodes = s.graph().n_nodes();

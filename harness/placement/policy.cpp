@@ -118,6 +118,22 @@ BufferType* find_tessera_target(const std::vector<Device*>& devices, const std::
 
 }  // namespace
 
+bool cpu_repacks(const Tensor& w) {
+  if (std::strncmp(w.name, "token_embd", 10) == 0) return false;
+  const int dims = w.ne[3] > 1 ? 4 : w.ne[2] > 1 ? 3 : 2;
+  if (dims > 3 || w.ne[1] < 1) return false;
+  switch (w.type) {
+    case Type::kQ4_0:
+    case Type::kIQ4_NL:
+    case Type::kMXFP4:
+    case Type::kQ8_0: return w.ne[1] % 4 == 0;
+    case Type::kQ4_K:
+    case Type::kQ5_K:
+    case Type::kQ6_K: return w.ne[1] % 8 == 0;
+    default: return false;
+  }
+}
+
 std::vector<Device*> devices_of(const Simulator& simulator) {
   std::vector<Device*> d;
   for (size_t i = 0; i < simulator.device_count(); ++i) d.push_back(simulator.device(i));
@@ -359,6 +375,16 @@ Result<Placement> place_model(const std::vector<Device*>& devices, const std::ve
     if (weight != nullptr && split != nullptr && takes_row_split(*dev, *split, *weight, output_copy)) return split;
     return dev->buffer_type();
   };
+  // cpu_repack: the CPU's CPU_REPACK buffer type for the matrix weights it repacks (PlacementPolicy::cpu_repack)
+  BufferType* repack = nullptr;
+  if (policy.cpu_repack) {
+    for (BufferType* e : devices[static_cast<size_t>(cpu)]->extra_buffer_types()) {
+      if (repack == nullptr && strcasecmp(e->name(), "CPU_REPACK") == 0) repack = e;
+    }
+  }
+  auto to_repack = [&](Tensor* t, BufferType* b) {
+    return repack != nullptr && b == devices[static_cast<size_t>(cpu)]->buffer_type() && cpu_repacks(*t) ? repack : b;
+  };
   auto choose = [&](Tensor* t, bool is_weight) -> BufferType* {
     if (BufferType* b = override_of(rules.value(), t->name, is_weight)) return b;
     if (!is_weight && !policy.kv_offload) return device_buft(cpu);
@@ -372,7 +398,8 @@ Result<Placement> place_model(const std::vector<Device*>& devices, const std::ve
     if (is_weight && (std::strncmp(t->name, "output", 6) == 0)) return device_buft(p.output_device, w);
     return device_buft(cpu);
   };
-  for (Tensor* w : weights) p.where.emplace_back(w, choose(w, true));
+  auto choose_weight = [&](Tensor* t) { return to_repack(t, choose(t, true)); };
+  for (Tensor* w : weights) p.where.emplace_back(w, choose_weight(w));
   const size_t n_weights = p.where.size();
   for (Tensor* c : caches) p.where.emplace_back(c, choose(c, false));
 

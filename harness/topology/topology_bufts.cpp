@@ -14,7 +14,7 @@ using namespace tessera::sim;
 namespace {
 
 PaddingRule parse_padding_rule(const json& v, const std::string& path) {
-  expect_object(v, path, {"ops", "types", "row_multiple", "extra", "f16_kv_copies", "note"},
+  expect_object(v, path, {"ops", "types", "row_multiple", "extra", "f16_kv_copies", "metal_extras", "note"},
                 "a padding rule such as {\"types\": [\"q4_0\"], \"row_multiple\": 512}");
   PaddingRule r;
   if (const json* x = member(v, "ops"))
@@ -27,11 +27,13 @@ PaddingRule parse_padding_rule(const json& v, const std::string& path) {
   }
   if (const json* x = member(v, "extra")) r.extra = get_size(*x, child(path, "extra"));
   if (const json* x = member(v, "f16_kv_copies")) r.f16_kv_copies = get_bool(*x, child(path, "f16_kv_copies"));
+  if (const json* x = member(v, "metal_extras")) r.metal_extras = get_bool(*x, child(path, "metal_extras"));
   if (const json* x = member(v, "note")) r.note = get_string(*x, child(path, "note"));
-  if (r.row_multiple == 0 && r.extra == 0 && !r.f16_kv_copies)
+  if (r.row_multiple == 0 && r.extra == 0 && !r.f16_kv_copies && !r.metal_extras)
     fail(path,
-         "a padding rule needs \"row_multiple\" > 0, \"extra\" > 0 or \"f16_kv_copies\": true (else it pads "
-         "nothing)");
+         "a padding rule needs \"row_multiple\" > 0, \"extra\" > 0, \"f16_kv_copies\" or \"metal_extras\": true (else "
+         "it "
+         "pads nothing)");
   return r;
 }
 
@@ -57,7 +59,7 @@ Status validate_padding(const std::vector<PaddingRule>& rules, const std::string
     if (r.row_multiple < 0 || r.row_multiple > kMaxRowMultiple)
       return invalid(child(p, "row_multiple") + ": expected a whole number from 0 to 1048576");
     if (r.extra > kMaxPaddingExtra) return invalid(child(p, "extra") + ": expected a size up to 1 GiB");
-    if (r.row_multiple == 0 && r.extra == 0 && !r.f16_kv_copies)
+    if (r.row_multiple == 0 && r.extra == 0 && !r.f16_kv_copies && !r.metal_extras)
       return invalid(p + ": a padding rule needs row_multiple > 0, extra > 0 or f16_kv_copies (else it pads nothing)");
     for (Op op : r.ops) {
       if (static_cast<int>(op) <= 0 || static_cast<int>(op) >= kOpCount)
@@ -79,6 +81,7 @@ ojson padding_json(const std::vector<PaddingRule>& rules) {
     if (r.row_multiple != 0) o["row_multiple"] = r.row_multiple;
     if (r.extra != 0) o["extra"] = r.extra;
     if (r.f16_kv_copies) o["f16_kv_copies"] = true;
+    if (r.metal_extras) o["metal_extras"] = true;
     if (!r.note.empty()) o["note"] = r.note;
     out.push_back(std::move(o));
   }

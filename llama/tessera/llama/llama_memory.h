@@ -36,6 +36,12 @@ struct LlamaContextParams {
   // others leave it 0. Fewer output rows shrink the last layer's FFN and the logits [n_vocab, rows] in the compute
   // buffers (Qwen3-8B, -ub 2048: 2048 rows of 151936 logits are 1187 MiB).
   int64_t n_outputs_max = 0;
+  // The GPUs are Apple Metal devices (ggml-metal; compare-log of a log naming MTL0): no host buffer type (the output
+  // buffer, the CPU backend's compute buffer and --no-mmap weights in the CPU's memory are "CPU", not the GPU's pinned
+  // "CUDA_Host"), a GPU's weights mapped from the file with mmap (the device takes buffer_from_host_ptr: "MTL0_Mapped",
+  // the span of the file from its first to the end of its last weight, as CPU_Mapped), no CUDA row padding, and
+  // weights in the CPU's extra buffer type (PlacementPolicy::cpu_repack) in their own buffer, "CPU_REPACK".
+  bool metal = false;
 };
 // From the run options as given (unset: llama.cpp's defaults).
 LlamaContextParams llama_context_params(const LlamaRunShape& shape);

@@ -29,6 +29,15 @@ struct PaddingRule {
   // kernels from build 9489 (ggml_cuda_flash_attn_ext_get_alloc_size, PR #23907): above 2 query rows the tile and
   // tensor-core kernels read f16 K and V; with 1 or 2 rows the vector kernel reads quantized ones and copies only f32.
   bool f16_kv_copies = false;
+  // ggml-metal's buffer types (ggml_backend_metal_buffer_type_get_alloc_size, ggml-metal.cpp and ggml-metal-ops.cpp
+  // at llama.cpp build 8198): room for the kernels' fleeting data after some nodes. MUL_MAT_ID: 4 B per expert and
+  // 4 B per expert and token (n_expert = src0->ne[2], tokens = src2->ne[1]). FLASH_ATTN_EXT, always the non-vector
+  // kernel's: padding 64 x (K's nb[1] x ne[2] x ne[3] + V's likewise + 2 x the mask's ne[1] x ne[2] x ne[3]), a block
+  // map of ceil(Q's ne[1] / q) x ceil(the mask's ne[0] / c) x the mask's ne[2] x ne[3] bytes padded to 32 (q, c = 1,
+  // 32 for the vector kernel: Q's ne[1] < 20 and a head size that 32 divides; else 8, 64), and a temp buffer of
+  // 4 x min(Q's ne[1], 32) x Q's ne[2] x ne[3] x 32 x (V's ne[0] + 2) B. CUMSUM and ARGSORT: twice their size. TOP_K:
+  // 8 B per element of its source (instead of its own size).
+  bool metal_extras = false;
   std::string note;  // why the rule exists
 };
 

@@ -107,6 +107,46 @@ TEST(SimBufferTypes, FlashAttentionF16CopiesWorkedOutByHand) {
   EXPECT_EQ(padding_bytes({any}, *n.add_node(64, 8)), 0u);
 }
 
+// metal_extras (ggml-metal's get_alloc_size at llama.cpp build 8198: ggml-metal.cpp and ggml-metal-ops.cpp), worked
+// out by hand from llama.cpp's formulas: MUL_MAT_ID 4 x n_expert + 4 x n_expert x tokens; FLASH_ATTN_EXT
+// 64 x (K nb1 x ne2 x ne3 + V's + 2 x mask ne1 x ne2 x ne3) + PAD(ceil(rows / q) x ceil(mask ne0 / c) x ne2 x ne3, 32)
+// + 4 x min(rows, 32) x heads x 32 x (V ne0 + 2), with (q, c) = (1, 32) below 20 rows for a head size that 32
+// divides, else (8, 64); ARGSORT its own size again; TOP_K 8 B per source element instead of its own size.
+TEST(SimBufferTypes, MetalExtrasWorkedOutByHand) {
+  Context ctx{{.no_alloc = true}};
+  PaddingRule r;
+  r.metal_extras = true;
+  // Q f32 [64 (head), rows, 4 heads]; K and V f16 [64, 256 cells, 2 KV heads] (nb1 = 128 B); mask f16 [256, rows].
+  auto fa = [&](int64_t rows) {
+    Tensor* q = ctx.new_tensor_3d(Type::kF32, 64, rows, 4);
+    Tensor* k = ctx.new_tensor_3d(Type::kF16, 64, 256, 2);
+    Tensor* v = ctx.new_tensor_3d(Type::kF16, 64, 256, 2);
+    Tensor* out = flash_attn_ext(ctx, q, k, v, ctx.new_tensor_2d(Type::kF16, 256, rows), 0.125f);
+    EXPECT_NE(out, nullptr) << ctx.status().to_string();
+    return out;
+  };
+  // 8 rows (the vector kernel's map): 64 x (128 x 2 + 128 x 2 + 2 x 8) = 33792; 8 x 8 = 64 (a multiple of 32);
+  // 4 x 8 x 4 x 32 x 66 = 270336: 304192 B.
+  EXPECT_EQ(padding_bytes({r}, *fa(8)), 304192u);
+  // 32 rows: 64 x (256 + 256 + 64) = 36864; ceil(32 / 8) x ceil(256 / 64) = 16, padded to 32; 4 x 32 x 4 x 32 x 66 =
+  // 1081344: 1118240 B.
+  EXPECT_EQ(padding_bytes({r}, *fa(32)), 1118240u);
+  // MUL_MAT_ID of 8 experts [64, 16, 8], 2 used of 5 tokens: 4 x 8 + 4 x 8 x 5 = 192 B.
+  Tensor* as = ctx.new_tensor_3d(Type::kF16, 64, 16, 8);
+  Tensor* b = ctx.new_tensor_3d(Type::kF32, 64, 2, 5);
+  Tensor* ids = ctx.new_tensor_2d(Type::kI32, 2, 5);
+  Tensor* mm = mul_mat_id(ctx, as, b, ids);
+  ASSERT_NE(mm, nullptr) << ctx.status().to_string();
+  EXPECT_EQ(padding_bytes({r}, *mm), 192u);
+  // ARGSORT of f32 [10, 3]: its i32 [10, 3] (120 B) again; TOP_K 2 of it: 30 x 8 = 240 B instead of i32 [2, 3] (24 B).
+  Tensor* a = ctx.new_tensor_2d(Type::kF32, 10, 3);
+  EXPECT_EQ(padding_bytes({r}, *argsort(ctx, a, SortOrder::kDesc)), 120u);
+  EXPECT_EQ(padding_bytes({r}, *top_k(ctx, a, 2)), 216u);
+  // Any other node: nothing.
+  Nodes n;
+  EXPECT_EQ(padding_bytes({r}, *n.add_node(64, 8)), 0u);
+}
+
 TEST(SimBufferTypes, MainBufferTypeAllocSizeAndMemoryCountThePadding) {
   DeviceConfig g = gpu("gpu0");
   g.padding = {row_rule({Type::kQ4_0}, 512)};

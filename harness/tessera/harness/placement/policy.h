@@ -74,9 +74,21 @@ struct PlacementPolicy {
   bool reuse = true;  // SchedulerParams::reuse: keep the plan of a graph allocated again with the same structure
   bool online_packing = false;  // SchedulerParams::online_packing: pack compute buffers as ggml-alloc does
   bool free_inputs = false;     // SchedulerParams::free_inputs: free graph inputs after their last use, as ggml-alloc
+  // llama.cpp's CPU buffer type list on a machine whose GPU has no host buffer type (Apple Metal: make_cpu_buft_list
+  // gives [CPU_REPACK, CPU]): a matrix weight bound for the CPU's own buffer type -- a layer left on the CPU, or an
+  // override to "CPU" (-ot, -ncmoe) -- goes to the CPU's extra buffer type named CPU_REPACK when the CPU repacks it
+  // (cpu_repacks), as select_weight_buft picks the first buffer type that supports the weight. A buffer type that is
+  // not host memory: op offload never takes its ops. Without such a buffer type on the CPU it changes nothing.
+  bool cpu_repack = false;
 
   SchedulerParams scheduler_params() const;
 };
+
+// Whether ggml's CPU backend on an AArch64 CPU with NEON and the dot-product extensions (Apple silicon) repacks a
+// matrix weight of this type and shape (ggml/src/ggml-cpu/repack.cpp, ggml_repack_get_optimal_repack_type, and the
+// buffer type's supports_op: a 2-D MUL_MAT or 3-D MUL_MAT_ID weight): q4_0, iq4_nl, mxfp4 and q8_0 with a row count
+// (ne[1]) that 4 divides; q4_K, q5_K and q6_K with one that 8 divides. The token embedding (read by GET_ROWS) is not.
+bool cpu_repacks(const Tensor& weight);
 
 // The layer a tensor belongs to from its name ("blk.12.ffn_up.weight", "cache_k_l12"); -1 for none.
 int layer_of_name(const char* name);

@@ -6,9 +6,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <string_view>
+
+#include "tessera/build.h"
 #include "tessera/builtin.h"
 #include "tessera/harness/session/session.h"
 #include "tessera/harness/session/split_causes.h"
+#include "tessera/harness/placement/policy.h"
 #include "tessera/harness/topology/topology.h"
 
 using namespace tessera;
@@ -32,7 +37,8 @@ constexpr const char* kTopology = R"({
   ]
 })";
 
-std::unique_ptr<Session> planned(int n_tokens, std::vector<TensorOverride> overrides, int ngl) {
+std::unique_ptr<Session> planned(int n_tokens, std::vector<TensorOverride> overrides, int ngl,
+                                 bool cpu_repack = false) {
   SessionConfig c;
   auto t = parse_topology(kTopology, "test topology");
   EXPECT_TRUE(t.ok()) << t.status().message();
@@ -43,6 +49,7 @@ std::unique_ptr<Session> planned(int n_tokens, std::vector<TensorOverride> overr
   c.model.n_tokens = n_tokens;
   c.policy.n_gpu_layers = ngl;
   c.policy.overrides = std::move(overrides);
+  c.policy.cpu_repack = cpu_repack;
   auto s = Session::create(c, &builtin_registry());
   EXPECT_TRUE(s.ok()) << s.status().message();
   if (!s.ok()) return nullptr;
@@ -108,4 +115,58 @@ TEST(BufferTypeSession, WeightBytesCountTheGpusRowPaddingAndTheRepackedTypeAsThe
   auto r = planned(8, {{"token_embd", "CPU_REPACK", true}}, 3);
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->placement().weight_bytes[1], 9216u);
+}
+
+// PlacementPolicy::cpu_repack (llama.cpp's CPU buffer type list [CPU_REPACK, CPU] without a GPU host buffer type, as
+// on Apple Metal): the matrix weights bound for the CPU's own buffer type that the CPU repacks (cpu_repacks: the tiny
+// model's q4_0 matrices, rows a multiple of 4) go to CPU_REPACK; the token embedding (GET_ROWS) and the f32 norms stay
+// in the CPU's own; a GPU's weights are untouched. Repacked weights are not host memory: never offloaded.
+TEST(BufferTypeSession, CpuRepackPutsTheCpusRepackableMatricesInItsRepackedType) {
+  auto buft_of = [](Session& s, const char* name) {
+    for (const auto& [t, b] : s.placement().where) {
+      if (std::string_view(t->name) == name) return std::string(b->name());
+    }
+    return std::string("(no such weight)");
+  };
+  // -ngl 3 (everything on gpu0) but layer 0's FFN overridden to the CPU, 32 tokens (gpu0 asks for host MUL_MATs).
+  auto s = planned(32, {{"blk\\.0\\.ffn_", "CPU", true}}, 3, true);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(buft_of(*s, "blk.0.ffn_up.weight"), "CPU_REPACK");
+  EXPECT_EQ(buft_of(*s, "blk.0.ffn_down.weight"), "CPU_REPACK");
+  EXPECT_EQ(buft_of(*s, "blk.0.ffn_norm.weight"), "cpu");  // f32: not repacked
+  EXPECT_EQ(buft_of(*s, "token_embd.weight"), "cpu");
+  EXPECT_EQ(buft_of(*s, "blk.1.ffn_up.weight"), "gpu0");
+  EXPECT_EQ(device_of(*s, "ffn_up-0"), "cpu");  // not offloaded: not host memory
+  // Without cpu_repack the same override leaves them in the CPU's own (host) buffer type, and gpu0 takes the op.
+  auto plain = planned(32, {{"blk\\.0\\.ffn_", "CPU", true}}, 3, false);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(buft_of(*plain, "blk.0.ffn_up.weight"), "cpu");
+  EXPECT_EQ(device_of(*plain, "ffn_up-0"), "gpu0");
+  // Layers left on the CPU by -ngl go the same way.
+  auto cpu_layers = planned(8, {}, 0, true);
+  ASSERT_NE(cpu_layers, nullptr);
+  EXPECT_EQ(buft_of(*cpu_layers, "blk.1.attn_q.weight"), "CPU_REPACK");
+}
+
+TEST(BufferTypeSession, CpuRepacksTheTypesAndShapesGgmlRepacksOnAArch64) {
+  Context ctx{{.no_alloc = true}};
+  auto w = [&](Type t, int64_t rows, const char* name = "blk.0.ffn_up.weight") {
+    Tensor* x = ctx.new_tensor_2d(t, 256, rows);
+    std::snprintf(x->name, sizeof(x->name), "%s", name);
+    return cpu_repacks(*x);
+  };
+  for (Type t : {Type::kQ4_0, Type::kIQ4_NL, Type::kMXFP4, Type::kQ8_0}) {
+    EXPECT_TRUE(w(t, 4)) << type_name(t);
+    EXPECT_FALSE(w(t, 6)) << type_name(t);  // rows not a multiple of 4
+  }
+  for (Type t : {Type::kQ4_K, Type::kQ5_K, Type::kQ6_K}) {
+    EXPECT_TRUE(w(t, 8)) << type_name(t);
+    EXPECT_FALSE(w(t, 4)) << type_name(t);  // rows not a multiple of 8
+  }
+  for (Type t : {Type::kF32, Type::kF16, Type::kQ5_0, Type::kQ3_K, Type::kQ2_K}) EXPECT_FALSE(w(t, 8)) << type_name(t);
+  EXPECT_FALSE(w(Type::kQ4_0, 8, "token_embd.weight"));          // read by GET_ROWS
+  Tensor* experts = ctx.new_tensor_3d(Type::kMXFP4, 256, 8, 4);  // MUL_MAT_ID's 3-D weight
+  EXPECT_TRUE(cpu_repacks(*experts));
+  Tensor* four = ctx.new_tensor_4d(Type::kQ4_0, 256, 8, 4, 2);
+  EXPECT_FALSE(cpu_repacks(*four));
 }

@@ -66,7 +66,7 @@ TEST(TopologyBufferTypes, PaddingAndBufferTypesParse) {
 TEST(TopologyBufferTypes, RoundTripKeepsEveryField) {
   auto r = parse_topology(
       topo(R"("padding": [{"types": ["q4_0"], "row_multiple": 512, "note": "rows"}, {"ops": ["ADD"], "extra": 32},
-                           {"ops": ["FLASH_ATTN_EXT"], "f16_kv_copies": true}])",
+                           {"ops": ["FLASH_ATTN_EXT"], "f16_kv_copies": true}, {"metal_extras": true}])",
            kRepack),
       "t.json");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -74,8 +74,10 @@ TEST(TopologyBufferTypes, RoundTripKeepsEveryField) {
   auto back = parse_topology(json, "round trip");
   ASSERT_TRUE(back.ok()) << back.status().to_string() << "\n" << json;
   EXPECT_EQ(topology_to_json(back.value()), json);
-  ASSERT_EQ(back->devices[0].padding.size(), 3u);
+  ASSERT_EQ(back->devices[0].padding.size(), 4u);
   EXPECT_TRUE(back->devices[0].padding[2].f16_kv_copies);
+  EXPECT_TRUE(back->devices[0].padding[3].metal_extras);
+  EXPECT_FALSE(back->devices[0].padding[2].metal_extras);
   EXPECT_FALSE(back->devices[0].padding[1].f16_kv_copies);
   EXPECT_EQ(back->devices[0].padding[0].row_multiple, 512);
   EXPECT_EQ(back->devices[0].padding[1].ops, (std::vector<Op>{Op::kAdd}));
@@ -96,8 +98,8 @@ TEST(TopologyBufferTypes, BadInputIsRefusedWithItsLocation) {
   // Not a list; a rule that pads nothing; an unknown key; an unknown type and op; limits.
   EXPECT_THAT(error_of(topo(R"("padding": {"extra": 4})")), HasSubstr("t.json: devices[0].padding: expected"));
   EXPECT_THAT(error_of(topo(R"("padding": [{"types": ["q4_0"]}])")),
-              HasSubstr("devices[0].padding[0]: a padding rule needs \"row_multiple\" > 0, \"extra\" > 0 or "
-                        "\"f16_kv_copies\": true"));
+              HasSubstr("devices[0].padding[0]: a padding rule needs \"row_multiple\" > 0, \"extra\" > 0, "
+                        "\"f16_kv_copies\" or \"metal_extras\": true"));
   EXPECT_THAT(error_of(topo(R"("padding": [{"f16_kv_copies": false}])")), HasSubstr("a padding rule needs"));
   EXPECT_THAT(error_of(topo(R"("padding": [{"f16_kv_copies": "yes"}])")),
               HasSubstr("devices[0].padding[0].f16_kv_copies"));
