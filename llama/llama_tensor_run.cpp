@@ -94,6 +94,8 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
   s.finish();
   r.trace_last = s.trace().events.size();
   r.splits = sched.value()->n_splits();
+  r.plan_reuse = sched.value()->plan_reuse();
+  for (size_t g : r.gpus) r.weight_upload_us += s.copy_time_us(-1, static_cast<int>(g), r.weights[g] + r.cache[g]);
   r.meta = *meta_compute_stats(*mb.value());
   r.peak.assign(s.device_count(), 0);
   for (size_t i = 0; i < s.device_count(); ++i) r.peak[i] = s.stats(i).memory_peak;

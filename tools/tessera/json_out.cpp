@@ -154,8 +154,7 @@ bool explained_exist(Session& s, const std::vector<std::string>& names) {
   return true;
 }
 
-ojson plan_reuse_json(const Scheduler& s) {
-  const PlanReuse r = s.plan_reuse();
+ojson plan_reuse_json(const PlanReuse& r) {
   return {{"full_plans", r.full_plans},
           {"reuses", r.reuses},
           {"cached", r.cached},
@@ -280,6 +279,64 @@ ojson run_json(Session& s, const RunStats& st, const TraceSummary& sum, bool num
   j["plan_reuse"] = plan_reuse_json(s.sched());
   j["explained"] = explained_json(s, explain);
   j["llama_memory"] = llama_memory_json(s, params);
+  return j;
+}
+
+ojson plan_reuse_json(const Scheduler& s) { return plan_reuse_json(s.plan_reuse()); }
+
+ojson run_tensor_json(const SessionConfig& config, const llama::TensorParallelRun& run, const TraceSummary& sum,
+                      bool numerics_ok) {
+  const models::LlamaConfig& m = run.model;
+  ojson j = format_header("tessera-run");
+  j["topology"] = config.topology.name;
+  j["model"] = m.name;
+  j["n_layer"] = m.n_layer;
+  j["context"] = m.n_ctx;
+  j["tokens"] = m.n_tokens;
+  j["flash_attn"] = m.flash_attn;
+  j["kv_type"] = m.kv_type_text();
+  ojson types = ojson::array();
+  for (const harness::WeightTypeTotal& t : run.weight_types) {
+    types.push_back({{"type", type_name(t.type)}, {"tensors", t.tensors}, {"bytes", t.bytes}});
+  }
+  j["weight_types"] = types;
+  j["splits"] = run.splits;
+  ojson devs = ojson::array();
+  const sim::Simulator& s = *run.sim;
+  for (size_t i = 0; i < s.device_count(); ++i) {
+    const sim::DeviceConfig& d = s.device_config(i);
+    const bool gpu = std::find(run.gpus.begin(), run.gpus.end(), i) != run.gpus.end();
+    const size_t placed = run.weights[i] + run.cache[i];
+    // every GPU of the split holds its slice of every layer
+    devs.push_back({{"device", d.name},
+                    {"layers", gpu ? m.n_layer : 0},
+                    {"weights", run.weights[i]},
+                    {"kv_cache", run.cache[i]},
+                    {"compute", run.peak[i] > placed ? run.peak[i] - placed : 0},
+                    {"peak", run.peak[i]},
+                    {"capacity", d.memory},
+                    {"reserved", d.reserved}});
+  }
+  j["devices"] = devs;
+  j["host_pool"] = nullptr;
+  j["makespan_us"] = sum.makespan_us;
+  j["weight_upload_us"] = run.weight_upload_us;
+  j["copy_bytes"] = sum.copy_bytes;
+  j["races"] = s.races().size();
+  j["numerics_checked"] = run.checked;
+  j["nmse"] = run.checked ? ojson(run.nmse.nmse) : ojson(0.0);
+  j["non_finite"] = run.nmse.non_finite;
+  j["numerics_ok"] = numerics_ok;
+  j["plan_reuse"] = plan_reuse_json(run.plan_reuse);
+  j["explained"] = ojson::array();
+  j["llama_memory"] = nullptr;
+  j["extra_models"] = nullptr;
+  ojson names = ojson::array();
+  for (size_t g : run.gpus) names.push_back(s.device_config(g).name);
+  j["tensor_parallel"] = {{"gpus", names},
+                          {"subgraphs", run.meta.subgraphs},
+                          {"reductions", run.meta.reductions},
+                          {"reduced_bytes", run.meta.reduced_bytes}};
   return j;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tessera/llama/llama_memory.h"
+#include "tessera/llama/llama_tensor_split.h"
 #include "tessera/scenario/scenario.h"
 #include "tessera/harness/session/session.h"
 #include "tessera/harness/session/split_causes.h"
@@ -39,6 +40,7 @@ ojson explained_json(harness::Session& s, const std::vector<std::string>& names)
 // kept the plan and why not (node and field). The text is one line ("plans: ..."); the JSON is the key "plan_reuse".
 std::string plan_reuse_text(const Scheduler& s);
 ojson plan_reuse_json(const Scheduler& s);
+ojson plan_reuse_json(const PlanReuse& r);
 // --explain after a run: the placement (Session::explain) and whether the last allocation reused the plan.
 std::string explain_run_text(harness::Session& s, const std::string& name);
 // False (after saying which on standard error) when an --explain name is no tensor of the graph.
@@ -56,6 +58,11 @@ ojson plan_json(harness::Session& s, const std::vector<std::string>& explain, co
 ojson split_causes_json(const harness::SplitCauseSummary& summary);
 ojson run_json(harness::Session& s, const harness::RunStats& st, const sim::TraceSummary& sum, bool numerics_ok,
                const llama::LlamaContextParams& params, const std::vector<std::string>& explain);
+// `run -sm tensor --json` (and trace): the same "tessera-run" object from the meta device's run
+// (llama::TensorParallelRun), with "tensor_parallel" (the GPUs of the split, subgraphs, AllReduces and their bytes);
+// "explained" is empty and "llama_memory" and "extra_models" are null (not modelled under -sm tensor).
+ojson run_tensor_json(const harness::SessionConfig& config, const llama::TensorParallelRun& run,
+                      const sim::TraceSummary& sum, bool numerics_ok);
 ojson fit_json(harness::Session& s, const std::vector<int>& layers_per_device, int cpu_layers);
 ojson repro_scenario_json(const std::string& name, const std::string& file, const scenario::ScenarioOutcome& out);
 // The scenarios' objects (repro_scenario_json) and the counts of the "N passed, M failed" line.

@@ -114,7 +114,6 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
     std::fprintf(stderr, "tessera: run -sm tensor: %s\n", why.c_str());
     return kInputError;
   };
-  if (json) return refuse("--json is not supported yet with -sm tensor");
   if (Status st = llama::check_tensor_parallel(config); !st.ok()) return refuse(st.message());
   std::fprintf(stderr, "tessera: running %d evaluation(s) on the meta device...\n", std::max(evaluations, 1));
   auto r = llama::run_tensor_parallel(config, &builtin_registry(), evaluations);
@@ -126,6 +125,13 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
   const llama::TensorParallelRun& run = r.value();
   const sim::Simulator& s = *run.sim;
   const models::LlamaConfig& m = run.model;
+  const sim::TraceSummary sum = sim::summarize(s.trace(), run.trace_first, run.trace_last);
+  const bool numerics_ok = !run.checked || (run.nmse.nmse <= 1e-4 && !run.nmse.nan_mismatch);
+  if (json) {
+    if (!trace_file.empty() && !write_chrome_trace(trace_file, s.trace(), true)) return kInputError;
+    std::printf("%s\n", run_tensor_json(config, run, sum, numerics_ok).dump(2).c_str());
+    return s.races().empty() && numerics_ok ? kOk : 1;
+  }
   std::printf(
       "model %s (%d layers, %lld tokens, flash attention; context %lld) on topology %s, -sm tensor over %zu GPUs "
       "(the meta device), %s\n\n",
@@ -148,7 +154,6 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
   std::printf(
       "(the CPU holds the token embedding: llama.cpp keeps the input layer there; compute: the peak beyond "
       "the weights and the cache, the AllReduce's scratch included)\n\n");
-  const sim::TraceSummary sum = sim::summarize(s.trace(), run.trace_first, run.trace_last);
   std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", run.splits, sum.makespan_us / 1000.0,
               format_bytes(sum.copy_bytes).c_str());
   std::printf(
@@ -156,7 +161,6 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
       "each GPU passes chunks to the next)\n",
       run.meta.subgraphs, run.meta.reductions, format_bytes(run.meta.reduced_bytes).c_str());
   std::printf("%s", sim::format_summary(sum, wide).c_str());
-  const bool numerics_ok = !run.checked || (run.nmse.nmse <= 1e-4 && !run.nmse.nan_mismatch);
   if (run.checked) {
     std::printf("numerics: logits vs the CPU reference: NMSE %.3g%s -> %s\n", run.nmse.nmse,
                 run.nmse.nan_mismatch ? " (NaN/Inf mismatch)" : "", numerics_ok ? "ok" : "MISMATCH");

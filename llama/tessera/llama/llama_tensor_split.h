@@ -86,7 +86,11 @@ struct TensorParallelRun {
   std::vector<size_t> gpus;                  // the topology's GPUs, one per device of the split
   std::vector<size_t> weights, cache, peak;  // per topology device: bytes after placing the weights, the cache; peak
   int splits = 0;
+  PlanReuse plan_reuse;   // the scheduler's plans over the evaluations
   MetaComputeStats meta;  // the last evaluation's subgraphs, AllReduces and their bytes
+  // the simulated time to write each GPU's weights and cache from the host, one transfer per GPU, in sequence (as
+  // Session::weight_upload_us, before the evaluations; not in their makespan)
+  double weight_upload_us = 0;
   // the model's weights without the copies the placement makes: bytes, parameters, the types by bytes (largest first)
   size_t model_bytes = 0;
   uint64_t model_params = 0;
