@@ -1,7 +1,7 @@
 // Fuzz target: tensor parallelism on simulated GPUs (issue 47; docs/tensor-parallel.md, docs/fuzzing.md). Bytes -> a
 // llama model (one of the architecture presets, with drawn layer count, KV heads, GQA group, head size, width, FFN
 // width, weight type and token count), 1 to 8 simulated GPUs (asynchronous or not, with events or without, plus the
-// wrapped CPU) and -ts shares (zeros included) -> `tessera run -sm tensor`'s path (llama::run_tensor_parallel: the
+// wrapped CPU), -ts shares (zeros included), -ngl and -ncmoe -> `tessera run -sm tensor`'s path (llama::run_tensor_parallel: the
 // meta device under the scheduler, the token embedding on the CPU, the ring AllReduce), memory-backed -> invariants:
 //   - the run succeeds, or refuses with kInvalidArgument (a split ggml's rules cannot make: e.g. a single KV head);
 //   - the logits equal the model computed whole on one CPU backend (NMSE <= 1e-6, issue 47's target), with no
@@ -13,6 +13,7 @@
 
 #include "fuzz_input.h"
 #include "tessera/builtin.h"
+#include "tessera/harness/placement/policy_options.h"
 #include "tessera/harness/topology/topology.h"
 #include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/llama/llama_tensor_split.h"
@@ -55,6 +56,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   c.topology.devices.push_back(one.devices[1]);
   if (in.flag()) {
     for (size_t j = 0; j < n; ++j) c.policy.tensor_split.push_back(static_cast<double>(in.in_range(0, 3)));
+  }
+  // -ngl (layers left on the CPU, their KV cache too) and -ncmoe (experts kept on the CPU), drawn after the rest
+  if (in.flag()) c.policy.n_gpu_layers = static_cast<int>(in.in_range(0, c.model.n_layer + 1));
+  if (c.model.n_expert > 0 && in.flag()) {
+    (void)harness::apply_policy_option("n_cpu_moe", std::to_string(in.in_range(1, c.model.n_layer)), &c.policy);
   }
   c.policy.split_mode = harness::SplitMode::kTensor;
   auto r = llama::run_tensor_parallel(c, &builtin_registry());

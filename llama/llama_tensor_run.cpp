@@ -1,8 +1,11 @@
 // `run -sm tensor` and `trace -sm tensor`: a llama model on the meta device of the topology's GPUs under the
 // scheduler (see tessera/llama/llama_tensor_split.h, run_tensor_parallel; docs/tensor-parallel.md).
 #include <algorithm>
+#include <cstring>
+#include <regex>
 
 #include "tessera/alloc.h"
+#include "tessera/harness/placement/policy.h"
 #include "tessera/harness/session/reference.h"
 #include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/llama/llama_tensor_split.h"
@@ -12,7 +15,7 @@ namespace tessera::llama {
 
 Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& config, const Registry* real,
                                               int evaluations) {
-  TS_RETURN_IF_ERROR(check_tensor_parallel(config));
+  TS_RETURN_IF_ERROR(check_tensor_parallel(config, /*run=*/true));
   if (!config.policy.kv_offload) {
     return TS_ERROR(StatusCode::kInvalidArgument,
                     "-sm tensor with -nkvo: llama.cpp's meta backend mirrors a KV cache in host memory while Q is "
@@ -22,9 +25,16 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
   r.model = config.model;
   r.model.flash_attn = true;
   if (!r.model.llama_cpp) r.model.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
+  // -ngl: llama.cpp offloads the layers from i_gpu_start = max(n_layer + 1 - ngl, 0), the output layer (n_layer)
+  // counted inside (src/llama-model.cpp, load_tensors); the others stay on the CPU, their KV cache too (dev_layer)
+  const int n_layer = r.model.n_layer;
+  const int ngl = config.policy.n_gpu_layers;
+  const int gpu_start = ngl < 0 ? 0 : std::max(n_layer + 1 - ngl, 0);
+  const bool output_on_cpu = gpu_start > n_layer;
   // a tied output head: llama.cpp's copy of token_embd on the output layer's devices (mirrored there; the original
-  // stays in the CPU's memory); the layers share one device, so the rope factors need no copy
-  r.model.output_copy = r.model.tied_output;
+  // stays in the CPU's memory), none when the output layer is on the CPU; the rope factors need no copy (one copy
+  // per buffer type, and a CPU layer reads the original)
+  r.model.output_copy = r.model.tied_output && !output_on_cpu;
   r.model.rope_factor_copy.clear();
   const bool backed = config.sim.mode == sim::MemoryMode::kBacked;
   auto simulator = sim::Simulator::create(config.topology, config.sim, real);
@@ -63,16 +73,45 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
     out->assign(s.device_count(), 0);
     for (size_t i = 0; i < s.device_count(); ++i) (*out)[i] = s.stats(i).memory_used;
   };
-  // the input layer in the CPU's memory, every other weight packed per GPU, then the cache
+  // the input layer, the overridden weights and the CPU layers in the CPU's memory (placed first: the meta buffers
+  // take the rest), every other weight packed per GPU, then the cache
+  std::vector<std::regex> to_cpu;
+  for (const harness::TensorOverride& o : config.policy.overrides) {
+    try {
+      to_cpu.emplace_back(o.pattern);
+    } catch (const std::regex_error&) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "-ot %s: not a valid regular expression", o.pattern.c_str());
+    }
+  }
+  auto on_cpu_layer = [&](const Tensor& t) {
+    const int il = harness::layer_of_name(t.name);
+    if (il >= 0 && il < n_layer) return il < gpu_start;
+    return output_on_cpu && std::strncmp(t.name, "output", 6) == 0;
+  };
+  auto host_weight = [&](const Tensor& w) {
+    if (&w == m.tok_embd || on_cpu_layer(w)) return true;
+    return std::any_of(to_cpu.begin(), to_cpu.end(), [&](const std::regex& re) { return std::regex_search(w.name, re); });
+  };
   BufferType* host = s.device(cpu)->buffer_type();
-  auto tok = host->alloc_buffer(host->alloc_size(*m.tok_embd));
-  if (!tok.ok()) return tok.status();
-  TS_RETURN_IF_ERROR(tensor_alloc(*tok.value(), *m.tok_embd, tok.value()->base()));
-  tok.value()->set_usage(BufferUsage::kWeights);
+  std::vector<std::unique_ptr<Buffer>> host_buffers;
+  auto place_on_host = [&](Tensor* t, BufferUsage usage) -> Status {
+    auto b = host->alloc_buffer(host->alloc_size(*t));
+    if (!b.ok()) return b.status();
+    TS_RETURN_IF_ERROR(tensor_alloc(*b.value(), *t, b.value()->base()));
+    b.value()->set_usage(usage);
+    host_buffers.push_back(std::move(b).value());
+    return Status::Ok();
+  };
+  for (Tensor* w : m.weights) {
+    if (m.copy_of(w) == nullptr && host_weight(*w)) TS_RETURN_IF_ERROR(place_on_host(w, BufferUsage::kWeights));
+  }
   auto wbuf = meta_alloc_ctx_tensors(*m.weights_ctx, *meta.value());
   if (!wbuf.ok()) return wbuf.status();
   if (wbuf.value()) wbuf.value()->set_usage(BufferUsage::kWeights);
   used(&r.weights);
+  for (Tensor* kv : m.kv_cache) {
+    if (on_cpu_layer(*kv)) TS_RETURN_IF_ERROR(place_on_host(kv, BufferUsage::kAny));
+  }
   auto cbuf = meta_alloc_ctx_tensors(*m.cache_ctx, *meta.value());
   if (!cbuf.ok()) return cbuf.status();
   used(&r.cache);

@@ -265,15 +265,23 @@ Result<TensorParallelTime> tensor_parallel_time(const models::LlamaGraph& model,
   return out;
 }
 
-Status check_tensor_parallel(const harness::SessionConfig& config) {
+Status check_tensor_parallel(const harness::SessionConfig& config, bool run) {
   auto refuse = [](const std::string& why) { return Status(StatusCode::kInvalidArgument, why); };
   if (config.graph) return refuse("tensor parallelism plans a model (-m), not a serialized graph (--graph)");
   const harness::PlacementPolicy& p = config.policy;
-  if (p.n_gpu_layers >= 0 && p.n_gpu_layers < config.model.n_layer + 1) {
+  if (!run && p.n_gpu_layers >= 0 && p.n_gpu_layers < config.model.n_layer + 1) {
     return refuse("not supported yet: -ngl " + std::to_string(p.n_gpu_layers) +
-                  " (layers left on the CPU); every layer goes to the meta device");
+                  " (layers left on the CPU) in plan; `tessera run -sm tensor` runs it");
   }
-  if (!p.overrides.empty()) return refuse("not supported yet: tensor overrides (-ot, -cmoe, -ncmoe)");
+  if (!run && !p.overrides.empty()) {
+    return refuse("not supported yet: tensor overrides (-ot, -cmoe, -ncmoe) in plan; `tessera run -sm tensor` runs them");
+  }
+  for (const harness::TensorOverride& o : p.overrides) {
+    if (o.target != "CPU" && o.target != "cpu") {
+      return refuse("not supported yet: -ot " + o.pattern + "=" + o.target +
+                    " (an override to another buffer type than the CPU's under -sm tensor)");
+    }
+  }
   // llama.cpp enables flash attention for tensor parallelism under -fa auto and refuses it off (src/llama-context.cpp)
   if (!config.model.flash_attn && !config.flash_attn_auto) {
     return refuse("SPLIT_MODE_TENSOR requires flash_attn to be enabled");

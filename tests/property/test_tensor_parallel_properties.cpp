@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "tessera/builtin.h"
+#include "tessera/harness/placement/policy_options.h"
+#include "tessera/harness/topology/topology.h"
 #include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/llama/llama_tensor_split.h"
 #include "tessera/models/llama.h"
@@ -145,4 +148,53 @@ RC_GTEST_PROP(TensorParallelProperties, MetaBackendOutputsEqualTheCpu, ()) {
             std::to_string(seed));
   RC_ASSERT(got->stats.reductions == 2u * static_cast<size_t>(c.n_layer));
   RC_ASSERT(g.sim->races().empty());
+}
+
+// `tessera run -sm tensor`'s own path (llama::run_tensor_parallel) with the layers -ngl leaves on the CPU and the
+// experts -ncmoe keeps there (their weights, and a CPU layer's KV cache, in host memory; the meta device takes the
+// rest): drawn dense and MoE models, 1 to 4 GPUs (the 1gpu preset's), -ngl from 0 to all, -ncmoe from 0 to every
+// layer. The logits equal the model computed whole on one CPU backend (NMSE <= 1e-6) and nothing races, or the run
+// is refused as llama.cpp would be (kInvalidArgument).
+RC_GTEST_PROP(TensorParallelProperties, RunWithCpuLayersAndCpuExpertsEqualsTheCpu, ()) {
+  const std::vector<std::string> archs = {"tiny", "tiny-moe", "tiny-qwen3", "tiny-qwen3moe", "tiny-gpt-oss"};
+  const std::string arch = *rc::gen::elementOf(archs);
+  harness::SessionConfig c;
+  c.model = models::preset(arch).value();
+  c.model.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
+  c.model.flash_attn = true;
+  if (arch != "tiny-gpt-oss") c.model.n_layer = *rc::gen::inRange(1, 4);
+  c.model.n_tokens = *rc::gen::element<int64_t>(1, 5);
+  c.model.weight_type = *rc::gen::element(Type::kF32, Type::kQ8_0);
+  c.model_seed = *rc::gen::inRange<uint64_t>(1, 1000000);
+  const sim::TopologyConfig one = harness::topology_preset("1gpu").value();
+  const size_t n = *rc::gen::inRange<size_t>(1, 5);
+  c.topology.name = "property-tensor-parallel";
+  for (size_t j = 0; j < n; ++j) {
+    sim::DeviceConfig d = one.devices[0];
+    d.name = "gpu" + std::to_string(j);
+    c.topology.devices.push_back(d);
+  }
+  c.topology.devices.push_back(one.devices[1]);
+  c.policy.split_mode = harness::SplitMode::kTensor;
+  const int ngl = *rc::gen::inRange(-1, c.model.n_layer + 2);
+  c.policy.n_gpu_layers = ngl;
+  const bool moe = c.model.n_expert > 0;
+  const int ncmoe = moe ? *rc::gen::inRange(0, c.model.n_layer + 1) : 0;
+  if (ncmoe > 0) RC_ASSERT(harness::apply_policy_option("n_cpu_moe", std::to_string(ncmoe), &c.policy).ok());
+  RC_TAG(arch);
+  const std::string what = arch + " over " + std::to_string(n) + " GPUs, -ngl " + std::to_string(ngl) + ", -ncmoe " +
+                           std::to_string(ncmoe) + ", seed " + std::to_string(c.model_seed);
+  auto r = run_tensor_parallel(c, &builtin_registry());
+  if (!r.ok()) {
+    RC_ASSERT(r.status().code() == StatusCode::kInvalidArgument);
+    RC_DISCARD(what + ": " + r.status().message());
+  }
+  if (!(r->checked && r->nmse.nmse <= 1e-6 && !r->nmse.nan_mismatch)) {
+    RC_FAIL(what + ": NMSE " + std::to_string(r->nmse.nmse));
+  }
+  if (!r->sim->races().empty()) RC_FAIL(what + ": " + r->sim->races_report(3));
+  // every weight on the CPU when -ngl 0: the GPUs hold nothing
+  if (ngl == 0) {
+    for (size_t g : r->gpus) RC_ASSERT(r->weights[g] + r->cache[g] == 0u);
+  }
 }

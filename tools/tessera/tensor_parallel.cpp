@@ -114,7 +114,7 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
     std::fprintf(stderr, "tessera: run -sm tensor: %s\n", why.c_str());
     return kInputError;
   };
-  if (Status st = llama::check_tensor_parallel(config); !st.ok()) return refuse(st.message());
+  if (Status st = llama::check_tensor_parallel(config, /*run=*/true); !st.ok()) return refuse(st.message());
   std::fprintf(stderr, "tessera: running %d evaluation(s) on the meta device...\n", std::max(evaluations, 1));
   auto r = llama::run_tensor_parallel(config, &builtin_registry(), evaluations);
   if (!r.ok()) {
@@ -152,8 +152,9 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
   }
   std::printf("%s", table.render(wide).c_str());
   std::printf(
-      "(the CPU holds the token embedding: llama.cpp keeps the input layer there; compute: the peak beyond "
-      "the weights and the cache, the AllReduce's scratch included)\n\n");
+      "(the CPU holds the token embedding, as llama.cpp keeps the input layer there, and what -ngl and the "
+      "overrides leave there; compute: the peak beyond the weights and the cache, the AllReduce's scratch "
+      "included)\n\n");
   std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", run.splits, sum.makespan_us / 1000.0,
               format_bytes(sum.copy_bytes).c_str());
   std::printf(

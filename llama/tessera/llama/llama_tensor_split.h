@@ -68,17 +68,20 @@ struct TensorParallelEstimate {
   TensorParallelMemory memory;
   TensorParallelTime time;
 };
-// What -sm tensor does not model yet or llama.cpp refuses (kInvalidArgument): a serialized graph, -ngl below all,
-// tensor overrides, flash attention off (llama.cpp: "SPLIT_MODE_TENSOR requires flash_attn to be enabled"), no GPU,
-// more than 16, more -ts shares than GPUs.
-Status check_tensor_parallel(const harness::SessionConfig& config);
+// What -sm tensor does not model yet or llama.cpp refuses (kInvalidArgument): a serialized graph, flash attention off
+// (llama.cpp: "SPLIT_MODE_TENSOR requires flash_attn to be enabled"), no GPU, more than 16, more -ts shares than GPUs;
+// and, unless `run` (the meta device's run takes them: run_tensor_parallel), -ngl below all and tensor overrides.
+// A run refuses an override to anything but the CPU.
+Status check_tensor_parallel(const harness::SessionConfig& config, bool run = false);
 // check_tensor_parallel's errors, then llama_tensor_parallel's (the planner's: "tensor parallelism: ..."), then the
 // simulator's.
 Result<TensorParallelEstimate> estimate_tensor_parallel(const harness::SessionConfig& config, const Registry* real);
 
 // -sm tensor run on the meta device (tessera/meta_backend.h, docs/tensor-parallel.md "The meta backend"): the
 // topology's GPUs wrapped into one meta device with llama.cpp's split states, the token embedding in the CPU's memory
-// (its GET_ROWS on the CPU, as llama.cpp keeps the input layer), every other weight and the KV cache packed per GPU,
+// (its GET_ROWS on the CPU, as llama.cpp keeps the input layer), and so the weights an override sends to the CPU
+// (-ot ...=CPU, -cmoe, -ncmoe) and the layers -ngl leaves there (their weights and KV cache: llama.cpp's dev_layer is
+// the CPU; the output layer's too with -ngl 0); every other weight and the KV cache packed per GPU,
 // the scheduler over the meta backend and the CPU, `evaluations` evaluations of one ubatch; memory-backed runs are
 // compared with the CPU reference. The simulator stays with the result (its trace, races, memory).
 struct TensorParallelRun {
