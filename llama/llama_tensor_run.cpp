@@ -90,7 +90,8 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
   };
   auto host_weight = [&](const Tensor& w) {
     if (&w == m.tok_embd || on_cpu_layer(w)) return true;
-    return std::any_of(to_cpu.begin(), to_cpu.end(), [&](const std::regex& re) { return std::regex_search(w.name, re); });
+    return std::any_of(to_cpu.begin(), to_cpu.end(),
+                       [&](const std::regex& re) { return std::regex_search(w.name, re); });
   };
   BufferType* host = s.device(cpu)->buffer_type();
   std::vector<std::unique_ptr<Buffer>> host_buffers;

@@ -274,7 +274,8 @@ Status check_tensor_parallel(const harness::SessionConfig& config, bool run) {
                   " (layers left on the CPU) in plan; `tessera run -sm tensor` runs it");
   }
   if (!run && !p.overrides.empty()) {
-    return refuse("not supported yet: tensor overrides (-ot, -cmoe, -ncmoe) in plan; `tessera run -sm tensor` runs them");
+    return refuse(
+        "not supported yet: tensor overrides (-ot, -cmoe, -ncmoe) in plan; `tessera run -sm tensor` runs them");
   }
   for (const harness::TensorOverride& o : p.overrides) {
     if (o.target != "CPU" && o.target != "cpu") {
