@@ -89,6 +89,9 @@ struct TensorParallelRun {
   std::vector<size_t> gpus;                  // the topology's GPUs, one per device of the split
   std::vector<size_t> weights, cache, peak;  // per topology device: bytes after placing the weights, the cache; peak
   int splits = 0;
+  // the compute buffers the scheduler reserved: the meta device's (ggml-alloc sizes the whole graph, and the meta
+  // buffer type allocates that size on every GPU, as ggml's ggml_backend_meta_buffer_type_alloc_buffer) and the CPU's
+  size_t meta_compute = 0, cpu_compute = 0;
   PlanReuse plan_reuse;   // the scheduler's plans over the evaluations
   MetaComputeStats meta;  // the last evaluation's subgraphs, AllReduces and their bytes
   // the simulated time to write each GPU's weights and cache from the host, one transfer per GPU, in sequence (as
