@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <regex>
 #include <string_view>
@@ -35,7 +36,8 @@ constexpr int kLlamaMaxCopies = 4;
 // the CPU "CPU".
 class Names {
  public:
-  explicit Names(const sim::TopologyConfig& topo) : topo_(topo) {
+  // `metal`: the GPUs are Apple Metal's (LlamaContextParams::metal), which have no host buffer type.
+  Names(const sim::TopologyConfig& topo, bool metal) : topo_(topo), host_buffer_(metal ? "CPU" : "CUDA_Host") {
     for (size_t i = 0; i < topo.devices.size(); ++i) {
       gpu_index_.push_back(sim::gpu_number(topo, i));
       n_gpus_ += gpu_index_.back() >= 0 ? 1 : 0;
@@ -52,6 +54,9 @@ class Names {
   std::string device_buffer(int i) const {
     return is_gpu(i) ? "CUDA" + std::to_string(gpu_index_[static_cast<size_t>(i)]) : "CPU";
   }
+  // The buffer type llama.cpp gives what a GPU keeps in host memory (the output buffer, the CPU backend's compute
+  // buffer, --no-mmap weights, a -nkvo cache): the first GPU's pinned "CUDA_Host", or with Metal the CPU's "CPU".
+  const std::string& host_buffer() const { return host_buffer_; }
   // The CPU device's name (host memory), or "" without one.
   std::string host() const {
     for (const DeviceConfig& d : topo_.devices) {
@@ -62,6 +67,7 @@ class Names {
 
  private:
   const sim::TopologyConfig& topo_;
+  std::string host_buffer_;
   std::vector<int> gpu_index_;
   int n_gpus_ = 0;
 };
@@ -150,10 +156,9 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
   }
   size_t first = SIZE_MAX, last = 0;
   // Metal with mmap: per GPU, the span of the file its weights lie in (MTL0_Mapped)
-  std::unordered_map<int, std::pair<size_t, size_t>> gpu_span;
+  std::map<int, std::pair<size_t, size_t>> gpu_span;
   const std::string host = names.host();
-  // (Metal has no host buffer type: weights read into host memory are the CPU's)
-  const std::string host_buffer = params.metal ? "CPU" : "CUDA_Host";
+  const std::string& host_buffer = names.host_buffer();
   const auto overrides = params.use_mmap ? std::vector<std::pair<std::regex, bool>>{} : cpu_overrides(s);
   for (const auto& [t, bt] : weights) {
     const int dev = names.index_of(bt->device()->name());
@@ -164,7 +169,7 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
     }
     if (!names.is_gpu(dev)) {
       if (!params.use_mmap) {  // read into a buffer: pinned host memory, or the CPU's when an override says so
-        const bool cpu = params.metal || names.n_gpus() == 0 || overridden_to_cpu(overrides, *t);
+        const bool cpu = names.n_gpus() == 0 || overridden_to_cpu(overrides, *t);
         buffer(out, LlamaBuffer::Kind::kModel, cpu ? "CPU" : host_buffer, host).bytes += pad(nbytes(*t), 32);
         continue;
       }
@@ -232,7 +237,7 @@ void kv_buffers(Session& s, const Names& names, const LlamaContextParams& params
     const int dev = names.index_of(bt->device()->name());
     const std::string cache = !m.has_swa() ? "" : m.is_swa(il) ? "SWA" : "non-SWA";
     const bool gpu = names.is_gpu(dev) && !bt->is_host();
-    const std::string name = gpu ? names.device_buffer(dev) : names.is_gpu(dev) && !params.metal ? "CUDA_Host" : "CPU";
+    const std::string name = gpu ? names.device_buffer(dev) : names.is_gpu(dev) ? names.host_buffer() : "CPU";
     const std::string device = gpu ? bt->device()->name() : names.host();
     LlamaBuffer& b = buffer(out, LlamaBuffer::Kind::kKv, name, device, cache);
     b.cells = llama_kv_cells(m, il, params);
@@ -332,7 +337,7 @@ void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& 
 PipelineDecision llama_pipeline_parallel(Session& s) { return llama_pipeline_parallel(s.config(), s.placement()); }
 
 PipelineDecision llama_pipeline_parallel(const SessionConfig& c, const Placement& p) {
-  const Names names(c.topology);
+  const Names names(c.topology, /*metal=*/false);  // (which GPUs: no buffer names here)
   PipelineDecision d;
   auto off = [&](const char* why) {
     d.reason = why;
@@ -362,7 +367,7 @@ Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextPar
   if (c.graph) {
     return Status(StatusCode::kInvalidArgument, "the memory breakdown is of a model, not of a serialized graph");
   }
-  const Names names(c.topology);
+  const Names names(c.topology, params.metal);
   const models::LlamaConfig& m = c.model;
   MemoryBreakdown b;
   b.n_ctx = m.n_ctx;
@@ -379,8 +384,7 @@ Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextPar
   const bool out_gpu = names.is_gpu(s.placement().output_device);
   const int64_t row = m.n_vocab + (params.embeddings ? m.n_embd : 0);
   const int64_t rows = params.output_per_batch_token ? std::min(m.n_ctx, params.n_batch) : params.n_seq_max;
-  // (Metal has no host buffer type: the CPU's)
-  buffer(&b.buffers, LlamaBuffer::Kind::kOutput, out_gpu && !params.metal ? "CUDA_Host" : "CPU", names.host()).bytes =
+  buffer(&b.buffers, LlamaBuffer::Kind::kOutput, out_gpu ? names.host_buffer() : "CPU", names.host()).bytes =
       static_cast<size_t>(std::max<int64_t>(rows, 1) * row) * sizeof(float);
   // The compute buffers (src/llama-context.cpp, sched_reserve): per backend, printed when above 1 byte; the CPU
   // backend's is in the first GPU's host buffer type (CUDA_Host) when there is a GPU.
@@ -390,7 +394,7 @@ Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextPar
     if (bytes <= 1) continue;
     const int dev = names.index_of(sched.backend(i)->name());
     const bool gpu = names.is_gpu(dev);
-    const std::string name = gpu ? names.device_buffer(dev) : names.n_gpus() > 0 && !params.metal ? "CUDA_Host" : "CPU";
+    const std::string name = gpu ? names.device_buffer(dev) : names.n_gpus() > 0 ? names.host_buffer() : "CPU";
     buffer(&b.buffers, LlamaBuffer::Kind::kCompute, name, gpu ? sched.backend(i)->name() : names.host()).bytes += bytes;
   }
   b.graph_nodes = s.graph().n_nodes();
