@@ -398,8 +398,7 @@ Result<Placement> place_model(const std::vector<Device*>& devices, const std::ve
     if (is_weight && (std::strncmp(t->name, "output", 6) == 0)) return device_buft(p.output_device, w);
     return device_buft(cpu);
   };
-  auto choose_weight = [&](Tensor* t) { return to_repack(t, choose(t, true)); };
-  for (Tensor* w : weights) p.where.emplace_back(w, choose_weight(w));
+  for (Tensor* w : weights) p.where.emplace_back(w, to_repack(w, choose(w, true)));
   const size_t n_weights = p.where.size();
   for (Tensor* c : caches) p.where.emplace_back(c, choose(c, false));
 
