@@ -25,16 +25,6 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
   r.model = config.model;
   r.model.flash_attn = true;
   if (!r.model.llama_cpp) r.model.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
-  // -ngl: llama.cpp offloads the layers from i_gpu_start = max(n_layer + 1 - ngl, 0), the output layer (n_layer)
-  // counted inside (src/llama-model.cpp, load_tensors); the others stay on the CPU, their KV cache too (dev_layer)
-  const int n_layer = r.model.n_layer;
-  const int ngl = config.policy.n_gpu_layers;
-  const int gpu_start = ngl < 0 ? 0 : std::max(n_layer + 1 - ngl, 0);
-  const bool output_on_cpu = gpu_start > n_layer;
-  // a tied output head: llama.cpp's copy of token_embd on the output layer's devices (mirrored there; the original
-  // stays in the CPU's memory), none when the output layer is on the CPU; the rope factors need no copy (one copy
-  // per buffer type, and a CPU layer reads the original)
-  r.model.output_copy = r.model.tied_output && !output_on_cpu;
   r.model.rope_factor_copy.clear();
   const bool backed = config.sim.mode == sim::MemoryMode::kBacked;
   auto simulator = sim::Simulator::create(config.topology, config.sim, real);
@@ -54,6 +44,21 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
     }
   }
   if (cpu == s.device_count()) return TS_ERROR(StatusCode::kInvalidArgument, "-sm tensor: the topology has no CPU");
+  // -ngl: which layers stay on the CPU (their weights and KV cache: llama.cpp's dev_layer), by the placement's own
+  // rule (harness::layer_devices; the output layer counted inside -ngl), asked as for one GPU: under -sm tensor every
+  // offloaded layer goes to the meta device
+  harness::PlacementPolicy one_gpu = config.policy;
+  one_gpu.split_mode = harness::SplitMode::kNone;
+  one_gpu.main_gpu = 0;
+  auto ld = harness::layer_devices(harness::devices_of(s), r.model.n_layer, one_gpu);
+  if (!ld.ok()) return ld.status();
+  const int n_layer = r.model.n_layer;
+  const int cpu_index = static_cast<int>(s.device_count()) - 1;  // (layer_devices: the last device is the CPU)
+  const bool output_on_cpu = ld.value().back() == cpu_index;
+  // a tied output head: llama.cpp's copy of token_embd on the output layer's devices (mirrored there; the original
+  // stays in the CPU's memory), none when the output layer is on the CPU; the rope factors need no copy (one copy
+  // per buffer type, and a CPU layer reads the original)
+  r.model.output_copy = r.model.tied_output && !output_on_cpu;
   auto built = models::build_llama(r.model);
   if (!built.ok()) return built.status();
   models::LlamaGraph m = std::move(built).value();
@@ -85,7 +90,7 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
   }
   auto on_cpu_layer = [&](const Tensor& t) {
     const int il = harness::layer_of_name(t.name);
-    if (il >= 0 && il < n_layer) return il < gpu_start;
+    if (il >= 0 && il < n_layer) return ld.value()[static_cast<size_t>(il)] == cpu_index;
     return output_on_cpu && std::strncmp(t.name, "output", 6) == 0;
   };
   auto host_weight = [&](const Tensor& w) {
