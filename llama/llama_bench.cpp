@@ -22,8 +22,8 @@ int64_t pad(int64_t n) { return (n + kPad - 1) / kPad * kPad; }
 // token's logits only).
 // -sm tensor: the meta device run (run_tensor_parallel, metadata-only) of the evaluations, one after another on the
 // scheduler over the meta backend and the CPU.
-Result<double> tensor_parallel_makespan(const harness::SessionConfig& c, int evaluations, const Registry* real_devices,
-                                        BenchResult* first) {
+Result<sim::TraceSummary> tensor_parallel_makespan(const harness::SessionConfig& c, int evaluations,
+                                                   const Registry* real_devices, BenchResult* first) {
   harness::SessionConfig meta = c;
   meta.sim.mode = sim::MemoryMode::kMetadata;
   meta.sim.record_trace = true;  // the makespan is read from the trace's events
@@ -34,11 +34,12 @@ Result<double> tensor_parallel_makespan(const harness::SessionConfig& c, int eva
     first->model_params += r.value().model_params;
     if (!r.value().weight_types.empty()) first->main_type = r.value().weight_types.front().type;
   }
-  return sim::summarize(r.value().sim->trace(), r.value().trace_first, r.value().trace_last).makespan_us;
+  return sim::summarize(r.value().sim->trace(), r.value().trace_first, r.value().trace_last);
 }
 
-Result<double> makespan(const harness::SessionConfig& base, int64_t n_ctx, const BenchStep& s, int evaluations,
-                        const Registry* real_devices, BenchResult* first) {
+// The trace summary of the evaluations (its makespan_us is their simulated time).
+Result<sim::TraceSummary> makespan(const harness::SessionConfig& base, int64_t n_ctx, const BenchStep& s,
+                                   int evaluations, const Registry* real_devices, BenchResult* first) {
   harness::SessionConfig c = base;
   c.model.n_ctx = n_ctx;
   c.model.n_kv = s.n_kv;
@@ -64,7 +65,7 @@ Result<double> makespan(const harness::SessionConfig& base, int64_t n_ctx, const
     const std::vector<harness::WeightTypeTotal> types = sn.weight_types();
     if (!types.empty()) first->main_type = types.front().type;
   }
-  return r.value().makespan_us;
+  return sim::summarize(session.value()->sim().trace(), r.value().trace_first, r.value().trace_last);
 }
 
 }  // namespace
@@ -145,13 +146,15 @@ Result<BenchResult> simulate_bench(const harness::SessionConfig& base, const Ben
     }
     auto us = makespan(base, n_ctx, shape, static_cast<int>(same), real_devices, &out);
     if (!us.ok()) return fail(us.status());
-    out.prompt_us += us.value();
+    out.prompt_us += us.value().makespan_us;
+    out.prompt_summary = std::move(us).value();
     ++out.sessions;
   }
   for (size_t i = same; i < prompt.size(); ++i) {
     auto us = makespan(base, n_ctx, prompt[i], 1, real_devices, &out);
     if (!us.ok()) return fail(us.status());
-    out.prompt_us += us.value();
+    out.prompt_us += us.value().makespan_us;
+    if (out.prompt_summary.n_events == 0) out.prompt_summary = std::move(us).value();
     ++out.sessions;
   }
 
@@ -165,7 +168,8 @@ Result<BenchResult> simulate_bench(const harness::SessionConfig& base, const Ben
     while (j < steps.size() && !steps[j].prompt && steps[j].n_kv == steps[i].n_kv) ++j;
     auto us = makespan(base, n_ctx, steps[i], 1, real_devices, &out);
     if (!us.ok()) return fail(us.status());
-    out.gen_us += us.value() * static_cast<double>(j - i);
+    out.gen_us += us.value().makespan_us * static_cast<double>(j - i);
+    if (out.gen_summary.n_events == 0) out.gen_summary = std::move(us).value();
     ++out.sessions;
     i = j;
   }

@@ -49,7 +49,7 @@ set_tests_properties(cli.width.device_table cli.width.llama_buffers cli.width.sp
 # --wide: the fixed columns, byte for byte as before (the golden files are the reports of before the 80-column
 # layout), and the lines of the other tables as they were.
 add_test(NAME cli.wide.plan COMMAND ${EXPECT_EXIT} 0 --stdout-golden ${CLI_DIR}/golden/plan-tiny-1gpu-wide.txt
-         -- $<TARGET_FILE:tessera> plan --wide)
+         -- $<TARGET_FILE:tessera> plan --wide --no-speed)  # (the speed: cli.plan_speed)
 add_test(NAME cli.wide.topologies COMMAND ${EXPECT_EXIT} 0 --stdout-golden ${CLI_DIR}/golden/topologies-wide.txt
          -- $<TARGET_FILE:tessera> topologies --wide)
 add_test(NAME cli.wide.run COMMAND ${EXPECT_EXIT} 0

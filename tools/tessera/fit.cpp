@@ -191,6 +191,12 @@ void add_fit_options(CLI::App* fit, FitArgs* a) {
                               "filled in order, each leaving its margin (topology fit_margin or --fit-target) free");
   strict->excludes(order);
   fit->add_flag("--wide", a->wide, kWideHelp);
+  auto* rank = fit->add_flag("--rank", a->rank,
+                             "also rank the placements that fit (llama.cpp's fit or the given options, whole layers "
+                             "only, every expert on the CPU, each GPU alone) by their simulated llama-bench speed");
+  rank->excludes(order);
+  fit->add_option("--rank-by", a->rank_by, "with --rank: tg128 (default) or pp512")
+      ->check(CLI::IsMember({"tg128", "pp512"}));
   fit->add_option("--fit-target", a->fit_target,
                   "llama.cpp's -fitt: MiB to leave free per GPU, one value for all or one per GPU (default: each "
                   "GPU's topology fit_margin, else 1024)")
@@ -294,6 +300,15 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, const ExtraMo
   }
   const int code = a.strict ? (over.empty() ? kOk : kExpectationFailed)
                             : (result.outcome == FitResult::Outcome::kFailed ? kExpectationFailed : kOk);
+  // --rank: the alternatives, each measured and timed
+  std::vector<RankedPlacement> ranked;
+  if (a.rank) {
+    std::string first_why_not;
+    if (a.strict && !over.empty()) first_why_not = "over the margin: " + over.front();
+    if (!a.strict && result.outcome == FitResult::Outcome::kFailed) first_why_not = result.failure;
+    ranked = rank_placements(base, in, p, result.setting, a.strict ? "the given options" : "llama.cpp's fit", flags,
+                             first_why_not, model_path.empty(), a.rank_by == "pp512");
+  }
   if (json) {
     const auto [gpu_layers, cpu_layers] = layer_counts(*s);
     ojson j = fit_json(*s, gpu_layers, cpu_layers);
@@ -317,6 +332,7 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, const ExtraMo
     j["measurements"] = result.measurements;
     j["simulator_note"] = note.empty() ? ojson(nullptr) : ojson(note);
     j["flags_note"] = phantom.empty() ? ojson(nullptr) : ojson(phantom);
+    j["ranking"] = a.rank ? ranking_json(ranked, a.rank_by == "pp512") : ojson(nullptr);
     std::cout << j.dump(2) << "\n";
     return code;
   }
@@ -345,6 +361,7 @@ int cmd_fit(const FitArgs& a, const Result<SessionConfig>& base_r, const ExtraMo
   }
   if (!phantom.empty() && result.outcome != FitResult::Outcome::kFailed) std::printf("\nnote: %s\n", phantom.c_str());
   if (!note.empty()) std::printf("\nnote: %s\n", note.c_str());
+  if (a.rank) std::printf("\n%s", ranking_text(ranked, a.rank_by == "pp512", a.wide).c_str());
   return code;
 }
 

@@ -68,6 +68,7 @@ struct Options {
   int tokens = 0;     // 0: the preset's
   int ctx = 0;        // 0: the preset's
   bool no_flash_attn = false;
+  bool no_speed = false;  // plan --no-speed: no simulated pp512 / tg128
   // The placement options (tessera/harness/placement/policy_options.h), as given: (key, text) per occurrence ("" for a
   // switch), in command-line order, applied in that order by make_config.
   std::vector<std::pair<std::string, std::string>> policy;
@@ -534,8 +535,15 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
   if (!s) return code;
   if (!tool::explained_exist(*s, explain)) return kInputError;
   const SplitCauseSummary causes = summarize_split_causes(*s, &builtin_registry());  // plans again per option
+  // llama-bench's pp512 and tg128 on this placement (issue 46): a model only; a failure is said, not fatal
+  Result<tool::PlacementSpeed> speed = Status(StatusCode::kInvalidArgument, "--no-speed");
+  if (!o.no_speed && !s->config().graph) {
+    progress.step("simulating pp512 and tg128");
+    speed = tool::placement_speed(s->config(), !is_gguf_path(o.model), context_params(o), &builtin_registry());
+  }
   progress.done();
   ojson j = o.json ? tool::plan_json(*s, explain, causes, context_params(o)) : ojson();
+  if (o.json) j["speed"] = speed.ok() ? tool::speed_json(speed.value()) : ojson(nullptr);
   if (!o.json) {
     std::printf("%s\n\n%s\n%s", headline(*s).c_str(), s->summary_table(o.wide).c_str(),
                 tool::memory_breakdown_text(*s, context_params(o), o.llama_log, o.wide).c_str());
@@ -546,6 +554,11 @@ int cmd_plan(Options o, const std::vector<std::string>& explain, bool all_splits
     if (o.json && extra != kInputError) std::cout << j.dump(2) << "\n";
     if (extra != kOk) return extra;
     return save_graph.empty() ? kOk : save_planned_graph(*s, save_graph);
+  }
+  if (speed.ok()) {
+    std::printf("%s\n", tool::speed_text(speed.value()).c_str());
+  } else if (!o.no_speed && !s->config().graph) {
+    std::printf("speed: not simulated: %s\n\n", speed.status().message().c_str());
   }
   std::printf("%d splits, %d copy slot(s)\n\n%s\n", s->sched().n_splits(), s->sched().n_copies(),
               format_split_causes(causes, o.wide).c_str());
@@ -808,6 +821,13 @@ int cmd_fit(Options o, const tessera::tool::FitArgs& args) {
   return tessera::tool::cmd_fit(a, base, extra, in, is_gguf_path(o.model) ? o.model : "", o.json);
 }
 
+// A throughput for reading, 4 significant digits ("134.4 GFLOP/s"): format_flops writes what reads back exactly, which
+// for a rate given as "0.1344 TFLOP/s" is 134.39999999999998 GFLOP/s.
+std::string flops_display(double flops) {
+  const bool tera = flops >= 1e12;
+  return format_message("%.4g %s", flops / (tera ? 1e12 : 1e9), tera ? "TFLOP/s" : "GFLOP/s");
+}
+
 // `tessera topologies --devices`: the device presets, a line each (memory, bandwidth, FP16 and INT8 throughput).
 int cmd_devices() {
   std::printf("%-24s %-4s %9s %11s %14s %14s\n", "device", "type", "memory", "bandwidth", "flops_f16", "flops_quant");
@@ -820,7 +840,7 @@ int cmd_devices() {
     const sim::DeviceConfig& d = p.value().device;
     std::printf("%-24s %-4s %9s %11s %14s %14s\n", name.c_str(), d.type == DeviceType::kCpu ? "cpu" : "gpu",
                 format_size(d.memory).c_str(), format_rate(d.cost.mem_bandwidth).c_str(),
-                format_flops(d.cost.flops_f16).c_str(), format_flops(d.cost.flops_quant).c_str());
+                flops_display(d.cost.flops_f16).c_str(), flops_display(d.cost.flops_quant).c_str());
   }
   std::printf(
       "\n--gpu NAME (once per GPU) and --cpu NAME build a machine of them; where each figure comes from: "
@@ -953,6 +973,8 @@ int main(int argc, char** argv) {
   plan->footer(pasted);
   plan->add_option("--explain", explain, "explain a tensor's placement (backend, cause, split); repeatable");
   plan->add_flag("--splits", all_splits, "list every split");
+  plan->add_flag("--no-speed", o.no_speed,
+                 "leave out the simulated pp512 and tg128 of the placement (llama-bench's tests, docs/bench.md)");
   plan->add_option("--save-graph", save_graph, "write the graph as a serialized graph file (to edit or replay)");
   plan->add_flag("--wide", o.wide, tessera::tool::kWideHelp);
 

@@ -13,6 +13,7 @@
 
 #include "tessera/harness/session/session.h"
 #include "tessera/llama/extra_specs.h"
+#include "tessera/llama/llama_bench.h"
 #include "tessera/llama/llama_fit.h"
 #include "tessera/llama/llama_log.h"
 #include "tessera/llama/llama_log_predict.h"
@@ -61,7 +62,9 @@ struct FitArgs {
   int64_t fit_ctx = 4096;      // --fit-ctx (-fitc)
   // -dev as given: kept first in the printed flags (-ts and the -ot buffer types count the GPUs of its list)
   std::string devices;
-  bool wide = false;  // --wide: the tables' fixed columns (wider than 80)
+  bool wide = false;              // --wide: the tables' fixed columns (wider than 80)
+  bool rank = false;              // --rank: the placements that fit, ranked by simulated speed (fit_rank.cpp)
+  std::string rank_by = "tg128";  // --rank-by tg128|pp512
 };
 // Adds fit's own options to its subcommand.
 void add_fit_options(CLI::App* fit, FitArgs* args);
@@ -130,5 +133,48 @@ struct CalibrateArgs {
 };
 void add_calibrate_options(CLI::App* app, CalibrateArgs* args);
 int cmd_calibrate(const CalibrateArgs& args, const Registry* real_devices);
+
+// The speed of a placement (speed.cpp, docs/bench.md "Speed in plan and fit"): llama-bench's pp512 and tg128 at
+// depth 0, simulated on it as `tessera bench` simulates a row.
+struct PlacementSpeed {
+  llama::BenchResult pp, tg;
+  int64_t n_batch = 2048, n_ubatch = 512;
+  std::string kernels;  // the kernel profile's name (--kernels), "" for the devices' peaks
+};
+// `planned`: the session config of the placement (the model, the topology, -ngl / -ts / -ot); `llama_rules`: apply
+// llama.cpp's graph and pipeline-parallel decision first (a model preset, as `tessera bench` does; a GGUF file's plan
+// has them already); `params`: -b and -ub. Errors: a serialized graph (no tokens to time), the simulation's.
+Result<PlacementSpeed> placement_speed(const harness::SessionConfig& planned, bool llama_rules,
+                                       const llama::LlamaContextParams& params, const Registry* real_devices);
+// "busy gpu0 9.80 ms, cpu 0.40 ms; 8.00 KiB copied": the devices by busy time (those busy for 1 % of the time or
+// more), at most max_devices of them.
+std::string speed_breakdown(const sim::TraceSummary& s, size_t max_devices = 3);
+// The device busy longest in a test's summary ("" when none is).
+std::string bottleneck(const sim::TraceSummary& s);
+// The lines plan prints, and its --json key "speed".
+std::string speed_text(const PlacementSpeed& s);
+nlohmann::ordered_json speed_json(const PlacementSpeed& s);
+
+// `fit --rank` (fit_rank.cpp, docs/fit.md "Ranking placements by speed").
+struct RankedPlacement {
+  std::string label;    // "llama.cpp's fit", "whole layers only (-ngl)", "CUDA1 alone (-dev CUDA1)", ...
+  std::string flags;    // llama.cpp's flags for it ("" when none was found)
+  bool fits = false;    // every GPU keeps its margin free (then it is timed)
+  std::string why_not;  // why it is not ranked
+  PlacementSpeed speed;
+};
+// The placements weighed: `first` (llama.cpp's fit or, with --strict, the given options; `first_why_not` non-empty
+// when it does not fit), the largest whole-layer -ngl that fits, every expert on the CPU (a MoE model) and each GPU
+// alone fit by llama.cpp's fit (several GPUs), at the first's context. Those that fit come first, fastest first by
+// tg128 (pp512 with by_prompt); then those that do not, with the reason.
+std::vector<RankedPlacement> rank_placements(const harness::SessionConfig& base, const llama::SessionFitInputs& in,
+                                             const llama::FitProblem& p, const llama::FitSetting& first,
+                                             const std::string& first_label, const std::string& first_flags,
+                                             const std::string& first_why_not, bool llama_rules, bool by_prompt);
+// Why the first placement beats the second: the time of the test's unit (a token, the prompt), the device whose busy
+// time differs most, and the bytes copied.
+std::string rank_why(const RankedPlacement& a, const RankedPlacement& b, bool by_prompt);
+std::string ranking_text(const std::vector<RankedPlacement>& ranked, bool by_prompt, bool wide);
+nlohmann::ordered_json ranking_json(const std::vector<RankedPlacement>& ranked, bool by_prompt);
 
 }  // namespace tessera::tool

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/harness/session/session.h"
+#include "tessera/sim/trace.h"
 #include "tessera/status.h"
 
 namespace tessera {
@@ -62,7 +63,11 @@ struct BenchResult {
   uint64_t model_bytes = 0;
   uint64_t model_params = 0;
   Type main_type = Type::kF32;
-  bool pipelined = false;          // the prompt planned with pipeline parallelism (llama.cpp enables it)
+  bool pipelined = false;  // the prompt planned with pipeline parallelism (llama.cpp enables it)
+  // Where the time goes, from the simulator's trace (per device: busy time, compute, bytes copied in): the prompt's
+  // ubatches in flight (the first prompt session), and one generated token (the first generation session; each
+  // token of a test attends to about as many cells). Empty when the test has none.
+  sim::TraceSummary prompt_summary, gen_summary;
   std::vector<std::string> notes;  // approximations made, one line each
 };
 

@@ -129,14 +129,50 @@ TEST(LlamaBench, TimesAreTheSessionsMakespans) {
   EXPECT_EQ(pp.value().sessions, 1);
   EXPECT_FALSE(pp.value().pipelined);
 
+  // where the time goes: the prompt's session, its makespan the prompt's time; no generation
+  EXPECT_DOUBLE_EQ(pp.value().prompt_summary.makespan_us, pp_direct);
+  EXPECT_EQ(pp.value().gen_summary.n_events, 0u);
+
   auto tg = simulate_bench(base("1gpu", 256), {0, 8, 0}, 2048, 512, &builtin_registry());
   ASSERT_TRUE(tg.ok()) << tg.status().to_string();
   const double step = direct(base("1gpu", 256), 1, 256);
   EXPECT_DOUBLE_EQ(tg.value().gen_us, 8 * step);
+  // one generated token's session: its makespan is one step; the GPU is busy for most of it
+  EXPECT_DOUBLE_EQ(tg.value().gen_summary.makespan_us, step);
+  EXPECT_EQ(tg.value().prompt_summary.n_events, 0u);
+  double gpu_busy = 0;
+  for (const sim::DeviceSummary& d : tg.value().gen_summary.devices) {
+    if (d.name == "gpu0") gpu_busy = d.busy_us;
+  }
+  EXPECT_GT(gpu_busy, 0.5 * step);
+  EXPECT_LE(gpu_busy, step);
   EXPECT_DOUBLE_EQ(tg.value().tokens_per_second, 8 / (8 * step * 1e-6));
   // the model's columns: Llama-2-7B's shapes (4096 x 32000 embeddings, 32 layers of 4 x 4096^2 + 3 x 4096 x 11008,
   // norms): 6,738,415,616 parameters, as llama-bench prints "6.74 B" for llama 7B
   EXPECT_EQ(tg.value().model_params, 6738415616u);
+}
+
+// A generated token on a GPU with no launch overhead and unbounded arithmetic reads its weights and the cache once at
+// the GPU's bandwidth. Llama-2-7B in q4_0 (18 bytes per 32 values), worked out by hand: 32 layers of 4 x 4096^2 +
+// 3 x 4096 x 11008 values = 3,642,753,024 bytes, the output 32000 x 4096 = 73,728,000 bytes, the f32 norms
+// 1,064,960 bytes (token_embd stays on the CPU: one row read); the f16 cache of 256 cells, K and V of 4096 values in 32
+// layers, 134,217,728 bytes. 3,851,763,712 bytes at 1e12 B/s: 3851.76 us, 259.62 t/s. The token's four inputs cross
+// the preset's PCIe link (about 10 us of latency each: 40 us, 1 %) and the activations are a few MiB: under 2 % in
+// all. (Before the cost of SET_ROWS counted only the rows it writes, the 64 cache writes read the whole 2 MiB cache
+// twice each: 4176 us.)
+TEST(LlamaBench, AGeneratedTokenReadsItsWeightsOnceAtTheBandwidth) {
+  SessionConfig c = base("1gpu", 256);
+  for (sim::DeviceConfig& d : c.topology.devices) {
+    d.cost.launch_overhead_us = 0;
+    d.cost.flops_f32 = d.cost.flops_f16 = d.cost.flops_quant = 1e18;
+    if (d.type != DeviceType::kCpu) d.cost.mem_bandwidth = 1e12;
+  }
+  auto tg = simulate_bench(c, {0, 16, 0}, 2048, 512, &builtin_registry());
+  ASSERT_TRUE(tg.ok()) << tg.status().to_string();
+  const double by_hand_us = 3851763712.0 / 1e12 * 1e6;
+  EXPECT_GE(tg.value().gen_summary.makespan_us, by_hand_us);
+  EXPECT_LE(tg.value().gen_summary.makespan_us, 1.02 * by_hand_us);
+  EXPECT_NEAR(tg.value().tokens_per_second, 1e6 / by_hand_us, 0.02 * 1e6 / by_hand_us);
 }
 
 // On 8 GPUs with llama.cpp's pipeline parallelism the four ubatches of pp2048 overlap: well under four times one

@@ -419,6 +419,26 @@ TEST(SimCost, GetRowsReadsTheRowsItsIdsName) {
   EXPECT_LT(rel_err(op_time_us(cost_device(), *many), 5.0 + 1.450304), 1e-12) << op_time_us(cost_device(), *many);
 }
 
+// SET_ROWS writes the rows its ids name into the destination (a KV cache): an f16 cache of 32768 cells of 4096 values
+// (256 MiB) takes one f32 row of a decoded token: rows 4096 * 4 = 16384 + ids 4 (i32) + the row written in f16
+// 4096 * 2 = 8192 B = 24580 B, 0.04916 us at 500 GB/s (flops: one per value written, 4096: under 0.0001 us). 512
+// rows of a prompt: 8388608 + 2048 + 4194304 = 12584960 B, 25.16992 us. The cache itself is not read.
+TEST(SimCost, SetRowsWritesTheRowsItsIdsName) {
+  Nodes n;
+  auto set = [&](int64_t rows) {
+    Tensor* cache = n.ctx.new_tensor_2d(Type::kF16, 4096, 32768);
+    Tensor* r = n.ctx.new_tensor_2d(Type::kF32, 4096, rows);
+    Tensor* ids = n.ctx.new_tensor_1d(Type::kI32, rows);
+    Tensor* out = set_rows(n.ctx, cache, r, ids);
+    EXPECT_NE(out, nullptr) << n.ctx.status().to_string();
+    return out;
+  };
+  Tensor* one = set(1);
+  EXPECT_LT(rel_err(op_time_us(cost_device(), *one), 5.0 + 0.04916), 1e-12) << op_time_us(cost_device(), *one);
+  Tensor* prompt = set(512);
+  EXPECT_LT(rel_err(op_time_us(cost_device(), *prompt), 5.0 + 25.16992), 1e-12) << op_time_us(cost_device(), *prompt);
+}
+
 // llama.cpp's kernel classes (docs/simulator.md, "Kernel classes"): a matrix product of up to 8 columns (tokens) is
 // a matrix x vector kernel, above that by the weight's type; flash attention by its query rows.
 TEST(SimCost, KernelClassesAsGgmlCudaPicksItsKernels) {
