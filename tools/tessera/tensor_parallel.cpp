@@ -28,7 +28,6 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
     std::fprintf(stderr, "tessera: plan -sm tensor: %s\n", why.c_str());
     return kInputError;
   };
-  if (json) return refuse("--json is not supported yet with -sm tensor");
   if (Status st = llama::check_tensor_parallel(config); !st.ok()) return refuse(st.message());
   auto r = llama::estimate_tensor_parallel(config, &builtin_registry());
   if (!r.ok() && !config.policy.kv_offload && r.status().message().rfind("tensor parallelism:", 0) == 0) {
@@ -36,11 +35,11 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
     // copied in as a mirrored input while Q is split by heads, and its flash-attention rule aborts (or, without that
     // assert, each device attends over every head's K with half of Q). GenerelSchwerz/llama.cpp#66 (2026-09) splits
     // a host cache by head.
-    std::printf(
-        "-sm tensor with -nkvo fails in llama.cpp: the KV cache is in host memory, outside the meta device, so "
-        "it is mirrored while Q is split by heads:\n  %s\n(ggml's meta backend asserts there; a fix splits "
-        "a host-resident cache by head: GenerelSchwerz/llama.cpp#66)\n",
-        r.status().message().c_str());
+    std::fprintf(json ? stderr : stdout,
+                 "-sm tensor with -nkvo fails in llama.cpp: the KV cache is in host memory, outside the meta device, "
+                 "so it is mirrored while Q is split by heads:\n  %s\n(ggml's meta backend asserts there; a fix "
+                 "splits a host-resident cache by head: GenerelSchwerz/llama.cpp#66)\n",
+                 r.status().message().c_str());
     return 1;
   }
   if (!r.ok()) return refuse(r.status().message());
@@ -48,6 +47,75 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
   const std::vector<size_t>& gpus = r.value().gpus;
   const models::LlamaGraph& g = r.value().graph;
   const llama::TensorParallelMemory& tp = r.value().memory;
+  const llama::TensorParallelTime& t = r.value().time;
+  // The same model with -sm layer simulated (a run of the scheduler in metadata-only mode) for comparison; < 0 when it
+  // does not run (a model that does not fit with -sm layer)
+  double layer_us = -1;
+  SessionConfig layer = config;
+  layer.policy.split_mode = harness::SplitMode::kLayer;
+  layer.sim.mode = sim::MemoryMode::kMetadata;
+  if (auto s = harness::Session::create(layer, &builtin_registry()); s.ok()) {
+    if (auto run = s.value()->run(1, false); run.ok()) layer_us = run.value().makespan_us;
+  }
+  // --explain: the tensors by name, each a weight, a cache or a node of the graph
+  std::vector<const Tensor*> explained;
+  for (const std::string& name : explain) {
+    const Tensor* found = nullptr;
+    for (const auto* list : {&g.weights, &g.kv_cache}) {
+      for (const Tensor* w : *list) found = found != nullptr ? found : (name == w->name ? w : nullptr);
+    }
+    for (const Tensor* n : g.graph->nodes()) found = found != nullptr ? found : (name == n->name ? n : nullptr);
+    if (found == nullptr) return refuse("--explain " + name + ": no weight, cache or node of that name");
+    explained.push_back(found);
+  }
+  if (json) {
+    ojson j = {{"format", "tessera-plan-tensor"}, {"version", kJsonFormatVersion}};
+    j["topology"] = config.topology.name;
+    j["model"] = m.name;
+    j["n_layer"] = m.n_layer;
+    j["context"] = m.n_ctx;
+    j["tokens"] = m.n_tokens;
+    j["flash_attn"] = m.flash_attn;
+    j["kv_type"] = m.kv_type_text();
+    ojson devs = ojson::array();
+    for (size_t k = 0; k < gpus.size(); ++k) {
+      const sim::DeviceConfig& d = config.topology.devices[gpus[k]];
+      const size_t total = tp.weights[k] + tp.cache[k];
+      devs.push_back({{"device", d.name},
+                      {"weights", tp.weights[k]},
+                      {"kv_cache", tp.cache[k]},
+                      {"total", total},
+                      {"capacity", d.memory},
+                      {"fits", total <= d.memory}});
+    }
+    j["gpus"] = devs;
+    j["host_weights"] = tp.host_weights;
+    j["reductions"] = tp.n_reductions;
+    j["reduced_bytes"] = tp.reduced_bytes;
+    j["subgraphs"] = tp.plan.n_subgraphs();
+    j["estimate"] = {{"compute_us", t.compute_us}, {"reduce_us", t.reduce_us}, {"total_us", t.total_us()}};
+    j["layer_split_us"] = layer_us >= 0 ? ojson(layer_us) : ojson(nullptr);
+    ojson ex = ojson::array();
+    for (const Tensor* e : explained) {
+      const SplitState* st = tp.plan.of(e);
+      ojson shape = ojson::array();
+      for (int64_t n : e->ne) shape.push_back(n);
+      ojson per_device = ojson::array();
+      if (st != nullptr && st->is_split()) {
+        for (size_t k = 0; k < gpus.size(); ++k) per_device.push_back(st->on_device(k, gpus.size()));
+      }
+      ex.push_back({{"name", e->name},
+                    {"op", op_name(e->op)},
+                    {"type", type_name(e->type)},
+                    {"shape", shape},
+                    {"state", st != nullptr ? ojson(split_axis_name(st->axis)) : ojson(nullptr)},
+                    {"on_device", st != nullptr && st->is_split() ? per_device : ojson(nullptr)},
+                    {"text", st != nullptr ? st->describe(gpus.size()) : "not in the graph"}});
+    }
+    j["explained"] = ex;
+    std::printf("%s\n", j.dump(2).c_str());
+    return kOk;
+  }
   std::printf(
       "model %s (%d layers, %lld tokens, flash attention; context %lld) on topology %s, -sm tensor over %zu "
       "GPUs (llama.cpp's meta device), metadata-only\n\n",
@@ -76,31 +144,16 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
       "\n%zu reductions per evaluation (the attention output and the FFN of each layer are partial sums on "
       "every GPU), %s of partial results in all\n",
       tp.n_reductions, format_bytes(tp.reduced_bytes).c_str());
-  // Time: the estimate of one evaluation on these GPUs, and the same model with -sm layer simulated (a run of the
-  // scheduler in metadata-only mode) for comparison.
-  const llama::TensorParallelTime& t = r.value().time;
+  // Time: the estimate of one evaluation on these GPUs, and the same model with -sm layer simulated for comparison.
   std::printf(
       "one evaluation of %lld tokens, estimated: %.3f ms = compute %.3f ms (the slowest GPU between "
       "reductions) + reductions %.3f ms (ring AllReduce over the topology's links)\n",
       static_cast<long long>(m.n_tokens), t.total_us() / 1000, t.compute_us / 1000, t.reduce_us / 1000);
-  SessionConfig layer = config;
-  layer.policy.split_mode = harness::SplitMode::kLayer;
-  layer.sim.mode = sim::MemoryMode::kMetadata;
-  if (auto s = harness::Session::create(layer, &builtin_registry()); s.ok()) {
-    if (auto run = s.value()->run(1, false); run.ok()) {
-      std::printf("the same with -sm layer (simulated by the scheduler): %.3f ms\n", run.value().makespan_us / 1000);
-    }
-  }
+  if (layer_us >= 0) std::printf("the same with -sm layer (simulated by the scheduler): %.3f ms\n", layer_us / 1000);
   std::printf(
       "an estimate beside the scheduler; `tessera run -sm tensor` runs the meta device itself (splits, compute "
       "buffers, the AllReduces' copies, simulated time)\n");
-  for (const std::string& name : explain) {
-    const Tensor* found = nullptr;
-    for (const auto* list : {&g.weights, &g.kv_cache}) {
-      for (const Tensor* w : *list) found = found != nullptr ? found : (name == w->name ? w : nullptr);
-    }
-    for (const Tensor* n : g.graph->nodes()) found = found != nullptr ? found : (name == n->name ? n : nullptr);
-    if (found == nullptr) return refuse("--explain " + name + ": no weight, cache or node of that name");
+  for (const Tensor* found : explained) {
     const SplitState* s = tp.plan.of(found);
     std::printf("%s: %s %s, %s\n", found->name, op_name(found->op), describe(*found).c_str(),
                 s != nullptr ? s->describe(gpus.size()).c_str() : "not in the graph");
