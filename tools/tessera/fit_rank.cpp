@@ -67,7 +67,17 @@ struct Candidate {
   FitProblem problem;
   FitSetting setting;
   std::string prefix;  // "-dev CUDA1 "
+  std::string suffix;  // " -cmoe", " -ncmoe 12": the overrides as llama.cpp's shorthand (then not printed as -ot)
 };
+
+// llama.cpp's -ncmoe N (-cmoe: every layer) as fit's overrides: each of the first N layers' experts to the CPU, with
+// llama.cpp's pattern for a layer (common/arg.cpp, --n-cpu-moe: blk\.N\.ffn_(up|down|gate|gate_up)_(ch|)exps)
+std::vector<std::pair<std::string, std::string>> cpu_moe_overrides(int n_layers) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int i = 0; i < n_layers; ++i)
+    out.emplace_back("blk\\." + std::to_string(i) + R"(\.ffn_(up|down|gate|gate_up)_(ch|)exps)", "CPU");
+  return out;
+}
 
 }  // namespace
 
@@ -127,21 +137,40 @@ std::vector<RankedPlacement> rank_placements(const SessionConfig& base, const Se
       candidates.push_back({r.label, base, free_in, free_p, with(lo), ""});
     }
   }
-  // Every expert on the CPU, every layer on the GPUs (-cmoe; -ot exps=CPU)
+  // Every layer on the GPUs with the experts of its first N layers on the CPU: every expert (-cmoe; -ot exps=CPU),
+  // and the smallest N that fits (-ncmoe N, what users tune by hand)
   if (p.n_expert > 0) {
-    FitSetting s;
-    s.n_ctx = n_ctx;
-    s.placed = true;
-    s.n_gpu_layers = -1;
-    s.overrides = {{kFitMoePatternAll, "CPU"}};
+    auto with = [&](int n) {
+      FitSetting s;
+      s.n_ctx = n_ctx;
+      s.placed = true;
+      s.n_gpu_layers = -1;
+      s.overrides = cpu_moe_overrides(n);
+      return s;
+    };
     std::string why;
-    auto f = fits(free_p, measure, s, &why);
-    if (f.ok() && f.value()) {
-      candidates.push_back({"every expert on the CPU (-cmoe)", base, free_in, free_p, s, ""});
+    auto all = fits(free_p, measure, with(p.n_layer), &why);
+    if (all.ok() && all.value()) {
+      candidates.push_back({"every expert on the CPU (-cmoe)", base, free_in, free_p, with(p.n_layer), "", " -cmoe"});
+      // the smallest N: N = n_layer fits; find the first that does
+      int lo = 0, hi = p.n_layer;  // hi fits
+      while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        auto f = fits(free_p, measure, with(mid), nullptr);
+        if (f.ok() && f.value()) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+      }
+      if (hi < p.n_layer) {
+        candidates.push_back({format_message("the fewest experts on the CPU (-ncmoe %d)", hi), base, free_in, free_p,
+                              with(hi), "", format_message(" -ncmoe %d", hi)});
+      }
     } else {
       RankedPlacement r;
       r.label = "every expert on the CPU (-cmoe)";
-      r.why_not = f.ok() ? why : f.status().message();
+      r.why_not = all.ok() ? why : all.status().message();
       out.push_back(r);
     }
   }
@@ -182,7 +211,15 @@ std::vector<RankedPlacement> rank_placements(const SessionConfig& base, const Se
     const Candidate& c = candidates[i];
     RankedPlacement r;
     r.label = c.label;
-    r.flags = i == 0 && first_why_not.empty() ? first_flags : c.prefix + fit_flags(c.setting, c.problem);
+    if (i == 0 && first_why_not.empty()) {
+      r.flags = first_flags;
+    } else if (!c.suffix.empty()) {
+      FitSetting shown = c.setting;
+      shown.overrides.clear();
+      r.flags = c.prefix + fit_flags(shown, c.problem) + c.suffix;
+    } else {
+      r.flags = c.prefix + fit_flags(c.setting, c.problem);
+    }
     if (std::any_of(ranked.begin(), ranked.end(), [&r](const RankedPlacement& x) { return x.flags == r.flags; })) {
       continue;
     }

@@ -164,9 +164,9 @@ struct RankedPlacement {
   PlacementSpeed speed;
 };
 // The placements weighed: `first` (llama.cpp's fit or, with --strict, the given options; `first_why_not` non-empty
-// when it does not fit), the largest whole-layer -ngl that fits, every expert on the CPU (a MoE model) and each GPU
-// alone fit by llama.cpp's fit (several GPUs), at the first's context. Those that fit come first, fastest first by
-// tg128 (pp512 with by_prompt); then those that do not, with the reason.
+// when it does not fit), the largest whole-layer -ngl that fits, every expert on the CPU and the smallest -ncmoe that
+// fits (a MoE model) and each GPU alone fit by llama.cpp's fit (several GPUs), at the first's context. Those that fit
+// come first, fastest first by tg128 (pp512 with by_prompt); then those that do not, with the reason.
 std::vector<RankedPlacement> rank_placements(const harness::SessionConfig& base, const llama::SessionFitInputs& in,
                                              const llama::FitProblem& p, const llama::FitSetting& first,
                                              const std::string& first_label, const std::string& first_flags,
