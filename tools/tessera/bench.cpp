@@ -9,6 +9,8 @@
 #include <regex>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+
 #include "tessera/llama/llama_bench.h"
 #include "tessera/llama/llama_cpp_graph.h"
 #include "subcommands.h"

@@ -8,6 +8,8 @@
 #include <ctime>
 #include <fstream>
 
+#include <CLI/CLI.hpp>
+
 #include "tessera/harness/session/calibrate.h"
 #include "tessera/harness/topology/topology.h"
 #include "subcommands.h"

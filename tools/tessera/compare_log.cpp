@@ -6,6 +6,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+
 #include "tessera/models/fixtures.h"
 #include "tessera/harness/common/text_table.h"
 #include "json_out.h"

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <CLI/CLI.hpp>
+
 #include "tessera/models/fixtures.h"
 #include "tessera/builtin.h"
 #include "tessera/gguf.h"

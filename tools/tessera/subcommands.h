@@ -4,7 +4,6 @@
 // tool's exit code: 0 ok, 1 an expectation failed, 2 usage or input error.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -17,6 +16,12 @@
 #include "tessera/llama/llama_fit.h"
 #include "tessera/llama/llama_log.h"
 #include "tessera/llama/llama_log_predict.h"
+
+// (CLI11's header alone takes about 6 s to compile; the files that build the command line include it, the others
+// only name its App)
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace tessera::tool {
 

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <iostream>
 
+#include <CLI/CLI.hpp>
+
 #include "subcommands.h"
 #include "tessera/scenario/scenario_upgrade.h"
 
