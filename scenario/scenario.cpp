@@ -449,8 +449,8 @@ namespace {
 
 // split_mode tensor (llama.cpp's -sm tensor; docs/tensor-parallel.md): the model on the meta device of the topology's
 // GPUs, as `tessera run -sm tensor` runs it (llama::run_tensor_parallel). The expectations it can answer: scheduling
-// and its error, splits, each device's peak memory, weights and KV cache, races, the outputs against the CPU; any other
-// is a failed expectation that says so.
+// and its error, splits, each device's peak memory, weights and KV cache, races, the outputs against the CPU, and the
+// metrics of its simulator (check_metrics); any other is a failed expectation that says so.
 ScenarioOutcome run_once_tensor(const Scenario& sc, const Registry* real_devices) {
   ScenarioOutcome out;
   const Expectations& e = sc.expect;
@@ -463,7 +463,6 @@ ScenarioOutcome run_once_tensor(const Scenario& sc, const Registry* real_devices
   if (e.max_split_inputs) unsupported.push_back("max_split_inputs");
   if (!e.nodes.empty()) unsupported.push_back("nodes");
   if (e.max_reserves) unsupported.push_back("max_reserves");
-  if (!e.metrics.empty()) unsupported.push_back("metrics");
   if (e.extra_models_fit || !e.extra_overflow_contains.empty()) unsupported.push_back("the extra models");
   if (!unsupported.empty()) {
     std::string list;
@@ -513,6 +512,7 @@ ScenarioOutcome run_once_tensor(const Scenario& sc, const Registry* real_devices
       const std::string what = "peak memory of " + pm.device + " <= " + format_bytes(pm.max_bytes);
       check(what, d && run.peak[*d] <= pm.max_bytes, d ? format_bytes(run.peak[*d]) : "no such device");
     }
+    check_metrics(run, e.metrics, &out.results);
     for (auto [what_of, list, field] :
          {std::tuple{"weights", &e.weights, &run.weights}, {"kv cache", &e.kv_cache, &run.cache}}) {
       for (const auto& w : *list) {

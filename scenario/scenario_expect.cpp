@@ -154,17 +154,17 @@ int trace_device(const sim::Trace& trace, const std::string& name) {
   return -3;
 }
 
-// The metric's value for a session after its run; an error names an unknown device or split.
-Result<double> measure(Session& s, const MetricExpect& m) {
+// The metrics a simulator answers by itself (its trace and counters), whatever ran on it; std::nullopt for the others.
+std::optional<Result<double>> measure_sim(const sim::Simulator& simulator, const MetricExpect& m) {
   const std::string& k = m.metric;
-  if (k == "makespan") return sim::summarize(s.sim().trace()).makespan_us;
-  if (k == "host_blocked") return s.sim().now_us();  // the host's clock advances only while it blocks
+  if (k == "makespan") return Result<double>(sim::summarize(simulator.trace()).makespan_us);
+  if (k == "host_blocked") return Result<double>(simulator.now_us());  // the host's clock advances only while it blocks
   if (k == "copy_bytes" || k == "copies" || k == "copy_time") {
-    const sim::Trace& trace = s.sim().trace();
+    const sim::Trace& trace = simulator.trace();
     const int from = m.from.empty() ? -2 : trace_device(trace, m.from);
     const int to = m.to.empty() ? -2 : trace_device(trace, m.to);
     for (const auto& [name, d] : {std::pair{&m.from, from}, {&m.to, to}}) {
-      if (d == -3) return Status(StatusCode::kInvalidArgument, "no device " + quote(*name));
+      if (d == -3) return Result<double>(Status(StatusCode::kInvalidArgument, "no device " + quote(*name)));
     }
     double bytes = 0, count = 0, time = 0;
     for (const sim::TraceEvent& e : trace.events) {
@@ -186,8 +186,19 @@ Result<double> measure(Session& s, const MetricExpect& m) {
       count += 1;
       time += e.end_us - e.start_us;
     }
-    return k == "copies" ? count : k == "copy_time" ? time : bytes;
+    return Result<double>(k == "copies" ? count : k == "copy_time" ? time : bytes);
   }
+  const sim::SimCounters& c = simulator.counters();
+  if (k == "synchronizations") return Result<double>(static_cast<double>(c.synchronizes));
+  if (k == "event_waits") return Result<double>(static_cast<double>(c.event_waits));
+  if (k == "event_synchronizations") return Result<double>(static_cast<double>(c.event_synchronizes));
+  return std::nullopt;
+}
+
+// The metric's value for a session after its run; an error names an unknown device or split.
+Result<double> measure(Session& s, const MetricExpect& m) {
+  const std::string& k = m.metric;
+  if (std::optional<Result<double>> r = measure_sim(s.sim(), m)) return *r;
   if (k == "split_copy_bytes") {
     const std::vector<Scheduler::SplitView> views = s.sched().splits();
     if (m.split >= 0 && static_cast<size_t>(m.split) >= views.size()) {
@@ -208,11 +219,7 @@ Result<double> measure(Session& s, const MetricExpect& m) {
     }
     return Status(StatusCode::kInvalidArgument, "no device " + quote(m.device));
   }
-  const sim::SimCounters& c = s.sim().counters();
   if (k == "splits") return static_cast<double>(s.sched().n_splits());
-  if (k == "synchronizations") return static_cast<double>(c.synchronizes);
-  if (k == "event_waits") return static_cast<double>(c.event_waits);
-  if (k == "event_synchronizations") return static_cast<double>(c.event_synchronizes);
   if (k == "reserves") return static_cast<double>(s.sched().reserve_count());
   if (k == "replans") return static_cast<double>(s.sched().replan_count());
   if (k == "replan_synchronizations") return static_cast<double>(s.sched().replan_synchronizations());
@@ -276,6 +283,37 @@ void check_metrics(Session& session, const std::vector<MetricExpect>& expects, s
       } else {
         out->push_back({what, holds(got.value(), b.op, b.value), "measured " + format_value(got.value(), unit)});
       }
+    }
+  }
+}
+
+Result<double> measure_tensor(const TensorParallelRun& run, const MetricExpect& m) {
+  const std::string& k = m.metric;
+  if (std::optional<Result<double>> r = measure_sim(*run.sim, m)) return *r;
+  if (k == "splits") return static_cast<double>(run.splits);
+  if (k == "compute_bytes" || k == "peak_memory") {
+    for (size_t i = 0; i < run.sim->device_count(); ++i) {
+      if (run.sim->device_config(i).name != m.device) continue;
+      const size_t placed = run.weights[i] + run.cache[i];
+      return static_cast<double>(k == "peak_memory" ? run.peak[i] : run.peak[i] > placed ? run.peak[i] - placed : 0);
+    }
+    return Status(StatusCode::kInvalidArgument, "no device " + quote(m.device));
+  }
+  // split_copy_bytes, reserves, replans, replan_synchronizations: the scheduler's record of a session
+  return Status(StatusCode::kInvalidArgument, "metric " + quote(k) + " is not measured with split_mode tensor yet");
+}
+
+void check_metrics(const TensorParallelRun& run, const std::vector<MetricExpect>& expects,
+                   std::vector<ExpectationResult>* out) {
+  for (const MetricExpect& m : expects) {
+    const Unit unit = find_metric(m.metric)->unit;
+    Result<double> got = measure_tensor(run, m);
+    for (const MetricBound& b : m.bounds) {
+      const std::string what = format_message("%s: %s %s %s", m.path.c_str(), describe_metric(m).c_str(), op_text(b.op),
+                                              format_value(b.value, unit).c_str());
+      out->push_back(got.ok() ? ExpectationResult{what, holds(got.value(), b.op, b.value),
+                                                  "measured " + format_value(got.value(), unit)}
+                              : ExpectationResult{what, false, got.status().message()});
     }
   }
 }

@@ -100,3 +100,33 @@ TEST(SimScenarioParse, TensorSplitAnswersWhatItCanAndNamesTheRest) {
   ASSERT_TRUE(nothing.ok()) << nothing.status().to_string();
   EXPECT_TRUE(run_scenario(nothing.value(), &builtin_registry()).passed);
 }
+
+// expect.metrics with split_mode tensor: the meta device's simulator answers them. tiny (n_embd 64, 8 tokens) on two
+// GPUs makes 4 AllReduces an evaluation of [64 x 8] f32 partial sums, 2048 B each; a ring over 2 devices cuts each into
+// 2 chunks of 1024 B and passes one chunk each way in its reduce-scatter step and one in its all-gather step
+// (docs/tensor-parallel.md, "Compute"): 4 x 2 = 8 copies of 1024 B from gpu0 to gpu1, as many back. gpu1's peak holds
+// at least its half of the cache: 2 layers x K and V x 64 cells x 16 of the 32 KV values x 2 B = 8192 B. A metric only
+// a session's scheduler records fails, saying so.
+TEST(SimScenarioParse, TensorSplitMetricsCountTheRingsCopies) {
+  const std::string head = R"({"name": "x", "topology": "2gpu-unequal", "model": {"flash_attn": true},
+                              "run": {"mode": "metadata-only"}, "policy": {"split_mode": "tensor"}, "expect": )";
+  auto ok = parse_scenario(head + R"({"metrics": [
+      {"metric": "copies", "from": "gpu0", "to": "gpu1", "equals": 8},
+      {"metric": "copy_bytes", "from": "gpu1", "to": "gpu0", "equals": "8192 B"},
+      {"metric": "splits", "equals": 2},
+      {"metric": "makespan", "at_least": "1 us"},
+      {"metric": "peak_memory", "device": "gpu1", "at_least": "8192 B"}]}})",
+                           "t.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  const ScenarioOutcome good = run_scenario(ok.value(), &builtin_registry());
+  for (const auto& r : good.results) EXPECT_TRUE(r.ok) << r.what << ": " << r.detail;
+  EXPECT_TRUE(good.passed) << good.error;
+  EXPECT_EQ(good.results.size(), 5u);
+  auto reserves = parse_scenario(head + R"({"metrics": [{"metric": "reserves", "at_most": 1}]}})", "t.json");
+  ASSERT_TRUE(reserves.ok()) << reserves.status().to_string();
+  const ScenarioOutcome bad = run_scenario(reserves.value(), &builtin_registry());
+  EXPECT_FALSE(bad.passed);
+  ASSERT_EQ(bad.results.size(), 1u);
+  EXPECT_THAT(bad.results[0].detail, HasSubstr("\"reserves\" is not measured with split_mode tensor yet"));
+}
+
