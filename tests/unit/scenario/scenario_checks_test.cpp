@@ -129,4 +129,3 @@ TEST(SimScenarioParse, TensorSplitMetricsCountTheRingsCopies) {
   ASSERT_EQ(bad.results.size(), 1u);
   EXPECT_THAT(bad.results[0].detail, HasSubstr("\"reserves\" is not measured with split_mode tensor yet"));
 }
-
