@@ -131,6 +131,13 @@ bool Reader::line(const std::string& text, int n) {
     if (!log_.build) log_.build = LogText{std::string(fn_is(fn, "main") ? body.substr(8) : body), n};
     return true;
   }
+  if (fn_has(fn, "params_fit")) {
+    // llama.cpp's fit (common/fit.cpp; llama_params_fit before it moved to common/): its memory breakdown table is of
+    // the parameters it started from, which are the run's only when it changed nothing
+    log_.fit_ran = true;
+    if (body.find("no changes needed") != std::string_view::npos) log_.fit_unchanged = true;
+  }
+  if (fn_has(fn, "memory_breakdown_print")) return breakdown(body, n);
   if (body.find("buffer size") != std::string_view::npos) return buffer(fn, body, n);
   if (starts_with(body, "offload")) return offload(body, n);
   if (starts_with(body, "graph nodes") || starts_with(body, "graph splits")) return graph(body, n);
@@ -327,6 +334,57 @@ bool Reader::graph(std::string_view body, int n) {
   if (!take_int(r, v)) return false;
   std::optional<LogInt>& slot = nodes ? log_.figures.graph_nodes : log_.figures.graph_splits;
   if (!slot) slot = LogInt{v, n};
+  return true;
+}
+
+// "| memory breakdown [MiB] | total free self model context compute unaccounted |" (the header), then a row per GPU
+// "|   - CUDA0 (L4)         | 22565 = 22371 + (5619 =  2368 +    2734 +     517) +       -5425 |", the host
+// "|   - Host               |                   794 =   525 +       0 +     269                |" and other buffer
+// types alike (common/fit.cpp, common_memory_breakdown_print's templates).
+bool Reader::breakdown(std::string_view body, int n) {
+  std::string_view r = trimmed(body);
+  if (!consume(r, "|")) return false;
+  if (consume(r, "memory breakdown [MiB]")) return true;  // the header
+  if (!consume(r, "- ")) return false;
+  const size_t bar = r.find('|');
+  if (bar == std::string_view::npos) return false;
+  LlamaLogBreakdownRow row;
+  std::string_view name = trimmed(r.substr(0, bar));
+  r.remove_prefix(bar + 1);
+  if (const size_t paren = name.find(" ("); paren != std::string_view::npos && name.back() == ')') {
+    row.description = std::string(name.substr(paren + 2, name.size() - paren - 3));
+    name = name.substr(0, paren);
+  }
+  if (name.empty() || name.find(' ') != std::string_view::npos) return false;
+  row.device = std::string(name);
+  int64_t first = 0;
+  if (!take_int(r, first) || !consume(r, "=")) return false;
+  if (consume(r, "(")) return false;  // (a total without its free memory)
+  trim_left(r);
+  if (!r.empty() && is_digit(r[0]) && r.find('(') != std::string_view::npos) {
+    // a GPU: total = free + (self = model + context + compute) + unaccounted
+    int64_t free = 0;
+    if (!take_int(r, free) || !consume(r, "+") || !consume(r, "(") || !take_int(r, row.self) || !consume(r, "=")) {
+      return false;
+    }
+    row.total = first;
+    row.free = free;
+  } else {
+    row.self = first;  // the host or another buffer type: self = model + context + compute
+  }
+  if (!take_int(r, row.model) || !consume(r, "+") || !take_int(r, row.context) || !consume(r, "+") ||
+      !take_int(r, row.compute)) {
+    return false;
+  }
+  if (row.total && !consume(r, ")")) return false;
+  // the sums as printed (each a whole MiB of its own, so the total may be off by the rounding of its parts)
+  if (row.model + row.context + row.compute > row.self + 2 || row.model + row.context + row.compute + 2 < row.self) {
+    return false;
+  }
+  // the fit's table comes before the model is loaded (no buffer line yet); the one at exit after
+  row.fit = log_.fit_ran && log_.figures.buffers.empty();
+  row.line = n;
+  log_.figures.breakdown.push_back(std::move(row));
   return true;
 }
 

@@ -276,7 +276,7 @@ double LogFigure::percent() const {
 double tolerance_of(const LogFigure& f, const LogTolerance& t) {
   if (f.kind == "graph nodes") return t.nodes_pct;
   if (f.kind == "graph splits") return t.splits_pct;
-  if (f.kind == "compute" || f.kind == "failed compute") return t.compute_pct;
+  if (f.kind == "compute" || f.kind == "failed compute" || f.kind == "breakdown compute") return t.compute_pct;
   return t.memory_pct;
 }
 
@@ -309,6 +309,13 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     run.ctx_size = *c.n_ctx_slot * c.n_slots.value_or(1);
     out.notes.push_back("n_ctx " + std::to_string(*run.ctx_size) + ": llama-server's n_ctx_slot" +
                         (c.n_slots ? " x n_slots" : " (no n_slots line: 1 slot assumed)"));
+  } else if (log.fit_ran && log.model.n_ctx_train && *log.model.n_ctx_train > 0) {
+    // llama.cpp's fit (common/fit.cpp, late 2025 on) prints its lines only in builds whose default context is the
+    // model's training context (common/common.h: n_ctx = 0, "context the model was trained with")
+    run.ctx_size = *log.model.n_ctx_train;
+    out.notes.push_back("n_ctx " + std::to_string(*run.ctx_size) +
+                        ": no -c and no n_ctx line, and llama.cpp's fit ran: the training context (n_ctx 0, the "
+                        "default of the builds that fit)");
   } else {
     missing.ctx = "no 'n_ctx = N' (or 'kv_size = N') line: the context size";
   }
@@ -329,7 +336,11 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     if (k == "fa" && !run.flash_attn) run.flash_attn = v;
   }
   if (!run.cache_k) out.notes.push_back("no KV cache type printed: llama.cpp's default f16 assumed");
-  if (!run.flash_attn) {
+  if (!run.flash_attn && log.fit_ran) {
+    // the builds that fit have flash attention 'auto' by default (common/common.h: LLAMA_FLASH_ATTN_TYPE_AUTO)
+    run.flash_attn = "auto";
+    out.notes.push_back("flash attention not printed: 'auto' assumed (the default of the builds that fit)");
+  } else if (!run.flash_attn) {
     run.flash_attn = "off";
     out.notes.push_back("flash attention not printed: off assumed (the default of builds before 'auto')");
   }
@@ -586,6 +597,10 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   int graph_build = 0;
   if (build_number > 0 && build_number <= 1000000) {
     graph_build = static_cast<int>(build_number);
+  } else if (options.llama_build > 0) {
+    graph_build = options.llama_build;
+    out.notes.push_back("no build line: the graph of llama.cpp build " + std::to_string(graph_build) +
+                        " (--llama-build)");
   } else {
     graph_build = log.old_format ? kLlamaCppOldFormatBuild : kLlamaCppNewestBuild;
     out.notes.push_back(std::string(printed_build > 0 ? "build " + std::to_string(printed_build) +
@@ -720,6 +735,39 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   }
   for (const LlamaLogBuffer& b : printed_buffers) {
     out.figures.push_back(buffer_figure(figure(b.kind, b.device, b.mib, b.line), b.kind));
+  }
+  // llama.cpp's memory breakdown table (common_memory_breakdown_print): per GPU, the host and any other buffer type,
+  // the model, context (KV) and compute bytes of its buffer types, each sum in whole MiB (bytes / MiB, truncated). A
+  // GPU's row holds its own buffer type, its split buffers (-sm row: the main GPU's, as ggml_backend_buft_get_device
+  // says) and a mapped model buffer of its own (Metal's MTL0_Mapped); the host's every host buffer type (CPU,
+  // CPU_Mapped, CUDA_Host); CPU_REPACK, not host memory for ggml, a row of its own.
+  auto row_of = [&](const std::string& name) -> std::string {
+    if (name == "CPU" || name == "CPU_Mapped" || name.ends_with("_Host")) return "Host";
+    for (const char* suffix : {"_Split", "_Mapped"}) {
+      const std::string sfx(suffix);
+      if (name.size() > sfx.size() && name.ends_with(sfx)) return name.substr(0, name.size() - sfx.size());
+    }
+    return name;
+  };
+  for (const LlamaLogBreakdownRow& row : log.figures.breakdown) {
+    for (const auto& [column, printed, kind] :
+         {std::tuple{"model", row.model, "model"}, std::tuple{"context", row.context, "KV"},
+          std::tuple{"compute", row.compute, "compute"}}) {
+      LogFigure f = figure(std::string("breakdown ") + column, row.device, static_cast<double>(printed), row.line);
+      const std::string& need = std::string(kind) == "model" ? all_missing : ctx_missing;
+      if (row.fit && !log.fit_unchanged) {
+        f.missing = "printed by llama.cpp's fit for the parameters it started from, which it then changed";
+      } else if (!need.empty()) {
+        f.missing = need;
+      } else {
+        double sum = 0;
+        for (const LlamaLogBuffer& p : out.predicted.buffers) {
+          if (p.kind == kind && row_of(p.device) == row.device) sum += p.mib;
+        }
+        f.predicted = std::floor(sum + 1e-9);
+      }
+      out.figures.push_back(f);
+    }
   }
   auto count_figure = [&](const std::optional<LogInt>& printed, const std::optional<LogInt>& predicted,
                           const char* kind) {

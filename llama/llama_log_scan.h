@@ -112,6 +112,7 @@ class Reader {
   bool buffer(std::string_view fn, std::string_view body, int n);
   bool offload(std::string_view body, int n);
   bool graph(std::string_view body, int n);
+  bool breakdown(std::string_view body, int n);
   bool kv_total(std::string_view fn, std::string_view body, int n);
   bool loader(std::string_view body);
   bool device(std::string_view body, int n);

@@ -162,6 +162,10 @@ CLI::App* add_compare_log(CLI::App& app, CompareLogArgs& args) {
                 "the sequences llama.cpp ran with (-np; ollama's OLLAMA_NUM_PARALLEL), when the log prints neither "
                 "n_seq_max nor n_ctx_per_seq (default 1)")
       ->check(CLI::Range(1, 4096));
+  c->add_option("--llama-build", args.llama_build,
+                "the llama.cpp build the log was made with, when it prints no build line (its graph: "
+                "docs/compare-log.md); a printed build wins")
+      ->check(CLI::Range(1000, 1000000));
   c->add_option("--command", args.command,
                 "the run's llama.cpp command line, when the log does not print one (read as a printed one: its -ngl, "
                 "-ts, -sm, -ot, -c, ...)");
@@ -355,6 +359,20 @@ ojson compare_log_json(const LlamaLog& log, const LogPrediction& p, const LogTol
     buffers.push_back({{"device", b.device}, {"kind", b.kind}, {"mib", b.mib}, {"line", b.line}});
   }
   j["buffers"] = buffers;
+  ojson rows = ojson::array();
+  for (const LlamaLogBreakdownRow& r : log.figures.breakdown) {
+    rows.push_back({{"device", r.device},
+                    {"description", r.description},
+                    {"total_mib", opt(r.total)},
+                    {"free_mib", opt(r.free)},
+                    {"self_mib", r.self},
+                    {"model_mib", r.model},
+                    {"context_mib", r.context},
+                    {"compute_mib", r.compute},
+                    {"fit", r.fit},
+                    {"line", r.line}});
+  }
+  j["memory_breakdown"] = rows;
   j["graph_nodes"] = line_int(log.figures.graph_nodes);
   j["graph_splits"] = line_int(log.figures.graph_splits);
   ojson fails = ojson::array();
@@ -396,6 +414,7 @@ int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices) {
   options.model_file = args.model;
   options.real_devices = real_devices;
   options.n_seq_max = args.n_seq_max;
+  options.llama_build = args.llama_build;
   auto p = predict_log(log.value(), options);
   if (!p.ok()) {
     std::fprintf(stderr, "tessera: %s\n", p.status().message().c_str());

@@ -35,6 +35,7 @@ struct CompareLogArgs {
   std::string model;      // -m FILE.gguf
   int64_t n_seq_max = 0;  // -np / --parallel: the sequences, when the log does not print them
   std::string command;    // --command: the run's llama.cpp command line, when the log does not print one
+  int llama_build = 0;    // --llama-build: the build, when the log prints none
   bool json = false;
   bool wide = false;  // --wide: the comparison one line per figure
   llama::LogTolerance tolerance;

@@ -32,9 +32,24 @@ struct LlamaLogBuffer {
   int line = 0;
 };
 
+// A row of llama.cpp's memory breakdown table (llama_memory_breakdown_print at exit, common_memory_breakdown_print in
+// its fit; common/fit.cpp), whole MiB as printed: a GPU "|   - CUDA0 (RTX 4090)   | 24077 =  945 + (19187 = 17904 +
+// 384 +     898) +        3945 |", the host "|   - Host |  58271 = 58259 +       0 +      12 |" (every host buffer
+// type), or another buffer type without a device ("HTP0-REPACK"). model: the weights; context: the KV and recurrent
+// state caches (not the output buffer); compute: the compute buffers.
+struct LlamaLogBreakdownRow {
+  std::string device;                  // "CUDA0", "Host", "HTP0-REPACK"
+  std::string description;             // "RTX 4090" ("" for the host)
+  std::optional<int64_t> total, free;  // a GPU's
+  int64_t self = 0, model = 0, context = 0, compute = 0;
+  bool fit = false;  // printed by llama.cpp's fit for the parameters it started from (before it changed any)
+  int line = 0;
+};
+
 // The figures a prediction is compared with: what the log printed, or what a model of llama.cpp predicts.
 struct LlamaLogFigures {
-  std::vector<LlamaLogBuffer> buffers;  // in log order
+  std::vector<LlamaLogBreakdownRow> breakdown;  // the memory breakdown table's rows, in log order
+  std::vector<LlamaLogBuffer> buffers;          // in log order
   std::optional<LogInt> graph_nodes;
   std::optional<LogInt> graph_splits;  // "graph splits = N" or the 2024 "graph splits (measure): N"
 };
@@ -144,6 +159,9 @@ struct LlamaLog {
   // renamed by builds 4463-4500, early 2025): without a build line, the graph of that era is assumed.
   bool old_format = false;
   int draft_line = 0;  // "... loading draft model '...'": this line and those after it are the draft's (not used)
+  // llama.cpp's fit ran ("common_params_fit_impl: ..." / "llama_params_fit_impl: ...") and said it changed nothing
+  // ("... no changes needed"): its memory breakdown of the starting parameters is the run's
+  bool fit_ran = false, fit_unchanged = false;
 };
 
 // Reads a log. `source` names it in errors ("FILE: line N: ..."). Errors (an unreadable input): a NUL byte (not a

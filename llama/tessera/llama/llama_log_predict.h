@@ -24,14 +24,17 @@ struct LogPredictOptions {
   bool identify = true;
   const Registry* real_devices = nullptr;  // the real CPU that the simulated topology's CPU wraps (as for sessions)
   int64_t n_seq_max = 0;  // --parallel N: the sequences, when the log prints neither n_seq_max nor n_ctx_per_seq
+  int llama_build = 0;    // --llama-build N: the build (its graph), when the log prints none
 };
 
 // One figure the log printed, and Tessera's prediction of it.
 struct LogFigure {
   // "model", "KV", "RS", "compute", "output", "input" (a buffer), "graph nodes", "graph splits", "failed model" or
-  // "failed compute" (a failed allocation: stage model or compute).
+  // "failed compute" (a failed allocation: stage model or compute), "breakdown model", "breakdown context" or
+  // "breakdown compute" (a row of llama.cpp's memory breakdown table: whole MiB).
   std::string kind;
-  std::string device;  // as printed ("CUDA0", "CUDA_Host", "ROCm0", "CPU"); "" for nodes and splits
+  std::string device;  // as printed ("CUDA0", "CUDA_Host", "ROCm0", "CPU", a breakdown row's "Host"); "" for nodes and
+                       // splits
   double printed = 0;  // MiB, or a count (nodes, splits)
   int line = 0;        // the printed line
   std::optional<double> predicted;

@@ -713,6 +713,59 @@ TEST(LlamaLogFidelity, FiguresMatchTheLogText) {
   }
 }
 
+// llama.cpp's memory breakdown tables (common_memory_breakdown_print / llama_memory_breakdown_print), each row copied
+// by hand from the log text: device, total, free, self, model, context, compute (-1: not printed), printed by the fit
+// for its starting parameters. The logs without a table have no row.
+TEST(LlamaLogFidelity, MemoryBreakdownTablesMatchTheLogText) {
+  struct Row {
+    const char* device;
+    int64_t total, free, self, model, context, compute;
+    bool fit;
+  };
+  const std::vector<std::pair<const char*, std::vector<Row>>> tables = {
+      {"21-gemma3-4b-L4-metadata.log",
+       {{"CUDA0", 22565, 22371, 5619, 2368, 2734, 517, true}, {"Host", -1, -1, 794, 525, 0, 269, true}}},
+      {"50-qwen3moe-30b-a3b-q4_k_m-vulkan-3090-ub2048-fa-fit.log",
+       {{"Vulkan0", 24822, 23594, 18660, 17524, 768, 368, true},
+        {"Host", -1, -1, 230, 166, 0, 64, true},
+        {"Vulkan0", 24822, 4201, 18660, 17524, 768, 368, false},
+        {"Host", -1, -1, 230, 166, 0, 64, false}}},
+      {"51-qwen3-8b-q4_k_m-vulkan-3090-ub2048-fa-fit.log",
+       {{"Vulkan0", 24822, 23593, 5991, 4455, 1152, 384, true},
+        {"Host", -1, -1, 429, 333, 0, 96, true},
+        {"Vulkan0", 24822, 17188, 5991, 4455, 1152, 384, false},
+        {"Host", -1, -1, 429, 333, 0, 96, false}}},
+      {"53-gpt-oss-20b-q4_k_m-metal-m5-mmap-np4-ctx131072.log",
+       {{"MTL0", 18186, 3594, 14590, 11073, 3096, 420, false}, {"Host", -1, -1, 648, 379, 0, 269, false}}},
+      {"54-gpt-oss-20b-mxfp4-metal-m5-mmap-np1-ctx131072.log",
+       {{"MTL0", 18186, 3139, 15046, 11536, 3090, 420, false}, {"Host", -1, -1, 855, 586, 0, 268, false}}},
+  };
+  for (const Expected& e : expected()) {
+    SCOPED_TRACE(e.file);
+    auto r = read_llama_log_file(fidelity_dir() + e.file);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const std::vector<LlamaLogBreakdownRow>& got = r.value().figures.breakdown;
+    auto it = std::find_if(tables.begin(), tables.end(), [&](const auto& t) { return e.file == std::string(t.first); });
+    if (it == tables.end()) {
+      EXPECT_TRUE(got.empty());
+      continue;
+    }
+    EXPECT_TRUE(r.value().fit_unchanged);
+    ASSERT_EQ(got.size(), it->second.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      const Row& w = it->second[i];
+      EXPECT_EQ(got[i].device, w.device) << i;
+      EXPECT_EQ(got[i].total.value_or(-1), w.total) << i;
+      EXPECT_EQ(got[i].free.value_or(-1), w.free) << i;
+      EXPECT_EQ(got[i].self, w.self) << i;
+      EXPECT_EQ(got[i].model, w.model) << i;
+      EXPECT_EQ(got[i].context, w.context) << i;
+      EXPECT_EQ(got[i].compute, w.compute) << i;
+      EXPECT_EQ(got[i].fit, w.fit) << i;
+    }
+  }
+}
+
 // The same logs with CRLF line ends and an ANSI colour code on every line give the same figures.
 TEST(LlamaLogFidelity, CrlfAndColourGiveTheSameFigures) {
   for (const Expected& e : expected()) {

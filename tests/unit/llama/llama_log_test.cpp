@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tessera/llama/llama_log.h"
+#include "tessera/llama/llama_log_predict.h"
 #include "llama/llama_log_scan.h"
 
 using namespace tessera;
@@ -486,6 +487,56 @@ TEST(LlamaLog, VulkanFailureWithSeveralDevicesNamesNone) {
 }
 
 // llama-cli --version's build line, and llama-server's slots (the context when no n_ctx line was kept).
+// llama.cpp's memory breakdown table: a GPU's row, the host's, another buffer type's (llama.cpp's docs/backend/
+// snapdragon: "HTP0-REPACK"); rows whose sums do not add up, or that are cut, are not used. A table printed by the fit
+// before it changed the parameters is no figure of the run: its figures say so.
+TEST(LlamaLog, MemoryBreakdownRows) {
+  const LlamaLog log = parse_ok(
+      "llama_memory_breakdown_print: | memory breakdown [MiB] | total   free    self   model   context   compute    "
+      "unaccounted |\n"
+      "llama_memory_breakdown_print: |   - HTP0 (Hexagon)     |  2048 = 2048 + (   0 =     0 +       0 +       0) +"
+      "           0 |\n"
+      "llama_memory_breakdown_print: |   - Host               |                  439 =   225 +     136 +      77"
+      "                |\n"
+      "llama_memory_breakdown_print: |   - HTP0-REPACK        |                  504 =   504 +       0 +       0"
+      "                |\n"
+      "llama_memory_breakdown_print: |   - CUDA0 (RTX 4090)   | 24077 =  945 + (19187 = 17904 +     384 +    8990) +"
+      "        3945 |\n"
+      "llama_memory_breakdown_print: |   - CUDA1 (RTX 4090)   | 24077 =  945 + (19187 = 17904 +\n");
+  ASSERT_EQ(log.figures.breakdown.size(), 3u);
+  EXPECT_EQ(log.figures.breakdown[0].device, "HTP0");
+  EXPECT_EQ(log.figures.breakdown[0].description, "Hexagon");
+  EXPECT_EQ(log.figures.breakdown[0].total.value_or(-1), 2048);
+  EXPECT_EQ(log.figures.breakdown[1].device, "Host");
+  EXPECT_FALSE(log.figures.breakdown[1].total.has_value());
+  EXPECT_EQ(log.figures.breakdown[1].self, 439);
+  EXPECT_EQ(log.figures.breakdown[1].model, 225);
+  EXPECT_EQ(log.figures.breakdown[1].context, 136);
+  EXPECT_EQ(log.figures.breakdown[1].compute, 77);
+  EXPECT_EQ(log.figures.breakdown[2].device, "HTP0-REPACK");
+  EXPECT_FALSE(log.figures.breakdown[2].fit);
+  ASSERT_EQ(log.unused.size(), 2u);  // 17904 + 384 + 8990 is not 19187; the cut row
+  EXPECT_EQ(log.unused[0].line, 5);
+  EXPECT_FALSE(log.fit_ran);
+
+  const LlamaLog fit = parse_ok(
+      "common_params_fit_impl: getting device memory data for initial parameters:\n"
+      "common_memory_breakdown_print: |   - CUDA0 (L4)         | 22565 = 22371 + (5619 =  2368 +    2734 +     517) +"
+      "       -5425 |\n"
+      "common_params_fit_impl: projected to use 5619 MiB of device memory vs. 4000 MiB of free device memory\n");
+  ASSERT_EQ(fit.figures.breakdown.size(), 1u);
+  EXPECT_TRUE(fit.figures.breakdown[0].fit);
+  EXPECT_TRUE(fit.fit_ran);
+  EXPECT_FALSE(fit.fit_unchanged);
+  auto p = predict_log(fit);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p.value().figures.size(), 3u);
+  EXPECT_FALSE(p.value().figures[0].predicted.has_value());
+  EXPECT_NE(p.value().figures[0].missing.find("printed by llama.cpp's fit for the parameters it started from"),
+            std::string::npos)
+      << p.value().figures[0].missing;
+}
+
 TEST(LlamaLog, VersionLineAndServerSlots) {
   auto log = parse_llama_log(
       "version: 5261 (cb06a3c3)\n"
