@@ -1,6 +1,7 @@
 // `tessera fit --rank` (docs/fit.md "Ranking placements by speed"): the placements a user weighs on a machine
-// (llama.cpp's fit, whole layers only, every expert on the CPU, each GPU alone), each measured as fit measures it and,
-// when it fits, timed as llama-bench would time it (speed.cpp), ranked, with what makes the winner faster.
+// (llama.cpp's fit, whole layers only, every expert on the CPU, the fewest experts on the CPU, each GPU alone), each
+// measured as fit measures it and, when it fits, timed as llama-bench would time it (speed.cpp), ranked, with what
+// makes the winner faster.
 #include <algorithm>
 #include <cstdio>
 
