@@ -271,10 +271,12 @@ Comparison read_comparison(const json& v, const std::string& path, const Placeme
   return c;
 }
 
-void check_metrics(Session& session, const std::vector<MetricExpect>& expects, std::vector<ExpectationResult>* out) {
+// Each expectation's bounds against the metric as `measure` gives it; one result per bound.
+template <typename Measure>
+void check_each(const std::vector<MetricExpect>& expects, const Measure& measure, std::vector<ExpectationResult>* out) {
   for (const MetricExpect& m : expects) {
     const Unit unit = find_metric(m.metric)->unit;
-    Result<double> got = measure(session, m);
+    Result<double> got = measure(m);
     for (const MetricBound& b : m.bounds) {
       const std::string what = format_message("%s: %s %s %s", m.path.c_str(), describe_metric(m).c_str(), op_text(b.op),
                                               format_value(b.value, unit).c_str());
@@ -285,6 +287,11 @@ void check_metrics(Session& session, const std::vector<MetricExpect>& expects, s
       }
     }
   }
+}
+
+void check_metrics(Session& session, const std::vector<MetricExpect>& expects, std::vector<ExpectationResult>* out) {
+  check_each(
+      expects, [&session](const MetricExpect& m) { return measure(session, m); }, out);
 }
 
 Result<double> measure_tensor(const TensorParallelRun& run, const MetricExpect& m) {
@@ -305,17 +312,8 @@ Result<double> measure_tensor(const TensorParallelRun& run, const MetricExpect& 
 
 void check_metrics(const TensorParallelRun& run, const std::vector<MetricExpect>& expects,
                    std::vector<ExpectationResult>* out) {
-  for (const MetricExpect& m : expects) {
-    const Unit unit = find_metric(m.metric)->unit;
-    Result<double> got = measure_tensor(run, m);
-    for (const MetricBound& b : m.bounds) {
-      const std::string what = format_message("%s: %s %s %s", m.path.c_str(), describe_metric(m).c_str(), op_text(b.op),
-                                              format_value(b.value, unit).c_str());
-      out->push_back(got.ok() ? ExpectationResult{what, holds(got.value(), b.op, b.value),
-                                                  "measured " + format_value(got.value(), unit)}
-                              : ExpectationResult{what, false, got.status().message()});
-    }
-  }
+  check_each(
+      expects, [&run](const MetricExpect& m) { return measure_tensor(run, m); }, out);
 }
 
 void check_comparison(const Scenario& sc, Session* base, const Registry* real_devices,

@@ -284,10 +284,8 @@ ojson run_json(Session& s, const RunStats& st, const TraceSummary& sum, bool num
 
 ojson plan_reuse_json(const Scheduler& s) { return plan_reuse_json(s.plan_reuse()); }
 
-ojson run_tensor_json(const SessionConfig& config, const llama::TensorParallelRun& run, const TraceSummary& sum,
-                      bool numerics_ok) {
-  const models::LlamaConfig& m = run.model;
-  ojson j = format_header("tessera-run");
+ojson tensor_workload_json(const char* format, const SessionConfig& config, const models::LlamaConfig& m) {
+  ojson j = format_header(format);
   j["topology"] = config.topology.name;
   j["model"] = m.name;
   j["n_layer"] = m.n_layer;
@@ -295,6 +293,13 @@ ojson run_tensor_json(const SessionConfig& config, const llama::TensorParallelRu
   j["tokens"] = m.n_tokens;
   j["flash_attn"] = m.flash_attn;
   j["kv_type"] = m.kv_type_text();
+  return j;
+}
+
+ojson run_tensor_json(const SessionConfig& config, const llama::TensorParallelRun& run, const TraceSummary& sum,
+                      bool numerics_ok) {
+  const models::LlamaConfig& m = run.model;
+  ojson j = tensor_workload_json("tessera-run", config, m);
   ojson types = ojson::array();
   for (const harness::WeightTypeTotal& t : run.weight_types) {
     types.push_back({{"type", type_name(t.type)}, {"tensors", t.tensors}, {"bytes", t.bytes}});

@@ -61,6 +61,9 @@ ojson run_json(harness::Session& s, const harness::RunStats& st, const sim::Trac
 // `run -sm tensor --json` (and trace): the same "tessera-run" object from the meta device's run
 // (llama::TensorParallelRun), with "tensor_parallel" (the GPUs of the split, subgraphs, AllReduces and their bytes);
 // "explained" is empty and "llama_memory" and "extra_models" are null (not modelled under -sm tensor).
+// The workload keys of the -sm tensor reports (format, version, topology, model, n_layer, context, tokens, flash_attn,
+// kv_type) for the model as the meta device runs it.
+ojson tensor_workload_json(const char* format, const harness::SessionConfig& config, const models::LlamaConfig& m);
 ojson run_tensor_json(const harness::SessionConfig& config, const llama::TensorParallelRun& run,
                       const sim::TraceSummary& sum, bool numerics_ok);
 ojson fit_json(harness::Session& s, const std::vector<int>& layers_per_device, int cpu_layers);

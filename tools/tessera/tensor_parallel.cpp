@@ -69,14 +69,7 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
     explained.push_back(found);
   }
   if (json) {
-    ojson j = {{"format", "tessera-plan-tensor"}, {"version", kJsonFormatVersion}};
-    j["topology"] = config.topology.name;
-    j["model"] = m.name;
-    j["n_layer"] = m.n_layer;
-    j["context"] = m.n_ctx;
-    j["tokens"] = m.n_tokens;
-    j["flash_attn"] = m.flash_attn;
-    j["kv_type"] = m.kv_type_text();
+    ojson j = tensor_workload_json("tessera-plan-tensor", config, m);
     ojson devs = ojson::array();
     for (size_t k = 0; k < gpus.size(); ++k) {
       const sim::DeviceConfig& d = config.topology.devices[gpus[k]];
