@@ -2,6 +2,9 @@
 #include "cli_options.h"
 
 #include "tessera/harness/placement/policy_options.h"
+#include "tessera/harness/topology/topology.h"
+#include "tessera/llama/llama_devices.h"
+#include "subcommands.h"
 
 namespace tessera::tool {
 
@@ -48,6 +51,58 @@ void add_llama_run_options(CLI::App* app, LlamaRunArgs* a) {
                   "(llama.cpp build 9460 and later)");
   app->add_flag("--swa-full", a->swa_full,
                 "llama.cpp's --swa-full: full-size sliding-window caches (Tessera's only kind so far)");
+}
+
+// llama.cpp's -dev LIST: the topology keeps the listed GPUs, in the list's order, each with its number on the whole
+// machine (CUDA1 stays CUDA1), and the CPU; "none" keeps the CPU only. A GPU is named as in the topology ("gpu1") or
+// as llama.cpp names it ("CUDA1").
+Status keep_devices(const std::string& list, sim::TopologyConfig* t) {
+  std::vector<sim::DeviceConfig> kept;
+  std::vector<bool> taken(t->devices.size(), false);
+  size_t start = 0;
+  bool none = false;
+  for (;;) {
+    const size_t comma = list.find(',', start);
+    const std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.empty()) {
+      return Status(StatusCode::kInvalidArgument, "-dev " + list + ": expected GPU names separated by commas, or none");
+    }
+    if (name == "none") {
+      none = true;
+    } else {
+      const std::optional<size_t> found = llama::find_gpu(*t, name);
+      if (!found) {
+        return Status(
+            StatusCode::kInvalidArgument,
+            "-dev " + name + ": no GPU of that name in the topology (its GPUs: " + llama::gpu_names(*t) + ")");
+      }
+      if (taken[*found]) return Status(StatusCode::kInvalidArgument, "-dev " + list + ": " + name + " twice");
+      taken[*found] = true;
+      kept.push_back(t->devices[*found]);
+      kept.back().gpu_number = sim::gpu_number(*t, *found);
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (none && !kept.empty()) {
+    return Status(StatusCode::kInvalidArgument, "-dev " + list + ": none and GPUs together");
+  }
+  for (const sim::DeviceConfig& d : t->devices) {
+    if (d.type == DeviceType::kCpu) kept.push_back(d);
+  }
+  auto named = [&kept, t](const std::string& n) {
+    return n == "host" ||
+           std::any_of(kept.begin(), kept.end(), [&n](const sim::DeviceConfig& d) { return d.name == n; }) ||
+           std::any_of(t->hosts.begin(), t->hosts.end(), [&n](const sim::HostConfig& h) { return h.name == n; });
+  };
+  std::vector<sim::LinkConfig> links;
+  for (const sim::LinkConfig& l : t->links) {
+    if (named(l.a) && named(l.b)) links.push_back(l);
+  }
+  t->devices = std::move(kept);
+  t->links = std::move(links);
+  t->name += " -dev " + list;
+  return harness::validate_topology(*t);
 }
 
 }  // namespace tessera::tool

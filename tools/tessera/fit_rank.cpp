@@ -35,32 +35,6 @@ Result<bool> fits(const FitProblem& p, const FitMeasure& measure, const FitSetti
   return true;
 }
 
-// The topology with GPU `keep` (an index among the GPUs) as its only GPU, keeping its llama.cpp number (-dev CUDA1).
-sim::TopologyConfig one_gpu(const sim::TopologyConfig& t, size_t keep) {
-  sim::TopologyConfig out = t;
-  out.devices.clear();
-  std::vector<std::string> dropped;
-  size_t g = 0;
-  for (size_t i = 0; i < t.devices.size(); ++i) {
-    const sim::DeviceConfig& d = t.devices[i];
-    if (d.type == DeviceType::kCpu) {
-      out.devices.push_back(d);
-      continue;
-    }
-    if (g++ == keep) {
-      out.devices.push_back(d);
-      out.devices.back().gpu_number = sim::gpu_number(t, i);
-    } else {
-      dropped.push_back(d.name);
-    }
-  }
-  std::erase_if(out.links, [&dropped](const sim::LinkConfig& l) {
-    return std::find(dropped.begin(), dropped.end(), l.a) != dropped.end() ||
-           std::find(dropped.begin(), dropped.end(), l.b) != dropped.end();
-  });
-  return out;
-}
-
 struct Candidate {
   std::string label;
   SessionConfig base;
@@ -182,13 +156,17 @@ std::vector<RankedPlacement> rank_placements(const SessionConfig& base, const Se
       c.label = p.gpus[g] + " alone (-dev " + p.gpus[g] + ")";
       c.prefix = "-dev " + p.gpus[g] + " ";
       c.base = base;
-      c.base.topology = one_gpu(base.topology, g);
+      RankedPlacement r;
+      r.label = c.label;
+      if (Status st = keep_devices(p.gpus[g], &c.base.topology); !st.ok()) {
+        r.why_not = st.message();
+        out.push_back(r);
+        continue;
+      }
       c.in = free_in;
       c.in.n_ctx = n_ctx;
       if (c.in.fit_target.size() > 1) c.in.fit_target = {in.fit_target[g]};
       auto gp = session_fit_problem(c.base, c.in, &builtin_registry());
-      RankedPlacement r;
-      r.label = c.label;
       if (!gp.ok()) {
         r.why_not = gp.status().message();
         out.push_back(r);

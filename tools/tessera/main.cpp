@@ -208,58 +208,6 @@ Status replace_cpu(const std::string& name, sim::TopologyConfig* t) {
   return Status(StatusCode::kInvalidArgument, "--cpu " + name + ": the topology has no CPU to replace");
 }
 
-// llama.cpp's -dev LIST: the topology keeps the listed GPUs, in the list's order, each with its number on the whole
-// machine (CUDA1 stays CUDA1), and the CPU; "none" keeps the CPU only. A GPU is named as in the topology ("gpu1") or
-// as llama.cpp names it ("CUDA1").
-Status keep_devices(const std::string& list, sim::TopologyConfig* t) {
-  std::vector<sim::DeviceConfig> kept;
-  std::vector<bool> taken(t->devices.size(), false);
-  size_t start = 0;
-  bool none = false;
-  for (;;) {
-    const size_t comma = list.find(',', start);
-    const std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (name.empty()) {
-      return Status(StatusCode::kInvalidArgument, "-dev " + list + ": expected GPU names separated by commas, or none");
-    }
-    if (name == "none") {
-      none = true;
-    } else {
-      const std::optional<size_t> found = tessera::llama::find_gpu(*t, name);
-      if (!found) {
-        return Status(
-            StatusCode::kInvalidArgument,
-            "-dev " + name + ": no GPU of that name in the topology (its GPUs: " + tessera::llama::gpu_names(*t) + ")");
-      }
-      if (taken[*found]) return Status(StatusCode::kInvalidArgument, "-dev " + list + ": " + name + " twice");
-      taken[*found] = true;
-      kept.push_back(t->devices[*found]);
-      kept.back().gpu_number = sim::gpu_number(*t, *found);
-    }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (none && !kept.empty()) {
-    return Status(StatusCode::kInvalidArgument, "-dev " + list + ": none and GPUs together");
-  }
-  for (const sim::DeviceConfig& d : t->devices) {
-    if (d.type == DeviceType::kCpu) kept.push_back(d);
-  }
-  auto named = [&kept, t](const std::string& n) {
-    return n == "host" ||
-           std::any_of(kept.begin(), kept.end(), [&n](const sim::DeviceConfig& d) { return d.name == n; }) ||
-           std::any_of(t->hosts.begin(), t->hosts.end(), [&n](const sim::HostConfig& h) { return h.name == n; });
-  };
-  std::vector<sim::LinkConfig> links;
-  for (const sim::LinkConfig& l : t->links) {
-    if (named(l.a) && named(l.b)) links.push_back(l);
-  }
-  t->devices = std::move(kept);
-  t->links = std::move(links);
-  t->name += " -dev " + list;
-  return validate_topology(*t);
-}
-
 // After a parse error: for each argument that looks like an option no command knows ("--ctx-szie"), the closest
 // known name, when one is close (CLI11 only says the argument was not expected).
 void suggest_options(CLI::App& app, int argc, char** argv) {
@@ -326,7 +274,7 @@ Result<SessionConfig> make_config(Options o, ExtraModels* extra_out = nullptr, b
     if (!profile.ok()) return Status(profile.status().code(), "--kernels: " + profile.status().message());
     apply_kernel_profile(profile.value(), &c.topology);
   }
-  if (!o.devices.empty()) TS_RETURN_IF_ERROR(keep_devices(o.devices, &c.topology));
+  if (!o.devices.empty()) TS_RETURN_IF_ERROR(tessera::tool::keep_devices(o.devices, &c.topology));
   if (!o.graph.empty()) {
     Result<std::string> text = read_graph_text(o.graph);
     if (!text.ok()) return text.status();

@@ -140,6 +140,12 @@ struct CalibrateArgs {
 void add_calibrate_options(CLI::App* app, CalibrateArgs* args);
 int cmd_calibrate(const CalibrateArgs& args, const Registry* real_devices);
 
+// llama.cpp's -dev LIST (cli_options.cpp): the topology keeps the listed GPUs, in the list's order, each with its
+// number on the whole machine (CUDA1 stays CUDA1), and the CPU; "none" keeps the CPU only. A GPU is named as in the
+// topology
+// ("gpu1") or as llama.cpp names it ("CUDA1"). Errors: an unknown or repeated name, none with GPUs.
+Status keep_devices(const std::string& list, sim::TopologyConfig* t);
+
 // The speed of a placement (speed.cpp, docs/bench.md "Speed in plan and fit"): llama-bench's pp512 and tg128 at
 // depth 0, simulated on it as `tessera bench` simulates a row.
 struct PlacementSpeed {
