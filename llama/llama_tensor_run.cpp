@@ -55,6 +55,8 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
   const int n_layer = r.model.n_layer;
   const int cpu_index = static_cast<int>(s.device_count()) - 1;  // (layer_devices: the last device is the CPU)
   const bool output_on_cpu = ld.value().back() == cpu_index;
+  r.output_on_cpu = output_on_cpu;
+  for (int il = 0; il < n_layer; ++il) r.cpu_layers.push_back(ld.value()[static_cast<size_t>(il)] == cpu_index);
   // a tied output head: llama.cpp's copy of token_embd on the output layer's devices (mirrored there; the original
   // stays in the CPU's memory), none when the output layer is on the CPU; the rope factors need no copy (one copy
   // per buffer type, and a CPU layer reads the original)
@@ -109,14 +111,19 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
     return Status::Ok();
   };
   for (Tensor* w : m.weights) {
-    if (m.copy_of(w) == nullptr && host_weight(*w)) TS_RETURN_IF_ERROR(place_on_host(w, BufferUsage::kWeights));
+    if (m.copy_of(w) == nullptr && host_weight(*w)) {
+      TS_RETURN_IF_ERROR(place_on_host(w, BufferUsage::kWeights));
+      r.host_tensors.emplace_back(w->name);
+    }
   }
   auto wbuf = meta_alloc_ctx_tensors(*m.weights_ctx, *meta.value());
   if (!wbuf.ok()) return wbuf.status();
   if (wbuf.value()) wbuf.value()->set_usage(BufferUsage::kWeights);
   used(&r.weights);
   for (Tensor* kv : m.kv_cache) {
-    if (on_cpu_layer(*kv)) TS_RETURN_IF_ERROR(place_on_host(kv, BufferUsage::kAny));
+    if (!on_cpu_layer(*kv)) continue;
+    TS_RETURN_IF_ERROR(place_on_host(kv, BufferUsage::kAny));
+    r.host_tensors.emplace_back(kv->name);
   }
   auto cbuf = meta_alloc_ctx_tensors(*m.cache_ctx, *meta.value());
   if (!cbuf.ok()) return cbuf.status();

@@ -270,12 +270,13 @@ Status check_tensor_parallel(const harness::SessionConfig& config, bool run) {
   if (config.graph) return refuse("tensor parallelism plans a model (-m), not a serialized graph (--graph)");
   const harness::PlacementPolicy& p = config.policy;
   if (!run && p.n_gpu_layers >= 0 && p.n_gpu_layers < config.model.n_layer + 1) {
-    return refuse("not supported yet: -ngl " + std::to_string(p.n_gpu_layers) +
-                  " (layers left on the CPU) in plan; `tessera run -sm tensor` runs it");
+    return refuse("the estimate takes every layer on the GPUs: -ngl " + std::to_string(p.n_gpu_layers) +
+                  " leaves layers on the CPU (run_tensor_parallel runs them)");
   }
   if (!run && !p.overrides.empty()) {
     return refuse(
-        "not supported yet: tensor overrides (-ot, -cmoe, -ncmoe) in plan; `tessera run -sm tensor` runs them");
+        "the estimate takes every weight on the GPUs: tensor overrides (-ot, -cmoe, -ncmoe) leave some on "
+        "the CPU (run_tensor_parallel runs them)");
   }
   for (const harness::TensorOverride& o : p.overrides) {
     if (o.target != "CPU" && o.target != "cpu") {

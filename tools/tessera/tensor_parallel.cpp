@@ -1,12 +1,14 @@
 // `tessera plan -sm tensor`: llama.cpp's tensor parallelism over the topology's GPUs (docs/tensor-parallel.md): each
-// weight's and cache's split state, the bytes each GPU holds and the reductions an evaluation makes. The compute
-// buffers, the scheduler's splits and the time are not modelled yet (issue 47), and the report says so.
+// weight's and cache's split state, the bytes each GPU holds, the reductions an evaluation makes and an estimate of
+// its time. With layers or weights left on the CPU (-ngl, -ot ...=CPU, -cmoe, -ncmoe) the meta device is run instead,
+// metadata-only, as `run -sm tensor --metadata` runs it. `tessera run -sm tensor`: the meta device's run.
 #include <algorithm>
 #include <cstdio>
 
 #include "json_out.h"
 #include "subcommands.h"
 #include "tessera/harness/common/text_table.h"
+#include "tessera/harness/session/split_causes.h"
 #include "tessera/llama/llama_tensor_split.h"
 #include "tessera/builtin.h"
 #include "tessera/sim/device_config.h"
@@ -23,11 +25,222 @@ using harness::SessionConfig;
 using harness::TextTable;
 using sim::format_bytes;
 
-int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>& explain, bool json, bool wide) {
-  auto refuse = [](const std::string& why) {
-    std::fprintf(stderr, "tessera: plan -sm tensor: %s\n", why.c_str());
-    return kInputError;
+namespace {
+
+int refuse_plan(const std::string& why) {
+  std::fprintf(stderr, "tessera: plan -sm tensor: %s\n", why.c_str());
+  return kInputError;
+}
+
+// The same model with -sm layer simulated (a run of the scheduler in metadata-only mode) for comparison; < 0 when it
+// does not run (a model that does not fit with -sm layer)
+double layer_split_us(const SessionConfig& config) {
+  SessionConfig layer = config;
+  layer.policy.split_mode = harness::SplitMode::kLayer;
+  layer.sim.mode = sim::MemoryMode::kMetadata;
+  if (auto s = harness::Session::create(layer, &builtin_registry()); s.ok()) {
+    if (auto run = s.value()->run(1, false); run.ok()) return run.value().makespan_us;
+  }
+  return -1;
+}
+
+// `plan -sm tensor` with layers or weights on the CPU: the meta device run metadata-only (run_tensor_parallel, one
+// evaluation). A device that runs out of memory is reported with the sizes of a second run on the same topology with
+// every device's memory made large enough (each device's `fits` is its peak against its real memory).
+int plan_tensor_by_run(const SessionConfig& config, const std::vector<std::string>& explain, bool json, bool wide) {
+  if (Status st = llama::check_tensor_parallel(config, /*run=*/true); !st.ok()) return refuse_plan(st.message());
+  SessionConfig c = config;
+  c.sim.mode = sim::MemoryMode::kMetadata;
+  c.sim.record_trace = true;
+  std::string oom;
+  auto r = llama::run_tensor_parallel(c, &builtin_registry(), 1);
+  if (!r.ok() && r.status().code() == StatusCode::kAllocFailed) {
+    oom = r.status().message();
+    for (sim::DeviceConfig& d : c.topology.devices) d.memory = std::max<size_t>(d.memory, size_t{1} << 50);
+    r = llama::run_tensor_parallel(c, &builtin_registry(), 1);
+  }
+  if (!r.ok()) {
+    if (r.status().code() == StatusCode::kInvalidArgument) return refuse_plan(r.status().message());
+    std::fprintf(stderr, "tessera: plan -sm tensor: the meta device's run failed: %s\n", r.status().message().c_str());
+    return 1;
+  }
+  const llama::TensorParallelRun& run = r.value();
+  const sim::Simulator& s = *run.sim;
+  const models::LlamaConfig& m = run.model;
+  const sim::TraceSummary sum = sim::summarize(s.trace(), run.trace_first, run.trace_last);
+  const double layer_us = layer_split_us(config);
+  auto on_host = [&](const std::string& name) {
+    return std::find(run.host_tensors.begin(), run.host_tensors.end(), name) != run.host_tensors.end();
   };
+  // --explain: a weight or cache in the CPU's memory, a node of a layer -ngl leaves on the CPU, else the split state
+  // llama.cpp's rules give it on the meta device (the whole graph's plan, as without CPU layers)
+  auto built = models::build_llama(m);
+  if (!built.ok()) return refuse_plan(built.status().message());
+  const models::LlamaGraph& g = built.value();
+  Result<llama::TensorParallelMemory> states = Status(StatusCode::kNotFound, "no --explain");
+  if (!explain.empty()) states = llama::llama_tensor_parallel(g, m, run.gpus.size(), config.policy.tensor_split);
+  struct Explained {
+    const Tensor* t;
+    std::string where;  // "" on the meta device, else why it is on the CPU
+  };
+  std::vector<Explained> explained;
+  for (const std::string& name : explain) {
+    const Tensor* found = nullptr;
+    bool node = false;
+    for (const auto* list : {&g.weights, &g.kv_cache}) {
+      for (const Tensor* w : *list) found = found != nullptr ? found : (name == w->name ? w : nullptr);
+    }
+    for (const Tensor* n : g.graph->nodes()) {
+      if (found == nullptr && name == n->name) found = n, node = true;
+    }
+    if (found == nullptr) return refuse_plan("--explain " + name + ": no weight, cache or node of that name");
+    std::string where;
+    if (!node && on_host(name)) {
+      where = "in the CPU's memory (the token embedding, an override or a layer -ngl leaves on the CPU)";
+    } else if (node) {
+      const int il = harness::node_layer(found->name);
+      if (il >= 0 && static_cast<size_t>(il) < run.cpu_layers.size() && run.cpu_layers[static_cast<size_t>(il)]) {
+        where = "in layer " + std::to_string(il) + ", which -ngl leaves on the CPU";
+      }
+    }
+    explained.push_back({found, where});
+  }
+  auto state_of = [&](const Explained& e) -> const SplitState* {
+    return e.where.empty() && states.ok() ? states.value().plan.of(e.t) : nullptr;
+  };
+  // a device fits when its peak and its driver's reservation are within its memory
+  auto fits = [&](size_t i) {
+    const sim::DeviceConfig& d = config.topology.devices[i];
+    return run.peak[i] + d.reserved <= d.memory;
+  };
+  std::vector<std::string> over;
+  for (size_t i = 0; i < s.device_count(); ++i) {
+    if (fits(i)) continue;
+    const sim::DeviceConfig& d = config.topology.devices[i];
+    over.push_back(d.name + " needs " + format_bytes(run.peak[i] + d.reserved) + " of its " + format_bytes(d.memory) +
+                   (d.reserved > 0 ? " (its driver's reservation included)" : ""));
+  }
+  if (json) {
+    ojson j = tensor_workload_json("tessera-plan-tensor", config, m);
+    ojson devs = ojson::array();
+    for (size_t g_i : run.gpus) {
+      const size_t total = run.weights[g_i] + run.cache[g_i];
+      const size_t capacity = config.topology.devices[g_i].memory;
+      devs.push_back({{"device", s.device_config(g_i).name},
+                      {"weights", run.weights[g_i]},
+                      {"kv_cache", run.cache[g_i]},
+                      {"total", total},
+                      {"capacity", capacity},
+                      {"fits", fits(g_i)},
+                      {"compute", run.peak[g_i] > total ? run.peak[g_i] - total : 0},
+                      {"peak", run.peak[g_i]}});
+    }
+    j["gpus"] = devs;
+    size_t cpu = s.device_count();
+    for (size_t i = 0; i < s.device_count() && cpu == s.device_count(); ++i) {
+      if (std::find(run.gpus.begin(), run.gpus.end(), i) == run.gpus.end()) cpu = i;
+    }
+    j["host_weights"] = cpu < s.device_count() ? run.weights[cpu] : 0;
+    j["host"] = cpu < s.device_count() ? ojson({{"device", s.device_config(cpu).name},
+                                                {"weights", run.weights[cpu]},
+                                                {"kv_cache", run.cache[cpu]},
+                                                {"peak", run.peak[cpu]},
+                                                {"capacity", config.topology.devices[cpu].memory},
+                                                {"fits", fits(cpu)}})
+                                       : ojson(nullptr);
+    j["reductions"] = run.meta.reductions;
+    j["reduced_bytes"] = run.meta.reduced_bytes;
+    j["subgraphs"] = run.meta.subgraphs;
+    j["estimate"] = nullptr;
+    j["simulated"] = {{"makespan_us", sum.makespan_us},
+                      {"splits", run.splits},
+                      {"copy_bytes", sum.copy_bytes},
+                      {"out_of_memory", oom.empty() ? ojson(nullptr) : ojson(oom)}};
+    j["layer_split_us"] = layer_us >= 0 ? ojson(layer_us) : ojson(nullptr);
+    ojson ex = ojson::array();
+    for (const Explained& e : explained) {
+      const SplitState* st = state_of(e);
+      ojson shape = ojson::array();
+      for (int64_t n : e.t->ne) shape.push_back(n);
+      ojson per_device = ojson::array();
+      if (st != nullptr && st->is_split()) {
+        for (size_t k = 0; k < run.gpus.size(); ++k) per_device.push_back(st->on_device(k, run.gpus.size()));
+      }
+      ex.push_back({{"name", e.t->name},
+                    {"op", op_name(e.t->op)},
+                    {"type", type_name(e.t->type)},
+                    {"shape", shape},
+                    {"state", st != nullptr ? ojson(split_axis_name(st->axis)) : ojson(nullptr)},
+                    {"on_device", st != nullptr && st->is_split() ? per_device : ojson(nullptr)},
+                    {"text", !e.where.empty() ? e.where
+                             : st != nullptr  ? st->describe(run.gpus.size())
+                                              : "not in the graph"}});
+    }
+    j["explained"] = ex;
+    std::printf("%s\n", j.dump(2).c_str());
+    return over.empty() ? kOk : 1;
+  }
+  std::string where_cpu;
+  int n_cpu_layers = 0;
+  for (bool b : run.cpu_layers) n_cpu_layers += b ? 1 : 0;
+  if (n_cpu_layers > 0 || run.output_on_cpu) {
+    where_cpu = std::to_string(n_cpu_layers) + " of " + std::to_string(m.n_layer) + " layers" +
+                (run.output_on_cpu ? " and the output layer" : "") + " on the CPU";
+  }
+  if (!config.policy.overrides.empty()) {
+    where_cpu += std::string(where_cpu.empty() ? "" : ", ") + std::to_string(config.policy.overrides.size()) +
+                 " override(s) to the CPU";
+  }
+  std::printf(
+      "model %s (%d layers, %lld tokens, flash attention; context %lld) on topology %s, -sm tensor over %zu "
+      "GPUs (llama.cpp's meta device) with %s, metadata-only\n\n",
+      m.name.c_str(), m.n_layer, static_cast<long long>(m.n_tokens), static_cast<long long>(m.n_ctx),
+      config.topology.name.c_str(), run.gpus.size(), where_cpu.c_str());
+  using Align = TextTable::Align;
+  TextTable table({{"device", Align::kLeft, 10, true},
+                   {"weights", Align::kRight, 12},
+                   {"kv cache", Align::kRight, 12},
+                   {"compute", Align::kRight, 12},
+                   {"peak", Align::kRight, 12},
+                   {"capacity", Align::kRight, 12}});
+  for (size_t i = 0; i < s.device_count(); ++i) {
+    const size_t placed = run.weights[i] + run.cache[i];
+    table.add({s.device_config(i).name, format_bytes(run.weights[i]), format_bytes(run.cache[i]),
+               format_bytes(run.peak[i] > placed ? run.peak[i] - placed : 0), format_bytes(run.peak[i]),
+               format_bytes(config.topology.devices[i].memory)});
+  }
+  std::printf("%s", table.render(wide).c_str());
+  std::printf(
+      "(a metadata-only run of the meta device, as `tessera run -sm tensor --metadata`: the CPU holds the token "
+      "embedding and what -ngl and the overrides leave there; compute: the peak beyond the weights and the cache)\n");
+  for (const std::string& d : over) std::printf("does not fit: %s\n", d.c_str());
+  if (!oom.empty()) std::printf("(the run on this topology stopped at: %s)\n", oom.c_str());
+  std::printf(
+      "\n%zu reductions per evaluation (the attention output and the FFN of each layer on the meta device are "
+      "partial sums on every GPU), %s of partial results in all\n",
+      run.meta.reductions, format_bytes(run.meta.reduced_bytes).c_str());
+  std::printf("one evaluation of %lld tokens, simulated on the meta device: %.3f ms (%d splits, %s copied)\n",
+              static_cast<long long>(m.n_tokens), sum.makespan_us / 1000, run.splits,
+              format_bytes(sum.copy_bytes).c_str());
+  if (layer_us >= 0) std::printf("the same with -sm layer (simulated by the scheduler): %.3f ms\n", layer_us / 1000);
+  for (const Explained& e : explained) {
+    const SplitState* st = state_of(e);
+    std::printf("%s: %s %s, %s\n", e.t->name, op_name(e.t->op), describe(*e.t).c_str(),
+                !e.where.empty() ? e.where.c_str()
+                : st != nullptr  ? st->describe(run.gpus.size()).c_str()
+                                 : "not in the graph");
+  }
+  return over.empty() ? kOk : 1;
+}
+
+}  // namespace
+
+int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>& explain, bool json, bool wide) {
+  auto refuse = refuse_plan;
+  const harness::PlacementPolicy& p = config.policy;
+  if ((p.n_gpu_layers >= 0 && p.n_gpu_layers < config.model.n_layer + 1) || !p.overrides.empty()) {
+    return plan_tensor_by_run(config, explain, json, wide);
+  }
   if (Status st = llama::check_tensor_parallel(config); !st.ok()) return refuse(st.message());
   auto r = llama::estimate_tensor_parallel(config, &builtin_registry());
   if (!r.ok() && !config.policy.kv_offload && r.status().message().rfind("tensor parallelism:", 0) == 0) {
@@ -48,15 +261,7 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
   const models::LlamaGraph& g = r.value().graph;
   const llama::TensorParallelMemory& tp = r.value().memory;
   const llama::TensorParallelTime& t = r.value().time;
-  // The same model with -sm layer simulated (a run of the scheduler in metadata-only mode) for comparison; < 0 when it
-  // does not run (a model that does not fit with -sm layer)
-  double layer_us = -1;
-  SessionConfig layer = config;
-  layer.policy.split_mode = harness::SplitMode::kLayer;
-  layer.sim.mode = sim::MemoryMode::kMetadata;
-  if (auto s = harness::Session::create(layer, &builtin_registry()); s.ok()) {
-    if (auto run = s.value()->run(1, false); run.ok()) layer_us = run.value().makespan_us;
-  }
+  const double layer_us = layer_split_us(config);
   // --explain: the tensors by name, each a weight, a cache or a node of the graph
   std::vector<const Tensor*> explained;
   for (const std::string& name : explain) {

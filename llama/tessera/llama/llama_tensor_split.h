@@ -70,8 +70,9 @@ struct TensorParallelEstimate {
 };
 // What -sm tensor does not model yet or llama.cpp refuses (kInvalidArgument): a serialized graph, flash attention off
 // (llama.cpp: "SPLIT_MODE_TENSOR requires flash_attn to be enabled"), no GPU, more than 16, more -ts shares than GPUs;
-// and, unless `run` (the meta device's run takes them: run_tensor_parallel), -ngl below all and tensor overrides.
-// A run refuses an override to anything but the CPU.
+// and an override to anything but the CPU. -ngl below all and overrides to the CPU are for the meta device's run
+// (run_tensor_parallel; `plan -sm tensor` runs it metadata-only for them): estimate_tensor_parallel refuses them
+// (`run` false).
 Status check_tensor_parallel(const harness::SessionConfig& config, bool run = false);
 // check_tensor_parallel's errors, then llama_tensor_parallel's (the planner's: "tensor parallelism: ..."), then the
 // simulator's.
@@ -101,6 +102,11 @@ struct TensorParallelRun {
   size_t model_bytes = 0;
   uint64_t model_params = 0;
   std::vector<harness::WeightTypeTotal> weight_types;
+  // what stays in the CPU's memory: the names of the weights and caches placed there (the token embedding, the
+  // overrides' weights, the CPU layers'), and per layer whether -ngl leaves it on the CPU (the output layer too)
+  std::vector<std::string> host_tensors;
+  std::vector<bool> cpu_layers;
+  bool output_on_cpu = false;
   size_t trace_first = 0, trace_last = 0;  // the evaluations' events in the simulator's trace
   bool checked = false;                    // compared with the CPU reference (memory-backed)
   NmseResult nmse;
