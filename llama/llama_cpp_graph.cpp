@@ -8,27 +8,28 @@ namespace tessera::llama {
 namespace {
 
 // The first build with each change (llama.cpp's master, `git rev-list --count` of the merge commit).
-constexpr int kOutIds = 2540;          // PR #6122
-constexpr int kNoStoreReshape = 2572;  // PR #6369 (057400a3)
-constexpr int kQkvShapes = 4919;       // PR #12449 (75422e8b)
-constexpr int kKvPermutes = 5429;      // PR #13194
-constexpr int kGlu = 5776;             // PR #14158 (a0535ffa)
-constexpr int kKWriteReshape = 5817;   // PR #14285
-constexpr int kNoQkvCont = 5837;       // PR #14568 (12f55c30)
-constexpr int kStreams = 5913;         // PR #14363 (225e7a14)
-constexpr int kMergedConts = 6195;     // PR #15380 (baa9255a)
-constexpr int kNoFusedVCont = 6410;    // PR #15662 (cf0e3ba1)
-constexpr int kSetRows = 6071;         // PR #14959 (a4569c41)
-constexpr int kMoeClamp = 6844;        // PR #16655 (f696428c)
-constexpr int kVBeforeK = 7044;        // PR #16884 (a90eb94c)
-constexpr int kInpEmbd = 7819;         // PR #18898 (557515be)
-constexpr int kKvRotation = 8619;      // PR #21038 (744c0c73)
-constexpr int kRotationSwa = 8699;     // PR #21513 (4eb19514)
-constexpr int kRotationCont = 9027;    // PR #22630 (fa595462)
-constexpr int kMaskF16 = 9410;         // PR #23764 (031ddb2e)
-constexpr int kCudaFaF16 = 9489;       // PR #23907 (f8f0a47a)
-constexpr int kOutIdsAfter = 10158;    // PR #25794 (f8706784)
-constexpr int kOldest = 2459;          // the oldest build whose graph was checked against a log
+constexpr int kOutIds = 2540;           // PR #6122
+constexpr int kNoStoreReshape = 2572;   // PR #6369 (057400a3)
+constexpr int kQkvShapes = 4919;        // PR #12449 (75422e8b)
+constexpr int kKvPermutes = 5429;       // PR #13194
+constexpr int kGlu = 5776;              // PR #14158 (a0535ffa)
+constexpr int kKWriteReshape = 5817;    // PR #14285
+constexpr int kNoQkvCont = 5837;        // PR #14568 (12f55c30)
+constexpr int kStreams = 5913;          // PR #14363 (225e7a14)
+constexpr int kMergedConts = 6195;      // PR #15380 (baa9255a)
+constexpr int kNoFusedVCont = 6410;     // PR #15662 (cf0e3ba1)
+constexpr int kSetRows = 6071;          // PR #14959 (a4569c41)
+constexpr int kMoeClamp = 6844;         // PR #16655 (f696428c)
+constexpr int kVBeforeK = 7044;         // PR #16884 (a90eb94c)
+constexpr int kInpEmbd = 7819;          // PR #18898 (557515be)
+constexpr int kKvRotation = 8619;       // PR #21038 (744c0c73)
+constexpr int kRotationSwa = 8699;      // PR #21513 (4eb19514)
+constexpr int kRotationCont = 9027;     // PR #22630 (fa595462)
+constexpr int kMaskF16 = 9410;          // PR #23764 (031ddb2e)
+constexpr int kCudaFaF16 = 9489;        // PR #23907 (f8f0a47a)
+constexpr int kFaSinksSkipped = 10150;  // PR #25832
+constexpr int kOutIdsAfter = 10158;     // PR #25794 (f8706784)
+constexpr int kOldest = 2459;           // the oldest build whose graph was checked against a log
 
 }  // namespace
 
@@ -55,6 +56,7 @@ models::LlamaCppGraph llama_cpp_graph(int build) {
   g.rotation_cont = b >= kRotationCont;
   g.mask_f16 = b >= kMaskF16;
   g.cuda_fa_f16_copies = b >= kCudaFaF16;
+  g.fa_sinks_decide = b < kFaSinksSkipped;
   g.out_ids_after_layers = b >= kOutIdsAfter;
   return g;
 }

@@ -292,10 +292,19 @@ void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& 
   }
   c.policy.online_packing = true;
   c.policy.free_inputs = true;
+  c.policy.fa_sinks_decide = c.model.llama_cpp->fa_sinks_decide;
   // The prompt graph reserved for min(n_tokens, n_outputs_max) outputs (src/llama-context.cpp, sched_reserve's
   // n_outputs_pp, from build 9460): the last layer's GET_ROWS of inp_out_ids keeps only those rows.
   if (build >= kLlamaCppOutputsMax && p.n_outputs_max > 0 && p.n_outputs_max < c.model.n_tokens) {
     c.model.n_outputs = p.n_outputs_max;
+  }
+  // ...for the sequences it is reserved for: graph_reserve rounds the tokens up to a multiple of them ("round to next
+  // multiple of n_seqs"), the outputs staying as they were; n_seq_max sequences, with a unified cache (-kvu, llama-
+  // server's default) only from build 7190 (kLlamaCppReserveSeqs; before, one). (-np above 1 without -kvu is refused.)
+  const int64_t seqs = p.kv_unified && build < kLlamaCppReserveSeqs ? 1 : std::max<int64_t>(p.n_seq_max, 1);
+  if (c.model.n_tokens % seqs != 0) {
+    c.model.n_outputs = c.model.outputs();
+    c.model.n_tokens = (c.model.n_tokens + seqs - 1) / seqs * seqs;
   }
   // llama_context's constructor decides pipeline parallelism once the model is placed (and its fit's dry runs size
   // the compute buffers so: common/fit.cpp builds a real context on a no_alloc model)

@@ -66,6 +66,7 @@ int backend_from_cur(SchedPlan& plan, int32_t id, const BackendSet& bs, const Pa
 }  // namespace
 
 Status pass1_preassign(SchedPlan& plan, const Graph& g, const BackendSet& bs, const PassOptions& opt) {
+  plan.fa_sinks_decide = opt.fa_sinks_decide;  // (before index: it asks about each node's deciding weight)
   plan.index(g, bs);
   const auto n = static_cast<int32_t>(plan.n_nodes()), l = static_cast<int32_t>(plan.n_leafs());
   const int last = bs.last();

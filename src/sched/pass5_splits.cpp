@@ -158,7 +158,7 @@ class SplitCutter {
       if (s < 0 || !foreign(s, nb)) continue;
       // A weight on a backend this one cannot read: start a new split, so the memory of the weights copied for
       // the previous split can be reused.
-      if (plan.has(s, SchedPlan::kIsWeight) && !is_auxiliary_source(plan.op(id), j)) {
+      if (plan.has(s, SchedPlan::kIsWeight) && !is_auxiliary_source(plan.op(id), j, plan.fa_sinks_decide)) {
         *reason = SplitReason::kWeightCopy;
         return true;
       }

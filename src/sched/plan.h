@@ -87,6 +87,7 @@ struct Split {
 
 struct PassOptions {
   bool op_offload = true;
+  bool fa_sinks_decide = false;  // SchedulerParams::fa_sinks_decide
   int max_split_inputs = 30;
   int n_copies = 1;  // in-flight slots
   int slot = 0;      // the slot sources are rewritten to
@@ -174,6 +175,8 @@ class SchedPlan {
   // The source that decides a node's backend in pass 1 (docs/scheduler.md, 'Pass 1', rule 5): its first WEIGHTS source
   // that is not an auxiliary one (ROPE frequency factors, FA sinks); -1 when none.
   int32_t deciding_weight(int32_t id) const;
+  // FA sinks decide placement (PassOptions::fa_sinks_decide; pass 1 sets it)
+  bool fa_sinks_decide = false;
   // Non-view nodes, in order.
   const std::vector<int32_t>& compute_nodes() const { return compute_nodes_; }
   size_t n_nodes() const { return n_nodes_; }
@@ -376,11 +379,11 @@ class SchedPlan {
 bool buffer_supported(const SchedPlan& plan, const BackendSet& bs, int32_t t, int b);
 // Highest-priority backend that supports the buffer type `buft` and the op of tensor `op`; -1 if none or no buft.
 int backend_from_buffer(SchedPlan& plan, const BackendSet& bs, const BufferType* buft, int32_t op);
-// Weight-like sources that are auxiliary and tiny: they never decide placement (ROPE frequency factors, FA sinks,
-// SOFT_MAX sinks).
-inline bool is_auxiliary_source(Op op, int src_index) {
-  return (op == Op::kRope && src_index == 2) || (op == Op::kFlashAttnExt && src_index == 4) ||
-         (op == Op::kSoftMax && src_index == 2);
+// Weight-like sources that are auxiliary and tiny: they never decide placement (ROPE frequency factors; FA sinks
+// unless `fa_sinks_decide`, as ggml before llama.cpp build 10150). ggml skips ROPE and FLASH_ATTN_EXT by op, Tessera
+// by source (their other sources are never weights); a SOFT_MAX's sinks decide, as in ggml.
+inline bool is_auxiliary_source(Op op, int src_index, bool fa_sinks_decide = false) {
+  return (op == Op::kRope && src_index == 2) || (op == Op::kFlashAttnExt && src_index == 4 && !fa_sinks_decide);
 }
 bool is_weight(const Tensor& t);  // in a buffer whose usage is WEIGHTS
 
@@ -388,7 +391,7 @@ inline int32_t SchedPlan::deciding_weight(int32_t id) const {
   const Op node_op = op(id);
   for (int j = 0, n = n_src(static_cast<size_t>(id)); j < n; ++j) {
     const int32_t s = src(static_cast<size_t>(id), j);
-    if (s >= 0 && has(s, kIsWeight) && !is_auxiliary_source(node_op, j)) return s;
+    if (s >= 0 && has(s, kIsWeight) && !is_auxiliary_source(node_op, j, fa_sinks_decide)) return s;
   }
   return -1;
 }

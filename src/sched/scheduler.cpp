@@ -195,6 +195,7 @@ Status Scheduler::Impl::split(Graph& g, int slot_for_sources) {
   for (const auto& [t, b] : pins) plan.set(t, b, Cause::kPinned);
   sched::PassOptions opt;
   opt.op_offload = params.op_offload;
+  opt.fa_sinks_decide = params.fa_sinks_decide;
   opt.max_split_inputs = params.max_split_inputs;
   opt.n_copies = n_copies;
   opt.slot = slot_for_sources;

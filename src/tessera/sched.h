@@ -58,6 +58,10 @@ struct SchedulerParams {
   // 2 is a common choice). 1 is no pipelining. Out of range: Scheduler::create refuses it.
   int n_copies = kParallelCopies;
   bool op_offload = true;  // a higher-priority backend may take an op whose weight is in the last backend's host memory
+  // A FLASH_ATTN_EXT's sinks weight decides where it runs, as ggml's scheduler did before llama.cpp build 10150
+  // (PR #25832, "adjust logic for offloading ops to weight's backend"); off: the sinks are too small to decide, as a
+  // ROPE's frequency factors are (docs/scheduler.md, pass 1).
+  bool fa_sinks_decide = false;
   int max_split_inputs = 30;   // inputs per split (>= 10, the most one node can bring)
   bool debug_reserve = false;  // report every re-reserve and its reason on stderr (and why a plan was not reused)
   // Plan reuse (docs/scheduler.md, 'Reuse'): an allocation of the graph planned last, with the same structure, keeps

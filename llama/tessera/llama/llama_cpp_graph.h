@@ -21,6 +21,10 @@ constexpr int kLlamaCppReservePins = 7050;
 // From this build llama.cpp reserves its prompt graph for min(n_ubatch, n_outputs_max) outputs, not n_ubatch
 // (PR #23861, de6f727a, "limit max outputs of llama_context"): LlamaContextParams::n_outputs_max.
 constexpr int kLlamaCppOutputsMax = 9460;
+// From this build llama.cpp reserves its graphs for n_seq_max sequences with a unified cache too (PR #17276,
+// e072b205, "llama : update worst-case graph for unified cache"; before, for one): graph_reserve rounds the prompt
+// graph's tokens up to a multiple of them (-np 3 -kvu -ub 512: 513 tokens, the outputs staying 512).
+constexpr int kLlamaCppReserveSeqs = 7190;
 
 // The graph of llama.cpp build `build` (>= 1). Builds before 2459 are given 2459's graph (the oldest checked): earlier
 // ones also shifted K inside the reserved graph (before PR #5691), which is not modelled.

@@ -59,6 +59,11 @@ struct LlamaCppGraph {
   // and V that are not f16 (a quantized cache): from 9489 (PR #23907). use_llama_cpp_rules gives every GPU the padding
   // rule (sim::PaddingRule::f16_kv_copies).
   bool cuda_fa_f16_copies = false;
+  // Not the graph's: ggml's scheduler places a FLASH_ATTN_EXT by its sinks weight (gpt-oss), as it does an op by its
+  // first weight: before 10150 (PR #25832, "ggml : adjust logic for offloading ops to weight's backend", which skips
+  // FLASH_ATTN_EXT as ROPE, "the sinks tensor is too small"). use_llama_cpp_rules sets
+  // SchedulerParams::fa_sinks_decide.
+  bool fa_sinks_decide = false;
   // gpt-oss: one GET_ROWS of inp_out_ids after the last layer (its FFN runs on every token) instead of two in it:
   // from 10158 (PR #25794).
   bool out_ids_after_layers = false;

@@ -263,6 +263,28 @@ TEST(LlamaMemory, PipelineParallelismRule) {
   EXPECT_THAT(decide({gpu("gpu0"), no_events, wrapped_cpu()}, {}).reason, HasSubstr("without async compute or events"));
 }
 
+// llama.cpp's graph_reserve rounds the prompt graph's tokens up to a multiple of the sequences it reserves for
+// (src/llama-context.cpp), the outputs staying n_ubatch: with a unified cache one sequence before build 7190 and
+// n_seq_max from it (PR #17276, e072b205: `n_seqs = cparams.kv_unified ? 1 : cparams.n_seq_max` became
+// `n_seqs = cparams.n_seq_max`). -np 3 -kvu -ub 512: 513 tokens, 512 outputs; -np 4: 512 tokens.
+TEST(LlamaMemory, UnifiedCacheReservesForEverySequenceFromBuild7190) {
+  auto shape = [](int build, int64_t n_seq) {
+    SessionConfig c;
+    c.model = models::preset("7b").value();
+    c.model.n_tokens = 512;
+    LlamaContextParams p;
+    p.n_seq_max = n_seq;
+    p.kv_unified = true;
+    use_llama_cpp_rules(c, build, p);
+    return std::pair<int64_t, int64_t>{c.model.n_tokens, c.model.outputs()};
+  };
+  EXPECT_EQ(shape(7189, 3), (std::pair<int64_t, int64_t>{512, 512}));
+  EXPECT_EQ(shape(7190, 3), (std::pair<int64_t, int64_t>{513, 512}));
+  EXPECT_EQ(shape(7190, 4), (std::pair<int64_t, int64_t>{512, 512}));
+  EXPECT_EQ(shape(7190, 1), (std::pair<int64_t, int64_t>{512, 512}));
+  EXPECT_EQ(shape(10470, 5), (std::pair<int64_t, int64_t>{515, 512}));
+}
+
 // Under llama.cpp's rules (use_llama_cpp_rules) a session plans with pipeline parallelism exactly when llama.cpp
 // enables it, as its context does once the model is placed: 4 copy slots (GGML_SCHED_MAX_COPIES) on two GPUs with
 // every layer offloaded, one with -nkvo or an override; a policy that asks for it itself keeps its own slots. And

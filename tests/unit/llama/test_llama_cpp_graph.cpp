@@ -74,6 +74,8 @@ TEST(LlamaCppGraph, SwitchesFlipAtTheBuildsOfTheirChanges) {
   EXPECT_TRUE(g(9489).cuda_fa_f16_copies);
   EXPECT_FALSE(g(10157).out_ids_after_layers);
   EXPECT_TRUE(g(10158).out_ids_after_layers);
+  EXPECT_TRUE(g(10149).fa_sinks_decide);
+  EXPECT_FALSE(g(10150).fa_sinks_decide);
   // before the oldest build checked (2459): 2459's graph
   const LlamaCppGraph old = g(1500);
   EXPECT_EQ(old.build, 1500);
@@ -128,15 +130,18 @@ TEST(LlamaCppGraph, TheDefaultBuildHasEverySwitch) {
                              g.moe_weights_clamp,
                              g.cuda_fa_f16_copies,
                              g.out_ids_after_layers,
+                             g.fa_sinks_decide,
                              g.kv_rotation,
                              g.kv_rotation_swa_inputs,
                              g.rotation_cont};
   };
   EXPECT_EQ(switches(newest), switches(later));
-  EXPECT_EQ(sizeof(LlamaCppGraph), sizeof(int) + 20 * sizeof(bool))  // every switch is listed above
+  // every switch is listed above (the size rounded up to the int's alignment: four switches more change it)
+  EXPECT_EQ(sizeof(LlamaCppGraph), (sizeof(int) + 21 * sizeof(bool) + alignof(int) - 1) / alignof(int) * alignof(int))
       << "a switch was added to LlamaCppGraph: list it here";
   EXPECT_TRUE(newest.moe_weights_clamp && newest.v_before_k && newest.inp_embd_input && newest.mask_f16 &&
-              newest.kv_rotation && newest.cuda_fa_f16_copies && newest.out_ids_after_layers);
+              newest.kv_rotation && newest.cuda_fa_f16_copies && newest.out_ids_after_layers &&
+              !newest.fa_sinks_decide);
 }
 
 // llama.cpp's "graph nodes = N" of the logs, reproduced by the graph of the log's build.

@@ -383,6 +383,52 @@ TEST_F(SchedPass1, FlashAttentionSinksDoNotDecide) {
   EXPECT_TRUE(Unassigned(fa));  // not GPU0 [offload]
 }
 
+// ggml's scheduler before llama.cpp build 10150 (PR #25832): the sinks decide, like any first weight
+TEST_F(SchedPass1, FlashAttentionSinksDecideWhenAskedAsOldGgml) {
+  offload(kGpu0, Op::kFlashAttnExt);
+  Tensor* q = ctx.new_tensor_4d(Type::kF32, 8, 4, 2, 1);
+  Tensor* k = ctx.new_tensor_4d(Type::kF16, 8, 4, 2, 1);
+  Tensor* v = ctx.new_tensor_4d(Type::kF16, 8, 4, 2, 1);
+  Tensor* sinks = ctx.new_tensor_1d(Type::kF32, 2);
+  set_name(*sinks, "sinks");
+  weights(cpu_buft, {sinks});
+  Tensor* fa = named(flash_attn_ext(ctx, q, k, v, nullptr, 0.5f, sinks), "fa");
+  ASSERT_NE(fa, nullptr) << ctx.status().message();
+  PassOptions old_no_offload;
+  old_no_offload.op_offload = false;
+  old_no_offload.fa_sinks_decide = true;
+  build(fa);
+  ASSERT_TRUE(run(old_no_offload).ok());
+  EXPECT_TRUE(Assigned(fa, kCpu, Cause::kWeight));
+  PassOptions old;
+  old.fa_sinks_decide = true;
+  plan = SchedPlan{};
+  ASSERT_TRUE(run(old).ok());
+  EXPECT_TRUE(Assigned(fa, kGpu0, Cause::kOpOffload));
+}
+
+// A SOFT_MAX's sinks (gpt-oss without flash attention) decide as any first weight does: ggml skips only ROPE and
+// FLASH_ATTN_EXT by op (ggml_backend_sched_backend_id_from_cur)
+TEST_F(SchedPass1, SoftMaxSinksDecide) {
+  offload(kGpu0, Op::kSoftMax);
+  Tensor* kq = ctx.new_tensor_3d(Type::kF32, 8, 4, 2);
+  set_name(*kq, "kq");
+  Tensor* sinks = ctx.new_tensor_1d(Type::kF32, 2);
+  set_name(*sinks, "sinks");
+  weights(cpu_buft, {sinks});
+  Tensor* sm = named(soft_max(ctx, kq, nullptr, 0.5f, sinks), "sm");
+  ASSERT_NE(sm, nullptr) << ctx.status().message();
+  ASSERT_EQ(sm->src[2], sinks);
+  PassOptions no_offload;
+  no_offload.op_offload = false;
+  build(sm);
+  ASSERT_TRUE(run(no_offload).ok());
+  EXPECT_TRUE(Assigned(sm, kCpu, Cause::kWeight));
+  plan = SchedPlan{};
+  ASSERT_TRUE(run().ok());
+  EXPECT_TRUE(Assigned(sm, kGpu0, Cause::kOpOffload));
+}
+
 // ---- user pins ----
 
 TEST_F(SchedPass1, UserPinsAreKept) {

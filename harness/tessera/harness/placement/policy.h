@@ -72,8 +72,9 @@ struct PlacementPolicy {
   int n_copies = kParallelCopies;  // with parallel: in-flight copy slots (SchedulerParams::n_copies)
   int max_split_inputs = 30;
   bool reuse = true;  // SchedulerParams::reuse: keep the plan of a graph allocated again with the same structure
-  bool online_packing = false;  // SchedulerParams::online_packing: pack compute buffers as ggml-alloc does
-  bool free_inputs = false;     // SchedulerParams::free_inputs: free graph inputs after their last use, as ggml-alloc
+  bool online_packing = false;   // SchedulerParams::online_packing: pack compute buffers as ggml-alloc does
+  bool free_inputs = false;      // SchedulerParams::free_inputs: free graph inputs after their last use, as ggml-alloc
+  bool fa_sinks_decide = false;  // SchedulerParams::fa_sinks_decide: FA sinks place the op, as ggml before b10150
   // llama.cpp's CPU buffer type list on a machine whose GPU has no host buffer type (Apple Metal: make_cpu_buft_list
   // gives [CPU_REPACK, CPU]): a matrix weight bound for the CPU's own buffer type -- a layer left on the CPU, or an
   // override to "CPU" (-ot, -ncmoe) -- goes to the CPU's extra buffer type named CPU_REPACK when the CPU repacks it
