@@ -81,7 +81,7 @@ std::vector<RankedPlacement> rank_placements(const SessionConfig& base, const Se
   const FitMeasure measure = session_fit_measure(base, free_in, free_p, &builtin_registry());
 
   std::vector<Candidate> candidates;
-  if (first_why_not.empty()) candidates.push_back({first_label, base, in, p, first, ""});
+  if (first_why_not.empty()) candidates.push_back({first_label, base, in, p, first, "", ""});
   // Whole layers only: the largest -ngl that leaves every GPU its margin (-ts by free memory, as llama.cpp splits).
   {
     auto with = [&](int ngl) {
@@ -109,7 +109,7 @@ std::vector<RankedPlacement> rank_placements(const SessionConfig& base, const Se
       r.why_not = "not even -ngl 0 fits (" + why + ")";
       out.push_back(r);
     } else {
-      candidates.push_back({r.label, base, free_in, free_p, with(lo), ""});
+      candidates.push_back({r.label, base, free_in, free_p, with(lo), "", ""});
     }
   }
   // Every layer on the GPUs with the experts of its first N layers on the CPU: every expert (-cmoe; -ot exps=CPU),
