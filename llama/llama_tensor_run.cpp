@@ -14,7 +14,7 @@
 namespace tessera::llama {
 
 Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& config, const Registry* real,
-                                              int evaluations) {
+                                              int evaluations, const std::vector<std::string>& explain) {
   TS_RETURN_IF_ERROR(check_tensor_parallel(config, /*run=*/true));
   if (!config.policy.kv_offload) {
     return TS_ERROR(StatusCode::kInvalidArgument,
@@ -147,6 +147,28 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
   r.trace_last = s.trace().events.size();
   r.splits = sched.value()->n_splits();
   r.plan_reuse = sched.value()->plan_reuse();
+  const std::vector<Scheduler::SplitView> splits =
+      explain.empty() ? std::vector<Scheduler::SplitView>{} : sched.value()->splits();
+  for (const std::string& name : explain) {
+    TensorParallelRun::NodeOn on;
+    on.name = name;
+    for (const auto* list : {&m.graph->nodes(), &m.graph->leafs()}) {
+      for (const Tensor* n : *list) {
+        if (on.found || name != n->name) continue;
+        on.found = true;
+        on.op = n->op;
+        on.where = sched.value()->explain(n);
+      }
+    }
+    for (size_t k = 0; k < splits.size(); ++k) {
+      for (const Tensor* in : splits[k].inputs) {
+        if (name == in->name) {
+          on.copied_to.emplace_back(static_cast<int>(k), sched.value()->backend(splits[k].backend)->name());
+        }
+      }
+    }
+    r.explained.push_back(std::move(on));
+  }
   r.meta_compute = sched.value()->buffer_size(0);
   r.cpu_compute = sched.value()->buffer_size(1);
   for (size_t g : r.gpus) r.weight_upload_us += s.copy_time_us(-1, static_cast<int>(g), r.weights[g] + r.cache[g]);

@@ -449,8 +449,9 @@ namespace {
 
 // split_mode tensor (llama.cpp's -sm tensor; docs/tensor-parallel.md): the model on the meta device of the topology's
 // GPUs, as `tessera run -sm tensor` runs it (llama::run_tensor_parallel). The expectations it can answer: scheduling
-// and its error, splits, each device's peak memory, weights and KV cache, races, the outputs against the CPU, and the
-// metrics of its simulator (check_metrics); any other is a failed expectation that says so.
+// and its error, splits, where nodes run (the meta device, "meta", or the CPU), each device's peak memory, weights and
+// KV cache, races, the outputs against the CPU, and the metrics of its simulator (check_metrics); any other is a failed
+// expectation that says so.
 ScenarioOutcome run_once_tensor(const Scenario& sc, const Registry* real_devices) {
   ScenarioOutcome out;
   const Expectations& e = sc.expect;
@@ -461,7 +462,6 @@ ScenarioOutcome run_once_tensor(const Scenario& sc, const Registry* real_devices
   if (!sc.steps.empty()) unsupported.push_back("run.steps");
   if (sc.compare) unsupported.push_back("compare");
   if (e.max_split_inputs) unsupported.push_back("max_split_inputs");
-  if (!e.nodes.empty()) unsupported.push_back("nodes");
   if (e.max_reserves) unsupported.push_back("max_reserves");
   if (e.extra_models_fit || !e.extra_overflow_contains.empty()) unsupported.push_back("the extra models");
   if (!unsupported.empty()) {
@@ -470,7 +470,9 @@ ScenarioOutcome run_once_tensor(const Scenario& sc, const Registry* real_devices
     check("expectations split_mode tensor can answer", false, "not with split_mode tensor yet: " + list);
     return out;
   }
-  auto r = llama::run_tensor_parallel(sc.config, real_devices, sc.evaluations);
+  std::vector<std::string> node_names;
+  for (const auto& n : e.nodes) node_names.push_back(n.node);
+  auto r = llama::run_tensor_parallel(sc.config, real_devices, sc.evaluations, node_names);
   const std::string error = r.ok() ? std::string() : r.status().to_string();
   out.error = error;
   if (e.scheduling_ok.has_value()) {
@@ -511,6 +513,18 @@ ScenarioOutcome run_once_tensor(const Scenario& sc, const Registry* real_devices
       const auto d = device(pm.device);
       const std::string what = "peak memory of " + pm.device + " <= " + format_bytes(pm.max_bytes);
       check(what, d && run.peak[*d] <= pm.max_bytes, d ? format_bytes(run.peak[*d]) : "no such device");
+    }
+    // a node on the meta device matches its backend's name ("Meta(gpu0,gpu1)") or "meta"; on the CPU, the CPU's name
+    for (size_t k = 0; k < e.nodes.size() && k < run.explained.size(); ++k) {
+      const auto& want = e.nodes[k];
+      const auto& on = run.explained[k];
+      const std::string& got = on.where.backend_name;
+      const bool meta = got.rfind("Meta(", 0) == 0;
+      const bool ok = on.found && (got == want.device || (meta && want.device == "meta"));
+      check(want.node + " on " + want.device, ok,
+            !on.found ? "no node of that name"
+                      : format_message("on %s, cause %s, split %d", got.empty() ? "no backend" : got.c_str(),
+                                       cause_name(on.where.cause), on.where.split));
     }
     check_metrics(run, e.metrics, &out.results);
     for (auto [what_of, list, field] :

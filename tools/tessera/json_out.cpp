@@ -333,7 +333,22 @@ ojson run_tensor_json(const SessionConfig& config, const llama::TensorParallelRu
   j["non_finite"] = run.nmse.non_finite;
   j["numerics_ok"] = numerics_ok;
   j["plan_reuse"] = plan_reuse_json(run.plan_reuse);
-  j["explained"] = ojson::array();
+  ojson explained = ojson::array();
+  for (const auto& on : run.explained) {
+    if (!on.found) continue;
+    ojson copied_to = ojson::array();
+    for (const auto& [split, backend] : on.copied_to) copied_to.push_back({{"split", split}, {"backend", backend}});
+    explained.push_back({{"name", on.name},
+                         {"op", op_name(on.op)},
+                         {"backend", on.where.backend < 0 ? ojson() : ojson(on.where.backend_name)},
+                         {"cause", cause_name(on.where.cause)},
+                         {"cause_text", cause_description(on.where.cause)},
+                         {"split", on.where.split >= 0 ? ojson(on.where.split) : ojson()},
+                         {"scheduler_copy", on.where.is_copy},
+                         {"copied_to", copied_to},
+                         {"plan_reused", on.where.plan_reused}});
+  }
+  j["explained"] = explained;
   j["llama_memory"] = nullptr;
   j["extra_models"] = nullptr;
   ojson names = ojson::array();

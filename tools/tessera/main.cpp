@@ -572,11 +572,7 @@ int cmd_run(const Options& o, const std::string& trace_file, bool quiet_trace_no
   if (!o.metadata) run_size_hint(o);
   if (auto cfg = make_config(o, nullptr, /*notes=*/false);
       cfg.ok() && cfg.value().policy.split_mode == SplitMode::kTensor) {
-    if (!explain.empty()) {
-      std::fprintf(stderr, "tessera: run -sm tensor: --explain is `tessera plan -sm tensor --explain`'s\n");
-      return kInputError;
-    }
-    return tool::cmd_run_tensor(cfg.value(), o.evaluations, o.json, o.wide, trace_file, quiet_trace_note);
+    return tool::cmd_run_tensor(cfg.value(), o.evaluations, o.json, o.wide, trace_file, quiet_trace_note, explain);
   }
   int code = kOk;
   Progress progress(!o.json);

@@ -49,9 +49,10 @@ int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices);
 int cmd_plan_tensor(const harness::SessionConfig& config, const std::vector<std::string>& explain, bool json,
                     bool wide);
 // `run -sm tensor` and `trace -sm tensor` (tensor_parallel.cpp): the model on the meta device of the topology's GPUs
-// under the scheduler (llama::run_tensor_parallel); `trace_file`: where to write the Chrome trace ("" for none).
+// under the scheduler (llama::run_tensor_parallel); `trace_file`: where to write the Chrome trace ("" for none);
+// `explain`: the tensors whose placement to print (the meta device or the CPU, the cause, the split).
 int cmd_run_tensor(const harness::SessionConfig& config, int evaluations, bool json, bool wide,
-                   const std::string& trace_file, bool quiet_trace_note);
+                   const std::string& trace_file, bool quiet_trace_note, const std::vector<std::string>& explain = {});
 
 // The record and the comparison as text and as the `tessera-compare-log` JSON object (docs/json.md,
 // docs/json/compare-log.schema.json).

@@ -360,20 +360,23 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
 }
 
 int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool wide, const std::string& trace_file,
-                   bool quiet_trace_note) {
+                   bool quiet_trace_note, const std::vector<std::string>& explain) {
   auto refuse = [](const std::string& why) {
     std::fprintf(stderr, "tessera: run -sm tensor: %s\n", why.c_str());
     return kInputError;
   };
   if (Status st = llama::check_tensor_parallel(config, /*run=*/true); !st.ok()) return refuse(st.message());
   std::fprintf(stderr, "tessera: running %d evaluation(s) on the meta device...\n", std::max(evaluations, 1));
-  auto r = llama::run_tensor_parallel(config, &builtin_registry(), evaluations);
+  auto r = llama::run_tensor_parallel(config, &builtin_registry(), evaluations, explain);
   if (!r.ok()) {
     if (r.status().code() == StatusCode::kInvalidArgument) return refuse(r.status().message());
     std::fprintf(stderr, "tessera: the run failed: %s\n", r.status().message().c_str());
     return 1;
   }
   const llama::TensorParallelRun& run = r.value();
+  for (const auto& on : run.explained) {
+    if (!on.found) return refuse("--explain " + on.name + ": no node or leaf of that name in the graph");
+  }
   const sim::Simulator& s = *run.sim;
   const models::LlamaConfig& m = run.model;
   const sim::TraceSummary sum = sim::summarize(s.trace(), run.trace_first, run.trace_last);
@@ -438,6 +441,16 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
   }
   std::printf("races: %zu\n", s.races().size());
   if (!s.races().empty()) std::printf("%s", s.races_report(3).c_str());
+  for (const auto& on : run.explained) {
+    std::string copied;
+    for (const auto& [split, backend] : on.copied_to) {
+      copied += format_message("%s split %d (%s)", copied.empty() ? ", copied into" : ",", split, backend.c_str());
+    }
+    std::printf("%s: %s on %s, cause %s (%s)%s%s\n", on.name.c_str(), op_name(on.op),
+                on.where.backend < 0 ? "no backend" : on.where.backend_name.c_str(), cause_name(on.where.cause),
+                cause_description(on.where.cause),
+                on.where.split >= 0 ? format_message(", split %d", on.where.split).c_str() : "", copied.c_str());
+  }
   if (!trace_file.empty()) {
     if (!write_chrome_trace(trace_file, s.trace(), quiet_trace_note)) return kInputError;
     if (!quiet_trace_note)

@@ -105,6 +105,17 @@ struct TensorParallelRun {
   // what stays in the CPU's memory: the names of the weights and caches placed there (the token embedding, the
   // overrides' weights, the CPU layers'), and per layer whether -ngl leaves it on the CPU (the output layer too)
   std::vector<std::string> host_tensors;
+  // the tensors `explain` named (run_tensor_parallel's argument: nodes or leafs of the graph), in its order: where the
+  // scheduler placed each in the last evaluation (the meta backend, "Meta(gpu0,gpu1)", or the CPU's), why, its split,
+  // and the splits it is copied into (index, backend); found false for a name that is no tensor of the graph
+  struct NodeOn {
+    std::string name;
+    bool found = false;
+    Op op = Op::kNone;
+    TensorExplain where;
+    std::vector<std::pair<int, std::string>> copied_to;
+  };
+  std::vector<NodeOn> explained;
   std::vector<bool> cpu_layers;
   bool output_on_cpu = false;
   size_t trace_first = 0, trace_last = 0;  // the evaluations' events in the simulator's trace
@@ -115,6 +126,6 @@ struct TensorParallelRun {
 // check_tensor_parallel's errors; -nkvo (kInvalidArgument: llama.cpp's meta backend fails there, see `plan -sm
 // tensor -nkvo`); the simulator's, the scheduler's and the meta backend's errors.
 Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& config, const Registry* real,
-                                              int evaluations = 1);
+                                              int evaluations = 1, const std::vector<std::string>& explain = {});
 
 }  // namespace tessera::llama

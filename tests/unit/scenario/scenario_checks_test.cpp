@@ -89,13 +89,12 @@ TEST(SimScenarioParse, TensorSplitAnswersWhatItCanAndNamesTheRest) {
   const ScenarioOutcome good = run_scenario(ok.value(), &builtin_registry());
   EXPECT_TRUE(good.passed) << good.error;
   EXPECT_EQ(good.results.size(), 3u);
-  auto nodes = parse_scenario(
-      head + R"({"no_race": true, "nodes": [{"node": "fattn-0", "device": "gpu0"}], "max_reserves": 1}})", "t.json");
+  auto nodes = parse_scenario(head + R"({"no_race": true, "max_split_inputs": 9, "max_reserves": 1}})", "t.json");
   ASSERT_TRUE(nodes.ok()) << nodes.status().to_string();
   const ScenarioOutcome bad = run_scenario(nodes.value(), &builtin_registry());
   EXPECT_FALSE(bad.passed);
   ASSERT_EQ(bad.results.size(), 1u);
-  EXPECT_THAT(bad.results[0].detail, HasSubstr("not with split_mode tensor yet: nodes, max_reserves"));
+  EXPECT_THAT(bad.results[0].detail, HasSubstr("not with split_mode tensor yet: max_split_inputs, max_reserves"));
   auto nothing = parse_scenario(head + R"("nothing"})", "t.json");
   ASSERT_TRUE(nothing.ok()) << nothing.status().to_string();
   EXPECT_TRUE(run_scenario(nothing.value(), &builtin_registry()).passed);
@@ -107,6 +106,35 @@ TEST(SimScenarioParse, TensorSplitAnswersWhatItCanAndNamesTheRest) {
 // (docs/tensor-parallel.md, "Compute"): 4 x 2 = 8 copies of 1024 B from gpu0 to gpu1, as many back. gpu1's peak holds
 // at least its half of the cache: 2 layers x K and V x 64 cells x 16 of the 32 KV values x 2 B = 8192 B. A metric only
 // a session's scheduler records fails, saying so.
+// Where nodes run under split_mode tensor: the input layer's GET_ROWS on the CPU (llama.cpp keeps token_embd there),
+// a layer's attention output on the meta device ("meta" or its backend's name); with n_gpu_layers 2 of tiny's 2 layers
+// (the output layer and layer 1) layer 0's on the CPU, by its weight
+TEST(SimScenarioParse, TensorSplitNodesNameTheMetaDeviceOrTheCpu) {
+  auto run = [](const std::string& policy, const std::string& nodes) {
+    auto sc = parse_scenario(R"({"name": "x", "topology": "2gpu-unequal", "model": {"flash_attn": true},
+                              "run": {"mode": "metadata-only"}, "policy": {"split_mode": "tensor")" +
+                                 policy + R"(}, "expect": {"nodes": [)" + nodes + "]}}",
+                             "t.json");
+    EXPECT_TRUE(sc.ok()) << sc.status().to_string();
+    return sc.ok() ? run_scenario(sc.value(), &builtin_registry()) : ScenarioOutcome{};
+  };
+  const ScenarioOutcome all = run("", R"j({"node": "attn_out-0", "device": "meta"},
+      {"node": "attn_out-1", "device": "Meta(gpu0,gpu1)"}, {"node": "inp_embd", "device": "cpu"})j");
+  for (const auto& r : all.results) EXPECT_TRUE(r.ok) << r.what << ": " << r.detail;
+  EXPECT_TRUE(all.passed) << all.error;
+  EXPECT_EQ(all.results.size(), 3u);
+  const ScenarioOutcome ngl = run(R"(, "n_gpu_layers": 2)", R"({"node": "attn_out-0", "device": "cpu"},
+      {"node": "attn_out-1", "device": "meta"})");
+  for (const auto& r : ngl.results) EXPECT_TRUE(r.ok) << r.what << ": " << r.detail;
+  EXPECT_TRUE(ngl.passed) << ngl.error;
+  const ScenarioOutcome wrong =
+      run("", R"({"node": "attn_out-0", "device": "cpu"}, {"node": "nope", "device": "cpu"})");
+  EXPECT_FALSE(wrong.passed);
+  ASSERT_EQ(wrong.results.size(), 2u);
+  EXPECT_THAT(wrong.results[0].detail, HasSubstr("on Meta(gpu0,gpu1), cause"));
+  EXPECT_EQ(wrong.results[1].detail, "no node of that name");
+}
+
 TEST(SimScenarioParse, TensorSplitMetricsCountTheRingsCopies) {
   const std::string head = R"({"name": "x", "topology": "2gpu-unequal", "model": {"flash_attn": true},
                               "run": {"mode": "metadata-only"}, "policy": {"split_mode": "tensor"}, "expect": )";
