@@ -1,7 +1,7 @@
 // Fuzz target: tensor parallelism on simulated GPUs (issue 47; docs/tensor-parallel.md, docs/fuzzing.md). Bytes -> a
 // llama model (one of the architecture presets, with drawn layer count, KV heads, GQA group, head size, width, FFN
 // width, weight type and token count), 1 to 8 simulated GPUs (asynchronous or not, with events or without, plus the
-// wrapped CPU), -ts shares (zeros included), -ngl and -ncmoe -> `tessera run -sm tensor`'s path
+// wrapped CPU), -ts shares (zeros included), -ngl and -ncmoe, and a lifecycle of steps -> `tessera run -sm tensor`'s path
 // (llama::run_tensor_parallel: the meta device under the scheduler, the token embedding on the CPU, the ring
 // AllReduce), memory-backed -> invariants:
 //   - the run succeeds, or refuses with kInvalidArgument (a split ggml's rules cannot make: e.g. a single KV head);
@@ -11,6 +11,7 @@
 // Layout of the input: one field after another (fuzz_input.h ByteReader; missing bytes read as zero).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "fuzz_input.h"
 #include "tessera/builtin.h"
@@ -64,7 +65,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)harness::apply_policy_option("n_cpu_moe", std::to_string(in.in_range(1, c.model.n_layer)), &c.policy);
   }
   c.policy.split_mode = harness::SplitMode::kTensor;
-  auto r = llama::run_tensor_parallel(c, &builtin_registry());
+  // a lifecycle of steps (a scenario's run.steps), drawn last: 1 to 6 of reserve, alloc, compute, synchronize, reset
+  // and compute-again (only after a compute with nothing but synchronizes since), then a compute and a synchronize
+  using Step = harness::Session::Step;
+  std::vector<harness::Session::StepSpec> steps;
+  if (in.flag()) {
+    static const Step kSteps[] = {Step::kReserve,     Step::kAlloc, Step::kCompute,
+                                  Step::kSynchronize, Step::kReset, Step::kComputeAgain};
+    bool computed = false;
+    for (int64_t i = 0, k = in.in_range(1, 6); i < k; ++i) {
+      Step st = in.pick(kSteps);
+      if (st == Step::kComputeAgain && !computed) st = Step::kCompute;
+      computed = st == Step::kCompute || st == Step::kComputeAgain || (st == Step::kSynchronize && computed);
+      steps.push_back({st, false, {}});
+    }
+    steps.push_back({Step::kCompute, false, {}});
+    steps.push_back({Step::kSynchronize, false, {}});
+  }
+  auto r = llama::run_tensor_parallel(c, &builtin_registry(), 1, {}, steps);
   if (!r.ok()) {
     FUZZ_CHECK(r.status().code() == StatusCode::kInvalidArgument,
                arch + " over " + std::to_string(n) + " GPUs: " + r.status().to_string());

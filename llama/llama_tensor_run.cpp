@@ -14,8 +14,17 @@
 namespace tessera::llama {
 
 Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& config, const Registry* real,
-                                              int evaluations, const std::vector<std::string>& explain) {
+                                              int evaluations, const std::vector<std::string>& explain,
+                                              const std::vector<harness::Session::StepSpec>& steps) {
   TS_RETURN_IF_ERROR(check_tensor_parallel(config, /*run=*/true));
+  using Step = harness::Session::Step;
+  for (const harness::Session::StepSpec& st : steps) {
+    if (st.step == Step::kReserveNext || st.step == Step::kAllocNext || st.step == Step::kComputeNext ||
+        st.step == Step::kComputeNextAgain) {
+      return TS_ERROR(StatusCode::kInvalidArgument, "-sm tensor: step %s: a run on the meta device has no next graph",
+                      harness::Session::step_name(st.step));
+    }
+  }
   if (!config.policy.kv_offload) {
     return TS_ERROR(StatusCode::kInvalidArgument,
                     "-sm tensor with -nkvo: llama.cpp's meta backend mirrors a KV cache in host memory while Q is "
@@ -135,14 +144,83 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
   auto sched = Scheduler::create({mb.value().get(), backends.value()[cpu].get()}, config.policy.scheduler_params());
   if (!sched.ok()) return sched.status();
   r.trace_first = s.trace().events.size();
-  for (int e = 0; e < std::max(evaluations, 1); ++e) {
-    TS_RETURN_IF_ERROR(sched.value()->alloc_graph(*m.graph));
+  Scheduler& sc = *sched.value();
+  auto alloc = [&]() -> Status {
+    TS_RETURN_IF_ERROR(sc.alloc_graph(*m.graph));
     if (backed) TS_RETURN_IF_ERROR(models::set_inputs(m, models::default_inputs(r.model, config.model_seed)));
-    if (sched.value()->graph_compute_async(*m.graph) != ComputeStatus::kSuccess) {
-      return Status(StatusCode::kFailed, sched.value()->last_error());
+    return Status::Ok();
+  };
+  auto compute = [&]() -> Status {
+    if (sc.graph_compute_async(*m.graph) != ComputeStatus::kSuccess)
+      return Status(StatusCode::kFailed, sc.last_error());
+    return Status::Ok();
+  };
+  if (steps.empty()) {
+    for (int e = 0; e < std::max(evaluations, 1); ++e) {
+      TS_RETURN_IF_ERROR(alloc());
+      TS_RETURN_IF_ERROR(compute());
     }
   }
-  TS_RETURN_IF_ERROR(sched.value()->synchronize());
+  // the steps, as Session::run_one_step and run_steps take them: `fresh` the graph allocated with its inputs written
+  // and not computed yet; `computed` the graph computed last with nothing but a synchronize since
+  bool fresh = false, computed = false, any_compute = false;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const harness::Session::StepSpec& spec = steps[i];
+    Status st = Status::Ok();
+    switch (spec.step) {
+      case Step::kSynchronize: st = sc.synchronize(); break;
+      case Step::kReset:
+        sc.reset();
+        fresh = computed = false;
+        break;
+      case Step::kReserve:
+        fresh = computed = false;
+        st = sc.reserve(*m.graph);
+        break;
+      case Step::kAlloc:
+        fresh = computed = false;
+        st = alloc();
+        fresh = st.ok();
+        break;
+      case Step::kCompute:
+        computed = false;
+        if (!fresh) st = alloc();
+        fresh = false;
+        if (st.ok()) st = compute();
+        any_compute = any_compute || st.ok();
+        computed = st.ok();
+        break;
+      case Step::kComputeAgain:
+        fresh = false;
+        if (config.policy.free_inputs) {
+          st = Status(StatusCode::kInvalidArgument,
+                      "compute-again needs the graph's inputs kept, and policy free_inputs frees them after their last "
+                      "use");
+        } else if (!computed) {
+          st = Status(StatusCode::kInvalidArgument,
+                      "compute-again evaluates the graph computed last once more: a compute must come before it, with "
+                      "no reserve, alloc or reset between (a synchronize may)");
+        } else {
+          st = compute();
+          computed = st.ok();
+        }
+        break;
+      default: break;  // (the next graph's steps were refused above)
+    }
+    const char* name = harness::Session::step_name(spec.step);
+    if (spec.must_fail) {
+      if (st.ok()) {
+        return TS_ERROR(StatusCode::kFailed, "step %zu (%s): expected to fail, but it succeeded", i + 1, name);
+      }
+      if (st.message().find(spec.error_contains) == std::string::npos) {
+        return Status(st.code(), format_message("step %zu (%s): expected to fail with \"%s\", failed with: %s", i + 1,
+                                                name, spec.error_contains.c_str(), st.message().c_str()));
+      }
+      continue;  // the next steps retry on the state the failure left
+    }
+    if (!st.ok()) return Status(st.code(), format_message("step %zu (%s): %s", i + 1, name, st.message().c_str()));
+  }
+  TS_RETURN_IF_ERROR(sc.synchronize());
   s.finish();
   r.trace_last = s.trace().events.size();
   r.splits = sched.value()->n_splits();
@@ -175,7 +253,7 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
   r.meta = *meta_compute_stats(*mb.value());
   r.peak.assign(s.device_count(), 0);
   for (size_t i = 0; i < s.device_count(); ++i) r.peak[i] = s.stats(i).memory_peak;
-  if (backed) {
+  if (backed && (steps.empty() || any_compute)) {
     auto want = harness::cpu_reference_logits(r.model, config.model_seed);
     if (!want.ok()) return want.status();
     auto got = tensor_to_f32(*m.logits);

@@ -450,8 +450,8 @@ namespace {
 // split_mode tensor (llama.cpp's -sm tensor; docs/tensor-parallel.md): the model on the meta device of the topology's
 // GPUs, as `tessera run -sm tensor` runs it (llama::run_tensor_parallel). The expectations it can answer: scheduling
 // and its error, splits, where nodes run (the meta device, "meta", or the CPU), each device's peak memory, weights and
-// KV cache, races, the outputs against the CPU, and the metrics of its simulator (check_metrics); any other is a failed
-// expectation that says so.
+// KV cache, races, the outputs against the CPU, and the metrics of its simulator (check_metrics), after the evaluations
+// or the run's steps (of the one graph); any other is a failed expectation that says so.
 ScenarioOutcome run_once_tensor(const Scenario& sc, const Registry* real_devices) {
   ScenarioOutcome out;
   const Expectations& e = sc.expect;
@@ -459,7 +459,6 @@ ScenarioOutcome run_once_tensor(const Scenario& sc, const Registry* real_devices
     out.results.push_back({std::move(what), ok, std::move(detail)});
   };
   std::vector<std::string> unsupported;
-  if (!sc.steps.empty()) unsupported.push_back("run.steps");
   if (sc.compare) unsupported.push_back("compare");
   if (e.max_split_inputs) unsupported.push_back("max_split_inputs");
   if (e.max_reserves) unsupported.push_back("max_reserves");
@@ -472,7 +471,7 @@ ScenarioOutcome run_once_tensor(const Scenario& sc, const Registry* real_devices
   }
   std::vector<std::string> node_names;
   for (const auto& n : e.nodes) node_names.push_back(n.node);
-  auto r = llama::run_tensor_parallel(sc.config, real_devices, sc.evaluations, node_names);
+  auto r = llama::run_tensor_parallel(sc.config, real_devices, sc.evaluations, node_names, sc.steps);
   const std::string error = r.ok() ? std::string() : r.status().to_string();
   out.error = error;
   if (e.scheduling_ok.has_value()) {

@@ -125,7 +125,13 @@ struct TensorParallelRun {
 };
 // check_tensor_parallel's errors; -nkvo (kInvalidArgument: llama.cpp's meta backend fails there, see `plan -sm
 // tensor -nkvo`); the simulator's, the scheduler's and the meta backend's errors.
+// `steps` (a scenario's run.steps), when not empty, replace the evaluations: reserve, alloc (the graph allocated and
+// its inputs written), compute (allocating first unless an alloc just did), synchronize, reset and compute-again (the
+// graph computed last once more, no alloc or inputs), each as Session::run_steps takes it, a step that must fail
+// letting the next ones go on; the next graph's steps are refused (kInvalidArgument). A failing step is the run's
+// error, "step N (NAME): ...".
 Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& config, const Registry* real,
-                                              int evaluations = 1, const std::vector<std::string>& explain = {});
+                                              int evaluations = 1, const std::vector<std::string>& explain = {},
+                                              const std::vector<harness::Session::StepSpec>& steps = {});
 
 }  // namespace tessera::llama

@@ -135,6 +135,31 @@ TEST(SimScenarioParse, TensorSplitNodesNameTheMetaDeviceOrTheCpu) {
   EXPECT_EQ(wrong.results[1].detail, "no node of that name");
 }
 
+// run.steps with split_mode tensor: the meta device's run goes through them (reserve, alloc, compute, synchronize,
+// compute-again), the logits still equal to the CPU's; a step that must fail lets the run go on, one that fails
+// unexpectedly is the scenario's error, named by its number and step
+TEST(SimScenarioParse, TensorSplitRunsTheSteps) {
+  auto run = [](const std::string& steps) {
+    auto sc = parse_scenario(R"({"name": "x", "topology": "2gpu-unequal", "model": {"flash_attn": true},
+                              "run": {"steps": )" +
+                                 steps + R"(}, "policy": {"split_mode": "tensor"},
+                              "expect": {"no_race": true, "outputs_match_reference": true}})",
+                             "t.json");
+    EXPECT_TRUE(sc.ok()) << sc.status().to_string();
+    return sc.ok() ? run_scenario(sc.value(), &builtin_registry()) : ScenarioOutcome{};
+  };
+  const ScenarioOutcome good = run(R"(["reserve", "alloc", "compute", "synchronize", "compute-again", "synchronize"])");
+  for (const auto& r : good.results) EXPECT_TRUE(r.ok) << r.what << ": " << r.detail;
+  EXPECT_TRUE(good.passed) << good.error;
+  const ScenarioOutcome retry =
+      run(R"([{"step": "compute-again", "fails": "a compute must come before it"}, "compute", "synchronize"])");
+  for (const auto& r : retry.results) EXPECT_TRUE(r.ok) << r.what << ": " << r.detail;
+  EXPECT_TRUE(retry.passed) << retry.error;
+  const ScenarioOutcome bad = run(R"(["reset", "compute-again"])");
+  EXPECT_FALSE(bad.passed);
+  EXPECT_THAT(bad.error, HasSubstr("step 2 (compute-again): compute-again evaluates the graph computed last"));
+}
+
 TEST(SimScenarioParse, TensorSplitMetricsCountTheRingsCopies) {
   const std::string head = R"({"name": "x", "topology": "2gpu-unequal", "model": {"flash_attn": true},
                               "run": {"mode": "metadata-only"}, "policy": {"split_mode": "tensor"}, "expect": )";
