@@ -1,8 +1,8 @@
 // Fuzz target: tensor parallelism on simulated GPUs (issue 47; docs/tensor-parallel.md, docs/fuzzing.md). Bytes -> a
 // llama model (one of the architecture presets, with drawn layer count, KV heads, GQA group, head size, width, FFN
 // width, weight type and token count), 1 to 8 simulated GPUs (asynchronous or not, with events or without, plus the
-// wrapped CPU), -ts shares (zeros included), -ngl and -ncmoe, and a lifecycle of steps -> `tessera run -sm tensor`'s path
-// (llama::run_tensor_parallel: the meta device under the scheduler, the token embedding on the CPU, the ring
+// wrapped CPU), -ts shares (zeros included), -ngl and -ncmoe, and a lifecycle of steps -> `tessera run -sm tensor`'s
+// path (llama::run_tensor_parallel: the meta device under the scheduler, the token embedding on the CPU, the ring
 // AllReduce), memory-backed -> invariants:
 //   - the run succeeds, or refuses with kInvalidArgument (a split ggml's rules cannot make: e.g. a single KV head);
 //   - the logits equal the model computed whole on one CPU backend (NMSE <= 1e-6, issue 47's target), with no
