@@ -126,6 +126,15 @@ bool Reader::line(const std::string& text, int n) {
       return true;
     }
   }
+  // "build_info: b9008-cd35c1466" (2026's llama-server): the build number after the "b", then the commit
+  if (fn_is(fn, "build_info") && body.size() > 1 && body[0] == 'b' && is_digit(body[1])) {
+    std::string_view r = body.substr(1);
+    const size_t dash = r.find('-');
+    std::string text(r.substr(0, dash));
+    if (dash != std::string_view::npos) text += " (" + std::string(trimmed(r.substr(dash + 1))) + ")";
+    if (!log_.build) log_.build = LogText{text, n};
+    return true;
+  }
   // "version: 5261 (cb06a3c3)": the build as `llama-cli --version` prints it
   if (fn_is(fn, "build") || fn_is(fn, "version") || (fn_is(fn, "main") && starts_with(body, "build = "))) {
     if (!log_.build) log_.build = LogText{std::string(fn_is(fn, "main") ? body.substr(8) : body), n};
@@ -266,7 +275,7 @@ bool Reader::line(const std::string& text, int n) {
   return error(body, n);
 }
 
-// "<device> [<kind>] buffer size = X MiB"
+// "<device> [<kind>] buffer size = X MiB" ("Meta()": ggml's meta device, -sm tensor)
 bool Reader::buffer(std::string_view fn, std::string_view body, int n) {
   const size_t at = body.find("buffer size");
   std::string_view head = trimmed(body.substr(0, at)), rest = body.substr(at + 11);
@@ -286,7 +295,9 @@ bool Reader::buffer(std::string_view fn, std::string_view body, int n) {
   std::string device(head.substr(0, sp)), kind;
   if (sp != std::string_view::npos) kind = std::string(trimmed(head.substr(sp)));
   if (device.empty() || kind.find(' ') != std::string::npos) return false;
-  for (char c : device + kind) {
+  // (ggml's meta device, -sm tensor, names its buffer type "Meta()": its constructor builds the name from a moved-from
+  // list of devices)
+  for (char c : device == "Meta()" ? kind : device + kind) {
     if (!(is_ident(c) || c == '-' || c == '.')) return false;
   }
   if (kind.empty()) {

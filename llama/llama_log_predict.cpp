@@ -562,6 +562,16 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     }
   }
   out.notes.push_back(std::to_string(gpus.count) + " GPU(s), from " + gpus.source);
+  // Split mode tensor (ggml's meta device: "Meta() model buffer size", one line for every GPU's share, the largest) is
+  // not predicted from a log: `tessera plan -sm tensor` and `run -sm tensor` predict those lines.
+  const bool meta_buffers = std::any_of(log.figures.buffers.begin(), log.figures.buffers.end(),
+                                        [](const auto& b) { return b.device == "Meta()"; });
+  const bool tensor_split = meta_buffers || policy.split_mode == harness::SplitMode::kTensor;
+  if (tensor_split) {
+    missing.split = std::string("split mode tensor (") + (meta_buffers ? "the log's Meta() buffers" : "-sm tensor") +
+                    "): a log of llama.cpp's meta device is not predicted yet; `tessera plan -sm tensor` and `run -sm "
+                    "tensor` give its Meta() lines";
+  }
 
   // The sequences (the output buffer holds a row per sequence): the printed n_seq_max, else n_ctx / n_ctx_per_seq,
   // else --parallel, else 1.
@@ -615,7 +625,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
 
   // Plan and take the breakdown.
   std::optional<MemoryBreakdown> breakdown;
-  if (model) {
+  if (model && !tensor_split) {
     cfg.model = *model;
     use_llama_cpp_rules(cfg, graph_build, llama_context_params(shape.value()));
     cfg.sim.mode = sim::MemoryMode::kMetadata;

@@ -258,7 +258,7 @@ TEST_F(OptKernels, MulMatQuantMatVecBlockCounts) {
   }
 }
 
-// The quantized block dots of every table against exact integer sums: random blocks (q8_0 weights including -128,
+// The quantized block dots of every table against exact integer sums (to f32 roundings): random blocks (q8_0 weights including -128,
 // activations in [-127, 127] as quantize_row_q8_0 makes them), odd block counts, several K segments, more rows than
 // one batch of 16, rows at a stride larger than a row; the many-rows entry point must give exactly the single-row
 // results.
@@ -298,19 +298,23 @@ TEST_F(OptKernels, QuantBlockDotsExact) {
         const BlockQ4_0* xr4 = x4.data() + r * (nb + pad);
         double ref8 = 0, ref4 = 0, abs8 = 0, abs4 = 0;
         for (int64_t b = 0; b < nb; ++b) {
-          int64_t s8 = 0, s4 = 0;
+          int64_t s8 = 0, s4 = 0, m8 = 0, m4 = 0;  // the block's exact sums, and of the products' magnitudes
           for (int j = 0; j < 32; ++j) {
             s8 += int64_t{xr8[b].qs[j]} * y[b].qs[j];
+            m8 += std::abs(int64_t{xr8[b].qs[j]} * y[b].qs[j]);
             const int nib = j < 16 ? (xr4[b].qs[j] & 0x0f) : (xr4[b].qs[j - 16] >> 4);
             s4 += int64_t{nib - 8} * y[b].qs[j];
+            m4 += std::abs(int64_t{nib - 8} * y[b].qs[j]);
           }
           const double dy = fp16_to_fp32(y[b].d);
-          const double t8 = static_cast<double>(s8) * fp16_to_fp32(xr8[b].d) * dy;
-          const double t4 = static_cast<double>(s4) * fp16_to_fp32(xr4[b].d) * dy;
-          ref8 += t8;
-          ref4 += t4;
-          abs8 += std::abs(t8);
-          abs4 += std::abs(t4);
+          const double d8 = fp16_to_fp32(xr8[b].d) * dy, d4 = fp16_to_fp32(xr4[b].d) * dy;
+          ref8 += static_cast<double>(s8) * d8;
+          ref4 += static_cast<double>(s4) * d4;
+          // the scale of the rounding: a kernel may scale partial sums of a block (SIMD lanes of a few products, as
+          // ggml's AVX2 dots do) before adding them, so a block whose products cancel (a sum of -1 from terms of
+          // hundreds; seed 2145799909) is exact only to f32 roundings of its products' magnitudes
+          abs8 += static_cast<double>(m8) * d8;
+          abs4 += static_cast<double>(m4) * d4;
         }
         e8 += (out8[r] - ref8) * (out8[r] - ref8);
         e4 += (out4[r] - ref4) * (out4[r] - ref4);
@@ -320,7 +324,7 @@ TEST_F(OptKernels, QuantBlockDotsExact) {
         EXPECT_EQ(t->dot_q8_0_q8_0(xr8, y.data(), nb), out8[r]) << "q8_0 row " << r << " of " << rows;
         EXPECT_EQ(t->dot_q4_0_q8_0(xr4, y.data(), nb), out4[r]) << "q4_0 row " << r << " of " << rows;
       }
-      // f32 accumulation of exact block sums: errors of a few f32 roundings of the terms' magnitude
+      // f32 accumulation of exact partial sums: errors of a few f32 roundings of the products' magnitude
       EXPECT_LE(e8 / r8, 1e-11) << "q8_0";
       EXPECT_LE(e4 / r4, 1e-11) << "q4_0";
     }

@@ -537,6 +537,39 @@ TEST(LlamaLog, MemoryBreakdownRows) {
       << p.value().figures[0].missing;
 }
 
+// -sm tensor: ggml's meta device prints one "Meta()" line per buffer (the largest GPU's share); 2026's llama-server
+// prints its build as "build_info: b9008-cd35c1466". Lines from heislera763's log in llama.cpp PR #22616 (2026-05-02,
+// Gemma 4 31B on 6 x V100). The buffers are read; a log of the meta device is not predicted, and each figure says so.
+TEST(LlamaLog, MetaDeviceBuffersAndBuildInfo) {
+  const LlamaLog log = parse_ok(
+      "build_info: b9008-cd35c1466\n"
+      "load_tensors: offloaded 61/61 layers to GPU\n"
+      "load_tensors:   CPU_Mapped model buffer size =  1428.00 MiB\n"
+      "load_tensors:       Meta() model buffer size =  6400.51 MiB\n");
+  ASSERT_TRUE(log.build.has_value());
+  EXPECT_EQ(log.build->text, "9008 (cd35c1466)");
+  ASSERT_EQ(log.figures.buffers.size(), 2u);
+  EXPECT_EQ(log.figures.buffers[1].device, "Meta()");
+  EXPECT_EQ(log.figures.buffers[1].kind, "model");
+  EXPECT_DOUBLE_EQ(log.figures.buffers[1].mib, 6400.51);
+  EXPECT_TRUE(log.unused.empty());
+  LogPredictOptions o;
+  o.model_file = "llama-3.1-8b-q8_0";
+  auto p = predict_log(log, o);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p.value().figures.size(), 2u);
+  for (const LogFigure& f : p.value().figures) {
+    EXPECT_FALSE(f.predicted.has_value());
+    EXPECT_THAT(f.missing, ::testing::HasSubstr("split mode tensor (the log's Meta() buffers)"));
+  }
+  // a buffer name with other parentheses is no buffer line
+  const LlamaLog other = parse_ok(
+      "load_tensors: offloaded 1/1 layers to GPU\n"
+      "load_tensors:   Meta(CUDA0) model buffer size =  1.00 MiB\n");
+  EXPECT_TRUE(other.figures.buffers.empty());
+  EXPECT_EQ(other.unused.size(), 1u);
+}
+
 TEST(LlamaLog, VersionLineAndServerSlots) {
   auto log = parse_llama_log(
       "version: 5261 (cb06a3c3)\n"
