@@ -258,10 +258,10 @@ TEST_F(OptKernels, MulMatQuantMatVecBlockCounts) {
   }
 }
 
-// The quantized block dots of every table against exact integer sums (to f32 roundings): random blocks (q8_0 weights including -128,
-// activations in [-127, 127] as quantize_row_q8_0 makes them), odd block counts, several K segments, more rows than
-// one batch of 16, rows at a stride larger than a row; the many-rows entry point must give exactly the single-row
-// results.
+// The quantized block dots of every table against exact integer sums (to f32 roundings): random blocks (q8_0 weights
+// including -128, activations in [-127, 127] as quantize_row_q8_0 makes them), odd block counts, several K segments,
+// more rows than one batch of 16, rows at a stride larger than a row; the many-rows entry point must give exactly the
+// single-row results.
 TEST_F(OptKernels, QuantBlockDotsExact) {
   std::mt19937 rng(seed);
   auto rnd = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
