@@ -543,7 +543,10 @@ ScenarioOutcome run_once_tensor(const Scenario& sc, const Registry* real_devices
   if (e.outputs_match_reference.value_or(false)) {
     std::string found = "not computed";
     bool good = false;
-    if (r.ok() && !r.value().checked) found = "not checked (metadata-only mode has no values)";
+    if (r.ok() && !r.value().checked) {
+      found = sc.config.sim.mode == sim::MemoryMode::kBacked ? "not checked (no step computed the graph)"
+                                                              : "not checked (metadata-only mode has no values)";
+    }
     if (r.ok() && r.value().checked) {
       const NmseResult& n = r.value().nmse;
       good = n.nmse <= e.max_nmse && !n.nan_mismatch && (n.non_finite == 0 || e.allow_non_finite);

@@ -158,6 +158,10 @@ TEST(SimScenarioParse, TensorSplitRunsTheSteps) {
   const ScenarioOutcome bad = run(R"(["reset", "compute-again"])");
   EXPECT_FALSE(bad.passed);
   EXPECT_THAT(bad.error, HasSubstr("step 2 (compute-again): compute-again evaluates the graph computed last"));
+  const ScenarioOutcome none = run(R"(["reserve", "synchronize"])");  // nothing computed: nothing to compare
+  EXPECT_FALSE(none.passed);
+  ASSERT_EQ(none.results.size(), 2u);
+  EXPECT_EQ(none.results[1].detail, "not checked (no step computed the graph)");
 }
 
 TEST(SimScenarioParse, TensorSplitMetricsCountTheRingsCopies) {
