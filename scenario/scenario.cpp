@@ -545,7 +545,7 @@ ScenarioOutcome run_once_tensor(const Scenario& sc, const Registry* real_devices
     bool good = false;
     if (r.ok() && !r.value().checked) {
       found = sc.config.sim.mode == sim::MemoryMode::kBacked ? "not checked (no step computed the graph)"
-                                                              : "not checked (metadata-only mode has no values)";
+                                                             : "not checked (metadata-only mode has no values)";
     }
     if (r.ok() && r.value().checked) {
       const NmseResult& n = r.value().nmse;
