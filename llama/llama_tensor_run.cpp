@@ -207,18 +207,7 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
         break;
       default: break;  // (the next graph's steps were refused above)
     }
-    const char* name = harness::Session::step_name(spec.step);
-    if (spec.must_fail) {
-      if (st.ok()) {
-        return TS_ERROR(StatusCode::kFailed, "step %zu (%s): expected to fail, but it succeeded", i + 1, name);
-      }
-      if (st.message().find(spec.error_contains) == std::string::npos) {
-        return Status(st.code(), format_message("step %zu (%s): expected to fail with \"%s\", failed with: %s", i + 1,
-                                                name, spec.error_contains.c_str(), st.message().c_str()));
-      }
-      continue;  // the next steps retry on the state the failure left
-    }
-    if (!st.ok()) return Status(st.code(), format_message("step %zu (%s): %s", i + 1, name, st.message().c_str()));
+    TS_RETURN_IF_ERROR(harness::Session::step_outcome(spec, i, st));
   }
   TS_RETURN_IF_ERROR(sc.synchronize());
   s.finish();

@@ -144,25 +144,31 @@ Result<RunStats> Session::run_steps(const std::vector<StepSpec>& steps, bool che
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepSpec& spec = steps[i];
     Status s = run_one_step(spec, &fresh);
-    const char* name = step_name(spec.step);
-    if (spec.must_fail) {
-      if (s.ok()) {
-        return Status(StatusCode::kFailed,
-                      format_message("step %zu (%s): expected to fail, but it succeeded", i + 1, name));
-      }
-      if (s.message().find(spec.error_contains) == std::string::npos) {
-        return Status(s.code(), format_message("step %zu (%s): expected to fail with \"%s\", failed with: %s", i + 1,
-                                               name, spec.error_contains.c_str(), s.message().c_str()));
-      }
-      continue;  // the next steps retry on the state the failure left
-    }
-    if (s.ok() && spec.step == Step::kSynchronize && check_numerics && config_.sim.mode == MemoryMode::kBacked &&
-        !computes_.empty()) {
+    if (!spec.must_fail && s.ok() && spec.step == Step::kSynchronize && check_numerics &&
+        config_.sim.mode == MemoryMode::kBacked && !computes_.empty()) {
       s = compare_outputs(&r);
     }
-    if (!s.ok()) return Status(s.code(), format_message("step %zu (%s): %s", i + 1, name, s.message().c_str()));
+    // (a step that failed as it must lets the next steps retry on the state the failure left)
+    TS_RETURN_IF_ERROR(step_outcome(spec, i, s));
   }
   return finish_run(check_numerics, r);
+}
+
+Status Session::step_outcome(const StepSpec& spec, size_t index, const Status& s) {
+  const char* name = step_name(spec.step);
+  if (spec.must_fail) {
+    if (s.ok()) {
+      return Status(StatusCode::kFailed,
+                    format_message("step %zu (%s): expected to fail, but it succeeded", index + 1, name));
+    }
+    if (s.message().find(spec.error_contains) == std::string::npos) {
+      return Status(s.code(), format_message("step %zu (%s): expected to fail with \"%s\", failed with: %s", index + 1,
+                                             name, spec.error_contains.c_str(), s.message().c_str()));
+    }
+    return Status::Ok();
+  }
+  if (!s.ok()) return Status(s.code(), format_message("step %zu (%s): %s", index + 1, name, s.message().c_str()));
+  return Status::Ok();
 }
 
 Status Session::compare_outputs(RunStats* r) const {

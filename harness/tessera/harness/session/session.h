@@ -178,6 +178,10 @@ class Session {
   };
   Result<RunStats> run_steps(const std::vector<StepSpec>& steps, bool check_numerics = true);
   Result<RunStats> run_steps(const std::vector<Step>& steps, bool check_numerics = true);
+  // Whether step number `index` (from 0) of a lifecycle ended as `spec` expects: Ok when it succeeded, or when it
+  // must fail and failed with its error_contains; otherwise the run's error, "step N (NAME): ...". (run_steps' rule,
+  // for other drivers of the steps: the meta device's run, llama::run_tensor_parallel.)
+  static Status step_outcome(const StepSpec& spec, size_t index, const Status& status);
   // One evaluation of a run, as the CPU reference replays it: of the next graph or the first; whether the inputs
   // were written before it (not for a compute-again); the seed of the inputs it read.
   struct Evaluation {
