@@ -27,6 +27,41 @@ using sim::format_bytes;
 
 namespace {
 
+// An --explain name: a weight or cache of the model, else a node of its graph (*node says which); nullptr for none.
+const Tensor* find_named(const models::LlamaGraph& g, const std::string& name, bool* node = nullptr) {
+  for (const auto* list : {&g.weights, &g.kv_cache}) {
+    for (const Tensor* w : *list) {
+      if (name == w->name) return w;
+    }
+  }
+  for (const Tensor* n : g.graph->nodes()) {
+    if (name != n->name) continue;
+    if (node != nullptr) *node = true;
+    return n;
+  }
+  return nullptr;
+}
+
+// An --explain tensor of `plan -sm tensor --json`: its split state (null when it has none: not in the graph, or
+// `where` says why it is on the CPU) and each GPU's elements along a split axis.
+ojson explained_json(const Tensor& t, const SplitState* st, size_t n_gpus, const std::string& where = "") {
+  ojson shape = ojson::array();
+  for (int64_t n : t.ne) shape.push_back(n);
+  ojson per_device = ojson::array();
+  if (st != nullptr && st->is_split()) {
+    for (size_t k = 0; k < n_gpus; ++k) per_device.push_back(st->on_device(k, n_gpus));
+  }
+  return {{"name", t.name},
+          {"op", op_name(t.op)},
+          {"type", type_name(t.type)},
+          {"shape", shape},
+          {"state", st != nullptr ? ojson(split_axis_name(st->axis)) : ojson(nullptr)},
+          {"on_device", st != nullptr && st->is_split() ? per_device : ojson(nullptr)},
+          {"text", !where.empty()  ? where
+                   : st != nullptr ? st->describe(n_gpus)
+                                   : "not in the graph"}};
+}
+
 int refuse_plan(const std::string& why) {
   std::fprintf(stderr, "tessera: plan -sm tensor: %s\n", why.c_str());
   return kInputError;
@@ -85,14 +120,8 @@ int plan_tensor_by_run(const SessionConfig& config, const std::vector<std::strin
   };
   std::vector<Explained> explained;
   for (const std::string& name : explain) {
-    const Tensor* found = nullptr;
     bool node = false;
-    for (const auto* list : {&g.weights, &g.kv_cache}) {
-      for (const Tensor* w : *list) found = found != nullptr ? found : (name == w->name ? w : nullptr);
-    }
-    for (const Tensor* n : g.graph->nodes()) {
-      if (found == nullptr && name == n->name) found = n, node = true;
-    }
+    const Tensor* found = find_named(g, name, &node);
     if (found == nullptr) return refuse_plan("--explain " + name + ": no weight, cache or node of that name");
     std::string where;
     if (!node && on_host(name)) {
@@ -158,24 +187,7 @@ int plan_tensor_by_run(const SessionConfig& config, const std::vector<std::strin
                       {"out_of_memory", oom.empty() ? ojson(nullptr) : ojson(oom)}};
     j["layer_split_us"] = layer_us >= 0 ? ojson(layer_us) : ojson(nullptr);
     ojson ex = ojson::array();
-    for (const Explained& e : explained) {
-      const SplitState* st = state_of(e);
-      ojson shape = ojson::array();
-      for (int64_t n : e.t->ne) shape.push_back(n);
-      ojson per_device = ojson::array();
-      if (st != nullptr && st->is_split()) {
-        for (size_t k = 0; k < run.gpus.size(); ++k) per_device.push_back(st->on_device(k, run.gpus.size()));
-      }
-      ex.push_back({{"name", e.t->name},
-                    {"op", op_name(e.t->op)},
-                    {"type", type_name(e.t->type)},
-                    {"shape", shape},
-                    {"state", st != nullptr ? ojson(split_axis_name(st->axis)) : ojson(nullptr)},
-                    {"on_device", st != nullptr && st->is_split() ? per_device : ojson(nullptr)},
-                    {"text", !e.where.empty() ? e.where
-                             : st != nullptr  ? st->describe(run.gpus.size())
-                                              : "not in the graph"}});
-    }
+    for (const Explained& e : explained) ex.push_back(explained_json(*e.t, state_of(e), run.gpus.size(), e.where));
     j["explained"] = ex;
     std::printf("%s\n", j.dump(2).c_str());
     return over.empty() ? kOk : 1;
@@ -265,11 +277,7 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
   // --explain: the tensors by name, each a weight, a cache or a node of the graph
   std::vector<const Tensor*> explained;
   for (const std::string& name : explain) {
-    const Tensor* found = nullptr;
-    for (const auto* list : {&g.weights, &g.kv_cache}) {
-      for (const Tensor* w : *list) found = found != nullptr ? found : (name == w->name ? w : nullptr);
-    }
-    for (const Tensor* n : g.graph->nodes()) found = found != nullptr ? found : (name == n->name ? n : nullptr);
+    const Tensor* found = find_named(g, name);
     if (found == nullptr) return refuse("--explain " + name + ": no weight, cache or node of that name");
     explained.push_back(found);
   }
@@ -294,22 +302,7 @@ int cmd_plan_tensor(const SessionConfig& config, const std::vector<std::string>&
     j["estimate"] = {{"compute_us", t.compute_us}, {"reduce_us", t.reduce_us}, {"total_us", t.total_us()}};
     j["layer_split_us"] = layer_us >= 0 ? ojson(layer_us) : ojson(nullptr);
     ojson ex = ojson::array();
-    for (const Tensor* e : explained) {
-      const SplitState* st = tp.plan.of(e);
-      ojson shape = ojson::array();
-      for (int64_t n : e->ne) shape.push_back(n);
-      ojson per_device = ojson::array();
-      if (st != nullptr && st->is_split()) {
-        for (size_t k = 0; k < gpus.size(); ++k) per_device.push_back(st->on_device(k, gpus.size()));
-      }
-      ex.push_back({{"name", e->name},
-                    {"op", op_name(e->op)},
-                    {"type", type_name(e->type)},
-                    {"shape", shape},
-                    {"state", st != nullptr ? ojson(split_axis_name(st->axis)) : ojson(nullptr)},
-                    {"on_device", st != nullptr && st->is_split() ? per_device : ojson(nullptr)},
-                    {"text", st != nullptr ? st->describe(gpus.size()) : "not in the graph"}});
-    }
+    for (const Tensor* e : explained) ex.push_back(explained_json(*e, tp.plan.of(e), gpus.size()));
     j["explained"] = ex;
     std::printf("%s\n", j.dump(2).c_str());
     return kOk;
