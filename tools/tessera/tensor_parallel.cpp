@@ -62,6 +62,25 @@ ojson explained_json(const Tensor& t, const SplitState* st, size_t n_gpus, const
                                    : "not in the graph"}};
 }
 
+// The meta device's run per device: weights, KV cache, compute (the peak beyond them), peak and the device's memory
+// (the topology's: plan may have run on a copy with more).
+std::string run_memory_table(const llama::TensorParallelRun& run, const sim::TopologyConfig& topology, bool wide) {
+  using Align = TextTable::Align;
+  TextTable table({{"device", Align::kLeft, 10, true},
+                   {"weights", Align::kRight, 12},
+                   {"kv cache", Align::kRight, 12},
+                   {"compute", Align::kRight, 12},
+                   {"peak", Align::kRight, 12},
+                   {"capacity", Align::kRight, 12}});
+  for (size_t i = 0; i < run.peak.size(); ++i) {
+    const size_t placed = run.weights[i] + run.cache[i];
+    table.add({topology.devices[i].name, format_bytes(run.weights[i]), format_bytes(run.cache[i]),
+               format_bytes(run.peak[i] > placed ? run.peak[i] - placed : 0), format_bytes(run.peak[i]),
+               format_bytes(topology.devices[i].memory)});
+  }
+  return table.render(wide);
+}
+
 int refuse_plan(const std::string& why) {
   std::fprintf(stderr, "tessera: plan -sm tensor: %s\n", why.c_str());
   return kInputError;
@@ -208,20 +227,7 @@ int plan_tensor_by_run(const SessionConfig& config, const std::vector<std::strin
       "GPUs (llama.cpp's meta device) with %s, metadata-only\n\n",
       m.name.c_str(), m.n_layer, static_cast<long long>(m.n_tokens), static_cast<long long>(m.n_ctx),
       config.topology.name.c_str(), run.gpus.size(), where_cpu.c_str());
-  using Align = TextTable::Align;
-  TextTable table({{"device", Align::kLeft, 10, true},
-                   {"weights", Align::kRight, 12},
-                   {"kv cache", Align::kRight, 12},
-                   {"compute", Align::kRight, 12},
-                   {"peak", Align::kRight, 12},
-                   {"capacity", Align::kRight, 12}});
-  for (size_t i = 0; i < s.device_count(); ++i) {
-    const size_t placed = run.weights[i] + run.cache[i];
-    table.add({s.device_config(i).name, format_bytes(run.weights[i]), format_bytes(run.cache[i]),
-               format_bytes(run.peak[i] > placed ? run.peak[i] - placed : 0), format_bytes(run.peak[i]),
-               format_bytes(config.topology.devices[i].memory)});
-  }
-  std::printf("%s", table.render(wide).c_str());
+  std::printf("%s", run_memory_table(run, config.topology, wide).c_str());
   std::printf(
       "(a metadata-only run of the meta device, as `tessera run -sm tensor --metadata`: the CPU holds the token "
       "embedding and what -ngl and the overrides leave there; compute: the peak beyond the weights and the cache)\n");
@@ -384,20 +390,7 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
       "(the meta device), %s\n\n",
       m.name.c_str(), m.n_layer, static_cast<long long>(m.n_tokens), static_cast<long long>(m.n_ctx),
       config.topology.name.c_str(), run.gpus.size(), run.checked ? "memory-backed" : "metadata-only");
-  using Align = TextTable::Align;
-  TextTable table({{"device", Align::kLeft, 10, true},
-                   {"weights", Align::kRight, 12},
-                   {"kv cache", Align::kRight, 12},
-                   {"compute", Align::kRight, 12},
-                   {"peak", Align::kRight, 12},
-                   {"capacity", Align::kRight, 12}});
-  for (size_t i = 0; i < s.device_count(); ++i) {
-    const size_t placed = run.weights[i] + run.cache[i];
-    table.add({s.device_config(i).name, format_bytes(run.weights[i]), format_bytes(run.cache[i]),
-               format_bytes(run.peak[i] > placed ? run.peak[i] - placed : 0), format_bytes(run.peak[i]),
-               format_bytes(s.device_config(i).memory)});
-  }
-  std::printf("%s", table.render(wide).c_str());
+  std::printf("%s", run_memory_table(run, config.topology, wide).c_str());
   std::printf(
       "(the CPU holds the token embedding, as llama.cpp keeps the input layer there, and what -ngl and the "
       "overrides leave there; compute: the peak beyond the weights and the cache, the AllReduce's scratch "
