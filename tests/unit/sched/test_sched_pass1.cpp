@@ -14,6 +14,20 @@ namespace {
 class SchedPass1 : public SchedPassFixture {
  protected:
   Status run(PassOptions opt = {}) { return pass1_preassign(plan, graph, bs, opt); }
+  // A FLASH_ATTN_EXT whose sinks weight (src 4) is in the CPU's memory, GPU0 offloading the op; the graph built.
+  Tensor* flash_attn_with_cpu_sinks() {
+    offload(kGpu0, Op::kFlashAttnExt);
+    Tensor* q = ctx.new_tensor_4d(Type::kF32, 8, 4, 2, 1);
+    Tensor* k = ctx.new_tensor_4d(Type::kF16, 8, 4, 2, 1);
+    Tensor* v = ctx.new_tensor_4d(Type::kF16, 8, 4, 2, 1);
+    Tensor* sinks = ctx.new_tensor_1d(Type::kF32, 2);
+    set_name(*sinks, "sinks");
+    weights(cpu_buft, {sinks});
+    Tensor* fa = named(flash_attn_ext(ctx, q, k, v, nullptr, 0.5f, sinks), "fa");
+    EXPECT_NE(fa, nullptr) << ctx.status().message();
+    if (fa != nullptr) build(fa);
+    return fa;
+  }
 };
 
 // ---- 1. dst ----
@@ -362,19 +376,13 @@ TEST_F(SchedPass1, RopeFrequencyFactorsDoNotDecide) {
 }
 
 TEST_F(SchedPass1, FlashAttentionSinksDoNotDecide) {
-  offload(kGpu0, Op::kFlashAttnExt);
-  Tensor* q = ctx.new_tensor_4d(Type::kF32, 8, 4, 2, 1);
-  Tensor* k = ctx.new_tensor_4d(Type::kF16, 8, 4, 2, 1);
-  Tensor* v = ctx.new_tensor_4d(Type::kF16, 8, 4, 2, 1);
-  Tensor* sinks = ctx.new_tensor_1d(Type::kF32, 2);
-  set_name(*sinks, "sinks");
-  weights(cpu_buft, {sinks});
-  Tensor* fa = named(flash_attn_ext(ctx, q, k, v, nullptr, 0.5f, sinks), "fa");
-  ASSERT_NE(fa, nullptr) << ctx.status().message();
-  ASSERT_EQ(fa->src[4], sinks);
+  Tensor* fa = flash_attn_with_cpu_sinks();
+  ASSERT_NE(fa, nullptr);
+  Tensor* sinks = fa->src[4];
+  ASSERT_NE(sinks, nullptr);
+  ASSERT_STREQ(sinks->name, "sinks");
   PassOptions no_offload;
   no_offload.op_offload = false;
-  build(fa);
   ASSERT_TRUE(run(no_offload).ok());
   EXPECT_TRUE(Assigned(sinks, kCpu, Cause::kHasBuffer));
   EXPECT_TRUE(Unassigned(fa));  // not CPU [weight]
@@ -385,19 +393,11 @@ TEST_F(SchedPass1, FlashAttentionSinksDoNotDecide) {
 
 // ggml's scheduler before llama.cpp build 10150 (PR #25832): the sinks decide, like any first weight
 TEST_F(SchedPass1, FlashAttentionSinksDecideWhenAskedAsOldGgml) {
-  offload(kGpu0, Op::kFlashAttnExt);
-  Tensor* q = ctx.new_tensor_4d(Type::kF32, 8, 4, 2, 1);
-  Tensor* k = ctx.new_tensor_4d(Type::kF16, 8, 4, 2, 1);
-  Tensor* v = ctx.new_tensor_4d(Type::kF16, 8, 4, 2, 1);
-  Tensor* sinks = ctx.new_tensor_1d(Type::kF32, 2);
-  set_name(*sinks, "sinks");
-  weights(cpu_buft, {sinks});
-  Tensor* fa = named(flash_attn_ext(ctx, q, k, v, nullptr, 0.5f, sinks), "fa");
-  ASSERT_NE(fa, nullptr) << ctx.status().message();
+  Tensor* fa = flash_attn_with_cpu_sinks();
+  ASSERT_NE(fa, nullptr);
   PassOptions old_no_offload;
   old_no_offload.op_offload = false;
   old_no_offload.fa_sinks_decide = true;
-  build(fa);
   ASSERT_TRUE(run(old_no_offload).ok());
   EXPECT_TRUE(Assigned(fa, kCpu, Cause::kWeight));
   PassOptions old;
