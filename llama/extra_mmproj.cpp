@@ -13,24 +13,24 @@ namespace {
 
 size_t pad(size_t n, size_t a) { return a == 0 ? n : (n + a - 1) / a * a; }
 
-Status invalid(const std::string& message) { return Status(StatusCode::kInvalidArgument, message); }
+Status invalid_mmproj(const std::string& message) { return Status(StatusCode::kInvalidArgument, message); }
 
 }  // namespace
 
 Result<MmprojModel> read_mmproj(const std::string& path) {
   auto model = gguf::read_model(path);
-  if (!model.ok()) return invalid("--mmproj: " + model.status().message());
+  if (!model.ok()) return invalid_mmproj("--mmproj: " + model.status().message());
   const gguf::File& f = model.value().metadata();
   auto arch = f.get_string("general.architecture");
-  if (!arch.ok()) return invalid("--mmproj: " + arch.status().message());
+  if (!arch.ok()) return invalid_mmproj("--mmproj: " + arch.status().message());
   if (arch.value() != "clip") {
-    return invalid("--mmproj: " + path + ": general.architecture is \"" + arch.value() +
-                   "\", not \"clip\" (a multimodal projector file; a language model goes to -m or --draft)");
+    return invalid_mmproj("--mmproj: " + path + ": general.architecture is \"" + arch.value() +
+                          "\", not \"clip\" (a multimodal projector file; a language model goes to -m or --draft)");
   }
   if (const gguf::Value* v = f.find_value("clip.has_vision_encoder")) {
     if (v->as_bool() && !*v->as_bool()) {
-      return invalid("--mmproj: " + path +
-                     ": clip.has_vision_encoder is false (an audio-only projector: not supported yet)");
+      return invalid_mmproj("--mmproj: " + path +
+                            ": clip.has_vision_encoder is false (an audio-only projector: not supported yet)");
     }
   }
   MmprojModel m;
@@ -43,22 +43,23 @@ Result<MmprojModel> read_mmproj(const std::string& path) {
   };
   for (const auto& [key, field] : keys) {
     auto v = f.get_int(key);
-    if (!v.ok()) return invalid("--mmproj: " + v.status().message());
+    if (!v.ok()) return invalid_mmproj("--mmproj: " + v.status().message());
     if (v.value() <= 0 || v.value() > (int64_t{1} << 20)) {
-      return invalid("--mmproj: " + path + ": " + key + " is " + std::to_string(v.value()) + " (expected 1 to 2^20)");
+      return invalid_mmproj("--mmproj: " + path + ": " + key + " is " + std::to_string(v.value()) +
+                            " (expected 1 to 2^20)");
     }
     *field = v.value();
   }
   if (m.patch_size > m.image_size) {
-    return invalid("--mmproj: " + path + ": clip.vision.patch_size " + std::to_string(m.patch_size) +
-                   " is larger than clip.vision.image_size " + std::to_string(m.image_size));
+    return invalid_mmproj("--mmproj: " + path + ": clip.vision.patch_size " + std::to_string(m.patch_size) +
+                          " is larger than clip.vision.image_size " + std::to_string(m.image_size));
   }
   return m;
 }
 
 Result<size_t> mmproj_weight_bytes(const std::string& path, size_t alignment, bool gpu) {
   auto model = gguf::read_model(path);
-  if (!model.ok()) return invalid("--mmproj: " + model.status().message());
+  if (!model.ok()) return invalid_mmproj("--mmproj: " + model.status().message());
   size_t total = 0;
   for (const gguf::Model::TensorRef& ref : model.value().tensors) {
     const gguf::TensorInfo& t = model.value().tensor(ref);

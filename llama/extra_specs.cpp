@@ -12,7 +12,7 @@ using namespace tessera::harness;
 
 namespace {
 
-Status invalid(const std::string& message) { return Status(StatusCode::kInvalidArgument, message); }
+Status invalid_spec(const std::string& message) { return Status(StatusCode::kInvalidArgument, message); }
 
 // The cache types llama.cpp's -ctkd and -ctvd take (common/arg.cpp, kv_cache_types).
 bool cache_type(const std::string& name, Type* out) {
@@ -27,7 +27,7 @@ bool cache_type(const std::string& name, Type* out) {
 Result<ExtraModels> resolve_extra_models(const ExtraModelArgs& a, const sim::TopologyConfig* topology) {
   ExtraModels e;
   if (a.draft) {
-    if (a.draft->empty()) return invalid("--draft: expected a GGUF file");
+    if (a.draft->empty()) return invalid_spec("--draft: expected a GGUF file");
     e.draft = DraftSpec{};
     e.draft->path = *a.draft;
   } else {
@@ -35,7 +35,7 @@ Result<ExtraModels> resolve_extra_models(const ExtraModelArgs& a, const sim::Top
          {std::pair{"-ngld", a.ngld.has_value()}, std::pair{"-devd", a.devd.has_value()},
           std::pair{"-cd", a.ctx_size.has_value()}, std::pair{"-ctkd", a.cache_k.has_value()},
           std::pair{"-ctvd", a.cache_v.has_value()}}) {
-      if (given) return invalid(std::string(flag) + ": a draft option without a draft model (--draft FILE.gguf)");
+      if (given) return invalid_spec(std::string(flag) + ": a draft option without a draft model (--draft FILE.gguf)");
     }
   }
   if (a.ngld) {
@@ -46,7 +46,7 @@ Result<ExtraModels> resolve_extra_models(const ExtraModelArgs& a, const sim::Top
       char* end = nullptr;
       const long v = std::strtol(t.c_str(), &end, 10);
       if (t.empty() || *end != '\0' || v < 0 || v > 1000000) {
-        return invalid("-ngld " + t + ": expected a layer count (0 to 1000000), \"all\" or \"auto\"");
+        return invalid_spec("-ngld " + t + ": expected a layer count (0 to 1000000), \"all\" or \"auto\"");
       }
       e.draft->n_gpu_layers = static_cast<int>(v);
     }
@@ -56,10 +56,10 @@ Result<ExtraModels> resolve_extra_models(const ExtraModelArgs& a, const sim::Top
     while (true) {
       const size_t comma = rest.find(',');
       const std::string name = rest.substr(0, comma);
-      if (name.empty()) return invalid("-devd " + *a.devd + ": expected GPU names separated by commas, or none");
+      if (name.empty()) return invalid_spec("-devd " + *a.devd + ": expected GPU names separated by commas, or none");
       if (topology != nullptr && name != "none" && !find_gpu(*topology, name)) {
-        return invalid("-devd " + name + ": no GPU of that name in the topology (its GPUs: " + gpu_names(*topology) +
-                       ")");
+        return invalid_spec("-devd " + name +
+                            ": no GPU of that name in the topology (its GPUs: " + gpu_names(*topology) + ")");
       }
       e.draft->devices.push_back(name);
       if (comma == std::string::npos) break;
@@ -68,7 +68,7 @@ Result<ExtraModels> resolve_extra_models(const ExtraModelArgs& a, const sim::Top
   }
   if (a.ctx_size) {
     if (*a.ctx_size < 0 || *a.ctx_size > (1 << 24)) {
-      return invalid("-cd " + std::to_string(*a.ctx_size) + ": expected 0 (the main model's) to 16777216");
+      return invalid_spec("-cd " + std::to_string(*a.ctx_size) + ": expected 0 (the main model's) to 16777216");
     }
     e.draft->n_ctx = (*a.ctx_size + 255) / 256 * 256;
   }
@@ -76,19 +76,19 @@ Result<ExtraModels> resolve_extra_models(const ExtraModelArgs& a, const sim::Top
     if (!text) continue;
     Type t = Type::kF16;
     if (!cache_type(*text, &t)) {
-      return invalid(std::string(flag) + " " + *text +
-                     ": expected f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1");
+      return invalid_spec(std::string(flag) + " " + *text +
+                          ": expected f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1");
     }
     if (e.draft->kv_type && *e.draft->kv_type != t) {
-      return invalid("-ctvd " + *text + ": not supported yet: K and V draft caches of different types");
+      return invalid_spec("-ctvd " + *text + ": not supported yet: K and V draft caches of different types");
     }
     e.draft->kv_type = t;
   }
   if (a.mmproj) {
-    if (a.mmproj->empty()) return invalid("--mmproj: expected a GGUF file");
+    if (a.mmproj->empty()) return invalid_spec("--mmproj: expected a GGUF file");
     e.mmproj = MmprojSpec{*a.mmproj, !a.no_mmproj_offload};
   } else if (a.no_mmproj_offload) {
-    return invalid("--no-mmproj-offload: without a projector (--mmproj FILE.gguf)");
+    return invalid_spec("--no-mmproj-offload: without a projector (--mmproj FILE.gguf)");
   }
   TS_RETURN_IF_ERROR(check_extra_models(e));
   return e;
@@ -97,9 +97,9 @@ Result<ExtraModels> resolve_extra_models(const ExtraModelArgs& a, const sim::Top
 Status check_extra_models(const ExtraModels& e) {
   if (e.draft) {
     auto file = gguf::read_model(e.draft->path);
-    if (!file.ok()) return invalid("--draft: " + file.status().message());
+    if (!file.ok()) return invalid_spec("--draft: " + file.status().message());
     auto config = models::llama_config_from_gguf(file.value(), models::GgufRunShape{});
-    if (!config.ok()) return invalid("--draft: " + config.status().message());
+    if (!config.ok()) return invalid_spec("--draft: " + config.status().message());
   }
   if (e.mmproj) {
     auto m = read_mmproj(e.mmproj->path);

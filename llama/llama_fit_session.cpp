@@ -13,7 +13,7 @@ using namespace tessera::harness;
 
 namespace {
 
-constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kDefaultFitMargin = int64_t{1024} << 20;  // llama.cpp's fit margin, 1024 MiB a GPU
 // What `unbounded` adds to every device's memory: far above any model, far below overflow.
 constexpr size_t kUnbounded = size_t{1} << 50;
 
@@ -56,7 +56,7 @@ Result<FitProblem> session_fit_problem(const SessionConfig& base, const SessionF
     if (!in.fit_target.empty()) {
       p.margins.push_back(in.fit_target[in.fit_target.size() == 1 ? 0 : g]);
     } else {
-      p.margins.push_back(gpus[g]->fit_margin > 0 ? static_cast<int64_t>(gpus[g]->fit_margin) : 1024 * kMiB);
+      p.margins.push_back(gpus[g]->fit_margin > 0 ? static_cast<int64_t>(gpus[g]->fit_margin) : kDefaultFitMargin);
     }
   }
   return p;

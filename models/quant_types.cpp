@@ -307,7 +307,7 @@ Result<std::vector<TensorType>> quantized_types(const QuantModel& model, FileTyp
 namespace {
 
 // llama_model_ftype_name's names (llama.cpp src/llama-model-loader.cpp), lower-cased.
-constexpr std::pair<const char*, FileType> kFileTypeNames[] = {
+constexpr std::pair<const char*, FileType> kLlamaFtypeNames[] = {
     {"q4_0", FileType::kQ4_0},
     {"q4_1", FileType::kQ4_1},
     {"q8_0", FileType::kQ8_0},
@@ -332,7 +332,7 @@ constexpr std::pair<const char*, FileType> kFileTypeNames[] = {
 
 std::vector<FileType> file_types_with_rules() {
   std::vector<FileType> out;
-  for (const auto& [name, f] : kFileTypeNames) out.push_back(f);
+  for (const auto& [name, f] : kLlamaFtypeNames) out.push_back(f);
   return out;
 }
 
@@ -343,7 +343,7 @@ bool file_type_from_name(const std::string& printed, FileType* out) {
     name.resize(name.size() - guessed.size());
   }
   while (!name.empty() && (name.back() == ' ' || name.back() == '\r')) name.pop_back();
-  for (const auto& [n, f] : kFileTypeNames) {
+  for (const auto& [n, f] : kLlamaFtypeNames) {
     if (name == n) {
       *out = f;
       return true;

@@ -7,11 +7,6 @@ namespace tessera::sim {
 
 namespace {
 
-template <typename T>
-bool in(const std::vector<T>& list, T v) {
-  return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
-}
-
 size_t pad128(size_t n) { return (n + 127) / 128 * 128; }
 
 // f16_kv_copies: the bytes after a FLASH_ATTN_EXT's output that ggml-cuda's alloc size adds.
@@ -74,7 +69,7 @@ size_t metal_extra_bytes(const Tensor& t) {
 }  // namespace
 
 bool padding_rule_matches(const PaddingRule& rule, const Tensor& t) {
-  return in(rule.ops, t.op) && in(rule.types, t.type);
+  return listed_or_unset(rule.ops, t.op) && listed_or_unset(rule.types, t.type);
 }
 
 size_t padding_bytes(const std::vector<PaddingRule>& rules, const Tensor& t) {

@@ -11,11 +11,6 @@ int64_t batch_size(const Tensor& op) { return op.op == Op::kMulMatId ? op.ne[2] 
 
 namespace {
 
-template <typename T>
-bool in(const std::vector<T>& list, T v) {
-  return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
-}
-
 bool type_in(const std::vector<Type>& list, const Tensor* t) {
   if (list.empty()) return true;
   return t != nullptr && std::find(list.begin(), list.end(), t->type) != list.end();
@@ -24,7 +19,7 @@ bool type_in(const std::vector<Type>& list, const Tensor* t) {
 }  // namespace
 
 bool rule_matches(const OpRule& rule, const Tensor& op) {
-  if (!in(rule.ops, op.op)) return false;
+  if (!listed_or_unset(rule.ops, op.op)) return false;
   if (!type_in(rule.src0_types, op.src[0])) return false;
   if (!type_in(rule.src1_types, op.src[1])) return false;
   if (!type_in(rule.dst_types, &op)) return false;
@@ -48,7 +43,7 @@ bool op_allowed_by_rules(const DeviceConfig& cfg, const Tensor& node) {
 bool offload_wanted(const DeviceConfig& cfg, const Tensor& node) {
   const OffloadRule& r = cfg.offload;
   return r.enabled && (r.ggml_cuda_batch ? ggml_offload_batch_size(node) : batch_size(node)) >= r.min_batch &&
-         in(r.ops, node.op);
+         listed_or_unset(r.ops, node.op);
 }
 
 }  // namespace tessera::sim

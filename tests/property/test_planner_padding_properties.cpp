@@ -28,8 +28,6 @@ struct PaddedHostType final : support::TestBufferType {
   size_t alloc_size(const Tensor& t) const override { return nbytes(t) + pad[static_cast<size_t>(t.op)]; }
 };
 
-[[noreturn]] void fail(const BuiltGraph& g, const std::string& what) { RC_FAIL(what + "\n--- graph ---\n" + g.dump()); }
-
 }  // namespace
 
 RC_GTEST_PROP(PlannerPaddingProperties, PaddedTensorsNeverOverlapAndFitTheirBuffers, (const GraphDesc& desc)) {

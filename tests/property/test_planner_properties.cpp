@@ -37,8 +37,6 @@ Backend& cpu_backend() {
   return *backend;
 }
 
-[[noreturn]] void fail(const BuiltGraph& g, const std::string& what) { RC_FAIL(what + "\n--- graph ---\n" + g.dump()); }
-
 // Whether the graphs of properties (1)-(6) may flag views OUTPUT. The planner currently frees (and hands in place
 // to a later node) the source of a view flagged OUTPUT, so the output read after compute is overwritten; property
 // OutputViewsKeepTheirSourceAlive below shows it. Once the planner keeps the source of an OUTPUT view alive, set

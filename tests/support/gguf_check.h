@@ -59,8 +59,8 @@ inline std::string gguf_file_violation(const gguf::File& f, std::span<const uint
   for (const TensorInfo& t : f.tensors) {
     if (t.name.empty() || t.name.size() > kMaxNameLength) return "a tensor name of bad length";
     if (!names.insert(t.name).second) return "duplicate tensor " + t.name;
-    if (t.n_dims == 0 || t.n_dims > kMaxDims) return "tensor " + t.name + ": n_dims out of range";
-    for (uint32_t d = 0; d < kMaxDims; ++d) {
+    if (t.n_dims == 0 || t.n_dims > gguf::kMaxDims) return "tensor " + t.name + ": n_dims out of range";
+    for (uint32_t d = 0; d < gguf::kMaxDims; ++d) {
       if (d < t.n_dims ? t.ne[d] <= 0 : t.ne[d] != 1) return "tensor " + t.name + ": bad ne";
     }
     if (!type_is_valid(static_cast<uint32_t>(t.type))) return "tensor " + t.name + ": bad type";

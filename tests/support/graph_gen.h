@@ -1080,6 +1080,11 @@ inline rc::Gen<GraphDesc> gen_graph_desc(int max_steps = 40) {
       rc::gen::set(&GraphDesc::steps, rc::gen::scale(steps_scale, rc::gen::container<std::vector<Step>>(
                                                                       rc::gen::scale(1.0 / steps_scale, gen_step())))));
 }
+
+// Fails the property with the graph printed after the message.
+[[noreturn]] inline void fail(const BuiltGraph& g, const std::string& what) {
+  RC_FAIL(what + "\n--- graph ---\n" + g.dump());
+}
 #endif
 
 }  // namespace tessera::graphgen

@@ -22,8 +22,6 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-constexpr int kOk = 0, kExpectationFailed = 1, kInputError = 2;
-
 std::vector<std::string> split(const std::string& s, char delim) {
   std::vector<std::string> out;
   size_t at = 0;

@@ -21,8 +21,6 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-constexpr int kOk = 0, kExpectationFailed = 1, kInputError = 2;
-
 std::string today() {
   const std::time_t t = std::time(nullptr);
   char buf[32];

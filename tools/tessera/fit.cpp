@@ -25,7 +25,6 @@ using namespace tessera::llama;
 
 namespace {
 
-constexpr int kOk = 0, kExpectationFailed = 1, kInputError = 2;
 constexpr int64_t kMiB = int64_t{1} << 20;
 
 int input_error(const std::string& message) {

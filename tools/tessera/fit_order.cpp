@@ -16,7 +16,6 @@ using namespace tessera::harness;
 using namespace tessera::llama;
 
 int cmd_fit_fill_in_order(SessionConfig base, const std::vector<int64_t>& fit_target, bool json, bool wide) {
-  constexpr int kOk = 0, kExpectationFailed = 1, kInputError = 2;
   std::vector<int> gpus;
   for (size_t i = 0; i < base.topology.devices.size(); ++i) {
     if (base.topology.devices[i].type != DeviceType::kCpu) gpus.push_back(static_cast<int>(i));

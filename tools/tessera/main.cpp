@@ -52,9 +52,11 @@ using ojson = nlohmann::ordered_json;
 using tessera::tool::headline;
 using tessera::tool::Progress;
 
-namespace {
+using tessera::tool::kExpectationFailed;
+using tessera::tool::kInputError;
+using tessera::tool::kOk;
 
-constexpr int kOk = 0, kExpectationFailed = 1, kInputError = 2;
+namespace {
 
 struct Options {
   std::string topology;           // empty: "1gpu", or the --gpu machine

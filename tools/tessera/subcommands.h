@@ -25,6 +25,9 @@ class App;
 
 namespace tessera::tool {
 
+// The tool's exit codes (every subcommand): 0 ok, 1 an expectation failed, 2 usage or input error.
+inline constexpr int kOk = 0, kExpectationFailed = 1, kInputError = 2;
+
 // --help of --wide, the flag of every subcommand that prints tables (docs/scenarios.md "Tables and --wide").
 inline constexpr const char* kWideHelp =
     "the tables' wide layout (fixed column widths, nothing shortened): wider than the 80 columns they keep to "

@@ -17,10 +17,6 @@
 
 namespace tessera::tool {
 
-namespace {
-constexpr int kOk = 0, kInputError = 2;
-}  // namespace
-
 using harness::SessionConfig;
 using harness::TextTable;
 using sim::format_bytes;

@@ -16,8 +16,6 @@ namespace tessera::tool {
 
 namespace {
 
-constexpr int kOk = 0, kInputError = 2;
-
 bool write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;

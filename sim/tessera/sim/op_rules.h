@@ -34,6 +34,13 @@ Type stand_in_type(Type type);
 
 // The batch size an op works on (as used by offload rules): ne[2] for MUL_MAT_ID, else ne[1].
 int64_t batch_size(const Tensor& op);
+// A rule's list field: unset (empty), or v is one of its entries.
+template <typename T>
+bool listed_or_unset(const std::vector<T>& list, T v) {
+  for (const T& x : list)
+    if (x == v) return true;
+  return list.empty();
+}
 // Whether rule matches op (all set fields hold).
 bool rule_matches(const OpRule& rule, const Tensor& op);
 

@@ -168,43 +168,45 @@ struct Layout {
   size_t bytes;
 };
 constexpr int64_t QK_K = 256;
-constexpr size_t kHalf = 2;
+constexpr size_t kHalfBytes = 2;
 const Layout kLayouts[] = {
     {Type::kF32, "f32", 0, 1, 4},
     {Type::kF16, "f16", 1, 1, 2},
     {Type::kBF16, "bf16", 30, 1, 2},
     {Type::kI32, "i32", 26, 1, 4},
-    {Type::kQ8_0, "q8_0", 8, 32, kHalf + 32},                                   // d, qs[32]
-    {Type::kQ4_0, "q4_0", 2, 32, kHalf + 32 / 2},                               // d, qs[16]
-    {Type::kQ4_1, "q4_1", 3, 32, kHalf + kHalf + 32 / 2},                       // d, m, qs[16]
-    {Type::kQ5_0, "q5_0", 6, 32, kHalf + 4 + 32 / 2},                           // d, qh[4], qs[16]
-    {Type::kQ5_1, "q5_1", 7, 32, kHalf + kHalf + 4 + 32 / 2},                   // d, m, qh[4], qs[16]
-    {Type::kQ8_1, "q8_1", 9, 32, kHalf + kHalf + 32},                           // d, s, qs[32]
-    {Type::kQ2_K, "q2_k", 10, QK_K, QK_K / 16 + QK_K / 4 + kHalf + kHalf},      // scales 16, qs 64, d, dmin
-    {Type::kQ3_K, "q3_k", 11, QK_K, QK_K / 8 + QK_K / 4 + 12 + kHalf},          // hmask 32, qs 64, scales 12, d
-    {Type::kQ4_K, "q4_k", 12, QK_K, kHalf + kHalf + 12 + QK_K / 2},             // d, dmin, scales 12, qs 128
-    {Type::kQ5_K, "q5_k", 13, QK_K, kHalf + kHalf + 12 + QK_K / 8 + QK_K / 2},  // d, dmin, scales, qh 32, qs 128
-    {Type::kQ6_K, "q6_k", 14, QK_K, QK_K / 2 + QK_K / 4 + QK_K / 16 + kHalf},   // ql 128, qh 64, scales 16, d
-    {Type::kQ8_K, "q8_k", 15, QK_K, 4 + QK_K + QK_K / 16 * 2},                  // float d, qs 256, bsums 16 x i16
-    {Type::kIQ2_XXS, "iq2_xxs", 16, QK_K, kHalf + QK_K / 8 * 2},                // d, qs 32 x u16
-    {Type::kIQ2_XS, "iq2_xs", 17, QK_K, kHalf + QK_K / 8 * 2 + QK_K / 32},      // d, qs 32 x u16, scales 8
-    {Type::kIQ3_XXS, "iq3_xxs", 18, QK_K, kHalf + 3 * QK_K / 8},                // d, qs 96
-    {Type::kIQ1_S, "iq1_s", 19, QK_K, kHalf + QK_K / 8 + QK_K / 32 * 2},        // d, qs 32, qh 8 x u16
-    {Type::kIQ4_NL, "iq4_nl", 20, 32, kHalf + 32 / 2},                          // d, qs 16
-    {Type::kIQ3_S, "iq3_s", 21, QK_K, kHalf + QK_K / 4 + QK_K / 32 + QK_K / 8 + QK_K / 64},  // d, qs, qh, signs, scales
-    {Type::kIQ2_S, "iq2_s", 22, QK_K, kHalf + QK_K / 4 + QK_K / 32 + QK_K / 32},             // d, qs 64, qh 8, scales 8
-    {Type::kIQ4_XS, "iq4_xs", 23, QK_K, kHalf + 2 + QK_K / 64 + QK_K / 2},  // d, scales_h u16, scales_l 4, qs 128
+    {Type::kQ8_0, "q8_0", 8, 32, kHalfBytes + 32},                                    // d, qs[32]
+    {Type::kQ4_0, "q4_0", 2, 32, kHalfBytes + 32 / 2},                                // d, qs[16]
+    {Type::kQ4_1, "q4_1", 3, 32, kHalfBytes + kHalfBytes + 32 / 2},                   // d, m, qs[16]
+    {Type::kQ5_0, "q5_0", 6, 32, kHalfBytes + 4 + 32 / 2},                            // d, qh[4], qs[16]
+    {Type::kQ5_1, "q5_1", 7, 32, kHalfBytes + kHalfBytes + 4 + 32 / 2},               // d, m, qh[4], qs[16]
+    {Type::kQ8_1, "q8_1", 9, 32, kHalfBytes + kHalfBytes + 32},                       // d, s, qs[32]
+    {Type::kQ2_K, "q2_k", 10, QK_K, QK_K / 16 + QK_K / 4 + kHalfBytes + kHalfBytes},  // scales 16, qs 64, d, dmin
+    {Type::kQ3_K, "q3_k", 11, QK_K, QK_K / 8 + QK_K / 4 + 12 + kHalfBytes},           // hmask 32, qs 64, scales 12, d
+    {Type::kQ4_K, "q4_k", 12, QK_K, kHalfBytes + kHalfBytes + 12 + QK_K / 2},         // d, dmin, scales 12, qs 128
+    {Type::kQ5_K, "q5_k", 13, QK_K,
+     kHalfBytes + kHalfBytes + 12 + QK_K / 8 + QK_K / 2},                           // d, dmin, scales, qh 32, qs 128
+    {Type::kQ6_K, "q6_k", 14, QK_K, QK_K / 2 + QK_K / 4 + QK_K / 16 + kHalfBytes},  // ql 128, qh 64, scales 16, d
+    {Type::kQ8_K, "q8_k", 15, QK_K, 4 + QK_K + QK_K / 16 * 2},                      // float d, qs 256, bsums 16 x i16
+    {Type::kIQ2_XXS, "iq2_xxs", 16, QK_K, kHalfBytes + QK_K / 8 * 2},               // d, qs 32 x u16
+    {Type::kIQ2_XS, "iq2_xs", 17, QK_K, kHalfBytes + QK_K / 8 * 2 + QK_K / 32},     // d, qs 32 x u16, scales 8
+    {Type::kIQ3_XXS, "iq3_xxs", 18, QK_K, kHalfBytes + 3 * QK_K / 8},               // d, qs 96
+    {Type::kIQ1_S, "iq1_s", 19, QK_K, kHalfBytes + QK_K / 8 + QK_K / 32 * 2},       // d, qs 32, qh 8 x u16
+    {Type::kIQ4_NL, "iq4_nl", 20, 32, kHalfBytes + 32 / 2},                         // d, qs 16
+    {Type::kIQ3_S, "iq3_s", 21, QK_K,
+     kHalfBytes + QK_K / 4 + QK_K / 32 + QK_K / 8 + QK_K / 64},                        // d, qs, qh, signs, scales
+    {Type::kIQ2_S, "iq2_s", 22, QK_K, kHalfBytes + QK_K / 4 + QK_K / 32 + QK_K / 32},  // d, qs 64, qh 8, scales 8
+    {Type::kIQ4_XS, "iq4_xs", 23, QK_K, kHalfBytes + 2 + QK_K / 64 + QK_K / 2},  // d, scales_h u16, scales_l 4, qs 128
     {Type::kI8, "i8", 24, 1, 1},
     {Type::kI16, "i16", 25, 1, 2},
     {Type::kI64, "i64", 27, 1, 8},
     {Type::kF64, "f64", 28, 1, 8},
-    {Type::kIQ1_M, "iq1_m", 29, QK_K, QK_K / 8 + QK_K / 16 + QK_K / 32},                // qs 32, qh 16, scales 8
-    {Type::kTQ1_0, "tq1_0", 34, QK_K, (QK_K - 4 * QK_K / 64) / 5 + QK_K / 64 + kHalf},  // qs 48, qh 4, d
-    {Type::kTQ2_0, "tq2_0", 35, QK_K, QK_K / 4 + kHalf},                                // qs 64, d
-    {Type::kMXFP4, "mxfp4", 39, 32, 1 + 32 / 2},                                        // e (E8M0), qs 16
-    {Type::kNVFP4, "nvfp4", 40, 64, 64 / 16 + 64 / 2},  // d[4] (UE4M3, one per 16 values), qs 32
-    {Type::kQ1_0, "q1_0", 41, 128, kHalf + 128 / 8},    // d, qs 16
-    {Type::kQ2_0, "q2_0", 42, 64, kHalf + 64 / 4},      // d, qs 16
+    {Type::kIQ1_M, "iq1_m", 29, QK_K, QK_K / 8 + QK_K / 16 + QK_K / 32},                     // qs 32, qh 16, scales 8
+    {Type::kTQ1_0, "tq1_0", 34, QK_K, (QK_K - 4 * QK_K / 64) / 5 + QK_K / 64 + kHalfBytes},  // qs 48, qh 4, d
+    {Type::kTQ2_0, "tq2_0", 35, QK_K, QK_K / 4 + kHalfBytes},                                // qs 64, d
+    {Type::kMXFP4, "mxfp4", 39, 32, 1 + 32 / 2},                                             // e (E8M0), qs 16
+    {Type::kNVFP4, "nvfp4", 40, 64, 64 / 16 + 64 / 2},     // d[4] (UE4M3, one per 16 values), qs 32
+    {Type::kQ1_0, "q1_0", 41, 128, kHalfBytes + 128 / 8},  // d, qs 16
+    {Type::kQ2_0, "q2_0", 42, 64, kHalfBytes + 64 / 4},    // d, qs 16
 };
 
 }  // namespace

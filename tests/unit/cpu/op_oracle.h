@@ -33,6 +33,18 @@
 
 namespace tessera::optest {
 
+// The types the op tests name most.
+inline constexpr Type F32 = Type::kF32, F16 = Type::kF16, I32 = Type::kI32, Q8 = Type::kQ8_0, Q4 = Type::kQ4_0;
+
+// A 4-d tensor, or nullptr where the context refuses the shape or type (tests of bad builds expect that).
+inline Tensor* shaped(Context& ctx, Type t, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1) {
+  const int64_t ne[4] = {ne0, ne1, ne2, ne3};
+  return ctx.new_tensor(t, 4, ne);
+}
+
+// A test's kernel variant: 0 the reference kernels, otherwise the best this machine has.
+inline cpu::CpuKernels kernel_set(int i) { return i == 0 ? cpu::CpuKernels::kReference : cpu::best_kernels(); }
+
 using Shape = std::array<int64_t, 4>;
 
 inline int64_t numel(const Shape& ne) { return ne[0] * ne[1] * ne[2] * ne[3]; }

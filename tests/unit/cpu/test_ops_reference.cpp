@@ -18,8 +18,6 @@ Tensor* T(Context& ctx, Type t, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, i
   return x;
 }
 
-const Type F32 = Type::kF32, F16 = Type::kF16, I32 = Type::kI32, Q8 = Type::kQ8_0, Q4 = Type::kQ4_0;
-
 const Misuse kMisuses[] = {
     // tensor creation
     {"quantized_ne0_not_multiple_of_32", [](Context& c) { return c.new_tensor_2d(Q8, 33, 2); }},

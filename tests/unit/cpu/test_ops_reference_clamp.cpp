@@ -11,8 +11,6 @@ namespace {
 
 const float kInf = std::numeric_limits<float>::infinity();
 
-cpu::CpuKernels kernel_set(int i) { return i == 0 ? cpu::CpuKernels::kReference : cpu::best_kernels(); }
-
 // x < lo: lo; x > hi: hi; else x (a NaN stays NaN).
 double clamp_ref(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
 
@@ -83,14 +81,9 @@ TEST(OpRefClamp, RandomAgainstTheOracle) {
 
 // ---- building ----
 
-Tensor* T(Context& ctx, Type t, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1) {
-  const int64_t ne[4] = {ne0, ne1, ne2, ne3};
-  return ctx.new_tensor(t, 4, ne);
-}
-
 TEST(OpBuildClamp, RecordsOpShapeAndBounds) {
   Context ctx({.no_alloc = true});
-  Tensor* a = T(ctx, Type::kF32, 1, 7, 3, 2);
+  Tensor* a = shaped(ctx, Type::kF32, 1, 7, 3, 2);
   Tensor* r = clamp(ctx, a, 6.103515625e-5f, kInf);
   ASSERT_NE(r, nullptr) << ctx.status().to_string();
   EXPECT_EQ(r->op, Op::kClamp);
@@ -142,7 +135,7 @@ class OpBuildClampMisuse : public testing::TestWithParam<BadClamp> {};
 TEST_P(OpBuildClampMisuse, FailsWithAClearMessage) {
   const BadClamp& m = GetParam();
   Context ctx({.no_alloc = true});
-  EXPECT_EQ(clamp(ctx, T(ctx, m.type, 8, 2), m.lo, m.hi), nullptr);
+  EXPECT_EQ(clamp(ctx, shaped(ctx, m.type, 8, 2), m.lo, m.hi), nullptr);
   ASSERT_FALSE(ctx.ok()) << "no error recorded";
   EXPECT_EQ(ctx.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(ctx.status().message().find("CLAMP"), std::string::npos) << ctx.status().message();
@@ -160,7 +153,7 @@ TEST(OpBuildClamp, NullSourceIsAnEarlierFailure) {
 // A node made by hand with bounds the builder refuses, or of another type, is not supported by the CPU kernels.
 TEST(OpBuildClamp, KernelsRefuseWhatTheBuilderRefuses) {
   Context ctx({.no_alloc = true});
-  Tensor* r = clamp(ctx, T(ctx, Type::kF32, 8, 2), 0.0f, 1.0f);
+  Tensor* r = clamp(ctx, shaped(ctx, Type::kF32, 8, 2), 0.0f, 1.0f);
   ASSERT_NE(r, nullptr);
   std::unique_ptr<Backend> b = cpu::make_backend({.n_threads = 1});
   ASSERT_NE(b, nullptr);

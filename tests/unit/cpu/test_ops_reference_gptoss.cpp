@@ -10,7 +10,6 @@ const float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Every test runs on the reference kernels (i = 0) and on the best optimised level of this CPU (i = 1; a node the
 // optimised kernels do not take runs on the reference kernels there too).
-cpu::CpuKernels kernel_set(int i) { return i == 0 ? cpu::CpuKernels::kReference : cpu::best_kernels(); }
 
 // ---- SWIGLU_OAI ----
 
@@ -259,41 +258,42 @@ struct BadBuild {
   const char* says;  // a part of the message
 };
 
-Tensor* T(Context& ctx, Type t, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1) {
-  const int64_t ne[4] = {ne0, ne1, ne2, ne3};
-  return ctx.new_tensor(t, 4, ne);
-}
-const Type F32 = Type::kF32, F16 = Type::kF16, I32 = Type::kI32;
-
 const BadBuild kBadBuilds[] = {
-    {"glu_refuses_swiglu_oai", [](Context& c) { return glu(c, T(c, F32, 8, 2), nullptr, GluOp::kSwigluOai); },
+    {"glu_refuses_swiglu_oai", [](Context& c) { return glu(c, shaped(c, F32, 8, 2), nullptr, GluOp::kSwigluOai); },
      "build it with swiglu_oai"},
-    {"swiglu_oai_negative_limit", [](Context& c) { return swiglu_oai(c, T(c, F32, 8), nullptr, 1.7f, -1.0f); },
+    {"swiglu_oai_negative_limit", [](Context& c) { return swiglu_oai(c, shaped(c, F32, 8), nullptr, 1.7f, -1.0f); },
      "limit must be finite and >= 0"},
-    {"swiglu_oai_nan_limit", [](Context& c) { return swiglu_oai(c, T(c, F32, 8), nullptr, 1.7f, NAN); },
+    {"swiglu_oai_nan_limit", [](Context& c) { return swiglu_oai(c, shaped(c, F32, 8), nullptr, 1.7f, NAN); },
      "limit must be finite"},
-    {"swiglu_oai_inf_alpha", [](Context& c) { return swiglu_oai(c, T(c, F32, 8), nullptr, INFINITY, 7.0f); },
+    {"swiglu_oai_inf_alpha", [](Context& c) { return swiglu_oai(c, shaped(c, F32, 8), nullptr, INFINITY, 7.0f); },
      "alpha must be finite"},
-    {"swiglu_oai_odd_ne0", [](Context& c) { return swiglu_oai(c, T(c, F32, 7), nullptr, 1.7f, 7.0f); }, "even ne0"},
-    {"swiglu_oai_shapes_differ", [](Context& c) { return swiglu_oai(c, T(c, F32, 8), T(c, F32, 9), 1.7f, 7.0f); },
-     "shapes differ"},
+    {"swiglu_oai_odd_ne0", [](Context& c) { return swiglu_oai(c, shaped(c, F32, 7), nullptr, 1.7f, 7.0f); },
+     "even ne0"},
+    {"swiglu_oai_shapes_differ",
+     [](Context& c) { return swiglu_oai(c, shaped(c, F32, 8), shaped(c, F32, 9), 1.7f, 7.0f); }, "shapes differ"},
     {"soft_max_sinks_wrong_count",
-     [](Context& c) { return soft_max(c, T(c, F32, 8, 2, 4), nullptr, 1.0f, T(c, F32, 3)); }, "one entry per head"},
-    {"soft_max_sinks_2d", [](Context& c) { return soft_max(c, T(c, F32, 8, 2, 4), nullptr, 1.0f, T(c, F32, 4, 2)); },
+     [](Context& c) { return soft_max(c, shaped(c, F32, 8, 2, 4), nullptr, 1.0f, shaped(c, F32, 3)); },
      "one entry per head"},
-    {"soft_max_sinks_f16", [](Context& c) { return soft_max(c, T(c, F32, 8, 2, 4), nullptr, 1.0f, T(c, F16, 4)); },
-     "sinks"},
-    {"add_id_ids_f32", [](Context& c) { return add_id(c, T(c, F32, 8, 2, 3), T(c, F32, 8, 4), T(c, F32, 2, 3)); },
-     "ids"},
-    {"add_id_a_f16", [](Context& c) { return add_id(c, T(c, F16, 8, 2, 3), T(c, F32, 8, 4), T(c, I32, 2, 3)); },
-     "src0"},
-    {"add_id_b_ne0", [](Context& c) { return add_id(c, T(c, F32, 8, 2, 3), T(c, F32, 9, 4), T(c, I32, 2, 3)); },
+    {"soft_max_sinks_2d",
+     [](Context& c) { return soft_max(c, shaped(c, F32, 8, 2, 4), nullptr, 1.0f, shaped(c, F32, 4, 2)); },
+     "one entry per head"},
+    {"soft_max_sinks_f16",
+     [](Context& c) { return soft_max(c, shaped(c, F32, 8, 2, 4), nullptr, 1.0f, shaped(c, F16, 4)); }, "sinks"},
+    {"add_id_ids_f32",
+     [](Context& c) { return add_id(c, shaped(c, F32, 8, 2, 3), shaped(c, F32, 8, 4), shaped(c, F32, 2, 3)); }, "ids"},
+    {"add_id_a_f16",
+     [](Context& c) { return add_id(c, shaped(c, F16, 8, 2, 3), shaped(c, F32, 8, 4), shaped(c, I32, 2, 3)); }, "src0"},
+    {"add_id_b_ne0",
+     [](Context& c) { return add_id(c, shaped(c, F32, 8, 2, 3), shaped(c, F32, 9, 4), shaped(c, I32, 2, 3)); },
      "must be [ne0, n_expert, 1, 1]"},
-    {"add_id_b_3d", [](Context& c) { return add_id(c, T(c, F32, 8, 2, 3), T(c, F32, 8, 4, 2), T(c, I32, 2, 3)); },
+    {"add_id_b_3d",
+     [](Context& c) { return add_id(c, shaped(c, F32, 8, 2, 3), shaped(c, F32, 8, 4, 2), shaped(c, I32, 2, 3)); },
      "must be [ne0, n_expert, 1, 1]"},
-    {"add_id_ids_shape", [](Context& c) { return add_id(c, T(c, F32, 8, 2, 3), T(c, F32, 8, 4), T(c, I32, 3, 2)); },
+    {"add_id_ids_shape",
+     [](Context& c) { return add_id(c, shaped(c, F32, 8, 2, 3), shaped(c, F32, 8, 4), shaped(c, I32, 3, 2)); },
      "must be [n_used, n_tokens, 1, 1]"},
-    {"add_id_a_4d", [](Context& c) { return add_id(c, T(c, F32, 8, 2, 3, 2), T(c, F32, 8, 4), T(c, I32, 2, 3)); },
+    {"add_id_a_4d",
+     [](Context& c) { return add_id(c, shaped(c, F32, 8, 2, 3, 2), shaped(c, F32, 8, 4), shaped(c, I32, 2, 3)); },
      "must be [ne0, n_used, n_tokens, 1]"},
 };
 
@@ -312,7 +312,7 @@ INSTANTIATE_TEST_SUITE_P(Misuse, OpBuildGptOss, testing::ValuesIn(kBadBuilds),
 
 TEST(OpBuildGptOss, ValidBuildsRecordTheirParameters) {
   Context ctx({.no_alloc = true});
-  Tensor* g = swiglu_oai(ctx, T(ctx, F32, 8, 2), nullptr, 1.702f, 7.0f, true);
+  Tensor* g = swiglu_oai(ctx, shaped(ctx, F32, 8, 2), nullptr, 1.702f, 7.0f, true);
   ASSERT_NE(g, nullptr) << ctx.status().to_string();
   EXPECT_EQ(g->op, Op::kGlu);
   EXPECT_EQ(g->op_params[0], static_cast<int32_t>(GluOp::kSwigluOai));
@@ -320,12 +320,12 @@ TEST(OpBuildGptOss, ValidBuildsRecordTheirParameters) {
   EXPECT_EQ(get_op_param<float>(*g, 2), 1.702f);
   EXPECT_EQ(get_op_param<float>(*g, 3), 7.0f);
   EXPECT_EQ(g->ne[0], 4);
-  Tensor* s = T(ctx, F32, 4);
-  Tensor* sm = soft_max(ctx, T(ctx, F32, 8, 2, 4), nullptr, 0.5f, s);
+  Tensor* s = shaped(ctx, F32, 4);
+  Tensor* sm = soft_max(ctx, shaped(ctx, F32, 8, 2, 4), nullptr, 0.5f, s);
   ASSERT_NE(sm, nullptr);
   EXPECT_EQ(sm->src[1], nullptr);
   EXPECT_EQ(sm->src[2], s);
-  Tensor* ai = add_id(ctx, T(ctx, F32, 8, 2, 3), T(ctx, F32, 8, 4), T(ctx, I32, 2, 3));
+  Tensor* ai = add_id(ctx, shaped(ctx, F32, 8, 2, 3), shaped(ctx, F32, 8, 4), shaped(ctx, I32, 2, 3));
   ASSERT_NE(ai, nullptr) << ctx.status().to_string();
   EXPECT_EQ(ai->op, Op::kAddId);
   EXPECT_STREQ(op_name(Op::kAddId), "ADD_ID");

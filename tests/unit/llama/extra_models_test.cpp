@@ -27,6 +27,8 @@
 #include "tessera/models/from_gguf.h"
 #include "unit/sim/sim_fixture.h"
 #include "support/temp_dir.h"
+#include "support/tensor_names.h"
+#include "support/units.h"
 
 using namespace tessera;
 using namespace tessera::sim;
@@ -36,16 +38,17 @@ using namespace tessera::scenario;
 using namespace tessera::llama;
 using ::testing::HasSubstr;
 
+using tessera::test::blk;
+
+using tessera::test::kMiB;
+
 namespace {
 
-constexpr size_t kMiB = size_t{1} << 20;
 // The Qwen2.5 0.5B draft: its layers and output_norm (715,939,328 B), token_embd (272,269,312 B), which the tied output
 // head reads as a copy on the output layer's GPU (llama.cpp's TENSOR_DUPLICATED token_embd in the GPU's model buffer).
 constexpr size_t kDraftLayerWeights = 715939328, kDraftCpuWeights = 272269312, kDraftKv4096 = 48 * kMiB;
 constexpr size_t kDraftGpuWeights = kDraftLayerWeights + kDraftCpuWeights;
 constexpr size_t kMmprojWeights = 2279424, kMmprojComputeFa = 5505024, kMmprojComputeNoFa = 8650752;
-
-std::string blk(int il, const char* what) { return "blk." + std::to_string(il) + "." + what; }
 
 // Writes the Qwen2.5-0.5B-shaped f16 header (above) to TempDir()/NAME and returns the path.
 std::string write_qwen05(const std::string& name) {

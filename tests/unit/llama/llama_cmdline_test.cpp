@@ -107,7 +107,7 @@ TEST(LlamaCmdline, TheServerReservesOutputsPerSequence) {
   EXPECT_EQ(outputs("llama-server -m x --pooling none"), "4");
   EXPECT_EQ(outputs("llama-cli -m x --spec-type draft-simple"), "none");  // llama-server's rule only
   const LlamaCommand c = read("llama-server -m x -np 2 -kvu");
-  EXPECT_THAT(c.notes, testing::Contains(HasSubstr("n_outputs_max 2")));
+  EXPECT_THAT(c.notes, ::testing::Contains(HasSubstr("n_outputs_max 2")));
   EXPECT_THAT(error("llama-server -m x --spec-type draft-smple"), HasSubstr("unknown type 'draft-smple'"));
   EXPECT_THAT(error("llama-server -m x --draft-max many"), HasSubstr("--draft-max many: expected a number"));
 }

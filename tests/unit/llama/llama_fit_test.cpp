@@ -25,7 +25,7 @@ using ::testing::HasSubstr;
 
 namespace {
 
-constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kMiB64 = int64_t{1} << 20;
 
 // A synthetic model: n_layer layers of attention `attn` MiB and three FFN tensors (up, gate, down; named *_exps for
 // a MoE model), an output layer of `output` MiB, KV `kv` MiB per layer per 1024 cells, no compute buffers. The
@@ -49,8 +49,8 @@ struct Synthetic {
       if (ngl < 0) ngl = m.n_layer + 1;
       const int first = m.n_layer + 1 - ngl;
       auto add = [&](size_t g, int64_t mib) {
-        use[g].model += mib * kMiB;
-        use[g].total += mib * kMiB;
+        use[g].model += mib * kMiB64;
+        use[g].total += mib * kMiB64;
       };
       for (int il = first; il <= m.n_layer; ++il) {
         size_t g = 0;
@@ -67,7 +67,7 @@ struct Synthetic {
           continue;
         }
         add(g, m.attn);
-        use[g].total += m.kv * n_ctx / 1024 * kMiB;
+        use[g].total += m.kv * n_ctx / 1024 * kMiB64;
         const std::string blk = "blk." + std::to_string(il) + ".";
         const std::string sfx = m.moe ? "_exps.weight" : ".weight";
         for (const auto& [name, mib] :
@@ -95,8 +95,8 @@ FitProblem problem(const Synthetic& m, std::vector<int64_t> free_mib, std::vecto
   p.n_expert = m.moe ? 8 : 0;
   for (size_t g = 0; g < free_mib.size(); ++g) {
     p.gpus.push_back("CUDA" + std::to_string(g));
-    p.free.push_back(free_mib[g] * kMiB);
-    p.margins.push_back(margin_mib[g] * kMiB);
+    p.free.push_back(free_mib[g] * kMiB64);
+    p.margins.push_back(margin_mib[g] * kMiB64);
   }
   return p;
 }
@@ -232,8 +232,8 @@ TEST(LlamaFit, MoePartialLayerOverflowsToTheNextGpu) {
   EXPECT_EQ(flags_of(p, r.value()), "-c 4096 -ngl 5 -ts 3,2 -ot \"blk\\.2\\.ffn_(gate|up|gate_up|down).*=CUDA1\"");
   auto use = m.measure()(r.value().setting);
   ASSERT_TRUE(use.ok());
-  EXPECT_EQ(use.value()[0].total, 230 * kMiB);
-  EXPECT_EQ(use.value()[1].total, 230 * kMiB);
+  EXPECT_EQ(use.value()[0].total, 230 * kMiB64);
+  EXPECT_EQ(use.value()[1].total, 230 * kMiB64);
 }
 
 // The flags as llama-fit-params prints them: -ts without its trailing zeros, and only with more than one GPU left.
@@ -292,7 +292,7 @@ FixtureFit fit_fixture(const std::string& name, std::vector<DeviceConfig> device
   return out;
 }
 
-double mib(int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(kMiB); }
+double mib(int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(kMiB64); }
 
 }  // namespace
 

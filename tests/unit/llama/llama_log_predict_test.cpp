@@ -24,7 +24,7 @@ using namespace tessera::llama;
 
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kMiBf = 1024.0 * 1024.0;
 constexpr double kLayer = 2510848, kOutput = 544000 + 2048, kEmbd = 544000, kKvLayer = 262144;
 
 std::string synthetic() {
@@ -64,7 +64,7 @@ void expect_mib(const LogPrediction& p, const std::string& kind, const std::stri
   const LogFigure* f = find(p, kind, device);
   if (f == nullptr) return;
   ASSERT_TRUE(f->predicted.has_value()) << kind << " " << device << ": " << f->missing;
-  EXPECT_NEAR(*f->predicted, bytes / kMiB, 1e-9) << kind << " " << device;
+  EXPECT_NEAR(*f->predicted, bytes / kMiBf, 1e-9) << kind << " " << device;
 }
 
 TEST(LlamaLogPredict, EveryLayerOnOneGpuFromThePrintedMetadata) {
@@ -187,9 +187,9 @@ TEST(LlamaLogPredict, AFailedModelAllocationIsTheWholeBuffer) {
   const LogPrediction p = predict(text);
   const LogFigure* f = find(p, "failed model", "CUDA0");
   ASSERT_NE(f, nullptr);
-  EXPECT_DOUBLE_EQ(f->printed, 5567744 / kMiB);
+  EXPECT_DOUBLE_EQ(f->printed, 5567744 / kMiBf);
   ASSERT_TRUE(f->predicted.has_value()) << f->missing;
-  EXPECT_NEAR(*f->predicted, 5567744 / kMiB, 1e-9);
+  EXPECT_NEAR(*f->predicted, 5567744 / kMiBf, 1e-9);
 }
 
 TEST(LlamaLogPredict, AFigureOffByMoreThanItsToleranceIsReported) {
@@ -199,7 +199,7 @@ TEST(LlamaLogPredict, AFigureOffByMoreThanItsToleranceIsReported) {
   ASSERT_NE(f, nullptr);
   LogTolerance t;
   EXPECT_FALSE(within_tolerance(*f, t));
-  EXPECT_NEAR(f->percent(), (5567744 / kMiB - 5.5) / 5.5 * 100, 1e-9);
+  EXPECT_NEAR(f->percent(), (5567744 / kMiBf - 5.5) / 5.5 * 100, 1e-9);
   t.memory_pct = 3.5;
   EXPECT_TRUE(within_tolerance(*f, t));
 }
@@ -256,7 +256,7 @@ TEST(LlamaLogPredict, UnderscoresInALongOptionAndTheKvCacheThatFailed) {
   const LogFigure* f = find(q, "failed KV", "CUDA0");
   ASSERT_NE(f, nullptr);
   ASSERT_TRUE(f->predicted.has_value()) << f->missing;
-  EXPECT_NEAR(*f->predicted, 2 * kKvLayer / kMiB, 1e-9);
+  EXPECT_NEAR(*f->predicted, 2 * kKvLayer / kMiBf, 1e-9);
 }
 
 // The output buffer holds a row per sequence (llama.cpp's output_reserve(n_seq_max)): 4 x 1000 floats with

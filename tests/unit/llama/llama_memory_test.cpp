@@ -14,6 +14,7 @@
 #include "tessera/models/fixtures.h"
 #include "tessera/models/from_gguf.h"
 #include "unit/sim/sim_fixture.h"
+#include "support/units.h"
 
 using namespace tessera;
 using namespace tessera::sim;
@@ -22,9 +23,9 @@ using namespace tessera::harness;
 using namespace tessera::llama;
 using ::testing::HasSubstr;
 
-namespace {
+using tessera::test::kMiB;
 
-constexpr size_t kMiB = size_t{1} << 20;
+namespace {
 
 // A planned metadata-only session of `model` on `devices` with the placement options (key, text).
 std::unique_ptr<Session> planned(const models::LlamaConfig& model, std::vector<DeviceConfig> devices,

@@ -20,7 +20,7 @@ namespace {
 
 // A small llama: 2 layers, n_embd 256, 4 heads of 64 over 2 KV heads (n_gqa 2), n_ff 384, vocabulary 320, q4_0
 // matrices (18 bytes per 32 values), f32 norms, a 64-cell f16 cache; llama.cpp's graph of its newest checked build.
-models::LlamaConfig small() {
+models::LlamaConfig split_small() {
   models::LlamaConfig c = models::preset("tiny").value();
   c.llama_cpp = llama_cpp_graph(kLlamaCppNewestBuild);
   c.n_layer = 2;
@@ -61,7 +61,7 @@ std::string state(const TensorParallelMemory& r, const Tensor* t) {
 // and in layer 1 the rotation (il % 2 = 1) gives device 1 the first slice: 256 | 128. The output head (granularity 1,
 // rotation n_layer % 2 = 0): 320 -> 160 | 160.
 TEST(LlamaTensorSplit, StatesAndBytesOfASmallLlamaOnTwoDevices) {
-  const models::LlamaConfig c = small();
+  const models::LlamaConfig c = split_small();
   auto m = models::build_llama(c);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   auto r = llama_tensor_parallel(m.value(), c, 2, {});
@@ -105,7 +105,7 @@ TEST(LlamaTensorSplit, StatesAndBytesOfASmallLlamaOnTwoDevices) {
 // = 192 -> 128 and 288 -> 256: 128 | 128 | 128. The output head's rotation is n_layer % 3 = 2: its shares in order are
 // device 2's, 0's, 1's (1, 2, 1): cuts 80 and 240, so device 2 gets 80, device 0 160 and device 1 the last 80.
 TEST(LlamaTensorSplit, UnevenSharesGqaGroupsAndRotation) {
-  const models::LlamaConfig c = small();
+  const models::LlamaConfig c = split_small();
   auto m = models::build_llama(c);
   ASSERT_TRUE(m.ok());
   auto r = llama_tensor_parallel(m.value(), c, 3, {2, 1, 1});
@@ -151,7 +151,7 @@ TEST(LlamaTensorSplit, EveryArchitectureOnTwoToEightDevices) {
 // the first axis whose extent covers the slice is axis 0) keep K split along axis 0, and flash attention needs K split
 // by heads. ggml aborts there; Tessera refuses the model with the node's name.
 TEST(LlamaTensorSplit, OneKvHeadIsRefused) {
-  models::LlamaConfig c = small();
+  models::LlamaConfig c = split_small();
   c.n_head_kv = 1;
   c.n_head = 4;
   auto m = models::build_llama(c);
@@ -166,7 +166,7 @@ TEST(LlamaTensorSplit, OneKvHeadIsRefused) {
 // is in host memory, so the meta backend never asks the model how to split it; it and its views are read whole
 // (mirrored) while Q is split by heads, and flash attention's rule fails at the first layer.
 TEST(LlamaTensorSplit, NoKvOffloadMirrorsTheCacheWhileQIsSplitByHeads) {
-  const models::LlamaConfig c = small();
+  const models::LlamaConfig c = split_small();
   auto m = models::build_llama(c);
   ASSERT_TRUE(m.ok());
   auto r = llama_tensor_parallel(m.value(), c, 2, {}, /*kv_offload=*/false);

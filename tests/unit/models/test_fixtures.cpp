@@ -22,10 +22,13 @@
 #include "tessera/models/fixtures.h"
 #include "tessera/models/from_gguf.h"
 #include "tessera/gguf.h"
+#include "support/tensor_names.h"
 
 using namespace tessera;
 using namespace tessera::gguf;
 namespace fx = tessera::models::fixtures;
+
+using tessera::test::blk;
 
 namespace {
 
@@ -87,8 +90,6 @@ const TensorInfo& tensor(const File& f, const std::string& name) {
   return ::testing::AssertionFailure() << count << " does not show as " << shown << " with " << decimals
                                        << " decimals (rounded " << rounded << ", cut " << cut << ")";
 }
-
-std::string blk(int il, const char* what) { return "blk." + std::to_string(il) + "." + what; }
 
 int64_t get_int(const File& f, const std::string& key) {
   Result<int64_t> v = f.get_int(key);

@@ -34,9 +34,12 @@
 #include "tessera/llama/llama_cpp_graph.h"
 #include "tessera/models/llama.h"
 #include "tessera/planner.h"
+#include "support/tensor_names.h"
 
 using namespace tessera;
 using namespace tessera::models;
+
+using tessera::test::blk;
 
 namespace {
 
@@ -49,8 +52,6 @@ const std::vector<float>& get(const Weights& w, const std::string& name) {
   EXPECT_NE(it, w.end()) << name;
   return it == w.end() ? none : it->second;
 }
-
-std::string blk(int il, const char* what) { return "blk." + std::to_string(il) + "." + what; }
 
 // W x + b for a weight of GGUF shape [n_in, n_out] starting at w_off, and its bias (n_out values from b_off; none
 // when b is null).

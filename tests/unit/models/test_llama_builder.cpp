@@ -182,7 +182,7 @@ TEST(LlamaBuilder, GgufNamesAndShapes) {
 TEST(LlamaBuilder, OpsOfEachVariant) {
   for (bool moe : {false, true}) {
     for (bool fa : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "moe " << moe << " fa " << fa);
+      SCOPED_TRACE(::testing::Message() << "moe " << moe << " fa " << fa);
       LlamaConfig c = tiny(moe, fa);
       Result<LlamaGraph> m = build_llama(c);
       ASSERT_TRUE(m.ok()) << m.status().to_string();
@@ -213,7 +213,7 @@ TEST(LlamaBuilder, OpsOfEachVariant) {
 TEST(LlamaBuilder, NodeCountPerLayerIsStable) {
   for (bool moe : {false, true}) {
     for (bool fa : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "moe " << moe << " fa " << fa);
+      SCOPED_TRACE(::testing::Message() << "moe " << moe << " fa " << fa);
       std::vector<size_t> nodes, leafs;
       for (int layers = 1; layers <= 4; ++layers) {
         LlamaConfig c = tiny(moe, fa);
@@ -235,7 +235,7 @@ TEST(LlamaBuilder, NodeCountPerLayerIsStable) {
 TEST(LlamaBuilder, TinyComputesFiniteLogitsOnCpu) {
   for (bool moe : {false, true}) {
     for (bool fa : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "moe " << moe << " fa " << fa);
+      SCOPED_TRACE(::testing::Message() << "moe " << moe << " fa " << fa);
       LlamaConfig c = tiny(moe, fa);
       std::vector<float> logits = compute_logits(c, 1234);
       ASSERT_EQ(logits.size(), static_cast<size_t>(c.n_vocab * c.n_tokens));
@@ -251,7 +251,7 @@ TEST(LlamaBuilder, TinyComputesFiniteLogitsOnCpu) {
 
 TEST(LlamaBuilder, FlashAttentionMatchesSoftMaxPath) {
   for (bool moe : {false, true}) {
-    SCOPED_TRACE(testing::Message() << "moe " << moe);
+    SCOPED_TRACE(::testing::Message() << "moe " << moe);
     std::vector<float> fa = compute_logits(tiny(moe, true), 77);
     std::vector<float> ref = compute_logits(tiny(moe, false), 77);
     ASSERT_EQ(fa.size(), ref.size());
@@ -293,7 +293,7 @@ TEST(LlamaBuilder, RandomWeightsDoNotDependOnTheThreadCount) {
 
 TEST(LlamaBuilder, OutputRowsMatchTheFullBatch) {
   for (bool moe : {false, true}) {
-    SCOPED_TRACE(testing::Message() << "moe " << moe);
+    SCOPED_TRACE(::testing::Message() << "moe " << moe);
     LlamaConfig c = tiny(moe, true);
     std::vector<float> full = compute_logits(c, 9);
     c.n_outputs = 2;

@@ -14,14 +14,15 @@
 
 #include "tessera/gguf.h"
 #include "tessera/models/fixtures.h"
+#include "support/tensor_names.h"
 
 using namespace tessera;
 using gguf::TensorType;
 namespace fx = tessera::models::fixtures;
 
-namespace {
+using tessera::test::blk;
 
-std::string blk(int il, const char* what) { return "blk." + std::to_string(il) + "." + what; }
+namespace {
 
 // The 8B-shaped llama in llama-quantize's order (weight_name_less): token_embd, output, output_norm, then by layer.
 std::vector<fx::SourceTensor> llama_32(int64_t vocab = 32000) {

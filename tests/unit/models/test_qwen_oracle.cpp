@@ -36,9 +36,12 @@
 #include "tessera/models/from_gguf.h"
 #include "tessera/models/llama.h"
 #include "tessera/planner.h"
+#include "support/tensor_names.h"
 
 using namespace tessera;
 using namespace tessera::models;
+
+using tessera::test::blk;
 
 namespace {
 
@@ -56,8 +59,6 @@ struct Values {
   }
   bool has(const std::string& name) const { return w.count(name) != 0; }
 };
-
-std::string blk(int il, const char* what) { return "blk." + std::to_string(il) + "." + what; }
 
 // y = W x for a weight of GGUF shape [n_in, n_out] (row j of W is the n_in values from j * n_in), from `offset`.
 Vec matvec(const std::vector<float>& w, int64_t n_in, int64_t n_out, const Vec& x, size_t offset = 0) {

@@ -13,7 +13,7 @@ using namespace tessera;
 
 namespace {
 
-std::string overlap(const Graph& g, const GraphPlanner& ga) {
+std::string planned_overlap(const Graph& g, const GraphPlanner& ga) {
   return check::find_overlap(g, [&](const Tensor* t) { return ga.owns(tensor_buffer(*t)); });
 }
 
@@ -60,7 +60,7 @@ TEST(PlannerGgmlRules, FreedInputsLeaveTheirMemoryToLaterNodes) {
     } else {
       EXPECT_TRUE(e.big->data != e.in->data && e.big->data != e.r->data);
     }
-    EXPECT_EQ(overlap(e.g, ga), "");
+    EXPECT_EQ(planned_overlap(e.g, ga), "");
   }
 }
 
@@ -81,7 +81,7 @@ TEST(PlannerGgmlRules, OutputsStayPinnedWhenInputsAreFreed) {
   EXPECT_NE(a->data, x->data);
   EXPECT_NE(b->data, a->data);
   EXPECT_NE(b->data, x->data);
-  EXPECT_EQ(overlap(g, ga), "");
+  EXPECT_EQ(planned_overlap(g, ga), "");
 }
 
 // The scheduler's parameters reach its planner: the same graph, split over one backend, needs less with free_inputs.

@@ -18,11 +18,13 @@
 #include "tessera/harness/topology/topology.h"
 #include "tessera/builtin.h"
 #include "support/temp_dir.h"
+#include "unit/scenario/scenario_error_of.h"
 
 using namespace tessera;
 using namespace tessera::sim;
 using namespace tessera::harness;
 using namespace tessera::scenario;
+using tessera::scenario::test::error_of;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -32,12 +34,6 @@ std::vector<Session::Step> step_kinds(const std::vector<Session::StepSpec>& step
   std::vector<Session::Step> out;
   for (const Session::StepSpec& s : steps) out.push_back(s.step);
   return out;
-}
-
-std::string error_of(const std::string& text) {
-  auto s = parse_scenario(text, "case.json");
-  EXPECT_FALSE(s.ok()) << "accepted: " << text;
-  return s.ok() ? std::string() : s.status().message();
 }
 
 TEST(SimScenarioParse, AMinimalScenarioTakesTheDefaults) {

@@ -31,4 +31,10 @@ struct Rig {
   BufferType* gbuf() { return &gdev.buft(); }
 };
 
+// The rig with ROPE and SOFT_MAX refused by GPU0 (every op before and after them on the GPU, each between two splits).
+struct Rig2 : Rig {
+  explicit Rig2(bool events = false, std::set<Op> refused = {Op::kRope, Op::kSoftMax})
+      : Rig(std::move(refused), events) {}
+};
+
 }  // namespace tessera::testnet

@@ -294,4 +294,26 @@ inline SchedulerParams sched_params(bool parallel, int max_split_inputs = 30, bo
   return p;
 }
 
+// The graph node of that name (a test failure when there is none).
+inline Tensor* find_node(const Graph& g, const std::string& name) {
+  for (Tensor* t : g.nodes()) {
+    if (name == t->name) return t;
+  }
+  ADD_FAILURE() << "no node " << name;
+  return nullptr;
+}
+
+// x -> c = softmax(x) [CPU] -> g1 = W c [GPU] -> s = softmax(g1) [CPU] -> g2 = s * c [GPU] -> out
+inline Build reuse_graph(BufferType* g) {
+  return [g](Net& n) -> std::vector<Tensor*> {
+    Context& ctx = n.ctx;
+    Tensor* x = n.input("x", 16, 4);
+    Tensor* c = Net::named(soft_max(ctx, x), "c");
+    Tensor* g1 = Net::named(mul_mat(ctx, n.weight("wg", 16, 16, g), c), "g1");
+    Tensor* s = Net::named(soft_max(ctx, g1), "s");
+    Tensor* g2 = Net::named(mul(ctx, s, c), "g2");
+    return {n.output(scale(ctx, g2, 1.5f), "out")};
+  };
+}
+
 }  // namespace tessera::testnet

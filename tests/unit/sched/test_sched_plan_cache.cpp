@@ -20,9 +20,6 @@ using ::testing::HasSubstr;
 namespace {
 
 // GPU0 refuses ROPE and SOFT_MAX: every layer splits several times (copies both ways).
-struct Rig2 : Rig {
-  Rig2() : Rig({Op::kRope, Op::kSoftMax}) {}
-};
 
 // A stack of `layers` layers over `tokens` tokens (a prompt batch: several; a decode step: one), weights of even
 // layers on the CPU, odd ones on GPU0.

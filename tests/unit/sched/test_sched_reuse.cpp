@@ -20,9 +20,6 @@ using ::testing::HasSubstr;
 namespace {
 
 // GPU0 refuses ROPE and SOFT_MAX: every layer splits several times.
-struct Rig2 : Rig {
-  Rig2() : Rig({Op::kRope, Op::kSoftMax}) {}
-};
 
 Tensor* node_named(const Graph& g, const std::string& name) {
   for (Tensor* t : g.nodes()) {
@@ -49,7 +46,7 @@ Shot shot(const Scheduler& s, const Graph& g) {
 
 class SchedReuse : public ::testing::TestWithParam<bool> {};  // parameter: parallel
 
-SchedulerParams params(bool parallel, bool reuse = true) {
+SchedulerParams reuse_params(bool parallel, bool reuse = true) {
   SchedulerParams p = sched_params(parallel);
   p.reuse = reuse;
   return p;
@@ -65,7 +62,7 @@ TEST_P(SchedReuse, SameGraphKeepsThePlanAndMatchesTheCpu) {
   Net n;
   n.finish(build(n), 3);
   const SourceSnapshot user_sources = snapshot_sources(n.graph);
-  auto s = rig.sched(params(GetParam()));
+  auto s = rig.sched(reuse_params(GetParam()));
   ASSERT_TRUE(s->reserve(n.graph).ok()) << s->last_error();
   ASSERT_TRUE(s->alloc_graph(n.graph).ok()) << s->last_error();
   EXPECT_FALSE(s->plan_reuse().reused);
@@ -102,7 +99,7 @@ TEST_P(SchedReuse, OffSwitchPlansEveryAllocation) {
   const Build build = [&](Net& n) { return layer_stack(n, {nullptr, &rig.gdev.buft()}, 2); };
   Net n;
   n.finish(build(n), 3);
-  auto s = rig.sched(params(GetParam(), /*reuse=*/false));
+  auto s = rig.sched(reuse_params(GetParam(), /*reuse=*/false));
   for (unsigned round = 0; round < 3; ++round) {
     ASSERT_TRUE(s->alloc_graph(n.graph).ok()) << s->last_error();
     EXPECT_FALSE(s->plan_reuse().reused);
@@ -144,7 +141,7 @@ void expect_full_path(bool parallel, const Change& c) {
   };
   Net n;
   n.finish(build(n), 5);
-  auto s = rig.sched(params(parallel));
+  auto s = rig.sched(reuse_params(parallel));
   for (unsigned round = 0; round < 2; ++round) {  // planned, then reused
     ASSERT_TRUE(s->alloc_graph(n.graph).ok()) << s->last_error();
     n.set_inputs(7);
@@ -166,7 +163,7 @@ void expect_full_path(bool parallel, const Change& c) {
     if (s->explain(t).cause == Cause::kPinned) pins.emplace_back(t, s->explain(t).backend);
   }
   s->reset();
-  auto fresh = rig.sched(params(parallel, /*reuse=*/false));
+  auto fresh = rig.sched(reuse_params(parallel, /*reuse=*/false));
   for (auto [t, b] : pins) ASSERT_TRUE(fresh->set_tensor_backend(t, fresh->backend(b)).ok());
   ASSERT_TRUE(fresh->alloc_graph(n.graph).ok()) << fresh->last_error();
   EXPECT_EQ(got, shot(*fresh, n.graph));
@@ -365,7 +362,7 @@ TEST_P(SchedReuse, AnotherGraphTakesTheFullPath) {
   Net a, b;
   a.finish(build(a), 3);
   b.finish(build(b), 3);
-  auto s = rig.sched(params(GetParam()));
+  auto s = rig.sched(reuse_params(GetParam()));
   ASSERT_TRUE(s->alloc_graph(a.graph).ok()) << s->last_error();
   ASSERT_TRUE(s->alloc_graph(b.graph).ok()) << s->last_error();
   EXPECT_FALSE(s->plan_reuse().reused);

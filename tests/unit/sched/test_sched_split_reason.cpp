@@ -23,7 +23,7 @@ std::vector<SplitReason> reasons(const Scheduler& s) {
 
 // x -> n1 = W_gpu x -> n2 = W_cpu n1 (offloaded) -> n3 = W_cpu2 n2 (offloaded) -> out: all on the GPU; n2 and n3
 // each read a host weight while the split before has inputs.
-Build weight_chain(BufferType* g) {
+Build chain_of_weights(BufferType* g) {
   return [g](Net& n) -> std::vector<Tensor*> {
     Context& c = n.ctx;
     Tensor* x = n.input("x", 16, 4);
@@ -60,7 +60,7 @@ TEST(SchedSplitReason, WeightCopiesStartSplitsOnTheSameBackend) {
   for (const bool parallel : {false, true}) {
     Rig rig;
     rig.gdev.offload = [](const Tensor&) { return true; };
-    const Build build = weight_chain(&rig.gdev.buft());
+    const Build build = chain_of_weights(&rig.gdev.buft());
     Net n;
     n.finish(build(n), 5);
     auto s = rig.sched(sched_params(parallel));
@@ -92,7 +92,7 @@ TEST(SchedSplitReason, BackendChangeAndInputLimit) {
 TEST(SchedSplitReason, RecycledSplitsGetTheirOwnReason) {
   Rig rig({Op::kSoftMax});
   rig.gdev.offload = [](const Tensor&) { return true; };
-  const Build chain = weight_chain(&rig.gdev.buft());
+  const Build chain = chain_of_weights(&rig.gdev.buft());
   const Build full = nearly_full(&rig.gdev.buft());
   Net a, b;
   a.finish(chain(a), 5);

@@ -19,10 +19,6 @@ using ::testing::HasSubstr;
 namespace {
 
 // GPU0 (refusing ROPE and SOFT_MAX, so every layer splits several times) and the CPU.
-struct Rig2 : Rig {
-  explicit Rig2(bool events = false, std::set<Op> refused = {Op::kRope, Op::kSoftMax})
-      : Rig(std::move(refused), events) {}
-};
 
 // [GPU0 (refuses ROPE), GPU1 (refuses SOFT_MAX), CPU].
 struct Rig3 {
@@ -41,14 +37,6 @@ struct Rig3 {
     return s.ok() ? std::move(s).value() : nullptr;
   }
 };
-
-Tensor* find_node(const Graph& g, const std::string& name) {
-  for (Tensor* t : g.nodes()) {
-    if (name == t->name) return t;
-  }
-  ADD_FAILURE() << "no node " << name;
-  return nullptr;
-}
 
 // Sets the inputs (the graph must be allocated), computes and compares with the CPU-only reference.
 void set_compute_compare(Scheduler& s, Net& n, const Build& build, unsigned wseed, unsigned iseed) {
@@ -508,19 +496,6 @@ TEST_P(SchedulerLifecycleModes, GraphOutlivesItsScheduler) {
 }
 
 // ---- queries: explain, report, counts ------------------------------------------------------------------------
-
-// x -> c = softmax(x) [CPU] -> g1 = W c [GPU] -> s = softmax(g1) [CPU] -> g2 = s * c [GPU] -> out
-static Build reuse_graph(BufferType* g) {
-  return [g](Net& n) -> std::vector<Tensor*> {
-    Context& ctx = n.ctx;
-    Tensor* x = n.input("x", 16, 4);
-    Tensor* c = Net::named(soft_max(ctx, x), "c");
-    Tensor* g1 = Net::named(mul_mat(ctx, n.weight("wg", 16, 16, g), c), "g1");
-    Tensor* s = Net::named(soft_max(ctx, g1), "s");
-    Tensor* g2 = Net::named(mul(ctx, s, c), "g2");
-    return {n.output(scale(ctx, g2, 1.5f), "out")};
-  };
-}
 
 TEST(SchedulerLifecycle, ExplainNodesLeafsAndCopies) {
   Rig2 rig(false, {Op::kSoftMax});

@@ -20,20 +20,6 @@ using namespace tessera::sim::testing;
 
 namespace {
 
-OpRule rule(bool allow, std::vector<Op> ops) {
-  OpRule r;
-  r.allow = allow;
-  r.ops = std::move(ops);
-  return r;
-}
-
-DeviceConfig with_rules(std::vector<OpRule> rules, bool default_allow) {
-  DeviceConfig d = gpu("gpu0");
-  d.op_rules = std::move(rules);
-  d.default_allow = default_allow;
-  return d;
-}
-
 DeviceConfig with_offload(bool enabled, int64_t min_batch, std::vector<Op> ops) {
   DeviceConfig d = gpu("gpu0");
   d.offload = OffloadRule{enabled, min_batch, std::move(ops)};
@@ -41,9 +27,6 @@ DeviceConfig with_offload(bool enabled, int64_t min_batch, std::vector<Op> ops) 
 }
 
 // A one-device simulator whose device has the given rules.
-std::unique_ptr<Simulator> sim_with_rules(std::vector<OpRule> rules, bool default_allow) {
-  return make_sim(topology({with_rules(std::move(rules), default_allow)}));
-}
 
 }  // namespace
 

@@ -61,19 +61,6 @@ std::vector<TraceEvent> events_of(const Simulator& sim, TraceKind kind) {
 double rel_err(double got, double want) { return std::fabs(got - want) / std::max(std::fabs(want), 1e-300); }
 
 // A one-device simulator whose device has the given rules.
-std::unique_ptr<Simulator> sim_with_rules(std::vector<OpRule> rules, bool default_allow) {
-  DeviceConfig g = gpu("gpu0");
-  g.op_rules = std::move(rules);
-  g.default_allow = default_allow;
-  return make_sim(topology({g}));
-}
-
-OpRule rule(bool allow, std::vector<Op> ops) {
-  OpRule r;
-  r.allow = allow;
-  r.ops = std::move(ops);
-  return r;
-}
 
 size_t resident_bytes() {
   std::ifstream f("/proc/self/statm");

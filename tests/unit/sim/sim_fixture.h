@@ -168,4 +168,25 @@ struct Nodes {
   Tensor* leaf(Type t, int64_t ne0, int64_t ne1) { return ctx.new_tensor_2d(t, ne0, ne1); }
 };
 
+// An op rule on ops (allow or deny).
+inline OpRule rule(bool allow, std::vector<Op> ops) {
+  OpRule r;
+  r.allow = allow;
+  r.ops = std::move(ops);
+  return r;
+}
+
+// GPU "gpu0" with these op rules and default.
+inline DeviceConfig with_rules(std::vector<OpRule> rules, bool default_allow) {
+  DeviceConfig d = gpu("gpu0");
+  d.op_rules = std::move(rules);
+  d.default_allow = default_allow;
+  return d;
+}
+
+// A simulator of that GPU alone.
+inline std::unique_ptr<Simulator> sim_with_rules(std::vector<OpRule> rules, bool default_allow) {
+  return make_sim(topology({with_rules(std::move(rules), default_allow)}));
+}
+
 }  // namespace tessera::sim::testing

@@ -29,12 +29,6 @@ float apply_unary(UnaryOp op, float x) {
   }
 }
 
-// A node of a's shape and type from a Float src0.
-bool same_as_float_src0(const Tensor& node) {
-  const Tensor* a = node.src[0];
-  return src_ok(a) && is_float_type(a->type) && node.type == a->type && same_ne(node, *a);
-}
-
 }  // namespace
 
 // ---- ADD, MUL, DIV: node[i] = a[i] op b[i % b.ne] ----

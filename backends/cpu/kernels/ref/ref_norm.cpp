@@ -7,15 +7,6 @@
 
 namespace tessera::cpu::ref {
 
-namespace {
-
-bool same_as_float_src0(const Tensor& node) {
-  const Tensor* a = node.src[0];
-  return src_ok(a) && is_float_type(a->type) && node.type == a->type && same_ne(node, *a);
-}
-
-}  // namespace
-
 // ---- RMS_NORM: x / sqrt(mean(x^2) + eps); NORM: (x - mean) / sqrt(var + eps). op_params[0] = f32 eps ----
 
 bool check_norm(const Tensor& node) { return same_as_float_src0(node); }

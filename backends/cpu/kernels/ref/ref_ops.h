@@ -13,6 +13,12 @@ inline bool same_ne(const Tensor& a, const Tensor& b) {
   return a.ne[0] == b.ne[0] && a.ne[1] == b.ne[1] && a.ne[2] == b.ne[2] && a.ne[3] == b.ne[3];
 }
 
+// A node of a's shape and type from a Float src0.
+inline bool same_as_float_src0(const Tensor& node) {
+  const Tensor* a = node.src[0];
+  return src_ok(a) && is_float_type(a->type) && node.type == a->type && same_ne(node, *a);
+}
+
 // Fails (kFailed, naming node) unless every element of the i32 tensor ids lies in [0, limit). Every thread checks
 // all ids before writing anything, so the outcome never depends on the thread count. Defined in ref_copy.cpp.
 Status validate_ids(const Tensor& node, const Tensor& ids, int64_t limit);

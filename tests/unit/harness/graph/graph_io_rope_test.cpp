@@ -24,6 +24,7 @@ using namespace tessera;
 using namespace tessera::harness;
 using ::testing::HasSubstr;
 using ojson = nlohmann::ordered_json;
+using tessera::test::bytes_of;
 using tessera::test::f32_bits;
 using tessera::test::index_of;
 
@@ -61,12 +62,6 @@ RopeGraph rope_graph() {
     EXPECT_TRUE(g.graph->build_forward(t).ok());
   }
   return g;
-}
-
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  std::vector<uint8_t> b(nbytes(t));
-  EXPECT_TRUE(tensor_get(t, b.data(), 0, b.size()).ok());
-  return b;
 }
 
 TEST(GraphIoRope, YarnSlotsRoundTrip) {

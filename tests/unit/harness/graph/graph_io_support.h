@@ -1,4 +1,5 @@
-// Helpers of the graph-file tests that read a written graph's JSON (graph_io_rope_test.cpp, graph_io_clamp_test.cpp).
+// Helpers of the graph-file tests that read a written graph's JSON (graph_io_rope_test.cpp, graph_io_clamp_test.cpp)
+// or a tensor's bytes (graph_io_test.cpp).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -6,10 +7,21 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/backend.h"
+#include "tessera/tensor.h"
+
 namespace tessera::test {
+
+// A tensor's bytes, read through tensor_get.
+inline std::vector<uint8_t> bytes_of(const Tensor& t) {
+  std::vector<uint8_t> b(nbytes(t));
+  EXPECT_TRUE(tensor_get(t, b.data(), 0, b.size()).ok());
+  return b;
+}
 
 // A float's bits as the graph format stores float op params (an int32).
 inline int32_t f32_bits(float v) {

@@ -22,9 +22,11 @@
 #include "tessera/graph_copy.h"
 #include "tessera/harness/graph/graph_io.h"
 #include "support/temp_dir.h"
+#include "unit/harness/graph/graph_io_support.h"
 
 using namespace tessera;
 using namespace tessera::harness;
+using tessera::test::bytes_of;
 using ::testing::HasSubstr;
 using ojson = nlohmann::ordered_json;
 
@@ -315,12 +317,6 @@ void fill_leaf(Tensor& t, std::mt19937_64& rng) {
   std::vector<float> v(n);
   for (float& f : v) f = dist(rng);
   ASSERT_TRUE(tensor_from_f32(t, v).ok());
-}
-
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  std::vector<uint8_t> b(nbytes(t));
-  EXPECT_TRUE(tensor_get(t, b.data(), 0, b.size()).ok());
-  return b;
 }
 
 // Copies the leaf data of `from` (graph order) into `to` (same order).

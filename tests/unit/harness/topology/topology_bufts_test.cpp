@@ -21,7 +21,7 @@ std::string topo(const std::string& gpu_keys, const std::string& cpu_keys = "") 
          (cpu_keys.empty() ? "" : ", " + cpu_keys) + "}]}";
 }
 
-std::string error_of(const std::string& text) {
+std::string bufts_error_of(const std::string& text) {
   auto r = parse_topology(text, "t.json");
   return r.ok() ? "(parsed)" : r.status().message();
 }
@@ -96,44 +96,46 @@ TEST(TopologyBufferTypes, RoundTripKeepsEveryField) {
 
 TEST(TopologyBufferTypes, BadInputIsRefusedWithItsLocation) {
   // Not a list; a rule that pads nothing; an unknown key; an unknown type and op; limits.
-  EXPECT_THAT(error_of(topo(R"("padding": {"extra": 4})")), HasSubstr("t.json: devices[0].padding: expected"));
-  EXPECT_THAT(error_of(topo(R"("padding": [{"types": ["q4_0"]}])")),
+  EXPECT_THAT(bufts_error_of(topo(R"("padding": {"extra": 4})")), HasSubstr("t.json: devices[0].padding: expected"));
+  EXPECT_THAT(bufts_error_of(topo(R"("padding": [{"types": ["q4_0"]}])")),
               HasSubstr("devices[0].padding[0]: a padding rule needs \"row_multiple\" > 0, \"extra\" > 0, "
                         "\"f16_kv_copies\" or \"metal_extras\": true"));
-  EXPECT_THAT(error_of(topo(R"("padding": [{"f16_kv_copies": false}])")), HasSubstr("a padding rule needs"));
-  EXPECT_THAT(error_of(topo(R"("padding": [{"f16_kv_copies": "yes"}])")),
+  EXPECT_THAT(bufts_error_of(topo(R"("padding": [{"f16_kv_copies": false}])")), HasSubstr("a padding rule needs"));
+  EXPECT_THAT(bufts_error_of(topo(R"("padding": [{"f16_kv_copies": "yes"}])")),
               HasSubstr("devices[0].padding[0].f16_kv_copies"));
-  EXPECT_THAT(error_of(topo(R"("padding": [{"extra": 4, "row": 3}])")),
+  EXPECT_THAT(bufts_error_of(topo(R"("padding": [{"extra": 4, "row": 3}])")),
               HasSubstr("devices[0].padding[0]: unknown key \"row\""));
-  EXPECT_THAT(error_of(topo(R"("padding": [{"types": ["q5"], "extra": 4}])")),
+  EXPECT_THAT(bufts_error_of(topo(R"("padding": [{"types": ["q5"], "extra": 4}])")),
               HasSubstr("devices[0].padding[0].types[0]"));
-  EXPECT_THAT(error_of(topo(R"("padding": [{"ops": ["MATMUL"], "extra": 4}])")),
+  EXPECT_THAT(bufts_error_of(topo(R"("padding": [{"ops": ["MATMUL"], "extra": 4}])")),
               HasSubstr("devices[0].padding[0].ops[0]"));
-  EXPECT_THAT(error_of(topo(R"("padding": [{"row_multiple": 1048577}])")),
+  EXPECT_THAT(bufts_error_of(topo(R"("padding": [{"row_multiple": 1048577}])")),
               HasSubstr("devices[0].padding[0].row_multiple: expected a whole number of values from 0 to 1048576"));
-  EXPECT_THAT(error_of(topo(R"("padding": [{"row_multiple": -1}])")), HasSubstr("devices[0].padding[0].row_multiple"));
-  EXPECT_THAT(error_of(topo(R"("padding": [{"row_multiple": 2.5}])")), HasSubstr("devices[0].padding[0].row_multiple"));
-  EXPECT_THAT(error_of(topo(R"("padding": [{"extra": "2 GiB"}])")),
+  EXPECT_THAT(bufts_error_of(topo(R"("padding": [{"row_multiple": -1}])")),
+              HasSubstr("devices[0].padding[0].row_multiple"));
+  EXPECT_THAT(bufts_error_of(topo(R"("padding": [{"row_multiple": 2.5}])")),
+              HasSubstr("devices[0].padding[0].row_multiple"));
+  EXPECT_THAT(bufts_error_of(topo(R"("padding": [{"extra": "2 GiB"}])")),
               HasSubstr("devices[0].padding[0].extra: expected a size up to 1 GiB"));
   // Buffer types: a name is required, unique among devices and buffer types, not "host"; rules are checked.
-  EXPECT_THAT(error_of(topo("", R"("buffer_types": [{"ops": {}}])")),
+  EXPECT_THAT(bufts_error_of(topo("", R"("buffer_types": [{"ops": {}}])")),
               HasSubstr("devices[1].buffer_types[0]: missing required key \"name\""));
-  EXPECT_THAT(error_of(topo("", R"("buffer_types": [{"name": ""}])")),
+  EXPECT_THAT(bufts_error_of(topo("", R"("buffer_types": [{"name": ""}])")),
               HasSubstr("devices[1].buffer_types[0].name: expected a non-empty buffer type name"));
-  EXPECT_THAT(error_of(topo("", R"("buffer_types": [{"name": "GPU0"}])")),
+  EXPECT_THAT(bufts_error_of(topo("", R"("buffer_types": [{"name": "GPU0"}])")),
               HasSubstr("devices[1].buffer_types[0].name: buffer type name \"GPU0\" is taken by devices[0].name"));
-  EXPECT_THAT(error_of(topo("", R"("buffer_types": [{"name": "gpu0_host"}])")),
+  EXPECT_THAT(bufts_error_of(topo("", R"("buffer_types": [{"name": "gpu0_host"}])")),
               HasSubstr("is taken by devices[0].name (its host buffer type)"));
-  EXPECT_THAT(error_of(topo(R"("buffer_types": [{"name": "R"}])", R"("buffer_types": [{"name": "r"}])")),
+  EXPECT_THAT(bufts_error_of(topo(R"("buffer_types": [{"name": "R"}])", R"("buffer_types": [{"name": "r"}])")),
               HasSubstr("devices[1].buffer_types[0].name: buffer type name \"r\" is taken by "
                         "devices[0].buffer_types[0].name"));
-  EXPECT_THAT(error_of(topo("", R"("buffer_types": [{"name": "Host"}])")), HasSubstr("\"host\" is reserved"));
-  EXPECT_THAT(error_of(topo("", R"("buffer_types": [{"name": "R", "ops": {"rules": [{"allow": ["MUL_MAT"],
+  EXPECT_THAT(bufts_error_of(topo("", R"("buffer_types": [{"name": "Host"}])")), HasSubstr("\"host\" is reserved"));
+  EXPECT_THAT(bufts_error_of(topo("", R"("buffer_types": [{"name": "R", "ops": {"rules": [{"allow": ["MUL_MAT"],
                                   "min_batch": 8, "max_batch": 4}]}}])")),
               HasSubstr("devices[1].buffer_types[0].ops.rules[0]: min_batch 8 is above max_batch 4"));
-  EXPECT_THAT(error_of(topo("", R"("buffer_types": [{"name": "R", "padding": [{"extra": 0}]}])")),
+  EXPECT_THAT(bufts_error_of(topo("", R"("buffer_types": [{"name": "R", "padding": [{"extra": 0}]}])")),
               HasSubstr("devices[1].buffer_types[0].padding[0]: a padding rule needs"));
-  EXPECT_THAT(error_of(topo("", R"("buffer_types": [{"name": "R", "layout": "x"}])")),
+  EXPECT_THAT(bufts_error_of(topo("", R"("buffer_types": [{"name": "R", "layout": "x"}])")),
               HasSubstr("devices[1].buffer_types[0]: unknown key \"layout\""));
 }
 

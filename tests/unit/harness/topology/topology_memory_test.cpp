@@ -15,7 +15,7 @@ using ::testing::HasSubstr;
 
 namespace {
 
-std::string error_of(const std::string& text) {
+std::string memory_error_of(const std::string& text) {
   Result<TopologyConfig> r = parse_topology(text, "rig.json");
   if (r.ok()) return {};
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
@@ -56,56 +56,59 @@ TEST(TopologyUnified, WithoutMemoryTheShareIsThePool) {
 }
 
 TEST(TopologyUnified, AShareAboveThePoolIsAnError) {
-  EXPECT_EQ(error_of(rig(R"("unified": true, "memory": "24 GiB")")),
+  EXPECT_EQ(memory_error_of(rig(R"("unified": true, "memory": "24 GiB")")),
             "rig.json: devices[0].memory: the unified-memory share 24 GiB is above the host pool of 16 GiB "
             "(devices[1] \"cpu\" memory) (rule: a unified device's memory is at most the pool)");
-  EXPECT_EQ(error_of(rig(R"("unified": true, "memory": "16 GiB")")), "");  // the whole pool is fine
+  EXPECT_EQ(memory_error_of(rig(R"("unified": true, "memory": "16 GiB")")), "");  // the whole pool is fine
 }
 
 TEST(TopologyUnified, TheCpuCannotBeUnified) {
-  EXPECT_EQ(error_of(rig("", R"("memory": "16 GiB", "unified": true)")),
+  EXPECT_EQ(memory_error_of(rig("", R"("memory": "16 GiB", "unified": true)")),
             "rig.json: devices[1].unified: the CPU device holds the host pool and cannot share it (rule: only a "
             "device before the CPU may be unified)");
 }
 
 TEST(TopologyUnified, ReservationsLeaveSomethingOfThePool) {
   // 10 + 6 = 16 GiB of a 16 GiB pool reserved: nothing left.
-  EXPECT_EQ(error_of(rig(R"("unified": true, "memory": "12 GiB", "reserved": "10 GiB")",
-                         R"("memory": "16 GiB", "reserved": "6 GiB")")),
+  EXPECT_EQ(memory_error_of(rig(R"("unified": true, "memory": "12 GiB", "reserved": "10 GiB")",
+                                R"("memory": "16 GiB", "reserved": "6 GiB")")),
             "rig.json: devices[1].memory: the reservations of the devices sharing the host pool (igpu0 10 GiB, cpu "
             "6 GiB) come to 16 GiB, leaving nothing of the pool (16 GiB) (rule: the pool's reservations < the pool)");
-  EXPECT_EQ(error_of(rig(R"("unified": true, "memory": "12 GiB", "reserved": "10 GiB")",
-                         R"("memory": "16 GiB", "reserved": "5 GiB")")),
+  EXPECT_EQ(memory_error_of(rig(R"("unified": true, "memory": "12 GiB", "reserved": "10 GiB")",
+                                R"("memory": "16 GiB", "reserved": "5 GiB")")),
             "");
 }
 
 TEST(TopologyOverheads, ReservedAndUnallocatableLeaveSomething) {
-  EXPECT_EQ(error_of(rig(R"("memory": "8 GiB", "reserved": "6 GiB", "unallocatable": "2 GiB")")),
+  EXPECT_EQ(memory_error_of(rig(R"("memory": "8 GiB", "reserved": "6 GiB", "unallocatable": "2 GiB")")),
             "rig.json: devices[0].reserved: 6 GiB reserved and 2 GiB unallocatable leave nothing of the memory "
             "(8 GiB) to allocate (rule: reserved + unallocatable < memory)");
-  EXPECT_EQ(error_of(rig(R"("memory": "8 GiB", "unallocatable": "9 GiB")")),
+  EXPECT_EQ(memory_error_of(rig(R"("memory": "8 GiB", "unallocatable": "9 GiB")")),
             "rig.json: devices[0].unallocatable: 0 B reserved and 9 GiB unallocatable leave nothing of the memory "
             "(8 GiB) to allocate (rule: reserved + unallocatable < memory)");
-  EXPECT_EQ(error_of(rig(R"("memory": "8 GiB", "reserved": "6 GiB", "unallocatable": "1 GiB")")), "");
+  EXPECT_EQ(memory_error_of(rig(R"("memory": "8 GiB", "reserved": "6 GiB", "unallocatable": "1 GiB")")), "");
 }
 
 TEST(TopologyOverheads, AFitMarginIsAtMostTheAllocatableMemory) {
   // 8 - 6 - 1 = 1 GiB allocatable.
-  EXPECT_EQ(
-      error_of(rig(R"("memory": "8 GiB", "reserved": "6 GiB", "unallocatable": "1 GiB", "fit_margin": "1025 MiB")")),
-      "rig.json: devices[0].fit_margin: 1025 MiB is above the 1 GiB the device can allocate (rule: fit_margin <= "
-      "memory - reserved - unallocatable)");
-  EXPECT_EQ(error_of(rig(R"("memory": "8 GiB", "reserved": "6 GiB", "unallocatable": "1 GiB", "fit_margin": "1 GiB")")),
+  EXPECT_EQ(memory_error_of(
+                rig(R"("memory": "8 GiB", "reserved": "6 GiB", "unallocatable": "1 GiB", "fit_margin": "1025 MiB")")),
+            "rig.json: devices[0].fit_margin: 1025 MiB is above the 1 GiB the device can allocate (rule: fit_margin <= "
+            "memory - reserved - unallocatable)");
+  EXPECT_EQ(memory_error_of(
+                rig(R"("memory": "8 GiB", "reserved": "6 GiB", "unallocatable": "1 GiB", "fit_margin": "1 GiB")")),
             "");
 }
 
 TEST(TopologyOverheads, BadValuesNameTheKey) {
-  EXPECT_THAT(error_of(rig(R"("unified": "yes")")),
+  EXPECT_THAT(memory_error_of(rig(R"("unified": "yes")")),
               HasSubstr("rig.json: devices[0].unified: expected true or false, got a string"));
-  EXPECT_THAT(error_of(rig(R"("reserved": "-1 GiB")")), HasSubstr("rig.json: devices[0].reserved: expected a size"));
-  EXPECT_THAT(error_of(rig(R"("fit_margin": "1 gib")")), HasSubstr("rig.json: devices[0].fit_margin: expected a size"));
-  EXPECT_THAT(error_of(rig(R"("fit_margn": "1 GiB")")), HasSubstr("did you mean \"fit_margin\"?"));
-  EXPECT_THAT(error_of(R"({"name": "t", "sources": "x", "devices": [{"name": "cpu", "type": "cpu"}]})"),
+  EXPECT_THAT(memory_error_of(rig(R"("reserved": "-1 GiB")")),
+              HasSubstr("rig.json: devices[0].reserved: expected a size"));
+  EXPECT_THAT(memory_error_of(rig(R"("fit_margin": "1 gib")")),
+              HasSubstr("rig.json: devices[0].fit_margin: expected a size"));
+  EXPECT_THAT(memory_error_of(rig(R"("fit_margn": "1 GiB")")), HasSubstr("did you mean \"fit_margin\"?"));
+  EXPECT_THAT(memory_error_of(R"({"name": "t", "sources": "x", "devices": [{"name": "cpu", "type": "cpu"}]})"),
               HasSubstr("rig.json: sources: expected a list of strings"));
 }
 

@@ -27,7 +27,7 @@ std::string file(const char* head) {
   return text;
 }
 
-std::string error_of(const std::string& text) {
+std::string version_error_of(const std::string& text) {
   auto t = parse_topology(text, "t.json");
   EXPECT_FALSE(t.ok()) << "accepted: " << text;
   return t.ok() ? std::string() : t.status().message();
@@ -43,12 +43,12 @@ TEST(TopologyVersion, Version1AndNoVersionAreRead) {
 
 TEST(TopologyVersion, ANewerOrBadVersionIsRefused) {
   // (before the keys: a newer file may have keys this build does not know)
-  EXPECT_EQ(error_of(R"({"version": 2, "name": "t", "a_key_of_version_2": []})"),
+  EXPECT_EQ(version_error_of(R"({"version": 2, "name": "t", "a_key_of_version_2": []})"),
             "t.json: version: version 2 is newer than this build of Tessera reads (topology files up to version 1): "
             "use a newer Tessera");
-  EXPECT_EQ(error_of(file(R"({"version": 0, )")),
+  EXPECT_EQ(version_error_of(file(R"({"version": 0, )")),
             "t.json: version: expected a version number from 1 to 1, got a number (0)");
-  EXPECT_EQ(error_of(file(R"({"version": "1", )")),
+  EXPECT_EQ(version_error_of(file(R"({"version": "1", )")),
             "t.json: version: expected a version number from 1 to 1, got a string (\"1\")");
 }
 
