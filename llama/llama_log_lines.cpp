@@ -140,11 +140,17 @@ bool Reader::line(const std::string& text, int n) {
     if (!log_.build) log_.build = LogText{std::string(fn_is(fn, "main") ? body.substr(8) : body), n};
     return true;
   }
-  if (fn_has(fn, "params_fit")) {
+  if (fn_has(fn, "params_fit") || fn_has(fn, "fit_params")) {
     // llama.cpp's fit (common/fit.cpp; llama_params_fit before it moved to common/): its memory breakdown table is of
-    // the parameters it started from, which are the run's only when it changed nothing
+    // the parameters it started from, which are the run's only when it changed nothing: "no changes needed", or a fit
+    // that gave up ("failed to fit params to free device memory: n_gpu_layers already set by user to 99, abort") before
+    // it reduced the context (common_params_fit_impl throws after the context step).
     log_.fit_ran = true;
-    if (body.find("no changes needed") != std::string_view::npos) log_.fit_unchanged = true;
+    if (body.find("context size reduced") != std::string_view::npos) log_.fit_reduced_ctx = true;
+    if (body.find("no changes needed") != std::string_view::npos ||
+        (body.find("failed to fit params") != std::string_view::npos && !log_.fit_reduced_ctx)) {
+      log_.fit_unchanged = true;
+    }
   }
   if (fn_has(fn, "memory_breakdown_print")) return breakdown(body, n);
   if (body.find("buffer size") != std::string_view::npos) return buffer(fn, body, n);

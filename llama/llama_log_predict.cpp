@@ -625,6 +625,13 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
 
   // Plan and take the breakdown.
   std::optional<MemoryBreakdown> breakdown;
+  // llama.cpp's fit table, printed before the run's own buffers, is the run's when the fit changed nothing; but it is
+  // measured on the model loaded without memory (no_alloc) with ggml_backend_sched_reserve_size, which resets the
+  // scheduler first (common/fit.cpp, PR #16653): without the pins of the graph callback (-nkvo's merged heads on the
+  // CPU, ...), and with the host's weights counted as their sum, not the mapped file's span.
+  std::optional<MemoryBreakdown> fit_breakdown;
+  const bool fit_table = log.fit_unchanged && std::any_of(log.figures.breakdown.begin(), log.figures.breakdown.end(),
+                                                          [](const LlamaLogBreakdownRow& r) { return r.fit; });
   if (model && !tensor_split) {
     cfg.model = *model;
     use_llama_cpp_rules(cfg, graph_build, llama_context_params(shape.value()));
@@ -660,6 +667,19 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     auto b = llama_memory_breakdown(*s.value(), params);
     if (!b.ok()) return b.status();
     breakdown = std::move(b).value();
+    fit_breakdown = breakdown;
+    if (fit_table && cfg.pin_rule) {
+      SessionConfig unpinned = cfg;
+      unpinned.pin_rule = nullptr;
+      auto u = Session::create(unpinned, options.real_devices);
+      if (!u.ok()) return Status(StatusCode::kInvalidArgument, where + u.status().message());
+      Status up = u.value()->plan();
+      if (!up.ok())
+        return Status(StatusCode::kInvalidArgument, where + "the placement cannot be planned: " + up.message());
+      auto ub = llama_memory_breakdown(*u.value(), params);
+      if (!ub.ok()) return ub.status();
+      fit_breakdown = std::move(ub).value();
+    }
     out.notes.push_back(
         std::string("pipeline parallelism ") +
         (pp.on ? "on (n_copies " + std::to_string(s.value()->config().policy.n_copies) + ")" : "off: " + pp.reason));
@@ -670,15 +690,23 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     if (backend != "CUDA" && name.rfind("CUDA", 0) == 0) name = backend + name.substr(4);
     return name;
   };
+  std::vector<LlamaLogBuffer> fit_buffers;  // fit_breakdown's, named as the log names them
   if (breakdown) {
     // The output layer kept on the CPU by the override above is, for llama.cpp, an output layer that was not
     // offloaded: its output buffer is the CPU's (src/llama-context.cpp, the host buffer type of dev_output).
     const bool output_on_cpu = c.repeating_offloaded && *c.repeating_offloaded > 0 && !c.output_offloaded;
-    for (const LlamaBuffer& b : breakdown->buffers) {
-      static const char* kinds[] = {"model", "KV", "output", "compute"};
-      const std::string name = b.kind == LlamaBuffer::Kind::kOutput && output_on_cpu ? "CPU" : rename(b.name);
-      out.predicted.buffers.push_back({name, kinds[static_cast<int>(b.kind)], mib(b.bytes), 0});
-    }
+    auto named = [&](const MemoryBreakdown& from, bool mapped_as_sum, std::vector<LlamaLogBuffer>* to) {
+      for (const LlamaBuffer& b : from.buffers) {
+        static const char* kinds[] = {"model", "KV", "output", "compute"};
+        const std::string name = b.kind == LlamaBuffer::Kind::kOutput && output_on_cpu ? "CPU" : rename(b.name);
+        const size_t bytes = mapped_as_sum && b.kind == LlamaBuffer::Kind::kModel && b.name == "CPU_Mapped"
+                                 ? from.mapped_weights_sum
+                                 : b.bytes;
+        to->push_back({name, kinds[static_cast<int>(b.kind)], mib(bytes), 0});
+      }
+    };
+    named(*breakdown, false, &out.predicted.buffers);
+    named(*fit_breakdown, true, &fit_buffers);
     out.predicted.graph_nodes = LogInt{static_cast<int64_t>(breakdown->graph_nodes), 0};
     out.predicted.graph_splits = LogInt{breakdown->graph_splits, 0};
   }
@@ -771,7 +799,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
         f.missing = need;
       } else {
         double sum = 0;
-        for (const LlamaLogBuffer& p : out.predicted.buffers) {
+        for (const LlamaLogBuffer& p : row.fit ? fit_buffers : out.predicted.buffers) {
           if (p.kind == kind && row_of(p.device) == row.device) sum += p.mib;
         }
         f.predicted = std::floor(sum + 1e-9);

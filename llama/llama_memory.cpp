@@ -123,7 +123,9 @@ bool overridden_to_cpu(const std::vector<std::pair<std::regex, bool>>& overrides
   return false;
 }
 
-void model_buffers(Session& s, const Names& names, const LlamaContextParams& params, std::vector<LlamaBuffer>* out) {
+// *mapped_sum: MemoryBreakdown::mapped_weights_sum.
+void model_buffers(Session& s, const Names& names, const LlamaContextParams& params, std::vector<LlamaBuffer>* out,
+                   size_t* mapped_sum) {
   const Placement& p = s.placement();
   std::vector<std::pair<const Tensor*, BufferType*>> weights;
   for (const auto& [t, bt] : p.where) {
@@ -155,6 +157,7 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
     at = pad(at + nbytes(*k.t), 32);
   }
   size_t first = SIZE_MAX, last = 0;
+  *mapped_sum = 0;
   // Metal with mmap: per GPU, the span of the file its weights lie in (MTL0_Mapped)
   std::map<int, std::pair<size_t, size_t>> gpu_span;
   const std::string host = names.host();
@@ -177,6 +180,7 @@ void model_buffers(Session& s, const Names& names, const LlamaContextParams& par
       const size_t at_file = offset[copy != nullptr ? copy->of : t];  // (a copy in mapped memory maps the original)
       first = std::min(first, at_file);
       last = std::max(last, at_file + nbytes(*t));
+      *mapped_sum += pad(nbytes(*t), 32);
       continue;
     }
     // A GPU's own memory, pinned host memory of a GPU ("CUDA_Host", -ot ...=CUDA_Host), or a GPU's split buffer type
@@ -306,6 +310,8 @@ void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& 
     c.model.n_outputs = c.model.outputs();
     c.model.n_tokens = (c.model.n_tokens + seqs - 1) / seqs * seqs;
   }
+  // -fa auto's plan: one token per sequence (kLlamaCppFaProbeOneToken), else the prompt graph.
+  c.flash_attn_probe_tokens = build >= kLlamaCppFaProbeOneToken ? std::min(seqs, c.model.n_tokens) : 0;
   // llama_context's constructor decides pipeline parallelism once the model is placed (and its fit's dry runs size
   // the compute buffers so: common/fit.cpp builds a real context on a no_alloc model)
   // The pins llama.cpp's graph callback sets (src/llama-context.cpp, graph_get_cb), which its reserve keeps from build
@@ -385,7 +391,7 @@ Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextPar
   b.k_type = m.kv_type;
   b.v_type = m.v_type();
   b.n_seq_max = params.n_seq_max;
-  model_buffers(s, names, params, &b.buffers);
+  model_buffers(s, names, params, &b.buffers, &b.mapped_weights_sum);
   kv_buffers(s, names, params, &b.buffers);
   // The output buffer (src/llama-context.cpp, output_reserve(n_seq_max) in llama_context's constructor): for each of
   // n_seq_max outputs, n_vocab floats of logits and, when the context returns embeddings, n_embd more; in the host

@@ -1,6 +1,7 @@
 // Session::dot (tessera/harness/session/session.h): the planned graph as Graphviz, every name escaped
 // (docs/scenarios.md "dot"): every node in one cluster per split, the edges between splits labelled with the tensor
 // copied and its size; or one node per split, or per layer and backend, with the copies between them.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -286,7 +287,9 @@ std::string Session::dot(DotView view) const {
     s += "  }\n";
   }
   // Edges inside the graph; a source that is a scheduler copy is an edge between splits: from the node it copies (or
-  // from the leaf, drawn outside the splits) to the split's first node that reads it, once per split and tensor.
+  // from the leaf, drawn outside the splits) to the split's first node that reads it, once per split and tensor. Dashed
+  // when the copy is made for that split (one of its inputs), dotted when the split reuses a copy an earlier split on
+  // its backend made (ggml copies a tensor to a backend once per graph; a later split there reads that copy).
   std::unordered_map<const Tensor*, size_t> leaf_id;
   std::unordered_map<const Tensor*, std::vector<size_t>> into;  // copied tensor -> splits it already enters
   std::vector<int> split_of(g.n_nodes(), -1);
@@ -322,8 +325,11 @@ std::string Session::dot(DotView view) const {
                               dot_escape(from->name).c_str(), from->op == Op::kNone ? "leaf" : op_name(from->op));
         }
       }
-      s += format_message("  %s -> n%zu [lhead=cluster_%d, style=dashed, label=\"%s\\n%s\"];\n", tail.c_str(), i,
-                          split_of[i], dot_escape(from->name).c_str(), sim::format_bytes(nbytes(*from)).c_str());
+      const auto& inputs = splits[split].inputs;
+      const bool input = std::find(inputs.begin(), inputs.end(), from) != inputs.end();
+      s += format_message("  %s -> n%zu [lhead=cluster_%d, style=%s, label=\"%s\\n%s%s\"];\n", tail.c_str(), i,
+                          split_of[i], input ? "dashed" : "dotted", dot_escape(from->name).c_str(),
+                          sim::format_bytes(nbytes(*from)).c_str(), input ? "" : "\\n(an earlier split's copy)");
     }
   }
   return s + "}\n";

@@ -193,6 +193,10 @@ Result<bool> Session::resolve_flash_attn_auto(const SessionConfig& config, const
   SessionConfig probe = config;
   probe.flash_attn_auto = false;
   probe.model.flash_attn = true;
+  if (config.flash_attn_probe_tokens > 0) {
+    probe.model.n_tokens = config.flash_attn_probe_tokens;
+    probe.model.n_outputs = config.flash_attn_probe_tokens;
+  }
   probe.sim.mode = MemoryMode::kMetadata;
   probe.progress = nullptr;
   auto s = create(probe, real_devices);

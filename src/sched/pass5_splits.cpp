@@ -151,14 +151,14 @@ class SplitCutter {
       return true;
     }
     if (cur->inputs.empty()) return false;
-    const auto id = static_cast<int32_t>(i);
     int new_inputs = 0;
     for (int j = 0; j < n_src; ++j) {
       const int32_t s = plan.src(i, j);
       if (s < 0 || !foreign(s, nb)) continue;
       // A weight on a backend this one cannot read: start a new split, so the memory of the weights copied for
-      // the previous split can be reused.
-      if (plan.has(s, SchedPlan::kIsWeight) && !is_auxiliary_source(plan.op(id), j, plan.fa_sinks_decide)) {
+      // the previous split can be reused. Any weight, auxiliary ones too (ROPE's frequency factors, FA's sinks): ggml
+      // exempts them from placement (pass 1) only, not here (ggml_backend_sched_split_graph).
+      if (plan.has(s, SchedPlan::kIsWeight)) {
         *reason = SplitReason::kWeightCopy;
         return true;
       }

@@ -4,38 +4,44 @@
 # log of which nothing is predicted) and its summary says how many figures it predicted (so a prediction that goes
 # missing fails too). Included from
 # tests/CMakeLists.txt where the tool and the GGUF fixtures exist (a log may use a fixture with -m @FIXTURES@/NAME.gguf).
+# tessera_fidelity_logs(DIR PREFIX): one test PREFIX.NN per log of DIR, with the log's line of DIR/expected.txt.
+function(tessera_fidelity_logs dir prefix)
+  file(STRINGS ${dir}/expected.txt lines)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${dir}/expected.txt)
+  file(GLOB logs RELATIVE ${dir} CONFIGURE_DEPENDS ${dir}/*.log)
+  set(listed "")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^#" OR line STREQUAL "")
+      continue()
+    endif()
+    string(REPLACE "@FIXTURES@" "${TESSERA_FIXTURES_DIR}" line "${line}")
+    separate_arguments(words UNIX_COMMAND "${line}")
+    list(POP_FRONT words log predicted)
+    list(APPEND listed ${log})
+    string(REGEX REPLACE "^([0-9]+)-.*" "\\1" number "${log}")
+    # a log with nothing predicted exits 1 (no figure compared is no agreement; docs/compare-log.md)
+    set(code 0)
+    if(predicted EQUAL 0)
+      set(code 1)
+    endif()
+    add_test(NAME ${prefix}.${number} COMMAND ${EXPECT_EXIT} ${code}
+             --output-contains " ${predicted} predicted, 0 off by more than the tolerance"
+             -- $<TARGET_FILE:tessera> compare-log ${dir}/${log} ${words})
+    # (300 s: a log without metadata or -m has its model identified among the published ones, which plans a few of
+    # them: under a second here, a minute under the sanitizers)
+    set_tests_properties(${prefix}.${number} PROPERTIES LABELS fidelity TIMEOUT 300 FIXTURES_REQUIRED gguf_fixtures)
+  endforeach()
+  # Every log has its line (a new log without one is a configure error, not a log left out silently).
+  foreach(log IN LISTS logs)
+    if(NOT log IN_LIST listed)
+      message(FATAL_ERROR "${dir}/${log} has no line in ${dir}/expected.txt")
+    endif()
+  endforeach()
+endfunction()
 set(FIDELITY_DIR ${CMAKE_CURRENT_SOURCE_DIR}/fidelity)
-file(STRINGS ${FIDELITY_DIR}/expected.txt FIDELITY_LINES)
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${FIDELITY_DIR}/expected.txt)
-file(GLOB FIDELITY_LOGS RELATIVE ${FIDELITY_DIR} CONFIGURE_DEPENDS ${FIDELITY_DIR}/*.log)
-set(FIDELITY_LISTED "")
-foreach(line IN LISTS FIDELITY_LINES)
-  if(line MATCHES "^#" OR line STREQUAL "")
-    continue()
-  endif()
-  string(REPLACE "@FIXTURES@" "${TESSERA_FIXTURES_DIR}" line "${line}")
-  separate_arguments(words UNIX_COMMAND "${line}")
-  list(POP_FRONT words log predicted)
-  list(APPEND FIDELITY_LISTED ${log})
-  string(REGEX REPLACE "^([0-9]+)-.*" "\\1" number "${log}")
-  # a log with nothing predicted exits 1 (no figure compared is no agreement; docs/compare-log.md)
-  set(code 0)
-  if(predicted EQUAL 0)
-    set(code 1)
-  endif()
-  add_test(NAME fidelity.${number} COMMAND ${EXPECT_EXIT} ${code}
-           --output-contains " ${predicted} predicted, 0 off by more than the tolerance"
-           -- $<TARGET_FILE:tessera> compare-log ${FIDELITY_DIR}/${log} ${words})
-  # (300 s: a log without metadata or -m has its model identified among the published ones, which plans a few of them:
-  # under a second here, a minute under the sanitizers)
-  set_tests_properties(fidelity.${number} PROPERTIES LABELS fidelity TIMEOUT 300 FIXTURES_REQUIRED gguf_fixtures)
-endforeach()
-# Every log has its line (a new log without one is a configure error, not a log left out silently).
-foreach(log IN LISTS FIDELITY_LOGS)
-  if(NOT log IN_LIST FIDELITY_LISTED)
-    message(FATAL_ERROR "tests/fidelity/${log} has no line in tests/fidelity/expected.txt")
-  endif()
-endforeach()
+tessera_fidelity_logs(${FIDELITY_DIR} fidelity)
+# llama.cpp master's own logs on simulated CUDA GPUs (tests/side-by-side/README.md; issue 48)
+tessera_fidelity_logs(${CMAKE_CURRENT_SOURCE_DIR}/side-by-side side-by-side)
 
 # compare-log's exit codes with predictions (docs/compare-log.md): 1 when a figure is off (log 01 with the wrong
 # model: Llama 3.1 8B's 4.58 GiB of tensors cannot be the 17691 MiB the log printed), 2 for a model file that cannot

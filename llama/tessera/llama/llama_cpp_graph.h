@@ -25,6 +25,10 @@ constexpr int kLlamaCppOutputsMax = 9460;
 // e072b205, "llama : update worst-case graph for unified cache"; before, for one): graph_reserve rounds the prompt
 // graph's tokens up to a multiple of them (-np 3 -kvu -ub 512: 513 tokens, the outputs staying 512).
 constexpr int kLlamaCppReserveSeqs = 7190;
+// From this build -fa auto is decided on a graph of one token per sequence (PR #15696, 9777032d, "separate compute
+// buffer reserve from fattn check"; #15699 gave it the sequences; #24646's resolve_fused_ops keeps it), where nothing
+// is offloaded by batch size; before (from #15434, build 6325) on the prompt graph.
+constexpr int kLlamaCppFaProbeOneToken = 6334;
 
 // The graph of llama.cpp build `build` (>= 1). Builds before 2459 are given 2459's graph (the oldest checked): earlier
 // ones also shifted K inside the reserved graph (before PR #5691), which is not modelled.

@@ -161,7 +161,7 @@ struct LlamaLog {
   int draft_line = 0;  // "... loading draft model '...'": this line and those after it are the draft's (not used)
   // llama.cpp's fit ran ("common_params_fit_impl: ..." / "llama_params_fit_impl: ...") and said it changed nothing
   // ("... no changes needed"): its memory breakdown of the starting parameters is the run's
-  bool fit_ran = false, fit_unchanged = false;
+  bool fit_ran = false, fit_unchanged = false, fit_reduced_ctx = false;
 };
 
 // Reads a log. `source` names it in errors ("FILE: line N: ..."). Errors (an unreadable input): a NUL byte (not a

@@ -95,7 +95,11 @@ struct MemoryBreakdown {
   int64_t n_seq_max = 1;  // -np: the sequences (all in one KV stream: Tessera plans -np above 1 with -kvu only)
   size_t graph_nodes = 0;
   int graph_splits = 0;
-  PipelineDecision pipeline;      // llama.cpp's rule
+  PipelineDecision pipeline;  // llama.cpp's rule
+  // The weights in the mapped file, as a sum of their sizes (each padded to 32 bytes) rather than the file's span:
+  // what llama.cpp's fit measures for the host, whose model is loaded without memory (no_alloc: the CPU context's
+  // ggml_backend_alloc_ctx_tensors_from_buft_size, src/llama-model.cpp memory_breakdown, PR #16653).
+  size_t mapped_weights_sum = 0;
   bool planned_parallel = false;  // whether this plan has pipeline parallelism (--parallel)
 
   // Per buffer name, in order of first appearance: the model, KV, compute and output bytes and their sum.

@@ -25,14 +25,6 @@ void compute_and_compare(Scheduler& s, Net& n, const Build& build, unsigned wsee
   EXPECT_EQ(n.read_outputs(), cpu_reference(build, wseed, iseed));
 }
 
-Tensor* find_node(const Graph& g, const std::string& name) {
-  for (Tensor* t : g.nodes()) {
-    if (name == t->name) return t;
-  }
-  ADD_FAILURE() << "no node " << name;
-  return nullptr;
-}
-
 // Names of the nodes (not views) of a split, and of its inputs.
 std::vector<std::string> split_nodes(const Scheduler& s, const Graph& g, int k) {
   std::vector<std::string> out;
@@ -119,8 +111,10 @@ TEST_P(SchedPass5Modes, WeightDoesNotSplitASplitWithoutInputs) {
   EXPECT_EQ(n.read_outputs(), cpu_reference(build, 6, 9));
 }
 
-// ROPE frequency factors are an auxiliary weight: on the CPU they are copied, but never start a split.
-TEST_P(SchedPass5Modes, AuxiliaryWeightIsCopiedWithoutStartingASplit) {
+// ROPE frequency factors are an auxiliary weight: they never decide where the ROPE runs (pass 1), but on the CPU they
+// start a split like any weight (ggml_backend_sched_split_graph checks every source in a weights buffer: llama.cpp
+// master side by side, Llama 3.1 with CPU layers, 159 splits where Tessera had 145).
+TEST_P(SchedPass5Modes, AuxiliaryWeightStartsASplitLikeAnyWeight) {
   Rig rig;
   const Build build = [&rig](Net& n) -> std::vector<Tensor*> {
     Context& c = n.ctx;
@@ -136,10 +130,14 @@ TEST_P(SchedPass5Modes, AuxiliaryWeightIsCopiedWithoutStartingASplit) {
   n.finish(build(n), 8);
   auto s = rig.sched(sched_params(GetParam()));
   ASSERT_TRUE(s->alloc_graph(n.graph).ok()) << s->last_error();
-  ASSERT_EQ(s->n_splits(), 1) << s->report();
+  ASSERT_EQ(s->n_splits(), 2) << s->report();
   EXPECT_EQ(s->splits()[0].backend, 0);
-  EXPECT_THAT(split_nodes(*s, n.graph, 0), ElementsAre("a", "r", "out"));
-  EXPECT_THAT(split_inputs(*s, 0), ElementsAre("x", "pos", "rope_freqs"));
+  EXPECT_EQ(s->splits()[1].backend, 0);
+  EXPECT_EQ(s->splits()[1].reason, SplitReason::kWeightCopy);
+  EXPECT_THAT(split_nodes(*s, n.graph, 0), ElementsAre("a"));
+  EXPECT_THAT(split_nodes(*s, n.graph, 1), ElementsAre("r", "out"));
+  EXPECT_THAT(split_inputs(*s, 0), ElementsAre("x"));
+  EXPECT_THAT(split_inputs(*s, 1), ElementsAre("pos", "rope_freqs"));
   expect_inputs_foreign(*s, 30);
   expect_readable(*s, n.graph);
   n.set_inputs(3);
@@ -376,19 +374,6 @@ TEST(SchedPass5, SourceReadTwiceByANodeCountsOnce) {
 }
 
 // ---- copies: reuse across splits, per-slot copies, graph inputs ---------------------------------------------------
-
-// x -> c = softmax(x) [CPU] -> g1 = W c [GPU] -> s = softmax(g1) [CPU] -> g2 = s * c [GPU] -> out
-static Build reuse_graph(BufferType* g) {
-  return [g](Net& n) -> std::vector<Tensor*> {
-    Context& ctx = n.ctx;
-    Tensor* x = n.input("x", 16, 4);
-    Tensor* c = Net::named(soft_max(ctx, x), "c");
-    Tensor* g1 = Net::named(mul_mat(ctx, n.weight("wg", 16, 16, g), c), "g1");
-    Tensor* s = Net::named(soft_max(ctx, g1), "s");
-    Tensor* g2 = Net::named(mul(ctx, s, c), "g2");
-    return {n.output(scale(ctx, g2, 1.5f), "out")};
-  };
-}
 
 TEST_P(SchedPass5Modes, CopyIsReusedByALaterSplitOnTheSameBackend) {
   const bool parallel = GetParam();

@@ -41,6 +41,9 @@ struct SessionConfig {
   // llama.cpp's -fa auto: Session::create plans the model with flash attention first (metadata-only) and keeps it only
   // when every FLASH_ATTN_EXT runs on its layer's device (src/llama-context.cpp); model.flash_attn is then the result.
   bool flash_attn_auto = false;
+  // The tokens of that plan's graph (its outputs too); 0: the model's n_tokens. llama.cpp from build 6334 decides on
+  // one token per sequence, so no op is offloaded by batch size (use_llama_cpp_rules sets it).
+  int64_t flash_attn_probe_tokens = 0;
   sim::SimOptions sim;
   uint64_t model_seed = 1;  // weights, cache and inputs
   // Inputs that differ per evaluation (scenario "run.inputs": "per_evaluation"): evaluation e of the session (0, 1,
