@@ -13,6 +13,7 @@
 
 #include "llama_log_model.h"
 #include "tessera/llama/llama_cpp_graph.h"
+#include "tessera/llama/llama_fit.h"
 #include "tessera/llama/llama_memory.h"
 #include "tessera/llama/llama_run.h"
 #include "tessera/harness/placement/policy_options.h"
@@ -640,6 +641,48 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     // printed metadata Tessera cannot build a model of (e.g. n_embd not a whole number of q8_0 blocks): bad input
     if (Status v = models::validate(cfg.model); !v.ok()) {
       return Status(StatusCode::kInvalidArgument, where + "the log's model: " + v.message());
+    }
+    // llama.cpp's fit changed the placement: the log prints the context and how many layers each device got, but not
+    // the overrides the fit wrote for a MoE model's experts nor its -ts (debug lines). Tessera's fit on the same
+    // machine gives them (it gives llama.cpp's own flags side by side, tests/side-by-side); only when the user set
+    // none of -ngl, -ts and -ot (else the fit leaves the placement alone) and no printed line says the placement.
+    const bool placement_printed = !c.tensor_overrides.empty() || !c.layer_devices.empty();
+    if (log.fit_ran && !log.fit_unchanged && !ot_given && !ts_given && flag(flags, "ngl") == nullptr &&
+        !placement_printed && gpus.count > 0) {
+      SessionFitInputs in;
+      in.params = llama_context_params(shape.value());
+      in.n_ctx_train = log.model.n_ctx_train.value_or(0);
+      if (const std::string* v = flag(flags, "ctx")) in.n_ctx = std::atoll(v->c_str());
+      auto problem = session_fit_problem(cfg, in, options.real_devices);
+      if (!problem.ok()) return Status(StatusCode::kInvalidArgument, where + "the fit: " + problem.status().message());
+      // (the simulated GPUs are as large as the log needs: the fit's free memory is what the log printed)
+      bool free_printed = true;
+      for (size_t g = 0; g < problem.value().free.size(); ++g) {
+        auto d = std::find_if(log.devices.begin(), log.devices.end(), [&](const LlamaLogDevice& x) {
+          return (x.index == static_cast<int>(g) || x.name == problem.value().gpus[g]) && x.free_mib.has_value();
+        });
+        free_printed = free_printed && d != log.devices.end();
+        if (d != log.devices.end()) problem.value().free[g] = *d->free_mib * (int64_t{1} << 20);
+      }
+      auto fitted =
+          free_printed ? llama_fit(problem.value(), session_fit_measure(cfg, in, problem.value(), options.real_devices))
+                       : Result<FitResult>(FitResult{});
+      if (!fitted.ok()) return Status(StatusCode::kInvalidArgument, where + "the fit: " + fitted.status().message());
+      const FitSetting& set = fitted.value().setting;
+      if (fitted.value().outcome == FitResult::Outcome::kFitted && set.placed) {
+        policy.n_gpu_layers = set.n_gpu_layers;
+        policy.layers_per_device.clear();
+        policy.tensor_split.assign(set.tensor_split.begin(), set.tensor_split.end());
+        if (std::all_of(policy.tensor_split.begin(), policy.tensor_split.end(), [](double x) { return x == 0; })) {
+          policy.tensor_split.clear();
+        }
+        policy.overrides.clear();
+        for (const auto& [pattern, buft] : set.overrides) policy.overrides.push_back({pattern, buft, true});
+        out.notes.push_back(
+            "llama.cpp's fit changed the placement, which the log does not print: Tessera's fit on the "
+            "same machine gives " +
+            fit_flags(set, problem.value()) + ", planned so");
+      }
     }
     auto s = Session::create(cfg, options.real_devices);
     if (!s.ok()) return Status(StatusCode::kInvalidArgument, where + s.status().message());
