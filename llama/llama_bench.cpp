@@ -45,6 +45,9 @@ Result<sim::TraceSummary> makespan(const harness::SessionConfig& base, int64_t n
   c.model.n_kv = s.n_kv;
   c.model.n_tokens = s.n_tokens;
   c.model.n_outputs = 1;
+  // A sliding-window cache sized for a larger context (plan's speed line times its placement at llama-bench's
+  // context): never more cells than the test's whole cache (0: n_ctx).
+  if (c.model.n_ctx_swa >= n_ctx) c.model.n_ctx_swa = 0;
   if (c.policy.split_mode == harness::SplitMode::kTensor) {
     return tensor_parallel_makespan(c, evaluations, real_devices, first);
   }

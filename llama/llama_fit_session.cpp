@@ -62,6 +62,17 @@ Result<FitProblem> session_fit_problem(const SessionConfig& base, const SessionF
   return p;
 }
 
+void apply_fit_placement(const FitSetting& setting, PlacementPolicy* policy) {
+  policy->n_gpu_layers = setting.n_gpu_layers;
+  policy->layers_per_device.clear();
+  policy->tensor_split.assign(setting.tensor_split.begin(), setting.tensor_split.end());
+  if (std::all_of(policy->tensor_split.begin(), policy->tensor_split.end(), [](double x) { return x == 0; })) {
+    policy->tensor_split.clear();
+  }
+  policy->overrides.clear();
+  for (const auto& [pattern, buft] : setting.overrides) policy->overrides.push_back({pattern, buft, true});
+}
+
 Result<SessionConfig> fit_session_config(const SessionConfig& base, const SessionFitInputs& in,
                                          const FitProblem& problem, const FitSetting& setting, bool unbounded) {
   SessionConfig c = base;
@@ -72,16 +83,7 @@ Result<SessionConfig> fit_session_config(const SessionConfig& base, const Sessio
   c.model.n_tokens = std::min(c.model.n_tokens, n_ctx);
   if (c.model.n_outputs > c.model.n_tokens) c.model.n_outputs = 0;
   TS_RETURN_IF_ERROR(models::validate(c.model));
-  if (setting.placed) {
-    c.policy.n_gpu_layers = setting.n_gpu_layers;
-    c.policy.layers_per_device.clear();
-    c.policy.tensor_split.assign(setting.tensor_split.begin(), setting.tensor_split.end());
-    if (std::all_of(c.policy.tensor_split.begin(), c.policy.tensor_split.end(), [](double x) { return x == 0; })) {
-      c.policy.tensor_split.clear();
-    }
-    c.policy.overrides.clear();
-    for (const auto& [pattern, buft] : setting.overrides) c.policy.overrides.push_back({pattern, buft, true});
-  }
+  if (setting.placed) apply_fit_placement(setting, &c.policy);
   c.sim.mode = sim::MemoryMode::kMetadata;
   c.sim.fit_margins = false;
   // llama.cpp's fit sizes with ggml_backend_sched_reserve_size, which still resets the graph callback's pins

@@ -670,14 +670,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
       if (!fitted.ok()) return Status(StatusCode::kInvalidArgument, where + "the fit: " + fitted.status().message());
       const FitSetting& set = fitted.value().setting;
       if (fitted.value().outcome == FitResult::Outcome::kFitted && set.placed) {
-        policy.n_gpu_layers = set.n_gpu_layers;
-        policy.layers_per_device.clear();
-        policy.tensor_split.assign(set.tensor_split.begin(), set.tensor_split.end());
-        if (std::all_of(policy.tensor_split.begin(), policy.tensor_split.end(), [](double x) { return x == 0; })) {
-          policy.tensor_split.clear();
-        }
-        policy.overrides.clear();
-        for (const auto& [pattern, buft] : set.overrides) policy.overrides.push_back({pattern, buft, true});
+        apply_fit_placement(set, &policy);
         out.notes.push_back(
             "llama.cpp's fit changed the placement, which the log does not print: Tessera's fit on the "
             "same machine gives " +

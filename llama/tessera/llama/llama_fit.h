@@ -128,6 +128,9 @@ struct SessionFitInputs {
 Result<FitProblem> session_fit_problem(const harness::SessionConfig& base, const SessionFitInputs& in,
                                        const Registry* real);
 
+// A placed setting's -ngl, -ts and -ot as the policy's (the user's own placement replaced).
+void apply_fit_placement(const FitSetting& setting, harness::PlacementPolicy* policy);
+
 // The session config of a fit setting: the context (and llama.cpp's n_ubatch for it), -ngl, -ts and -ot as fit sets
 // them (the user's own placement when setting.placed is false). With `unbounded`, every device's memory is raised by
 // 1 PiB, so that a placement larger than the device plans and is measured (llama.cpp measures with no_alloc), the
