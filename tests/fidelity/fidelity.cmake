@@ -56,6 +56,10 @@ add_test(NAME cli.compare_log.synthetic COMMAND ${EXPECT_EXIT} 0
          --output-contains "4 figures printed, 4 predicted, 0 off by more than the tolerance"
          --output-contains "  model CUDA0       5.31 MiB   5.31 MiB  -0.00    -0.00 %  ok    19"
          -- $<TARGET_FILE:tessera> compare-log ${CMAKE_CURRENT_SOURCE_DIR}/cli/compare-log-synthetic.log)
+# (a 2026 build at its default verbosity prints nothing to compare: the message says to run it with -lv 4)
+add_test(NAME cli.compare_log.quiet_2026 COMMAND ${EXPECT_EXIT} 1 --output-contains "run it again with -lv 4 (or -v)"
+         -- $<TARGET_FILE:tessera> compare-log ${CMAKE_CURRENT_SOURCE_DIR}/cli/compare-log-quiet-2026.log)
+set_tests_properties(cli.compare_log.quiet_2026 PROPERTIES LABELS "unit;cli" TIMEOUT 60)
 tessera_json_schema_test(compare_log_predicted compare-log 0 compare-log --json
                          ${CMAKE_CURRENT_SOURCE_DIR}/cli/compare-log-synthetic.log)
 set_tests_properties(cli.compare_log.off cli.compare_log.bad_model cli.compare_log.synthetic

@@ -433,6 +433,14 @@ int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices) {
     if (!within_tolerance(f, args.tolerance)) return 1;
     predicted += f.predicted ? 1 : 0;
   }
+  if (p.value().figures.empty()) {
+    // A log of a 2026 build run as users run it: from build 9151 (PR #23021, "logs : reduce") llama.cpp's library
+    // logs its buffers, devices and graph at verbosity 4 (trace), above the default 3, so nothing is printed to compare.
+    std::fprintf(stderr,
+                 "tessera: compare-log: the log prints no buffer size, graph or memory breakdown to compare; llama.cpp "
+                 "from build 9151 prints them only at verbosity 4: run it again with -lv 4 (or -v)\n");
+    return 1;
+  }
   if (predicted == 0) {
     // Nothing compared is no agreement: exit 1, saying what would let the figures be predicted (the excerpts users
     // paste seldom hold the model's metadata).
