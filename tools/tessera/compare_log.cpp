@@ -435,7 +435,8 @@ int cmd_compare_log(const CompareLogArgs& args, const Registry* real_devices) {
   }
   if (p.value().figures.empty()) {
     // A log of a 2026 build run as users run it: from build 9151 (PR #23021, "logs : reduce") llama.cpp's library
-    // logs its buffers, devices and graph at verbosity 4 (trace), above the default 3, so nothing is printed to compare.
+    // logs its buffers, devices and graph at verbosity 4 (trace), above the default 3, so nothing is printed to
+    // compare.
     std::fprintf(stderr,
                  "tessera: compare-log: the log prints no buffer size, graph or memory breakdown to compare; llama.cpp "
                  "from build 9151 prints them only at verbosity 4: run it again with -lv 4 (or -v)\n");
