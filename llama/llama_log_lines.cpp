@@ -188,6 +188,27 @@ bool Reader::line(const std::string& text, int n) {
   if (body.find("using device ") != std::string_view::npos || starts_with(s, "Device ")) {
     return device(starts_with(s, "Device ") ? s : body, n);
   }
+  // -sm tensor (2026): "creating a Meta device for tensor parallelism from 2 devices:", then a line per device,
+  // "- device 0: CUDA0 (NVIDIA GeForce RTX 4090)"; the meta device's own line ("using device Meta() (Meta())
+  // (unknown id) - 49152 MiB free") names no GPU.
+  if (fn_is(fn, "llama_prepare_model_devices") && starts_with(body, "creating a Meta device")) return true;
+  if (fn_is(fn, "llama_prepare_model_devices") && starts_with(body, "- device ")) {
+    std::string_view r = body.substr(9);
+    int64_t v = 0;
+    if (!take_int(r, v) || v > 1024 || !consume(r, ": ")) return false;
+    LlamaLogDevice d;
+    d.line = n;
+    d.index = static_cast<int>(v);
+    const size_t sp = r.find(' ');
+    d.name = std::string(r.substr(0, sp));
+    if (sp != std::string_view::npos) {
+      std::string_view desc = trimmed(r.substr(sp));
+      if (starts_with(desc, "(") && desc.back() == ')') desc = desc.substr(1, desc.size() - 2);
+      d.description = std::string(desc);
+    }
+    log_.devices.push_back(d);
+    return true;
+  }
   // The Vulkan backend's list (2024): "ggml_vulkan: Found 1 Vulkan devices:", then "Vulkan0: Intel(R) HD Graphics 520
   // (SKL GT2) (Intel open-source Mesa driver) | uma: 1 | fp16: 1 | warp size: 32"
   if (fn_is(fn, "ggml_vulkan") && starts_with(body, "Found ") &&

@@ -16,6 +16,7 @@
 #include "tessera/llama/llama_fit.h"
 #include "tessera/llama/llama_memory.h"
 #include "tessera/llama/llama_run.h"
+#include "tessera/llama/llama_tensor_split.h"
 #include "tessera/harness/placement/policy_options.h"
 #include "tessera/harness/session/session.h"
 #include "tessera/harness/topology/topology.h"
@@ -544,11 +545,17 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     policy.tensor_split = assigned;
     out.notes.push_back("the split from the 'layer N assigned to device' lines");
   } else if (!ts_given && gpus.count > 1) {
-    // GPUs of one model, each in its own "Device N:" line: idle, they have the same free memory (within far less than
-    // a layer's share).
-    bool same_gpus = static_cast<int>(log.devices.size()) == gpus.count;
+    // GPUs of one model, each in its own "Device N:" line (or, under -sm tensor, "- device N: CUDAN (...)"; the meta
+    // device's own line, "using device Meta()", is none of them): idle, they have the same free memory (within far
+    // less than a layer's share).
+    std::vector<const LlamaLogDevice*> listed;
     for (const LlamaLogDevice& d : log.devices) {
-      same_gpus = same_gpus && d.index >= 0 && d.name.empty() && d.description == log.devices.front().description;
+      if (d.name != "Meta()") listed.push_back(&d);
+    }
+    bool same_gpus = static_cast<int>(listed.size()) == gpus.count;
+    for (const LlamaLogDevice* d : listed) {
+      same_gpus = same_gpus && d->index >= 0 && (d->name.empty() || gpu_index(d->name) == d->index) &&
+                  d->description == listed.front()->description;
     }
     if (!gpus.free_mib.empty()) {
       // llama.cpp's default split: each GPU's free memory (src/llama-model.cpp, load_tensors).
@@ -568,10 +575,9 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   const bool meta_buffers = std::any_of(log.figures.buffers.begin(), log.figures.buffers.end(),
                                         [](const auto& b) { return b.device == "Meta()"; });
   const bool tensor_split = meta_buffers || policy.split_mode == harness::SplitMode::kTensor;
-  if (tensor_split) {
-    missing.split = std::string("split mode tensor (") + (meta_buffers ? "the log's Meta() buffers" : "-sm tensor") +
-                    "): a log of llama.cpp's meta device is not predicted yet; `tessera plan -sm tensor` and `run -sm "
-                    "tensor` give its Meta() lines";
+  if (meta_buffers && policy.split_mode != harness::SplitMode::kTensor) {
+    policy.split_mode = harness::SplitMode::kTensor;
+    out.notes.push_back("split mode tensor: the log's Meta() buffers");
   }
 
   // The sequences (the output buffer holds a row per sequence): the printed n_seq_max, else n_ctx / n_ctx_per_seq,
@@ -631,6 +637,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   // scheduler first (common/fit.cpp, PR #16653): without the pins of the graph callback (-nkvo's merged heads on the
   // CPU, ...), and with the host's weights counted as their sum, not the mapped file's span.
   std::optional<MemoryBreakdown> fit_breakdown;
+  Result<TensorParallelRun> tensor_run = Status(StatusCode::kInvalidArgument, "not run");  // -sm tensor's meta device
   const bool fit_table = log.fit_unchanged && std::any_of(log.figures.breakdown.begin(), log.figures.breakdown.end(),
                                                           [](const LlamaLogBreakdownRow& r) { return r.fit; });
   if (model && !tensor_split) {
@@ -719,6 +726,69 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     out.notes.push_back(
         std::string("pipeline parallelism ") +
         (pp.on ? "on (n_copies " + std::to_string(s.value()->config().policy.n_copies) + ")" : "off: " + pp.reason));
+  } else if (model && tensor_split) {
+    // Split mode tensor: ggml's meta device under the scheduler, run metadata-only (`tessera run -sm tensor
+    // --metadata`), its buffers named as llama.cpp prints them: one "Meta()" line each for the model, the KV cache and
+    // the compute buffer (the largest GPU's share of the weights and the cache; the whole graph's compute buffer,
+    // which every GPU allocates), the host's compute buffer in the first GPU's host buffer type.
+    cfg.model = *model;
+    use_llama_cpp_rules(cfg, graph_build, llama_context_params(shape.value()));
+    cfg.sim.mode = sim::MemoryMode::kMetadata;
+    cfg.flash_attn_auto = shape.value().flash_attn_auto;
+    if (c.flash_attn.empty() && flag(flags, "fa") == nullptr && !cfg.model.flash_attn) {
+      // (llama.cpp refuses -sm tensor without flash attention and turns 'auto' on: a log of the meta device had it)
+      cfg.model.flash_attn = true;
+      out.notes.push_back("flash attention on: llama.cpp's meta device runs only with it");
+    }
+    if (Status v = models::validate(cfg.model); !v.ok()) {
+      return Status(StatusCode::kInvalidArgument, where + "the log's model: " + v.message());
+    }
+    // (a run that cannot be made -- no GPU named, the placement refused -- leaves every figure unpredicted, saying why)
+    tensor_run = gpus.count > 0 ? run_tensor_parallel(cfg, options.real_devices, 1)
+                                : Result<TensorParallelRun>(Status(StatusCode::kInvalidArgument, "no GPU named"));
+    if (!tensor_run.ok()) {
+      missing.split = "split mode tensor (" + std::string(meta_buffers ? "the log's Meta() buffers" : "-sm tensor") +
+                      "): the meta device cannot be run: " + tensor_run.status().message();
+    }
+  }
+  if (model && tensor_split && missing.split.empty()) {
+    const TensorParallelRun& run = tensor_run.value();
+    MemoryBreakdown b;
+    size_t max_w = 0, max_kv = 0, host_w = 0, host_kv = 0;
+    for (size_t g : run.gpus) {
+      max_w = std::max(max_w, run.weights[g]);
+      max_kv = std::max(max_kv, run.cache[g]);
+    }
+    for (size_t d = 0; d < cfg.topology.devices.size(); ++d) {
+      if (cfg.topology.devices[d].type != DeviceType::kCpu) continue;
+      host_w += run.weights[d];
+      host_kv += run.cache[d];
+    }
+    auto add = [&b](LlamaBuffer::Kind kind, const char* name, size_t bytes) {
+      if (bytes == 0) return;
+      LlamaBuffer& x = b.buffers.emplace_back();
+      x.kind = kind;
+      x.name = name;
+      x.bytes = bytes;
+    };
+    // (the host's weights as their sum: the mapped file's span when they lie together, as the token embedding alone)
+    add(LlamaBuffer::Kind::kModel, "CPU_Mapped", host_w);
+    add(LlamaBuffer::Kind::kModel, "Meta()", max_w);
+    // the output buffer: n_seq_max rows of logits (llama_context's output_reserve) in the host buffer type
+    const int64_t row = cfg.model.n_vocab + (log.ollama ? cfg.model.n_embd : 0);
+    add(LlamaBuffer::Kind::kOutput, run.output_on_cpu ? "CPU" : "CUDA_Host",
+        static_cast<size_t>(std::max<int64_t>(n_seq_max, 1) * row) * sizeof(float));
+    add(LlamaBuffer::Kind::kKv, "CPU", host_kv);  // the cache of the layers -ngl leaves on the CPU
+    add(LlamaBuffer::Kind::kKv, "Meta()", max_kv);
+    add(LlamaBuffer::Kind::kCompute, "Meta()", run.meta_compute);
+    add(LlamaBuffer::Kind::kCompute, "CUDA_Host", run.cpu_compute);
+    b.mapped_weights_sum = host_w;
+    b.graph_nodes = run.graph_nodes;
+    b.graph_splits = run.splits;
+    breakdown = b;
+    fit_breakdown = std::move(b);
+    out.notes.push_back("split mode tensor over " + std::to_string(run.gpus.size()) +
+                        " GPUs: the meta device run metadata-only (tessera run -sm tensor --metadata)");
   }
 
   // The predicted buffers, named as the log names them.

@@ -90,6 +90,7 @@ struct TensorParallelRun {
   std::vector<size_t> gpus;                  // the topology's GPUs, one per device of the split
   std::vector<size_t> weights, cache, peak;  // per topology device: bytes after placing the weights, the cache; peak
   int splits = 0;
+  size_t graph_nodes = 0;  // the model graph's nodes (llama.cpp's "graph nodes = N")
   // the compute buffers the scheduler reserved: the meta device's (ggml-alloc sizes the whole graph, and the meta
   // buffer type allocates that size on every GPU, as ggml's ggml_backend_meta_buffer_type_alloc_buffer) and the CPU's
   size_t meta_compute = 0, cpu_compute = 0;

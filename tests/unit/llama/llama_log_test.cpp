@@ -539,7 +539,8 @@ TEST(LlamaLog, MemoryBreakdownRows) {
 
 // -sm tensor: ggml's meta device prints one "Meta()" line per buffer (the largest GPU's share); 2026's llama-server
 // prints its build as "build_info: b9008-cd35c1466". Lines from heislera763's log in llama.cpp PR #22616 (2026-05-02,
-// Gemma 4 31B on 6 x V100). The buffers are read; a log of the meta device is not predicted, and each figure says so.
+// Gemma 4 31B on 6 x V100). The buffers are read; this excerpt names no GPU, so the meta device cannot be run and
+// each figure says so (tests/side-by-side/08-10: logs of the meta device, predicted).
 TEST(LlamaLog, MetaDeviceBuffersAndBuildInfo) {
   const LlamaLog log = parse_ok(
       "build_info: b9008-cd35c1466\n"
@@ -560,7 +561,8 @@ TEST(LlamaLog, MetaDeviceBuffersAndBuildInfo) {
   ASSERT_EQ(p.value().figures.size(), 2u);
   for (const LogFigure& f : p.value().figures) {
     EXPECT_FALSE(f.predicted.has_value());
-    EXPECT_THAT(f.missing, ::testing::HasSubstr("split mode tensor (the log's Meta() buffers)"));
+    EXPECT_THAT(f.missing, ::testing::HasSubstr("split mode tensor (the log's Meta() buffers): the meta device cannot "
+                                                "be run: no GPU named"));
   }
   // a buffer name with other parentheses is no buffer line
   const LlamaLog other = parse_ok(
