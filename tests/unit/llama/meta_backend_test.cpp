@@ -292,6 +292,31 @@ TEST(MetaBackend, TensorParallelismBeatsLayerSplitOnNvlinkNotOnPcie) {
   EXPECT_GT(pcie_tensor, pcie_layer);
 }
 
+// Rope factors (Llama 3.1's rope_freqs) with layer 0 on the CPU: llama.cpp duplicates them onto each layer's buffer
+// type, so the layers on the meta device read a copy there and no layer's ROPE reads a weight on the CPU. The run
+// cuts 2 splits (the CPU's layer, then the meta device's), as llama.cpp master does (tests/side-by-side/10: 2), not
+// one more per meta layer's ROPE (a weight on another backend starts a split); the logits equal the CPU reference's,
+// which reads the original factors only.
+TEST(MetaBackend, RopeFactorsAreCopiedToTheMetaDeviceWhenLayerZeroIsOnTheCpu) {
+  harness::SessionConfig c;
+  c.topology = harness::topology_preset("2gpu-unequal").value();
+  c.model = models::preset("tiny").value();
+  c.model.n_layer = 4;
+  c.model.rope_freq_factors = true;
+  c.policy.split_mode = harness::SplitMode::kTensor;
+  c.policy.n_gpu_layers = 4;  // layers 1-3 and the output layer: layer 0 on the CPU
+  c.model_seed = 59;
+  SCOPED_TRACE("seed 59");
+  auto run = run_tensor_parallel(c, &builtin_registry());
+  ASSERT_TRUE(run.ok()) << run.status().to_string();
+  EXPECT_EQ(run->model.rope_factor_copy, (std::vector<int>{0, 1, 1, 1}));
+  EXPECT_EQ(run->splits, 2);
+  ASSERT_TRUE(run->checked);
+  EXPECT_LE(run->nmse.nmse, 1e-6);
+  EXPECT_FALSE(run->nmse.nan_mismatch);
+  EXPECT_TRUE(run->sim->races().empty()) << run->sim->races_report();
+}
+
 // A tensor outside the meta buffers is read whole (mirrored), whatever state the application would give it: the meta
 // device holds no slices of it. With the KV cache in host memory (-nkvo) the scheduler writes the cache on the CPU and
 // copies its views into the meta device's compute buffer, mirrored, while Q is split by heads: flash attention's rule
