@@ -640,15 +640,33 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   Result<TensorParallelRun> tensor_run = Status(StatusCode::kInvalidArgument, "not run");  // -sm tensor's meta device
   const bool fit_table = log.fit_unchanged && std::any_of(log.figures.breakdown.begin(), log.figures.breakdown.end(),
                                                           [](const LlamaLogBreakdownRow& r) { return r.fit; });
-  if (model && !tensor_split) {
+  // The run's context parameters, as the log gives them.
+  LlamaContextParams params = llama_context_params(shape.value());
+  params.n_seq_max = n_seq_max;
+  params.embeddings = log.ollama;
+  params.metal = metal;
+  // "kv_unified = true" (llama-server's automatic -np 4 gives it): the sliding-window caches keep every sequence's
+  // window
+  if (const std::string* kvu = param(log, "kv_unified"); kvu != nullptr && *kvu == "true") params.kv_unified = true;
+  params.output_per_batch_token = build_number > 0 && build_number < 2540;
+  const std::string* mmap = param(log, "mmap");
+  params.use_mmap = !((mmap != nullptr && *mmap == "false") || flag(flags, "no_mmap") != nullptr);
+  if (model) {
     cfg.model = *model;
     use_llama_cpp_rules(cfg, graph_build, llama_context_params(shape.value()));
     cfg.sim.mode = sim::MemoryMode::kMetadata;
     cfg.flash_attn_auto = shape.value().flash_attn_auto;
+    if (tensor_split && c.flash_attn.empty() && flag(flags, "fa") == nullptr && !cfg.model.flash_attn) {
+      // (llama.cpp refuses -sm tensor without flash attention and turns 'auto' on: a log of the meta device had it)
+      cfg.model.flash_attn = true;
+      out.notes.push_back("flash attention on: llama.cpp's meta device runs only with it");
+    }
     // printed metadata Tessera cannot build a model of (e.g. n_embd not a whole number of q8_0 blocks): bad input
     if (Status v = models::validate(cfg.model); !v.ok()) {
       return Status(StatusCode::kInvalidArgument, where + "the log's model: " + v.message());
     }
+  }
+  if (model && !tensor_split) {
     // llama.cpp's fit changed the placement: the log prints the context and how many layers each device got, but not
     // the overrides the fit wrote for a MoE model's experts nor its -ts (debug lines). Tessera's fit on the same
     // machine gives them (it gives llama.cpp's own flags side by side, tests/side-by-side); only when the user set
@@ -697,16 +715,6 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     }
     Status p = s.value()->plan();
     if (!p.ok()) return Status(StatusCode::kInvalidArgument, where + "the placement cannot be planned: " + p.message());
-    LlamaContextParams params = llama_context_params(shape.value());
-    params.n_seq_max = n_seq_max;
-    params.embeddings = log.ollama;
-    params.metal = metal;
-    // "kv_unified = true" (llama-server's automatic -np 4 gives it): the sliding-window caches keep every sequence's
-    // window
-    if (const std::string* kvu = param(log, "kv_unified"); kvu != nullptr && *kvu == "true") params.kv_unified = true;
-    params.output_per_batch_token = build_number > 0 && build_number < 2540;
-    const std::string* mmap = param(log, "mmap");
-    params.use_mmap = !((mmap != nullptr && *mmap == "false") || flag(flags, "no_mmap") != nullptr);
     auto b = llama_memory_breakdown(*s.value(), params);
     if (!b.ok()) return b.status();
     breakdown = std::move(b).value();
@@ -731,18 +739,6 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     // --metadata`), its buffers named as llama.cpp prints them: one "Meta()" line each for the model, the KV cache and
     // the compute buffer (the largest GPU's share of the weights and the cache; the whole graph's compute buffer,
     // which every GPU allocates), the host's compute buffer in the first GPU's host buffer type.
-    cfg.model = *model;
-    use_llama_cpp_rules(cfg, graph_build, llama_context_params(shape.value()));
-    cfg.sim.mode = sim::MemoryMode::kMetadata;
-    cfg.flash_attn_auto = shape.value().flash_attn_auto;
-    if (c.flash_attn.empty() && flag(flags, "fa") == nullptr && !cfg.model.flash_attn) {
-      // (llama.cpp refuses -sm tensor without flash attention and turns 'auto' on: a log of the meta device had it)
-      cfg.model.flash_attn = true;
-      out.notes.push_back("flash attention on: llama.cpp's meta device runs only with it");
-    }
-    if (Status v = models::validate(cfg.model); !v.ok()) {
-      return Status(StatusCode::kInvalidArgument, where + "the log's model: " + v.message());
-    }
     // (a run that cannot be made -- no GPU named, the placement refused -- leaves every figure unpredicted, saying why)
     tensor_run = gpus.count > 0 ? run_tensor_parallel(cfg, options.real_devices, 1)
                                 : Result<TensorParallelRun>(Status(StatusCode::kInvalidArgument, "no GPU named"));
@@ -754,11 +750,7 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
   if (model && tensor_split && missing.split.empty()) {
     const TensorParallelRun& run = tensor_run.value();
     MemoryBreakdown b;
-    size_t max_w = 0, max_kv = 0, host_w = 0, host_kv = 0;
-    for (size_t g : run.gpus) {
-      max_w = std::max(max_w, run.weights[g]);
-      max_kv = std::max(max_kv, run.cache[g]);
-    }
+    size_t host_w = 0, host_kv = 0;
     for (size_t d = 0; d < cfg.topology.devices.size(); ++d) {
       if (cfg.topology.devices[d].type != DeviceType::kCpu) continue;
       host_w += run.weights[d];
@@ -773,13 +765,10 @@ Result<LogPrediction> predict_log(const LlamaLog& log, const LogPredictOptions& 
     };
     // (the host's weights as their sum: the mapped file's span when they lie together, as the token embedding alone)
     add(LlamaBuffer::Kind::kModel, "CPU_Mapped", host_w);
-    add(LlamaBuffer::Kind::kModel, "Meta()", max_w);
-    // the output buffer: n_seq_max rows of logits (llama_context's output_reserve) in the host buffer type
-    const int64_t row = cfg.model.n_vocab + (log.ollama ? cfg.model.n_embd : 0);
-    add(LlamaBuffer::Kind::kOutput, run.output_on_cpu ? "CPU" : "CUDA_Host",
-        static_cast<size_t>(std::max<int64_t>(n_seq_max, 1) * row) * sizeof(float));
+    add(LlamaBuffer::Kind::kModel, "Meta()", run.meta_weights);
+    add(LlamaBuffer::Kind::kOutput, run.output_on_cpu ? "CPU" : "CUDA_Host", llama_output_bytes(cfg.model, params));
     add(LlamaBuffer::Kind::kKv, "CPU", host_kv);  // the cache of the layers -ngl leaves on the CPU
-    add(LlamaBuffer::Kind::kKv, "Meta()", max_kv);
+    add(LlamaBuffer::Kind::kKv, "Meta()", run.meta_cache);
     add(LlamaBuffer::Kind::kCompute, "Meta()", run.meta_compute);
     add(LlamaBuffer::Kind::kCompute, "CUDA_Host", run.cpu_compute);
     b.mapped_weights_sum = host_w;

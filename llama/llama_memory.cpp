@@ -377,6 +377,12 @@ PipelineDecision llama_pipeline_parallel(const SessionConfig& c, const Placement
   return d;
 }
 
+size_t llama_output_bytes(const models::LlamaConfig& m, const LlamaContextParams& params) {
+  const int64_t row = m.n_vocab + (params.embeddings ? m.n_embd : 0);
+  const int64_t rows = params.output_per_batch_token ? std::min(m.n_ctx, params.n_batch) : params.n_seq_max;
+  return static_cast<size_t>(std::max<int64_t>(rows, 1) * row) * sizeof(float);
+}
+
 Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextParams& params) {
   const SessionConfig& c = s.config();
   if (c.graph) {
@@ -397,10 +403,8 @@ Result<MemoryBreakdown> llama_memory_breakdown(Session& s, const LlamaContextPar
   // n_seq_max outputs, n_vocab floats of logits and, when the context returns embeddings, n_embd more; in the host
   // buffer type of the output layer's device (CUDA_Host for a GPU), else the CPU's.
   const bool out_gpu = names.is_gpu(s.placement().output_device);
-  const int64_t row = m.n_vocab + (params.embeddings ? m.n_embd : 0);
-  const int64_t rows = params.output_per_batch_token ? std::min(m.n_ctx, params.n_batch) : params.n_seq_max;
   buffer(&b.buffers, LlamaBuffer::Kind::kOutput, out_gpu ? names.host_buffer() : "CPU", names.host()).bytes =
-      static_cast<size_t>(std::max<int64_t>(rows, 1) * row) * sizeof(float);
+      llama_output_bytes(m, params);
   // The compute buffers (src/llama-context.cpp, sched_reserve): per backend, printed when above 1 byte; the CPU
   // backend's is in the first GPU's host buffer type (CUDA_Host) when there is a GPU.
   Scheduler& sched = s.sched();

@@ -246,6 +246,10 @@ Result<TensorParallelRun> run_tensor_parallel(const harness::SessionConfig& conf
   }
   r.meta_compute = sched.value()->buffer_size(0);
   r.cpu_compute = sched.value()->buffer_size(1);
+  for (size_t g : r.gpus) {
+    r.meta_weights = std::max(r.meta_weights, r.weights[g]);
+    r.meta_cache = std::max(r.meta_cache, r.cache[g]);
+  }
   for (size_t g : r.gpus) r.weight_upload_us += s.copy_time_us(-1, static_cast<int>(g), r.weights[g] + r.cache[g]);
   r.meta = *meta_compute_stats(*mb.value());
   r.peak.assign(s.device_count(), 0);

@@ -394,11 +394,6 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
   // llama.cpp's lines for the meta device (src/llama-model.cpp, llama-kv-cache.cpp, llama-context.cpp at build
   // ~10470): one "Meta()" line each (the meta device's name misses its devices), the model and KV buffers the
   // largest GPU's share, the compute buffer the whole graph's size, which every GPU allocates
-  size_t max_w = 0, max_kv = 0;
-  for (size_t g : run.gpus) {
-    max_w = std::max(max_w, run.weights[g]);
-    max_kv = std::max(max_kv, run.cache[g]);
-  }
   auto mib = [](size_t b) { return static_cast<double>(b) / 1024.0 / 1024.0; };
   std::printf(
       "as llama.cpp prints them (one \"Meta()\" line: the largest GPU's share; the compute buffer, the whole graph's "
@@ -407,7 +402,7 @@ int cmd_run_tensor(const SessionConfig& config, int evaluations, bool json, bool
       "  llama_kv_cache:     Meta() KV buffer size = %10.2f MiB\n"
       "  sched_reserve:      Meta() compute buffer size = %10.2f MiB\n"
       "  sched_reserve:   CUDA_Host compute buffer size = %10.2f MiB\n\n",
-      mib(max_w), mib(max_kv), mib(run.meta_compute), mib(run.cpu_compute));
+      mib(run.meta_weights), mib(run.meta_cache), mib(run.meta_compute), mib(run.cpu_compute));
   std::printf("%d splits; simulated makespan %.3f ms, %s copied\n", run.splits, sum.makespan_us / 1000.0,
               format_bytes(sum.copy_bytes).c_str());
   std::printf(

@@ -111,6 +111,11 @@ struct MemoryBreakdown {
   std::vector<Row> rows() const;
 };
 
+// The output buffer (src/llama-context.cpp, output_reserve(n_seq_max) in llama_context's constructor): for each of
+// n_seq_max outputs (every batch token's before build 2540: output_per_batch_token), n_vocab floats of logits and,
+// when the context returns embeddings, n_embd more.
+size_t llama_output_bytes(const models::LlamaConfig& m, const LlamaContextParams& params);
+
 // The breakdown of a planned model session. Errors: a session of a serialized graph (no llama.cpp model), one not
 // planned yet.
 Result<MemoryBreakdown> llama_memory_breakdown(harness::Session& s, const LlamaContextParams& params = {});

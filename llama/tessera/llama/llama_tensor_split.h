@@ -94,6 +94,8 @@ struct TensorParallelRun {
   // the compute buffers the scheduler reserved: the meta device's (ggml-alloc sizes the whole graph, and the meta
   // buffer type allocates that size on every GPU, as ggml's ggml_backend_meta_buffer_type_alloc_buffer) and the CPU's
   size_t meta_compute = 0, cpu_compute = 0;
+  // llama.cpp's "Meta()" model and KV buffer sizes: the largest GPU's share of the weights and of the cache
+  size_t meta_weights = 0, meta_cache = 0;
   PlanReuse plan_reuse;   // the scheduler's plans over the evaluations
   MetaComputeStats meta;  // the last evaluation's subgraphs, AllReduces and their bytes
   // the simulated time to write each GPU's weights and cache from the host, one transfer per GPU, in sequence (as
