@@ -104,10 +104,11 @@ ComputeStatus Scheduler::Impl::execute() {
   return ComputeStatus::kSuccess;
 }
 
-// Pipelined user inputs: copy the user's values into this evaluation's slot, once no earlier evaluation that used
-// the slot can still read it: the input's own backend, and every other backend that reads the slot's copy where it
-// is, without a copy of its own (a host-visible GPU reading a CPU input: found by the reuse sweep on a unified-memory
-// preset, where gpu0 still read slot 0's tokens while the host wrote the next evaluation's).
+// Pipelined user inputs: copy the user's values into this evaluation's slot (slot 0 has none to make: it reads the
+// input itself), once no earlier evaluation that used the slot can still read it: the input's own backend, and every
+// other backend that reads the slot's copy where it is, without a copy of its own (a host-visible GPU reading a CPU
+// input: found by the reuse sweep on a unified-memory preset, where gpu0 still read slot 0's tokens while the host
+// wrote the next evaluation's).
 ComputeStatus Scheduler::Impl::copy_graph_inputs(int cur) {
   std::vector<char> waited(backends.size(), 0);
   for (size_t k = 0; k < plan.graph_inputs.size(); ++k) {
@@ -115,6 +116,7 @@ ComputeStatus Scheduler::Impl::copy_graph_inputs(int cur) {
     const int32_t id = plan.graph_input_ids[k];
     const int b = plan.backend(id);
     Tensor* cpy = plan.copy_in_set(plan.copy_set(id, b), cur);
+    if (cpy == in) continue;  // slot 0 reads the input itself (alloc_graph waited for its earlier readers)
     Status s;
     if (waited[static_cast<size_t>(b)] == 0) {
       waited[static_cast<size_t>(b)] = 1;
@@ -178,7 +180,11 @@ Status Scheduler::Impl::wait_for_other_readers(const Tensor& cpy, int owner, int
 // writes the next evaluation's inputs after alloc_graph, so alloc_graph first waits for every such backend (all its
 // slot events; without events, a synchronize). Found by the scheduler properties once they ran several evaluations
 // (issue 51): a host-visible gpu0 still read the input v0.x while the next evaluation's value was written into it,
-// and gpu0 still copied v3.set_rows, a view of v0.x, out of the CPU's buffer.
+// and gpu0 still copied v3.set_rows, a view of v0.x, out of the CPU's buffer. The input's own backend counts too when
+// its nodes read the user's tensor itself: serial, or pipelined in slot 0, whose copy of a graph input is the input
+// (as in llama.cpp; the sources are the last evaluation's). A synchronous CPU is done when the call returns; an
+// asynchronous one was not waited for until the generated cases drew one (an asynchronous CPU, session 60: the host
+// wrote v0.x for the next evaluation while the CPU's stream still read it).
 Status Scheduler::Impl::wait_for_inplace_input_readers() {
   if (!computed || graph == nullptr) return Status();
   std::vector<char> waited(backends.size(), 0);
@@ -191,8 +197,12 @@ Status Scheduler::Impl::wait_for_inplace_input_readers() {
     }
     reads = reads || some_source(*graph, sp, [&](const Tensor& src) {  // an input read where it lives
               const Tensor& root = src.view_src != nullptr ? *src.view_src : src;
+              if (!is_user_input(root)) return false;
               const int owner = plan.backend_of(&root);
-              return is_user_input(root) && owner >= 0 && owner != sp.backend;
+              if (owner < 0) return false;
+              // another backend reading it where it lives, or its own backend reading the user's tensor itself (not
+              // a slot's copy: serial, or pipelined in slot 0, whose copy is the input)
+              return owner != sp.backend || !plan.is_copy(&root);
             });
     if (!reads) continue;
     waited[static_cast<size_t>(sp.backend)] = 1;

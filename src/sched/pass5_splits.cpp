@@ -30,8 +30,8 @@ void copy_name(Tensor& cpy, const char* backend, const char* tensor, int slot) {
 
 // The Tensors of the copy sets from `first` on (registered by the loop of pass 5): per slot, same layout as the
 // tensor copied, named <backend>#<tensor>#<slot>. A graph input's own copies (pipelined) are flagged INPUT|OUTPUT:
-// written before the first split, alive for the whole evaluation. Split inputs' copies are ordinary tensors for the
-// planner (the scheduler puts each slot's in its own region).
+// written before the first split, alive for the whole evaluation; its slot 0 is the input itself. Split inputs'
+// copies are ordinary tensors for the planner (the scheduler puts each slot's in its own region).
 // Made in one run after the loop rather than one set at a time inside it: the tensors copied were last read by
 // index, so on a large graph each is a cache miss; here the next ones are prefetched while one is copied.
 Status make_copies(SchedPlan& plan, const BackendSet& bs, size_t first) {
@@ -49,6 +49,14 @@ Status make_copies(SchedPlan& plan, const BackendSet& bs, size_t first) {
     const SchedPlan::CopySetKey key = plan.copy_set_key(k);
     const Tensor& src = *plan.tensor(key.id);
     for (int c = 0; c < static_cast<int>(kParallelCopies) && plan.copy_id_in_set(k, c) >= 0; ++c) {
+      if (key.graph_input && c == 0) {
+        // slot 0 is the input itself, flagged OUTPUT as ggml flags it: kept for the whole evaluation, also where
+        // the planner frees inputs after their last reader (its readers differ by slot; the user writes it anyway)
+        Tensor* in = plan.user_tensor(key.id);
+        in->flags |= kFlagOutput;
+        plan.set_copy(k, 0, in);
+        continue;
+      }
       Tensor* cpy = plan.copy_ctx->new_tensor(src.type, kMaxDims, src.ne);
       if (cpy == nullptr) return plan.copy_ctx->status();
       std::memcpy(cpy->nb, src.nb, sizeof cpy->nb);

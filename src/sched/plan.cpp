@@ -299,6 +299,10 @@ int32_t SchedPlan::add_copy_set(int32_t id, int backend, int n_copies, bool grap
   std::array<int32_t, kParallelCopies>& cids = copy_set_ids_.emplace_back();
   cids.fill(-1);
   for (int k = 0; k < std::min(n_copies, static_cast<int>(kParallelCopies)); ++k) {
+    if (graph_input && k == 0) {  // slot 0 reads the input itself (llama.cpp's n_copies, the original among them)
+      cids[0] = id;
+      continue;
+    }
     const int32_t cid = add_new(nullptr);  // its Tensor comes with set_copy
     set_id(cid, backend, Cause::kCopy);
     copy_origin_[static_cast<size_t>(cid)] = id;

@@ -256,8 +256,10 @@ class SchedPlan {
   }
   size_t n_ids() const { return tensors_.size(); }
   // Registers a new set of n_copies per-slot copies of tensor `id` in backend b and returns it; graph_input: a graph
-  // input's own per-slot copies (pipelined). The copies get their ids now and their Tensors with set_copy: pass 5
-  // makes the Tensors of all its sets at the end, in one run (see there). Until then the set's copies are null.
+  // input's own per-slot copies (pipelined), whose slot 0 is the input itself (id; is_copy_id is false for it), as
+  // llama.cpp keeps n_copies tensors per graph input, the original one of them. The copies get their ids now and their
+  // Tensors with set_copy: pass 5 makes the Tensors of all its sets at the end, in one run (see there). Until then the
+  // set's copies are null.
   int32_t add_copy_set(int32_t id, int backend, int n_copies, bool graph_input = false);
   void set_copy(int32_t set, int slot, Tensor* t);
   const std::array<Tensor*, kParallelCopies>& copy_set_copies(int32_t set) const {

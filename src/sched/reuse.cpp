@@ -77,6 +77,8 @@ void Scheduler::Impl::record_reuse(const Graph& g) {
     const size_t at = node ? k : k - sched_nodes.size();
     const int32_t pid = node ? sched_node_pid[at] : sched_leaf_pid[at];
     if (!plan.is_copy_id(pid) || (node && sched_dep_input[at] >= 0)) continue;
+    // (a graph input's copies: every slot's are in every slot's graph, placed by the planner)
+    if (plan.copy_set_key(set_of[static_cast<size_t>(pid)]).graph_input) continue;
     r.copy_places.push_back(
         {set_of[static_cast<size_t>(pid)], node ? planner->planned_node(at) : planner->planned_leaf(at)});
   }

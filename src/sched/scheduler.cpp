@@ -149,6 +149,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::vector<Backend*> backe
   impl->planner = std::make_unique<GraphPlanner>(impl->unique_bufts);
   if (impl->params.online_packing) impl->planner->set_packing(GraphPlanner::Packing::kOnline);
   impl->planner->set_free_inputs(impl->params.free_inputs);
+  impl->planner->set_ggml_inplace(impl->params.ggml_inplace);
   for (size_t u = 0; u < impl->n_unique && impl->n_copies > 1; ++u) {
     impl->planner->set_replicas(impl->region_id(static_cast<int>(u)), impl->n_copies);
   }
@@ -219,15 +220,16 @@ Status Scheduler::Impl::split(Graph& g, int slot_for_sources) {
 // buffer type instead of its compute memory; the region has one replica per slot, and this evaluation's copies are
 // placed in the replica of its slot (Impl::do_alloc). A slot's copies can then be written while an evaluation of
 // another slot still reads its own, and the plan (the same graph structure for every slot) serves every slot. The
-// graph inputs' copies are written before the first split, so they are leafs, flagged INPUT: alive for the whole
-// evaluation.
+// graph inputs' copies are written before the first split, so they are leafs, flagged INPUT|OUTPUT: alive for the
+// whole evaluation. All slots' are listed, in compute memory (slot 0's is the input itself), as ggml lists them.
 void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
   size_t n_inputs = 0;
   for (const auto& sp : plan.splits) n_inputs += sp.inputs.size();
   for (auto* v : {&sched_nodes, &sched_leafs}) v->clear();
   for (auto* v : {&node_ids, &leaf_ids, &node_backends, &leaf_backends}) v->clear();
   for (auto* v : {&sched_node_pid, &sched_leaf_pid, &sched_dep_input}) v->clear();
-  const size_t n_sched_nodes = g.n_nodes() + 2 * n_inputs, n_sched_leafs = g.n_leafs() + plan.graph_inputs.size();
+  const size_t n_sched_nodes = g.n_nodes() + 2 * n_inputs,
+               n_sched_leafs = g.n_leafs() + plan.graph_inputs.size() * static_cast<size_t>(n_copies);
   sched_nodes.reserve(n_sched_nodes);
   sched_leafs.reserve(n_sched_leafs);
   for (auto* v : {&node_ids, &node_backends}) v->reserve(n_sched_nodes);
@@ -278,14 +280,20 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
       add_sched_node(g.node(i), static_cast<int32_t>(i), -1, bid_of(b), b);
     }
   }
-  for (const int32_t id : plan.graph_input_ids) {  // only with pipelining
+  // With pipelining, each graph input's copies of every slot, the input itself (slot 0) first, as ggml lists them:
+  // pinned for the whole evaluation in its backend's compute memory, the same list in every slot's graph
+  std::vector<char> listed_input(plan.graph_input_ids.empty() ? 0 : plan.n_ids(), 0);
+  for (const int32_t id : plan.graph_input_ids) {
     const int b = plan.backend(id);
     const int32_t set = plan.copy_set(id, b);
-    add_sched_leaf(plan.copy_in_set(set, s_slot), plan.copy_id_in_set(set, s_slot),
-                   region_id(buft_id[static_cast<size_t>(b)]), b);
+    for (int c = 0; c < n_copies; ++c) {
+      add_sched_leaf(plan.copy_in_set(set, c), plan.copy_id_in_set(set, c), bid_of(b), b);
+    }
+    listed_input[static_cast<size_t>(id)] = 1;
   }
   for (size_t i = 0; i < g.n_leafs(); ++i) {
     const auto id = static_cast<int32_t>(g.n_nodes() + i);
+    if (!listed_input.empty() && listed_input[static_cast<size_t>(id)] != 0) continue;  // listed above
     const int b = plan.backend(id);
     add_sched_leaf(g.leaf(i), id, bid_of(b), b);
   }

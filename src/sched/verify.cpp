@@ -343,6 +343,11 @@ std::string Verify::pass5() const {
                  plan_.tensor(cid) == plan_.copy_in_set(set, static_cast<int>(c)),
              "every copy exists, one per slot", "set %d (of %s on %s) slot %zu: copy id %d", set, who(key.id).c_str(),
              on(key.backend).c_str(), c, cid);
+      if (key.graph_input && c == 0) {
+        VERIFY(cid == key.id, "a graph input's slot 0 is the input itself", "set %d (of %s) slot 0 is %s", set,
+               who(key.id).c_str(), who(cid).c_str());
+        continue;
+      }
       VERIFY(plan_.backend(cid) == key.backend && plan_.copy_origin(cid) == key.id,
              "a copy is on its set's backend and copies its set's tensor",
              "copy %s is %s and copies %s; set %d is %s on %s", who(cid).c_str(),
@@ -379,8 +384,12 @@ std::string Verify::pass5() const {
     VERIFY(s >= 0 && plan_.user_tensor(s) == w.original, "a rewrite keeps the user's source to restore",
            "rewrite %zu of node %s source %d", r, who(node).c_str(), w.src);
     const int32_t rep = w.replacement;
-    VERIFY(rep >= 0 && rep < n_ids && plan_.copy_origin(rep) == s, "a source is rewritten to a copy of itself",
-           "node %s source %d %s reads %s", who(node).c_str(), w.src, who(s).c_str(), who(rep).c_str());
+    // (a graph input's slot 0 is the input itself: rewritten to itself, so that the other slots' copies replace it)
+    const bool input_slot0 = rep == s && s >= 0 && plan_.copy_set(s, plan_.backend(s)) >= 0 &&
+                             plan_.copy_set_key(plan_.copy_set(s, plan_.backend(s))).graph_input;
+    VERIFY(rep >= 0 && rep < n_ids && (plan_.copy_origin(rep) == s || input_slot0),
+           "a source is rewritten to a copy of itself", "node %s source %d %s reads %s", who(node).c_str(), w.src,
+           who(s).c_str(), who(rep).c_str());
     VERIFY(w.node->src[w.src] == plan_.user_tensor(rep), "a rewritten node reads its copy",
            "node %s source %d reads '%s', not the copy %s", who(node).c_str(), w.src, name_of(w.node->src[w.src]),
            who(rep).c_str());

@@ -1,9 +1,9 @@
 // The configuration space the scheduler's generated cases draw from (issue 51; docs/testing.md, "Generators and
 // their reach"): topologies (1 to 16 devices: GPUs, host-memory accelerators, unified memory, devices on a host over
 // the network; links present or absent; async copies and events on or off; op gaps; an extra weight buffer type with
-// padding; tight memory) and lifecycles (reserve first or not; serial or parallel with 1 to 4 copy slots; 1 to 8
-// evaluations; inputs fixed or changed per evaluation; two graphs alternating; plan reuse on or off; a reserve or a
-// new graph while evaluations are in flight; an allocation failing part-way).
+// padding; tight memory; the CPU synchronous or not) and lifecycles (reserve first or not; serial or parallel with 1 to
+// 4 copy slots; 1 to 8 evaluations; inputs fixed or changed per evaluation; two graphs alternating; plan reuse on or
+// off; a reserve or a new graph while evaluations are in flight; an allocation failing part-way).
 //
 // One generator for every consumer: the property tests draw through RapidCheck (config_space_rc.h: each choice is a
 // RapidCheck draw, so a failing case shrinks choice by choice), the end-to-end fuzzer through its bytes (ByteChoices).
@@ -119,6 +119,9 @@ struct DeviceSpec {
 struct TopologySpec {
   std::vector<DeviceSpec> devices;  // the simulated ones; the wrapped CPU comes last
   bool links = false;               // explicit links between neighbouring devices (else copies go through the host)
+  // the wrapped CPU's compute asynchronous, with events: its stream may still read the graph inputs (its own) after
+  // graph_compute_async returns (the scheduler's alloc_graph waits for it before the user writes the next ones)
+  bool cpu_async = false;
 };
 
 struct LifecycleSpec {
@@ -168,6 +171,7 @@ inline TopologySpec draw_topology(Choices& c, int min_devices = 0, int max_devic
   const int n = static_cast<int>(c.one_in(4) ? c.in_range(min_devices, max_devices) : c.in_range(min_devices, small));
   for (int i = 0; i < n; ++i) t.devices.push_back(draw_device(c));
   t.links = c.flag();
+  t.cpu_async = c.one_in(6);
   return t;
 }
 
@@ -253,8 +257,8 @@ inline sim::TopologyConfig make_topology(const TopologySpec& t, const char* gene
   cpu.memory = 256 * MiB;
   cpu.alignment = 64;
   cpu.host_visible = true;
-  cpu.caps.async = false;
-  cpu.caps.events = false;
+  cpu.caps.async = t.cpu_async;
+  cpu.caps.events = t.cpu_async;
   cpu.caps.buffer_from_host_ptr = true;
   out.devices.push_back(cpu);
   return out;
@@ -319,7 +323,7 @@ inline std::string describe(const TopologySpec& t) {
        << (d.host_buffer ? " host-buffer" : "") << (d.padded_buft ? " padded-buft" : "")
        << (d.offload ? " offload" : "") << " mem " << int(d.memory) << "}";
   }
-  os << (t.links ? " (linked)" : "");
+  os << (t.links ? " (linked)" : "") << (t.cpu_async ? " (asynchronous cpu)" : "");
   return os.str();
 }
 
@@ -349,6 +353,8 @@ inline std::vector<std::string> all_buckets() {
           "kind:remote-host",
           "links:present",
           "links:absent",
+          "cpu:sync",
+          "cpu:async",
           "async:on",
           "async:off",
           "cpy-tensor-async:on",
@@ -406,6 +412,7 @@ inline std::vector<std::string> buckets_of(const TopologySpec& t, const Lifecycl
     tight = tight || d.memory == 0;
   }
   if (t.devices.size() >= 2) b.push_back(t.links ? "links:present" : "links:absent");
+  b.push_back(t.cpu_async ? "cpu:async" : "cpu:sync");
   b.push_back(gaps ? "op-gaps:yes" : "op-gaps:none");
   b.push_back(tight ? "tight-memory:yes" : "tight-memory:no");
   b.push_back(l.reserve ? "reserve:yes" : "reserve:no");

@@ -37,6 +37,9 @@ struct PlanCorrupter {
     return p.copy_set_ids_.at(static_cast<size_t>(set)).at(static_cast<size_t>(slot));
   }
   static int32_t& origin(SchedPlan& p, int32_t id) { return p.copy_origin_.at(static_cast<size_t>(id)); }
+  static Tensor*& copy(SchedPlan& p, int32_t set, int slot) {
+    return p.copy_sets_.at(static_cast<size_t>(set)).at(static_cast<size_t>(slot));
+  }
 };
 
 namespace {
@@ -737,7 +740,7 @@ TEST_F(PlanVerifierTest, Pass5GraphInputsBrokenEachWay) {
   const int32_t set = plan.copy_set(xid, plan.backend(xid));
   ASSERT_GE(set, 0);
   struct Break {
-    const char* expect;
+    std::string expect;
     std::function<void()> corrupt;
   };
   const std::vector<Break> breaks = {
@@ -750,13 +753,21 @@ TEST_F(PlanVerifierTest, Pass5GraphInputsBrokenEachWay) {
        [&] { PlanCorrupter::clear_fact(plan, xid, SchedPlan::kInputFlag); }},
       {"a graph input with its own copies is a leaf flagged INPUT: graph input 0: 'x'",
        [&] { PlanCorrupter::clear_fact(plan, xid, SchedPlan::kNoneOp); }},
-      {"a graph input's copies are on its own backend: graph input 'x'",
+      // (slot 0 of a graph input's set is x itself, not a copy of it: the set check sees that first)
+      {"a copy is on its set's backend and copies its set's tensor: copy 'x'",
        [&] { PlanCorrupter::key(plan, set).graph_input = false; }},
+      {"a graph input's slot 0 is the input itself: set " + std::to_string(set) + " (of 'x'",
+       [&] {
+         PlanCorrupter::copy_id(plan, set, 0) = plan.copy_id_in_set(set, 1);
+         PlanCorrupter::copy(plan, set, 0) = plan.copy_in_set(set, 1);
+       }},
   };
   const PlanVerifier fresh_verifier;
   for (const Break& b : breaks) {
     SCOPED_TRACE(b.expect);
     SchedPlan::CopySetKey key = plan.copy_set_key(set);
+    const int32_t slot0_id = plan.copy_id_in_set(set, 0);
+    Tensor* slot0 = plan.copy_in_set(set, 0);
     const uint8_t facts = PlanCorrupter::facts(plan, xid);
     const auto inputs = plan.graph_inputs;
     const auto ids = plan.graph_input_ids;
@@ -764,6 +775,8 @@ TEST_F(PlanVerifierTest, Pass5GraphInputsBrokenEachWay) {
     std::string v = PlanVerifier(fresh_verifier).check(5, plan, graph, bs, opt);
     EXPECT_THAT(v, HasSubstr(b.expect));
     PlanCorrupter::key(plan, set) = key;
+    PlanCorrupter::copy_id(plan, set, 0) = slot0_id;
+    PlanCorrupter::copy(plan, set, 0) = slot0;
     PlanCorrupter::facts(plan, xid) = facts;
     plan.graph_inputs = inputs;
     plan.graph_input_ids = ids;
