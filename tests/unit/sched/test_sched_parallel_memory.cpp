@@ -182,7 +182,7 @@ TEST(SchedParallelMemory, PipelinedEvaluationsHaveNoRaceOverAdversarialSeeds) {
 // (their slot-0 copy is the input, as in llama.cpp), on that device's stream after graph_compute_async returns, so
 // the next alloc_graph waits for it before the user writes the next inputs. Without that wait the simulator sees the
 // host write the next evaluation's inputs while the CPU's stream still reads slot 0's (mutant
-// own-exec-slot0-input-readers-not-waited).
+// own-exec-input-owner-readers-not-waited).
 TEST(SchedParallelMemory, PipelinedInputsOfAnAsynchronousDeviceAreNotOverwrittenWhileSlot0ReadsThem) {
   const LlamaConfig c = model(4);
   const std::vector<std::vector<float>> want = cpu_reference(c, 23, kEvals);
