@@ -296,6 +296,7 @@ void use_llama_cpp_rules(SessionConfig& c, int build, const LlamaContextParams& 
   }
   c.policy.online_packing = true;
   c.policy.free_inputs = true;
+  c.policy.ggml_inplace = true;
   c.policy.fa_sinks_decide = c.model.llama_cpp->fa_sinks_decide;
   // The prompt graph reserved for min(n_tokens, n_outputs_max) outputs (src/llama-context.cpp, sched_reserve's
   // n_outputs_pp, from build 9460): the last layer's GET_ROWS of inp_out_ids keeps only those rows.

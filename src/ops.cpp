@@ -34,8 +34,8 @@ const OpTraits kOps[kOpCount] = {
     {"ARGSORT", 1, 1, false, false},
     {"TOP_K", 1, 1, false, false},
     {"FLASH_ATTN_EXT", 3, 5, false, false},
-    {"ADD_ID", 3, 3, false, false},
-    {"CLAMP", 1, 1, false, true},
+    {"ADD_ID", 3, 3, false, true},
+    {"CLAMP", 1, 1, false, false},
 };
 // clang-format on
 }  // namespace

@@ -28,6 +28,7 @@ SchedulerParams PlacementPolicy::scheduler_params() const {
   p.reuse = reuse;
   p.online_packing = online_packing;
   p.free_inputs = free_inputs;
+  p.ggml_inplace = ggml_inplace;
   p.fa_sinks_decide = fa_sinks_decide;
   return p;
 }

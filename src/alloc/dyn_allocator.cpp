@@ -35,32 +35,42 @@ Result<BlockAddress> DynamicAllocator::alloc(size_t size) {
   if (size > limit_) {
     return TS_ERROR(StatusCode::kAllocFailed, "%zu bytes exceed the maximum buffer size %zu", size, limit_);
   }
-  // 1. Best fit among inner blocks (those not reaching the chunk limit); ties: first chunk, lowest offset.
+  // ggml-alloc's rule (ggml_dyn_tallocr_alloc), to the tie:
+  // 1. Best fit among each chunk's free blocks but its last one; a tie goes to the later block, and a chunk with a
+  //    fitting block to the later chunk (the best size is per chunk).
   int best_chunk = -1;
-  size_t best_block = 0, best_size = SIZE_MAX;
+  size_t best_block = 0;
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const auto& blocks = chunks_[c].free;
-    for (size_t b = 0; b < blocks.size(); ++b) {
-      const bool is_tail = blocks[b].offset + blocks[b].size == limit_;
-      if (!is_tail && blocks[b].size >= size && blocks[b].size < best_size) {
+    size_t best_size = SIZE_MAX;
+    for (size_t b = 0; b + 1 < blocks.size(); ++b) {
+      if (blocks[b].size >= size && blocks[b].size <= best_size) {
         best_chunk = static_cast<int>(c);
         best_block = b;
         best_size = blocks[b].size;
       }
     }
   }
-  // 2. Otherwise the tail whose chunk grows least (ties: first chunk); 3. otherwise a new chunk.
+  // 2. Otherwise a chunk's last free block: among those that hold it, one where it ends under the chunk's high-water
+  //    mark with the least to spare, else the one that grows least (ties: the first chunk); 3. otherwise a new chunk.
   if (best_chunk < 0) {
-    size_t best_growth = SIZE_MAX;
+    bool fits_under = false;
+    size_t best_spare = SIZE_MAX, best_growth = SIZE_MAX;
     for (size_t c = 0; c < chunks_.size(); ++c) {
       const Chunk& ch = chunks_[c];
       if (ch.free.empty()) continue;
-      const Block& tail = ch.free.back();
-      if (tail.offset + tail.size != limit_ || tail.size < size) continue;
-      const size_t end = tail.offset + size;
-      const size_t growth = end > ch.high_water ? end - ch.high_water : 0;
-      if (growth < best_growth) {
-        best_growth = growth;
+      const Block& last = ch.free.back();
+      if (last.size < size) continue;
+      const size_t end = last.offset + size;
+      if (end <= ch.high_water) {
+        if (!fits_under || ch.high_water - end < best_spare) {
+          fits_under = true;
+          best_spare = ch.high_water - end;
+          best_chunk = static_cast<int>(c);
+          best_block = ch.free.size() - 1;
+        }
+      } else if (!fits_under && end - ch.high_water < best_growth) {
+        best_growth = end - ch.high_water;
         best_chunk = static_cast<int>(c);
         best_block = ch.free.size() - 1;
       }

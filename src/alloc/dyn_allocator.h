@@ -20,8 +20,9 @@ class DynamicAllocator {
   DynamicAllocator(size_t alignment, size_t max_chunk_size);
 
   void reset();
-  // Rounds size up to the alignment. Best fit among inner free blocks, else the chunk tail that grows least, else a
-  // new chunk. Error when size is above the max chunk size.
+  // Rounds size up to the alignment. ggml-alloc's rule: best fit among each chunk's free blocks but its last (ties:
+  // the later block, the later chunk), else a chunk's last block (where it fits under the high-water mark with the
+  // least to spare, else where it grows least), else a new chunk. Error when size is above the max chunk size.
   Result<BlockAddress> alloc(size_t size);
   // Returns a block (size rounded the same way); merges it with free neighbours.
   void free(BlockAddress addr, size_t size);

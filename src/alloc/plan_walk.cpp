@@ -278,17 +278,22 @@ struct GraphPlanner::PlanWalk {
 
   // Takes over the block of a dying source when the op can run in place (docs/planner.md, "Rules": In place). Among
   // several candidates the one at the lowest address wins: the block that stays live grows from the bottom, so the
-  // hole the other one leaves is above it and can be reused.
+  // hole the other one leaves is above it and can be reused. With ggml-alloc's rule (set_ggml_inplace) the first
+  // source that qualifies wins, and a view never does (ggml_gallocr_allocate_node asks ggml_gallocr_is_own of the
+  // source, which a view, never allocated itself, is not).
   bool try_inplace(int32_t node_id, int b) {
     const Tensor* node = tensor(node_id);
     if (!op_can_inplace(node->op)) return false;
     int32_t best = -1;
-    for (int j = 0; j < n_src(node_id); ++j) {
+    // (ADD_ID only over its first source: its second is gathered by index, so rows written could still be read)
+    const int n_candidates = node->op == Op::kAddId ? 1 : n_src(node_id);
+    for (int j = 0; j < n_candidates; ++j) {
       const int32_t s = src_of(node_id, j);
       if (s < 0) continue;
       const PlanInfo& si = rec(s);
       if (si.pinned || !same_layout(*tensor(s), *node)) continue;
       if (si.n_children != 1 || si.n_views != 0) continue;
+      if (ga.ggml_inplace_ && vsrc_of(s) >= 0) continue;
       int32_t owner = s;
       if (vsrc_of(s) >= 0) {
         const int32_t root = vsrc_of(s);
@@ -305,6 +310,7 @@ struct GraphPlanner::PlanWalk {
         if (std::make_pair(bi.addr.chunk, bi.addr.offset) <= std::make_pair(oi.addr.chunk, oi.addr.offset)) continue;
       }
       best = owner;
+      if (ga.ggml_inplace_) break;
     }
     if (best < 0) return false;
     PlanInfo& oi = rec(best);

@@ -118,6 +118,10 @@ class GraphPlanner {
   // ggml-alloc's buffer sizes; takes effect at the next plan.
   void set_free_inputs(bool on) { free_inputs_ = on; }
   bool free_inputs() const { return free_inputs_; }
+  // ggml-alloc's in-place rule: a node computed in place takes the block of its first source that qualifies, never a
+  // view's (docs/planner.md, "Rules"). Off: the qualifying block at the lowest address, a view's root included.
+  void set_ggml_inplace(bool on) { ggml_inplace_ = on; }
+  bool ggml_inplace() const { return ggml_inplace_; }
   Packing packing() const { return packing_; }
   // Why the graph cannot be placed with the last plan, or an empty string when it can: node or leaf counts differ,
   // a tensor needs more bytes than planned (so a chunk would have to grow), the graph's structure differs (a source
@@ -193,6 +197,7 @@ class GraphPlanner {
   int replans_ = 0;
   Packing packing_ = Packing::kBest;
   bool free_inputs_ = false;
+  bool ggml_inplace_ = false;
   bool check_positions_ = false;               // check exact positions (GraphNodes::Positions::exact)
   mutable std::unique_ptr<GraphIndex> index_;  // scratch, reused across calls
   mutable Plan spare_;                         // the plan under construction (its memory reused across calls)

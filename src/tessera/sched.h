@@ -78,6 +78,9 @@ struct SchedulerParams {
   // Graph inputs freed after their last reader (GraphPlanner::set_free_inputs), as ggml-alloc frees them; plan reuse
   // is then off (a kept plan's input lifetimes are not checked). For predicting llama.cpp's buffers.
   bool free_inputs = false;
+  // ggml-alloc's in-place rule (GraphPlanner::set_ggml_inplace): a node computed in place takes its first qualifying
+  // source's block, never a view's. For predicting llama.cpp's buffers; off, the planner's own rule.
+  bool ggml_inplace = false;
 };
 
 // The most plans SchedulerParams::plan_cache may keep.

@@ -106,7 +106,9 @@ TEST(OpBuildClamp, Metadata) {
   EXPECT_EQ(op_traits(Op::kClamp).min_src, 1);
   EXPECT_EQ(op_traits(Op::kClamp).max_src, 1);
   EXPECT_FALSE(op_is_view(Op::kClamp));
-  EXPECT_TRUE(op_can_inplace(Op::kClamp));
+  // not in ggml-alloc's in-place list (ggml_op_can_inplace): llama.cpp's buffers give CLAMP a block of its own
+  EXPECT_FALSE(op_can_inplace(Op::kClamp));
+  EXPECT_TRUE(op_can_inplace(Op::kAddId));
   Op op = Op::kNone;
   ASSERT_TRUE(op_from_name("clamp", &op));
   EXPECT_EQ(op, Op::kClamp);

@@ -48,6 +48,20 @@ TEST(DynAllocator, BestFitAmongInnerBlocks) {
   EXPECT_EQ(d.chunk_size(0), 448u);
 }
 
+// ggml-alloc's tie rule (ggml_dyn_tallocr_alloc, `block->size <= best_fit_size`): of two holes of the best size,
+// the later one. llama.cpp's compute buffers are predicted with this allocator, so its choices are ggml's.
+TEST(DynAllocator, TiesGoToTheLaterHoleAsInGgmlAlloc) {
+  DynamicAllocator d(32, SIZE_MAX);
+  BlockAddress a = must(d.alloc(128)), s1 = must(d.alloc(32)), b = must(d.alloc(128)), s2 = must(d.alloc(32));
+  (void)s1;
+  (void)s2;
+  d.free(a, 128);
+  d.free(b, 128);  // holes [0, 128) and [160, 288)
+  EXPECT_EQ(must(d.alloc(96)).offset, 160u);
+  EXPECT_EQ(must(d.alloc(128)).offset, 0u);  // the only hole left that holds it
+  EXPECT_EQ(d.chunk_size(0), 320u);
+}
+
 TEST(DynAllocator, UsesTheTailWhenNoHoleFitsAndGrowsTheChunk) {
   DynamicAllocator d(32, SIZE_MAX);
   BlockAddress a = must(d.alloc(64));

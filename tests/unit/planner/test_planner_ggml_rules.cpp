@@ -1,6 +1,7 @@
-// The planner's ggml-alloc rules (GraphPlanner::set_free_inputs, Packing::kOnline), which `tessera compare-log` plans
-// with to predict llama.cpp's compute buffers, and the scheduler parameters that set them (SchedulerParams::
-// free_inputs, online_packing). Overlaps are judged by planner_check.h, which does not use the planner's code.
+// The planner's ggml-alloc rules (GraphPlanner::set_free_inputs, set_ggml_inplace, Packing::kOnline), which `tessera
+// compare-log` plans with to predict llama.cpp's compute buffers, and the scheduler parameters that set them
+// (SchedulerParams:: free_inputs, online_packing). Overlaps are judged by planner_check.h, which does not use the
+// planner's code.
 #include <gtest/gtest.h>
 
 #include "support/planner_check.h"
@@ -82,6 +83,94 @@ TEST(PlannerGgmlRules, OutputsStayPinnedWhenInputsAreFreed) {
   EXPECT_NE(b->data, a->data);
   EXPECT_NE(b->data, x->data);
   EXPECT_EQ(planned_overlap(g, ga), "");
+}
+
+// ggml-alloc's in-place rule: of two sources that qualify, the first (ggml_gallocr_allocate_node walks node->src in
+// order and takes the first); the planner's own rule takes the one at the lower address. Here the second source, b,
+// was placed first, so it is the lower one.
+TEST(PlannerGgmlRules, InPlaceTakesTheFirstSourceThatQualifies) {
+  for (bool ggml : {false, true}) {
+    SCOPED_TRACE(ggml);
+    Context ctx({.no_alloc = true});
+    Tensor* x = ctx.new_tensor_1d(Type::kF32, 256);
+    set_input(*x);
+    Tensor* b = scale(ctx, x, 2.0f);  // placed first: the lower block
+    Tensor* a = scale(ctx, x, 3.0f);  // placed second
+    Tensor* c = add(ctx, a, b);       // both sources die here, same layout
+    Tensor* d = sum_rows(ctx, c);
+    set_output(*d);
+    Graph g;
+    ASSERT_TRUE(g.build_forward(b).ok());  // b computed (and placed) before a
+    ASSERT_TRUE(g.build_forward(d).ok());
+    GraphPlanner ga(cpu::buffer_type());
+    ga.set_packing(GraphPlanner::Packing::kOnline);
+    ga.set_ggml_inplace(ggml);
+    EXPECT_EQ(ga.ggml_inplace(), ggml);
+    ASSERT_TRUE(ga.alloc_graph(g).ok());
+    ASSERT_LT(b->data, a->data);
+    EXPECT_EQ(c->data, ggml ? a->data : b->data);
+    EXPECT_EQ(planned_overlap(g, ga), "");
+  }
+}
+
+// A view is never taken in place with ggml's rule: ggml asks ggml_gallocr_is_own of the source, and a view is never
+// allocated itself. llama.cpp's ROPE of a reshaped Q or K product gets a block of its own so (the planner's own rule
+// computes it in the product's block), which is one activation per GPU compute buffer in its logs.
+struct ReshapedProduct {
+  Context ctx{{.no_alloc = true}};
+  Graph g;
+  Tensor* m = nullptr;
+  Tensor* n = nullptr;
+  ReshapedProduct() {
+    Tensor* x = ctx.new_tensor_1d(Type::kF32, 256);  // 1 KiB
+    set_input(*x);
+    m = scale(ctx, x, 2.0f);                 // the product
+    Tensor* v = reshape_2d(ctx, m, 16, 16);  // its only use
+    n = scale(ctx, v, 3.0f);                 // same layout as the view
+    Tensor* out = sum_rows(ctx, n);
+    set_output(*out);
+    EXPECT_TRUE(g.build_forward(out).ok());
+  }
+};
+
+TEST(PlannerGgmlRules, AViewIsNeverTakenInPlace) {
+  const size_t align = cpu::buffer_type()->alignment();
+  const size_t one = (64 + align - 1) / align * align;  // sum_rows: 16 floats
+  for (bool ggml : {false, true}) {
+    SCOPED_TRACE(ggml);
+    ReshapedProduct r;
+    GraphPlanner ga(cpu::buffer_type());
+    ga.set_packing(GraphPlanner::Packing::kOnline);
+    ga.set_ggml_inplace(ggml);
+    auto sizes = ga.reserve_size(r.g);
+    ASSERT_TRUE(sizes.ok()) << sizes.status().to_string();
+    // x and m, and n in m's block (the sums then in a block of their own), or in one of its own (the sums then in m's,
+    // free once n is computed)
+    EXPECT_EQ((*sizes)[0], ggml ? 3 * 1024 : 2 * 1024 + one);
+    ASSERT_TRUE(ga.alloc_graph(r.g).ok());
+    EXPECT_EQ(r.n->data == r.m->data, !ggml);
+    EXPECT_EQ(planned_overlap(r.g, ga), "");
+  }
+}
+
+// ...and SchedulerParams::ggml_inplace reaches the scheduler's planner.
+TEST(PlannerGgmlRules, SchedulerParamsSetTheInPlaceRule) {
+  std::unique_ptr<Backend> cpu_backend = cpu::make_backend({.n_threads = 1});
+  size_t sizes[2] = {0, 0};
+  for (bool ggml : {false, true}) {
+    ReshapedProduct r;
+    SchedulerParams p;
+    p.online_packing = true;
+    p.ggml_inplace = ggml;
+    auto s = Scheduler::create({cpu_backend.get()}, p);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    auto sz = s.value()->reserve_size(r.g);
+    ASSERT_TRUE(sz.ok()) << sz.status().to_string();
+    sizes[ggml ? 1 : 0] = sz.value().at(0);
+  }
+  const size_t align = cpu::buffer_type()->alignment();
+  EXPECT_EQ(sizes[0], 2 * 1024 + (64 + align - 1) / align * align);
+  EXPECT_EQ(sizes[1], 3 * 1024u);
 }
 
 // The scheduler's parameters reach its planner: the same graph, split over one backend, needs less with free_inputs.

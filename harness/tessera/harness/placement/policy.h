@@ -74,6 +74,7 @@ struct PlacementPolicy {
   bool reuse = true;  // SchedulerParams::reuse: keep the plan of a graph allocated again with the same structure
   bool online_packing = false;   // SchedulerParams::online_packing: pack compute buffers as ggml-alloc does
   bool free_inputs = false;      // SchedulerParams::free_inputs: free graph inputs after their last use, as ggml-alloc
+  bool ggml_inplace = false;     // SchedulerParams::ggml_inplace: ggml-alloc's in-place rule (first source, no view)
   bool fa_sinks_decide = false;  // SchedulerParams::fa_sinks_decide: FA sinks place the op, as ggml before b10150
   // llama.cpp's CPU buffer type list on a machine whose GPU has no host buffer type (Apple Metal: make_cpu_buft_list
   // gives [CPU_REPACK, CPU]): a matrix weight bound for the CPU's own buffer type -- a layer left on the CPU, or an
