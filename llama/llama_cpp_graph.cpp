@@ -19,6 +19,7 @@ constexpr int kStreams = 5913;          // PR #14363 (225e7a14)
 constexpr int kMergedConts = 6195;      // PR #15380 (baa9255a)
 constexpr int kNoFusedVCont = 6410;     // PR #15662 (cf0e3ba1)
 constexpr int kSetRows = 6071;          // PR #14959 (a4569c41)
+constexpr int kMoeWeightsEarly = 6583;  // PR #16130 (077c94d0)
 constexpr int kMoeClamp = 6844;         // PR #16655 (f696428c)
 constexpr int kVBeforeK = 7044;         // PR #16884 (a90eb94c)
 constexpr int kInpEmbd = 7819;          // PR #18898 (557515be)
@@ -49,6 +50,7 @@ models::LlamaCppGraph llama_cpp_graph(int build) {
   g.fused_v_cont = !g.qkv_cont && b < kNoFusedVCont;
   g.fused_v_cont_3d = g.fused_v_cont && b >= kMergedConts;
   g.moe_weights_clamp = b >= kMoeClamp;
+  g.moe_weights_early = b >= kMoeWeightsEarly;
   g.v_before_k = b >= kVBeforeK;
   g.inp_embd_input = b >= kInpEmbd;
   g.kv_rotation = b >= kKvRotation;

@@ -307,7 +307,8 @@ Tensor* geglu_ffn(Context& ctx, const DenseFfnWeights& w, Tensor* cur, int il, c
   return named(mul_mat(ctx, w.down, act), "ffn_out", il);
 }
 
-Tensor* moe_ffn(Context& ctx, const MoeParams& p, const MoeFfnWeights& w, Tensor* cur, int il) {
+Tensor* moe_ffn(Context& ctx, const MoeParams& p, const MoeFfnWeights& w, Tensor* cur, int il,
+                const GraphOrder& order) {
   if (cur == nullptr) return nullptr;
   // The token count comes from cur: a model's last layer may keep only the rows that produce logits.
   const int64_t n_embd = cur->ne[0], T = cur->ne[1];
@@ -341,6 +342,8 @@ Tensor* moe_ffn(Context& ctx, const MoeParams& p, const MoeFfnWeights& w, Tensor
     w2 = named(div(ctx, w2, sum), "ffn_moe_weights_norm", il);
     weights = reshape_3d(ctx, w2, 1, n_used, T);
   }
+  // llama.cpp from 6583: the weights into the graph now, before the experts' products
+  if (p.cpp != nullptr && p.cpp->moe_weights_early && order) fix_order(order, weights);
   auto biased = [&](Tensor* x, Tensor* b, const char* what) {
     return b != nullptr ? named(add_id(ctx, x, b, selected), what, il) : x;
   };

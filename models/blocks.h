@@ -171,6 +171,8 @@ struct MoeFfnWeights {
 // Mixture-of-experts SwiGLU FFN on cur [n_embd, T]: router logits and SOFT_MAX, TOP_K experts per token, their
 // weights (optionally renormalised), the experts' SwiGLU through MUL_MAT_ID, weighted and summed over the used
 // experts ("ffn_moe_*"). Returns [n_embd, T].
-Tensor* moe_ffn(Context& ctx, const MoeParams& p, const MoeFfnWeights& w, Tensor* cur, int il);
+// order: fixes the place of the experts' weights in the graph (LlamaCppGraph::moe_weights_early); may be empty.
+Tensor* moe_ffn(Context& ctx, const MoeParams& p, const MoeFfnWeights& w, Tensor* cur, int il,
+                const GraphOrder& order = {});
 
 }  // namespace tessera::models::blocks

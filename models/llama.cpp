@@ -372,7 +372,7 @@ class Builder {
                                .gate_exps_b = l.ffn_gate_exps_b,
                                .up_exps_b = l.ffn_up_exps_b,
                                .down_exps_b = l.ffn_down_exps_b},
-                              cur, il);
+                              cur, il, order);
       } else {
         cur = blocks::swiglu_ffn(ctx_, {.gate = l.ffn_gate, .up = l.ffn_up, .down = l.ffn_down}, cur, il, cpp_);
       }

@@ -55,6 +55,11 @@ struct LlamaCppGraph {
   // the chosen experts' weights clamped to [6.103515625e-5, +inf] (CLAMP, "ffn_moe_weights_sum_clamped") before
   // the DIV, against a division by zero: one node per MoE layer, from 6844 (PR #16655, f696428c).
   bool moe_weights_clamp = false;
+  // build_moe_ffn adds the experts' weights to the graph as soon as they are computed ("call early so that topk-moe
+  // can be used": GET_ROWS of the probabilities, softmax or normalisation, right after the ARGSORT), before the
+  // experts' products, which otherwise come first (the weights are the MUL's second source): from 6583 (PR #16130,
+  // 077c94d0). Only the order changes, and with it where ggml-alloc puts the layer's tensors.
+  bool moe_weights_early = false;
   // Not the graph's: ggml-cuda's buffer type reserves, with each FLASH_ATTN_EXT of a batch, room for f16 copies of K
   // and V that are not f16 (a quantized cache): from 9489 (PR #23907). use_llama_cpp_rules gives every GPU the padding
   // rule (sim::PaddingRule::f16_kv_copies).

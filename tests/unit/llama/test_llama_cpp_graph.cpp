@@ -56,6 +56,8 @@ TEST(LlamaCppGraph, SwitchesFlipAtTheBuildsOfTheirChanges) {
   EXPECT_TRUE(g(6409).fused_v_cont);
   EXPECT_FALSE(g(6410).fused_v_cont);
   EXPECT_FALSE(g(6410).fused_v_cont_3d);
+  EXPECT_FALSE(g(6582).moe_weights_early);
+  EXPECT_TRUE(g(6583).moe_weights_early);
   EXPECT_FALSE(g(6843).moe_weights_clamp);
   EXPECT_TRUE(g(6844).moe_weights_clamp);
   EXPECT_FALSE(g(7043).v_before_k);
@@ -128,6 +130,7 @@ TEST(LlamaCppGraph, TheDefaultBuildHasEverySwitch) {
                              g.inp_embd_input,
                              g.mask_f16,
                              g.moe_weights_clamp,
+                             g.moe_weights_early,
                              g.cuda_fa_f16_copies,
                              g.out_ids_after_layers,
                              g.fa_sinks_decide,
@@ -137,10 +140,10 @@ TEST(LlamaCppGraph, TheDefaultBuildHasEverySwitch) {
   };
   EXPECT_EQ(switches(newest), switches(later));
   // every switch is listed above (the size rounded up to the int's alignment: four switches more change it)
-  EXPECT_EQ(sizeof(LlamaCppGraph), (sizeof(int) + 21 * sizeof(bool) + alignof(int) - 1) / alignof(int) * alignof(int))
+  EXPECT_EQ(sizeof(LlamaCppGraph), (sizeof(int) + 22 * sizeof(bool) + alignof(int) - 1) / alignof(int) * alignof(int))
       << "a switch was added to LlamaCppGraph: list it here";
-  EXPECT_TRUE(newest.moe_weights_clamp && newest.v_before_k && newest.inp_embd_input && newest.mask_f16 &&
-              newest.kv_rotation && newest.cuda_fa_f16_copies && newest.out_ids_after_layers &&
+  EXPECT_TRUE(newest.moe_weights_clamp && newest.moe_weights_early && newest.v_before_k && newest.inp_embd_input &&
+              newest.mask_f16 && newest.kv_rotation && newest.cuda_fa_f16_copies && newest.out_ids_after_layers &&
               !newest.fa_sinks_decide);
 }
 
@@ -234,6 +237,42 @@ TEST(LlamaCppGraph, ChangesAfter6699) {
 // 6844's CLAMP (PR #16655) as build_moe_ffn makes it: in each layer, ffn_moe_weights_sum (SUM_ROWS) clamped to
 // [6.103515625e-5, +inf] as ffn_moe_weights_sum_clamped, and the DIV (ffn_moe_weights_norm) by the clamped sum; none
 // in 6843's graph, in Tessera's own, or where the weights are not normalised.
+// From 6583 (PR #16130) build_moe_ffn adds the experts' weights to the graph right after the ARGSORT ("call early so
+// that topk-moe can be used"), before the experts' products; before, the DFS from the weighted MUL reached the
+// products first (the weights are its second source). The same nodes either way, in another order.
+TEST(LlamaCppGraph, MoeWeightsAddedBeforeTheExpertsFrom6583) {
+  // per layer: the positions of ffn_moe_weights (the GET_ROWS), of its last node before the MUL, and of ffn_moe_up
+  auto positions = [](const LlamaConfig& c) {
+    Result<LlamaGraph> m = build_llama(c);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    std::map<std::string, size_t> at;
+    std::vector<std::string> names;
+    if (!m.ok()) return std::make_pair(at, names);
+    const Graph& g = *m.value().graph;
+    for (size_t i = 0; i < g.n_nodes(); ++i) {
+      at[g.node(i)->name] = i;
+      names.emplace_back(g.node(i)->name);
+    }
+    return std::make_pair(at, names);
+  };
+  for (const char* name : {"tiny-qwen3moe", "tiny-gpt-oss"}) {
+    SCOPED_TRACE(name);
+    LlamaConfig c = preset(name).value();
+    c.n_layer = 2;
+    c.llama_cpp = llama_cpp_graph(6583);
+    const auto [now, names_now] = positions(c);
+    c.llama_cpp = llama_cpp_graph(6582);
+    const auto [before, names_before] = positions(c);
+    EXPECT_EQ(names_now.size(), names_before.size()) << "only the order changes";
+    for (int il = 0; il < 2; ++il) {
+      const std::string w = "ffn_moe_weights-" + std::to_string(il), up = "ffn_moe_up-" + std::to_string(il);
+      ASSERT_TRUE(now.count(w) && now.count(up) && before.count(w) && before.count(up)) << il;
+      EXPECT_LT(now.at(w), now.at(up)) << il;
+      EXPECT_GT(before.at(w), before.at(up)) << il;
+    }
+  }
+}
+
 TEST(LlamaCppGraph, MoeWeightsSumClampedFrom6844) {
   // What each CLAMP node is (copied out: the graph is gone when the lambda returns).
   struct Clamp {
