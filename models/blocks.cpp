@@ -92,7 +92,8 @@ CacheViews llama_cpp_cache(Context& ctx, const AttentionShape& s, const KvCache&
       Tensor* flat = reshape_2d(ctx, cache.v, 1, n_ctx * n_kv_embd);
       v_w = set_rows(ctx, flat, reshape_2d(ctx, v2, 1, n_kv_embd * T), in.v_idxs);
     } else {
-      v_w = set_rows(ctx, cache.v, view_2d(ctx, v, n_kv_embd, T, v->nb[2], 0), in.kv_idxs);
+      v_w = set_rows(ctx, cache.v, view_2d(ctx, v, n_kv_embd, T, v->nb[2], 0),
+                     in.v_idxs != nullptr ? in.v_idxs : in.kv_idxs);
     }
   }
   if (k_w == nullptr || v_w == nullptr) return {};

@@ -228,13 +228,18 @@ class Builder {
     };
     m_.tokens = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_tokens");
     m_.pos = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_pos");
-    // A llama.cpp graph of the VIEW + CPY era writes at the cache head (no indices); one writing a transposed V with
-    // SET_ROWS indexes each of V's elements (llama.cpp's inp_v_idxs; i64 there, i32 here).
-    if (cpp_ == nullptr || !cpp_->kv_cpy) {
+    // A llama.cpp graph of the VIEW + CPY era writes at the cache head (no indices); one writing with SET_ROWS has
+    // llama.cpp's inputs: i64 indices for K and for V (each of V's elements when V is transposed), per cache
+    if (cpp_ == nullptr) {
       m_.kv_idxs = input(ctx_.new_tensor_1d(Type::kI32, c_.n_tokens), "inp_kv_idxs");
-    }
-    if (cpp_ != nullptr && !cpp_->kv_cpy && !c_.flash_attn) {
-      m_.v_idxs = input(ctx_.new_tensor_1d(Type::kI32, c_.n_embd_kv() * c_.n_tokens), "inp_v_idxs");
+    } else if (!cpp_->kv_cpy) {
+      const int64_t n_v = c_.flash_attn ? c_.n_tokens : c_.n_embd_kv() * c_.n_tokens;
+      m_.kv_idxs = input(ctx_.new_tensor_1d(Type::kI64, c_.n_tokens), "inp_k_idxs");
+      m_.v_idxs = input(ctx_.new_tensor_1d(Type::kI64, n_v), "inp_v_idxs");
+      if (c_.has_swa()) {
+        m_.kv_idxs_swa = input(ctx_.new_tensor_1d(Type::kI64, c_.n_tokens), "inp_k_idxs_swa");
+        m_.v_idxs_swa = input(ctx_.new_tensor_1d(Type::kI64, n_v), "inp_v_idxs_swa");
+      }
     }
     // A llama.cpp graph's mask is f32 (cast to f16 for flash attention in build(), as build_inp_kq_mask does), or
     // from 9410 f16 with flash attention (mask_f16)
@@ -309,9 +314,9 @@ class Builder {
                                           .k_rot = m_.k_rot,
                                           .v_rot = m_.v_rot};
     const blocks::AttentionInputs attn_in_swa{.pos = m_.pos,
-                                              .kv_idxs = m_.kv_idxs,
+                                              .kv_idxs = m_.kv_idxs_swa != nullptr ? m_.kv_idxs_swa : m_.kv_idxs,
                                               .mask = mask_swa,
-                                              .v_idxs = m_.v_idxs,
+                                              .v_idxs = m_.v_idxs_swa != nullptr ? m_.v_idxs_swa : m_.v_idxs,
                                               .kv_head = c_.kv_len_swa() - c_.n_tokens,
                                               .k_rot = own_rot_swa ? m_.k_rot_swa : m_.k_rot,
                                               .v_rot = own_rot_swa ? m_.v_rot_swa : m_.v_rot};
@@ -386,6 +391,9 @@ class Builder {
     // so are rotation matrices no layer reads (the non-SWA cache's are read by every layer before 8699)
     if (!global_used && (own_rot_swa || !swa_used)) m_.k_rot = m_.v_rot = nullptr;
     if (!swa_used) m_.k_rot_swa = m_.v_rot_swa = nullptr;
+    // and each cache's indices (llama.cpp's graph: one set per cache)
+    if (!global_used && m_.kv_idxs_swa != nullptr) m_.kv_idxs = m_.v_idxs = nullptr;
+    if (!swa_used) m_.kv_idxs_swa = m_.v_idxs_swa = nullptr;
     if (out_ids_after && m_.out_ids != nullptr) {
       inp = get_rows(ctx_, inp, m_.out_ids);
     }
@@ -579,7 +587,7 @@ const LlamaGraph::WeightCopy* LlamaGraph::copy_of(const Tensor* t) const {
 
 std::vector<Tensor*> LlamaGraph::inputs() const {
   std::vector<Tensor*> v{tokens, pos};
-  for (Tensor* t : {kv_idxs, v_idxs, mask}) {
+  for (Tensor* t : {kv_idxs, v_idxs, mask, kv_idxs_swa, v_idxs_swa}) {
     if (t != nullptr) v.push_back(t);
   }
   for (Tensor* t : {mask_swa, k_rot, v_rot, k_rot_swa, v_rot_swa, out_ids, embd}) {

@@ -180,12 +180,25 @@ LlamaInputs default_inputs(const LlamaConfig& c, uint64_t seed) {
     in.kv_idxs.push_back(static_cast<int32_t>(first + i));
   }
   for (int64_t i = c.n_tokens - c.outputs(); i < T; ++i) in.out_ids.push_back(static_cast<int32_t>(i));
-  // A transposed V written by SET_ROWS (a llama.cpp graph without flash attention, llama_cpp_graph.h): dim d of the
-  // token in slot s is element d * n_ctx + s of the cache, listed token by token as the token's values are.
-  if (c.llama_cpp && !c.flash_attn && !c.llama_cpp->kv_cpy) {
+  // A llama.cpp graph writing with SET_ROWS (llama_cpp_graph.h) has V's indices apart, per cache: with flash
+  // attention the slots again; a transposed V's dim d of the token in slot s is element d * n_ctx + s of the cache,
+  // listed token by token as the token's values are. The sliding-window cache has its own size and slots.
+  if (c.llama_cpp && !c.llama_cpp->kv_cpy) {
     const int64_t nk = c.n_embd_kv();
-    for (int64_t i = 0; i < T; ++i) {
-      for (int64_t d = 0; d < nk; ++d) in.v_idxs.push_back(static_cast<int32_t>(d * c.n_ctx + first + i));
+    auto v_of = [&](int64_t cells, int64_t first_slot, std::vector<int32_t>* out) {
+      for (int64_t i = 0; i < T; ++i) {
+        if (c.flash_attn) {
+          out->push_back(static_cast<int32_t>(first_slot + i));
+          continue;
+        }
+        for (int64_t d = 0; d < nk; ++d) out->push_back(static_cast<int32_t>(d * cells + first_slot + i));
+      }
+    };
+    v_of(c.n_ctx, first, &in.v_idxs);
+    if (c.has_swa()) {
+      const int64_t first_swa = c.kv_len_swa() - T;
+      for (int64_t i = 0; i < T; ++i) in.kv_idxs_swa.push_back(static_cast<int32_t>(first_swa + i));
+      v_of(c.ctx_swa(), first_swa, &in.v_idxs_swa);
     }
   }
   in.mask.assign(static_cast<size_t>(n_kv * T), 0.0f);
@@ -221,12 +234,18 @@ Status set_inputs(LlamaGraph& m, const LlamaInputs& in) {
       return TS_ERROR(StatusCode::kInvalidArgument, "set_inputs: %s needs %lld values, got %zu", t->name,
                       static_cast<long long>(nelements(*t)), v.size());
     }
+    if (t->type == Type::kI64) {  // (llama.cpp's cache indices)
+      const std::vector<int64_t> wide(v.begin(), v.end());
+      return tensor_set(*t, wide.data(), 0, wide.size() * sizeof(int64_t));
+    }
     return tensor_set(*t, v.data(), 0, v.size() * sizeof(int32_t));
   };
   TS_RETURN_IF_ERROR(set_i32(m.tokens, in.tokens));
   TS_RETURN_IF_ERROR(set_i32(m.pos, in.pos));
   TS_RETURN_IF_ERROR(set_i32(m.kv_idxs, in.kv_idxs));
   TS_RETURN_IF_ERROR(set_i32(m.v_idxs, in.v_idxs));
+  TS_RETURN_IF_ERROR(set_i32(m.kv_idxs_swa, in.kv_idxs_swa));
+  TS_RETURN_IF_ERROR(set_i32(m.v_idxs_swa, in.v_idxs_swa));
   TS_RETURN_IF_ERROR(set_i32(m.out_ids, in.out_ids));
   if (m.mask != nullptr) {  // (none when every layer is a sliding-window one)
     if (static_cast<int64_t>(in.mask.size()) != nelements(*m.mask)) {

@@ -67,6 +67,17 @@ bool has_storage_only(const Tensor& n) {
   return false;
 }
 
+// Whether the storage-only tensors of n (has_storage_only) are all i64 sources: i64 indices, which the CPU reference
+// kernels read where an op takes them (SET_ROWS: llama.cpp's cache indices), so a memory-backed device asks the
+// kernels about the node as it is.
+bool storage_only_is_i64_sources(const Tensor& n) {
+  if (is_storage_only(&n) || is_storage_only(n.view_src)) return false;
+  for (const Tensor* s : n.src) {
+    if (is_storage_only(s) && s->type != Type::kI64) return false;
+  }
+  return true;
+}
+
 // A stride of `nb` bytes of type `from`, as the bytes of as many values of type `to`.
 size_t scale_stride(size_t nb, const TypeTraits& from, const TypeTraits& to) {
   const size_t values = nb / from.type_size * static_cast<size_t>(from.block_size);
@@ -190,7 +201,7 @@ bool SimDevice::supports_op(const Tensor& op) const {
     if (high <= low) return false;
   }
   bool can;
-  if (has_storage_only(op)) {
+  if (has_storage_only(op) && (sim_->opt.mode == MemoryMode::kMetadata || !storage_only_is_i64_sources(op))) {
     if (sim_->opt.mode != MemoryMode::kMetadata) return false;
     const StandIn stand_in(op);
     can = real_ != nullptr ? real_->supports_op(stand_in.node) : cpu::device()->supports_op(stand_in.node);

@@ -27,7 +27,7 @@ Tensor* bad(Context& ctx, Op op, const std::string& what) {
 }
 
 // Checks a source: non-null (a null means an earlier failure: no new error) and of an allowed type.
-enum class TypeSet { kFloat, kWeight, kAny, kF32, kI32, kMask };
+enum class TypeSet { kFloat, kWeight, kAny, kF32, kI32, kIndex, kMask };
 bool type_in(Type t, TypeSet set) {
   switch (set) {
     case TypeSet::kFloat: return is_float_type(t);
@@ -35,6 +35,7 @@ bool type_in(Type t, TypeSet set) {
     case TypeSet::kAny: return is_any_type(t);
     case TypeSet::kF32: return t == Type::kF32;
     case TypeSet::kI32: return t == Type::kI32;
+    case TypeSet::kIndex: return t == Type::kI32 || t == Type::kI64;
     case TypeSet::kMask: return t == Type::kF32 || t == Type::kF16;
   }
   return false;
@@ -46,6 +47,7 @@ const char* set_name(TypeSet set) {
     case TypeSet::kAny: return "a valid type";
     case TypeSet::kF32: return "f32";
     case TypeSet::kI32: return "i32";
+    case TypeSet::kIndex: return "i32 or i64";
     case TypeSet::kMask: return "f32 or f16";
   }
   return "?";
@@ -534,7 +536,7 @@ Tensor* set_rows(Context& ctx, Tensor* dst, Tensor* rows, Tensor* ids) {
   if (dst == nullptr || rows == nullptr || ids == nullptr) return nullptr;
   if (!check_type(ctx, Op::kSetRows, "destination", dst, TypeSet::kWeight) ||
       !check_type(ctx, Op::kSetRows, "rows", rows, TypeSet::kF32) ||
-      !check_type(ctx, Op::kSetRows, "ids", ids, TypeSet::kI32)) {
+      !check_type(ctx, Op::kSetRows, "ids", ids, TypeSet::kIndex)) {
     return nullptr;
   }
   if (rows->ne[0] != dst->ne[0] || rows->ne[2] != dst->ne[2] || rows->ne[3] != dst->ne[3]) {

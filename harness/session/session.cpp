@@ -135,6 +135,8 @@ Status refuse_storage_only(const Graph& g, const SessionConfig& config) {
   for (const std::vector<Tensor*>* list : {&g.leafs(), &g.nodes()}) {
     for (const Tensor* t : *list) {
       if (!type_is_valid(t->type) || type_has_kernels(t->type)) continue;
+      // an i64 input is written as it is and read as indices (SET_ROWS of llama.cpp's cache indices)
+      if (t->type == Type::kI64 && t->op == Op::kNone && (t->flags & kFlagInput) != 0) continue;
       if (first == nullptr) first = t;
       ++count;
     }

@@ -227,8 +227,14 @@ struct LlamaGraph {
   // Inputs and output.
   Tensor* tokens = nullptr;
   Tensor* pos = nullptr;
-  Tensor* kv_idxs = nullptr;   // null in a llama.cpp graph that writes the cache at its head (VIEW + CPY)
-  Tensor* v_idxs = nullptr;    // a llama.cpp graph writing a transposed V with SET_ROWS: i32 [n_embd_kv * n_tokens]
+  Tensor* kv_idxs = nullptr;  // null in a llama.cpp graph that writes the cache at its head (VIEW + CPY)
+  // A llama.cpp graph writing with SET_ROWS (from 6071) has inputs of its own for V: i64 [n_tokens] with flash
+  // attention, else (V transposed) i64 [n_embd_kv * n_tokens]; its kv_idxs, K's, is i64 too, as llama.cpp's
+  // (build_input_k_idxs, build_input_v_idxs); Tessera's own graph has kv_idxs i32 for K and V and no v_idxs.
+  Tensor* v_idxs = nullptr;
+  // ...and with sliding-window layers, the sliding-window cache's own (llama.cpp's iSWA inputs: one set per cache)
+  Tensor* kv_idxs_swa = nullptr;
+  Tensor* v_idxs_swa = nullptr;
   Tensor* mask = nullptr;      // null when no layer reads it (a sliding-window model with no global layer)
   Tensor* mask_swa = nullptr;  // has_swa(): the sliding-window layers' mask f16 [kv_len_swa(), n_tokens]; null when
                                // no layer is a sliding-window one
@@ -288,7 +294,9 @@ Status fill_random(LlamaGraph& model, uint64_t seed, int threads = 0);
 // cache slots of the same index, with a causal mask; logits for the last n_outputs tokens.
 struct LlamaInputs {
   std::vector<int32_t> tokens, pos, kv_idxs, out_ids;
-  std::vector<int32_t> v_idxs;  // the cache element of each V value (dim d of slot s: d * n_ctx + s), for v_idxs
+  // for v_idxs: the slots again (flash attention) or the cache element of each V value (dim d of slot s: d * n_ctx +
+  // s); kv_idxs_swa / v_idxs_swa: the same for the sliding-window cache (its own slots and size)
+  std::vector<int32_t> v_idxs, kv_idxs_swa, v_idxs_swa;
   std::vector<float> mask;      // [n_kv, n_tokens], 0 or -inf
   std::vector<float> mask_swa;  // has_swa(): the same, also -inf for the slots n_swa or more positions back
   // k_rot_dim() > 0 / v_rot_dim() > 0: the normalised Walsh-Hadamard matrix of that size (Sylvester's H_n / sqrt(n):

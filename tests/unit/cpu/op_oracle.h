@@ -522,6 +522,19 @@ class OpCase {
     std::vector<float> v(ids.begin(), ids.end());
     return input(Type::kI32, ne, v, nullptr);
   }
+  // i64 indices (SET_ROWS takes them, as llama.cpp's cache indices are): their bytes, little-endian, as written.
+  Tensor* ids64_input(Shape ne, const std::vector<int64_t>& ids) {
+    Tensor* t = ctx.new_tensor(Type::kI64, 4, ne.data());
+    if (t == nullptr) {
+      ADD_FAILURE() << "new_tensor(i64, " << shape_str(ne) << ") failed: " << ctx.status().to_string();
+      return nullptr;
+    }
+    EXPECT_EQ(static_cast<int64_t>(ids.size()), numel(ne));
+    std::vector<uint8_t> bytes(ids.size() * sizeof(int64_t));
+    std::memcpy(bytes.data(), ids.data(), bytes.size());
+    uploads_.push_back({t, std::move(bytes)});
+    return t;
+  }
 
   // Builds the graph of `outs`, allocates every tensor of the context on a CPU backend, uploads the inputs and
   // computes. Build errors are test failures.

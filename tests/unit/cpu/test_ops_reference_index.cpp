@@ -123,6 +123,33 @@ TEST_P(OpRefSetRows, ScatterKeepsOtherRows) {
   }
 }
 
+// SET_ROWS with i64 ids (llama.cpp's cache indices, ggml's type for them) writes what it writes with the same ids as
+// i32: the same destination bytes, for every Weight type, on fresh random rows and ids.
+TEST_P(OpRefSetRows, I64IdsWriteWhatI32IdsWrite) {
+  const Type t = GetParam();
+  for (int rep = 0; rep < 3; ++rep) {
+    OpCase c;
+    const int64_t ne0 = is_quant(t) ? 64 : 24, n_rows = 9, n = 4, ne2 = 2;
+    const std::vector<float> d0 = c.rand_floats(ne0 * n_rows * ne2);
+    Tensor* dst32 = c.input(t, {ne0, n_rows, ne2, 1}, d0);
+    Tensor* dst64 = c.input(t, {ne0, n_rows, ne2, 1}, d0);
+    const std::vector<float> r = c.rand_floats(ne0 * n * ne2, -2.0f, 2.0f);
+    Tensor* rows = c.input(Type::kF32, {ne0, n, ne2, 1}, r);
+    std::vector<int32_t> ids;
+    for (int64_t j = 0; j < ne2; ++j) {
+      std::vector<int32_t> p(static_cast<size_t>(n_rows));
+      std::iota(p.begin(), p.end(), 0);
+      std::shuffle(p.begin(), p.end(), c.rng);
+      ids.insert(ids.end(), p.begin(), p.begin() + n);
+    }
+    Tensor* out32 = set_rows(c.ctx, dst32, rows, c.ids_input({n, ne2, 1, 1}, ids));
+    Tensor* out64 = set_rows(c.ctx, dst64, rows, c.ids64_input({n, ne2, 1, 1}, {ids.begin(), ids.end()}));
+    ASSERT_NE(out64, nullptr) << c.ctx.status().to_string();
+    TS_EXPECT_COMPUTE_OK(c, out32, out64);
+    EXPECT_EQ(c.bytes_of(dst64), c.bytes_of(dst32));
+  }
+}
+
 // ---- ARGSORT / TOP_K ----
 using SortParam = std::tuple<Type, SortOrder>;
 class OpRefArgsort : public testing::TestWithParam<SortParam> {};
@@ -283,6 +310,21 @@ TEST(OpRefIndexErrors, SetRowsOutOfRange) {
       Tensor* ids = c.ids_input({2, 1, 1, 1}, {bad, 0});
       expect_index_failure(c, set_rows(c.ctx, dst, rows, ids), guard, encode(Type::kF32, gv));
     }
+  }
+}
+
+// i64 ids out of range, beyond i32 too: the error names the node and the id, nothing is written
+TEST(OpRefIndexErrors, SetRowsI64OutOfRange) {
+  for (const int64_t bad : {int64_t{3}, int64_t{-1}, int64_t{1} << 40}) {
+    SCOPED_TRACE("id " + std::to_string(bad));
+    OpCase c;
+    Tensor* dst = c.rand_input(Type::kF32, {32, 3, 1, 1});
+    const std::vector<float> gv = c.rand_floats(64);
+    Tensor* guard = c.input(Type::kF32, {64, 1, 1, 1}, gv);
+    Tensor* rows = c.rand_input(Type::kF32, {32, 2, 1, 1});
+    Tensor* ids = c.ids64_input({2, 1, 1, 1}, {bad, 0});
+    expect_index_failure(c, set_rows(c.ctx, dst, rows, ids), guard, encode(Type::kF32, gv));
+    EXPECT_THAT(c.backend->last_error(), testing::HasSubstr("id " + std::to_string(bad)));
   }
 }
 

@@ -273,6 +273,50 @@ TEST(LlamaCppGraph, MoeWeightsAddedBeforeTheExpertsFrom6583) {
   }
 }
 
+// The cache indices as llama.cpp makes them from 6071 (build_input_k_idxs, build_input_v_idxs): i64, K's and V's apart
+// (V's [n_tokens] with flash attention, one per element of a transposed V without), one set per cache with sliding
+// window layers; Tessera's own graph: one i32 input for K and V. (Side by side with build 10470 the host and GPU
+// compute buffers of gemma and gpt-oss are then exact; with i32 and one set they were up to 2 GiB off.)
+TEST(LlamaCppGraph, CacheIndicesAreI64PerCacheFrom6071) {
+  for (bool fa : {true, false}) {
+    SCOPED_TRACE(fa ? "flash attention" : "no flash attention");
+    LlamaConfig c = preset("tiny-gemma3").value();
+    c.flash_attn = fa;
+    c.llama_cpp = llama_cpp_graph(6071);
+    Result<LlamaGraph> m = build_llama(c);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    const LlamaGraph& g = m.value();
+    const int64_t T = c.n_tokens, n_v = fa ? T : c.n_embd_kv() * T;
+    for (const Tensor* t : {g.kv_idxs, g.v_idxs, g.kv_idxs_swa, g.v_idxs_swa}) {
+      ASSERT_NE(t, nullptr);
+      EXPECT_EQ(t->type, Type::kI64) << t->name;
+    }
+    EXPECT_EQ(g.kv_idxs->ne[0], T);
+    EXPECT_EQ(g.kv_idxs_swa->ne[0], T);
+    EXPECT_EQ(g.v_idxs->ne[0], n_v);
+    EXPECT_EQ(g.v_idxs_swa->ne[0], n_v);
+    // every SET_ROWS reads its own cache's: K by the k indices, V by the v ones
+    int writes = 0;
+    for (size_t i = 0; i < g.graph->n_nodes(); ++i) {
+      const Tensor* n = g.graph->node(i);
+      if (n->op != Op::kSetRows) continue;
+      ++writes;
+      const bool v = std::string(n->name).find("cache_v") != std::string::npos;
+      const int il = g.layer_of(n->src[0]->view_src != nullptr ? n->src[0]->view_src : n->src[0]);
+      ASSERT_GE(il, 0) << n->name;
+      const bool swa = c.is_swa(il);
+      EXPECT_EQ(n->src[2], v ? (swa ? g.v_idxs_swa : g.v_idxs) : (swa ? g.kv_idxs_swa : g.kv_idxs)) << n->name;
+    }
+    EXPECT_EQ(writes, 2 * c.n_layer);
+    c.llama_cpp.reset();  // Tessera's own graph
+    Result<LlamaGraph> own = build_llama(c);
+    ASSERT_TRUE(own.ok()) << own.status().to_string();
+    EXPECT_EQ(own.value().kv_idxs->type, Type::kI32);
+    EXPECT_EQ(own.value().v_idxs, nullptr);
+    EXPECT_EQ(own.value().kv_idxs_swa, nullptr);
+  }
+}
+
 TEST(LlamaCppGraph, MoeWeightsSumClampedFrom6844) {
   // What each CLAMP node is (copied out: the graph is gone when the lambda returns).
   struct Clamp {

@@ -88,6 +88,13 @@ int32_t load_i32(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3
   return v;
 }
 
+int64_t load_index(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+  if (t.type != Type::kI64) return load_i32(t, i0, i1, i2, i3);
+  int64_t v;
+  std::memcpy(&v, elem_ptr(t, i0, i1, i2, i3), 8);
+  return v;
+}
+
 void store_i32(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, int32_t v) {
   std::memcpy(elem_ptr(t, i0, i1, i2, i3), &v, 4);
 }

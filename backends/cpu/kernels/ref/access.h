@@ -49,6 +49,8 @@ float load_f32(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3);
 // One i32 value (t must be i32).
 int32_t load_i32(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3);
 void store_i32(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, int32_t v);
+// One index value of an i32 or i64 tensor (SET_ROWS takes either, as ggml does; llama.cpp's are i64).
+int64_t load_index(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3);
 // Row (i1, i2, i3) of t as t.ne0 floats.
 void load_row(const Tensor& t, int64_t i1, int64_t i2, int64_t i3, float* out);
 // Writes t.ne0 floats into row (i1, i2, i3) of t through t's reference conversion (quantized: whole row). Not for i32.

@@ -58,13 +58,13 @@ Status validate_ids(const Tensor& node, const Tensor& ids, int64_t limit) {
     for (int64_t i2 = 0; i2 < ids.ne[2]; ++i2) {
       for (int64_t i1 = 0; i1 < ids.ne[1]; ++i1) {
         for (int64_t i0 = 0; i0 < ids.ne[0]; ++i0) {
-          const int32_t v = load_i32(ids, i0, i1, i2, i3);
+          const int64_t v = load_index(ids, i0, i1, i2, i3);
           if (v < 0 || v >= limit) {
             return TS_ERROR(StatusCode::kFailed,
-                            "%s: id %d at [%lld, %lld, %lld, %lld] of %s is out of range [0, %lld)",
-                            describe(node).c_str(), v, static_cast<long long>(i0), static_cast<long long>(i1),
-                            static_cast<long long>(i2), static_cast<long long>(i3), describe(ids).c_str(),
-                            static_cast<long long>(limit));
+                            "%s: id %lld at [%lld, %lld, %lld, %lld] of %s is out of range [0, %lld)",
+                            describe(node).c_str(), static_cast<long long>(v), static_cast<long long>(i0),
+                            static_cast<long long>(i1), static_cast<long long>(i2), static_cast<long long>(i3),
+                            describe(ids).c_str(), static_cast<long long>(limit));
           }
         }
       }
@@ -144,8 +144,12 @@ bool check_set_rows(const Tensor& node) {
   const Tensor* dst = node.src[0];
   const Tensor* rows = node.src[1];
   const Tensor* ids = node.src[2];
-  if (!src_ok(dst) || !src_ok(rows) || !src_ok(ids)) return false;
-  if (!is_weight_type(dst->type) || rows->type != Type::kF32 || ids->type != Type::kI32) return false;
+  if (!src_ok(dst) || !src_ok(rows) || ids == nullptr) return false;
+  // i32 or i64 ids (llama.cpp's are i64; i64 is otherwise a storage-only type, read here as indices only)
+  if (ids->type != Type::kI64 && !src_ok(ids)) return false;
+  if ((ids->ne[0] | ids->ne[1] | ids->ne[2] | ids->ne[3]) < 0) return false;
+  if (!is_weight_type(dst->type) || rows->type != Type::kF32) return false;
+  if (ids->type != Type::kI32 && ids->type != Type::kI64) return false;
   if (rows->ne[0] != dst->ne[0] || rows->ne[2] != dst->ne[2] || rows->ne[3] != dst->ne[3]) return false;
   if (ids->ne[0] != rows->ne[1] || ids->ne[1] != rows->ne[2] || ids->ne[2] != rows->ne[3] || ids->ne[3] != 1) {
     return false;
@@ -163,7 +167,7 @@ Status run_set_rows(const Tensor& node, const ComputeParams& p) {
   int64_t r0, r1;
   partition(row_count(rows), p, &r0, &r1);
   std::vector<float> row(static_cast<size_t>(rows.ne[0]));
-  std::unordered_map<int32_t, int64_t> last;  // destination row -> last source row of the current slice
+  std::unordered_map<int64_t, int64_t> last;  // destination row -> last source row of the current slice
   int64_t slice = -1;
   for (int64_t r = r0; r < r1; ++r) {
     const RowIdx s = row_idx(rows, r);  // (i, j, k)
@@ -171,9 +175,9 @@ Status run_set_rows(const Tensor& node, const ComputeParams& p) {
     if (sl != slice) {
       slice = sl;
       last.clear();
-      for (int64_t i = 0; i < rows.ne[1]; ++i) last[load_i32(ids, i, s.i2, s.i3, 0)] = i;
+      for (int64_t i = 0; i < rows.ne[1]; ++i) last[load_index(ids, i, s.i2, s.i3, 0)] = i;
     }
-    const int32_t id = load_i32(ids, s.i1, s.i2, s.i3, 0);
+    const int64_t id = load_index(ids, s.i1, s.i2, s.i3, 0);
     if (last[id] != s.i1) continue;
     load_row(rows, s.i1, s.i2, s.i3, row.data());
     store_row(node, id, s.i2, s.i3, row.data());
