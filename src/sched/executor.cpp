@@ -185,9 +185,25 @@ Status Scheduler::Impl::wait_for_other_readers(const Tensor& cpy, int owner, int
 // (as in llama.cpp; the sources are the last evaluation's). A synchronous CPU is done when the call returns; an
 // asynchronous one was not waited for until the generated cases drew one (an asynchronous CPU, session 60: the host
 // wrote v0.x for the next evaluation while the CPU's stream still read it).
+// The readers of evaluations computed since the last alloc_graph count too: graph_compute_async allocates a graph
+// computed already again by itself (the same inputs), so an evaluation in slot 0 may be followed by one in slot 1
+// before the user writes anything (note_inplace_input_readers keeps its readers; found by the end-to-end fuzzer:
+// slot 0 read v0.x on an asynchronous CPU, a computation again took slot 1, and the next alloc_graph, seeing slot 1's
+// copies, let the host write v0.x at once).
 Status Scheduler::Impl::wait_for_inplace_input_readers() {
-  if (!computed || graph == nullptr) return Status();
-  std::vector<char> waited(backends.size(), 0);
+  note_inplace_input_readers();
+  std::vector<char> wait;
+  wait.swap(pending_input_readers);
+  for (size_t r = 0; r < wait.size(); ++r) {
+    if (wait[r] != 0) TS_RETURN_IF_ERROR(host_wait(static_cast<int>(r)));
+  }
+  return Status();
+}
+
+void Scheduler::Impl::note_inplace_input_readers() {
+  if (!computed || graph == nullptr) return;
+  std::vector<char>& waited = pending_input_readers;
+  waited.resize(backends.size(), 0);
   for (const sched::Split& sp : plan.splits) {
     if (waited[static_cast<size_t>(sp.backend)] != 0) continue;
     auto is_user_input = [](const Tensor& t) { return t.op == Op::kNone && (t.flags & kFlagInput) != 0; };
@@ -204,11 +220,8 @@ Status Scheduler::Impl::wait_for_inplace_input_readers() {
               // a slot's copy: serial, or pipelined in slot 0, whose copy is the input)
               return owner != sp.backend || !plan.is_copy(&root);
             });
-    if (!reads) continue;
-    waited[static_cast<size_t>(sp.backend)] = 1;
-    TS_RETURN_IF_ERROR(host_wait(sp.backend));
+    if (reads) waited[static_cast<size_t>(sp.backend)] = 1;
   }
-  return Status();
 }
 
 Status Scheduler::Impl::host_wait(int r, int only) {

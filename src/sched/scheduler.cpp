@@ -465,6 +465,7 @@ Status Scheduler::alloc_graph(Graph& graph) {
 ComputeStatus Scheduler::graph_compute_async(Graph& graph) {
   Impl& m = *impl_;
   if (!m.allocated || m.graph != &graph || m.computed) {
+    m.note_inplace_input_readers();  // (the evaluation in flight: the next alloc_graph waits for its readers too)
     Status s = m.do_alloc(graph);
     if (!s.ok()) {
       return m.fail(s.code() == StatusCode::kAllocFailed ? ComputeStatus::kAllocFailed : ComputeStatus::kFailed,

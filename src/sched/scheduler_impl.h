@@ -85,6 +85,9 @@ struct Scheduler::Impl : sched::PlanState {
   bool computed = false;  // the allocation was used by a compute already
   int slot = 0;           // slot of the current allocation
   int next_slot = 0;
+  // per backend: it read a user input where it lives in an evaluation since the last alloc_graph
+  // (note_inplace_input_readers); alloc_graph waits for these and clears them
+  std::vector<char> pending_input_readers;
   int reserves = 0;
   int explicit_reserves = 0;  // of `reserves`, those of Scheduler::reserve (the rest are alloc_graph's re-plans)
   int replan_syncs = 0;       // backend synchronizations those re-plans made first
@@ -134,6 +137,9 @@ struct Scheduler::Impl : sched::PlanState {
   // Before the user writes the next evaluation's inputs (alloc_graph): every backend that reads a user INPUT where it
   // lives, without a copy, in the current plan is done with the evaluation in flight.
   Status wait_for_inplace_input_readers();
+  // Adds the backends that read a user input of the current, computed evaluation where it lives to
+  // pending_input_readers (wait_for_inplace_input_readers waits for them).
+  void note_inplace_input_readers();
   // The host waits until backend r is done with what its events recorded: the event of slot `only`, or of every slot
   // (-1); a backend without events is synchronized.
   Status host_wait(int r, int only = -1);
