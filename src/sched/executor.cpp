@@ -202,10 +202,10 @@ Status Scheduler::Impl::wait_for_inplace_input_readers() {
 
 void Scheduler::Impl::note_inplace_input_readers() {
   if (!computed || graph == nullptr) return;
-  std::vector<char>& waited = pending_input_readers;
-  waited.resize(backends.size(), 0);
+  std::vector<char>& pending = pending_input_readers;
+  pending.resize(backends.size(), 0);
   for (const sched::Split& sp : plan.splits) {
-    if (waited[static_cast<size_t>(sp.backend)] != 0) continue;
+    if (pending[static_cast<size_t>(sp.backend)] != 0) continue;
     auto is_user_input = [](const Tensor& t) { return t.op == Op::kNone && (t.flags & kFlagInput) != 0; };
     bool reads = false;
     for (const Tensor* in : sp.inputs) {
@@ -220,7 +220,7 @@ void Scheduler::Impl::note_inplace_input_readers() {
               // a slot's copy: serial, or pipelined in slot 0, whose copy is the input)
               return owner != sp.backend || !plan.is_copy(&root);
             });
-    if (reads) waited[static_cast<size_t>(sp.backend)] = 1;
+    if (reads) pending[static_cast<size_t>(sp.backend)] = 1;
   }
 }
 

@@ -134,8 +134,9 @@ struct Scheduler::Impl : sched::PlanState {
   // still read those bytes from an earlier evaluation is done with them (docs/scheduler.md, "Who must be done before
   // a write"). `waited` marks the backends already waited for in this evaluation step.
   Status wait_for_other_readers(const Tensor& cpy, int owner, int cur, std::vector<char>* waited);
-  // Before the user writes the next evaluation's inputs (alloc_graph): every backend that reads a user INPUT where it
-  // lives, without a copy, in the current plan is done with the evaluation in flight.
+  // Before the user writes the next evaluation's inputs (alloc_graph): every backend that read a user INPUT where it
+  // lives, without a copy, in an evaluation since the last alloc_graph (the current one, and those noted by
+  // note_inplace_input_readers) is done with it.
   Status wait_for_inplace_input_readers();
   // Adds the backends that read a user input of the current, computed evaluation where it lives to
   // pending_input_readers (wait_for_inplace_input_readers waits for them).
