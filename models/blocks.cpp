@@ -344,7 +344,7 @@ Tensor* moe_ffn(Context& ctx, const MoeParams& p, const MoeFfnWeights& w, Tensor
     weights = reshape_3d(ctx, w2, 1, n_used, T);
   }
   // llama.cpp from 6583: the weights into the graph now, before the experts' products
-  if (p.cpp != nullptr && p.cpp->moe_weights_early && order) fix_order(order, weights);
+  if (p.cpp != nullptr && p.cpp->moe_weights_early) fix_order(order, weights);
   auto biased = [&](Tensor* x, Tensor* b, const char* what) {
     return b != nullptr ? named(add_id(ctx, x, b, selected), what, il) : x;
   };

@@ -228,7 +228,7 @@ LlamaInputs default_inputs(const LlamaConfig& c, uint64_t seed) {
 }
 
 Status set_inputs(LlamaGraph& m, const LlamaInputs& in) {
-  auto set_i32 = [](Tensor* t, const std::vector<int32_t>& v) -> Status {
+  auto set_ints = [](Tensor* t, const std::vector<int32_t>& v) -> Status {
     if (t == nullptr) return Status::Ok();
     if (static_cast<int64_t>(v.size()) != nelements(*t)) {
       return TS_ERROR(StatusCode::kInvalidArgument, "set_inputs: %s needs %lld values, got %zu", t->name,
@@ -240,13 +240,13 @@ Status set_inputs(LlamaGraph& m, const LlamaInputs& in) {
     }
     return tensor_set(*t, v.data(), 0, v.size() * sizeof(int32_t));
   };
-  TS_RETURN_IF_ERROR(set_i32(m.tokens, in.tokens));
-  TS_RETURN_IF_ERROR(set_i32(m.pos, in.pos));
-  TS_RETURN_IF_ERROR(set_i32(m.kv_idxs, in.kv_idxs));
-  TS_RETURN_IF_ERROR(set_i32(m.v_idxs, in.v_idxs));
-  TS_RETURN_IF_ERROR(set_i32(m.kv_idxs_swa, in.kv_idxs_swa));
-  TS_RETURN_IF_ERROR(set_i32(m.v_idxs_swa, in.v_idxs_swa));
-  TS_RETURN_IF_ERROR(set_i32(m.out_ids, in.out_ids));
+  TS_RETURN_IF_ERROR(set_ints(m.tokens, in.tokens));
+  TS_RETURN_IF_ERROR(set_ints(m.pos, in.pos));
+  TS_RETURN_IF_ERROR(set_ints(m.kv_idxs, in.kv_idxs));
+  TS_RETURN_IF_ERROR(set_ints(m.v_idxs, in.v_idxs));
+  TS_RETURN_IF_ERROR(set_ints(m.kv_idxs_swa, in.kv_idxs_swa));
+  TS_RETURN_IF_ERROR(set_ints(m.v_idxs_swa, in.v_idxs_swa));
+  TS_RETURN_IF_ERROR(set_ints(m.out_ids, in.out_ids));
   if (m.mask != nullptr) {  // (none when every layer is a sliding-window one)
     if (static_cast<int64_t>(in.mask.size()) != nelements(*m.mask)) {
       return TS_ERROR(StatusCode::kInvalidArgument, "set_inputs: the mask needs %lld values, got %zu",

@@ -201,11 +201,12 @@ bool SimDevice::supports_op(const Tensor& op) const {
     if (high <= low) return false;
   }
   bool can;
-  if (has_storage_only(op) && (sim_->opt.mode == MemoryMode::kMetadata || !storage_only_is_i64_sources(op))) {
-    if (sim_->opt.mode != MemoryMode::kMetadata) return false;
+  const bool storage_only = has_storage_only(op);
+  if (storage_only && sim_->opt.mode == MemoryMode::kMetadata) {
     const StandIn stand_in(op);
     can = real_ != nullptr ? real_->supports_op(stand_in.node) : cpu::device()->supports_op(stand_in.node);
   } else {
+    if (storage_only && !storage_only_is_i64_sources(op)) return false;
     can = real_ != nullptr ? real_->supports_op(op) : cpu::device()->supports_op(op);
   }
   // Leafs and views compute nothing: the rules are about kernels. The rules see the real types.

@@ -282,19 +282,21 @@ void Scheduler::Impl::build_sched_graph(const Graph& g, int s_slot) {
   }
   // With pipelining, each graph input's copies of every slot, the input itself (slot 0) first, as ggml lists them:
   // pinned for the whole evaluation in its backend's compute memory, the same list in every slot's graph
-  std::vector<char> listed_input(plan.graph_input_ids.empty() ? 0 : plan.n_ids(), 0);
+  auto graph_input_set = [&](int32_t id, int b) {
+    const int32_t set = plan.copy_set(id, b);
+    return set >= 0 && plan.copy_set_key(set).graph_input ? set : -1;
+  };
   for (const int32_t id : plan.graph_input_ids) {
     const int b = plan.backend(id);
-    const int32_t set = plan.copy_set(id, b);
+    const int32_t set = graph_input_set(id, b);
     for (int c = 0; c < n_copies; ++c) {
       add_sched_leaf(plan.copy_in_set(set, c), plan.copy_id_in_set(set, c), bid_of(b), b);
     }
-    listed_input[static_cast<size_t>(id)] = 1;
   }
   for (size_t i = 0; i < g.n_leafs(); ++i) {
     const auto id = static_cast<int32_t>(g.n_nodes() + i);
-    if (!listed_input.empty() && listed_input[static_cast<size_t>(id)] != 0) continue;  // listed above
     const int b = plan.backend(id);
+    if (b >= 0 && !plan.graph_input_ids.empty() && graph_input_set(id, b) >= 0) continue;  // listed above
     add_sched_leaf(g.leaf(i), id, bid_of(b), b);
   }
   record_sched_positions(g);

@@ -385,8 +385,8 @@ std::string Verify::pass5() const {
            "rewrite %zu of node %s source %d", r, who(node).c_str(), w.src);
     const int32_t rep = w.replacement;
     // (a graph input's slot 0 is the input itself: rewritten to itself, so that the other slots' copies replace it)
-    const bool input_slot0 = rep == s && s >= 0 && plan_.copy_set(s, plan_.backend(s)) >= 0 &&
-                             plan_.copy_set_key(plan_.copy_set(s, plan_.backend(s))).graph_input;
+    const int32_t own_set = s >= 0 ? plan_.copy_set(s, plan_.backend(s)) : -1;
+    const bool input_slot0 = rep == s && own_set >= 0 && plan_.copy_set_key(own_set).graph_input;
     VERIFY(rep >= 0 && rep < n_ids && (plan_.copy_origin(rep) == s || input_slot0),
            "a source is rewritten to a copy of itself", "node %s source %d %s reads %s", who(node).c_str(), w.src,
            who(s).c_str(), who(rep).c_str());

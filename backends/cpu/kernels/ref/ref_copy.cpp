@@ -146,10 +146,9 @@ bool check_set_rows(const Tensor& node) {
   const Tensor* ids = node.src[2];
   if (!src_ok(dst) || !src_ok(rows) || ids == nullptr) return false;
   // i32 or i64 ids (llama.cpp's are i64; i64 is otherwise a storage-only type, read here as indices only)
-  if (ids->type != Type::kI64 && !src_ok(ids)) return false;
+  if (ids->type != Type::kI32 && ids->type != Type::kI64) return false;
   if ((ids->ne[0] | ids->ne[1] | ids->ne[2] | ids->ne[3]) < 0) return false;
   if (!is_weight_type(dst->type) || rows->type != Type::kF32) return false;
-  if (ids->type != Type::kI32 && ids->type != Type::kI64) return false;
   if (rows->ne[0] != dst->ne[0] || rows->ne[2] != dst->ne[2] || rows->ne[3] != dst->ne[3]) return false;
   if (ids->ne[0] != rows->ne[1] || ids->ne[1] != rows->ne[2] || ids->ne[2] != rows->ne[3] || ids->ne[3] != 1) {
     return false;
