@@ -137,7 +137,8 @@ Status copy_values(Context& from, Context& to) {
   return Status::Ok();
 }
 
-Result<std::vector<std::unique_ptr<CheckGraph>>> build_checks() {
+// Their weights and caches are filled on `threads` threads (0: one per hardware thread), the backend's.
+Result<std::vector<std::unique_ptr<CheckGraph>>> build_checks(int threads) {
   std::vector<std::unique_ptr<CheckGraph>> out;
   for (const Type wt : {Type::kQ4_0, Type::kF16}) {
     CheckGraph* first = nullptr;  // the graph of one token, whose values the other takes
@@ -170,7 +171,7 @@ Result<std::vector<std::unique_ptr<CheckGraph>>> build_checks() {
       // weights and cache: the second copies the first's, which is most of its set-up time saved (far more under
       // the sanitizers).
       if (first == nullptr) {
-        TS_RETURN_IF_ERROR(models::fill_random(c->graph, 1));
+        TS_RETURN_IF_ERROR(models::fill_random(c->graph, 1, threads));
         first = c.get();
       } else {
         TS_RETURN_IF_ERROR(copy_values(*first->graph.weights_ctx, *c->graph.weights_ctx));
@@ -289,7 +290,7 @@ Result<CalibrationRun> calibrate(const CalibrateOptions& o, bool check, const Re
   // same moments of a shared machine
   std::vector<std::unique_ptr<CheckGraph>> checks;
   if (check) {
-    auto built = build_checks();
+    auto built = build_checks(o.threads);
     if (!built.ok()) return built.status();
     checks = std::move(built).value();
     for (const auto& g : checks) {
@@ -366,7 +367,7 @@ Result<CalibrationRun> calibrate(const CalibrateOptions& o, bool check, const Re
 Result<std::vector<CheckRow>> check_calibration(const sim::DeviceConfig& device, const CalibrateOptions& o,
                                                 const Registry* real_devices) {
   std::unique_ptr<Backend> backend = measured_backend(o);
-  auto built = build_checks();
+  auto built = build_checks(o.threads);
   if (!built.ok()) return built.status();
   std::vector<Job> jobs;
   for (const auto& g : built.value()) jobs.push_back({g->label, timed_compute(*backend, *g->graph.graph, g->label)});

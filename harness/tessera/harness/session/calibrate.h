@@ -17,7 +17,7 @@ class Registry;
 namespace tessera::harness {
 
 struct CalibrateOptions {
-  int threads = 0;  // the CPU backend's threads (0: one per hardware thread)
+  int threads = 0;  // the CPU backend's threads, and the check graphs' fill's (0: one per hardware thread)
   int repeats = 7;  // timed rounds after a warm-up round, each running every measurement once; the median is kept
   std::function<void(const std::string&)> progress;  // a line per measurement (null: none)
 };
