@@ -15,6 +15,19 @@ bool byte_range(const Tensor& t, const Buffer** buffer, uintptr_t* begin, uintpt
   return true;
 }
 
+// Whether a node before `end` (graph order) writes into the memory of `id` through a view of it (a CPY or SET_ROWS
+// whose destination is id or a view of it), which pass 4 places with id.
+bool written_before(const sched::SchedPlan& plan, int32_t id, size_t end) {
+  for (size_t n = 0; n < end && n < plan.n_nodes(); ++n) {
+    const auto w = static_cast<int32_t>(n);
+    if (plan.view_src(w) >= 0 && plan.root(w) == id && !plan.has(w, sched::SchedPlan::kViewOp) &&
+        !plan.has(w, sched::SchedPlan::kNoneOp)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Whether a node of split sp (of graph g) has a source for which pred(source) holds.
 template <typename Pred>
 bool some_source(const Graph& g, const sched::Split& sp, Pred pred) {
@@ -208,8 +221,11 @@ void Scheduler::Impl::note_inplace_input_readers() {
     if (pending[static_cast<size_t>(sp.backend)] != 0) continue;
     auto is_user_input = [](const Tensor& t) { return t.op == Op::kNone && (t.flags & kFlagInput) != 0; };
     bool reads = false;
-    for (const Tensor* in : sp.inputs) {
+    for (size_t k = 0; k < sp.inputs.size(); ++k) {
+      const Tensor* in = sp.inputs[k];
       if (in->view_src != nullptr && is_user_input(*in->view_src)) reads = true;  // a view of an input, copied out
+      // an input an earlier split wrote into, copied out on sp's stream (copy_split_input's ordered path)
+      if (is_user_input(*in) && written_before(plan, sp.input_ids[k], sp.i_start)) reads = true;
     }
     reads = reads || some_source(*graph, sp, [&](const Tensor& src) {  // an input read where it lives
               const Tensor& root = src.view_src != nullptr ? *src.view_src : src;
@@ -300,9 +316,11 @@ Status Scheduler::Impl::copy_split_input(const sched::Split& sp, size_t k, int c
   const int ib = plan.backend(sp.input_ids[k]);
   Backend& src_backend = *backends[static_cast<size_t>(ib)];
   Status s;
-  if (in->op == Op::kNone && (in->flags & kFlagInput) != 0) {
+  if (in->op == Op::kNone && (in->flags & kFlagInput) != 0 && !written_before(plan, sp.input_ids[k], sp.i_start)) {
     // The user may overwrite an input as soon as the call returns: copy it now, after this slot is free. (A
-    // computed tensor flagged input is produced by an earlier split: it takes the ordered path below.) The host
+    // computed tensor flagged input is produced by an earlier split, and an input an earlier split wrote into (a CPY
+    // into it, on its backend's stream, which may not have run yet: found by the end-to-end fuzzer with an
+    // asynchronous CPU) holds what that split wrote: both take the ordered path below.) The host
     // writes the copy, so the work of sb that may still touch its bytes must be complete (the slot's event: it was
     // recorded after sb's last split, of this evaluation or of the earlier one in this slot), and so must every
     // other stream that may still read them (wait_for_other_readers: in-place readers, the previous split's backend
