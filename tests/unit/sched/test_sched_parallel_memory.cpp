@@ -203,6 +203,59 @@ TEST(SchedParallelMemory, PipelinedInputsOfAnAsynchronousDeviceAreNotOverwritten
   }
 }
 
+// A user input that the graph writes (a CPY into it, on an asynchronous CPU) and that a later split on the GPU reads:
+// the GPU's copy of the input must be what the CPY wrote. The host copied user inputs at once, before the CPU's stream
+// had run the CPY, so the GPU read the user's values (found by the end-to-end fuzzer; mutant
+// own-exec-input-written-by-earlier-split-copied-at-once). Serial and pipelined, every evaluation checked.
+TEST(SchedParallelMemory, AnInputWrittenByAnEarlierSplitReachesTheGpuAsWritten) {
+  for (const bool parallel : {false, true}) {
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      SCOPED_TRACE(std::string(parallel ? "pipelined" : "serial") + ", seed " + std::to_string(seed));
+      SimOptions o;
+      o.seed = seed;
+      o.adversarial = true;
+      auto sim = make_sim(gpu_and_async_cpu(), o);
+      auto backends = sim->make_backends().value();
+      Context ctx(ContextParams{.no_alloc = true});
+      Tensor* x = ctx.new_tensor_2d(Type::kF32, 64, 1);  // written by the graph
+      Tensor* z = ctx.new_tensor_2d(Type::kF32, 64, 1);
+      Tensor* w = ctx.new_tensor_2d(Type::kF32, 64, 4);  // a weight on the GPU: its product runs there
+      for (Tensor* in : {x, z}) set_input(*in);
+      Tensor* written = cpy(ctx, scale(ctx, z, 2.0f), x);  // on the CPU, where x lives
+      Tensor* y = mul_mat(ctx, w, x);                      // on the GPU, after the CPY in graph order
+      set_output(*y);
+      Graph g;
+      ASSERT_TRUE(g.build_forward(written).ok());
+      ASSERT_TRUE(g.build_forward(y).ok());
+      auto wb = allocate_tensors({{w, sim->device(0)->buffer_type()}}, BufferUsage::kWeights);
+      ASSERT_TRUE(wb.ok()) << wb.status().to_string();
+      const std::vector<float> wv = random_values(64 * 4, seed);
+      set_f32(*w, wv);
+      SchedulerParams p;
+      p.parallel = parallel;
+      auto sched = Scheduler::create({backends[0].get(), backends[1].get()}, p).value();
+      for (int e = 0; e < 3; ++e) {
+        ASSERT_TRUE(sched->alloc_graph(g).ok());
+        const std::vector<float> xv = random_values(64, 100 + seed * 10 + e);
+        const std::vector<float> zv = random_values(64, 200 + seed * 10 + e);
+        set_f32(*x, xv);
+        set_f32(*z, zv);
+        ASSERT_EQ(sched->graph_compute(g), ComputeStatus::kSuccess) << sched->last_error();
+        ASSERT_EQ(sched->get_tensor_backend(y), backends[0].get()) << sched->report();
+        const std::vector<float> got = get_f32(*y);
+        for (int r = 0; r < 4; ++r) {  // y[r] = sum_i w[i, r] * 2 z[i]: the CPY's values, not the user's x
+          double want = 0;
+          for (int i = 0; i < 64; ++i)
+            want += double(wv[static_cast<size_t>(r * 64 + i)]) * 2.0 * zv[static_cast<size_t>(i)];
+          EXPECT_NEAR(got[static_cast<size_t>(r)], want, 1e-3 * (1.0 + std::abs(want))) << "evaluation " << e;
+        }
+      }
+      EXPECT_TRUE(sim->races().empty()) << sim->races_report();
+      EXPECT_TRUE(sim->errors().empty());
+    }
+  }
+}
+
 // Each evaluation's logits, with the next evaluation already submitted before reading the previous one is not
 // possible (they share the output); so here every evaluation is synchronized and checked, on many seeds.
 TEST(SchedParallelMemory, EveryEvaluationMatchesTheCpuReference) {
