@@ -291,6 +291,7 @@ std::vector<std::vector<int>> Scheduler::Impl::first_split_waits_of(const sched:
         if (buf->type()->device() != backends[w]->device() && has(reads[r], buf)) add(w, r);
       }
     }
+    // (writes before reads: below)
     // r copies out of a buffer w writes, and the copy's source backend is not w: the copy's contract orders it before
     // later work of its source backend only
     for (const sched::Split& sp : p.splits) {
@@ -299,6 +300,32 @@ std::vector<std::vector<int>> Scheduler::Impl::first_split_waits_of(const sched:
           add(w, static_cast<size_t>(sp.backend));
           break;
         }
+      }
+    }
+  }
+  // Writes before reads: a split of w reads a tensor where it lives (not a copy) that a later split of r writes into
+  // (a SET_ROWS or CPY into it). In one evaluation the read comes first; the next evaluation's read must come after
+  // this one's write, and nothing else orders r's stream before w's first split (found by the end-to-end fuzzer: an
+  // asynchronous CPU's SET_ROWS into a cache that a host-visible accelerator read in place at the start of the next
+  // evaluation).
+  std::unordered_map<const Tensor*, std::vector<std::pair<size_t, size_t>>> readers;  // root -> (split, backend)
+  for (size_t si = 0; si < p.splits.size(); ++si) {
+    const sched::Split& sp = p.splits[si];
+    for (size_t i = sp.i_start; i < sp.i_end && i < graph->n_nodes(); ++i) {
+      const Tensor* node = graph->node(i);
+      if (node->view_src != nullptr && !op_is_view(node->op)) {  // a writer: its root's earlier readers wait for it
+        auto it = readers.find(node->view_src);
+        if (it != readers.end()) {
+          for (const auto& [r_split, r_backend] : it->second) {
+            if (r_split < si) add(r_backend, static_cast<size_t>(sp.backend));
+          }
+        }
+      }
+      for (const Tensor* src : node->src) {
+        if (src == nullptr) continue;
+        const Tensor* root = src->view_src != nullptr ? src->view_src : src;
+        // (only a leaf can be read before it is written: a node's output is computed before anything reads it)
+        if (root->op == Op::kNone) readers[root].emplace_back(si, static_cast<size_t>(sp.backend));
       }
     }
   }
