@@ -256,6 +256,56 @@ TEST(SchedParallelMemory, AnInputWrittenByAnEarlierSplitReachesTheGpuAsWritten) 
   }
 }
 
+// A leaf that a host-visible GPU reads where it lives (a CPU cache), and that a later split on an asynchronous CPU
+// writes into (SET_ROWS): the next evaluation's read comes after this evaluation's write, so the GPU's first split
+// waits for the CPU (found by the end-to-end fuzzer, serial with a computation again; mutant
+// own-exec-write-before-next-evaluations-inplace-read-not-waited). Serial and pipelined, computed again without
+// alloc_graph, adversarial seeds: no race.
+TEST(SchedParallelMemory, AWriteIntoALeafIsDoneBeforeTheNextEvaluationReadsItInPlace) {
+  for (const bool parallel : {false, true}) {
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      SCOPED_TRACE(std::string(parallel ? "pipelined" : "serial") + ", seed " + std::to_string(seed));
+      SimOptions o;
+      o.seed = seed;
+      o.adversarial = true;
+      TopologyConfig t = gpu_and_async_cpu();
+      t.devices[0].host_visible = true;  // reads the CPU's buffers in place
+      auto sim = make_sim(t, o);
+      auto backends = sim->make_backends().value();
+      Context ctx(ContextParams{.no_alloc = true});
+      Tensor* cache = ctx.new_tensor_2d(Type::kF32, 64, 8);  // a CPU leaf: read in place, then written
+      Tensor* rows = ctx.new_tensor_2d(Type::kF32, 64, 2);
+      Tensor* slots = ctx.new_tensor_1d(Type::kI32, 2);
+      Tensor* w = ctx.new_tensor_2d(Type::kF32, 64, 4);  // a weight on the GPU: its product runs there
+      for (Tensor* in : {cache, rows, slots}) set_input(*in);
+      Tensor* y = mul_mat(ctx, w, cache);                   // on the GPU, first
+      Tensor* written = set_rows(ctx, cache, rows, slots);  // on the CPU, where the cache lives, after it
+      set_output(*y);
+      Graph g;
+      ASSERT_TRUE(g.build_forward(y).ok());
+      ASSERT_TRUE(g.build_forward(written).ok());
+      auto wb = allocate_tensors({{w, sim->device(0)->buffer_type()}}, BufferUsage::kWeights);
+      ASSERT_TRUE(wb.ok()) << wb.status().to_string();
+      set_f32(*w, random_values(64 * 4, seed));
+      SchedulerParams p;
+      p.parallel = parallel;
+      auto sched = Scheduler::create({backends[0].get(), backends[1].get()}, p).value();
+      ASSERT_TRUE(sched->alloc_graph(g).ok());
+      set_f32(*cache, random_values(64 * 8, 100 + seed));
+      set_f32(*rows, random_values(64 * 2, 200 + seed));
+      const int32_t ids[2] = {1, 5};
+      ASSERT_TRUE(tensor_set(*slots, ids, 0, sizeof ids).ok());
+      for (int e = 0; e < 3; ++e) {  // the same graph computed again, without alloc_graph
+        ASSERT_EQ(sched->graph_compute_async(g), ComputeStatus::kSuccess) << sched->last_error();
+      }
+      ASSERT_TRUE(sched->synchronize().ok());
+      ASSERT_EQ(sched->get_tensor_backend(y), backends[0].get()) << sched->report();
+      EXPECT_TRUE(sim->races().empty()) << sim->races_report() << sched->report();
+      EXPECT_TRUE(sim->errors().empty());
+    }
+  }
+}
+
 // Each evaluation's logits, with the next evaluation already submitted before reading the previous one is not
 // possible (they share the output); so here every evaluation is synchronized and checked, on many seeds.
 TEST(SchedParallelMemory, EveryEvaluationMatchesTheCpuReference) {
