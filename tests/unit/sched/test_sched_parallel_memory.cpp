@@ -203,6 +203,36 @@ TEST(SchedParallelMemory, PipelinedInputsOfAnAsynchronousDeviceAreNotOverwritten
   }
 }
 
+// A GPU and an asynchronous CPU (adversarial seed), a context for a small graph, and a 64 x 4 f32 weight on the GPU
+// (random values), so that the product that reads it runs there.
+struct GpuWeightRig {
+  std::unique_ptr<Simulator> sim;
+  std::vector<std::unique_ptr<Backend>> backends;
+  Context ctx{ContextParams{.no_alloc = true}};
+  Tensor* w = nullptr;
+  std::vector<float> wv;
+  std::vector<std::unique_ptr<Buffer>> buffers;
+
+  GpuWeightRig(const TopologyConfig& t, uint64_t seed) {
+    SimOptions o;
+    o.seed = seed;
+    o.adversarial = true;
+    sim = make_sim(t, o);
+    backends = sim->make_backends().value();
+    w = ctx.new_tensor_2d(Type::kF32, 64, 4);
+    auto wb = allocate_tensors({{w, sim->device(0)->buffer_type()}}, BufferUsage::kWeights);
+    EXPECT_TRUE(wb.ok()) << wb.status().to_string();
+    if (wb.ok()) buffers = std::move(wb).value();
+    wv = random_values(64 * 4, seed);
+    set_f32(*w, wv);
+  }
+  std::unique_ptr<Scheduler> scheduler(bool parallel) {
+    SchedulerParams p;
+    p.parallel = parallel;
+    return Scheduler::create({backends[0].get(), backends[1].get()}, p).value();
+  }
+};
+
 // A user input that the graph writes (a CPY into it, on an asynchronous CPU) and that a later split on the GPU reads:
 // the GPU's copy of the input must be what the CPY wrote. The host copied user inputs at once, before the CPU's stream
 // had run the CPY, so the GPU read the user's values (found by the end-to-end fuzzer; mutant
@@ -211,29 +241,19 @@ TEST(SchedParallelMemory, AnInputWrittenByAnEarlierSplitReachesTheGpuAsWritten) 
   for (const bool parallel : {false, true}) {
     for (uint64_t seed = 1; seed <= 4; ++seed) {
       SCOPED_TRACE(std::string(parallel ? "pipelined" : "serial") + ", seed " + std::to_string(seed));
-      SimOptions o;
-      o.seed = seed;
-      o.adversarial = true;
-      auto sim = make_sim(gpu_and_async_cpu(), o);
-      auto backends = sim->make_backends().value();
-      Context ctx(ContextParams{.no_alloc = true});
+      GpuWeightRig rig(gpu_and_async_cpu(), seed);
+      Context& ctx = rig.ctx;
       Tensor* x = ctx.new_tensor_2d(Type::kF32, 64, 1);  // written by the graph
       Tensor* z = ctx.new_tensor_2d(Type::kF32, 64, 1);
-      Tensor* w = ctx.new_tensor_2d(Type::kF32, 64, 4);  // a weight on the GPU: its product runs there
       for (Tensor* in : {x, z}) set_input(*in);
       Tensor* written = cpy(ctx, scale(ctx, z, 2.0f), x);  // on the CPU, where x lives
-      Tensor* y = mul_mat(ctx, w, x);                      // on the GPU, after the CPY in graph order
+      Tensor* y = mul_mat(ctx, rig.w, x);                  // on the GPU, after the CPY in graph order
       set_output(*y);
       Graph g;
       ASSERT_TRUE(g.build_forward(written).ok());
       ASSERT_TRUE(g.build_forward(y).ok());
-      auto wb = allocate_tensors({{w, sim->device(0)->buffer_type()}}, BufferUsage::kWeights);
-      ASSERT_TRUE(wb.ok()) << wb.status().to_string();
-      const std::vector<float> wv = random_values(64 * 4, seed);
-      set_f32(*w, wv);
-      SchedulerParams p;
-      p.parallel = parallel;
-      auto sched = Scheduler::create({backends[0].get(), backends[1].get()}, p).value();
+      const std::vector<float>& wv = rig.wv;
+      auto sched = rig.scheduler(parallel);
       for (int e = 0; e < 3; ++e) {
         ASSERT_TRUE(sched->alloc_graph(g).ok());
         const std::vector<float> xv = random_values(64, 100 + seed * 10 + e);
@@ -241,7 +261,7 @@ TEST(SchedParallelMemory, AnInputWrittenByAnEarlierSplitReachesTheGpuAsWritten) 
         set_f32(*x, xv);
         set_f32(*z, zv);
         ASSERT_EQ(sched->graph_compute(g), ComputeStatus::kSuccess) << sched->last_error();
-        ASSERT_EQ(sched->get_tensor_backend(y), backends[0].get()) << sched->report();
+        ASSERT_EQ(sched->get_tensor_backend(y), rig.backends[0].get()) << sched->report();
         const std::vector<float> got = get_f32(*y);
         for (int r = 0; r < 4; ++r) {  // y[r] = sum_i w[i, r] * 2 z[i]: the CPY's values, not the user's x
           double want = 0;
@@ -250,8 +270,8 @@ TEST(SchedParallelMemory, AnInputWrittenByAnEarlierSplitReachesTheGpuAsWritten) 
           EXPECT_NEAR(got[static_cast<size_t>(r)], want, 1e-3 * (1.0 + std::abs(want))) << "evaluation " << e;
         }
       }
-      EXPECT_TRUE(sim->races().empty()) << sim->races_report();
-      EXPECT_TRUE(sim->errors().empty());
+      EXPECT_TRUE(rig.sim->races().empty()) << rig.sim->races_report();
+      EXPECT_TRUE(rig.sim->errors().empty());
     }
   }
 }
@@ -265,31 +285,21 @@ TEST(SchedParallelMemory, AWriteIntoALeafIsDoneBeforeTheNextEvaluationReadsItInP
   for (const bool parallel : {false, true}) {
     for (uint64_t seed = 1; seed <= 4; ++seed) {
       SCOPED_TRACE(std::string(parallel ? "pipelined" : "serial") + ", seed " + std::to_string(seed));
-      SimOptions o;
-      o.seed = seed;
-      o.adversarial = true;
       TopologyConfig t = gpu_and_async_cpu();
       t.devices[0].host_visible = true;  // reads the CPU's buffers in place
-      auto sim = make_sim(t, o);
-      auto backends = sim->make_backends().value();
-      Context ctx(ContextParams{.no_alloc = true});
+      GpuWeightRig rig(t, seed);
+      Context& ctx = rig.ctx;
       Tensor* cache = ctx.new_tensor_2d(Type::kF32, 64, 8);  // a CPU leaf: read in place, then written
       Tensor* rows = ctx.new_tensor_2d(Type::kF32, 64, 2);
       Tensor* slots = ctx.new_tensor_1d(Type::kI32, 2);
-      Tensor* w = ctx.new_tensor_2d(Type::kF32, 64, 4);  // a weight on the GPU: its product runs there
       for (Tensor* in : {cache, rows, slots}) set_input(*in);
-      Tensor* y = mul_mat(ctx, w, cache);                   // on the GPU, first
+      Tensor* y = mul_mat(ctx, rig.w, cache);               // on the GPU, first
       Tensor* written = set_rows(ctx, cache, rows, slots);  // on the CPU, where the cache lives, after it
       set_output(*y);
       Graph g;
       ASSERT_TRUE(g.build_forward(y).ok());
       ASSERT_TRUE(g.build_forward(written).ok());
-      auto wb = allocate_tensors({{w, sim->device(0)->buffer_type()}}, BufferUsage::kWeights);
-      ASSERT_TRUE(wb.ok()) << wb.status().to_string();
-      set_f32(*w, random_values(64 * 4, seed));
-      SchedulerParams p;
-      p.parallel = parallel;
-      auto sched = Scheduler::create({backends[0].get(), backends[1].get()}, p).value();
+      auto sched = rig.scheduler(parallel);
       ASSERT_TRUE(sched->alloc_graph(g).ok());
       set_f32(*cache, random_values(64 * 8, 100 + seed));
       set_f32(*rows, random_values(64 * 2, 200 + seed));
@@ -299,9 +309,9 @@ TEST(SchedParallelMemory, AWriteIntoALeafIsDoneBeforeTheNextEvaluationReadsItInP
         ASSERT_EQ(sched->graph_compute_async(g), ComputeStatus::kSuccess) << sched->last_error();
       }
       ASSERT_TRUE(sched->synchronize().ok());
-      ASSERT_EQ(sched->get_tensor_backend(y), backends[0].get()) << sched->report();
-      EXPECT_TRUE(sim->races().empty()) << sim->races_report() << sched->report();
-      EXPECT_TRUE(sim->errors().empty());
+      ASSERT_EQ(sched->get_tensor_backend(y), rig.backends[0].get()) << sched->report();
+      EXPECT_TRUE(rig.sim->races().empty()) << rig.sim->races_report() << sched->report();
+      EXPECT_TRUE(rig.sim->errors().empty());
     }
   }
 }
