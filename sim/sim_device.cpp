@@ -300,6 +300,7 @@ void SimBackend::set_tensor_async(Tensor& t, const void* data, size_t offset, si
   }
   const double start = begin(CommandDesc{"set_async", t.name, nullptr, size, 0});
   s.hz.access(b->hazard_id(), b->offset_of(t) + offset, size, true, t.name);
+  s.access_host_pointer(data, size, false);  // this stream reads the source bytes when it runs the command
   const double e = end(start, s.copy_time_us(-1, dev_->index(), size));
   if (s.opt.record_trace) s.add_event(TraceKind::kSet, track_, format_message("set %s", t.name), start, e, size);
   s.push(e, [b, tc = t, data, offset, size] { b->write_bytes(tc, offset, data, size); });
@@ -314,6 +315,7 @@ void SimBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, si
   }
   const double start = begin(CommandDesc{"get_async", t.name, nullptr, size, 0});
   s.hz.access(b->hazard_id(), b->offset_of(t) + offset, size, false, t.name);
+  s.access_host_pointer(data, size, true);  // and writes the destination bytes
   const double e = end(start, s.copy_time_us(dev_->index(), -1, size));
   if (s.opt.record_trace) s.add_event(TraceKind::kGet, track_, format_message("get %s", t.name), start, e, size);
   s.push(e, [b, tc = t, data, offset, size] { b->read_bytes(tc, offset, data, size); });

@@ -61,6 +61,11 @@ struct Simulator::Impl {
   std::vector<SimBackend*> streams;                         // live backends
   std::map<uintptr_t, size_t> reserved;                     // address ranges without bytes (metadata-only buffers)
   bool is_reserved(const void* p) const;
+  // Live buffers the host addresses directly (host-visible memory, a wrapped CPU's), by base address: a host pointer
+  // handed to a set or get (tensor_copy from a host buffer memcpys from the source's own bytes) is an access to them.
+  std::map<uintptr_t, SimBuffer*> host_buffers;
+  // Records the current command's access to [p, p + n) where it lies in such a buffer (nothing otherwise).
+  void access_host_pointer(const void* p, size_t n, bool write);
   std::vector<std::string> errors;
   int64_t n_allocs = 0;       // allocation attempts (for the fault plan)
   uint64_t n_buffers = 0;     // buffers made (for their names)

@@ -29,6 +29,19 @@ bool Simulator::Impl::is_reserved(const void* p) const {
   return a < it->first + it->second;
 }
 
+void Simulator::Impl::access_host_pointer(const void* p, size_t n, bool write) {
+  if (p == nullptr || n == 0 || host_buffers.empty()) return;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = host_buffers.upper_bound(a);
+  if (it == host_buffers.begin()) return;
+  --it;
+  SimBuffer* b = it->second;
+  const uintptr_t base = it->first;
+  if (a >= base + b->size()) return;
+  const size_t offset = a - base;
+  hz.access(b->hazard_id(), offset, std::min(n, b->size() - offset), write, "(through a host pointer)");
+}
+
 SimBuffer* sim_buffer_of(const Simulator::Impl* sim, const Tensor& t) {
   auto* b = dynamic_cast<SimBuffer*>(tensor_buffer(t));
   return b != nullptr && b->sim_device()->sim() == sim ? b : nullptr;
@@ -140,6 +153,7 @@ SimBuffer::SimBuffer(SimBufferType* type, size_t size, Memory memory, void* mem,
     : Buffer(type, size), type_(type), memory_(memory), mem_(static_cast<char*>(mem)), inner_(std::move(inner)) {
   Simulator::Impl& s = *type->sim_device()->sim();
   hz_id_ = s.hz.new_buffer(format_message("%s#%llu", type->name(), static_cast<unsigned long long>(++s.n_buffers)));
+  if (type->is_host() && size > 0 && base() != nullptr) s.host_buffers[reinterpret_cast<uintptr_t>(base())] = this;
 }
 
 SimBuffer::~SimBuffer() {
@@ -147,6 +161,10 @@ SimBuffer::~SimBuffer() {
   // Nothing pending may touch this memory after it is gone: apply what is in flight (the race, if any, is still
   // reported below: freeing is a host write of the whole buffer).
   s.flush();
+  if (base() != nullptr) {
+    auto it = s.host_buffers.find(reinterpret_cast<uintptr_t>(base()));
+    if (it != s.host_buffers.end() && it->second == this) s.host_buffers.erase(it);
+  }
   s.hz.begin_command(HazardTracker::kHost, CommandDesc{"free of buffer", type_->name(), nullptr, size(), 0});
   s.hz.access(hz_id_, 0, size(), /*write=*/true, "");
   s.hz.free_buffer(hz_id_);
@@ -225,6 +243,7 @@ void SimBuffer::memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t si
 
 void SimBuffer::set_tensor(Tensor& t, const void* data, size_t offset, size_t size) {
   const double dur = host_op(TraceKind::kSet, &t, offset, size, true, "set");
+  sim_device()->sim()->access_host_pointer(data, size, false);  // (the bytes read, when they are a host buffer's)
   write_bytes(t, offset, data, size);
   Simulator::Impl& s = *sim_device()->sim();
   s.advance_host(s.now + dur);
@@ -232,6 +251,7 @@ void SimBuffer::set_tensor(Tensor& t, const void* data, size_t offset, size_t si
 
 void SimBuffer::get_tensor(const Tensor& t, void* data, size_t offset, size_t size) {
   const double dur = host_op(TraceKind::kGet, &t, offset, size, false, "get");
+  sim_device()->sim()->access_host_pointer(data, size, true);  // (the bytes written, when they are a host buffer's)
   read_bytes(t, offset, data, size);
   Simulator::Impl& s = *sim_device()->sim();
   s.advance_host(s.now + dur);

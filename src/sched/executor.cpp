@@ -54,6 +54,7 @@ ComputeStatus compute_range(Backend& b, const Graph& g, size_t i0, size_t i1, st
 ComputeStatus Scheduler::Impl::execute() {
   last_error.clear();
   const int cur = slot;
+  note_leaf_writers();
   if (const ComputeStatus s = copy_graph_inputs(cur); s != ComputeStatus::kSuccess) return s;
 
   // 0. before a backend's first split of this evaluation writes anything, the backends that may still read, from an
@@ -144,6 +145,35 @@ ComputeStatus Scheduler::Impl::copy_graph_inputs(int cur) {
     if (!s.ok()) return fail(ComputeStatus::kFailed, "scheduler: " + s.message());
   }
   return ComputeStatus::kSuccess;
+}
+
+void Scheduler::Impl::note_leaf_writers() {
+  leaf_writers.clear();
+  for (size_t n = 0; n < plan.n_nodes(); ++n) {
+    const auto w = static_cast<int32_t>(n);
+    if (plan.view_src(w) < 0 || plan.has(w, sched::SchedPlan::kViewOp) || plan.has(w, sched::SchedPlan::kNoneOp)) {
+      continue;
+    }
+    const int32_t root = plan.root(w);
+    const Tensor* t = plan.tensor(root);
+    if (t == nullptr || t->op != Op::kNone) continue;
+    std::vector<int>& v = leaf_writers[root];
+    const int b = plan.backend(w);
+    if (b >= 0 && std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
+  }
+}
+
+Status Scheduler::Impl::wait_for_leaf_writers(int32_t id, std::vector<char>* waited) {
+  if (leaf_writers.empty()) return Status();
+  auto it = leaf_writers.find(plan.root(id));
+  if (it == leaf_writers.end()) return Status();
+  for (int b : it->second) {
+    char& w = (*waited)[static_cast<size_t>(b)];
+    if (w == 2) continue;
+    w = 2;
+    TS_RETURN_IF_ERROR(host_wait(b));
+  }
+  return Status();
 }
 
 // The other readers of a copy's bytes, which the host is about to overwrite for this evaluation:
@@ -351,9 +381,10 @@ Status Scheduler::Impl::copy_split_input(const sched::Split& sp, size_t k, int c
     // writes the copy, so the work of sb that may still touch its bytes must be complete (the slot's event: it was
     // recorded after sb's last split, of this evaluation or of the earlier one in this slot), and so must every
     // other stream that may still read them (wait_for_other_readers: in-place readers, the previous split's backend
-    // among them, and copies out). The previous split itself need not be done: it writes only its own backend's
-    // memory, and ggml does not wait for it either -- that wait put the host in step with every split and undid the
-    // overlap of evaluations in flight (issue 46).
+    // among them, and copies out), and, for an input the graph writes into later, the backends writing it (an
+    // earlier evaluation's write may still be in flight: wait_for_leaf_writers). The previous split itself need not be
+    // done: it writes only its own backend's memory, and ggml does not wait for it either -- that wait put the host in
+    // step with every split and undid the overlap of evaluations in flight (issue 46).
     if (slot_event != nullptr) {
       slot_event->synchronize();
     } else {
@@ -362,6 +393,7 @@ Status Scheduler::Impl::copy_split_input(const sched::Split& sp, size_t k, int c
     if (s.ok()) {
       std::vector<char> waited(backends.size(), 0);
       s = wait_for_other_readers(*cpy, sp.backend, cur, &waited);
+      if (s.ok()) s = wait_for_leaf_writers(sp.input_ids[k], &waited);
     }
     if (s.ok()) s = tensor_copy(*in, *cpy);
   } else {
@@ -386,6 +418,8 @@ Status Scheduler::Impl::copy_split_input(const sched::Split& sp, size_t k, int c
       if (s.ok()) {
         std::vector<char> waited(backends.size(), 0);
         s = wait_for_other_readers(*cpy, sp.backend, cur, &waited);
+        // (and the backends writing into the leaf the input is, or is a view of: an earlier evaluation's write)
+        if (s.ok()) s = wait_for_leaf_writers(sp.input_ids[k], &waited);
       }
       if (s.ok()) s = tensor_copy(*in, *cpy);
     }

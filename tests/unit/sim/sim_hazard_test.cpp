@@ -287,4 +287,121 @@ TEST_F(SimHazard, HostWriteWhileAStreamReadsIsARace) {
   EXPECT_EQ(sim->races()[0].second.agent, "host");
 }
 
+// A host pointer handed to a set or get is an access to the buffer it points into when the host addresses that
+// buffer directly (docs/simulator.md, "The hazard detector"): tensor_copy from a host-visible buffer memcpys from the
+// source's own bytes. Before this was tracked, the end-to-end fuzzer found a host copy of a graph input that an
+// asynchronous CPU had still to write into by its wrong output alone.
+struct SimHostPointerHazard : ::testing::Test {
+  std::unique_ptr<Simulator> sim = make_sim(topology({host_visible_gpu("gpu0"), gpu("gpu1"), wrapped_cpu()}));
+  std::unique_ptr<Backend> b0 = sim->device(0)->init_backend({}).value();
+  std::unique_ptr<Backend> b1 = sim->device(1)->init_backend({}).value();
+  BufferType& g0 = *sim->device(0)->buffer_type();
+  BufferType& g1 = *sim->device(1)->buffer_type();
+  std::vector<float> xv = random_values(64, 21);
+
+  static DeviceConfig host_visible_gpu(const std::string& name) {
+    DeviceConfig d = gpu(name);
+    d.host_visible = true;
+    return d;
+  }
+  size_t races() const { return sim->races().size(); }
+};
+
+TEST_F(SimHostPointerHazard, TheBufferTypeIsHostMemory) {
+  // (what makes tensor_copy read the source through its pointer: tessera/backend.cpp)
+  ASSERT_TRUE(g0.is_host());
+  ASSERT_FALSE(g1.is_host());
+}
+
+TEST_F(SimHostPointerHazard, HostCopyOutOfABufferAStreamStillWritesIsARace) {
+  Vectors in(g0, {"x"});
+  set_f32(*in[0], xv);
+  OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
+  set_name(*op.out, "x2");
+  Vectors dst(g1, {"x2_copy"});
+  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  ASSERT_TRUE(tensor_copy(*op.out, *dst[0]).ok());  // the host reads x2's bytes; gpu0 not synchronized
+  ASSERT_EQ(races(), 1u) << sim->races_report();
+  const Race& r = sim->races()[0];
+  EXPECT_EQ(r.first.agent, "gpu0/s0");
+  EXPECT_TRUE(r.first.write);
+  EXPECT_EQ(r.first.tensor, "x2");
+  EXPECT_EQ(r.second.agent, "host");
+  EXPECT_FALSE(r.second.write);
+  EXPECT_EQ(r.second.tensor, "(through a host pointer)");
+  EXPECT_EQ(r.size, 64 * sizeof(float));
+}
+
+TEST_F(SimHostPointerHazard, HostCopyOutOfABufferAfterASynchronizeIsClean) {
+  Vectors in(g0, {"x"});
+  set_f32(*in[0], xv);
+  OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
+  Vectors dst(g1, {"x2_copy"});
+  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  ASSERT_TRUE(b0->synchronize().ok());
+  ASSERT_TRUE(tensor_copy(*op.out, *dst[0]).ok());
+  EXPECT_EQ(races(), 0u) << sim->races_report();
+  const std::vector<float> got = get_f32(*dst[0]);
+  for (size_t i = 0; i < xv.size(); ++i) ASSERT_FLOAT_EQ(got[i], 2.0f * xv[i]) << i;
+}
+
+TEST_F(SimHostPointerHazard, HostCopyIntoABufferAStreamStillReadsIsARace) {
+  Vectors in(g0, {"x"});
+  set_f32(*in[0], xv);
+  OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
+  Vectors src(g1, {"next_x"});
+  set_f32(*src[0], random_values(64, 22));
+  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  // tensor_copy into a host buffer: gpu1's buffer gets the destination's pointer and writes x's bytes through it
+  ASSERT_TRUE(tensor_copy(*src[0], *in[0]).ok());
+  ASSERT_EQ(races(), 1u) << sim->races_report();
+  const Race& r = sim->races()[0];
+  EXPECT_EQ(r.first.agent, "gpu0/s0");
+  EXPECT_FALSE(r.first.write);
+  EXPECT_EQ(r.first.tensor, "x");
+  EXPECT_EQ(r.second.agent, "host");
+  EXPECT_TRUE(r.second.write);
+}
+
+TEST_F(SimHostPointerHazard, AnAsyncSetFromABufferAnotherStreamWritesIsARaceUnlessOrdered) {
+  Vectors in(g0, {"x"});
+  set_f32(*in[0], xv);
+  OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
+  Vectors dst(g1, {"x2_copy"});
+  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  // gpu1's stream reads x2's bytes when it runs the set: nothing orders it after gpu0's write
+  b1->set_tensor_async(*dst[0], op.out->data, 0, nbytes(*op.out));
+  ASSERT_EQ(races(), 1u) << sim->races_report();
+  EXPECT_EQ(sim->races()[0].first.agent, "gpu0/s0");
+  EXPECT_EQ(sim->races()[0].second.agent, "gpu1/s0");
+  EXPECT_FALSE(sim->races()[0].second.write);
+  ASSERT_TRUE(b1->synchronize().ok());
+  ASSERT_TRUE(b0->synchronize().ok());
+
+  // the same after an event: ordered, and the copy holds the product
+  auto ev = sim->device(0)->event_new();
+  ASSERT_NE(ev, nullptr);
+  OneOp again(g0, [&](Context& c) { return scale(c, in[0], 3.0f); });
+  ASSERT_EQ(b0->graph_compute_async(again.graph), ComputeStatus::kSuccess);
+  ev->record(*b0);
+  ev->wait(*b1);
+  b1->set_tensor_async(*dst[0], again.out->data, 0, nbytes(*again.out));
+  ASSERT_TRUE(b1->synchronize().ok());
+  EXPECT_EQ(races(), 1u) << sim->races_report();
+  const std::vector<float> got = get_f32(*dst[0]);
+  for (size_t i = 0; i < xv.size(); ++i) ASSERT_FLOAT_EQ(got[i], 3.0f * xv[i]) << i;
+}
+
+TEST_F(SimHostPointerHazard, APointerOutsideEveryBufferIsNotTracked) {
+  Vectors in(g0, {"x"});
+  set_f32(*in[0], xv);
+  OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
+  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  std::vector<float> mine = random_values(64, 23);
+  Vectors dst(g1, {"y"});
+  dst[0]->buffer->set_tensor(*dst[0], mine.data(), 0, mine.size() * sizeof(float));  // the program's own memory
+  EXPECT_EQ(races(), 0u) << sim->races_report();
+  ASSERT_TRUE(b0->synchronize().ok());
+}
+
 }  // namespace
