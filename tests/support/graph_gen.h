@@ -90,7 +90,7 @@ inline const char* step_kind_name(StepKind k) {
 // One step. a/b pick operands (modulo the number of fitting values, 0 = the most recent), p/q are op parameters
 // (their bits are documented at each step in Builder::step). leaf: how fresh leafs of this step are made (0, 1:
 // planned; 2: external, pre-allocated; 3: planned and INPUT). mark: 5 flags the step's result OUTPUT, 4 flags it
-// INPUT (non-view nodes only).
+// INPUT (non-view nodes only; a CPY into a fresh destination flags that destination instead).
 struct Step {
   StepKind kind = StepKind::kUnary;
   uint8_t a = 0;
@@ -777,7 +777,11 @@ class Builder {
         break;
       }
       case StepKind::kCopy: {
-        // p % 4: cont, dup, cpy into a fresh tensor (type by q % 4, flat when q & 16), cpy into a view of a cache
+        // p % 4: cont, dup, cpy into a fresh tensor (type by q % 4, flat when q & 16), cpy into a view of a cache.
+        // The fresh destination is planned, external (leaf 2), or an INPUT when the step is marked INPUT (mark 4,
+        // leaf not 2): a graph that writes into a tensor the application writes too, as the scheduler must order
+        // (docs/scheduler.md, execution step 3).
+        const uint8_t dst_mode = s.mark == 4 && s.leaf != 2 ? 3 : s.leaf == 3 ? 0 : s.leaf;
         const int a = pick(s.a, [](const Val&) { return true; });
         if (a < 0) return;
         const Dims ad = v(a).d;
@@ -795,7 +799,7 @@ class Builder {
             bd = {n, C(1), C(1), C(1)};
             if (is_quant(ty)) ty = weight_type(3 + ((s.q >> 2) & 1), n);
           }
-          const int b = fresh_leaf(ty, bd, FillKind::kFloat, {}, s.leaf == 3 ? 0 : s.leaf, "copy_dst");
+          const int b = fresh_leaf(ty, bd, FillKind::kFloat, {}, dst_mode, "copy_dst");
           if (b < 0) return;
           use(a);
           use(b);
@@ -804,8 +808,7 @@ class Builder {
           const int64_t extra = s.q % 8;
           const SDim len = n.t ? C(n.c * kMaxTokens + extra) : C(n.c + extra);
           const Type ty = i32 ? Type::kI32 : float_type(s.q >> 3);
-          const int cache =
-              fresh_leaf(ty, {len, C(1), C(1), C(1)}, FillKind::kFloat, {}, s.leaf == 3 ? 0 : s.leaf, "flat_cache");
+          const int cache = fresh_leaf(ty, {len, C(1), C(1), C(1)}, FillKind::kFloat, {}, dst_mode, "flat_cache");
           if (cache < 0) return;
           const int64_t off = (s.q >> 4) % (extra + 1);
           use(cache);
