@@ -134,11 +134,11 @@ struct Scheduler::Impl : sched::PlanState {
   // INPUT), per leaf id of the plan; only leafs the graph writes have an entry. Rebuilt by execute().
   std::unordered_map<int32_t, std::vector<int>> leaf_writers;
   void note_leaf_writers();
-  // Before the host copies leaf `id`, or a view of it, into a split: the backends that
-  // write into it are done, so that the copy holds what an earlier evaluation, still in flight, wrote there (found by
-  // the scheduler properties once the hazard detector saw host copies out of host memory: a SET_ROWS of an
-  // asynchronous CPU into a user input, then a computation again whose first split copied the input at once; a CPY
-  // of gpu1 into a weight in gpu0's host buffer, which the next evaluation's first split copied through the host).
+  // Before the host copies leaf `id`, or a view of it, into a split: the backends that write into it are done, so
+  // that the copy holds what an earlier evaluation, still in flight, wrote there (found by the scheduler properties
+  // once the hazard detector saw host copies out of host memory: a SET_ROWS of an asynchronous CPU into a user input,
+  // then a computation again whose first split copied the input at once; a CPY of gpu1 into a weight in gpu0's host
+  // buffer, which the next evaluation's first split copied through the host).
   Status wait_for_leaf_writers(int32_t id, std::vector<char>* waited);
   // Before the host writes `cpy` (a copy of a user input in slot cur on backend `owner`): every other backend that may
   // still read those bytes from an earlier evaluation is done with them (docs/scheduler.md, "Who must be done before
