@@ -15,15 +15,18 @@ bool byte_range(const Tensor& t, const Buffer** buffer, uintptr_t* begin, uintpt
   return true;
 }
 
+// Whether node w writes into the memory of another tensor, plan.root(w): a CPY or SET_ROWS, whose result is a view of
+// its destination (a view op's result only aliases it).
+bool writes_into_root(const sched::SchedPlan& plan, int32_t w) {
+  return plan.view_src(w) >= 0 && !plan.has(w, sched::SchedPlan::kViewOp) && !plan.has(w, sched::SchedPlan::kNoneOp);
+}
+
 // Whether a node before `end` (graph order) writes into the memory of `id` through a view of it (a CPY or SET_ROWS
 // whose destination is id or a view of it), which pass 4 places with id.
 bool written_before(const sched::SchedPlan& plan, int32_t id, size_t end) {
   for (size_t n = 0; n < end && n < plan.n_nodes(); ++n) {
     const auto w = static_cast<int32_t>(n);
-    if (plan.view_src(w) >= 0 && plan.root(w) == id && !plan.has(w, sched::SchedPlan::kViewOp) &&
-        !plan.has(w, sched::SchedPlan::kNoneOp)) {
-      return true;
-    }
+    if (writes_into_root(plan, w) && plan.root(w) == id) return true;
   }
   return false;
 }
@@ -151,9 +154,7 @@ void Scheduler::Impl::note_leaf_writers() {
   leaf_writers.clear();
   for (size_t n = 0; n < plan.n_nodes(); ++n) {
     const auto w = static_cast<int32_t>(n);
-    if (plan.view_src(w) < 0 || plan.has(w, sched::SchedPlan::kViewOp) || plan.has(w, sched::SchedPlan::kNoneOp)) {
-      continue;
-    }
+    if (!writes_into_root(plan, w)) continue;
     const int32_t root = plan.root(w);
     const Tensor* t = plan.tensor(root);
     if (t == nullptr || t->op != Op::kNone) continue;

@@ -298,12 +298,20 @@ struct SimHostPointerHazard : ::testing::Test {
   BufferType& g0 = *sim->device(0)->buffer_type();
   BufferType& g1 = *sim->device(1)->buffer_type();
   std::vector<float> xv = random_values(64, 21);
+  // x (the values xv) and x2 = 2 x, both in gpu0's host-visible memory; start_x2() submits x2 to gpu0's stream
+  Vectors in{g0, {"x"}};
+  OneOp op{g0, [this](Context& c) { return scale(c, in[0], 2.0f); }};
 
   static DeviceConfig host_visible_gpu(const std::string& name) {
     DeviceConfig d = gpu(name);
     d.host_visible = true;
     return d;
   }
+  void SetUp() override {
+    set_f32(*in[0], xv);
+    set_name(*op.out, "x2");
+  }
+  ComputeStatus start_x2() { return b0->graph_compute_async(op.graph); }
   size_t races() const { return sim->races().size(); }
 };
 
@@ -314,12 +322,8 @@ TEST_F(SimHostPointerHazard, TheBufferTypeIsHostMemory) {
 }
 
 TEST_F(SimHostPointerHazard, HostCopyOutOfABufferAStreamStillWritesIsARace) {
-  Vectors in(g0, {"x"});
-  set_f32(*in[0], xv);
-  OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
-  set_name(*op.out, "x2");
   Vectors dst(g1, {"x2_copy"});
-  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  ASSERT_EQ(start_x2(), ComputeStatus::kSuccess);
   ASSERT_TRUE(tensor_copy(*op.out, *dst[0]).ok());  // the host reads x2's bytes; gpu0 not synchronized
   ASSERT_EQ(races(), 1u) << sim->races_report();
   const Race& r = sim->races()[0];
@@ -333,11 +337,8 @@ TEST_F(SimHostPointerHazard, HostCopyOutOfABufferAStreamStillWritesIsARace) {
 }
 
 TEST_F(SimHostPointerHazard, HostCopyOutOfABufferAfterASynchronizeIsClean) {
-  Vectors in(g0, {"x"});
-  set_f32(*in[0], xv);
-  OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
   Vectors dst(g1, {"x2_copy"});
-  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  ASSERT_EQ(start_x2(), ComputeStatus::kSuccess);
   ASSERT_TRUE(b0->synchronize().ok());
   ASSERT_TRUE(tensor_copy(*op.out, *dst[0]).ok());
   EXPECT_EQ(races(), 0u) << sim->races_report();
@@ -346,12 +347,9 @@ TEST_F(SimHostPointerHazard, HostCopyOutOfABufferAfterASynchronizeIsClean) {
 }
 
 TEST_F(SimHostPointerHazard, HostCopyIntoABufferAStreamStillReadsIsARace) {
-  Vectors in(g0, {"x"});
-  set_f32(*in[0], xv);
-  OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
   Vectors src(g1, {"next_x"});
   set_f32(*src[0], random_values(64, 22));
-  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  ASSERT_EQ(start_x2(), ComputeStatus::kSuccess);
   // tensor_copy into a host buffer: gpu1's buffer gets the destination's pointer and writes x's bytes through it
   ASSERT_TRUE(tensor_copy(*src[0], *in[0]).ok());
   ASSERT_EQ(races(), 1u) << sim->races_report();
@@ -364,11 +362,8 @@ TEST_F(SimHostPointerHazard, HostCopyIntoABufferAStreamStillReadsIsARace) {
 }
 
 TEST_F(SimHostPointerHazard, AnAsyncSetFromABufferAnotherStreamWritesIsARaceUnlessOrdered) {
-  Vectors in(g0, {"x"});
-  set_f32(*in[0], xv);
-  OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
   Vectors dst(g1, {"x2_copy"});
-  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  ASSERT_EQ(start_x2(), ComputeStatus::kSuccess);
   // gpu1's stream reads x2's bytes when it runs the set: nothing orders it after gpu0's write
   b1->set_tensor_async(*dst[0], op.out->data, 0, nbytes(*op.out));
   ASSERT_EQ(races(), 1u) << sim->races_report();
@@ -393,10 +388,7 @@ TEST_F(SimHostPointerHazard, AnAsyncSetFromABufferAnotherStreamWritesIsARaceUnle
 }
 
 TEST_F(SimHostPointerHazard, APointerOutsideEveryBufferIsNotTracked) {
-  Vectors in(g0, {"x"});
-  set_f32(*in[0], xv);
-  OneOp op(g0, [&](Context& c) { return scale(c, in[0], 2.0f); });
-  ASSERT_EQ(b0->graph_compute_async(op.graph), ComputeStatus::kSuccess);
+  ASSERT_EQ(start_x2(), ComputeStatus::kSuccess);
   std::vector<float> mine = random_values(64, 23);
   Vectors dst(g1, {"y"});
   dst[0]->buffer->set_tensor(*dst[0], mine.data(), 0, mine.size() * sizeof(float));  // the program's own memory
