@@ -177,6 +177,22 @@ Status Scheduler::Impl::wait_for_leaf_writers(int32_t id, std::vector<char>* wai
   return Status();
 }
 
+Status Scheduler::Impl::wait_for_leaf_writers_on_stream(int32_t id, int src, int sb) {
+  if (leaf_writers.empty()) return Status();
+  auto it = leaf_writers.find(plan.root(id));
+  if (it == leaf_writers.end()) return Status();
+  Backend& dst = *backends[static_cast<size_t>(sb)];
+  for (int b : it->second) {
+    if (b == src || b == sb) continue;  // (the copy's contract, and sb's own stream order)
+    if (event(b, 0) != nullptr) {
+      for (int s = 0; s < n_copies; ++s) event(b, s)->wait(dst);
+    } else {
+      TS_RETURN_IF_ERROR(host_wait(b));
+    }
+  }
+  return Status();
+}
+
 // The other readers of a copy's bytes, which the host is about to overwrite for this evaluation:
 // - every backend that reads the copy's buffer where it is, without a copy of its own (a host-visible GPU reading a
 //   CPU input: found by the reuse sweep on a unified-memory preset, where gpu0 still read slot 0's tokens while the
@@ -403,6 +419,9 @@ Status Scheduler::Impl::copy_split_input(const sched::Split& sp, size_t k, int c
     } else {
       s = sb.synchronize();
     }
+    // (a leaf the graph writes into: the writers other than the copy's source backend, whose write of an earlier
+    // evaluation the copy's contract does not order)
+    if (s.ok()) s = wait_for_leaf_writers_on_stream(sp.input_ids[k], ib, sp.backend);
     if (s.ok() && !sb.cpy_tensor_async(&src_backend, *in, *cpy)) {
       // no native async copy: the host copies, so the producer must be done, and so must the previous user of
       // this slot, the previous split (whose memory the copy may reuse) and every other stream that may still read

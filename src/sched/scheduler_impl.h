@@ -140,6 +140,13 @@ struct Scheduler::Impl : sched::PlanState {
   // then a computation again whose first split copied the input at once; a CPY of gpu1 into a weight in gpu0's host
   // buffer, which the next evaluation's first split copied through the host).
   Status wait_for_leaf_writers(int32_t id, std::vector<char>* waited);
+  // Before `sb` copies leaf `id`, or a view of it, on its own stream from the leaf's backend `src` (cpy_tensor_async):
+  // sb's stream waits for every other backend that writes into the leaf (its events of every slot; without events the
+  // host synchronizes it). The copy's contract orders it after the work of `src` and of sb only, and an earlier
+  // evaluation's write by a third backend may still be in flight (found by the race-finder once graphs wrote into
+  // leafs they read: gpu1's SET_ROWS into a table in its memory, whose backend was gpu0, copied out by gpu2's first
+  // split of the next evaluation).
+  Status wait_for_leaf_writers_on_stream(int32_t id, int src, int sb);
   // Before the host writes `cpy` (a copy of a user input in slot cur on backend `owner`): every other backend that may
   // still read those bytes from an earlier evaluation is done with them (docs/scheduler.md, "Who must be done before
   // a write"). `waited` marks the backends already waited for in this evaluation step.
