@@ -17,7 +17,8 @@
 // forms; swiglu, geglu, swiglu_oai), soft_max with and without mask and sinks, add_id (per-expert bias rows), rope
 // (normal/neox, optional freq factors), mul_mat with weights of every Weight type (or an activation as the weight),
 // mul_mat_id (ids from a leaf or from top_k of a router), get_rows, set_rows into a cache (a fresh leaf or an earlier
-// value), argsort, top_k, cpy (to another type, flat, or into a view of a cache), cont, dup, views
+// value), a write into a leaf an earlier step read (set_rows or cpy: a state read, then stored over), argsort, top_k,
+// cpy (to another type, flat, or into a view of a cache), cont, dup, views
 // (view/reshape/permute/transpose, views of views), flash_attn_ext (mask, sinks, GQA). Leafs are planned (no memory),
 // INPUT-flagged, or "external" (pre-allocated in BuildOptions::weight_buft, like weights). Step results are flagged
 // OUTPUT (and non-view nodes INPUT) now and then; the last graph sink is always an OUTPUT. Every tensor in the graph is
@@ -74,15 +75,16 @@ enum class StepKind : uint8_t {
   kCopy,
   kView,
   kAttention,
-  kAddId,  // appended: the kinds of older descriptions keep their numbers
-  kClamp,  // appended
+  kAddId,      // appended: the kinds of older descriptions keep their numbers
+  kClamp,      // appended
+  kWriteBack,  // appended; desc_from_bytes does not draw it (kByteStepKinds)
   kCount
 };
 
 inline const char* step_kind_name(StepKind k) {
-  static const char* const names[] = {"Unary",   "Scale", "Binary", "Norm",      "SumRows", "Glu",
-                                      "SoftMax", "Rope",  "MulMat", "MulMatId",  "GetRows", "SetRows",
-                                      "Sort",    "Copy",  "View",   "Attention", "AddId",   "Clamp"};
+  static const char* const names[] = {"Unary", "Scale",     "Binary",   "Norm",    "SumRows",  "Glu",  "SoftMax",
+                                      "Rope",  "MulMat",    "MulMatId", "GetRows", "SetRows",  "Sort", "Copy",
+                                      "View",  "Attention", "AddId",    "Clamp",   "WriteBack"};
   const auto i = static_cast<size_t>(k);
   return i < static_cast<size_t>(StepKind::kCount) ? names[i] : "?";
 }
@@ -130,7 +132,11 @@ inline void showValue(const GraphDesc& d, std::ostream& os) { os << d; }
 inline void showValue(const Step& s, std::ostream& os) { os << s; }
 
 // ---- bytes -> description (fuzzers) ----
-// Layout: tokens, width, 4 seed bytes, then 7 bytes per step. Missing bytes read as 0.
+// Layout: tokens, width, 4 seed bytes, then 7 bytes per step. Missing bytes read as 0. A kind byte is taken modulo
+// kByteStepKinds, the kinds there were when the fuzzers' corpora were made: a kind appended later would give every
+// stored input another graph (the inputs named in tests/mutation/MUTANTS.md would no longer kill their mutants), so
+// later kinds are drawn by the RapidCheck generator only.
+constexpr uint8_t kByteStepKinds = 18;  // kUnary .. kClamp
 inline GraphDesc desc_from_bytes(const uint8_t* data, size_t size) {
   size_t at = 0;
   auto next = [&]() -> uint8_t { return at < size ? data[at++] : uint8_t{0}; };
@@ -141,7 +147,7 @@ inline GraphDesc desc_from_bytes(const uint8_t* data, size_t size) {
   for (int i = 0; i < 4; ++i) d.seed = (d.seed << 8) | next();
   while (at < size && d.steps.size() < 64) {
     Step s;
-    s.kind = static_cast<StepKind>(next() % static_cast<uint8_t>(StepKind::kCount));
+    s.kind = static_cast<StepKind>(next() % kByteStepKinds);
     s.a = next();
     s.b = next();
     s.p = next();
@@ -848,9 +854,49 @@ class Builder {
         r = add(clamp(*ctx_, t(a), bounds[s.p % 6][0], bounds[s.p % 6][1]), v(a).d, true, "clamp");
         break;
       }
+      case StepKind::kWriteBack: r = write_back_step(s); break;
       case StepKind::kCount: return;
     }
     mark(r, s);
+  }
+
+  // A write into a leaf that an earlier step read: the graph reads a state, then stores the next one over it (a
+  // SET_ROWS or CPY after the read, in graph order). In one evaluation the read comes first; across evaluations the
+  // write must come before the next evaluation's read, which the scheduler orders (docs/scheduler.md, "Who must be done
+  // before a write"). The general SetRows / Copy steps write into an earlier leaf only when one happens to fit.
+  // a: the leaf, among the float leafs read so far (none: no step). p & 1: SET_ROWS of 1 + q % ne1 rows (p & 2: the
+  // rows are an earlier value that fits, else fresh), else a CPY of a fresh value of the leaf's shape into it.
+  int write_back_step(const Step& s) {
+    const int dst = pick(
+        s.a, [](const Val& y) { return y.leaf && y.used && y.t->view_src == nullptr && is_weight_type(y.t->type); });
+    if (dst < 0) return -1;
+    const Dims dd = v(dst).d;
+    if (s.p & 1) {
+      int rows = -1;
+      if (s.p & 2) {
+        rows = pick(s.b, [&](const Val& y) {
+          return y.t->type == Type::kF32 && y.d[0] == dd[0] && y.d[2] == dd[2] && y.d[3] == dd[3] &&
+                 le(y.d[1], dd[1]) && root(y.t) != root(t(dst));
+        });
+      }
+      if (rows < 0) {
+        rows = fresh_leaf(Type::kF32, {dd[0], C(1 + s.q % dd[1].c), dd[2], dd[3]}, FillKind::kFloat, {}, s.leaf,
+                          "next_rows");
+      }
+      if (rows < 0) return -1;
+      const int ids = fresh_leaf(Type::kI32, {v(rows).d[1], dd[2], dd[3], C(1)}, FillKind::kDistinctIds, dd[1], s.leaf,
+                                 "next_slots");
+      if (ids < 0) return -1;
+      use(rows);
+      use(dst);
+      use(ids);
+      return add(set_rows(*ctx_, t(dst), t(rows), t(ids)), dd, true, "write_back");
+    }
+    const int src = fresh_leaf(Type::kF32, dd, FillKind::kFloat, {}, s.leaf, "next_state");
+    if (src < 0) return -1;
+    use(src);
+    use(dst);
+    return add(cpy(*ctx_, t(src), t(dst)), dd, true, "write_back");
   }
 
   // p % 5: reshape (q % 4: merge dims 0-1, split dim 0, flatten, insert a unit dim 1), permute (axes by q),
@@ -1053,7 +1099,8 @@ inline rc::Gen<StepKind> gen_step_kind() {
                                           {7, StepKind::kView},
                                           {2, StepKind::kAttention},
                                           {1, StepKind::kAddId},
-                                          {1, StepKind::kClamp}}),
+                                          {1, StepKind::kClamp},
+                                          {2, StepKind::kWriteBack}}),
       [](StepKind k) { return k == StepKind::kUnary ? rc::Seq<StepKind>() : rc::seq::just(StepKind::kUnary); });
 }
 
