@@ -82,9 +82,7 @@ ComputeStatus Scheduler::Impl::execute() {
     if (started[static_cast<size_t>(sp.backend)] == 0) {
       started[static_cast<size_t>(sp.backend)] = 1;
       for (int r : first_waits[static_cast<size_t>(sp.backend)]) {
-        if (event(r, 0) != nullptr) {
-          for (int s = 0; s < n_copies; ++s) event(r, s)->wait(sb);
-        } else if (Status s = host_wait(r); !s.ok()) {
+        if (Status s = stream_wait(r, sb); !s.ok()) {
           return fail(ComputeStatus::kFailed,
                       format_message("scheduler: before split %zu: %s", si, s.message().c_str()));
         }
@@ -164,11 +162,16 @@ void Scheduler::Impl::note_leaf_writers() {
   }
 }
 
-Status Scheduler::Impl::wait_for_leaf_writers(int32_t id, std::vector<char>* waited) {
-  if (leaf_writers.empty()) return Status();
+const std::vector<int>* Scheduler::Impl::leaf_writers_of(int32_t id) const {
+  if (leaf_writers.empty()) return nullptr;
   auto it = leaf_writers.find(plan.root(id));
-  if (it == leaf_writers.end()) return Status();
-  for (int b : it->second) {
+  return it == leaf_writers.end() ? nullptr : &it->second;
+}
+
+Status Scheduler::Impl::wait_for_leaf_writers(int32_t id, std::vector<char>* waited) {
+  const std::vector<int>* writers = leaf_writers_of(id);
+  if (writers == nullptr) return Status();
+  for (int b : *writers) {
     char& w = (*waited)[static_cast<size_t>(b)];
     if (w == 2) continue;
     w = 2;
@@ -178,17 +181,11 @@ Status Scheduler::Impl::wait_for_leaf_writers(int32_t id, std::vector<char>* wai
 }
 
 Status Scheduler::Impl::wait_for_leaf_writers_on_stream(int32_t id, int src, int sb) {
-  if (leaf_writers.empty()) return Status();
-  auto it = leaf_writers.find(plan.root(id));
-  if (it == leaf_writers.end()) return Status();
-  Backend& dst = *backends[static_cast<size_t>(sb)];
-  for (int b : it->second) {
+  const std::vector<int>* writers = leaf_writers_of(id);
+  if (writers == nullptr) return Status();
+  for (int b : *writers) {
     if (b == src || b == sb) continue;  // (the copy's contract, and sb's own stream order)
-    if (event(b, 0) != nullptr) {
-      for (int s = 0; s < n_copies; ++s) event(b, s)->wait(dst);
-    } else {
-      TS_RETURN_IF_ERROR(host_wait(b));
-    }
+    TS_RETURN_IF_ERROR(stream_wait(b, *backends[static_cast<size_t>(sb)]));
   }
   return Status();
 }
@@ -292,6 +289,12 @@ Status Scheduler::Impl::host_wait(int r, int only) {
   for (int s = 0; s < n_copies; ++s) {
     if (only < 0 || s == only) event(r, s)->synchronize();
   }
+  return Status();
+}
+
+Status Scheduler::Impl::stream_wait(int r, Backend& sb) {
+  if (event(r, 0) == nullptr) return host_wait(r);
+  for (int s = 0; s < n_copies; ++s) event(r, s)->wait(sb);
   return Status();
 }
 

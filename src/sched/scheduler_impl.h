@@ -161,6 +161,10 @@ struct Scheduler::Impl : sched::PlanState {
   // The host waits until backend r is done with what its events recorded: the event of slot `only`, or of every slot
   // (-1); a backend without events is synchronized.
   Status host_wait(int r, int only = -1);
+  // sb's stream waits for backend r's events of every slot; a backend without events is synchronized by the host.
+  Status stream_wait(int r, Backend& sb);
+  // The backends writing into leaf `id` (or the leaf it is a view of) in the current plan; nullptr when none.
+  const std::vector<int>* leaf_writers_of(int32_t id) const;
   // Per backend w, the backends w's first split of an evaluation waits for (execute's step 0): every backend whose
   // splits read a tensor of another device in place (no copy: they take its buffer type); every backend whose
   // compute reads a buffer of another device that w writes into; every backend that copies out of a buffer w writes

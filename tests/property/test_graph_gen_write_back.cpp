@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "support/graph_gen.h"
@@ -28,15 +27,7 @@ std::vector<float> floats(const Tensor& t) {
 struct Built {
   graphgen::BuiltGraph g;
   std::unique_ptr<Buffer> buf;
-  Tensor* find(const std::string& name) const {
-    for (size_t i = 0; i < g.graph->n_nodes(); ++i) {
-      if (name == g.graph->node(i)->name) return g.graph->node(i);
-    }
-    for (size_t i = 0; i < g.graph->n_leafs(); ++i) {
-      if (name == g.graph->leaf(i)->name) return g.graph->leaf(i);
-    }
-    return nullptr;
-  }
+  Tensor* find(const char* name) const { return g.ctx->find(name); }  // (no external leafs here: all in ctx)
   int position(const Tensor* node) const {
     for (size_t i = 0; i < g.graph->n_nodes(); ++i) {
       if (g.graph->node(i) == node) return static_cast<int>(i);
