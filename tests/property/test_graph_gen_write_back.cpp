@@ -73,13 +73,18 @@ constexpr int kT = 3, kE = 32, kM = 8;
 // v0.x [32, T] (the first input) and v1.weight [32, 8] f32 (MulMat p = 5: type 0, M = 8), v2.mul_mat [8, T]
 const Step kProduct{StepKind::kMulMat, 0, 0, 5, 0, 0, 5};
 
-TEST(GraphGenWriteBack, SetRowsOfFreshRowsIntoAWeightAfterItsProduct) {
+GraphDesc desc(uint32_t seed, std::vector<Step> steps) {
   GraphDesc d;
   d.tokens = kT;
   d.width = kE;
-  d.seed = 7;
+  d.seed = seed;
+  d.steps = std::move(steps);
+  return d;
+}
+
+TEST(GraphGenWriteBack, SetRowsOfFreshRowsIntoAWeightAfterItsProduct) {
   // a = 0: the most recent leaf read so far (v1.weight); p = 1: SET_ROWS of fresh rows; q = 2: 1 + 2 % 8 = 3 rows
-  d.steps = {kProduct, Step{StepKind::kWriteBack, 0, 0, 1, 2, 0, 5}};
+  const GraphDesc d = desc(7, {kProduct, Step{StepKind::kWriteBack, 0, 0, 1, 2, 0, 5}});
   Built b;
   build_and_fill(d, &b);
   const Tensor* w = b.find("v1.weight");
@@ -107,11 +112,7 @@ TEST(GraphGenWriteBack, SetRowsOfFreshRowsIntoAWeightAfterItsProduct) {
 }
 
 TEST(GraphGenWriteBack, CpyOfAFreshStateIntoAWeightAfterItsProduct) {
-  GraphDesc d;
-  d.tokens = kT;
-  d.width = kE;
-  d.seed = 8;
-  d.steps = {kProduct, Step{StepKind::kWriteBack, 0, 0, 0, 0, 0, 0}};  // p = 0: CPY of a fresh value
+  const GraphDesc d = desc(8, {kProduct, Step{StepKind::kWriteBack, 0, 0, 0, 0, 0, 0}});  // p = 0: CPY of a fresh value
   Built b;
   build_and_fill(d, &b);
   const Tensor* w = b.find("v1.weight");
@@ -130,13 +131,10 @@ TEST(GraphGenWriteBack, CpyOfAFreshStateIntoAWeightAfterItsProduct) {
 }
 
 TEST(GraphGenWriteBack, SetRowsOfAnEarlierValueIntoTheInputItWasComputedFrom) {
-  GraphDesc d;
-  d.tokens = kT;
-  d.width = kE;
-  d.seed = 9;
   // v3 = silu(v0.x) (Unary a = 2: the third most recent float value); WriteBack a = 1: the first input (leafs read so
   // far, most recent first: v1.weight, v0.x); p = 3: rows from the pool (b = 0: v3, the only one that fits)
-  d.steps = {kProduct, Step{StepKind::kUnary, 2, 0, 0, 0, 0, 0}, Step{StepKind::kWriteBack, 1, 0, 3, 0, 0, 5}};
+  const GraphDesc d =
+      desc(9, {kProduct, Step{StepKind::kUnary, 2, 0, 0, 0, 0, 0}, Step{StepKind::kWriteBack, 1, 0, 3, 0, 0, 5}});
   Built b;
   build_and_fill(d, &b);
   const Tensor* x = b.find("v0.x");
