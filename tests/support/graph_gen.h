@@ -136,7 +136,7 @@ inline void showValue(const Step& s, std::ostream& os) { os << s; }
 // kByteStepKinds, the kinds there were when the fuzzers' corpora were made: a kind appended later would give every
 // stored input another graph (the inputs named in tests/mutation/MUTANTS.md would no longer kill their mutants), so
 // later kinds are drawn by the RapidCheck generator only.
-constexpr uint8_t kByteStepKinds = 18;  // kUnary .. kClamp
+constexpr uint8_t kByteStepKinds = static_cast<uint8_t>(StepKind::kWriteBack);  // 18: kUnary .. kClamp
 inline GraphDesc desc_from_bytes(const uint8_t* data, size_t size) {
   size_t at = 0;
   auto next = [&]() -> uint8_t { return at < size ? data[at++] : uint8_t{0}; };
@@ -867,8 +867,7 @@ class Builder {
   // a: the leaf, among the float leafs read so far (none: no step). p & 1: SET_ROWS of 1 + q % ne1 rows (p & 2: the
   // rows are an earlier value that fits, else fresh), else a CPY of a fresh value of the leaf's shape into it.
   int write_back_step(const Step& s) {
-    const int dst = pick(
-        s.a, [](const Val& y) { return y.leaf && y.used && y.t->view_src == nullptr && is_weight_type(y.t->type); });
+    const int dst = pick(s.a, [](const Val& y) { return y.leaf && y.used && is_weight_type(y.t->type); });
     if (dst < 0) return -1;
     const Dims dd = v(dst).d;
     if (s.p & 1) {
